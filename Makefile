@@ -1,0 +1,41 @@
+# The two set-up commands: `make run` and `make test`. Everything else is a helper.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+BIND   ?= 127.0.0.1:8000
+PYTEST_ARGS ?=
+
+.PHONY: run test install lint check bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
+		{ echo "Tasuku needs Python 3.11 or newer (found: $$($(PYTHON) --version 2>&1))."; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+## Run Tasuku on its embedded defaults (SQLite, static reviewer, local runner).
+run: $(STAMP)
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	$(BIN)/python manage.py ensure_admin
+	$(BIN)/python manage.py setup_schedules
+	$(BIN)/python manage.py serve --bind $(BIND)
+
+## Run the whole test suite (DATABASE_URL picks the database; SQLite by default).
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+check: $(STAMP)
+	$(BIN)/python manage.py check
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache staticfiles .test-db.sqlite3*

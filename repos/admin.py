@@ -1,0 +1,188 @@
+"""The Django admin is how an operator configures Tasuku."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from repos.models import Installation, Repository, RepositoryPolicy, Reviewer, SecondaryRepository
+from repos.services import policy_copy
+
+
+@admin.register(Installation)
+class InstallationAdmin(admin.ModelAdmin):
+    list_display = (
+        "account_login",
+        "github_id",
+        "account_type",
+        "repository_count",
+        "monthly_budget_usd",
+        "suspended_at",
+        "removed_at",
+    )
+    list_filter = ("account_type", ("suspended_at", admin.EmptyFieldListFilter))
+    search_fields = ("account_login", "=github_id")
+    readonly_fields = (
+        "github_id",
+        "account_login",
+        "account_type",
+        "repository_selection",
+        "permissions",
+        "suspended_at",
+        "removed_at",
+        "created_at",
+        "updated_at",
+    )
+    fieldsets = (
+        (None, {"fields": ("account_login", "github_id", "account_type", "repository_selection")}),
+        ("Budget", {"fields": ("monthly_budget_usd", "degrade_over_budget")}),
+        ("State", {"fields": ("permissions", "suspended_at", "removed_at", "created_at", "updated_at")}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).annotate(_repositories=Count("repositories"))
+
+    @admin.display(description="repositories", ordering="_repositories")
+    def repository_count(self, obj: Installation) -> int:
+        return obj._repositories
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # installations come from GitHub's installation events
+
+
+class RepositoryPolicyInline(admin.StackedInline):
+    model = RepositoryPolicy
+    can_delete = False
+    min_num = 1
+    max_num = 1
+    filter_horizontal = ("reviewers",)
+    fieldsets = (
+        (
+            "Triggers",
+            {
+                "fields": (
+                    ("trigger_opened", "trigger_reopened"),
+                    ("trigger_ready_for_review", "trigger_synchronize"),
+                    "review_drafts",
+                )
+            },
+        ),
+        ("Reviewers", {"fields": ("reviewers", "strictness", "triage_enabled")}),
+        ("Scope", {"fields": ("max_changed_files", "excluded_paths", "excluded_authors")}),
+        (
+            "Publication and the merge gate",
+            {"fields": ("comment_limit", "min_severity", "fail_check_on", "auto_approve")},
+        ),
+    )
+
+
+class SecondaryRepositoryInline(admin.TabularInline):
+    model = SecondaryRepository
+    extra = 0
+
+
+class CopyPolicyForm(forms.Form):
+    source = forms.ModelChoiceField(
+        queryset=Repository.objects.filter(policy__isnull=False),
+        help_text="Its policy and reviewers are copied to every selected repository.",
+    )
+
+
+@admin.register(Repository)
+class RepositoryAdmin(admin.ModelAdmin):
+    list_display = (
+        "full_name",
+        "enabled",
+        "installation",
+        "policy_reviewers",
+        "policy_strictness",
+        "private",
+        "removed_at",
+    )
+    list_filter = ("enabled", "private", "installation", ("removed_at", admin.EmptyFieldListFilter))
+    list_editable = ("enabled",)
+    search_fields = ("full_name",)
+    readonly_fields = ("github_id", "installation", "full_name", "private", "default_branch", "removed_at")
+    inlines = (RepositoryPolicyInline, SecondaryRepositoryInline)
+    actions = ("enable_reviews", "disable_reviews", "copy_policy")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("installation", "policy")
+            .prefetch_related("policy__reviewers")
+        )
+
+    @admin.display(description="reviewers")
+    def policy_reviewers(self, obj: Repository) -> str:
+        policy = getattr(obj, "policy", None)
+        return ", ".join(r.slug for r in policy.reviewers.all()) if policy else "—"
+
+    @admin.display(description="strictness")
+    def policy_strictness(self, obj: Repository) -> str:
+        policy = getattr(obj, "policy", None)
+        return policy.strictness if policy else "—"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # repositories come from GitHub's installation events
+
+    @admin.action(description="Enable reviews on the selected repositories")
+    def enable_reviews(self, request: HttpRequest, queryset: QuerySet) -> None:
+        count = queryset.update(enabled=True)
+        self.message_user(request, f"Reviews enabled on {count} repositories.", messages.SUCCESS)
+
+    @admin.action(description="Disable reviews on the selected repositories")
+    def disable_reviews(self, request: HttpRequest, queryset: QuerySet) -> None:
+        count = queryset.update(enabled=False)
+        self.message_user(request, f"Reviews disabled on {count} repositories.", messages.SUCCESS)
+
+    @admin.action(description="Copy another repository's policy to the selected repositories")
+    def copy_policy(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        form = CopyPolicyForm(request.POST if "apply" in request.POST else None)
+        if "apply" in request.POST and form.is_valid():
+            source = form.cleaned_data["source"]
+            count = policy_copy(source=source.policy, targets=queryset)
+            self.message_user(
+                request,
+                f"Copied the policy of {source} to {count} repositories.",
+                messages.SUCCESS,
+            )
+            return None
+        return TemplateResponse(
+            request,
+            "admin/repos/repository/copy_policy.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Copy a repository's policy",
+                "form": form,
+                "targets": queryset,
+                "opts": self.model._meta,
+                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            },
+        )
+
+
+@admin.register(Reviewer)
+class ReviewerAdmin(admin.ModelAdmin):
+    list_display = (
+        "slug",
+        "engine",
+        "model",
+        "runner",
+        "enabled",
+        "default_for_new_repositories",
+        "step_limit",
+        "cost_cap_usd",
+    )
+    list_filter = ("engine", "runner", "enabled", "default_for_new_repositories")
+    search_fields = ("slug", "name", "model")
+    fieldsets = (
+        (None, {"fields": ("slug", "name", "enabled", "default_for_new_repositories")}),
+        ("Engine", {"fields": ("engine", "model", "runner")}),
+        ("Guidance", {"fields": ("rules", "skills")}),
+        ("Limits", {"fields": ("step_limit", "cost_cap_usd")}),
+    )

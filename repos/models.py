@@ -1,0 +1,246 @@
+"""Installations, repositories and how each repository is reviewed."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+
+from repos.policy import (
+    COMMENT_LIMIT_RANGE,
+    MAX_CHANGED_FILES_RANGE,
+    NEVER,
+    Defaults,
+    Engine,
+    Runner,
+    Strictness,
+    glob_errors,
+    lines,
+)
+from sandbox.contract import Severity
+
+SEVERITY_CHOICES = [(s.value, s.value) for s in Severity]
+FAIL_CHECK_CHOICES = [*SEVERITY_CHOICES, (NEVER, "never (findings never fail the check)")]
+
+
+class Installation(models.Model):
+    """One installation of the GitHub App on a user or organisation account."""
+
+    github_id = models.BigIntegerField(unique=True, help_text="GitHub's installation id.")
+    account_login = models.CharField(max_length=100, blank=True)
+    account_type = models.CharField(max_length=20, blank=True)
+    repository_selection = models.CharField(max_length=20, blank=True)
+    permissions = models.JSONField(default=dict, blank=True)
+    suspended_at = models.DateTimeField(null=True, blank=True)
+    removed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the App was uninstalled; history is kept."
+    )
+    monthly_budget_usd = models.DecimalField(
+        max_digits=10,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="Monthly spending cap on model reviews; empty means no cap.",
+    )
+    degrade_over_budget = models.BooleanField(
+        default=Defaults.DEGRADE_OVER_BUDGET,
+        help_text="Past the cap, stop after triage and record the review incomplete.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["account_login"]
+
+    def __str__(self) -> str:
+        return f"{self.account_login or 'installation'} ({self.github_id})"
+
+    @property
+    def active(self) -> bool:
+        return self.suspended_at is None and self.removed_at is None
+
+
+class Reviewer(models.Model):
+    """A reviewer: an engine (and model) with its rules, skills and limits."""
+
+    slug = models.SlugField(max_length=50, unique=True)
+    name = models.CharField(max_length=100, blank=True)
+    engine = models.CharField(max_length=20, choices=[(e.value, e.value) for e in Engine])
+    runner = models.CharField(
+        max_length=20, choices=[(r.value, r.value) for r in Runner], default=Runner.LOCAL.value
+    )
+    model = models.CharField(
+        max_length=100, blank=True, help_text="Model name for model engines; empty for static."
+    )
+    rules = models.TextField(blank=True, help_text="What this reviewer must and must not raise.")
+    skills = models.TextField(blank=True, help_text="Extra guidance given to the reviewer.")
+    cost_cap_usd = models.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="Most one review may cost; empty means no cap.",
+    )
+    step_limit = models.PositiveIntegerField(
+        default=40, validators=[MinValueValidator(1), MaxValueValidator(500)]
+    )
+    enabled = models.BooleanField(default=True)
+    default_for_new_repositories = models.BooleanField(
+        default=False, help_text="Enabled on the policy of every repository Tasuku learns of."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def clean(self) -> None:
+        if self.engine != Engine.STATIC and not self.model:
+            raise ValidationError({"model": f"The {self.engine} engine needs a model name."})
+
+
+class Repository(models.Model):
+    installation = models.ForeignKey(
+        Installation, on_delete=models.CASCADE, related_name="repositories"
+    )
+    github_id = models.BigIntegerField(unique=True, help_text="GitHub's repository id.")
+    full_name = models.CharField(max_length=200, db_index=True)
+    private = models.BooleanField(default=False)
+    default_branch = models.CharField(max_length=255, blank=True)
+    enabled = models.BooleanField(default=True)
+    removed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the installation lost access; history is kept."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["full_name"]
+        verbose_name_plural = "repositories"
+
+    def __str__(self) -> str:
+        return self.full_name
+
+    @property
+    def owner(self) -> str:
+        return self.full_name.split("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.full_name.split("/", 1)[-1]
+
+
+def _validate_globs(value: str) -> None:
+    errors = glob_errors(lines(value))
+    if errors:
+        raise ValidationError("Not a valid gitignore pattern: " + "; ".join(errors))
+
+
+def _validate_logins(value: str) -> None:
+    bad = [line for line in lines(value) if not all(c.isalnum() or c in "-_[]*?." for c in line)]
+    if bad:
+        raise ValidationError(
+            "Not a GitHub login or login pattern: " + ", ".join(repr(b) for b in bad)
+        )
+
+
+class RepositoryPolicy(models.Model):
+    """How one repository is reviewed. New repositories get the site defaults."""
+
+    repository = models.OneToOneField(Repository, on_delete=models.CASCADE, related_name="policy")
+
+    trigger_opened = models.BooleanField("review when opened", default=True)
+    trigger_reopened = models.BooleanField("review when reopened", default=True)
+    trigger_ready_for_review = models.BooleanField("review when marked ready", default=True)
+    trigger_synchronize = models.BooleanField("review every push", default=True)
+    review_drafts = models.BooleanField(default=Defaults.REVIEW_DRAFTS)
+    strictness = models.CharField(
+        max_length=10,
+        choices=[(s.value, s.value) for s in Strictness],
+        default=Defaults.STRICTNESS.value,
+        help_text="What is worth raising; never what is published.",
+    )
+    max_changed_files = models.PositiveIntegerField(
+        default=Defaults.MAX_CHANGED_FILES,
+        validators=[
+            MinValueValidator(MAX_CHANGED_FILES_RANGE[0]),
+            MaxValueValidator(MAX_CHANGED_FILES_RANGE[1]),
+        ],
+        help_text="Pull requests changing more files are not reviewed (the check says so).",
+    )
+    comment_limit = models.PositiveIntegerField(
+        default=Defaults.COMMENT_LIMIT,
+        validators=[
+            MinValueValidator(COMMENT_LIMIT_RANGE[0]),
+            MaxValueValidator(COMMENT_LIMIT_RANGE[1]),
+        ],
+        help_text="Most inline comments one review posts; the rest stay on the dashboard.",
+    )
+    excluded_paths = models.TextField(
+        blank=True,
+        validators=[_validate_globs],
+        help_text="One glob per line, gitignore semantics; added to the default exclusions.",
+    )
+    excluded_authors = models.TextField(
+        blank=True,
+        validators=[_validate_logins],
+        help_text="One GitHub login per line; `*` matches anything (e.g. `renovate*`).",
+    )
+    min_severity = models.CharField(
+        max_length=10, choices=SEVERITY_CHOICES, default=Defaults.MIN_SEVERITY.value
+    )
+    fail_check_on = models.CharField(
+        max_length=10,
+        choices=FAIL_CHECK_CHOICES,
+        default=Defaults.FAIL_CHECK_ON,
+        help_text="The check run fails while an open finding reaches this severity.",
+    )
+    auto_approve = models.BooleanField(
+        default=Defaults.AUTO_APPROVE,
+        help_text="Approve when no finding is open on the current head. Tasuku never merges.",
+    )
+    triage_enabled = models.BooleanField(default=Defaults.TRIAGE_ENABLED)
+    reviewers = models.ManyToManyField(Reviewer, blank=True, related_name="policies")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "repository policies"
+
+    def __str__(self) -> str:
+        return f"policy of {self.repository}"
+
+
+class SecondaryRepository(models.Model):
+    """Another repository mounted read-only beside the checkout, at a pinned commit."""
+
+    repository = models.ForeignKey(
+        Repository, on_delete=models.CASCADE, related_name="secondary_repositories"
+    )
+    full_name = models.CharField(
+        max_length=200,
+        validators=[
+            RegexValidator(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$", "Use the form owner/name.")
+        ],
+    )
+    pinned_commit = models.CharField(
+        max_length=40,
+        validators=[RegexValidator(r"^[0-9a-f]{40}$", "A full 40-character commit SHA.")],
+    )
+    approved = models.BooleanField(
+        default=False, help_text="Only approved secondary repositories are mounted."
+    )
+
+    class Meta:
+        verbose_name_plural = "secondary repositories"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["repository", "full_name"], name="secondary_repository_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.full_name}@{self.pinned_commit[:7]}"

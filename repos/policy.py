@@ -1,0 +1,180 @@
+"""Repository policy as plain data: the fixed scales, the site defaults, and the
+effective configuration a review run receives.
+
+Pure: no Django database access. `repos/selectors.py` loads the rows and calls
+`config_merge`; every later stage receives the resulting `EffectiveConfig`, which is also
+recorded on the run, so what a run did can always be explained by what it was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from decimal import Decimal
+from enum import StrEnum
+
+import pathspec
+from pydantic import BaseModel, ConfigDict, Field
+
+from sandbox.contract import Severity
+
+MAX_CHANGED_FILES_RANGE = (1, 5000)
+COMMENT_LIMIT_RANGE = (1, 100)
+
+
+class Strictness(StrEnum):
+    """What is worth raising (never what is published: the validation gate decides that)."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+class Trigger(StrEnum):
+    """Why a run exists. The first four are `pull_request` actions a policy can toggle."""
+
+    OPENED = "opened"
+    REOPENED = "reopened"
+    READY_FOR_REVIEW = "ready_for_review"
+    SYNCHRONIZE = "synchronize"
+    COMMAND = "command"
+    FULL_REVIEW_COMMAND = "full_review_command"
+    REVIEW_REQUESTED = "review_requested"
+    RERUN = "rerun"
+    MANUAL = "manual"
+
+
+POLICY_TRIGGERS = (Trigger.OPENED, Trigger.REOPENED, Trigger.READY_FOR_REVIEW, Trigger.SYNCHRONIZE)
+
+
+class Engine(StrEnum):
+    STATIC = "static"
+    ANTHROPIC = "anthropic"
+    OPENAI = "openai"
+    CLAUDE_CODE = "claude-code"
+    CODEX = "codex"
+
+
+class Runner(StrEnum):
+    LOCAL = "local"
+    DOCKER = "docker"
+    ACTIONS = "actions"
+
+
+NEVER = "never"  # `fail_check_on` value: the check run never fails on findings
+
+
+class Defaults:
+    """Site defaults: what a repository gets until an operator changes its policy.
+
+    The policy model uses these as its field defaults, so the admin form of a new
+    repository shows exactly what an unconfigured repository is reviewed with.
+    """
+
+    REVIEW_DRAFTS = False
+    STRICTNESS = Strictness.MEDIUM
+    MAX_CHANGED_FILES = 1000
+    COMMENT_LIMIT = 25
+    MIN_SEVERITY = Severity.LOW
+    FAIL_CHECK_ON = Severity.HIGH.value
+    AUTO_APPROVE = False
+    TRIAGE_ENABLED = True
+    MIN_CONFIDENCE = 0.5
+    DEGRADE_OVER_BUDGET = True
+
+
+class ReviewerConfig(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    slug: str
+    engine: Engine
+    runner: Runner = Runner.LOCAL
+    model: str = ""
+    rules: str = ""
+    skills: str = ""
+    cost_cap_usd: Decimal | None = None
+    step_limit: int = Field(default=40, ge=1)
+
+
+class SecondaryRepositoryConfig(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    full_name: str
+    commit: str
+
+
+class EffectiveConfig(BaseModel):
+    """Site defaults overlaid with one repository's policy; what a run is given."""
+
+    model_config = ConfigDict(frozen=True)
+
+    triggers: frozenset[Trigger] = frozenset(POLICY_TRIGGERS)
+    review_drafts: bool = Defaults.REVIEW_DRAFTS
+    strictness: Strictness = Defaults.STRICTNESS
+    max_changed_files: int = Field(
+        default=Defaults.MAX_CHANGED_FILES,
+        ge=MAX_CHANGED_FILES_RANGE[0],
+        le=MAX_CHANGED_FILES_RANGE[1],
+    )
+    comment_limit: int = Field(
+        default=Defaults.COMMENT_LIMIT, ge=COMMENT_LIMIT_RANGE[0], le=COMMENT_LIMIT_RANGE[1]
+    )
+    excluded_paths: tuple[str, ...] = ()
+    excluded_authors: tuple[str, ...] = ()
+    min_severity: Severity = Defaults.MIN_SEVERITY
+    fail_check_on: Severity | None = Severity(Defaults.FAIL_CHECK_ON)
+    auto_approve: bool = Defaults.AUTO_APPROVE
+    triage_enabled: bool = Defaults.TRIAGE_ENABLED
+    min_confidence: float = Field(default=Defaults.MIN_CONFIDENCE, ge=0, le=1)
+    monthly_budget_usd: Decimal | None = None
+    degrade_over_budget: bool = Defaults.DEGRADE_OVER_BUDGET
+    reviewers: tuple[ReviewerConfig, ...] = ()
+    secondary_repositories: tuple[SecondaryRepositoryConfig, ...] = ()
+
+    def author_excluded(self, login: str) -> bool:
+        """Whether `login` matches one of the excluded-author patterns (`*` wildcards,
+        case-insensitive, as GitHub logins are)."""
+        return any(_login_matches(pattern, login) for pattern in self.excluded_authors)
+
+
+def _login_matches(pattern: str, login: str) -> bool:
+    from fnmatch import fnmatchcase
+
+    return fnmatchcase(login.lower(), pattern.strip().lower())
+
+
+def lines(text: str) -> tuple[str, ...]:
+    """The non-empty, non-comment lines of a one-per-line admin text field."""
+    return tuple(
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    )
+
+
+def glob_errors(patterns: Iterable[str]) -> list[str]:
+    """Messages for every pattern that gitignore semantics cannot parse."""
+    errors = []
+    for pattern in patterns:
+        try:
+            pathspec.GitIgnoreSpec.from_lines([pattern])
+        except (ValueError, TypeError) as exc:
+            errors.append(f"{pattern!r}: {exc}")
+    return errors
+
+
+def config_merge(
+    *,
+    policy: dict[str, object] | None,
+    reviewers: Iterable[ReviewerConfig],
+    secondary_repositories: Iterable[SecondaryRepositoryConfig] = (),
+    installation: dict[str, object] | None = None,
+) -> EffectiveConfig:
+    """Overlay a repository's policy values (and its installation's budget) on the site
+    defaults. `policy` holds only the keys the policy sets; a missing policy means the
+    repository is reviewed with the site defaults."""
+    values: dict[str, object] = {}
+    values.update(policy or {})
+    values.update(installation or {})
+    values["reviewers"] = tuple(reviewers)
+    values["secondary_repositories"] = tuple(secondary_repositories)
+    return EffectiveConfig.model_validate(values)

@@ -1,0 +1,76 @@
+"""Reads of installations, repositories and policies."""
+
+from __future__ import annotations
+
+from repos.models import Repository, RepositoryPolicy, Reviewer
+from repos.policy import (
+    NEVER,
+    EffectiveConfig,
+    ReviewerConfig,
+    SecondaryRepositoryConfig,
+    config_merge,
+    Trigger,
+    lines,
+)
+
+
+def reviewer_config(reviewer: Reviewer) -> ReviewerConfig:
+    return ReviewerConfig(
+        slug=reviewer.slug,
+        engine=reviewer.engine,
+        runner=reviewer.runner,
+        model=reviewer.model,
+        rules=reviewer.rules,
+        skills=reviewer.skills,
+        cost_cap_usd=reviewer.cost_cap_usd,
+        step_limit=reviewer.step_limit,
+    )
+
+
+def policy_values(policy: RepositoryPolicy) -> dict[str, object]:
+    """A policy row as the keys of `EffectiveConfig` it sets."""
+    triggers = {
+        Trigger.OPENED: policy.trigger_opened,
+        Trigger.REOPENED: policy.trigger_reopened,
+        Trigger.READY_FOR_REVIEW: policy.trigger_ready_for_review,
+        Trigger.SYNCHRONIZE: policy.trigger_synchronize,
+    }
+    return {
+        "triggers": frozenset(t for t, on in triggers.items() if on),
+        "review_drafts": policy.review_drafts,
+        "strictness": policy.strictness,
+        "max_changed_files": policy.max_changed_files,
+        "comment_limit": policy.comment_limit,
+        "excluded_paths": lines(policy.excluded_paths),
+        "excluded_authors": lines(policy.excluded_authors),
+        "min_severity": policy.min_severity,
+        "fail_check_on": None if policy.fail_check_on == NEVER else policy.fail_check_on,
+        "auto_approve": policy.auto_approve,
+        "triage_enabled": policy.triage_enabled,
+    }
+
+
+def effective_config(repository: Repository) -> EffectiveConfig:
+    """Site defaults ← the repository's policy (and its installation's budget).
+
+    Only enabled reviewers and approved secondary repositories are part of it.
+    """
+    policy = RepositoryPolicy.objects.filter(repository=repository).first()
+    reviewers = (
+        policy.reviewers.filter(enabled=True)
+        if policy
+        else Reviewer.objects.filter(enabled=True, default_for_new_repositories=True)
+    )
+    installation = repository.installation
+    return config_merge(
+        policy=policy_values(policy) if policy else None,
+        reviewers=[reviewer_config(r) for r in reviewers.order_by("slug")],
+        secondary_repositories=[
+            SecondaryRepositoryConfig(full_name=s.full_name, commit=s.pinned_commit)
+            for s in repository.secondary_repositories.filter(approved=True).order_by("full_name")
+        ],
+        installation={
+            "monthly_budget_usd": installation.monthly_budget_usd,
+            "degrade_over_budget": installation.degrade_over_budget,
+        },
+    )

@@ -1,0 +1,190 @@
+"""Writes to installations, repositories and policies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from repos.models import Installation, Repository, RepositoryPolicy, Reviewer
+from webhooks.routing import Outcome
+
+
+def installation_upsert(
+    *,
+    github_id: int,
+    account_login: str = "",
+    account_type: str = "",
+    repository_selection: str = "",
+    permissions: dict[str, str] | None = None,
+) -> Installation:
+    """Create or refresh an installation. A re-installed App clears `removed_at`."""
+    defaults: dict[str, Any] = {"removed_at": None}
+    if account_login:
+        defaults["account_login"] = account_login
+    if account_type:
+        defaults["account_type"] = account_type
+    if repository_selection:
+        defaults["repository_selection"] = repository_selection
+    if permissions is not None:
+        defaults["permissions"] = permissions
+    installation, _ = Installation.objects.update_or_create(github_id=github_id, defaults=defaults)
+    return installation
+
+
+def repository_upsert(
+    *,
+    installation: Installation,
+    github_id: int,
+    full_name: str,
+    private: bool | None = None,
+    default_branch: str = "",
+) -> Repository:
+    """Create or refresh a repository (renames and transfers follow its GitHub id).
+
+    A repository Tasuku has not seen before starts enabled or not per
+    TASUKU_ENABLE_NEW_REPOSITORIES and gets a policy with the site defaults and the
+    reviewers marked default for new repositories.
+    """
+    repository = Repository.objects.filter(github_id=github_id).first()
+    if repository is None:
+        try:
+            with transaction.atomic():
+                repository = Repository.objects.create(
+                    installation=installation,
+                    github_id=github_id,
+                    full_name=full_name,
+                    private=bool(private),
+                    default_branch=default_branch,
+                    enabled=settings.TASUKU_ENABLE_NEW_REPOSITORIES,
+                )
+                policy_create_default(repository=repository)
+                return repository
+        except IntegrityError:
+            # Another delivery created it between our read and our insert.
+            repository = Repository.objects.get(github_id=github_id)
+    updates: dict[str, Any] = {
+        "installation_id": installation.pk,
+        "full_name": full_name,
+        "removed_at": None,
+    }
+    if private is not None:
+        updates["private"] = private
+    if default_branch:
+        updates["default_branch"] = default_branch
+    changed = [field for field, value in updates.items() if getattr(repository, field) != value]
+    if changed:
+        for field in changed:
+            setattr(repository, field, updates[field])
+        repository.save(update_fields=[*changed, "updated_at"])
+    return repository
+
+
+def policy_create_default(*, repository: Repository) -> RepositoryPolicy:
+    policy, created = RepositoryPolicy.objects.get_or_create(repository=repository)
+    if created:
+        policy.reviewers.set(
+            Reviewer.objects.filter(enabled=True, default_for_new_repositories=True)
+        )
+    return policy
+
+
+def repositories_remove(*, installation: Installation, github_ids: Iterable[int]) -> int:
+    """Mark repositories the installation lost; their runs and findings are kept."""
+    return Repository.objects.filter(
+        installation=installation, github_id__in=list(github_ids), removed_at__isnull=True
+    ).update(removed_at=timezone.now())
+
+
+def policy_copy(*, source: RepositoryPolicy, targets: Iterable[Repository]) -> int:
+    """Give every target repository the same policy as `source` (its reviewers too)."""
+    fields = [
+        f.name
+        for f in RepositoryPolicy._meta.concrete_fields
+        if f.name not in ("id", "repository", "updated_at")
+    ]
+    reviewers = list(source.reviewers.all())
+    count = 0
+    with transaction.atomic():
+        for repository in targets:
+            if repository.pk == source.repository_id:
+                continue
+            policy = policy_create_default(repository=repository)
+            for field in fields:
+                setattr(policy, field, getattr(source, field))
+            policy.full_clean(exclude=["repository"])
+            policy.save()
+            policy.reviewers.set(reviewers)
+            count += 1
+    return count
+
+
+def _account(payload: dict[str, Any]) -> tuple[str, str]:
+    account = (payload.get("installation") or {}).get("account") or {}
+    return account.get("login", ""), account.get("type", "")
+
+
+def _installation_from_payload(payload: dict[str, Any]) -> Installation:
+    data = payload["installation"]
+    login, kind = _account(payload)
+    return installation_upsert(
+        github_id=int(data["id"]),
+        account_login=login,
+        account_type=kind,
+        repository_selection=data.get("repository_selection", ""),
+        permissions=data.get("permissions"),
+    )
+
+
+def _repositories_add(installation: Installation, repositories: Iterable[dict[str, Any]]) -> int:
+    count = 0
+    for data in repositories:
+        repository_upsert(
+            installation=installation,
+            github_id=int(data["id"]),
+            full_name=data["full_name"],
+            private=data.get("private"),
+        )
+        count += 1
+    return count
+
+
+def installation_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    """`installation`: created, deleted, suspend, unsuspend, new_permissions_accepted."""
+    action = payload.get("action", "")
+    installation = _installation_from_payload(payload)
+    if action == "created":
+        count = _repositories_add(installation, payload.get("repositories") or ())
+        return Outcome(f"installed on {installation.account_login}: {count} repositories")
+    if action == "deleted":
+        now = timezone.now()
+        Installation.objects.filter(pk=installation.pk).update(removed_at=now)
+        count = installation.repositories.filter(removed_at__isnull=True).update(removed_at=now)
+        return Outcome(f"uninstalled from {installation.account_login}: {count} repositories removed")
+    if action == "suspend":
+        Installation.objects.filter(pk=installation.pk).update(suspended_at=timezone.now())
+        return Outcome(f"suspended on {installation.account_login}: no reviews until unsuspended")
+    if action == "unsuspend":
+        Installation.objects.filter(pk=installation.pk).update(suspended_at=None)
+        _repositories_add(installation, payload.get("repositories") or ())
+        return Outcome(f"unsuspended on {installation.account_login}")
+    if action == "new_permissions_accepted":
+        return Outcome(f"new permissions accepted on {installation.account_login}")
+    return Outcome.ignore(f"installation.{action} needs no action")
+
+
+def installation_repositories_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    """`installation_repositories`: added, removed."""
+    action = payload.get("action", "")
+    installation = _installation_from_payload(payload)
+    if action == "added":
+        count = _repositories_add(installation, payload.get("repositories_added") or ())
+        return Outcome(f"{count} repositories added to {installation.account_login}")
+    if action == "removed":
+        ids = [int(r["id"]) for r in payload.get("repositories_removed") or ()]
+        count = repositories_remove(installation=installation, github_ids=ids)
+        return Outcome(f"{count} repositories removed from {installation.account_login}")
+    return Outcome.ignore(f"installation_repositories.{action} needs no action")

@@ -1,0 +1,42 @@
+"""Create the first admin account if there is none, and say how to log in."""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = (
+        "Create a superuser 'admin' when no superuser exists. The password is "
+        "TASUKU_ADMIN_PASSWORD when set, otherwise generated and printed once."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--username", default=os.environ.get("TASUKU_ADMIN_USER", "admin"))
+
+    def handle(self, *args: object, username: str, **options: object) -> None:
+        User = get_user_model()
+        login_url = f"{settings.TASUKU_BASE_URL}/admin/"
+        if User.objects.filter(is_superuser=True).exists():
+            self.stdout.write(f"Log in at {login_url} with your admin account.")
+            return
+        password = os.environ.get("TASUKU_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+        User.objects.create_superuser(username=username, email="", password=password)
+        if os.environ.get("TASUKU_ADMIN_PASSWORD"):
+            self.stdout.write(
+                f"Created admin account {username!r} with the password in "
+                f"TASUKU_ADMIN_PASSWORD. Log in at {login_url}"
+            )
+        else:
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"Created admin account {username!r} with password {password}\n"
+                    f"Log in at {login_url} (change it with "
+                    f"`python manage.py changepassword {username}`)."
+                )
+            )

@@ -1,0 +1,70 @@
+"""Run the web server (gunicorn) and the worker (django-q2's qcluster) together in the
+foreground. Ctrl-C stops both; if either dies, the other is stopped too."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Serve the web app and run the worker in one foreground process."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--bind", default="127.0.0.1:8000")
+        parser.add_argument("--web-workers", type=int, default=2)
+
+    def handle(self, *args: object, bind: str, web_workers: int, **options: object) -> None:
+        python = sys.executable
+        web = [
+            python, "-m", "gunicorn", "tasuku.wsgi",
+            "--bind", bind,
+            "--workers", str(web_workers),
+            "--threads", "4",
+            "--access-logfile", "-",
+            "--graceful-timeout", "10",
+        ]  # fmt: skip
+        worker = [python, "manage.py", "qcluster"]
+        env = dict(os.environ)
+        children = {
+            "web": subprocess.Popen(web, env=env),  # noqa: S603
+            "worker": subprocess.Popen(worker, env=env),  # noqa: S603
+        }
+        self.stdout.write(f"Tasuku is running on http://{bind}/ (Ctrl-C stops it)")
+
+        stopping = False
+
+        def stop(signum: int = signal.SIGTERM, frame: object = None) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        exit_code = 0
+        try:
+            while not stopping:
+                for name, child in children.items():
+                    code = child.poll()
+                    if code is not None:
+                        self.stderr.write(f"the {name} process exited ({code}); stopping")
+                        exit_code = code or 1
+                        stopping = True
+                        break
+                time.sleep(0.5)
+        finally:
+            for child in children.values():
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            for child in children.values():
+                try:
+                    child.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    child.kill()
+        if exit_code:
+            sys.exit(exit_code)

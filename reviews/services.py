@@ -1,0 +1,236 @@
+"""Writes to pull requests and review runs: admission of `pull_request` events."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.urls import reverse
+
+from repos import github
+from repos.github import CheckRunOutput
+from repos.models import Installation, Repository, Reviewer
+from repos.policy import POLICY_TRIGGERS, EffectiveConfig, Trigger
+from repos.selectors import effective_config
+from repos.services import installation_upsert, repository_upsert
+from reviews.admission import Admission, PullRequestFacts, admission_decide
+from reviews.models import PullRequest, ReviewRun, RunStatus
+from webhooks.routing import Decision, Outcome
+
+logger = logging.getLogger(__name__)
+
+
+def pull_request_sync(*, repository: Repository, data: dict[str, Any]) -> PullRequest:
+    """Record what a payload says of a pull request (title, state, heads, author)."""
+    user = data.get("user") or {}
+    head = data.get("head") or {}
+    base = data.get("base") or {}
+    state = data.get("state") or "open"
+    pull_request, _ = PullRequest.objects.update_or_create(
+        repository=repository,
+        number=int(data["number"]),
+        defaults={
+            "github_id": data.get("id"),
+            "title": (data.get("title") or "")[:1024],
+            "author_login": user.get("login", ""),
+            "author_type": user.get("type", ""),
+            "state": state,
+            "draft": bool(data.get("draft")),
+            "merged": bool(data.get("merged")),
+            "head_sha": head.get("sha", ""),
+            "head_ref": head.get("ref", ""),
+            "base_sha": base.get("sha", ""),
+            "base_ref": base.get("ref", ""),
+            "html_url": data.get("html_url") or "",
+        },
+    )
+    return pull_request
+
+
+def run_details_url(run: ReviewRun) -> str:
+    return settings.TASUKU_BASE_URL + reverse("reviews:run", args=[run.pk])
+
+
+def runs_create(
+    *,
+    pull_request: PullRequest,
+    config: EffectiveConfig,
+    trigger: Trigger,
+    admission: Admission,
+    delivery_id: int | None,
+) -> list[tuple[ReviewRun, bool]]:
+    """One run per reviewer in `config`, de-duplicated per (PR, reviewer, head, trigger).
+
+    Returns each run with whether this call created it. A skipped admission that
+    completes a check run is recorded as a `skipped` run, so the check run has a page
+    (`/runs/<id>/`) that says why, and a repeated delivery does not post it twice.
+    """
+    reviewers = {
+        r.slug: r for r in Reviewer.objects.filter(slug__in=[c.slug for c in config.reviewers])
+    }
+    snapshot = config.model_dump(mode="json")
+    status = RunStatus.QUEUED if admission.admitted else RunStatus.SKIPPED
+    results = []
+    with transaction.atomic():
+        for reviewer_config in config.reviewers:
+            run, created = ReviewRun.objects.get_or_create(
+                pull_request=pull_request,
+                reviewer=reviewers[reviewer_config.slug],
+                head_sha=pull_request.head_sha,
+                trigger=trigger.value,
+                defaults={
+                    "base_sha": pull_request.base_sha,
+                    "status": status,
+                    "reason": "" if admission.admitted else admission.reason,
+                    "config": snapshot,
+                    "delivery_id": delivery_id,
+                },
+            )
+            results.append((run, created))
+    return results
+
+
+def run_check_ensure(
+    run: ReviewRun,
+    *,
+    created: bool,
+    installation: Installation,
+    output: CheckRunOutput | None = None,
+    conclusion: str | None = None,
+) -> int:
+    """Make sure the run has its `Tasuku · <reviewer>` check run on GitHub.
+
+    Keyed by the run id (the check run's `external_id`): a run that existed before this
+    call may have had its check run created by an attempt that died before recording
+    the id, so it is looked up first; a new run skips the lookup.
+    """
+    if run.check_run_id:
+        return run.check_run_id
+    repository = run.pull_request.repository
+    gateway = github.gateway()
+    common = {
+        "installation_id": installation.github_id,
+        "repository_id": repository.github_id,
+        "full_name": repository.full_name,
+    }
+    found = None
+    if not created:
+        found = gateway.check_run_find(
+            **common, head_sha=run.head_sha, name=run.check_name, external_id=str(run.pk)
+        )
+    check = found or gateway.check_run_create(
+        **common,
+        name=run.check_name,
+        head_sha=run.head_sha,
+        external_id=str(run.pk),
+        details_url=run_details_url(run),
+        status="queued",
+        conclusion=conclusion,
+        output=output,
+    )
+    # Only the first writer records the id; a concurrent duplicate attempt keeps it.
+    ReviewRun.objects.filter(pk=run.pk, check_run_id__isnull=True).update(check_run_id=check.id)
+    run.check_run_id = check.id
+    return check.id
+
+
+def pull_request_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    """Handle a `pull_request` delivery.
+
+    1. Record the pull request as the payload describes it.
+    2. Actions that are not review triggers stop here (closed, labeled, edited ...).
+    3. Admission (reviews/admission.py) against the repository's effective config.
+    4. Admitted: one queued run per enabled reviewer, each with a queued check run.
+       Skipped with a check verdict (bot, excluded author, too many files): one skipped
+       run per reviewer, each with a completed check run saying why.
+    """
+    action = payload.get("action", "")
+    installation_data = payload.get("installation")
+    if not installation_data:
+        return Outcome.ignore("no installation in the payload: not a GitHub App delivery")
+    owner = (payload["repository"].get("owner") or {}) if payload.get("repository") else {}
+    installation = Installation.objects.filter(github_id=installation_data["id"]).first()
+    if installation is None:
+        # Installed before Tasuku was running: learn of it from this delivery.
+        installation = installation_upsert(
+            github_id=int(installation_data["id"]),
+            account_login=owner.get("login", ""),
+            account_type=owner.get("type", ""),
+        )
+    repo_data = payload["repository"]
+    repository = repository_upsert(
+        installation=installation,
+        github_id=int(repo_data["id"]),
+        full_name=repo_data["full_name"],
+        private=repo_data.get("private"),
+        default_branch=repo_data.get("default_branch") or "",
+    )
+    pr_data = payload["pull_request"]
+    pull_request = pull_request_sync(repository=repository, data=pr_data)
+    label = f"{repository.full_name}#{pull_request.number}"
+
+    if action == "closed":
+        verb = "merged" if pull_request.merged else "closed"
+        return Outcome(f"{label} {verb}")
+    if action not in POLICY_TRIGGERS:
+        return Outcome.ignore(f"pull_request.{action} does not trigger a review")
+
+    config = effective_config(repository)
+    changed_files = pr_data.get("changed_files")
+    if changed_files is None:
+        changed_files = (
+            github.gateway()
+            .pull_request_get(
+                installation_id=installation.github_id,
+                repository_id=repository.github_id,
+                full_name=repository.full_name,
+                number=pull_request.number,
+            )
+            .changed_files
+        )
+
+    def accessible() -> bool:
+        reachable = github.gateway().repository_installation_id(repository.full_name)
+        return reachable == installation.github_id
+
+    admission = admission_decide(
+        facts=PullRequestFacts(
+            action=action,
+            draft=pull_request.draft,
+            author_login=pull_request.author_login,
+            author_type=pull_request.author_type,
+            changed_files=int(changed_files),
+        ),
+        config=config,
+        installation_active=installation.active,
+        repository_enabled=repository.enabled,
+        repository_accessible=accessible,
+    )
+    if not admission.admitted and admission.check is None:
+        return Outcome(f"skipped {label}: {admission.reason}", decision=Decision.SKIPPED)
+
+    runs = runs_create(
+        pull_request=pull_request,
+        config=config,
+        trigger=Trigger(action),
+        admission=admission,
+        delivery_id=delivery_id,
+    )
+    verdict = admission.check
+    for run, created in runs:
+        if verdict is None:
+            run_check_ensure(run, created=created, installation=installation)
+        else:
+            run_check_ensure(
+                run,
+                created=created,
+                installation=installation,
+                conclusion=verdict.conclusion,
+                output=CheckRunOutput(title=verdict.title, summary=verdict.summary),
+            )
+    if admission.admitted:
+        logger.info("admitted %s@%s: %s", label, pull_request.head_sha[:7], admission.reason)
+        return Outcome(f"admitted {label}: {admission.reason}", decision=Decision.ADMITTED)
+    return Outcome(f"skipped {label}: {admission.reason}", decision=Decision.SKIPPED)

@@ -1,0 +1,55 @@
+"""Dashboard pages (staff only): the overview, a pull request's runs, one run."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib.admin.views.decorators import staff_member_required
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+
+from reviews.models import PullRequest, ReviewRun, RunStatus
+from webhooks.models import DeliveryStatus, WebhookDelivery
+
+
+@staff_member_required
+def overview(request: HttpRequest) -> HttpResponse:
+    runs = ReviewRun.objects.select_related("reviewer", "pull_request__repository")[:50]
+    run_counts = dict(ReviewRun.objects.values_list("status").annotate(n=Count("id")).order_by())
+    failed_deliveries = WebhookDelivery.objects.filter(status=DeliveryStatus.FAILED).count()
+    return render(
+        request,
+        "reviews/overview.html",
+        {
+            "runs": runs,
+            "run_counts": [(s, run_counts.get(s, 0)) for s in RunStatus.values],
+            "failed_deliveries": failed_deliveries,
+        },
+    )
+
+
+@staff_member_required
+def pull_request_detail(request: HttpRequest, owner: str, name: str, number: int) -> HttpResponse:
+    pull_request = get_object_or_404(
+        PullRequest.objects.select_related("repository"),
+        repository__full_name__iexact=f"{owner}/{name}",
+        number=number,
+    )
+    runs = pull_request.runs.select_related("reviewer")
+    return render(
+        request, "reviews/pull_request.html", {"pull_request": pull_request, "runs": runs}
+    )
+
+
+@staff_member_required
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(
+        ReviewRun.objects.select_related("reviewer", "pull_request__repository", "delivery"),
+        pk=pk,
+    )
+    return render(
+        request,
+        "reviews/run.html",
+        {"run": run, "config_json": json.dumps(run.config, indent=2, sort_keys=True)},
+    )

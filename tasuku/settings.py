@@ -1,0 +1,231 @@
+"""Tasuku's settings: everything comes from the environment (django-environ).
+
+Every variable read here is listed, with its default, in the README's configuration
+table. Values that can be malformed (the App id, the private key, URLs, time limits) are
+read as plain strings here and checked by Django system checks (`repos/checks.py`,
+`reviews/checks.py`), so a bad value is reported by name at start-up instead of as a
+traceback in the middle of a review.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+# A `.env` file in the project folder is read when present; the real environment wins.
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment, else a key generated once and kept in `.secret_key`.
+
+    The web process and the worker must share the key (django-q2 signs queued tasks with
+    it), so a per-process random key would make every queued task unreadable.
+    """
+    value = env.str("SECRET_KEY", default="")
+    if value:
+        return value
+    path = BASE_DIR / ".secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        key = secrets.token_urlsafe(50)
+        path.write_text(key)
+        path.chmod(0o600)
+        return key
+
+
+SECRET_KEY = _secret_key()
+SECRET_KEY_FROM_ENV = bool(env.str("SECRET_KEY", default=""))
+DEBUG = env.bool("DEBUG", default=False)
+
+TASUKU_BASE_URL = env.str("TASUKU_BASE_URL", default="http://127.0.0.1:8000").rstrip("/")
+_base_host = urlsplit(TASUKU_BASE_URL).hostname or ""
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+if _base_host and _base_host not in ALLOWED_HOSTS:
+    ALLOWED_HOSTS.append(_base_host)
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+if TASUKU_BASE_URL.startswith("https://"):
+    CSRF_TRUSTED_ORIGINS.append(TASUKU_BASE_URL)
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_q",
+    "repos",
+    "webhooks",
+    "reviews",
+    "sandbox",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "tasuku.urls"
+WSGI_APPLICATION = "tasuku.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+# --- Database -------------------------------------------------------------------------
+# Embedded default: a SQLite file in the project folder. WAL lets readers run beside the
+# writer (web and worker share the file), the busy timeout makes a writer wait for the
+# lock instead of failing at once, and IMMEDIATE transactions take the write lock at
+# BEGIN, so two writers never deadlock upgrading a read lock.
+SQLITE_OPTIONS = {
+    "timeout": 20,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
+try:
+    DATABASES = {
+        "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+    }
+except Exception as exc:  # django-environ raises several types for a bad URL
+    raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from exc
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"].setdefault("OPTIONS", {}).update(SQLITE_OPTIONS)
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
+else:
+    # Persistent connections: the webhook view does two short transactions per request
+    # (the delivery, then the queue doorbell); reconnecting for each costs more than both.
+    DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+LOGIN_URL = "admin:login"
+LOGIN_REDIRECT_URL = "/"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"redact": {"()": "repos.logging.RedactSecretsFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["redact"],
+        },
+    },
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {
+        # PyGithub logs request URLs and headers at DEBUG; never let a token reach a log.
+        "github": {"level": "WARNING"},
+        "urllib3": {"level": "WARNING"},
+    },
+}
+
+
+# --- GitHub App ------------------------------------------------------------------------
+# Read as strings; `repos/checks.py` reports malformed values by variable name.
+GITHUB_APP_ID = env.str("GITHUB_APP_ID", default="")
+GITHUB_APP_SLUG = env.str("GITHUB_APP_SLUG", default="")
+GITHUB_PRIVATE_KEY = env.str("GITHUB_PRIVATE_KEY", default="", multiline=True)
+GITHUB_PRIVATE_KEY_PATH = env.str("GITHUB_PRIVATE_KEY_PATH", default="")
+GITHUB_WEBHOOK_SECRET = env.str("GITHUB_WEBHOOK_SECRET", default="")
+GITHUB_API_URL = env.str("GITHUB_API_URL", default="https://api.github.com").rstrip("/")
+# Retry policy of the gateway (repos/github.py): attempts in all, the first backoff in
+# seconds (doubled each time, with jitter), and the longest rate-limit wait it will sleep
+# through before handing the retry to the caller's own backoff.
+GITHUB_MAX_ATTEMPTS = env.str("GITHUB_MAX_ATTEMPTS", default="3")
+GITHUB_RETRY_BACKOFF = env.str("GITHUB_RETRY_BACKOFF", default="1.0")
+GITHUB_MAX_RATE_LIMIT_WAIT = env.str("GITHUB_MAX_RATE_LIMIT_WAIT", default="30")
+GITHUB_TIMEOUT = env.str("GITHUB_TIMEOUT", default="15")
+
+
+# --- Tasuku -------------------------------------------------------------------------
+# Whether repositories that arrive with an installation event start enabled.
+TASUKU_ENABLE_NEW_REPOSITORIES = env.bool("TASUKU_ENABLE_NEW_REPOSITORIES", default=True)
+# Largest webhook body accepted; GitHub caps payloads at 25 MB.
+TASUKU_WEBHOOK_MAX_BYTES = 25 * 1024 * 1024
+# Wall-clock limit of one engine run in the sandbox, in seconds. Must stay below the
+# worker's task timeout, which stays below the broker's redelivery time (reviews/checks.py).
+TASUKU_SANDBOX_TIMEOUT = env.str("TASUKU_SANDBOX_TIMEOUT", default="1800")
+TASUKU_WORKERS = env.str("TASUKU_WORKERS", default="2")
+Q_TIMEOUT = env.str("Q_TIMEOUT", default="2700")
+Q_RETRY = env.str("Q_RETRY", default="2880")
+
+
+def _positive_int(raw: str, fallback: int) -> int:
+    """`raw` as an int; a malformed value falls back here and is reported by the checks."""
+    return int(raw) if raw.strip().isdigit() and int(raw) > 0 else fallback
+
+
+# --- Worker (django-q2, ORM broker on the default database) ----------------------------
+# django-q2 is only the doorbell: deliveries and runs keep their own status, attempts and
+# leases in their rows (CONVENTIONS 3), so a task that runs twice or is lost does no harm.
+Q_CLUSTER = {
+    "name": "tasuku",
+    "orm": "default",
+    "workers": _positive_int(TASUKU_WORKERS, 2),
+    "recycle": 200,
+    # A review run must end well before this, or the worker is killed under it.
+    "timeout": _positive_int(Q_TIMEOUT, 2700),
+    # An unacknowledged task is handed out again after this many seconds.
+    "retry": _positive_int(Q_RETRY, 2880),
+    "max_attempts": 1,
+    "ack_failures": True,
+    "save_limit": 500,
+    "catch_up": False,
+    "poll": 0.5,
+    "label": "Worker queue",
+}

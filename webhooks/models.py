@@ -1,0 +1,68 @@
+"""A GitHub webhook delivery, stored the moment it is verified."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class DeliveryStatus(models.TextChoices):
+    RECEIVED = "received", "received"  # stored; waiting for a worker
+    PROCESSING = "processing", "processing"  # a worker holds it until `locked_until`
+    RETRYING = "retrying", "retrying"  # an attempt failed; due again at `next_attempt_at`
+    PROCESSED = "processed", "processed"
+    IGNORED = "ignored", "ignored"
+    FAILED = "failed", "failed"  # out of attempts; retried only by an operator
+
+
+DELIVERY_FINAL_STATES = (DeliveryStatus.PROCESSED, DeliveryStatus.IGNORED, DeliveryStatus.FAILED)
+DELIVERY_DUE_STATES = (DeliveryStatus.RECEIVED, DeliveryStatus.RETRYING)
+
+
+class WebhookDelivery(models.Model):
+    # GitHub reuses the delivery GUID for every hook subscribed to an event, and sends the
+    # same GUID again on a redelivery, so the pair (hook id, GUID) names one delivery.
+    hook_id = models.CharField(max_length=32, blank=True)
+    delivery_id = models.CharField(max_length=64)
+    event = models.CharField(max_length=64)
+    action = models.CharField(max_length=64, blank=True)
+    installation_id = models.BigIntegerField(null=True, blank=True)
+    repository_full_name = models.CharField(max_length=200, blank=True)
+    pr_number = models.PositiveIntegerField(null=True, blank=True)
+    payload = models.JSONField()
+    received_at = models.DateTimeField()
+
+    status = models.CharField(
+        max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.RECEIVED
+    )
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    locked_until = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    # What processing decided, in words: "admitted: 1 run queued", "skipped: draft pull
+    # request", "ignored: check_suite events are not used" ...
+    outcome = models.TextField(blank=True)
+    # For pull request events that reached admission: "admitted" or "skipped".
+    decision = models.CharField(max_length=16, blank=True)
+    processed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+        verbose_name_plural = "webhook deliveries"
+        constraints = [
+            models.UniqueConstraint(fields=["hook_id", "delivery_id"], name="delivery_unique")
+        ]
+        indexes = [
+            # the sweeper and the status page look for due, stuck and failed deliveries
+            models.Index(fields=["status", "next_attempt_at"], name="delivery_status_due"),
+            # "why did PR owner/name#n not get reviewed?"
+            models.Index(fields=["repository_full_name", "pr_number"], name="delivery_repo_pr"),
+            models.Index(fields=["received_at"], name="delivery_received"),
+        ]
+
+    def __str__(self) -> str:
+        label = f"{self.event}.{self.action}" if self.action else self.event
+        return f"{label} {self.delivery_id}"
+
+    @property
+    def final(self) -> bool:
+        return self.status in DELIVERY_FINAL_STATES

@@ -1,0 +1,71 @@
+"""Which code handles a stored delivery, and which events Tasuku deliberately ignores.
+
+Handlers are named by dotted path so that this table imports nothing at load time;
+each takes the payload (plain data) and returns an `Outcome` in words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from django.utils.module_loading import import_string
+
+
+class Decision:
+    """What admission decided about a delivery (empty when it was not a candidate)."""
+
+    ADMITTED = "admitted"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    text: str
+    ignored: bool = False
+    decision: str = ""
+
+    @classmethod
+    def ignore(cls, text: str) -> Outcome:
+        return cls(text=text, ignored=True)
+
+
+class Handler(Protocol):
+    def __call__(self, payload: dict[str, Any], *, delivery_id: int) -> Outcome: ...
+
+
+HANDLERS: dict[str, str] = {
+    "installation": "repos.services.installation_event",
+    "installation_repositories": "repos.services.installation_repositories_event",
+    "pull_request": "reviews.services.pull_request_event",
+}
+
+# Events an App with Tasuku's permissions receives but does not act on, with the reason
+# recorded on each such delivery. An event in neither table is ignored as unknown.
+IGNORED: dict[str, str] = {
+    "ping": "GitHub's test delivery: the webhook works",
+    "check_suite": "check suites need no answer; Tasuku creates its check runs itself",
+    "check_run": "Tasuku does not act on check run events yet",
+    "status": "commit statuses do not change what Tasuku reviews",
+    "workflow_run": "workflow runs do not change what Tasuku reviews",
+    "workflow_job": "workflow jobs do not change what Tasuku reviews",
+    "push": "pushes are reviewed through their pull requests (pull_request.synchronize)",
+    "issue_comment": "comment commands are not handled yet",
+    "pull_request_review": "reviews by others do not change what Tasuku reviews",
+    "pull_request_review_comment": "replies to review comments are not handled yet",
+    "pull_request_review_thread": "thread resolution by others is not tracked yet",
+    "github_app_authorization": "user authorizations are not used",
+    "installation_target": "account renames need no action",
+    "repository": "repository settings changes need no action",
+    "meta": "the App's webhook itself changed; nothing to do",
+}
+
+
+def route(event: str, payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    """Hand a delivery to its handler, or say why it is ignored."""
+    path = HANDLERS.get(event)
+    if path is None:
+        reason = IGNORED.get(event, f"Tasuku does not use {event} events")
+        return Outcome.ignore(reason)
+    handler: Handler = import_string(path)
+    return handler(payload, delivery_id=delivery_id)

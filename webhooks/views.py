@@ -1,0 +1,149 @@
+"""`POST /webhooks/github`: verify, store, answer. Nothing else happens here.
+
+No GitHub call, no policy lookup, no parsing beyond the headers and JSON validity: the
+worker does the rest, so GitHub's 10-second answer deadline is never at risk.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from repos.github import missing_settings
+from webhooks.models import DeliveryStatus, WebhookDelivery
+from webhooks.services import delivery_record, delivery_retry
+from webhooks.signature import signature_valid
+
+
+def _error(status: int, message: str, **extra: object) -> JsonResponse:
+    return JsonResponse({"error": message, **extra}, status=status)
+
+
+@csrf_exempt
+@require_POST
+def github_webhook(request: HttpRequest) -> JsonResponse:
+    missing = missing_settings()
+    if missing:
+        return _error(503, "not configured", missing=missing)
+
+    limit = settings.TASUKU_WEBHOOK_MAX_BYTES
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return _error(400, "invalid Content-Length")
+    if declared > limit:
+        return _error(413, f"payload larger than {limit} bytes")
+    # Read the raw bytes ourselves (not request.body) so the size bound is ours.
+    body = request.read(limit + 1)
+    if len(body) > limit:
+        return _error(413, f"payload larger than {limit} bytes")
+
+    if not signature_valid(
+        settings.GITHUB_WEBHOOK_SECRET, body, request.headers.get("X-Hub-Signature-256")
+    ):
+        return _error(401, "missing or invalid X-Hub-Signature-256")
+
+    event = request.headers.get("X-GitHub-Event", "").strip()
+    delivery_id = request.headers.get("X-GitHub-Delivery", "").strip()
+    if not event or not delivery_id:
+        return _error(400, "X-GitHub-Event and X-GitHub-Delivery headers are required")
+    if len(event) > 64 or len(delivery_id) > 64:
+        return _error(400, "X-GitHub-Event or X-GitHub-Delivery is too long")
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return _error(400, f"body is not valid JSON: {exc}")
+    if not isinstance(payload, dict):
+        return _error(400, "body is not a JSON object")
+
+    hook_id = request.headers.get("X-GitHub-Hook-ID", "").strip()[:32]
+    recorded = delivery_record(
+        hook_id=hook_id, delivery_id=delivery_id, event=event, payload=payload
+    )
+    if not recorded.created:
+        return JsonResponse({"status": "duplicate", "delivery": delivery_id}, status=200)
+    if event == "ping":
+        return JsonResponse({"status": "pong", "delivery": delivery_id}, status=200)
+    return JsonResponse({"status": "accepted", "delivery": delivery_id}, status=202)
+
+
+# --- Status page (staff) ----------------------------------------------------------------
+
+
+
+def _deliveries_filtered(request: HttpRequest):
+    deliveries = WebhookDelivery.objects.defer("payload")
+    status = request.GET.get("status", "")
+    if status in DeliveryStatus.values:
+        deliveries = deliveries.filter(status=status)
+    query = request.GET.get("q", "").strip()
+    if query:
+        repo, _, number = query.partition("#")
+        deliveries = deliveries.filter(repository_full_name__iexact=repo.strip())
+        if number.strip().isdigit():
+            deliveries = deliveries.filter(pr_number=int(number))
+    return deliveries, status, query
+
+
+@staff_member_required
+def status(request: HttpRequest) -> HttpResponse:
+    deliveries, current, query = _deliveries_filtered(request)
+    page = Paginator(deliveries, 50).get_page(request.GET.get("page"))
+    counts = dict(
+        WebhookDelivery.objects.values_list("status").annotate(n=Count("id")).order_by()
+    )
+    return render(
+        request,
+        "webhooks/status.html",
+        {
+            "page": page,
+            "current": current,
+            "query": query,
+            "counts": [(s, counts.get(s, 0)) for s in DeliveryStatus.values],
+            "configured": not missing_settings(),
+            "missing": missing_settings(),
+        },
+    )
+
+
+@staff_member_required
+def delivery_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    delivery = get_object_or_404(WebhookDelivery, pk=pk)
+    payload = json.dumps(delivery.payload, indent=2, sort_keys=True)
+    return render(
+        request,
+        "webhooks/delivery.html",
+        {
+            "delivery": delivery,
+            "payload": payload[:200_000],
+            "truncated": len(payload) > 200_000,
+            "runs": delivery.runs.select_related("reviewer", "pull_request__repository"),
+        },
+    )
+
+
+@staff_member_required
+@require_POST
+def delivery_retry_view(request: HttpRequest, pk: int) -> HttpResponse:
+    delivery = get_object_or_404(WebhookDelivery, pk=pk)
+    if delivery_retry(delivery):
+        messages.success(request, f"Delivery {delivery.delivery_id} queued again.")
+    else:
+        messages.warning(
+            request, f"Delivery {delivery.delivery_id} is {delivery.status}; only failed ones retry."
+        )
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = reverse("webhooks:status")
+    return HttpResponseRedirect(target)
