@@ -384,7 +384,7 @@ class GitHubGateway:
     ) -> PullRequestInfo:
         def get(client: Github) -> PullRequestInfo:
             # Reference: https://docs.github.com/rest/pulls/pulls#get-a-pull-request
-            pr = client.get_repo(full_name, lazy=True).get_pull(number)
+            pr = client.get_repo(full_name).get_pull(number)
             return PullRequestInfo(
                 number=pr.number,
                 title=pr.title or "",
@@ -441,7 +441,7 @@ class GitHubGateway:
 
         def create(client: Github) -> CheckRunInfo:
             # Reference: https://docs.github.com/rest/checks/runs#create-a-check-run
-            return _check_run_info(client.get_repo(full_name, lazy=True).create_check_run(**params))
+            return _check_run_info(client.get_repo(full_name).create_check_run(**params))
 
         def find(client: Github) -> CheckRunInfo | None:
             return self._check_run_find(client, full_name, head_sha, name, external_id)
@@ -480,7 +480,7 @@ class GitHubGateway:
         client: Github, full_name: str, head_sha: str, name: str, external_id: str
     ) -> CheckRunInfo | None:
         # Reference: https://docs.github.com/rest/checks/runs#list-check-runs-for-a-git-reference
-        commit = client.get_repo(full_name, lazy=True).get_commit(head_sha)
+        commit = client.get_repo(full_name).get_commit(head_sha)
         for run in commit.get_check_runs(check_name=name, filter="all"):
             if run.external_id == external_id:
                 return _check_run_info(run)
@@ -728,6 +728,7 @@ def _installation_client(creds: AppCredentials, policy: RetryPolicy, token: str)
                 timeout=policy.timeout,
                 retry=None,  # never PyGithub's GithubRetry: it re-sends POSTs on 5xx
                 per_page=100,
+                lazy=True,  # objects load when read: no GET before every call
                 seconds_between_requests=policy.seconds_between_requests,
                 seconds_between_writes=policy.seconds_between_writes,
             )

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from repos import github as gateway_module
+from tests.fakes.github import FakeGitHub
+
+APP_ID = 4242
+APP_SLUG = "tasuku-test"
+WEBHOOK_SECRET = "It's a Secret to Everybody"
+
+
+@dataclass(frozen=True)
+class TestApp:
+    app_id: int
+    slug: str
+    private_key: str
+    public_key: str
+    webhook_secret: str
+
+
+@pytest.fixture(scope="session")
+def test_app() -> TestApp:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    return TestApp(APP_ID, APP_SLUG, private, public, WEBHOOK_SECRET)
+
+
+@pytest.fixture(scope="session")
+def fake_github_server(test_app: TestApp) -> Iterator[FakeGitHub]:
+    fake = FakeGitHub().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def fake_github(fake_github_server: FakeGitHub, test_app: TestApp, settings) -> Iterator[FakeGitHub]:
+    """The fake GitHub, emptied, with the test App registered, and Tasuku configured
+    to talk to it."""
+    fake = fake_github_server
+    fake.reset()
+    fake.add_app(test_app.app_id, test_app.public_key, test_app.slug)
+    settings.GITHUB_API_URL = fake.url
+    settings.GITHUB_APP_ID = str(test_app.app_id)
+    settings.GITHUB_APP_SLUG = test_app.slug
+    settings.GITHUB_PRIVATE_KEY = test_app.private_key
+    settings.GITHUB_WEBHOOK_SECRET = test_app.webhook_secret
+    gateway_module.caches_clear()
+    yield fake
+    gateway_module.caches_clear()
+
+
+@pytest.fixture
+def staff_client(client, django_user_model):
+    user = django_user_model.objects.create_user("operator", password="pw", is_staff=True)
+    client.force_login(user)
+    return client

@@ -1,0 +1,261 @@
+"""A signed pull_request webhook, end to end: the HTTP endpoint stores it, a worker
+(django-q2's real ORM broker, run in-process) admits it against the repository's policy,
+and queued runs with queued check runs appear on the fake GitHub."""
+
+from __future__ import annotations
+
+import pytest
+
+from repos.models import Installation, Repository, Reviewer
+from reviews.models import PullRequest, ReviewRun, RunStatus
+from tests.factories import InstallationFactory, RepositoryFactory, ReviewerFactory
+from tests.fakes.github import Pull, PullFile
+from tests.helpers import drain_queue, pull_request_payload, post_webhook
+from webhooks.models import DeliveryStatus, WebhookDelivery
+
+pytestmark = pytest.mark.django_db
+
+HEAD = "1" * 40
+BASE = "2" * 40
+
+
+@pytest.fixture
+def world(fake_github):
+    fake_github.add_installation(31, "acme")
+    repo = fake_github.add_repo("acme/widgets", installation_id=31, repo_id=8001)
+    pull = fake_github.add_pull(
+        "acme/widgets",
+        Pull(number=12, title="Faster widgets", head_sha=HEAD, base_sha=BASE,
+             files=[PullFile("widgets.py", additions=10), PullFile("README.md")]),
+    )
+    return fake_github, repo, pull
+
+
+@pytest.fixture
+def deliver(client, test_app, django_capture_on_commit_callbacks):
+    def send(body, event="pull_request", **kwargs):
+        with django_capture_on_commit_callbacks(execute=True):
+            response = post_webhook(client, event, body, secret=test_app.webhook_secret, **kwargs)
+        assert response.status_code in (200, 202), response.content
+        drain_queue()
+        return WebhookDelivery.objects.order_by("-id").first()
+
+    return send
+
+
+def test_an_opened_pull_request_becomes_a_queued_run_with_a_queued_check_run(world, deliver):
+    fake, repo, pull = world
+    delivery = deliver(pull_request_payload(fake, repo, pull, action="opened"))
+
+    assert delivery.status == DeliveryStatus.PROCESSED
+    assert delivery.decision == "admitted"
+    assert delivery.outcome == "admitted acme/widgets#12: 1 reviewer queued"
+    run = ReviewRun.objects.get()
+    assert run.status == RunStatus.QUEUED
+    assert run.reviewer.slug == "static"
+    assert (run.head_sha, run.base_sha, run.trigger) == (HEAD, BASE, "opened")
+    assert run.delivery == delivery
+    assert run.config["reviewers"][0]["slug"] == "static"
+    checks = fake.check_runs_of("acme/widgets")
+    assert len(checks) == 1
+    check = checks[0]
+    assert (check.name, check.head_sha, check.status) == ("Tasuku · static", HEAD, "queued")
+    assert check.details_url == f"http://tasuku.test/runs/{run.pk}/"
+    assert check.external_id == str(run.pk)
+    assert run.check_run_id == check.id
+    # Tasuku learnt of the installation, repository and pull request from the delivery.
+    assert Installation.objects.get().github_id == 31
+    assert Repository.objects.get().full_name == "acme/widgets"
+    assert PullRequest.objects.get().title == "Faster widgets"
+
+
+def test_every_enabled_reviewer_gets_its_own_run_and_check(world, deliver):
+    fake, repo, pull = world
+    installation = InstallationFactory(github_id=31, account_login="acme")
+    repository = RepositoryFactory(installation=installation, github_id=8001, full_name="acme/widgets")
+    second = ReviewerFactory(slug="second-opinion")
+    ReviewerFactory(slug="switched-off", enabled=False)
+    repository.policy.reviewers.add(second, Reviewer.objects.get(slug="switched-off"))
+
+    deliver(pull_request_payload(fake, repo, pull, action="opened"))
+
+    assert sorted(ReviewRun.objects.values_list("reviewer__slug", flat=True)) == ["second-opinion", "static"]
+    assert sorted(c.name for c in fake.check_runs_of("acme/widgets")) == [
+        "Tasuku · second-opinion",
+        "Tasuku · static",
+    ]
+
+
+def test_a_redelivered_or_repeated_event_makes_no_second_run_or_check(world, deliver, fake_github):
+    fake, repo, pull = world
+    body = pull_request_payload(fake, repo, pull, action="synchronize")
+    deliver(body, delivery_id="one")
+    deliver(body, delivery_id="one")  # GitHub's redelivery: same id
+    deliver(body, delivery_id="two")  # the same push reported twice
+    assert ReviewRun.objects.count() == 1
+    assert len(fake.check_runs_of("acme/widgets")) == 1
+
+
+def test_a_retried_delivery_finds_the_check_run_its_first_attempt_created(world, deliver):
+    fake, repo, pull = world
+    # The check run is created, but its answer is lost three times over: the delivery
+    # attempt fails after the run row exists.
+    fake.inject(3, status=502, method="POST", path=r"/check-runs$", after=True)
+    fake.inject(3, status=502, method="GET", path=r"/check-runs$")
+    delivery = deliver(pull_request_payload(fake, repo, pull, action="opened"))
+    assert delivery.status == DeliveryStatus.RETRYING
+    run = ReviewRun.objects.get()
+    assert run.check_run_id is None
+
+    from webhooks.services import delivery_process
+
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(next_attempt_at=None)
+    assert delivery_process(delivery.pk) == DeliveryStatus.PROCESSED
+    run.refresh_from_db()
+    checks = fake.check_runs_of("acme/widgets")
+    assert len(checks) == 1
+    assert run.check_run_id == checks[0].id
+
+
+def test_a_draft_is_skipped_with_the_reason_recorded(world, deliver):
+    fake, repo, pull = world
+    pull.draft = True
+    delivery = deliver(pull_request_payload(fake, repo, pull, action="opened"))
+    assert delivery.decision == "skipped"
+    assert delivery.outcome == (
+        "skipped acme/widgets#12: draft pull request (the policy does not review drafts)"
+    )
+    assert not ReviewRun.objects.exists()
+    assert fake.check_runs_of("acme/widgets") == []
+
+
+def test_a_disabled_repository_is_skipped_without_calling_github(world, deliver):
+    fake, repo, pull = world
+    installation = InstallationFactory(github_id=31, account_login="acme")
+    RepositoryFactory(installation=installation, github_id=8001, full_name="acme/widgets", enabled=False)
+    fake.calls.clear()
+    delivery = deliver(pull_request_payload(fake, repo, pull, action="opened"))
+    assert delivery.outcome == "skipped acme/widgets#12: reviews are disabled for this repository"
+    assert fake.calls == []
+
+
+def test_new_repositories_start_disabled_when_the_site_says_so(world, deliver, settings):
+    settings.TASUKU_ENABLE_NEW_REPOSITORIES = False
+    fake, repo, pull = world
+    delivery = deliver(pull_request_payload(fake, repo, pull, action="opened"))
+    assert "disabled" in delivery.outcome
+    assert not Repository.objects.get().enabled
+
+
+def test_a_bot_authored_pull_request_is_skipped_and_its_check_completed_neutral(world, deliver):
+    fake, repo, pull = world
+    pull.author_login, pull.author_type = "dependabot[bot]", "Bot"
+    delivery = deliver(pull_request_payload(fake, repo, pull, action="opened"))
+
+    assert delivery.decision == "skipped"
+    run = ReviewRun.objects.get()
+    assert run.status == RunStatus.SKIPPED
+    assert run.reason == "author dependabot[bot] is a bot"
+    check = fake.check_runs_of("acme/widgets")[0]
+    assert (check.status, check.conclusion) == ("completed", "neutral")
+    assert check.output["title"] == "Not reviewed: opened by a bot"
+    assert check.details_url.endswith(f"/runs/{run.pk}/")
+
+
+def test_an_excluded_author_is_skipped_with_a_neutral_check(world, deliver):
+    fake, repo, pull = world
+    installation = InstallationFactory(github_id=31, account_login="acme")
+    repository = RepositoryFactory(installation=installation, github_id=8001, full_name="acme/widgets")
+    repository.policy.excluded_authors = "octocat\n"
+    repository.policy.save()
+    delivery = deliver(pull_request_payload(fake, repo, pull, action="opened"))
+    assert delivery.outcome == "skipped acme/widgets#12: author octocat is excluded by the repository's policy"
+    assert fake.check_runs_of("acme/widgets")[0].conclusion == "neutral"
+
+
+def test_a_pull_request_over_max_changed_files_gets_a_non_success_check_run(world, deliver):
+    fake, repo, pull = world
+    installation = InstallationFactory(github_id=31, account_login="acme")
+    repository = RepositoryFactory(installation=installation, github_id=8001, full_name="acme/widgets")
+    repository.policy.max_changed_files = 1
+    repository.policy.save()
+
+    delivery = deliver(pull_request_payload(fake, repo, pull, action="opened"))
+
+    assert delivery.outcome == "skipped acme/widgets#12: 2 files changed, more than the limit of 1"
+    check = fake.check_runs_of("acme/widgets")[0]
+    assert check.status == "completed"
+    assert check.conclusion == "action_required"
+    assert check.output["title"] == "Not reviewed: 2 files changed (limit 1)"
+    assert ReviewRun.objects.get().status == RunStatus.SKIPPED
+
+
+def test_a_repository_the_installation_no_longer_reaches_is_skipped(world, deliver):
+    fake, repo, pull = world
+    repo.installation_id = None  # deselected from the installation on GitHub
+    delivery = deliver(pull_request_payload(fake, repo, pull, action="opened") | {"installation": {"id": 31}})
+    assert "can no longer access this repository" in delivery.outcome
+    assert not ReviewRun.objects.exists()
+
+
+def test_a_suspended_installation_is_skipped(world, deliver):
+    fake, repo, pull = world
+    from django.utils import timezone
+
+    InstallationFactory(github_id=31, account_login="acme", suspended_at=timezone.now())
+    delivery = deliver(pull_request_payload(fake, repo, pull, action="opened"))
+    assert "suspended" in delivery.outcome
+
+
+def test_a_trigger_turned_off_in_the_policy_is_skipped(world, deliver):
+    fake, repo, pull = world
+    installation = InstallationFactory(github_id=31, account_login="acme")
+    repository = RepositoryFactory(installation=installation, github_id=8001, full_name="acme/widgets")
+    repository.policy.trigger_synchronize = False
+    repository.policy.save()
+    delivery = deliver(pull_request_payload(fake, repo, pull, action="synchronize"))
+    assert delivery.outcome == "skipped acme/widgets#12: the policy does not review on synchronize"
+
+
+def test_actions_that_are_not_triggers_are_ignored_but_update_the_pull_request(world, deliver):
+    fake, repo, pull = world
+    deliver(pull_request_payload(fake, repo, pull, action="opened"))
+    pull.title = "Renamed"
+    delivery = deliver(pull_request_payload(fake, repo, pull, action="labeled"))
+    assert delivery.status == DeliveryStatus.IGNORED
+    assert delivery.outcome == "pull_request.labeled does not trigger a review"
+    assert PullRequest.objects.get().title == "Renamed"
+
+
+def test_a_closed_pull_request_is_recorded(world, deliver):
+    fake, repo, pull = world
+    pull.state, pull.merged = "closed", True
+    delivery = deliver(pull_request_payload(fake, repo, pull, action="closed"))
+    assert delivery.outcome == "acme/widgets#12 merged"
+    assert PullRequest.objects.get().state == "closed"
+
+
+def test_a_payload_without_changed_files_asks_github_for_the_count(world, deliver):
+    fake, repo, pull = world
+    body = pull_request_payload(fake, repo, pull, action="opened")
+    del body["pull_request"]["changed_files"]
+    deliver(body)
+    assert fake.requests("GET", r"/pulls/12$")
+    assert ReviewRun.objects.get().status == RunStatus.QUEUED
+
+
+def test_the_recorded_opened_payload_with_a_null_body_is_admitted(world, deliver):
+    fake, repo, pull = world
+    body = pull_request_payload(fake, repo, pull, action="opened")
+    body["pull_request"]["body"] = None
+    deliver(body)
+    assert ReviewRun.objects.count() == 1
+
+
+def test_github_being_down_during_admission_retries_the_delivery(world, deliver):
+    fake, repo, pull = world
+    fake.inject(3, status=503, path=r"/installation$")
+    delivery = deliver(pull_request_payload(fake, repo, pull, action="opened"))
+    assert delivery.status == DeliveryStatus.RETRYING
+    assert "503" in delivery.last_error
+    assert not ReviewRun.objects.exists()

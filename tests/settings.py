@@ -1,0 +1,25 @@
+"""Test settings: the product's settings with the GitHub App blanked (each test that
+needs it points it at the fake GitHub server) and waits shortened."""
+
+from tasuku.settings import *  # noqa: F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES = {
+    **STORAGES,  # noqa: F405
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+# Never the developer's real App: tests set these to the fake server's App.
+GITHUB_APP_ID = ""
+GITHUB_APP_SLUG = ""
+GITHUB_PRIVATE_KEY = ""
+GITHUB_PRIVATE_KEY_PATH = ""
+GITHUB_WEBHOOK_SECRET = ""
+GITHUB_API_URL = "https://api.github.invalid"
+GITHUB_RETRY_BACKOFF = "0.01"
+GITHUB_MAX_RATE_LIMIT_WAIT = "3"
+GITHUB_SECONDS_BETWEEN_REQUESTS = None
+GITHUB_SECONDS_BETWEEN_WRITES = None
+TASUKU_BASE_URL = "http://tasuku.test"
+ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost", "tasuku.test"]
+TASUKU_ENABLE_NEW_REPOSITORIES = True

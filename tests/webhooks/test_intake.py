@@ -1,0 +1,200 @@
+"""POST /webhooks/github: verify, store, ring the doorbell, answer."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from django.db import connection
+from django.test import Client
+
+from tests.helpers import payload, post_webhook, queued_task_count
+from webhooks.models import DeliveryStatus, WebhookDelivery
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def secret(fake_github, test_app) -> str:
+    return test_app.webhook_secret
+
+
+def test_it_stores_a_signed_delivery_and_answers_202_with_its_id(client, secret):
+    body = payload("pull_request", "opened")
+    response = post_webhook(client, "pull_request", body, secret=secret, delivery_id="d-1")
+
+    assert response.status_code == 202
+    assert response.json() == {"status": "accepted", "delivery": "d-1"}
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.delivery_id == "d-1"
+    assert delivery.hook_id == "123456"
+    assert delivery.event == "pull_request"
+    assert delivery.action == "opened"
+    assert delivery.installation_id == body["installation"]["id"]
+    assert delivery.repository_full_name == "Codertocat/Hello-World"
+    assert delivery.pr_number == 2
+    assert delivery.payload == body
+    assert delivery.status == DeliveryStatus.RECEIVED
+
+
+def test_it_rings_the_doorbell_only_after_the_delivery_is_committed(
+    client, secret, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        post_webhook(client, "pull_request", payload("pull_request", "opened"), secret=secret)
+    assert queued_task_count() == 0
+    assert len(callbacks) == 1
+    callbacks[0]()
+    assert queued_task_count() == 1
+
+
+def test_it_refuses_an_unsigned_delivery_with_401_and_stores_nothing(client, secret):
+    response = post_webhook(client, "pull_request", {"action": "opened"}, secret=secret, signature="")
+    assert response.status_code == 401
+    assert not WebhookDelivery.objects.exists()
+
+
+def test_it_refuses_a_delivery_signed_with_another_secret(client, secret):
+    response = post_webhook(client, "pull_request", {"action": "opened"}, secret="not the secret")
+    assert response.status_code == 401
+    assert not WebhookDelivery.objects.exists()
+
+
+def test_it_answers_503_and_stores_nothing_when_no_secret_is_configured(client, settings):
+    settings.GITHUB_WEBHOOK_SECRET = ""
+    response = post_webhook(client, "pull_request", {"action": "opened"}, secret="")
+    assert response.status_code == 503
+    assert response.json()["error"] == "not configured"
+    assert "GITHUB_WEBHOOK_SECRET" in response.json()["missing"]
+    assert not WebhookDelivery.objects.exists()
+
+
+def test_it_answers_503_when_the_app_has_a_secret_but_no_credentials(client, settings, secret):
+    settings.GITHUB_PRIVATE_KEY = ""
+    response = post_webhook(client, "pull_request", {"action": "opened"}, secret=secret)
+    assert response.status_code == 503
+    assert response.json()["missing"] == ["GITHUB_PRIVATE_KEY or GITHUB_PRIVATE_KEY_PATH"]
+    assert not WebhookDelivery.objects.exists()
+
+
+def test_a_redelivery_answers_200_and_stores_nothing_new(client, secret):
+    body = payload("pull_request", "opened")
+    first = post_webhook(client, "pull_request", body, secret=secret, delivery_id="same")
+    again = post_webhook(client, "pull_request", body, secret=secret, delivery_id="same")
+    assert (first.status_code, again.status_code) == (202, 200)
+    assert again.json()["status"] == "duplicate"
+    assert WebhookDelivery.objects.count() == 1
+
+
+def test_the_same_guid_from_another_hook_is_another_delivery(client, secret):
+    body = payload("pull_request", "opened")
+    post_webhook(client, "pull_request", body, secret=secret, delivery_id="g", hook_id="1")
+    response = post_webhook(client, "pull_request", body, secret=secret, delivery_id="g", hook_id="2")
+    assert response.status_code == 202
+    assert WebhookDelivery.objects.count() == 2
+
+
+def test_a_redelivery_of_a_failed_delivery_queues_it_again(client, secret):
+    body = payload("pull_request", "opened")
+    post_webhook(client, "pull_request", body, secret=secret, delivery_id="f")
+    WebhookDelivery.objects.update(status=DeliveryStatus.FAILED, attempts=3, last_error="boom")
+
+    response = post_webhook(client, "pull_request", body, secret=secret, delivery_id="f")
+
+    assert response.status_code == 200
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.status == DeliveryStatus.RECEIVED
+    assert delivery.attempts == 0
+
+
+def test_ping_answers_200_and_is_recorded_as_ignored(client, secret):
+    response = post_webhook(client, "ping", payload("ping", "default"), secret=secret)
+    assert response.status_code == 200
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.status == DeliveryStatus.IGNORED
+    assert queued_task_count() == 0
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"HTTP_X_GITHUB_EVENT": ""}, "X-GitHub-Event"),
+        ({"HTTP_X_GITHUB_DELIVERY": ""}, "X-GitHub-Delivery"),
+    ],
+)
+def test_it_refuses_a_delivery_without_event_or_delivery_headers(client, secret, headers, expected):
+    from webhooks.signature import signature_for
+
+    raw = json.dumps({"action": "opened"}).encode()
+    base = {
+        "HTTP_X_GITHUB_EVENT": "pull_request",
+        "HTTP_X_GITHUB_DELIVERY": "x",
+        "HTTP_X_HUB_SIGNATURE_256": signature_for(secret, raw),
+    }
+    response = client.post(
+        "/webhooks/github", data=raw, content_type="application/json", **{**base, **headers}
+    )
+    assert response.status_code == 400
+    assert expected in response.json()["error"]
+    assert not WebhookDelivery.objects.exists()
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b"[1, 2]", b"\xff\xfe"])
+def test_it_refuses_a_signed_body_that_is_not_a_json_object(client, secret, raw):
+    response = post_webhook(client, "pull_request", raw, secret=secret)
+    assert response.status_code == 400
+    assert not WebhookDelivery.objects.exists()
+
+
+def test_it_only_accepts_post(client, secret):
+    assert client.get("/webhooks/github").status_code == 405
+
+
+def test_a_body_of_25_mb_plus_one_byte_is_refused_with_413_and_nothing_stored(client, secret, settings):
+    limit = settings.TASUKU_WEBHOOK_MAX_BYTES
+    assert limit == 25 * 1024 * 1024
+    raw = b'{"pad": "' + b"x" * (limit + 1 - len(b'{"pad": ""}')) + b'"}'
+    assert len(raw) == limit + 1
+    response = post_webhook(client, "pull_request", raw, secret=secret)
+    assert response.status_code == 413
+    assert not WebhookDelivery.objects.exists()
+
+
+def test_a_body_of_exactly_25_mb_is_accepted(client, secret, settings):
+    limit = settings.TASUKU_WEBHOOK_MAX_BYTES
+    raw = b'{"pad": "' + b"x" * (limit - len(b'{"pad": ""}')) + b'"}'
+    assert len(raw) == limit
+    response = post_webhook(client, "push", raw, secret=secret)
+    assert response.status_code == 202
+    assert WebhookDelivery.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_copies_of_one_delivery_store_one_row(fake_github, test_app):
+    """Eight threads post the same delivery at once; the unique constraint decides."""
+    body = payload("pull_request", "opened")
+    barrier = threading.Barrier(8)
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def send() -> None:
+        client = Client()
+        barrier.wait()
+        try:
+            response = post_webhook(
+                client, "pull_request", body, secret=test_app.webhook_secret, delivery_id="race"
+            )
+            with lock:
+                statuses.append(response.status_code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(statuses) == [200] * 7 + [202]
+    assert WebhookDelivery.objects.filter(delivery_id="race").count() == 1
