@@ -39,7 +39,10 @@ class InstallationAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("account_login", "github_id", "account_type", "repository_selection")}),
         ("Budget", {"fields": ("monthly_budget_usd", "degrade_over_budget")}),
-        ("State", {"fields": ("permissions", "suspended_at", "removed_at", "created_at", "updated_at")}),
+        (
+            "State",
+            {"fields": ("permissions", "suspended_at", "removed_at", "created_at", "updated_at")},
+        ),
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
@@ -105,7 +108,14 @@ class RepositoryAdmin(admin.ModelAdmin):
     list_filter = ("enabled", "private", "installation", ("removed_at", admin.EmptyFieldListFilter))
     list_editable = ("enabled",)
     search_fields = ("full_name",)
-    readonly_fields = ("github_id", "installation", "full_name", "private", "default_branch", "removed_at")
+    readonly_fields = (
+        "github_id",
+        "installation",
+        "full_name",
+        "private",
+        "default_branch",
+        "removed_at",
+    )
     inlines = (RepositoryPolicyInline, SecondaryRepositoryInline)
     actions = ("enable_reviews", "disable_reviews", "copy_policy")
 

@@ -63,9 +63,7 @@ def github_settings_check(app_configs: object = None, **kwargs: object) -> list:
             )
     slug = settings.GITHUB_APP_SLUG
     if slug and not all(c.isalnum() or c == "-" for c in slug):
-        messages.append(
-            Error(f"GITHUB_APP_SLUG is not an App slug: {slug!r}.", id="tasuku.E005")
-        )
+        messages.append(Error(f"GITHUB_APP_SLUG is not an App slug: {slug!r}.", id="tasuku.E005"))
     for variable, minimum, integer in (
         ("GITHUB_MAX_ATTEMPTS", 1, True),
         ("GITHUB_RETRY_BACKOFF", 0, False),

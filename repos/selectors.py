@@ -8,8 +8,8 @@ from repos.policy import (
     EffectiveConfig,
     ReviewerConfig,
     SecondaryRepositoryConfig,
-    config_merge,
     Trigger,
+    config_merge,
     lines,
 )
 

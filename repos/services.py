@@ -163,7 +163,9 @@ def installation_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
         now = timezone.now()
         Installation.objects.filter(pk=installation.pk).update(removed_at=now)
         count = installation.repositories.filter(removed_at__isnull=True).update(removed_at=now)
-        return Outcome(f"uninstalled from {installation.account_login}: {count} repositories removed")
+        return Outcome(
+            f"uninstalled from {installation.account_login}: {count} repositories removed"
+        )
     if action == "suspend":
         Installation.objects.filter(pk=installation.pk).update(suspended_at=timezone.now())
         return Outcome(f"suspended on {installation.account_login}: no reviews until unsuspended")

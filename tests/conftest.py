@@ -48,7 +48,9 @@ def fake_github_server(test_app: TestApp) -> Iterator[FakeGitHub]:
 
 
 @pytest.fixture
-def fake_github(fake_github_server: FakeGitHub, test_app: TestApp, settings) -> Iterator[FakeGitHub]:
+def fake_github(
+    fake_github_server: FakeGitHub, test_app: TestApp, settings
+) -> Iterator[FakeGitHub]:
     """The fake GitHub, emptied, with the test App registered, and Tasuku configured
     to talk to it."""
     fake = fake_github_server

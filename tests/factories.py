@@ -41,7 +41,9 @@ class RepositoryFactory(factory.django.DjangoModelFactory):
 
     installation = factory.SubFactory(InstallationFactory)
     github_id = factory.Sequence(lambda n: 900_000 + n)
-    full_name = factory.LazyAttributeSequence(lambda o, n: f"{o.installation.account_login}/repo{n}")
+    full_name = factory.LazyAttributeSequence(
+        lambda o, n: f"{o.installation.account_login}/repo{n}"
+    )
     default_branch = "main"
     enabled = True
     policy = factory.RelatedFactory("tests.factories.RepositoryPolicyFactory", "repository")

@@ -46,7 +46,9 @@ def post_webhook(
         "HTTP_X_GITHUB_EVENT": event,
         "HTTP_X_GITHUB_DELIVERY": delivery_id or str(uuid.uuid4()),
         "HTTP_X_GITHUB_HOOK_ID": hook_id,
-        "HTTP_X_HUB_SIGNATURE_256": signature if signature is not None else signature_for(secret, raw),
+        "HTTP_X_HUB_SIGNATURE_256": signature
+        if signature is not None
+        else signature_for(secret, raw),
         "HTTP_USER_AGENT": "GitHub-Hookshot/test",
     }
     return client.post("/webhooks/github", data=raw, content_type="application/json", **headers)
@@ -89,7 +91,10 @@ def pull_request_payload(
     data = payload("pull_request", variant)
     data["action"] = action
     data["number"] = pull.number
-    data["installation"] = {"id": repo.installation_id, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
+    data["installation"] = {
+        "id": repo.installation_id,
+        "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ==",
+    }
     data["repository"].update(_repo_json(fake, repo))
     pr = data["pull_request"]
     pr.update(copy.deepcopy(fake._pull_json(repo, pull)))

@@ -34,9 +34,7 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
 
     @admin.action(description="Retry the selected failed deliveries")
     def retry(self, request: HttpRequest, queryset: QuerySet) -> None:
-        retried = sum(
-            delivery_retry(d) for d in queryset.filter(status=DeliveryStatus.FAILED)
-        )
+        retried = sum(delivery_retry(d) for d in queryset.filter(status=DeliveryStatus.FAILED))
         skipped = queryset.count() - retried
         self.message_user(request, f"{retried} deliveries queued again.", messages.SUCCESS)
         if skipped:

@@ -221,9 +221,7 @@ def deliveries_sweep(*, now: datetime | None = None) -> dict[str, int]:
        rung again (and not rung again for RING_AGAIN_AFTER).
     """
     now = now or timezone.now()
-    expired = WebhookDelivery.objects.filter(
-        status=DeliveryStatus.PROCESSING, locked_until__lt=now
-    )
+    expired = WebhookDelivery.objects.filter(status=DeliveryStatus.PROCESSING, locked_until__lt=now)
     failed = expired.filter(attempts__gte=MAX_ATTEMPTS).update(
         status=DeliveryStatus.FAILED,
         last_error="The worker stopped while processing this delivery (last attempt).",

@@ -81,7 +81,6 @@ def github_webhook(request: HttpRequest) -> JsonResponse:
 # --- Status page (staff) ----------------------------------------------------------------
 
 
-
 def _deliveries_filtered(request: HttpRequest):
     deliveries = WebhookDelivery.objects.defer("payload")
     status = request.GET.get("status", "")
@@ -100,9 +99,7 @@ def _deliveries_filtered(request: HttpRequest):
 def status(request: HttpRequest) -> HttpResponse:
     deliveries, current, query = _deliveries_filtered(request)
     page = Paginator(deliveries, 50).get_page(request.GET.get("page"))
-    counts = dict(
-        WebhookDelivery.objects.values_list("status").annotate(n=Count("id")).order_by()
-    )
+    counts = dict(WebhookDelivery.objects.values_list("status").annotate(n=Count("id")).order_by())
     return render(
         request,
         "webhooks/status.html",
@@ -141,7 +138,8 @@ def delivery_retry_view(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, f"Delivery {delivery.delivery_id} queued again.")
     else:
         messages.warning(
-            request, f"Delivery {delivery.delivery_id} is {delivery.status}; only failed ones retry."
+            request,
+            f"Delivery {delivery.delivery_id} is {delivery.status}; only failed ones retry.",
         )
     target = request.POST.get("next", "")
     if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):

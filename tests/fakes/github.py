@@ -275,7 +275,9 @@ class FakeGitHub:
             self.apps[app_id] = app
             return app
 
-    def add_installation(self, installation_id: int, account_login: str, **kwargs: Any) -> Installation:
+    def add_installation(
+        self, installation_id: int, account_login: str, **kwargs: Any
+    ) -> Installation:
         with self.lock:
             app_id = kwargs.pop("app_id", next(iter(self.apps)))
             installation = Installation(
@@ -285,7 +287,12 @@ class FakeGitHub:
             return installation
 
     def add_repo(
-        self, full_name: str, *, installation_id: int | None, repo_id: int | None = None, **kwargs: Any
+        self,
+        full_name: str,
+        *,
+        installation_id: int | None,
+        repo_id: int | None = None,
+        **kwargs: Any,
     ) -> Repo:
         with self.lock:
             repo = Repo(
@@ -351,7 +358,8 @@ class FakeGitHub:
             return [
                 c
                 for c in self.calls
-                if (method is None or c.method == method) and (path is None or re.search(path, c.path))
+                if (method is None or c.method == method)
+                and (path is None or re.search(path, c.path))
             ]
 
     def check_runs_of(self, full_name: str) -> list[CheckRun]:
@@ -401,7 +409,11 @@ class FakeGitHub:
             return
         body = injection.body
         if body is None:
-            body = {"message": "Server Error", "documentation_url": DOCS, "status": str(injection.status)}
+            body = {
+                "message": "Server Error",
+                "documentation_url": DOCS,
+                "status": str(injection.status),
+            }
         self._send(handler, injection.status, body, injection.headers)
 
     def _send(self, handler: _Handler, status: int, payload: Any, headers: dict[str, str]) -> None:
@@ -416,12 +428,19 @@ class FakeGitHub:
         if data:
             handler.wfile.write(data)
 
-    def _record(self, method: str, path: str, query: Any, body: Any, status: int, auth: str) -> None:
+    def _record(
+        self, method: str, path: str, query: Any, body: Any, status: int, auth: str
+    ) -> None:
         with self.lock:
             self.calls.append(Call(method, path, query, body, status, auth))
 
     def _dispatch(
-        self, method: str, path: str, query: dict[str, list[str]], body: Any, headers: dict[str, str]
+        self,
+        method: str,
+        path: str,
+        query: dict[str, list[str]],
+        body: Any,
+        headers: dict[str, str],
     ) -> tuple[int, Any, dict[str, str], str]:
         auth_kind = "none"
         try:
@@ -462,15 +481,24 @@ class FakeGitHub:
                 options={"require": ["exp", "iat", "iss"]},
             )
         except jwt.ExpiredSignatureError as exc:
-            raise HTTPError(401, "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires") from exc
+            raise HTTPError(
+                401,
+                "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires",
+            ) from exc
         except jwt.ImmatureSignatureError as exc:
-            raise HTTPError(401, "'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued") from exc
+            raise HTTPError(
+                401,
+                "'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued",
+            ) from exc
         except jwt.PyJWTError as exc:
             raise HTTPError(401, "A JSON web token could not be decoded") from exc
         if claims["exp"] > now + 600 + 5:
             raise HTTPError(401, "'Expiration time' claim ('exp') is too far in the future")
         if claims["iat"] > now + 60:
-            raise HTTPError(401, "'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued")
+            raise HTTPError(
+                401,
+                "'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued",
+            )
         return app
 
     def _authenticate_token(self, headers: dict[str, str]) -> Token:
@@ -515,7 +543,12 @@ class FakeGitHub:
             ("POST", owner_repo + r"/check-runs", "token", self._create_check_run),
             ("GET", owner_repo + r"/check-runs/(?P<id>\d+)", "token", self._get_check_run),
             ("PATCH", owner_repo + r"/check-runs/(?P<id>\d+)", "token", self._update_check_run),
-            ("GET", owner_repo + r"/commits/(?P<ref>[^/]+)/check-runs", "token", self._list_check_runs),
+            (
+                "GET",
+                owner_repo + r"/commits/(?P<ref>[^/]+)/check-runs",
+                "token",
+                self._list_check_runs,
+            ),
         ]
         self.routes = [(m, re.compile(p), a, fn) for m, p, a, fn in table]
 
@@ -636,11 +669,24 @@ class FakeGitHub:
     def _get_app(self, request: Request) -> Response:
         app = request.app
         assert app is not None
-        return 200, {"id": app.id, "slug": app.slug, "name": app.name, "owner": self._user_json("tasuku-org", "Organization")}, {}
+        return (
+            200,
+            {
+                "id": app.id,
+                "slug": app.slug,
+                "name": app.name,
+                "owner": self._user_json("tasuku-org", "Organization"),
+            },
+            {},
+        )
 
     def _list_installations(self, request: Request) -> Response:
         assert request.app is not None
-        items = [self._installation_json(i) for i in self.installations.values() if i.app_id == request.app.id]
+        items = [
+            self._installation_json(i)
+            for i in self.installations.values()
+            if i.app_id == request.app.id
+        ]
         chunk, headers = self._paginate(request, items)
         return 200, chunk, headers
 
@@ -701,7 +747,9 @@ class FakeGitHub:
             "token": value,
             "expires_at": iso(expires),
             "permissions": permissions,
-            "repository_selection": "selected" if scope is not None else installation.repository_selection,
+            "repository_selection": "selected"
+            if scope is not None
+            else installation.repository_selection,
         }
         if scope is not None:
             data["repositories"] = [self._repo_json(own[i]) for i in sorted(scope)]
@@ -709,7 +757,9 @@ class FakeGitHub:
 
     def _get_repo_installation(self, request: Request) -> Response:
         repo = self.repos.get(f"{request.params['owner']}/{request.params['repo']}")
-        installation = self.installations.get(repo.installation_id) if repo and repo.installation_id else None
+        installation = (
+            self.installations.get(repo.installation_id) if repo and repo.installation_id else None
+        )
         if installation is None or request.app is None or installation.app_id != request.app.id:
             raise HTTPError(404, "Not Found")
         return 200, self._installation_json(installation), {}
@@ -773,28 +823,37 @@ class FakeGitHub:
         if status is not None and status not in statuses:
             raise HTTPError(
                 422,
-                "Invalid request.\n\nFor 'properties/status', \"%s\" is not a member of [\"queued\", \"in_progress\", \"completed\"]." % status,
+                f"Invalid request.\n\nFor 'properties/status', \"{status}\" is not a member of {list(statuses)}.",
             )
         conclusion = body.get("conclusion")
         if conclusion is not None:
             if conclusion not in conclusions:
-                raise HTTPError(422, f"Invalid request.\n\nFor 'properties/conclusion', \"{conclusion}\" is not a member of {list(conclusions)}.")
+                raise HTTPError(
+                    422,
+                    f"Invalid request.\n\nFor 'properties/conclusion', \"{conclusion}\" is not a member of {list(conclusions)}.",
+                )
             if conclusion == "stale":
-                raise HTTPError(422, "Invalid request.\n\nConclusion stale can only be set by GitHub.")
+                raise HTTPError(
+                    422, "Invalid request.\n\nConclusion stale can only be set by GitHub."
+                )
             fields["conclusion"] = conclusion
             fields["status"] = "completed"
             fields["completed_at"] = body.get("completed_at") or iso(time.time())
         elif status == "completed" or body.get("completed_at"):
-            raise HTTPError(422, "Invalid request.\n\n\"conclusion\" wasn't supplied.")
+            raise HTTPError(422, 'Invalid request.\n\n"conclusion" wasn\'t supplied.')
         elif status:
             fields["status"] = status
         if "output" in body:
             output = body["output"] or {}
             if not output.get("title") or not output.get("summary"):
-                raise HTTPError(422, "Invalid request.\n\n\"title\" and \"summary\" are required in \"output\".")
+                raise HTTPError(
+                    422, 'Invalid request.\n\n"title" and "summary" are required in "output".'
+                )
             for key in ("summary", "text"):
                 if output.get(key) and len(output[key]) > 65535:
-                    raise HTTPError(422, f"Invalid request.\n\nOnly 65535 characters are allowed in \"{key}\".")
+                    raise HTTPError(
+                        422, f'Invalid request.\n\nOnly 65535 characters are allowed in "{key}".'
+                    )
             annotations = output.get("annotations") or []
             if len(annotations) > 50:
                 raise HTTPError(422, "Invalid request.\n\nAt most 50 annotations per request.")
@@ -814,7 +873,7 @@ class FakeGitHub:
         body = request.body if isinstance(request.body, dict) else {}
         for key in ("name", "head_sha"):
             if not body.get(key):
-                raise HTTPError(422, f"Invalid request.\n\n\"{key}\" wasn't supplied.")
+                raise HTTPError(422, f'Invalid request.\n\n"{key}" wasn\'t supplied.')
         if body["head_sha"] not in repo.commits:
             raise HTTPError(422, f"No commit found for SHA: {body['head_sha']}")
         fields = self._check_run_fields(body, None)
@@ -854,7 +913,11 @@ class FakeGitHub:
         token = request.token
         assert token is not None
         if run.app_id != self.installations[token.installation_id].app_id:
-            raise HTTPError(403, "Invalid app_id `%s` - check run can only be modified by the GitHub App that created it." % run.app_id)
+            raise HTTPError(
+                403,
+                f"Invalid app_id `{run.app_id}` - check run can only be modified by the "
+                "GitHub App that created it.",
+            )
         body = request.body if isinstance(request.body, dict) else {}
         for key, value in self._check_run_fields(body, run).items():
             setattr(run, key, value)
@@ -870,7 +933,9 @@ class FakeGitHub:
         runs = [
             self._check_run_json(repo.full_name, run)
             for full_name, run in sorted(self.check_runs.values(), key=lambda item: -item[1].id)
-            if full_name == repo.full_name and run.head_sha == ref and (name is None or run.name == name)
+            if full_name == repo.full_name
+            and run.head_sha == ref
+            and (name is None or run.name == name)
         ]
         chunk, headers = self._paginate(request, runs)
         return 200, {"total_count": len(runs), "check_runs": chunk}, headers

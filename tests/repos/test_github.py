@@ -21,7 +21,9 @@ def world(fake_github):
     fake_github.add_installation(11, "acme")
     repo = fake_github.add_repo("acme/widgets", installation_id=11, repo_id=501)
     fake_github.add_repo("acme/other", installation_id=11, repo_id=502)
-    fake_github.add_pull("acme/widgets", Pull(number=5, title="Faster", head_sha=HEAD, base_sha="b" * 40))
+    fake_github.add_pull(
+        "acme/widgets", Pull(number=5, title="Faster", head_sha=HEAD, base_sha="b" * 40)
+    )
     return repo
 
 
@@ -49,8 +51,12 @@ def test_the_app_jwt_is_rs256_backdated_and_expires_within_ten_minutes(fake_gith
     assert claims["exp"] > now
 
 
-def test_an_installation_token_is_scoped_to_one_repository_and_the_permissions_asked(world, fake_github):
-    token = github.gateway().installation_token(11, repository_ids=(501,), permissions={"checks": "write"})
+def test_an_installation_token_is_scoped_to_one_repository_and_the_permissions_asked(
+    world, fake_github
+):
+    token = github.gateway().installation_token(
+        11, repository_ids=(501,), permissions={"checks": "write"}
+    )
     minted = fake_github.tokens[token.token]
     assert minted.repository_ids == frozenset({501})
     assert minted.permissions == {"checks": "write", "metadata": "read"}
@@ -82,9 +88,13 @@ def test_a_token_for_a_repository_outside_the_installation_is_a_permanent_error(
 
 def test_an_expired_token_is_replaced_and_the_call_succeeds(world, fake_github):
     gateway = github.gateway()
-    gateway.pull_request_get(installation_id=11, repository_id=501, full_name="acme/widgets", number=5)
+    gateway.pull_request_get(
+        installation_id=11, repository_id=501, full_name="acme/widgets", number=5
+    )
     fake_github.expire_tokens()  # e.g. revoked, or the clock moved
-    pr = gateway.pull_request_get(installation_id=11, repository_id=501, full_name="acme/widgets", number=5)
+    pr = gateway.pull_request_get(
+        installation_id=11, repository_id=501, full_name="acme/widgets", number=5
+    )
     assert pr.head_sha == HEAD
     assert len(fake_github.requests("POST", "/access_tokens")) == 2
 
@@ -93,7 +103,13 @@ def test_it_reads_a_pull_request(world):
     pr = github.gateway().pull_request_get(
         installation_id=11, repository_id=501, full_name="acme/widgets", number=5
     )
-    assert (pr.number, pr.title, pr.head_sha, pr.author_login, pr.state) == (5, "Faster", HEAD, "octocat", "open")
+    assert (pr.number, pr.title, pr.head_sha, pr.author_login, pr.state) == (
+        5,
+        "Faster",
+        HEAD,
+        "octocat",
+        "open",
+    )
 
 
 def test_it_asks_github_whether_the_installation_reaches_a_repository(world, fake_github):
@@ -154,7 +170,9 @@ def test_a_429_with_retry_after_is_retried(world, fake_github):
     assert pr.number == 5
 
 
-def test_a_rate_limit_longer_than_the_wait_bound_is_raised_at_once_as_transient(world, fake_github, settings):
+def test_a_rate_limit_longer_than_the_wait_bound_is_raised_at_once_as_transient(
+    world, fake_github, settings
+):
     settings.GITHUB_MAX_RATE_LIMIT_WAIT = "1"
     fake_github.rate_limit(1, status=429, retry_after=120, method="GET", path=r"/pulls/5$")
     with pytest.raises(GitHubError) as caught:
@@ -218,7 +236,9 @@ def test_without_settings_the_gateway_names_what_is_missing(settings):
     assert "GITHUB_APP_ID" in str(caught.value)
 
 
-def test_a_key_with_escaped_newlines_from_a_one_line_env_file_works(fake_github, test_app, settings):
+def test_a_key_with_escaped_newlines_from_a_one_line_env_file_works(
+    fake_github, test_app, settings
+):
     settings.GITHUB_PRIVATE_KEY = test_app.private_key.replace("\n", "\\n")
     github.caches_clear()
     assert github.gateway().repository_installation_id("acme/nothing") is None
@@ -230,8 +250,12 @@ def test_tokens_never_reach_the_logs(world, fake_github, caplog):
         handler.addFilter(RedactSecretsFilter())
     fake_github.inject(1, status=502, method="GET", path=r"/pulls/5$")
     gateway = github.gateway()
-    gateway.pull_request_get(installation_id=11, repository_id=501, full_name="acme/widgets", number=5)
-    logging.getLogger("test").warning("cloning https://x-access-token:%s@github.com/acme/w", next(iter(fake_github.tokens)))
+    gateway.pull_request_get(
+        installation_id=11, repository_id=501, full_name="acme/widgets", number=5
+    )
+    logging.getLogger("test").warning(
+        "cloning https://x-access-token:%s@github.com/acme/w", next(iter(fake_github.tokens))
+    )
     for token in fake_github.tokens:
         assert token not in caplog.text
     assert "[redacted]" in caplog.text

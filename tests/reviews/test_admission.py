@@ -15,7 +15,9 @@ def config(**values) -> EffectiveConfig:
 
 
 def facts(**values) -> PullRequestFacts:
-    base = dict(action="opened", draft=False, author_login="octocat", author_type="User", changed_files=3)
+    base = dict(
+        action="opened", draft=False, author_login="octocat", author_type="User", changed_files=3
+    )
     return PullRequestFacts(**{**base, **values})
 
 

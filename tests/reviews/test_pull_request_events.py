@@ -10,7 +10,7 @@ from repos.models import Installation, Repository, Reviewer
 from reviews.models import PullRequest, ReviewRun, RunStatus
 from tests.factories import InstallationFactory, RepositoryFactory, ReviewerFactory
 from tests.fakes.github import Pull, PullFile
-from tests.helpers import drain_queue, pull_request_payload, post_webhook
+from tests.helpers import drain_queue, post_webhook, pull_request_payload
 from webhooks.models import DeliveryStatus, WebhookDelivery
 
 pytestmark = pytest.mark.django_db
@@ -25,8 +25,13 @@ def world(fake_github):
     repo = fake_github.add_repo("acme/widgets", installation_id=31, repo_id=8001)
     pull = fake_github.add_pull(
         "acme/widgets",
-        Pull(number=12, title="Faster widgets", head_sha=HEAD, base_sha=BASE,
-             files=[PullFile("widgets.py", additions=10), PullFile("README.md")]),
+        Pull(
+            number=12,
+            title="Faster widgets",
+            head_sha=HEAD,
+            base_sha=BASE,
+            files=[PullFile("widgets.py", additions=10), PullFile("README.md")],
+        ),
     )
     return fake_github, repo, pull
 
@@ -72,14 +77,19 @@ def test_an_opened_pull_request_becomes_a_queued_run_with_a_queued_check_run(wor
 def test_every_enabled_reviewer_gets_its_own_run_and_check(world, deliver):
     fake, repo, pull = world
     installation = InstallationFactory(github_id=31, account_login="acme")
-    repository = RepositoryFactory(installation=installation, github_id=8001, full_name="acme/widgets")
+    repository = RepositoryFactory(
+        installation=installation, github_id=8001, full_name="acme/widgets"
+    )
     second = ReviewerFactory(slug="second-opinion")
     ReviewerFactory(slug="switched-off", enabled=False)
     repository.policy.reviewers.add(second, Reviewer.objects.get(slug="switched-off"))
 
     deliver(pull_request_payload(fake, repo, pull, action="opened"))
 
-    assert sorted(ReviewRun.objects.values_list("reviewer__slug", flat=True)) == ["second-opinion", "static"]
+    assert sorted(ReviewRun.objects.values_list("reviewer__slug", flat=True)) == [
+        "second-opinion",
+        "static",
+    ]
     assert sorted(c.name for c in fake.check_runs_of("acme/widgets")) == [
         "Tasuku · second-opinion",
         "Tasuku · static",
@@ -132,7 +142,9 @@ def test_a_draft_is_skipped_with_the_reason_recorded(world, deliver):
 def test_a_disabled_repository_is_skipped_without_calling_github(world, deliver):
     fake, repo, pull = world
     installation = InstallationFactory(github_id=31, account_login="acme")
-    RepositoryFactory(installation=installation, github_id=8001, full_name="acme/widgets", enabled=False)
+    RepositoryFactory(
+        installation=installation, github_id=8001, full_name="acme/widgets", enabled=False
+    )
     fake.calls.clear()
     delivery = deliver(pull_request_payload(fake, repo, pull, action="opened"))
     assert delivery.outcome == "skipped acme/widgets#12: reviews are disabled for this repository"
@@ -165,18 +177,25 @@ def test_a_bot_authored_pull_request_is_skipped_and_its_check_completed_neutral(
 def test_an_excluded_author_is_skipped_with_a_neutral_check(world, deliver):
     fake, repo, pull = world
     installation = InstallationFactory(github_id=31, account_login="acme")
-    repository = RepositoryFactory(installation=installation, github_id=8001, full_name="acme/widgets")
+    repository = RepositoryFactory(
+        installation=installation, github_id=8001, full_name="acme/widgets"
+    )
     repository.policy.excluded_authors = "octocat\n"
     repository.policy.save()
     delivery = deliver(pull_request_payload(fake, repo, pull, action="opened"))
-    assert delivery.outcome == "skipped acme/widgets#12: author octocat is excluded by the repository's policy"
+    assert (
+        delivery.outcome
+        == "skipped acme/widgets#12: author octocat is excluded by the repository's policy"
+    )
     assert fake.check_runs_of("acme/widgets")[0].conclusion == "neutral"
 
 
 def test_a_pull_request_over_max_changed_files_gets_a_non_success_check_run(world, deliver):
     fake, repo, pull = world
     installation = InstallationFactory(github_id=31, account_login="acme")
-    repository = RepositoryFactory(installation=installation, github_id=8001, full_name="acme/widgets")
+    repository = RepositoryFactory(
+        installation=installation, github_id=8001, full_name="acme/widgets"
+    )
     repository.policy.max_changed_files = 1
     repository.policy.save()
 
@@ -193,7 +212,9 @@ def test_a_pull_request_over_max_changed_files_gets_a_non_success_check_run(worl
 def test_a_repository_the_installation_no_longer_reaches_is_skipped(world, deliver):
     fake, repo, pull = world
     repo.installation_id = None  # deselected from the installation on GitHub
-    delivery = deliver(pull_request_payload(fake, repo, pull, action="opened") | {"installation": {"id": 31}})
+    delivery = deliver(
+        pull_request_payload(fake, repo, pull, action="opened") | {"installation": {"id": 31}}
+    )
     assert "can no longer access this repository" in delivery.outcome
     assert not ReviewRun.objects.exists()
 
@@ -210,7 +231,9 @@ def test_a_suspended_installation_is_skipped(world, deliver):
 def test_a_trigger_turned_off_in_the_policy_is_skipped(world, deliver):
     fake, repo, pull = world
     installation = InstallationFactory(github_id=31, account_login="acme")
-    repository = RepositoryFactory(installation=installation, github_id=8001, full_name="acme/widgets")
+    repository = RepositoryFactory(
+        installation=installation, github_id=8001, full_name="acme/widgets"
+    )
     repository.policy.trigger_synchronize = False
     repository.policy.save()
     delivery = deliver(pull_request_payload(fake, repo, pull, action="synchronize"))

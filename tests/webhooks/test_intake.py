@@ -50,7 +50,9 @@ def test_it_rings_the_doorbell_only_after_the_delivery_is_committed(
 
 
 def test_it_refuses_an_unsigned_delivery_with_401_and_stores_nothing(client, secret):
-    response = post_webhook(client, "pull_request", {"action": "opened"}, secret=secret, signature="")
+    response = post_webhook(
+        client, "pull_request", {"action": "opened"}, secret=secret, signature=""
+    )
     assert response.status_code == 401
     assert not WebhookDelivery.objects.exists()
 
@@ -90,7 +92,9 @@ def test_a_redelivery_answers_200_and_stores_nothing_new(client, secret):
 def test_the_same_guid_from_another_hook_is_another_delivery(client, secret):
     body = payload("pull_request", "opened")
     post_webhook(client, "pull_request", body, secret=secret, delivery_id="g", hook_id="1")
-    response = post_webhook(client, "pull_request", body, secret=secret, delivery_id="g", hook_id="2")
+    response = post_webhook(
+        client, "pull_request", body, secret=secret, delivery_id="g", hook_id="2"
+    )
     assert response.status_code == 202
     assert WebhookDelivery.objects.count() == 2
 
@@ -151,7 +155,9 @@ def test_it_only_accepts_post(client, secret):
     assert client.get("/webhooks/github").status_code == 405
 
 
-def test_a_body_of_25_mb_plus_one_byte_is_refused_with_413_and_nothing_stored(client, secret, settings):
+def test_a_body_of_25_mb_plus_one_byte_is_refused_with_413_and_nothing_stored(
+    client, secret, settings
+):
     limit = settings.TASUKU_WEBHOOK_MAX_BYTES
     assert limit == 25 * 1024 * 1024
     raw = b'{"pad": "' + b"x" * (limit + 1 - len(b'{"pad": ""}')) + b'"}'

@@ -40,7 +40,12 @@ def test_a_delivery_for_an_unhandled_event_is_ignored_with_its_reason(
     client, fake_github, test_app, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
-        post_webhook(client, "check_suite", payload("check_suite", "requested"), secret=test_app.webhook_secret)
+        post_webhook(
+            client,
+            "check_suite",
+            payload("check_suite", "requested"),
+            secret=test_app.webhook_secret,
+        )
     drain_queue()
     delivery = WebhookDelivery.objects.get()
     assert delivery.status == DeliveryStatus.IGNORED
@@ -87,7 +92,11 @@ def test_a_permanent_error_fails_the_delivery_at_once(monkeypatch):
     def refuse(payload, *, delivery_id):
         raise GitHubError("GitHub answered 404 (Not Found)", permanent=True, status=404)
 
-    monkeypatch.setattr(services, "route", lambda event, payload, delivery_id: refuse(payload, delivery_id=delivery_id))
+    monkeypatch.setattr(
+        services,
+        "route",
+        lambda event, payload, delivery_id: refuse(payload, delivery_id=delivery_id),
+    )
     delivery = WebhookDeliveryFactory(event="pull_request")
     assert services.delivery_process(delivery.pk) == DeliveryStatus.FAILED
     delivery.refresh_from_db()
@@ -113,7 +122,9 @@ def test_the_status_page_retry_requeues_a_failed_delivery_and_a_worker_processes
     assert b"Retry" in page.content and b"boom" in page.content
 
     with django_capture_on_commit_callbacks(execute=True):
-        response = staff_client.post(f"/status/deliveries/{delivery.pk}/retry", {"next": "/status/"})
+        response = staff_client.post(
+            f"/status/deliveries/{delivery.pk}/retry", {"next": "/status/"}
+        )
     assert response.status_code == 302
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.RECEIVED
@@ -146,8 +157,12 @@ def test_the_status_page_is_for_staff_only(client, django_user_model):
 
 
 def test_the_status_page_finds_deliveries_by_repository_and_pull_request(staff_client):
-    WebhookDeliveryFactory(event="pull_request", repository_full_name="acme/api", pr_number=7, outcome="admitted 7")
-    WebhookDeliveryFactory(event="pull_request", repository_full_name="acme/api", pr_number=8, outcome="admitted 8")
+    WebhookDeliveryFactory(
+        event="pull_request", repository_full_name="acme/api", pr_number=7, outcome="admitted 7"
+    )
+    WebhookDeliveryFactory(
+        event="pull_request", repository_full_name="acme/api", pr_number=8, outcome="admitted 8"
+    )
     page = staff_client.get("/status/", {"q": "acme/api#7"})
     assert b"admitted 7" in page.content
     assert b"admitted 8" not in page.content

@@ -1,0 +1,86 @@
+"""PyGithub clients and installation tokens, cached per process (never on disk:
+they are credentials)."""
+
+from __future__ import annotations
+
+import threading
+from functools import cache
+from typing import Any
+
+from github import Auth, Github, GithubIntegration
+
+from repos.github.config import AppCredentials, RetryPolicy
+from repos.github.schemas import InstallationToken
+
+# GitHub allows at most 10 minutes; leave room for clock drift between us and GitHub.
+JWT_EXPIRY_SECONDS = 540
+# "we recommend that you set this 60 seconds in the past" (App JWT docs)
+JWT_ISSUED_AT_OFFSET = -60
+
+cache_lock = threading.Lock()
+token_cache: dict[tuple[Any, ...], InstallationToken] = {}
+
+
+def token_key(
+    creds: AppCredentials,
+    installation_id: int,
+    repository_ids: tuple[int, ...],
+    permissions: dict[str, str] | None,
+) -> tuple[Any, ...]:
+    return (
+        creds.base_url,
+        creds.app_id,
+        installation_id,
+        tuple(sorted(repository_ids)),
+        tuple(sorted((permissions or {}).items())),
+    )
+
+
+@cache
+def integration_client(creds: AppCredentials, policy: RetryPolicy) -> GithubIntegration:
+    auth = Auth.AppAuth(
+        creds.app_id,
+        creds.private_key,
+        jwt_expiry=JWT_EXPIRY_SECONDS,
+        jwt_issued_at=JWT_ISSUED_AT_OFFSET,
+    )
+    return GithubIntegration(
+        auth=auth,
+        base_url=creds.base_url,
+        timeout=policy.timeout,
+        retry=None,  # the gateway's own loop retries; see the module docstring
+        seconds_between_requests=policy.seconds_between_requests,
+        seconds_between_writes=policy.seconds_between_writes,
+    )
+
+
+_client_cache: dict[tuple[Any, ...], Github] = {}
+
+
+def installation_client(creds: AppCredentials, policy: RetryPolicy, token: str) -> Github:
+    key = (creds.base_url, policy, token)
+    with cache_lock:
+        client = _client_cache.get(key)
+        if client is None:
+            if len(_client_cache) > 256:
+                _client_cache.clear()
+            client = Github(
+                auth=Auth.Token(token),
+                base_url=creds.base_url,
+                timeout=policy.timeout,
+                retry=None,  # never PyGithub's GithubRetry: it re-sends POSTs on 5xx
+                per_page=100,
+                lazy=True,  # objects load when read: no GET before every call
+                seconds_between_requests=policy.seconds_between_requests,
+                seconds_between_writes=policy.seconds_between_writes,
+            )
+            _client_cache[key] = client
+    return client
+
+
+def caches_clear() -> None:
+    """Forget cached tokens and clients (tests; a changed App key)."""
+    with cache_lock:
+        token_cache.clear()
+        _client_cache.clear()
+    integration_client.cache_clear()

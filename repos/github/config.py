@@ -1,0 +1,115 @@
+"""The App's credentials and the gateway's retry policy, from settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from django.conf import settings
+
+from repos.github.errors import GitHubError, GitHubNotConfigured
+
+
+@dataclass(frozen=True)
+class AppCredentials:
+    app_id: int
+    private_key: str
+    webhook_secret: str
+    slug: str
+    base_url: str
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int
+    backoff: float
+    max_rate_limit_wait: float
+    timeout: int
+    seconds_between_requests: float | None
+    seconds_between_writes: float | None
+
+
+def private_key_text() -> tuple[str, str | None]:
+    """The PEM text of the App's private key and the variable it came from.
+
+    Raises ValueError naming the variable when the key cannot be read.
+    """
+    inline = settings.GITHUB_PRIVATE_KEY.strip()
+    path = settings.GITHUB_PRIVATE_KEY_PATH.strip()
+    if inline and path:
+        raise ValueError(
+            "GITHUB_PRIVATE_KEY and GITHUB_PRIVATE_KEY_PATH are both set; set only one."
+        )
+    if inline:
+        # Keys pasted into one-line environment files arrive with literal "\n".
+        return inline.replace("\\n", "\n"), "GITHUB_PRIVATE_KEY"
+    if path:
+        try:
+            return Path(path).expanduser().read_text(), "GITHUB_PRIVATE_KEY_PATH"
+        except OSError as exc:
+            raise ValueError(
+                f"GITHUB_PRIVATE_KEY_PATH: cannot read {path!r}: {exc.strerror or exc}"
+            ) from exc
+    return "", None
+
+
+def private_key_problem(pem: str, variable: str) -> str | None:
+    """Why `pem` is not an RSA private key GitHub could have issued, or None."""
+    try:
+        key = serialization.load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        return f"{variable} is not a PEM private key ({exc})."
+    if not isinstance(key, rsa.RSAPrivateKey):
+        return f"{variable} is not an RSA key; GitHub App keys are RSA (RS256)."
+    return None
+
+
+def missing_settings() -> list[str]:
+    """Names of the variables without which Tasuku cannot talk to GitHub."""
+    missing = []
+    if not settings.GITHUB_APP_ID:
+        missing.append("GITHUB_APP_ID")
+    if not (settings.GITHUB_PRIVATE_KEY or settings.GITHUB_PRIVATE_KEY_PATH):
+        missing.append("GITHUB_PRIVATE_KEY or GITHUB_PRIVATE_KEY_PATH")
+    if not settings.GITHUB_WEBHOOK_SECRET:
+        missing.append("GITHUB_WEBHOOK_SECRET")
+    return missing
+
+
+def credentials() -> AppCredentials:
+    """The App's credentials, or GitHubNotConfigured naming what is missing.
+
+    Malformed values are reported by the system checks at start-up; here they are
+    permanent errors (a run cannot fix them).
+    """
+    missing = missing_settings()
+    if missing:
+        raise GitHubNotConfigured(missing)
+    try:
+        app_id = int(settings.GITHUB_APP_ID)
+        pem, variable = private_key_text()
+    except ValueError as exc:
+        raise GitHubError(f"GitHub App misconfigured: {exc}", permanent=True) from exc
+    problem = private_key_problem(pem, variable or "")
+    if problem:
+        raise GitHubError(f"GitHub App misconfigured: {problem}", permanent=True)
+    return AppCredentials(
+        app_id=app_id,
+        private_key=pem,
+        webhook_secret=settings.GITHUB_WEBHOOK_SECRET,
+        slug=settings.GITHUB_APP_SLUG,
+        base_url=settings.GITHUB_API_URL,
+    )
+
+
+def retry_policy() -> RetryPolicy:
+    return RetryPolicy(
+        max_attempts=max(1, int(settings.GITHUB_MAX_ATTEMPTS)),
+        backoff=float(settings.GITHUB_RETRY_BACKOFF),
+        max_rate_limit_wait=float(settings.GITHUB_MAX_RATE_LIMIT_WAIT),
+        timeout=int(float(settings.GITHUB_TIMEOUT)),
+        seconds_between_requests=getattr(settings, "GITHUB_SECONDS_BETWEEN_REQUESTS", 0.25),
+        seconds_between_writes=getattr(settings, "GITHUB_SECONDS_BETWEEN_WRITES", 1.0),
+    )

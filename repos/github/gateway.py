@@ -1,0 +1,380 @@
+"""`GitHubGateway`: one method per GitHub call, each through one retry loop."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import requests
+from github import Github, GithubException, GithubIntegration
+
+from repos.github.clients import (
+    cache_lock,
+    installation_client,
+    integration_client,
+    token_cache,
+    token_key,
+)
+from repos.github.config import AppCredentials, RetryPolicy, credentials, retry_policy
+from repos.github.errors import GitHubError, classify
+from repos.github.schemas import (
+    CheckRunInfo,
+    CheckRunOutput,
+    InstallationToken,
+    PullRequestInfo,
+    check_run_info,
+    format_time,
+    parse_time,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class GitHubGateway:
+    """One App's view of GitHub. Cheap to create; tokens and clients are cached per
+    process (never on disk: they are credentials)."""
+
+    def __init__(self, creds: AppCredentials, policy: RetryPolicy) -> None:
+        self.creds = creds
+        self.policy = policy
+
+    # --- App (JWT) calls ---
+
+    def _integration(self) -> GithubIntegration:
+        return integration_client(self.creds, self.policy)
+
+    def app_jwt(self) -> str:
+        """A fresh App JWT (RS256, issued 60 s in the past, expiring within 10 minutes)."""
+        return self._integration().auth.token  # type: ignore[union-attr]
+
+    def installation_token(
+        self,
+        installation_id: int,
+        *,
+        repository_ids: tuple[int, ...] = (),
+        permissions: dict[str, str] | None = None,
+    ) -> InstallationToken:
+        """A token for one installation, narrowed to `repository_ids` and `permissions`.
+
+        Cached until five minutes before it expires. PyGithub's `get_access_token` cannot
+        send `repository_ids`, so the request is made through its requester directly.
+        """
+        key = token_key(self.creds, installation_id, repository_ids, permissions)
+        with cache_lock:
+            cached = token_cache.get(key)
+        if cached and cached.fresh():
+            return cached
+
+        body: dict[str, Any] = {}
+        if repository_ids:
+            body["repository_ids"] = list(repository_ids)
+        if permissions:
+            body["permissions"] = permissions
+
+        def create() -> InstallationToken:
+            # Reference: https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app
+            _, data = self._integration().requester.requestJsonAndCheck(
+                "POST", f"/app/installations/{installation_id}/access_tokens", input=body
+            )
+            return InstallationToken(
+                token=data["token"],
+                expires_at=parse_time(data["expires_at"]),
+                permissions=data.get("permissions") or {},
+                repository_ids=tuple(r["id"] for r in data.get("repositories") or ()),
+            )
+
+        # Minting a second token is harmless, so this POST may be repeated.
+        token = self._call(f"create a token for installation {installation_id}", create)
+        with cache_lock:
+            token_cache[key] = token
+        return token
+
+    def repository_installation_id(self, full_name: str) -> int | None:
+        """The id of the installation through which the App reaches `full_name`, or None
+        when the App cannot reach it (uninstalled, or the repository was deselected)."""
+        owner, name = full_name.split("/", 1)
+
+        def get() -> int | None:
+            try:
+                # Reference: https://docs.github.com/rest/apps/apps#get-a-repository-installation-for-the-authenticated-app
+                return self._integration().get_repo_installation(owner, name).id
+            except GithubException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+
+        return self._call(f"look up the installation of {full_name}", get)
+
+    # --- Installation calls ---
+
+    def _client(
+        self, installation_id: int, repository_id: int | None, permissions: dict[str, str]
+    ) -> Github:
+        token = self.installation_token(
+            installation_id,
+            repository_ids=(repository_id,) if repository_id else (),
+            permissions=permissions,
+        )
+        return installation_client(self.creds, self.policy, token.token)
+
+    def _drop_token(
+        self, installation_id: int, repository_id: int | None, permissions: dict[str, str]
+    ) -> None:
+        key = token_key(
+            self.creds, installation_id, (repository_id,) if repository_id else (), permissions
+        )
+        with cache_lock:
+            token_cache.pop(key, None)
+
+    def _repo_call(
+        self,
+        description: str,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        permissions: dict[str, str],
+        fn: Callable[[Github], T],
+        recover: Callable[[Github], T | None] | None = None,
+        creates: bool = False,
+    ) -> T:
+        """Run `fn` with a client holding a token scoped to one repository.
+
+        A 401 means the cached token was revoked or expired early: it is dropped and the
+        call repeated once with a new token.
+        """
+
+        def attempt() -> T:
+            client = self._client(installation_id, repository_id, permissions)
+            try:
+                return fn(client)
+            except GithubException as exc:
+                if exc.status != 401:
+                    raise
+                self._drop_token(installation_id, repository_id, permissions)
+                return fn(self._client(installation_id, repository_id, permissions))
+
+        def recover_with_client() -> T | None:
+            assert recover is not None
+            return recover(self._client(installation_id, repository_id, permissions))
+
+        return self._call(
+            description,
+            attempt,
+            recover=recover_with_client if recover else None,
+            creates=creates,
+        )
+
+    def pull_request_get(
+        self, *, installation_id: int, repository_id: int | None, full_name: str, number: int
+    ) -> PullRequestInfo:
+        def get(client: Github) -> PullRequestInfo:
+            # Reference: https://docs.github.com/rest/pulls/pulls#get-a-pull-request
+            pr = client.get_repo(full_name).get_pull(number)
+            return PullRequestInfo(
+                number=pr.number,
+                title=pr.title or "",
+                state=pr.state,
+                draft=bool(pr.draft),
+                merged=bool(pr.merged),
+                head_sha=pr.head.sha,
+                head_ref=pr.head.ref,
+                base_sha=pr.base.sha,
+                base_ref=pr.base.ref,
+                author_login=pr.user.login,
+                author_type=pr.user.type,
+                changed_files=pr.changed_files,
+                html_url=pr.html_url,
+            )
+
+        return self._repo_call(
+            f"read pull request {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "read"},
+            fn=get,
+        )
+
+    def check_run_create(
+        self,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        name: str,
+        head_sha: str,
+        external_id: str,
+        details_url: str,
+        status: str = "queued",
+        conclusion: str | None = None,
+        output: CheckRunOutput | None = None,
+    ) -> CheckRunInfo:
+        """Create a check run; `external_id` makes it findable, so a POST whose answer was
+        lost is looked up instead of posted twice."""
+        params: dict[str, Any] = {
+            "name": name,
+            "head_sha": head_sha,
+            "external_id": external_id,
+            "details_url": details_url,
+        }
+        if conclusion:
+            params["conclusion"] = conclusion
+            params["completed_at"] = datetime.now(UTC)
+        else:
+            params["status"] = status
+        if output:
+            params["output"] = output.model_dump(exclude_none=True)
+
+        def create(client: Github) -> CheckRunInfo:
+            # Reference: https://docs.github.com/rest/checks/runs#create-a-check-run
+            return check_run_info(client.get_repo(full_name).create_check_run(**params))
+
+        def find(client: Github) -> CheckRunInfo | None:
+            return self._check_run_find(client, full_name, head_sha, name, external_id)
+
+        return self._repo_call(
+            f"create check run {name!r} on {full_name}@{head_sha[:7]}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"checks": "write"},
+            fn=create,
+            recover=find,
+            creates=True,
+        )
+
+    def check_run_find(
+        self,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        head_sha: str,
+        name: str,
+        external_id: str,
+    ) -> CheckRunInfo | None:
+        """The check run named `name` on `head_sha` carrying `external_id`, if any."""
+        return self._repo_call(
+            f"find check run {name!r} on {full_name}@{head_sha[:7]}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"checks": "read"},
+            fn=lambda client: self._check_run_find(client, full_name, head_sha, name, external_id),
+        )
+
+    @staticmethod
+    def _check_run_find(
+        client: Github, full_name: str, head_sha: str, name: str, external_id: str
+    ) -> CheckRunInfo | None:
+        # Reference: https://docs.github.com/rest/checks/runs#list-check-runs-for-a-git-reference
+        commit = client.get_repo(full_name).get_commit(head_sha)
+        for run in commit.get_check_runs(check_name=name, filter="all"):
+            if run.external_id == external_id:
+                return check_run_info(run)
+        return None
+
+    def check_run_update(
+        self,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        check_run_id: int,
+        status: str | None = None,
+        conclusion: str | None = None,
+        output: CheckRunOutput | None = None,
+        details_url: str | None = None,
+    ) -> CheckRunInfo:
+        """Update a check run. A PATCH sets the same fields again when repeated, so it is
+        retried like a read."""
+        body: dict[str, Any] = {}
+        if status:
+            body["status"] = status
+        if conclusion:
+            body["conclusion"] = conclusion
+            body["completed_at"] = format_time(datetime.now(UTC))
+        if output:
+            body["output"] = output.model_dump(exclude_none=True)
+        if details_url:
+            body["details_url"] = details_url
+
+        def update(client: Github) -> CheckRunInfo:
+            # Reference: https://docs.github.com/rest/checks/runs#update-a-check-run
+            # Through the requester: PyGithub's CheckRun.edit needs the run fetched first.
+            owner, name = full_name.split("/", 1)
+            _, data = client.requester.requestJsonAndCheck(
+                "PATCH", f"/repos/{owner}/{name}/check-runs/{check_run_id}", input=body
+            )
+            return CheckRunInfo.model_validate(data)
+
+        return self._repo_call(
+            f"update check run {check_run_id} on {full_name}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"checks": "write"},
+            fn=update,
+        )
+
+    # --- The retry loop ---
+
+    def _call(
+        self,
+        description: str,
+        fn: Callable[[], T],
+        *,
+        recover: Callable[[], T | None] | None = None,
+        creates: bool = False,
+    ) -> T:
+        attempts = self.policy.max_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                return fn()
+            except GithubException as exc:
+                error = classify(description, exc)
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                error = GitHubError(
+                    f"Could not {description}: network error ({type(exc).__name__}: {exc})",
+                    permanent=False,
+                )
+            if error.permanent or attempt == attempts:
+                if not error.permanent and attempts > 1:
+                    error.message = f"{error.message} (gave up after {attempts} attempts)"
+                    error.args = (error.message,)
+                raise error
+            wait = self._wait_before_retry(error, attempt)
+            if wait is None:
+                raise error
+            logger.warning(
+                "GitHub: %s (attempt %d of %d); retrying in %.1fs",
+                error.message,
+                attempt,
+                attempts,
+                wait,
+            )
+            time.sleep(wait)
+            if creates:
+                if recover is None:
+                    # The first POST may have succeeded; without a way to look, do not repeat it.
+                    raise error
+                found = self._call(f"look for the result of: {description}", recover)
+                if found is not None:
+                    logger.info("GitHub: %s had succeeded; using the existing result", description)
+                    return found
+        raise AssertionError("unreachable")
+
+    def _wait_before_retry(self, error: GitHubError, attempt: int) -> float | None:
+        if error.retry_after is not None:
+            if error.retry_after > self.policy.max_rate_limit_wait:
+                return None
+            return error.retry_after
+        base = self.policy.backoff * (2 ** (attempt - 1))
+        return base + random.uniform(0, base / 2)  # noqa: S311  (jitter, not security)
+
+
+def gateway() -> GitHubGateway:
+    """The gateway for the configured App; GitHubNotConfigured names what is missing."""
+    return GitHubGateway(credentials(), retry_policy())

@@ -1,0 +1,80 @@
+"""Pydantic models of what the gateway returns (never PyGithub objects)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+# Refresh an installation token when less than this is left of its hour.
+TOKEN_REFRESH_MARGIN = timedelta(minutes=5)
+
+
+class InstallationToken(BaseModel):
+    token: str
+    expires_at: datetime
+    permissions: dict[str, str] = {}
+    repository_ids: tuple[int, ...] = ()
+
+    def fresh(self, now: datetime | None = None) -> bool:
+        return self.expires_at - (now or datetime.now(UTC)) > TOKEN_REFRESH_MARGIN
+
+    def __repr__(self) -> str:  # never print the token itself
+        return f"InstallationToken(expires_at={self.expires_at.isoformat()})"
+
+    __str__ = __repr__
+
+
+class CheckRunOutput(BaseModel):
+    title: str
+    summary: str
+    text: str | None = None
+
+
+class CheckRunInfo(BaseModel):
+    id: int
+    name: str
+    head_sha: str
+    status: str
+    conclusion: str | None = None
+    external_id: str | None = None
+    details_url: str | None = None
+    html_url: str | None = None
+
+
+class PullRequestInfo(BaseModel):
+    number: int
+    title: str
+    state: str
+    draft: bool
+    merged: bool
+    head_sha: str
+    head_ref: str
+    base_sha: str
+    base_ref: str
+    author_login: str
+    author_type: str
+    changed_files: int
+    html_url: str
+
+
+def check_run_info(run: Any) -> CheckRunInfo:
+    return CheckRunInfo(
+        id=run.id,
+        name=run.name,
+        head_sha=run.head_sha,
+        status=run.status,
+        conclusion=run.conclusion,
+        external_id=run.external_id,
+        details_url=run.details_url,
+        html_url=run.html_url,
+    )
+
+
+def parse_time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def format_time(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

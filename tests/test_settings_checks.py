@@ -1,0 +1,121 @@
+"""A malformed setting is a system check error naming the variable, not a traceback."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from repos.checks import github_settings_check
+from sandbox.checks import time_limits_check
+
+
+def ids(messages) -> list[str]:
+    return [m.id for m in messages]
+
+
+@pytest.fixture
+def configured(settings, test_app):
+    settings.GITHUB_APP_ID = str(test_app.app_id)
+    settings.GITHUB_APP_SLUG = test_app.slug
+    settings.GITHUB_PRIVATE_KEY = test_app.private_key
+    settings.GITHUB_WEBHOOK_SECRET = "s"
+    settings.GITHUB_API_URL = "https://api.github.com"
+    return settings
+
+
+def test_a_configured_app_passes(configured):
+    assert github_settings_check() == []
+
+
+def test_a_non_numeric_app_id_is_an_error_naming_the_variable(configured):
+    configured.GITHUB_APP_ID = "Iv1.abc"
+    [error] = github_settings_check()
+    assert error.id == "tasuku.E001"
+    assert "GITHUB_APP_ID" in error.msg
+
+
+def test_an_unreadable_key_file_is_an_error_naming_the_variable(configured, tmp_path):
+    configured.GITHUB_PRIVATE_KEY = ""
+    configured.GITHUB_PRIVATE_KEY_PATH = str(tmp_path / "missing.pem")
+    [error] = github_settings_check()
+    assert error.id == "tasuku.E002"
+    assert error.msg.startswith("GITHUB_PRIVATE_KEY_PATH: cannot read")
+
+
+def test_a_key_file_that_is_not_a_key_is_an_error(configured, tmp_path):
+    path = tmp_path / "key.pem"
+    path.write_text("-----BEGIN RSA PRIVATE KEY-----\nnot a key\n-----END RSA PRIVATE KEY-----\n")
+    configured.GITHUB_PRIVATE_KEY = ""
+    configured.GITHUB_PRIVATE_KEY_PATH = str(path)
+    [error] = github_settings_check()
+    assert error.id == "tasuku.E003"
+    assert "GITHUB_PRIVATE_KEY_PATH is not a PEM private key" in error.msg
+
+
+def test_a_readable_key_file_passes(configured, tmp_path, test_app):
+    path = tmp_path / "key.pem"
+    path.write_text(test_app.private_key)
+    configured.GITHUB_PRIVATE_KEY = ""
+    configured.GITHUB_PRIVATE_KEY_PATH = str(path)
+    assert github_settings_check() == []
+
+
+def test_both_key_variables_at_once_is_an_error(configured, tmp_path):
+    configured.GITHUB_PRIVATE_KEY_PATH = str(tmp_path / "k.pem")
+    assert ids(github_settings_check()) == ["tasuku.E002"]
+
+
+@pytest.mark.parametrize("variable", ["GITHUB_API_URL", "TASUKU_BASE_URL"])
+def test_urls_must_be_absolute(configured, variable):
+    setattr(configured, variable, "api.github.com")
+    [error] = github_settings_check()
+    assert error.id == "tasuku.E004"
+    assert variable in error.msg
+
+
+def test_retry_settings_must_be_numbers(configured):
+    configured.GITHUB_MAX_ATTEMPTS = "three"
+    [error] = github_settings_check()
+    assert "GITHUB_MAX_ATTEMPTS" in error.msg
+
+
+def test_missing_github_settings_are_a_warning_that_names_them(settings):
+    settings.GITHUB_APP_ID = ""
+    settings.GITHUB_PRIVATE_KEY = ""
+    settings.GITHUB_PRIVATE_KEY_PATH = ""
+    settings.GITHUB_WEBHOOK_SECRET = ""
+    [warning] = github_settings_check()
+    assert warning.id == "tasuku.W001"
+    assert not warning.is_serious()
+    assert "GITHUB_APP_ID" in warning.msg and "GITHUB_WEBHOOK_SECRET" in warning.msg
+
+
+def test_the_default_time_limits_are_ordered(settings):
+    assert time_limits_check() == []
+    assert (
+        int(settings.TASUKU_SANDBOX_TIMEOUT)
+        < settings.Q_CLUSTER["timeout"]
+        < settings.Q_CLUSTER["retry"]
+    )
+
+
+def test_time_limits_out_of_order_are_an_error(settings):
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 600, "retry": 300}
+    [error] = time_limits_check()
+    assert error.id == "tasuku.E011"
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 600, "retry": 900}
+    settings.TASUKU_SANDBOX_TIMEOUT = "700"
+    assert ids(time_limits_check()) == ["tasuku.E011"]
+
+
+def test_a_malformed_time_limit_names_its_variable(settings):
+    settings.Q_TIMEOUT = "45m"
+    [error] = time_limits_check()
+    assert "Q_TIMEOUT" in error.msg
+
+
+def test_manage_py_check_fails_on_a_malformed_value(configured):
+    configured.GITHUB_APP_ID = "not-a-number"
+    with pytest.raises(SystemCheckError, match="GITHUB_APP_ID"):
+        call_command("check")
