@@ -123,11 +123,11 @@ except Exception as exc:  # django-environ raises several types for a bad URL
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(SQLITE_OPTIONS)
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
-else:
-    # Persistent connections: the webhook view does two short transactions per request
-    # (the delivery, then the queue doorbell); reconnecting for each costs more than both.
-    DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Persistent connections: django-q2's ORM broker calls close_old_connections() before
+# each enqueue, which with CONN_MAX_AGE=0 reconnects for every webhook; a reconnect costs
+# more than the INSERTs themselves.
+DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -190,6 +190,10 @@ GITHUB_MAX_ATTEMPTS = env.str("GITHUB_MAX_ATTEMPTS", default="3")
 GITHUB_RETRY_BACKOFF = env.str("GITHUB_RETRY_BACKOFF", default="1.0")
 GITHUB_MAX_RATE_LIMIT_WAIT = env.str("GITHUB_MAX_RATE_LIMIT_WAIT", default="30")
 GITHUB_TIMEOUT = env.str("GITHUB_TIMEOUT", default="15")
+# Pauses PyGithub keeps between requests of one client; GitHub asks integrations to space
+# out content-creating requests to stay clear of its secondary rate limits.
+GITHUB_SECONDS_BETWEEN_REQUESTS = 0.25
+GITHUB_SECONDS_BETWEEN_WRITES = 1.0
 
 
 # --- Tasuku -------------------------------------------------------------------------
@@ -216,6 +220,7 @@ def _positive_int(raw: str, fallback: int) -> int:
 Q_CLUSTER = {
     "name": "tasuku",
     "orm": "default",
+    "broker_class": "tasuku.broker.LeanOrmBroker",
     "workers": _positive_int(TASUKU_WORKERS, 2),
     "recycle": 200,
     # A review run must end well before this, or the worker is killed under it.

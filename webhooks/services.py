@@ -14,11 +14,15 @@ import random
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from django_q.brokers import Broker, get_broker
 from django_q.tasks import async_task
 
 from webhooks.models import DELIVERY_DUE_STATES, DeliveryStatus, WebhookDelivery
@@ -38,14 +42,14 @@ PROCESS_TASK = "webhooks.tasks.delivery_process"
 
 @dataclass(frozen=True)
 class Recorded:
-    delivery: WebhookDelivery
+    delivery_pk: int
     created: bool
 
 
 def delivery_summary(event: str, payload: dict[str, Any]) -> dict[str, Any]:
     """The few fields stored beside the payload for listing and search."""
-    repository = payload.get("repository") or {}
-    installation = payload.get("installation") or {}
+    repository = payload.get("repository")
+    installation = payload.get("installation")
     number = None
     if isinstance(payload.get("pull_request"), dict):
         number = payload["pull_request"].get("number")
@@ -53,57 +57,129 @@ def delivery_summary(event: str, payload: dict[str, Any]) -> dict[str, Any]:
         number = payload["issue"].get("number")
     elif event == "pull_request":
         number = payload.get("number")
+    installation_id = installation.get("id") if isinstance(installation, dict) else None
+    full_name = repository.get("full_name") if isinstance(repository, dict) else ""
     return {
         "action": str(payload.get("action") or "")[:64],
-        "installation_id": installation.get("id") if isinstance(installation, dict) else None,
-        "repository_full_name": str(repository.get("full_name") or "")[:200]
-        if isinstance(repository, dict)
-        else "",
-        "pr_number": number if isinstance(number, int) and number > 0 else None,
+        "installation_id": installation_id if isinstance(installation_id, int) else None,
+        "repository_full_name": str(full_name or "")[:200],
+        "pr_number": number if isinstance(number, int) and 0 < number < 2**31 else None,
     }
 
 
 def delivery_record(
-    *, hook_id: str, delivery_id: str, event: str, payload: dict[str, Any]
+    *, hook_id: str, delivery_id: str, event: str, text: str, payload: dict[str, Any]
 ) -> Recorded:
-    """Store a verified delivery and ring the doorbell once it is committed.
+    """Store a verified delivery (its JSON `text` as GitHub signed it, parsed as
+    `payload`) and ring the doorbell with it.
 
     GitHub sends a redelivery with the same delivery id: it is not stored again. If the
     stored copy had failed, a redelivery counts as a request to try it again.
     """
     now = timezone.now()
-    fields = delivery_summary(event, payload)
     ping = event == "ping"
+    values = {
+        "hook_id": hook_id,
+        "delivery_id": delivery_id,
+        "event": event,
+        **delivery_summary(event, payload),
+        "payload": text,
+        "received_at": now,
+        "status": DeliveryStatus.IGNORED if ping else DeliveryStatus.RECEIVED,
+        "attempts": 0,
+        "next_attempt_at": None if ping else now + DOORBELL_GRACE,
+        "locked_until": None,
+        "last_error": "",
+        "outcome": "GitHub's test delivery: the webhook works" if ping else "",
+        "decision": "",
+        "processed_at": now if ping else None,
+    }
     try:
         with transaction.atomic():
-            delivery = WebhookDelivery.objects.create(
-                hook_id=hook_id,
-                delivery_id=delivery_id,
-                event=event,
-                payload=payload,
-                received_at=now,
-                status=DeliveryStatus.IGNORED if ping else DeliveryStatus.RECEIVED,
-                outcome="GitHub's test delivery: the webhook works" if ping else "",
-                processed_at=now if ping else None,
-                next_attempt_at=None if ping else now + DOORBELL_GRACE,
-                **fields,
-            )
+            pk = _delivery_insert(values)
             if not ping:
-                transaction.on_commit(lambda: delivery_enqueue(delivery.pk))
+                doorbell_ring(pk)
     except IntegrityError:
         # The unique (hook id, delivery id) constraint decided: another copy of this
         # delivery, possibly arriving at the same moment, is already stored.
         existing = WebhookDelivery.objects.get(hook_id=hook_id, delivery_id=delivery_id)
         if existing.status == DeliveryStatus.FAILED:
             delivery_retry(existing)
-        return Recorded(existing, created=False)
-    return Recorded(delivery, created=True)
+        return Recorded(existing.pk, created=False)
+    return Recorded(pk, created=True)
+
+
+def _delivery_insert(values: dict[str, Any]) -> int:
+    """INSERT one delivery and return its id.
+
+    Written as one prepared statement instead of `objects.create()`: this is the webhook
+    hot path, and the ORM's per-call SQL compilation and the re-serialisation of the
+    payload (stored here as the raw JSON text GitHub signed) cost more than the INSERT
+    itself (benchmarks/webhook_intake.py). The column list comes from the model, so a
+    new field that is not given a value here fails loudly.
+    """
+    sql, fields = _delivery_insert_sql(connection.vendor)
+    missing = {f.attname for f in fields} ^ set(values)
+    if missing:
+        raise ImproperlyConfigured(f"_delivery_insert: columns out of step: {sorted(missing)}")
+    params = []
+    for field in fields:
+        value = values[field.attname]
+        if field.get_internal_type() == "DateTimeField" and value is not None:
+            value = connection.ops.adapt_datetimefield_value(value)
+        elif field.attname == "payload" and connection.vendor == "postgresql":
+            # jsonb cannot hold NUL; GitHub JSON-escapes it, so the escape is replaced.
+            value = value.replace("\\u0000", "\\ufffd")
+        params.append(value)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()[0]
+
+
+@cache
+def _delivery_insert_sql(vendor: str) -> tuple[str, list[Any]]:
+    quote = connection.ops.quote_name
+    fields = [f for f in WebhookDelivery._meta.concrete_fields if not f.primary_key]
+    placeholders = [
+        "%s::jsonb" if f.attname == "payload" and vendor == "postgresql" else "%s" for f in fields
+    ]
+    sql = (
+        f"INSERT INTO {quote(WebhookDelivery._meta.db_table)} "
+        f"({', '.join(quote(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(placeholders)}) RETURNING {quote(WebhookDelivery._meta.pk.column)}"
+    )
+    return sql, fields
+
+
+def doorbell_ring(delivery_pk: int) -> None:
+    """Ring the doorbell for a delivery written in the current transaction.
+
+    With django-q2's ORM broker on Tasuku's own database (the default), the queue row is
+    written inside the same transaction: it commits together with the delivery or not
+    at all, and no worker can see it before the delivery is committed. Any other broker
+    (Redis) is rung after commit, and the sweeper covers a ring lost in between.
+    """
+    if _broker_shares_the_database():
+        async_task(PROCESS_TASK, delivery_pk, task_name=f"delivery-{delivery_pk}", broker=_broker())
+    else:
+        transaction.on_commit(lambda: delivery_enqueue(delivery_pk))
+
+
+@cache
+def _broker() -> Broker:
+    return get_broker()
+
+
+def _broker_shares_the_database() -> bool:
+    orm = settings.Q_CLUSTER.get("orm")
+    return orm == DEFAULT_DB_ALIAS and not settings.Q_CLUSTER.get("sync")
 
 
 def delivery_enqueue(delivery_pk: int) -> None:
-    """Ring the doorbell. Losing it is harmless: the sweeper rings again."""
+    """Ring the doorbell outside a delivery's transaction. Losing it is harmless: the
+    sweeper rings again."""
     try:
-        async_task(PROCESS_TASK, delivery_pk, task_name=f"delivery-{delivery_pk}")
+        async_task(PROCESS_TASK, delivery_pk, task_name=f"delivery-{delivery_pk}", broker=_broker())
     except Exception:
         logger.exception("could not enqueue delivery %s; the sweeper will", delivery_pk)
 
@@ -208,7 +284,7 @@ def delivery_retry(delivery: WebhookDelivery) -> bool:
             processed_at=None,
         )
         if updated:
-            transaction.on_commit(lambda: delivery_enqueue(delivery.pk))
+            doorbell_ring(delivery.pk)
     return bool(updated)
 
 

@@ -61,15 +61,18 @@ def github_webhook(request: HttpRequest) -> JsonResponse:
     if len(event) > 64 or len(delivery_id) > 64:
         return _error(400, "X-GitHub-Event or X-GitHub-Delivery is too long")
     try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+        text = body.decode()
+        payload = json.loads(text)
+    except UnicodeDecodeError:
+        return _error(400, "body is not UTF-8")
+    except ValueError as exc:
         return _error(400, f"body is not valid JSON: {exc}")
     if not isinstance(payload, dict):
         return _error(400, "body is not a JSON object")
 
     hook_id = request.headers.get("X-GitHub-Hook-ID", "").strip()[:32]
     recorded = delivery_record(
-        hook_id=hook_id, delivery_id=delivery_id, event=event, payload=payload
+        hook_id=hook_id, delivery_id=delivery_id, event=event, text=text, payload=payload
     )
     if not recorded.created:
         return JsonResponse({"status": "duplicate", "delivery": delivery_id}, status=200)

@@ -110,6 +110,6 @@ def retry_policy() -> RetryPolicy:
         backoff=float(settings.GITHUB_RETRY_BACKOFF),
         max_rate_limit_wait=float(settings.GITHUB_MAX_RATE_LIMIT_WAIT),
         timeout=int(float(settings.GITHUB_TIMEOUT)),
-        seconds_between_requests=getattr(settings, "GITHUB_SECONDS_BETWEEN_REQUESTS", 0.25),
-        seconds_between_writes=getattr(settings, "GITHUB_SECONDS_BETWEEN_WRITES", 1.0),
+        seconds_between_requests=settings.GITHUB_SECONDS_BETWEEN_REQUESTS,
+        seconds_between_writes=settings.GITHUB_SECONDS_BETWEEN_WRITES,
     )

@@ -222,7 +222,7 @@ Route = tuple[str, re.Pattern[str], str, Callable[[Request], Response]]
 
 
 class FakeGitHub:
-    def __init__(self, *, token_ttl: float = 3600) -> None:
+    def __init__(self, *, token_ttl: float = 3600, port: int = 0) -> None:
         self.lock = threading.RLock()
         self.token_ttl = token_ttl
         self.apps: dict[int, App] = {}
@@ -235,7 +235,7 @@ class FakeGitHub:
         self._ids = iter(range(10_000_000, 100_000_000))
         self.routes: list[Route] = []
         self._register_routes()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
         self.server.daemon_threads = True
         self.server.fake = self  # type: ignore[attr-defined]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)

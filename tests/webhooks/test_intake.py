@@ -38,15 +38,35 @@ def test_it_stores_a_signed_delivery_and_answers_202_with_its_id(client, secret)
     assert delivery.status == DeliveryStatus.RECEIVED
 
 
-def test_it_rings_the_doorbell_only_after_the_delivery_is_committed(
-    client, secret, django_capture_on_commit_callbacks
-):
-    with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        post_webhook(client, "pull_request", payload("pull_request", "opened"), secret=secret)
+def test_the_doorbell_is_written_in_the_deliverys_transaction(fake_github):
+    """Stored together or not at all: a worker never finds a doorbell without its
+    delivery, nor a committed delivery without its doorbell."""
+    from django.db import transaction
+
+    from webhooks.services import delivery_record
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        delivery_record(hook_id="1", delivery_id="x", event="pull_request", text="{}", payload={})
+        assert queued_task_count() == 1
+        raise RuntimeError("the request failed before commit")
     assert queued_task_count() == 0
-    assert len(callbacks) == 1
-    callbacks[0]()
+    assert not WebhookDelivery.objects.exists()
+
+    delivery_record(hook_id="1", delivery_id="x", event="pull_request", text="{}", payload={})
     assert queued_task_count() == 1
+    assert WebhookDelivery.objects.count() == 1
+
+
+def test_with_another_broker_the_doorbell_rings_after_commit(
+    fake_github, settings, django_capture_on_commit_callbacks
+):
+    from webhooks.services import delivery_record
+
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "orm": None, "redis": {}}
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        delivery_record(hook_id="1", delivery_id="y", event="pull_request", text="{}", payload={})
+    assert len(callbacks) == 1
+    assert queued_task_count() == 0
 
 
 def test_it_refuses_an_unsigned_delivery_with_401_and_stores_nothing(client, secret):
@@ -149,6 +169,15 @@ def test_it_refuses_a_signed_body_that_is_not_a_json_object(client, secret, raw)
     response = post_webhook(client, "pull_request", raw, secret=secret)
     assert response.status_code == 400
     assert not WebhookDelivery.objects.exists()
+
+
+def test_a_nul_character_in_a_payload_is_stored_not_refused(client, secret):
+    body = payload("pull_request", "opened")
+    body["pull_request"]["title"] = "bad\u0000title"
+    response = post_webhook(client, "pull_request", body, secret=secret)
+    assert response.status_code == 202
+    title = WebhookDelivery.objects.get().payload["pull_request"]["title"]
+    assert title in ("bad\u0000title", "bad\ufffdtitle")
 
 
 def test_it_only_accepts_post(client, secret):

@@ -1,0 +1,194 @@
+"""Try Tasuku without GitHub: serve the fake GitHub and send Tasuku real, signed webhooks.
+
+    .venv/bin/python -m tests.fakes.serve --write-env     # terminal 1
+    make run                                              # terminal 2
+
+The first command starts the fake GitHub server (the one the test suite uses) with a
+test App, an installation and a repository holding one pull request; writes the
+matching GITHUB_* settings to `.env` (with --write-env; otherwise it prints them); waits
+for Tasuku to answer on --tasuku; then sends `installation.created` and
+`pull_request.opened` deliveries, signed with the App's webhook secret, and reports
+every check run Tasuku creates on the fake GitHub. Press Enter to push a new commit to
+the pull request (a `pull_request.synchronize`), Ctrl-C to stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.fakes.github import FakeGitHub, Pull, PullFile
+from webhooks.signature import signature_for
+
+ROOT = Path(__file__).resolve().parents[2]
+APP_ID = 4242
+INSTALLATION_ID = 77
+REPO = "acme/widgets"
+
+
+def _keypair() -> tuple[str, str]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    return private, public
+
+
+def _post(tasuku: str, secret: str, event: str, payload: dict) -> int:
+    body = json.dumps(payload).encode()
+    request = urllib.request.Request(  # noqa: S310  (an http URL the user gave)
+        f"{tasuku}/webhooks/github",
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": str(uuid.uuid4()),
+            "X-GitHub-Hook-ID": "1",
+            "X-Hub-Signature-256": signature_for(secret, body),
+            "User-Agent": "GitHub-Hookshot/fake",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=9000)
+    parser.add_argument("--tasuku", default="http://127.0.0.1:8000")
+    parser.add_argument("--write-env", action="store_true", help="write the settings to .env")
+    args = parser.parse_args()
+
+    private, public = _keypair()
+    secret = secrets.token_hex(16)
+    fake = FakeGitHub(port=args.port).start()
+    fake.add_app(APP_ID, public, "tasuku-demo")
+    fake.add_installation(INSTALLATION_ID, "acme")
+    repo = fake.add_repo(REPO, installation_id=INSTALLATION_ID, repo_id=8001)
+    head = secrets.token_hex(20)
+    pull = fake.add_pull(
+        REPO,
+        Pull(
+            number=1,
+            title="Make widgets faster",
+            head_sha=head,
+            base_sha=secrets.token_hex(20),
+            files=[PullFile("widgets/core.py", additions=12, deletions=3)],
+        ),
+    )
+
+    settings = {
+        "GITHUB_API_URL": fake.url,
+        "GITHUB_APP_ID": str(APP_ID),
+        "GITHUB_APP_SLUG": "tasuku-demo",
+        "GITHUB_WEBHOOK_SECRET": secret,
+        "GITHUB_PRIVATE_KEY": private.replace("\n", "\\n"),
+    }
+    lines = "".join(f'{k}="{v}"\n' for k, v in settings.items())
+    print(f"Fake GitHub on {fake.url} (App {APP_ID}, installation {INSTALLATION_ID}, {REPO}#1)")
+    if args.write_env:
+        env = ROOT / ".env"
+        kept = [
+            line
+            for line in (env.read_text().splitlines(keepends=True) if env.exists() else [])
+            if line.split("=", 1)[0] not in settings
+        ]
+        env.write_text("".join(kept) + lines)
+        print(f"Wrote the GitHub settings to {env}; start (or restart) Tasuku with `make run`.")
+    else:
+        print("Start Tasuku with these settings in its environment (or use --write-env):")
+        print(lines)
+
+    print(f"Waiting for Tasuku at {args.tasuku} ...")
+    while True:
+        try:
+            status = _post(args.tasuku, secret, "ping", {"zen": "Keep it logically awesome."})
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            status = 0
+        if status == 200:
+            break
+        if status in (401, 503):
+            print(
+                f"Tasuku answers {status}: it runs without these settings; restart it "
+                "(with --write-env they are in .env)."
+            )
+            time.sleep(5)
+        time.sleep(1)
+
+    installation = {
+        "id": INSTALLATION_ID,
+        "account": fake._user_json("acme", "Organization", 1000),
+        "repository_selection": "selected",
+        "permissions": fake.installations[INSTALLATION_ID].permissions,
+    }
+    repo_json = fake._repo_json(repo)
+    print("installation.created ->", _post(args.tasuku, secret, "installation", {
+        "action": "created", "installation": installation, "repositories": [repo_json],
+    }))  # fmt: skip
+
+    def send_pull(action: str, **extra: object) -> None:
+        payload = {
+            "action": action,
+            "number": pull.number,
+            "pull_request": fake._pull_json(repo, pull),
+            "repository": repo_json,
+            "installation": {"id": INSTALLATION_ID},
+            **extra,
+        }
+        print(f"pull_request.{action} ->", _post(args.tasuku, secret, "pull_request", payload))
+
+    send_pull("opened")
+
+    seen: set[tuple[int, str, str | None]] = set()
+
+    def report() -> None:
+        while True:
+            for run in fake.check_runs_of(REPO):
+                key = (run.id, run.status, run.conclusion)
+                if key not in seen:
+                    seen.add(key)
+                    print(
+                        f"check run {run.id} {run.name!r} on {run.head_sha[:7]}: {run.status}"
+                        f"{' / ' + run.conclusion if run.conclusion else ''} -> {run.details_url}"
+                    )
+            time.sleep(0.5)
+
+    threading.Thread(target=report, daemon=True).start()
+    print("Press Enter to push a new commit, Ctrl-C to stop.")
+    try:
+        for _ in sys.stdin:
+            before = pull.head_sha
+            pull.head_sha = secrets.token_hex(20)
+            repo.commits.add(pull.head_sha)
+            send_pull("synchronize", before=before, after=pull.head_sha)
+        while True:  # no terminal to read from: keep serving until stopped
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    fake.stop()
+
+
+if __name__ == "__main__":
+    main()
