@@ -23,8 +23,9 @@ def _insert_sql(alias: str) -> str:
     quote = connections[alias].ops.quote_name
     meta = OrmQ._meta
     columns = ", ".join(quote(meta.get_field(name).column) for name in ("key", "payload", "lock"))
+    # Names come from the model's metadata, quoted; values are parameters.
     return (
-        f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES (%s, %s, %s) "
+        f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES (%s, %s, %s) "  # noqa: S608
         f"RETURNING {quote(meta.pk.column)}"
     )
 
