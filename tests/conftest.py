@@ -4,11 +4,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from repos import github as gateway_module
-from tests.fakes.github import FakeGitHub
+from tests.fakes.github import FakeGitHub, rsa_keypair
 
 APP_ID = 4242
 APP_SLUG = "tasuku-test"
@@ -26,17 +24,7 @@ class TestApp:
 
 @pytest.fixture(scope="session")
 def test_app() -> TestApp:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.TraditionalOpenSSL,
-        serialization.NoEncryption(),
-    ).decode()
-    public = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
+    private, public = rsa_keypair()
     return TestApp(APP_ID, APP_SLUG, private, public, WEBHOOK_SECRET)
 
 

@@ -25,31 +25,13 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-
-from tests.fakes.github import FakeGitHub, Pull, PullFile
+from tests.fakes.github import FakeGitHub, Pull, PullFile, rsa_keypair
 from webhooks.signature import signature_for
 
 ROOT = Path(__file__).resolve().parents[2]
 APP_ID = 4242
 INSTALLATION_ID = 77
 REPO = "acme/widgets"
-
-
-def _keypair() -> tuple[str, str]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.TraditionalOpenSSL,
-        serialization.NoEncryption(),
-    ).decode()
-    public = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
-    return private, public
 
 
 def _post(tasuku: str, secret: str, event: str, payload: dict) -> int:
@@ -81,7 +63,7 @@ def main() -> None:
     parser.add_argument("--write-env", action="store_true", help="write the settings to .env")
     args = parser.parse_args()
 
-    private, public = _keypair()
+    private, public = rsa_keypair()
     secret = secrets.token_hex(16)
     fake = FakeGitHub(port=args.port).start()
     fake.add_app(APP_ID, public, "tasuku-demo")
