@@ -15,18 +15,10 @@ from enum import StrEnum
 import pathspec
 from pydantic import BaseModel, ConfigDict, Field
 
-from sandbox.contract import Severity
+from sandbox.contract import Severity, Strictness
 
 MAX_CHANGED_FILES_RANGE = (1, 5000)
 COMMENT_LIMIT_RANGE = (1, 100)
-
-
-class Strictness(StrEnum):
-    """What is worth raising (never what is published: the validation gate decides that)."""
-
-    LOW = "low"
-    MEDIUM = "medium"
-    HIGH = "high"
 
 
 class Trigger(StrEnum):

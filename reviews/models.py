@@ -63,6 +63,9 @@ class Stage(models.TextChoices):
 
 
 class ReviewRun(models.Model):
+    """One review of one head by one reviewer. The row is the queue entry: its status,
+    attempts, lease and next attempt time are the whole truth about it (CONVENTIONS 3)."""
+
     pull_request = models.ForeignKey(PullRequest, on_delete=models.CASCADE, related_name="runs")
     reviewer = models.ForeignKey(Reviewer, on_delete=models.PROTECT, related_name="runs")
     head_sha = models.CharField(max_length=40)
@@ -81,6 +84,17 @@ class ReviewRun(models.Model):
         blank=True,
         related_name="runs",
     )
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    rung_at = models.DateTimeField(null=True, blank=True, help_text="Last doorbell rung for it.")
+    # The newer head that made this run stale, when it was cancelled for it.
+    superseded_by = models.CharField(max_length=40, blank=True)
+    # What the workspace step removed (agent files, links out of the checkout) and which
+    # changed files were not reviewed, with reasons.
+    sanitised = models.JSONField(default=list, blank=True)
+    filtered = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -91,9 +105,21 @@ class ReviewRun(models.Model):
             # A redelivered or repeated trigger for the same head never makes a second run.
             models.UniqueConstraint(
                 fields=["pull_request", "reviewer", "head_sha", "trigger"], name="run_unique"
-            )
+            ),
+            # At most one running run per pull request: two claims racing for runs of the
+            # same PR cannot both win, whatever the isolation level.
+            models.UniqueConstraint(
+                fields=["pull_request"],
+                condition=models.Q(status="running"),
+                name="run_one_running_per_pull_request",
+            ),
         ]
-        indexes = [models.Index(fields=["status", "created_at"], name="run_status_created")]
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="run_status_created"),
+            # the reaper: expired leases and due retries
+            models.Index(fields=["status", "lease_expires_at"], name="run_status_lease"),
+            models.Index(fields=["status", "next_attempt_at"], name="run_status_due"),
+        ]
 
     def __str__(self) -> str:
         return f"run {self.pk} of {self.pull_request} by {self.reviewer}"
@@ -101,3 +127,124 @@ class ReviewRun(models.Model):
     @property
     def check_name(self) -> str:
         return f"Tasuku · {self.reviewer.slug}"
+
+
+class AttemptOutcome(models.TextChoices):
+    RUNNING = "running", "running"
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"  # an error; `error` and `stage` say which
+    LOST = "lost", "lost"  # the worker stopped heartbeating (killed, crashed, partitioned)
+    CANCELLED = "cancelled", "cancelled"
+    SKIPPED = "skipped", "skipped"
+
+
+class RunAttempt(models.Model):
+    """One try at a run. Later tries add rows; none is ever overwritten by another."""
+
+    run = models.ForeignKey(ReviewRun, on_delete=models.CASCADE, related_name="attempt_rows")
+    number = models.PositiveSmallIntegerField()
+    worker = models.CharField(max_length=200)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(
+        max_length=16, choices=AttemptOutcome.choices, default=AttemptOutcome.RUNNING
+    )
+    stage = models.CharField(max_length=16, choices=Stage.choices, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["run", "number"]
+        constraints = [models.UniqueConstraint(fields=["run", "number"], name="attempt_unique")]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of run {self.run_id}"
+
+
+class ReviewState(models.TextChoices):
+    COMPLETE = "complete", "complete"
+    INCOMPLETE = "incomplete", "incomplete"  # budget or step ceiling: never an incremental base
+
+
+class Review(models.Model):
+    """What one run concluded: its summary and where it was published."""
+
+    run = models.OneToOneField(ReviewRun, on_delete=models.CASCADE, related_name="review")
+    pull_request = models.ForeignKey(PullRequest, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(Reviewer, on_delete=models.PROTECT, related_name="reviews")
+    base_sha = models.CharField(max_length=40)
+    head_sha = models.CharField(max_length=40)
+    state = models.CharField(
+        max_length=16, choices=ReviewState.choices, default=ReviewState.COMPLETE
+    )
+    engine = models.CharField(max_length=40)
+    inspected_areas = models.JSONField(default=list)
+    important_files = models.JSONField(default=list)
+    validation = models.TextField(blank=True)
+    context_sources = models.JSONField(default=list)
+    confidence = models.FloatField(default=0)
+    limitations = models.JSONField(default=list)
+    body = models.TextField(blank=True, help_text="The review body as posted on GitHub.")
+    github_review_id = models.BigIntegerField(null=True, blank=True)
+    github_review_url = models.URLField(max_length=500, blank=True)
+    body_only = models.BooleanField(
+        default=False, help_text="GitHub refused the inline anchors; findings are in the body."
+    )
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=10, decimal_places=4, default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"review of {self.pull_request} at {self.head_sha[:7]}"
+
+
+class FindingState(models.TextChoices):
+    OPEN = "open", "open"
+    SUPPRESSED = "suppressed", "suppressed"
+    RESOLVED = "resolved", "resolved"
+    OUTDATED = "outdated", "outdated"
+
+
+class Finding(models.Model):
+    """One problem a review raised; kept whether or not it was published."""
+
+    review = models.ForeignKey(Review, on_delete=models.CASCADE, related_name="findings")
+    pull_request = models.ForeignKey(PullRequest, on_delete=models.CASCADE, related_name="findings")
+    path = models.CharField(max_length=1024)
+    side = models.CharField(max_length=5, default="RIGHT")
+    start_line = models.PositiveIntegerField()
+    end_line = models.PositiveIntegerField()
+    original_start_line = models.PositiveIntegerField(null=True, blank=True)
+    original_end_line = models.PositiveIntegerField(null=True, blank=True)
+    severity = models.CharField(max_length=10)
+    category = models.CharField(max_length=64)
+    title = models.CharField(max_length=200)
+    body = models.TextField(blank=True)
+    evidence = models.TextField(blank=True)
+    # None: no fix offered; "" is a real suggestion (delete the lines).
+    suggestion = models.TextField(null=True, blank=True)  # noqa: DJ001
+    confidence = models.FloatField()
+    blocking = models.BooleanField(default=False)
+    rule = models.CharField(max_length=200, blank=True)
+    fingerprint = models.CharField(max_length=64)
+    state = models.CharField(max_length=16, choices=FindingState.choices, default=FindingState.OPEN)
+    suppression_reason = models.TextField(blank=True)
+    published = models.BooleanField(
+        default=False, help_text="Chosen for an inline comment (within the comment limit)."
+    )
+    github_comment_id = models.BigIntegerField(null=True, blank=True)
+    github_comment_url = models.URLField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["review", "id"]
+        indexes = [
+            models.Index(fields=["pull_request", "fingerprint"], name="finding_pr_fingerprint"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.severity} {self.path}:{self.start_line} {self.title}"

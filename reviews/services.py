@@ -17,6 +17,7 @@ from repos.selectors import effective_config
 from repos.services import installation_upsert, repository_upsert
 from reviews.admission import Admission, PullRequestFacts, admission_decide
 from reviews.models import PullRequest, ReviewRun, RunStatus
+from reviews.runs import run_ring
 from webhooks.routing import Decision, Outcome
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,8 @@ def runs_create(
                     "delivery_id": delivery_id,
                 },
             )
+            if created and status == RunStatus.QUEUED:
+                run_ring(run)
             results.append((run, created))
     return results
 

@@ -1,14 +1,24 @@
-"""The contract between Tasuku and its reviewer engines (versioned, pure pydantic).
+"""The contract between Tasuku and its reviewer engines: `ReviewJob` in, `ReviewResult` out.
 
-A runner on another machine speaks this contract too, so this module imports nothing
-from Django and nothing from the rest of Tasuku.
+Versioned, pure pydantic. A runner on another machine speaks this contract too, so this
+module imports nothing from Django and nothing from the rest of Tasuku. Everything an
+engine returns is data to be validated (reviews/validation.py), never instructions.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
 CONTRACT_VERSION = "1"
+
+MAX_PATH = 1024
+MAX_TITLE = 200
+MAX_BODY = 8000
+MAX_EVIDENCE = 4000
+MAX_SUGGESTION = 8000
+MAX_FINDINGS = 500
 
 
 class Severity(StrEnum):
@@ -29,3 +39,122 @@ class Severity(StrEnum):
 
 
 _SEVERITY_RANK = {severity: rank for rank, severity in enumerate(Severity)}
+
+
+class Side(StrEnum):
+    """Which side of the diff a location is on: LEFT is the base (deleted lines),
+    RIGHT the head (added and unchanged lines)."""
+
+    LEFT = "LEFT"
+    RIGHT = "RIGHT"
+
+
+class Strictness(StrEnum):
+    """What is worth raising (never what is published: the validation gate decides that)."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+class LineRange(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    start: int = Field(ge=1)
+    end: int = Field(ge=1)
+
+
+class ChangedFile(BaseModel):
+    """A file the pull request changes, and which of its lines (on the head side) are
+    added; a finding may only be raised on those."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str = Field(max_length=MAX_PATH)
+    status: str  # added | modified | deleted | renamed
+    previous_path: str | None = None
+    added: tuple[LineRange, ...] = ()
+    binary: bool = False
+
+
+class Limits(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    steps: int = Field(default=40, ge=1)
+    cost_cap_usd: float | None = Field(default=None, ge=0)
+    deadline_seconds: int = Field(default=1800, ge=1)
+
+
+class ReviewJob(BaseModel):
+    """Everything an engine is given. The PR's title, body and diff are untrusted."""
+
+    model_config = ConfigDict(frozen=True)
+
+    version: str = CONTRACT_VERSION
+    job_id: str
+    repository: str
+    pull_request: int
+    title: str = ""
+    body: str = ""
+    base_sha: str
+    head_sha: str
+    diff: str = ""
+    changed_files: tuple[ChangedFile, ...] = ()
+    omitted: tuple[str, ...] = ()
+    strictness: Strictness = Strictness.MEDIUM
+    rules: str = ""
+    skills: str = ""
+    guidelines: tuple[str, ...] = ()
+    memory: str = ""
+    limits: Limits = Limits()
+
+
+class Finding(BaseModel):
+    """One problem an engine raises: where, how bad, what goes wrong, and the fix."""
+
+    path: str = Field(min_length=1, max_length=MAX_PATH)
+    side: Side = Side.RIGHT
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+    severity: Severity
+    category: str = Field(min_length=1, max_length=64)
+    title: str = Field(min_length=1, max_length=MAX_TITLE)
+    body: str = Field(default="", max_length=MAX_BODY)
+    evidence: str = Field(default="", max_length=MAX_EVIDENCE)
+    suggestion: str | None = Field(default=None, max_length=MAX_SUGGESTION)
+    confidence: float = Field(default=0.8, ge=0, le=1)
+    blocking: bool = False
+    rule: str | None = Field(default=None, max_length=200)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Finding:
+        if self.end_line < self.start_line:
+            raise ValueError("end_line is before start_line")
+        return self
+
+
+class ReviewSummary(BaseModel):
+    inspected_areas: list[str] = Field(default_factory=list, max_length=50)
+    important_files: list[str] = Field(default_factory=list, max_length=50)
+    validation: str = Field(default="", max_length=4000)
+    context_sources: list[str] = Field(default_factory=list, max_length=50)
+    confidence: float = Field(default=0.8, ge=0, le=1)
+    limitations: list[str] = Field(default_factory=list, max_length=50)
+
+
+class Usage(BaseModel):
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0)
+
+
+class ReviewResult(BaseModel):
+    """What every engine returns. `findings` is kept as raw objects here: each one is
+    validated on its own by the validation gate, so one malformed finding is recorded
+    as such instead of failing the whole review."""
+
+    version: str = CONTRACT_VERSION
+    engine: str
+    findings: list[dict] = Field(default_factory=list, max_length=MAX_FINDINGS)
+    summary: ReviewSummary = ReviewSummary()
+    usage: Usage = Usage()

@@ -8,14 +8,20 @@ statement is prepared once; dequeue, locking and acknowledgement are the stock b
 
 from __future__ import annotations
 
+import logging
 from functools import cache
 
 from django import db
-from django.db import connections, transaction
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.utils import timezone
+from django_q.brokers import Broker, get_broker
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 from django_q.models import OrmQ
+from django_q.tasks import async_task
+
+logger = logging.getLogger(__name__)
 
 
 @cache
@@ -42,3 +48,41 @@ class LeanOrmBroker(ORM):
         with connection.cursor() as cursor:
             cursor.execute(_insert_sql(alias), [self.list_key or Conf.CLUSTER_NAME, task, lock])
             return cursor.fetchone()[0]
+
+
+# --- Doorbells -------------------------------------------------------------------------
+# A task carries one row id; the row itself holds the state (CONVENTIONS 3).
+
+
+@cache
+def _broker() -> Broker:
+    return get_broker()
+
+
+def _shares_the_database() -> bool:
+    return settings.Q_CLUSTER.get("orm") == DEFAULT_DB_ALIAS and not settings.Q_CLUSTER.get("sync")
+
+
+def ring(task: str, pk: int, *, name: str) -> None:
+    """Ring the doorbell for a row written in the current transaction.
+
+    With the ORM broker on Tasuku's own database (the default) the queue entry is written
+    in the same transaction: it commits with the row or not at all, and no worker can see
+    it before the row is committed. Any other broker (Redis) is rung after commit; the
+    sweepers cover a ring lost in between.
+    """
+    if _shares_the_database():
+        async_task(task, pk, task_name=name, broker=_broker())
+    else:
+        transaction.on_commit(lambda: ring_now(task, pk, name=name))
+
+
+def ring_now(task: str, pk: int, *, name: str) -> bool:
+    """Ring outside any row's transaction. Losing the ring is harmless (the sweepers
+    ring again), so a broker error is logged, not raised."""
+    try:
+        async_task(task, pk, task_name=name, broker=_broker())
+    except Exception:
+        logger.exception("could not enqueue %s(%s); the sweeper will", task, pk)
+        return False
+    return True

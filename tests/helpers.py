@@ -13,6 +13,7 @@ from typing import Any
 from django.test import Client
 from django.utils.module_loading import import_string
 from django_q.brokers import get_broker
+from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
 from tests.fakes.github import FakeGitHub, Pull, Repo
@@ -54,24 +55,37 @@ def post_webhook(
     return client.post("/webhooks/github", data=raw, content_type="application/json", **headers)
 
 
-def drain_queue(limit: int = 100) -> list[Any]:
-    """Run every task waiting in django-q2's ORM broker, as a worker would, until the
-    queue is empty. Returns the tasks' results."""
-    broker = get_broker()
+def drain_queue(limit: int = 100, *, only: str | None = None) -> list[Any]:
+    """Run the tasks waiting in django-q2's ORM broker, as a worker would, until none is
+    left (or, with `only`, none for that function: others stay queued). Returns the
+    tasks' results."""
     results = []
     for _ in range(limit):
-        # The ORM broker sleeps a poll interval when asked for a task from an empty
-        # queue; look first.
-        if not broker.queue_size():
-            return results
-        batch = broker.dequeue() or []
-        for ack_id, package in batch:
-            task = SignedPackage.loads(package)
+        ran = False
+        for row in OrmQ.objects.order_by("id"):
+            task = SignedPackage.loads(row.payload)
             func = task["func"]
+            if only is not None and func != only:
+                continue
+            if not OrmQ.objects.filter(pk=row.pk).delete()[0]:
+                continue
             func = import_string(func) if isinstance(func, str) else func
             results.append(func(*task.get("args", ()), **task.get("kwargs", {})))
-            broker.acknowledge(ack_id)
-    raise AssertionError(f"the queue did not drain after {limit} batches")
+            ran = True
+            break
+        if not ran:
+            return results
+    raise AssertionError(f"the queue did not drain after {limit} tasks")
+
+
+def queued_tasks(func: str | None = None) -> list[tuple[str, tuple]]:
+    """(function, args) of every task waiting in the queue, oldest first."""
+    found = []
+    for row in OrmQ.objects.order_by("id"):
+        task = SignedPackage.loads(row.payload)
+        if func is None or task["func"] == func:
+            found.append((task["func"], tuple(task.get("args", ()))))
+    return found
 
 
 def queued_task_count() -> int:

@@ -17,14 +17,12 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
-from django_q.brokers import Broker, get_broker
-from django_q.tasks import async_task
 
+from tasuku.broker import ring, ring_now
 from webhooks.models import DELIVERY_DUE_STATES, DeliveryStatus, WebhookDelivery
 from webhooks.routing import route
 
@@ -153,36 +151,12 @@ def _delivery_insert_sql(vendor: str) -> tuple[str, list[Any]]:
 
 
 def doorbell_ring(delivery_pk: int) -> None:
-    """Ring the doorbell for a delivery written in the current transaction.
-
-    With django-q2's ORM broker on Tasuku's own database (the default), the queue row is
-    written inside the same transaction: it commits together with the delivery or not
-    at all, and no worker can see it before the delivery is committed. Any other broker
-    (Redis) is rung after commit, and the sweeper covers a ring lost in between.
-    """
-    if _broker_shares_the_database():
-        async_task(PROCESS_TASK, delivery_pk, task_name=f"delivery-{delivery_pk}", broker=_broker())
-    else:
-        transaction.on_commit(lambda: delivery_enqueue(delivery_pk))
-
-
-@cache
-def _broker() -> Broker:
-    return get_broker()
-
-
-def _broker_shares_the_database() -> bool:
-    orm = settings.Q_CLUSTER.get("orm")
-    return orm == DEFAULT_DB_ALIAS and not settings.Q_CLUSTER.get("sync")
+    """Ring for a delivery written in the current transaction (see tasuku.broker.ring)."""
+    ring(PROCESS_TASK, delivery_pk, name=f"delivery-{delivery_pk}")
 
 
 def delivery_enqueue(delivery_pk: int) -> None:
-    """Ring the doorbell outside a delivery's transaction. Losing it is harmless: the
-    sweeper rings again."""
-    try:
-        async_task(PROCESS_TASK, delivery_pk, task_name=f"delivery-{delivery_pk}", broker=_broker())
-    except Exception:
-        logger.exception("could not enqueue delivery %s; the sweeper will", delivery_pk)
+    ring_now(PROCESS_TASK, delivery_pk, name=f"delivery-{delivery_pk}")
 
 
 def delivery_claim(delivery_pk: int, *, now: datetime | None = None) -> WebhookDelivery | None:

@@ -32,7 +32,15 @@ from repos.github.config import (
 )
 from repos.github.errors import GitHubError, GitHubNotConfigured
 from repos.github.gateway import GitHubGateway, gateway
-from repos.github.schemas import CheckRunInfo, CheckRunOutput, InstallationToken, PullRequestInfo
+from repos.github.schemas import (
+    CheckRunInfo,
+    CheckRunOutput,
+    InstallationToken,
+    PullRequestInfo,
+    RepositoryInfo,
+    ReviewCommentInfo,
+    ReviewInfo,
+)
 
 __all__ = [
     "AppCredentials",
@@ -43,7 +51,10 @@ __all__ = [
     "GitHubNotConfigured",
     "InstallationToken",
     "PullRequestInfo",
+    "RepositoryInfo",
     "RetryPolicy",
+    "ReviewCommentInfo",
+    "ReviewInfo",
     "caches_clear",
     "credentials",
     "gateway",

@@ -26,9 +26,14 @@ from repos.github.schemas import (
     CheckRunOutput,
     InstallationToken,
     PullRequestInfo,
+    RepositoryInfo,
+    ReviewCommentInfo,
+    ReviewInfo,
     check_run_info,
     format_time,
     parse_time,
+    review_comment_info,
+    review_info,
 )
 
 logger = logging.getLogger(__name__)
@@ -317,6 +322,163 @@ class GitHubGateway:
             repository_id=repository_id,
             permissions={"checks": "write"},
             fn=update,
+        )
+
+    def repository_get(
+        self, *, installation_id: int, repository_id: int | None, full_name: str
+    ) -> RepositoryInfo:
+        def get(client: Github) -> RepositoryInfo:
+            # Reference: https://docs.github.com/rest/repos/repos#get-a-repository
+            owner, name = full_name.split("/", 1)
+            _, data = client.requester.requestJsonAndCheck("GET", f"/repos/{owner}/{name}")
+            return RepositoryInfo(
+                full_name=data["full_name"],
+                clone_url=data["clone_url"],
+                default_branch=data.get("default_branch") or "main",
+                private=bool(data.get("private")),
+            )
+
+        return self._repo_call(
+            f"read repository {full_name}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"metadata": "read"},
+            fn=get,
+        )
+
+    def contents_token(self, *, installation_id: int, repository_id: int) -> str:
+        """A token that can read one repository's contents and nothing else (for git)."""
+        return self.installation_token(
+            installation_id, repository_ids=(repository_id,), permissions={"contents": "read"}
+        ).token
+
+    def _pull_list(
+        self, client: Github, full_name: str, number: int, suffix: str
+    ) -> list[dict[str, Any]]:
+        owner, name = full_name.split("/", 1)
+        url = f"/repos/{owner}/{name}/pulls/{number}/{suffix}"
+        items: list[dict[str, Any]] = []
+        page = 1
+        while True:
+            _, data = client.requester.requestJsonAndCheck(
+                "GET", url, parameters={"per_page": 100, "page": page}
+            )
+            items.extend(data)
+            if len(data) < 100:
+                return items
+            page += 1
+
+    def reviews_list(
+        self, *, installation_id: int, repository_id: int | None, full_name: str, number: int
+    ) -> list[ReviewInfo]:
+        # Reference: https://docs.github.com/rest/pulls/reviews#list-reviews-for-a-pull-request
+        return self._repo_call(
+            f"list the reviews of {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "read"},
+            fn=lambda client: [
+                review_info(r) for r in self._pull_list(client, full_name, number, "reviews")
+            ],
+        )
+
+    def review_comments_list(
+        self, *, installation_id: int, repository_id: int | None, full_name: str, number: int
+    ) -> list[ReviewCommentInfo]:
+        # Reference: https://docs.github.com/rest/pulls/comments#list-review-comments-on-a-pull-request
+        return self._repo_call(
+            f"list the review comments of {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "read"},
+            fn=lambda client: [
+                review_comment_info(c)
+                for c in self._pull_list(client, full_name, number, "comments")
+            ],
+        )
+
+    def review_create(
+        self,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        number: int,
+        commit_sha: str,
+        body: str,
+        event: str,
+        comments: list[dict[str, Any]],
+        marker: str,
+    ) -> ReviewInfo:
+        """Post one review. `marker` is a string unique to this review inside `body`: a
+        POST whose answer was lost is found by it instead of being posted twice."""
+
+        def create(client: Github) -> ReviewInfo:
+            # Reference: https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request
+            # `line`/`side`/`start_line` anchors, never the closing-down `position`.
+            owner, name = full_name.split("/", 1)
+            _, data = client.requester.requestJsonAndCheck(
+                "POST",
+                f"/repos/{owner}/{name}/pulls/{number}/reviews",
+                input={"commit_id": commit_sha, "body": body, "event": event, "comments": comments},
+            )
+            return review_info(data)
+
+        def find(client: Github) -> ReviewInfo | None:
+            for review in self._pull_list(client, full_name, number, "reviews"):
+                if marker in (review.get("body") or ""):
+                    return review_info(review)
+            return None
+
+        return self._repo_call(
+            f"post a review on {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "write"},
+            fn=create,
+            recover=find,
+            creates=True,
+        )
+
+    def review_find(
+        self,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        number: int,
+        marker: str,
+    ) -> ReviewInfo | None:
+        """The review on the pull request whose body carries `marker`, if any."""
+        for review in self.reviews_list(
+            installation_id=installation_id,
+            repository_id=repository_id,
+            full_name=full_name,
+            number=number,
+        ):
+            if marker in review.body:
+                return review
+        return None
+
+    def review_comments_of(
+        self,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        number: int,
+        review_id: int,
+    ) -> list[ReviewCommentInfo]:
+        # Reference: https://docs.github.com/rest/pulls/reviews#list-comments-for-a-pull-request-review
+        return self._repo_call(
+            f"list the comments of review {review_id} on {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "read"},
+            fn=lambda client: [
+                review_comment_info(c)
+                for c in self._pull_list(client, full_name, number, f"reviews/{review_id}/comments")
+            ],
         )
 
     # --- The retry loop ---

@@ -78,3 +78,61 @@ def parse_time(value: str) -> datetime:
 
 def format_time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class RepositoryInfo(BaseModel):
+    full_name: str
+    clone_url: str
+    default_branch: str
+    private: bool
+
+
+class ReviewInfo(BaseModel):
+    id: int
+    node_id: str = ""
+    body: str = ""
+    state: str = ""
+    commit_id: str | None = None
+    user_login: str = ""
+    html_url: str = ""
+
+
+class ReviewCommentInfo(BaseModel):
+    id: int
+    node_id: str = ""
+    body: str = ""
+    path: str = ""
+    line: int | None = None
+    review_id: int | None = None
+    in_reply_to_id: int | None = None
+    user_login: str = ""
+    user_type: str = ""
+    html_url: str = ""
+
+
+def review_info(data: dict[str, Any]) -> ReviewInfo:
+    return ReviewInfo(
+        id=data["id"],
+        node_id=data.get("node_id") or "",
+        body=data.get("body") or "",
+        state=data.get("state") or "",
+        commit_id=data.get("commit_id"),
+        user_login=(data.get("user") or {}).get("login", ""),
+        html_url=data.get("html_url") or "",
+    )
+
+
+def review_comment_info(data: dict[str, Any]) -> ReviewCommentInfo:
+    user = data.get("user") or {}
+    return ReviewCommentInfo(
+        id=data["id"],
+        node_id=data.get("node_id") or "",
+        body=data.get("body") or "",
+        path=data.get("path") or "",
+        line=data.get("line"),
+        review_id=data.get("pull_request_review_id"),
+        in_reply_to_id=data.get("in_reply_to_id"),
+        user_login=user.get("login", ""),
+        user_type=user.get("type", ""),
+        html_url=data.get("html_url") or "",
+    )

@@ -19,7 +19,7 @@ def deliver(client, fake_github, test_app, django_capture_on_commit_callbacks):
         with django_capture_on_commit_callbacks(execute=True):
             response = post_webhook(client, event, body, secret=test_app.webhook_secret)
         assert response.status_code == 202
-        drain_queue()
+        drain_queue(only="webhooks.tasks.delivery_process")
         return WebhookDelivery.objects.order_by("-id").first()
 
     return send

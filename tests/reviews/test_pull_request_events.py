@@ -10,7 +10,7 @@ from repos.models import Installation, Repository, Reviewer
 from reviews.models import PullRequest, ReviewRun, RunStatus
 from tests.factories import InstallationFactory, RepositoryFactory, ReviewerFactory
 from tests.fakes.github import Pull, PullFile
-from tests.helpers import drain_queue, post_webhook, pull_request_payload
+from tests.helpers import drain_queue, post_webhook, pull_request_payload, queued_tasks
 from webhooks.models import DeliveryStatus, WebhookDelivery
 
 pytestmark = pytest.mark.django_db
@@ -42,7 +42,7 @@ def deliver(client, test_app, django_capture_on_commit_callbacks):
         with django_capture_on_commit_callbacks(execute=True):
             response = post_webhook(client, event, body, secret=test_app.webhook_secret, **kwargs)
         assert response.status_code in (200, 202), response.content
-        drain_queue()
+        drain_queue(only="webhooks.tasks.delivery_process")
         return WebhookDelivery.objects.order_by("-id").first()
 
     return send
@@ -68,6 +68,8 @@ def test_an_opened_pull_request_becomes_a_queued_run_with_a_queued_check_run(wor
     assert check.details_url == f"http://tasuku.test/runs/{run.pk}/"
     assert check.external_id == str(run.pk)
     assert run.check_run_id == check.id
+    # ... and the worker's doorbell for the run is waiting in the queue.
+    assert queued_tasks("reviews.tasks.run_process") == [("reviews.tasks.run_process", (run.pk,))]
     # Tasuku learnt of the installation, repository and pull request from the delivery.
     assert Installation.objects.get().github_id == 31
     assert Repository.objects.get().full_name == "acme/widgets"

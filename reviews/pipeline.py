@@ -1,0 +1,431 @@
+"""The review pipeline (DESIGN §3 steps 4–14), one run at a time:
+
+guards → check run in progress → workspace (clone, diff, sanitise) → filters → engine in
+the sandbox → validation gate → persist → publish → check run completed.
+
+Each stage is a function over plain data; this module is the edge that reads rows,
+calls GitHub through the gateway and the sandbox through its runner. A failure carries
+the stage it happened in; `run_execute` turns it into a retry or a failed run.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from repos import github
+from repos.github import CheckRunOutput, GitHubError, GitHubGateway
+from repos.policy import EffectiveConfig
+from reviews.diff import Diff, diff_parse
+from reviews.filters import paths_filter
+from reviews.models import Finding, Review, ReviewRun, RunStatus, Stage
+from reviews.rendering import (
+    BODY_ONLY_NOTE,
+    RUN_MARKER,
+    ReviewContext,
+    check_conclusion,
+    check_output,
+    comment_payload,
+    markers_in,
+    review_body,
+)
+from reviews.runs import (
+    Heartbeat,
+    Held,
+    LeaseLost,
+    run_attempt_failed,
+    run_claim,
+    run_finish,
+    run_stage,
+)
+from reviews.services import run_check_ensure
+from reviews.validation import OPEN, GateConfig, Validated, gate
+from sandbox.contract import Limits, ReviewJob, ReviewResult
+from sandbox.errors import StageError
+from sandbox.runners.local import Limits as RunnerLimits
+from sandbox.runners.local import engine_run
+from sandbox.workspace import Checkout, Workspace
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Context:
+    run: ReviewRun
+    held: Held
+    beat: Heartbeat
+    config: EffectiveConfig
+    gateway: GitHubGateway
+
+    @property
+    def repository(self):
+        return self.run.pull_request.repository
+
+    @property
+    def where(self) -> dict:
+        repository = self.repository
+        return {
+            "installation_id": repository.installation.github_id,
+            "repository_id": repository.github_id,
+            "full_name": repository.full_name,
+        }
+
+    def stage(self, stage: str) -> None:
+        self.beat.check()
+        run_stage(self.held, stage)
+        self.run.stage = stage
+
+
+def dashboard_url(run: ReviewRun) -> str:
+    return settings.TASUKU_BASE_URL + reverse("reviews:run", args=[run.pk])
+
+
+def run_execute(run_pk: int) -> str:
+    """Claim a run and take it through the pipeline. Returns what became of it."""
+    held = run_claim(run_pk)
+    if held is None:
+        return "not claimed"
+    run = ReviewRun.objects.select_related(
+        "pull_request__repository__installation", "reviewer"
+    ).get(pk=run_pk)
+    with Heartbeat(held) as beat:
+        try:
+            context = Context(
+                run=run,
+                held=held,
+                beat=beat,
+                config=EffectiveConfig.model_validate(run.config),
+                gateway=github.gateway(),
+            )
+            return pipeline(context)
+        except LeaseLost:
+            logger.warning("run %s: lease lost; another worker has it", run_pk)
+            return "lease lost"
+        except Exception as exc:
+            stage = getattr(exc, "stage", "") or run.stage or Stage.ADMISSION
+            status = run_attempt_failed(held, exc, stage=stage)
+            if status == RunStatus.FAILED:
+                run_check_conclude(run_pk)
+            return status
+
+
+def pipeline(ctx: Context) -> str:
+    run = ctx.run
+    ctx.stage(Stage.ADMISSION)
+    stop = guards(ctx)
+    if stop is not None:
+        return stop
+    check_in_progress(ctx)
+
+    ctx.stage(Stage.CLONE)
+    with Workspace(settings.TASUKU_WORKSPACE_ROOT) as workspace:
+        checkout = clone(ctx, workspace)
+        diff = diff_parse(checkout.diff)
+        kept, filtered = paths_filter(
+            diff.paths,
+            policy_globs=ctx.config.excluded_paths,
+            binary=[f.path for f in diff.files if f.binary],
+        )
+        ReviewRun.objects.filter(pk=run.pk).update(
+            sanitised=checkout.removed, filtered=[[f.path, f.reason] for f in filtered]
+        )
+        run.sanitised, run.filtered = checkout.removed, [[f.path, f.reason] for f in filtered]
+
+        ctx.stage(Stage.SANDBOX)
+        job = job_build(ctx, diff, kept, [f.path for f in filtered])
+        result = engine_execute(ctx, job, checkout)
+
+    ctx.stage(Stage.VALIDATION)
+    validated = gate(
+        result.findings,
+        diff,
+        GateConfig(
+            min_severity=ctx.config.min_severity,
+            min_confidence=ctx.config.min_confidence,
+            comment_limit=ctx.config.comment_limit,
+        ),
+    )
+    review = persist(ctx, result, validated)
+
+    ctx.stage(Stage.PUBLICATION)
+    publish(ctx, review, result, validated)
+    conclusion = check_conclusion(validated, ctx.config.fail_check_on)
+    title, summary = check_output(validated, conclusion, ctx.config.fail_check_on)
+    check_complete(ctx, conclusion, title, summary)
+    ctx.beat.check()
+    run_finish(ctx.held, status=RunStatus.COMPLETED)
+    return RunStatus.COMPLETED
+
+
+# --- Guards -------------------------------------------------------------------------------
+
+
+def guards(ctx: Context) -> str | None:
+    """PR closed → skipped; head moved since the run was queued → cancelled as stale;
+    repository disabled meanwhile → skipped. Each ends the run with its check run."""
+    run = ctx.run
+    if not ctx.repository.enabled:
+        return _stop(ctx, RunStatus.SKIPPED, "reviews were disabled for this repository", "skipped",
+                     "Not reviewed: reviews are disabled", "Reviews were disabled for this repository after this run was queued.")  # fmt: skip
+    info = ctx.gateway.pull_request_get(**ctx.where, number=run.pull_request.number)
+    if info.state != "open":
+        return _stop(ctx, RunStatus.SKIPPED, "the pull request is closed", "skipped",
+                     "Not reviewed: the pull request is closed", "The pull request was closed before the review started.")  # fmt: skip
+    if info.head_sha != run.head_sha:
+        return _stop(
+            ctx, RunStatus.CANCELLED, f"stale: the head moved to {info.head_sha[:12]}", "cancelled",
+            f"Superseded by {info.head_sha[:7]}",
+            f"The pull request's head moved from `{run.head_sha[:12]}` to `{info.head_sha[:12]}` "
+            "before this review started; the newer commit is reviewed instead.",
+            superseded_by=info.head_sha,
+        )  # fmt: skip
+    return None
+
+
+def _stop(
+    ctx: Context,
+    status: str,
+    reason: str,
+    conclusion: str,
+    title: str,
+    summary: str,
+    superseded_by: str = "",
+) -> str:
+    check_complete(ctx, conclusion, title, summary)
+    run_finish(ctx.held, status=status, reason=reason, superseded_by=superseded_by)
+    return status
+
+
+# --- Check run ----------------------------------------------------------------------------
+
+
+def _check_id(ctx: Context) -> int:
+    return run_check_ensure(ctx.run, created=False, installation=ctx.repository.installation)
+
+
+def check_in_progress(ctx: Context) -> None:
+    try:
+        ctx.gateway.check_run_update(**ctx.where, check_run_id=_check_id(ctx), status="in_progress",
+                                     details_url=dashboard_url(ctx.run))  # fmt: skip
+    except GitHubError as exc:
+        raise StageError(str(exc), permanent=exc.permanent, stage=Stage.PUBLICATION) from exc
+
+
+def check_complete(ctx: Context, conclusion: str, title: str, summary: str) -> None:
+    try:
+        ctx.gateway.check_run_update(
+            **ctx.where,
+            check_run_id=_check_id(ctx),
+            conclusion=conclusion,
+            output=CheckRunOutput(title=title[:255], summary=summary),
+            details_url=dashboard_url(ctx.run),
+        )
+    except GitHubError as exc:
+        raise StageError(str(exc), permanent=exc.permanent, stage=Stage.PUBLICATION) from exc
+
+
+def run_check_conclude(run_pk: int) -> None:
+    """Complete the check run of a run that ended failed (never `success`)."""
+    run = ReviewRun.objects.select_related(
+        "pull_request__repository__installation", "reviewer"
+    ).get(pk=run_pk)
+    if run.status != RunStatus.FAILED:
+        return
+    repository = run.pull_request.repository
+    check_id = run_check_ensure(run, created=False, installation=repository.installation)
+    github.gateway().check_run_update(
+        installation_id=repository.installation.github_id,
+        repository_id=repository.github_id,
+        full_name=repository.full_name,
+        check_run_id=check_id,
+        conclusion="failure",
+        output=CheckRunOutput(
+            title=f"Review failed at {run.stage or 'its start'}"[:255],
+            summary=(
+                f"Tasuku could not review this commit: {run.reason}\n\n"
+                f"An operator can retry it from the [run page]({dashboard_url(run)})."
+            ),
+        ),
+        details_url=dashboard_url(run),
+    )
+
+
+# --- Workspace and engine -----------------------------------------------------------------
+
+
+def clone(ctx: Context, workspace: Workspace) -> Checkout:
+    info = ctx.gateway.repository_get(**ctx.where)
+    token = ctx.gateway.contents_token(
+        installation_id=ctx.repository.installation.github_id,
+        repository_id=ctx.repository.github_id,
+    )
+    return workspace.checkout(
+        clone_url=info.clone_url, token=token, head_sha=ctx.run.head_sha, base_sha=ctx.run.base_sha
+    )
+
+
+def job_build(ctx: Context, diff: Diff, kept: list[str], omitted: list[str]) -> ReviewJob:
+    reviewer = next(r for r in ctx.config.reviewers if r.slug == ctx.run.reviewer.slug)
+    pr = ctx.run.pull_request
+    return ReviewJob(
+        job_id=str(ctx.run.pk),
+        repository=ctx.repository.full_name,
+        pull_request=pr.number,
+        title=pr.title,
+        base_sha=ctx.run.base_sha,
+        head_sha=ctx.run.head_sha,
+        changed_files=tuple(diff.get(path).changed_file() for path in kept),
+        omitted=tuple(omitted),
+        strictness=ctx.config.strictness,
+        rules=reviewer.rules,
+        skills=reviewer.skills,
+        limits=Limits(
+            steps=reviewer.step_limit,
+            cost_cap_usd=float(reviewer.cost_cap_usd)
+            if reviewer.cost_cap_usd is not None
+            else None,
+            deadline_seconds=int(settings.TASUKU_SANDBOX_TIMEOUT),
+        ),
+    )
+
+
+def engine_execute(ctx: Context, job: ReviewJob, checkout: Checkout) -> ReviewResult:
+    seconds = int(settings.TASUKU_SANDBOX_TIMEOUT)
+    return engine_run(
+        ctx.run.reviewer.engine,
+        job,
+        checkout.root,
+        limits=RunnerLimits(wall_seconds=seconds, cpu_seconds=seconds),
+    )
+
+
+# --- Persist and publish ------------------------------------------------------------------
+
+
+def persist(ctx: Context, result: ReviewResult, validated: list[Validated]) -> Review:
+    """Store the review and every finding, published or not. A retried run replaces
+    what an earlier attempt stored (the findings it would publish are the same ones)."""
+    run = ctx.run
+    summary = result.summary
+    with transaction.atomic():
+        review, _ = Review.objects.update_or_create(
+            run=run,
+            defaults={
+                "pull_request": run.pull_request,
+                "reviewer": run.reviewer,
+                "base_sha": run.base_sha,
+                "head_sha": run.head_sha,
+                "engine": result.engine,
+                "inspected_areas": summary.inspected_areas,
+                "important_files": summary.important_files,
+                "validation": summary.validation,
+                "context_sources": summary.context_sources,
+                "confidence": summary.confidence,
+                "limitations": summary.limitations,
+                "input_tokens": result.usage.input_tokens,
+                "output_tokens": result.usage.output_tokens,
+                "cost_usd": Decimal(str(result.usage.cost_usd)),
+            },
+        )
+        review.findings.all().delete()
+        Finding.objects.bulk_create(
+            [
+                Finding(
+                    review=review,
+                    pull_request=run.pull_request,
+                    path=v.path,
+                    side=v.side.value,
+                    start_line=v.start_line,
+                    end_line=v.end_line,
+                    original_start_line=v.original_lines[0] if v.original_lines else None,
+                    original_end_line=v.original_lines[1] if v.original_lines else None,
+                    severity=v.severity.value,
+                    category=v.category,
+                    title=v.title[:200],
+                    body=v.body,
+                    evidence=v.evidence,
+                    suggestion=v.suggestion,
+                    confidence=v.confidence,
+                    blocking=v.blocking,
+                    rule=v.rule or "",
+                    fingerprint=v.fingerprint,
+                    state=v.state,
+                    suppression_reason=v.reason,
+                    published=v.published,
+                )
+                for v in validated
+            ]
+        )
+    return review
+
+
+def publish(ctx: Context, review: Review, result: ReviewResult, validated: list[Validated]) -> None:
+    """Post one review with the published findings as inline comments.
+
+    Safe to repeat: a review carrying this run's marker is reused, and a finding whose
+    marker is already in a comment on the pull request is not posted again. When GitHub
+    rejects the anchors (422), the same findings go out as a body-only review.
+    """
+    run = ctx.run
+    number = run.pull_request.number
+    marker = RUN_MARKER.format(run.pk)
+    context = ReviewContext(
+        run_id=run.pk,
+        reviewer=run.reviewer.slug,
+        base_sha=run.base_sha,
+        head_sha=run.head_sha,
+        dashboard_url=dashboard_url(run),
+        filtered=tuple((p, r) for p, r in run.filtered),
+        sanitised=tuple(run.sanitised),
+    )
+    posted = ctx.gateway.review_find(**ctx.where, number=number, marker=marker)
+    if posted is None:
+        existing = markers_in(
+            c.body for c in ctx.gateway.review_comments_list(**ctx.where, number=number)
+        )
+        fresh = [v for v in validated if v.published and v.fingerprint not in existing]
+        body = review_body(result.summary, validated, context)
+        ctx.beat.check()
+        try:
+            posted = ctx.gateway.review_create(
+                **ctx.where, number=number, commit_sha=run.head_sha, body=body, event="COMMENT",
+                comments=[comment_payload(v) for v in fresh], marker=marker,
+            )  # fmt: skip
+        except GitHubError as exc:
+            if exc.status != 422 or not fresh:
+                raise
+            logger.warning(
+                "run %s: GitHub refused the anchors (%s); posting body-only", run.pk, exc
+            )
+            body = review_body(result.summary, validated, context, inline=fresh, body_only=True)
+            posted = ctx.gateway.review_create(
+                **ctx.where, number=number, commit_sha=run.head_sha, body=body, event="COMMENT",
+                comments=[], marker=marker,
+            )  # fmt: skip
+    body_only = BODY_ONLY_NOTE in posted.body
+    comments = ctx.gateway.review_comments_list(**ctx.where, number=number)
+
+    by_fingerprint = {}
+    for comment in comments:
+        for found in markers_in([comment.body]):
+            by_fingerprint.setdefault(found, comment)
+    with transaction.atomic():
+        Review.objects.filter(pk=review.pk).update(
+            body=posted.body,
+            github_review_id=posted.id,
+            github_review_url=posted.html_url,
+            body_only=body_only,
+            published_at=timezone.now(),
+        )
+        for finding in review.findings.filter(state=OPEN, published=True):
+            comment = by_fingerprint.get(finding.fingerprint)
+            if comment is not None:
+                Finding.objects.filter(pk=finding.pk).update(
+                    github_comment_id=comment.id, github_comment_url=comment.html_url
+                )

@@ -1,0 +1,345 @@
+"""Review runs as a durable queue: claim, lease and heartbeat, finish, retry, reap.
+
+The `ReviewRun` row owns everything (CONVENTIONS 3): django-q2 only rings a doorbell
+carrying the run's id. Every transition is a conditional UPDATE whose row count says
+whether this worker still holds the run; each try is a `RunAttempt` row that later tries
+never overwrite.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import threading
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db.models import Exists, F, Max, OuterRef, Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from reviews.models import (
+    RUN_FINAL_STATES,
+    AttemptOutcome,
+    ReviewRun,
+    RunAttempt,
+    RunStatus,
+)
+from tasuku.broker import ring, ring_now
+
+logger = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+RETRY_BACKOFF = timedelta(seconds=30)
+RING_AGAIN_AFTER = timedelta(minutes=5)
+PROCESS_TASK = "reviews.tasks.run_process"
+CONCLUDE_TASK = "reviews.tasks.run_conclude"
+
+
+def lease_length() -> timedelta:
+    return timedelta(seconds=settings.TASUKU_RUN_LEASE_SECONDS)
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class LeaseLost(Exception):
+    """This worker no longer holds the run (the reaper gave it to another, or it was
+    failed for its deadline). Stop without touching it."""
+
+    permanent = True
+    stage = ""
+
+
+@dataclass(frozen=True)
+class Held:
+    """A run this worker holds: the attempt number is the key of every later update."""
+
+    run_pk: int
+    attempt: int
+    worker: str
+
+
+def run_ring(run: ReviewRun) -> None:
+    """Ring for a run written in the current transaction."""
+    ReviewRun.objects.filter(pk=run.pk).update(rung_at=timezone.now())
+    ring(PROCESS_TASK, run.pk, name=f"run-{run.pk}")
+
+
+def _held(held: Held):
+    return ReviewRun.objects.filter(
+        pk=held.run_pk, status=RunStatus.RUNNING, attempts=held.attempt, worker=held.worker
+    )
+
+
+def run_claim(
+    run_pk: int, *, worker: str | None = None, now: datetime | None = None
+) -> Held | None:
+    """Take a queued run, or None if it is not this worker's to take.
+
+    One conditional UPDATE decides: the run must be queued and due, below its attempt
+    bound, and its pull request must have no other running run (the partial unique
+    index `run_one_running_per_pull_request` settles two claims racing for one PR).
+    A run waiting for its PR's running run is rung again when that one finishes.
+    """
+    now = now or timezone.now()
+    worker = worker or worker_name()
+    busy = ReviewRun.objects.filter(
+        pull_request=OuterRef("pull_request"), status=RunStatus.RUNNING
+    ).exclude(pk=run_pk)
+    try:
+        with transaction.atomic():
+            won = (
+                ReviewRun.objects.filter(
+                    pk=run_pk, status=RunStatus.QUEUED, attempts__lt=MAX_ATTEMPTS
+                )
+                .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+                .filter(~Exists(busy))
+                .update(
+                    status=RunStatus.RUNNING,
+                    attempts=F("attempts") + 1,
+                    lease_expires_at=now + lease_length(),
+                    worker=worker,
+                    stage="",
+                    started_at=Coalesce(F("started_at"), now),
+                    next_attempt_at=None,
+                )
+            )
+            if not won:
+                return None
+            attempt = ReviewRun.objects.values_list("attempts", flat=True).get(pk=run_pk)
+            # Row numbers count every try the run ever had, also before an operator's retry.
+            number = (
+                RunAttempt.objects.filter(run_id=run_pk).aggregate(n=Max("number"))["n"] or 0
+            ) + 1
+            RunAttempt.objects.create(run_id=run_pk, number=number, worker=worker, started_at=now)
+    except IntegrityError:
+        return None  # another run of this pull request started first
+    return Held(run_pk, attempt, worker)
+
+
+def run_stage(held: Held, stage: str) -> None:
+    """Record the stage a held run is in (a failure or a lost worker is blamed on it)."""
+    if not _held(held).update(stage=stage):
+        raise LeaseLost(f"run {held.run_pk} is no longer held by {held.worker}")
+
+
+class Heartbeat:
+    """Renew the lease every TASUKU_RUN_HEARTBEAT_SECONDS while the run executes.
+
+    `with Heartbeat(held) as beat: ... beat.check()`: when a renewal finds the run no
+    longer held, `check()` raises LeaseLost so the pipeline stops at its next step.
+    """
+
+    def __init__(self, held: Held) -> None:
+        self.held = held
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._loop, name=f"heartbeat-run-{held.run_pk}", daemon=True
+        )
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def beat(self) -> bool:
+        renewed = _held(self.held).update(lease_expires_at=timezone.now() + lease_length())
+        if not renewed:
+            self.lost = True
+        return bool(renewed)
+
+    def _loop(self) -> None:
+        interval = settings.TASUKU_RUN_HEARTBEAT_SECONDS
+        try:
+            while not self._stop.wait(interval):
+                try:
+                    if not self.beat():
+                        return
+                except Exception:
+                    logger.exception("heartbeat of run %s failed; retrying", self.held.run_pk)
+        finally:
+            connection.close()  # this thread's own database connection
+
+    def check(self) -> None:
+        if self.lost:
+            raise LeaseLost(f"run {self.held.run_pk}: lease lost")
+
+
+def run_finish(held: Held, *, status: str, reason: str = "", superseded_by: str = "") -> bool:
+    """End a held run (completed, skipped or cancelled) and ring the next run of its PR."""
+    now = timezone.now()
+    outcome = {
+        RunStatus.COMPLETED: AttemptOutcome.SUCCEEDED,
+        RunStatus.SKIPPED: AttemptOutcome.SKIPPED,
+        RunStatus.CANCELLED: AttemptOutcome.CANCELLED,
+    }[status]
+    with transaction.atomic():
+        done = _held(held).update(
+            status=status,
+            reason=reason,
+            superseded_by=superseded_by,
+            finished_at=now,
+            lease_expires_at=None,
+        )
+        if done:
+            _attempt_end(held.run_pk, outcome=outcome, now=now)
+            _ring_waiting(held.run_pk)
+    return bool(done)
+
+
+def run_attempt_failed(held: Held, exc: BaseException, *, stage: str) -> str:
+    """Record a failed attempt: a transient error is retried with exponential backoff and
+    jitter until MAX_ATTEMPTS; a permanent one (or the last attempt) fails the run."""
+    now = timezone.now()
+    permanent = bool(getattr(exc, "permanent", False))
+    error = f"{type(exc).__name__}: {exc}"
+    if not hasattr(exc, "permanent"):
+        error += "\n\n" + "".join(traceback.format_exception(exc)[-8:])
+    final = permanent or held.attempt >= MAX_ATTEMPTS
+    with transaction.atomic():
+        if final:
+            changed = _held(held).update(
+                status=RunStatus.FAILED,
+                stage=stage,
+                reason=str(exc)[:2000],
+                finished_at=now,
+                lease_expires_at=None,
+            )
+        else:
+            delay = RETRY_BACKOFF * (2 ** (held.attempt - 1))
+            delay += timedelta(seconds=random.uniform(0, delay.total_seconds() / 2))  # noqa: S311
+            changed = _held(held).update(
+                status=RunStatus.QUEUED,
+                stage=stage,
+                reason=f"retrying after: {exc}"[:2000],
+                next_attempt_at=now + delay,
+                lease_expires_at=None,
+            )
+        if changed:
+            _attempt_end(held.run_pk, outcome=AttemptOutcome.FAILED, now=now,
+                         stage=stage, error=error[:20000])  # fmt: skip
+            if final:
+                _ring_waiting(held.run_pk)
+    logger.warning("run %s attempt %d failed at %s: %s", held.run_pk, held.attempt, stage, exc)
+    if not changed:
+        return "lost"
+    return RunStatus.FAILED if final else RunStatus.QUEUED
+
+
+def _attempt_end(
+    run_pk: int, *, outcome: str, now: datetime, stage: str = "", error: str = ""
+) -> None:
+    """Close the run's running attempt row (there is at most one)."""
+    RunAttempt.objects.filter(run_id=run_pk, outcome=AttemptOutcome.RUNNING).update(
+        outcome=outcome, finished_at=now, stage=stage, error=error
+    )
+
+
+def _ring_waiting(run_pk: int) -> None:
+    """Ring the next queued run of the same pull request (it waited for this one)."""
+    pull_request_id = ReviewRun.objects.values_list("pull_request_id", flat=True).get(pk=run_pk)
+    waiting = (
+        ReviewRun.objects.filter(pull_request_id=pull_request_id, status=RunStatus.QUEUED)
+        .exclude(pk=run_pk)
+        .order_by("created_at", "pk")
+        .first()
+    )
+    if waiting is not None:
+        run_ring(waiting)
+
+
+def run_retry(run: ReviewRun) -> bool:
+    """An operator's retry of a failed run: three fresh attempts, starting now."""
+    with transaction.atomic():
+        updated = ReviewRun.objects.filter(pk=run.pk, status=RunStatus.FAILED).update(
+            status=RunStatus.QUEUED,
+            attempts=0,
+            next_attempt_at=None,
+            started_at=None,
+            finished_at=None,
+            reason="",
+            stage="",
+        )
+        if updated:
+            run_ring(run)
+    return bool(updated)
+
+
+def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
+    """The periodic safety net for runs (scheduled; see `setup_schedules`).
+
+    1. A run whose lease expired (its worker was killed or stopped heartbeating) records
+       the attempt as lost and is queued again at once, or failed after its last try.
+    2. A run not finished 45 minutes after it first started is failed.
+    3. Queued runs that are due and were not rung recently are rung again (a lost
+       doorbell, or a run that waited for another run of its PR).
+    """
+    now = now or timezone.now()
+    close_old_connections()
+    lost = requeued = failed_lost = 0
+    for run in ReviewRun.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now):
+        with transaction.atomic():
+            final = run.attempts >= MAX_ATTEMPTS
+            updates = dict(lease_expires_at=None, worker="")
+            if final:
+                updates.update(status=RunStatus.FAILED, finished_at=now,
+                               reason=f"the worker stopped while the run was at {run.stage or 'its start'} (last attempt)")  # fmt: skip
+            else:
+                updates.update(status=RunStatus.QUEUED, next_attempt_at=now,
+                               reason=f"retrying: the worker stopped while the run was at {run.stage or 'its start'}")  # fmt: skip
+            if not ReviewRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING,
+                                            attempts=run.attempts, lease_expires_at__lt=now).update(**updates):  # fmt: skip
+                continue  # it heartbeated or finished meanwhile
+            _attempt_end(run.pk, outcome=AttemptOutcome.LOST, now=now, stage=run.stage,
+                         error=f"No heartbeat from {run.worker} since its lease expired.")  # fmt: skip
+            lost += 1
+            if final:
+                failed_lost += 1
+                ring(CONCLUDE_TASK, run.pk, name=f"conclude-{run.pk}")
+            else:
+                requeued += 1
+
+    deadline = now - timedelta(seconds=settings.TASUKU_RUN_DEADLINE_SECONDS)
+    overdue = 0
+    for run in ReviewRun.objects.exclude(status__in=RUN_FINAL_STATES).filter(
+        started_at__lt=deadline
+    ):
+        with transaction.atomic():
+            if ReviewRun.objects.filter(pk=run.pk, status=run.status, attempts=run.attempts).update(
+                status=RunStatus.FAILED,
+                finished_at=now,
+                lease_expires_at=None,
+                reason=f"did not finish within {settings.TASUKU_RUN_DEADLINE_SECONDS // 60} minutes of starting",
+            ):
+                _attempt_end(run.pk, outcome=AttemptOutcome.FAILED, now=now,
+                             stage=run.stage, error="deadline exceeded")  # fmt: skip
+                ring(CONCLUDE_TASK, run.pk, name=f"conclude-{run.pk}")
+                overdue += 1
+
+    rung = 0
+    due = (
+        ReviewRun.objects.filter(status=RunStatus.QUEUED)
+        .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+        .filter(
+            Q(rung_at__isnull=True)
+            | Q(rung_at__lt=now - RING_AGAIN_AFTER)
+            | Q(next_attempt_at__gt=F("rung_at"))
+        )
+    )
+    for pk in list(due.values_list("pk", flat=True)[:500]):
+        if ReviewRun.objects.filter(pk=pk, status=RunStatus.QUEUED).update(
+            rung_at=now
+        ) and ring_now(PROCESS_TASK, pk, name=f"run-{pk}"):
+            rung += 1
+    return {"lost": lost, "requeued": requeued, "failed": failed_lost + overdue, "rung": rung}

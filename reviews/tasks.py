@@ -1,0 +1,17 @@
+"""django-q2 entry points (doorbells): each takes an id and calls one service."""
+
+from __future__ import annotations
+
+from reviews import pipeline, runs
+
+
+def run_process(run_pk: int) -> str:
+    return pipeline.run_execute(run_pk)
+
+
+def run_conclude(run_pk: int) -> None:
+    pipeline.run_check_conclude(run_pk)
+
+
+def runs_reap() -> dict[str, int]:
+    return runs.runs_reap()

@@ -1,0 +1,327 @@
+"""The validation gate (DESIGN §3 step 11, §4): what an engine returned, made safe,
+located, fingerprinted and sorted; every finding is kept, the ones not to publish with
+the reason why.
+
+Pure: engine output and the diff in, `Validated` findings out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from reviews.diff import Diff, FileDiff
+from sandbox.contract import (
+    MAX_BODY,
+    MAX_EVIDENCE,
+    MAX_PATH,
+    MAX_SUGGESTION,
+    MAX_TITLE,
+    Finding,
+    Severity,
+    Side,
+)
+
+OPEN = "open"
+SUPPRESSED = "suppressed"
+
+# Tasuku's hidden marker in published comments; engine text must never carry one.
+MARKER_RE = re.compile(r"<!--.*?(-->|$)", re.DOTALL)
+MENTION_RE = re.compile(r"(?<![\w@/.])@(?=[A-Za-z0-9])")
+ZERO_WIDTH_SPACE = "\u200b"
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    min_severity: Severity = Severity.LOW
+    min_confidence: float = 0.5
+    comment_limit: int = 25
+
+
+@dataclass(frozen=True)
+class Validated:
+    """A finding after the gate. `state` is open or suppressed (with `reason`)."""
+
+    path: str
+    side: Side
+    start_line: int
+    end_line: int
+    severity: Severity
+    category: str
+    title: str
+    body: str
+    evidence: str
+    suggestion: str | None
+    confidence: float
+    blocking: bool
+    rule: str | None
+    fingerprint: str
+    state: str = OPEN
+    reason: str = ""
+    original_lines: tuple[int, int] | None = None  # where the engine pointed, if narrowed
+    suggestion_applies: bool = False  # a ```suggestion block can replace the lines
+    published: bool = False  # chosen for an inline comment (within the comment limit)
+    raw: dict[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def anchored(self) -> bool:
+        return self.state == OPEN or self.reason.startswith("over the comment limit")
+
+
+def clean_text(text: str | None, limit: int) -> str:
+    """Engine text made inert: no HTML comments (they could imitate Tasuku's marker or
+    hide content), no @mentions that would notify someone, bounded in length."""
+    if not text:
+        return ""
+    text = MARKER_RE.sub("", str(text))
+    text = MENTION_RE.sub("@" + ZERO_WIDTH_SPACE, text)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def normalise_title(title: str) -> str:
+    text = re.sub(r"[`'\"]", "", title.lower())
+    text = re.sub(r"\d+", "#", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def fingerprint(path: str, category: str, title: str, occurrence: int) -> str:
+    """Identity of a problem across pushes: never its line numbers, so an unrelated edit
+    above it does not make it new; `occurrence` tells true repeats apart."""
+    key = "\0".join((path, category.lower(), normalise_title(title), str(occurrence)))
+    return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+def _safe_path(path: Any) -> str | None:
+    if not isinstance(path, str) or not path or "\\" in path or "\0" in path:
+        return None
+    if path.startswith("/"):
+        return None
+    normal = posixpath.normpath(path)
+    if normal.startswith("..") or normal == ".":
+        return None
+    return normal
+
+
+def _bounded(raw: dict[str, Any]) -> dict[str, Any]:
+    data = dict(raw)
+    for key, limit in (
+        ("title", MAX_TITLE),
+        ("body", MAX_BODY),
+        ("evidence", MAX_EVIDENCE),
+        ("suggestion", MAX_SUGGESTION),
+    ):
+        if isinstance(data.get(key), str):
+            data[key] = data[key] if key == "suggestion" else clean_text(data[key], limit)
+            if key == "suggestion" and len(data[key]) > limit:
+                data[key] = None  # a clipped suggestion would be a wrong one
+    if isinstance(data.get("category"), str):
+        data["category"] = data["category"].strip().lower()[:64]
+    if "end_line" not in data and "start_line" in data:
+        data["end_line"] = data["start_line"]
+    return data
+
+
+def _narrow(file: FileDiff, side: Side, start: int, end: int) -> tuple[int, int] | None:
+    """The first run of consecutive changed lines inside [start, end], or None when the
+    range touches no changed line."""
+    if side == Side.RIGHT:
+        changed = [line for line in range(start, end + 1) if file.is_added(line)]
+    else:
+        removed: set[int] = set()
+        for hunk in file.hunks:
+            removed |= hunk.removed
+        changed = [line for line in range(start, end + 1) if line in removed]
+    if not changed:
+        return None
+    first = last = changed[0]
+    for line in changed[1:]:
+        if line != last + 1:
+            break
+        last = line
+    return first, last
+
+
+def _sort_key(finding: Validated) -> tuple:
+    return (
+        -finding.severity.rank,
+        not finding.blocking,
+        -finding.confidence,
+        finding.path,
+        finding.start_line,
+        finding.fingerprint,
+    )
+
+
+def gate(raw_findings: Iterable[Any], diff: Diff, config: GateConfig) -> list[Validated]:
+    """Run every engine finding through the gate.
+
+    1. Schema: each finding is parsed on its own; an invalid one is kept, suppressed
+       with the validation error, so nothing an engine said disappears.
+    2. Text made inert and bounded; the path must be a relative path inside the
+       repository and one the pull request changes.
+    3. Location narrowed to the changed lines (a range only when every line in it is
+       changed); a finding on no changed line cannot be anchored.
+    4. Fingerprints (path, category, normalised title, occurrence index).
+    5. Duplicates, severity below the policy's minimum, confidence under the floor:
+       suppressed with the reason.
+    6. The open findings in a deterministic order (severity, blocking, confidence,
+       path, line, fingerprint); past the comment limit: suppressed.
+    """
+    parsed: list[tuple[Finding | None, dict[str, Any], str]] = []
+    for raw in raw_findings:
+        data = _bounded(raw) if isinstance(raw, dict) else {}
+        try:
+            finding = Finding.model_validate(data)
+        except ValidationError as exc:
+            errors = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'finding'}: {e['msg']}"
+                for e in exc.errors()[:5]
+            )
+            parsed.append(
+                (None, data if isinstance(raw, dict) else {"value": repr(raw)[:500]}, errors)
+            )
+            continue
+        parsed.append((finding, data, ""))
+
+    # Occurrence indexes: true repeats of one problem in one file, in line order.
+    groups: dict[tuple[str, str, str], list[Finding]] = defaultdict(list)
+    for finding, _, _ in parsed:
+        if finding is not None:
+            groups[(finding.path, finding.category, normalise_title(finding.title))].append(finding)
+    occurrence: dict[int, int] = {}
+    for members in groups.values():
+        for index, finding in enumerate(
+            sorted(members, key=lambda f: (f.start_line, f.end_line, f.side))
+        ):
+            occurrence[id(finding)] = index
+
+    results: list[Validated] = []
+    seen: dict[tuple, str] = {}
+    for finding, data, error in parsed:
+        if finding is None:
+            results.append(_invalid(data, error))
+            continue
+        result = Validated(
+            path=finding.path,
+            side=finding.side,
+            start_line=finding.start_line,
+            end_line=finding.end_line,
+            severity=finding.severity,
+            category=finding.category,
+            title=finding.title,
+            body=finding.body,
+            evidence=finding.evidence,
+            suggestion=finding.suggestion,
+            confidence=finding.confidence,
+            blocking=finding.blocking,
+            rule=finding.rule,
+            fingerprint=fingerprint(
+                finding.path, finding.category, finding.title, occurrence[id(finding)]
+            ),
+            raw=data,
+        )
+        results.append(_locate(result, diff, config, seen))
+
+    open_findings = sorted((r for r in results if r.state == OPEN), key=_sort_key)
+    chosen = {id(r) for r in open_findings[: config.comment_limit]}
+    final = []
+    for result in results:
+        if result.state == OPEN:
+            if id(result) in chosen:
+                result = replace(result, published=True)
+            else:
+                result = replace(
+                    result,
+                    state=SUPPRESSED,
+                    reason=f"over the comment limit ({config.comment_limit})",
+                )
+        final.append(result)
+    return sorted(final, key=lambda r: (r.state != OPEN, *_sort_key(r)))
+
+
+def _invalid(data: dict[str, Any], error: str) -> Validated:
+    path = _safe_path(data.get("path")) or "(unknown)"
+    title = clean_text(str(data.get("title") or "Malformed finding"), MAX_TITLE)
+    return Validated(
+        path=path[:MAX_PATH],
+        side=Side.RIGHT,
+        start_line=1,
+        end_line=1,
+        severity=Severity.INFO,
+        category="invalid",
+        title=title,
+        body=clean_text(str(data.get("body") or ""), MAX_BODY),
+        evidence="",
+        suggestion=None,
+        confidence=0.0,
+        blocking=False,
+        rule=None,
+        fingerprint=fingerprint(path, "invalid", title, 0),
+        state=SUPPRESSED,
+        reason=f"invalid finding from the engine: {error}"[:500],
+        raw=data,
+    )
+
+
+def _locate(result: Validated, diff: Diff, config: GateConfig, seen: dict[tuple, str]) -> Validated:
+    path = _safe_path(result.path)
+    if path is None:
+        return replace(result, state=SUPPRESSED, reason="path outside the repository")
+    if path != result.path:
+        result = replace(result, path=path)
+    file = diff.get(path)
+    if file is None:
+        return replace(result, state=SUPPRESSED, reason="path is not part of the pull request")
+
+    narrowed = _narrow(file, result.side, result.start_line, result.end_line)
+    if narrowed is None:
+        return replace(
+            result,
+            state=SUPPRESSED,
+            reason=f"not anchorable: line {result.start_line} is outside the changed lines",
+        )
+    start, end = narrowed
+    if (start, end) != (result.start_line, result.end_line):
+        result = replace(
+            result,
+            original_lines=(result.start_line, result.end_line),
+            start_line=start,
+            end_line=end,
+        )
+    applies = (
+        result.suggestion is not None
+        and result.original_lines is None
+        and result.side == Side.RIGHT
+        and file.hunk_index(Side.RIGHT, start) is not None
+        and file.hunk_index(Side.RIGHT, start) == file.hunk_index(Side.RIGHT, end)
+    )
+    result = replace(result, suggestion_applies=applies)
+
+    key = (result.path, result.side, result.start_line, result.end_line, result.category,
+           normalise_title(result.title))  # fmt: skip
+    if key in seen:
+        return replace(result, state=SUPPRESSED, reason=f"duplicate of {seen[key]}")
+    seen[key] = result.fingerprint
+
+    if not result.severity.at_least(config.min_severity):
+        return replace(
+            result,
+            state=SUPPRESSED,
+            reason=f"below the minimum severity ({config.min_severity.value})",
+        )
+    if result.confidence < config.min_confidence:
+        return replace(
+            result,
+            state=SUPPRESSED,
+            reason=f"confidence {result.confidence:.2f} under the floor of {config.min_confidence:.2f}",
+        )
+    return result

@@ -1,0 +1,9 @@
+"""Reviewer engines. Each takes a `ReviewJob` and the sanitised checkout and returns a
+`ReviewResult`; they run inside a runner (sandbox/runners), never in the web or worker
+process itself."""
+
+from __future__ import annotations
+
+ENGINES = {
+    "static": "sandbox.engines.static:review",
+}

@@ -1,0 +1,98 @@
+"""Diff hygiene: what should never be merged, whatever the language — conflict markers,
+a committed private key, a debugger breakpoint left in."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sandbox.contract import Finding, Severity
+from sandbox.engines.static.common import Target, finding, quote_line
+
+CONFLICT = re.compile(r"^(<{7}( |$)|={7}$|>{7}( |$)|\|{7}( |$))")
+PRIVATE_KEY = re.compile(
+    r"-----BEGIN ((RSA|EC|DSA|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY( BLOCK)?-----"
+)
+DEBUGGERS: dict[str, re.Pattern[str]] = {
+    "python": re.compile(r"^\s*(breakpoint\(\)|(import (i|web|pu)?pdb\b.*;\s*)?(i|web|pu)?pdb\.set_trace\(\)|import (i|web|pu)?pdb\s*$|from (i|pu)?pdb import set_trace)"),
+    "javascript": re.compile(r"^\s*debugger\s*;?\s*$"),
+    "ruby": re.compile(r"^\s*(binding\.(pry|irb)|byebug|debugger)\s*$"),
+    "php": re.compile(r"^\s*(xdebug_break\(\)|var_dump\(.*\);\s*die|dd\(.*\);?)\s*$"),
+}  # fmt: skip
+LANGUAGES = {
+    ".py": "python", ".pyi": "python",
+    ".js": "javascript", ".jsx": "javascript", ".ts": "javascript", ".tsx": "javascript",
+    ".mjs": "javascript", ".cjs": "javascript", ".vue": "javascript", ".svelte": "javascript",
+    ".rb": "ruby", ".php": "php",
+}  # fmt: skip
+
+
+def check(root: Path, files: list[Target]) -> tuple[list[Finding], str]:
+    findings: list[Finding] = []
+    for target in files:
+        language = LANGUAGES.get(Path(target.path).suffix.lower())
+        lines = target.lines
+        markers: list[int] = []
+        for number in sorted(target.added):
+            if number > len(lines):
+                continue
+            text = lines[number - 1]
+            if CONFLICT.match(text):
+                markers.append(number)
+            elif PRIVATE_KEY.search(text):
+                findings.append(
+                    finding(
+                        target=target,
+                        start=number,
+                        severity=Severity.CRITICAL,
+                        category="secret",
+                        title="Private key committed",
+                        body=(
+                            "A private key is committed: anyone who can read the repository, its "
+                            "forks or its history can impersonate its owner. Remove it, revoke "
+                            "and replace the key (it stays in git history), and load keys from a "
+                            "secret store."
+                        ),
+                        evidence=f"hygiene: `{text.strip()[:80]}` on line {number}",
+                        rule="hygiene:private-key",
+                        confidence=0.99,
+                    )  # fmt: skip
+                )
+            elif language and DEBUGGERS[language].match(text):
+                findings.append(
+                    finding(
+                        target=target,
+                        start=number,
+                        severity=Severity.HIGH,
+                        category="bug",
+                        title="Debugger breakpoint left in",
+                        body=(
+                            "A debugger breakpoint is left in: when this line runs, the process "
+                            "stops and waits for a debugger — a hung request or job in "
+                            "production. Remove it."
+                        ),
+                        evidence=f"hygiene: `{quote_line(target, number)}` on line {number}",
+                        rule="hygiene:debugger",
+                        suggestion=None,
+                        confidence=0.95,
+                    )  # fmt: skip
+                )
+        if markers:
+            findings.append(
+                finding(
+                    target=target,
+                    start=markers[0],
+                    end=markers[-1],
+                    severity=Severity.CRITICAL,
+                    category="bug",
+                    title="Merge conflict markers committed",
+                    body=(
+                        "Merge conflict markers are committed: the file no longer parses (or, "
+                        "for data, is silently wrong) until the conflict is resolved."
+                    ),
+                    evidence=f"hygiene: conflict markers on lines {', '.join(map(str, markers[:10]))}",
+                    rule="hygiene:conflict-marker",
+                    confidence=0.99,
+                )  # fmt: skip
+            )
+    return findings, "hygiene checks"

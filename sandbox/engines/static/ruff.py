@@ -1,0 +1,166 @@
+"""Python: ruff's pyflakes (F), bugbear (B) and bandit-derived (S) rules, and syntax
+errors. A safe fix ruff offers becomes the finding's suggestion."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from sandbox.contract import Finding, Severity
+from sandbox.engines.static.common import Target, finding, quote_line
+from sandbox.engines.static.tools import tool
+
+SELECT = "F,B,S,E9"
+IGNORE = "S101"  # `assert` is how tests are written
+
+# rule -> (severity, category, what goes wrong). Rules not listed fall back by prefix.
+RULES: dict[str, tuple[Severity, str, str]] = {
+    "invalid-syntax": (Severity.CRITICAL, "bug", "The file does not parse: importing or running it fails with a SyntaxError."),
+    "F821": (Severity.HIGH, "bug", "The name is not defined where it is used: this line raises NameError when it runs."),
+    "F822": (Severity.HIGH, "bug", "`__all__` names something the module does not define: `from module import *` raises AttributeError."),
+    "F823": (Severity.HIGH, "bug", "The local variable is read before it is assigned: this raises UnboundLocalError."),
+    "F811": (Severity.MEDIUM, "bug", "A name is defined again before the first definition is used: the first one is silently lost."),
+    "F632": (Severity.MEDIUM, "bug", "`is` compares identity, not value: with a literal the result depends on interning and can be False for equal values."),
+    "F401": (Severity.LOW, "maintainability", "The import is never used: it costs start-up time and hides what the module really depends on."),
+    "F841": (Severity.LOW, "maintainability", "The value is assigned but never read: either the assignment is dead or the code meant to use it."),
+    "B006": (Severity.MEDIUM, "bug", "A mutable default is created once and shared by every call: changes made in one call leak into the next."),
+    "B008": (Severity.MEDIUM, "bug", "The default is computed once, when the function is defined, not on each call."),
+    "B023": (Severity.MEDIUM, "bug", "The closure reads the loop variable when it is called, after the loop moved on: every closure sees the last value."),
+    "B904": (Severity.LOW, "maintainability", "Re-raising without `from` loses the original exception's context in the traceback."),
+    "S602": (Severity.HIGH, "security", "The command runs through a shell: any untrusted text that reaches it can inject further commands."),
+    "S604": (Severity.HIGH, "security", "The command runs through a shell: any untrusted text that reaches it can inject further commands."),
+    "S605": (Severity.HIGH, "security", "`os.system` and friends run the command through a shell: untrusted text in it can inject commands."),
+    "S307": (Severity.HIGH, "security", "`eval` runs arbitrary code: input that reaches it can execute anything with the program's rights."),
+    "S102": (Severity.HIGH, "security", "`exec` runs arbitrary code: input that reaches it can execute anything with the program's rights."),
+    "S301": (Severity.HIGH, "security", "Unpickling runs code chosen by whoever wrote the data: never load pickles from untrusted sources."),
+    "S506": (Severity.HIGH, "security", "`yaml.load` without a safe loader can construct arbitrary objects from the document."),
+    "S608": (Severity.HIGH, "security", "SQL built from strings: a value that reaches it can change the query (SQL injection)."),
+    "S105": (Severity.HIGH, "secret", "A password or secret is written into the source: everyone with read access has it, and it lives on in history."),
+    "S106": (Severity.HIGH, "secret", "A password or secret is written into the source: everyone with read access has it, and it lives on in history."),
+    "S107": (Severity.HIGH, "secret", "A password default is written into the source: everyone with read access has it."),
+    "S501": (Severity.HIGH, "security", "TLS certificate checks are off: anyone on the network path can read and alter the traffic."),
+    "S113": (Severity.MEDIUM, "reliability", "A request without a timeout can hang the caller forever when the server stops answering."),
+    "S108": (Severity.MEDIUM, "security", "A fixed path in a shared temporary directory can be pre-created or linked by another user."),
+    "S324": (Severity.MEDIUM, "security", "MD5/SHA1 are broken for security uses: collisions can be forged."),
+    "S311": (Severity.LOW, "security", "`random` is predictable: never use it for tokens, passwords or anything an attacker may guess."),
+    "S110": (Severity.LOW, "reliability", "The exception is swallowed without a trace: failures here become silent wrong behaviour."),
+    "S112": (Severity.LOW, "reliability", "The exception is swallowed without a trace: failures here become silent wrong behaviour."),
+}  # fmt: skip
+PREFIX_DEFAULTS = {
+    "F": (Severity.MEDIUM, "bug"),
+    "B": (Severity.MEDIUM, "bug"),
+    "S": (Severity.MEDIUM, "security"),
+    "E": (Severity.CRITICAL, "bug"),
+}
+
+
+def _classify(code: str) -> tuple[Severity, str, str | None]:
+    if code in RULES:
+        return RULES[code]
+    severity, category = PREFIX_DEFAULTS.get(code[:1], (Severity.LOW, "maintainability"))
+    return severity, category, None
+
+
+def _offset(lines: list[str], row: int, column: int) -> int:
+    return sum(len(line) + 1 for line in lines[: row - 1]) + column - 1
+
+
+def _suggestion(target: Target, fix: dict | None) -> tuple[int, int, str] | None:
+    """(first row, last row, replacement text of those whole rows) for a safe fix."""
+    if not fix or fix.get("applicability") != "safe" or not fix.get("edits"):
+        return None
+    lines = target.text.split("\n")
+    edits = sorted(fix["edits"], key=lambda e: (e["location"]["row"], e["location"]["column"]))
+    first = edits[0]["location"]["row"]
+    last = max(e["end_location"]["row"] for e in edits)
+    # An edit ending at column 1 of a row ends the previous row (a whole-line deletion).
+    if (
+        all(e["end_location"]["column"] == 1 for e in edits if e["end_location"]["row"] == last)
+        and last > first
+    ):
+        last -= 1
+    start_offset = _offset(lines, first, 1)
+    end_offset = _offset(lines, last, len(lines[last - 1]) + 1)
+    text = target.text
+    out = text[start_offset:end_offset]
+    shift = -start_offset
+    for edit in edits:
+        begin = _offset(lines, edit["location"]["row"], edit["location"]["column"]) + shift
+        finish = _offset(lines, edit["end_location"]["row"], edit["end_location"]["column"]) + shift
+        out = out[:begin] + edit["content"] + out[finish:]
+        shift += len(edit["content"]) - (finish - begin)
+    if out.endswith("\n"):
+        out = out[:-1]
+    return first, last, out
+
+
+def check(root: Path, files: list[Target]) -> tuple[list[Finding], str]:
+    python = [t for t in files if t.path.endswith((".py", ".pyi")) or _python_shebang(t)]
+    if not python:
+        return [], ""
+    by_path = {t.path: t for t in python}
+    command = [
+        tool("ruff"), "check", "--isolated", "--no-cache", "--exit-zero",
+        "--output-format", "json", "--select", SELECT, "--ignore", IGNORE,
+        "--target-version", "py311", *sorted(by_path),
+    ]  # fmt: skip
+    completed = subprocess.run(
+        command, cwd=root, capture_output=True, text=True, check=False, timeout=300
+    )  # noqa: S603
+    if completed.returncode != 0:
+        raise RuntimeError(
+            f"ruff failed ({completed.returncode}): {completed.stderr.strip()[:500]}"
+        )
+    findings = []
+    syntax_reported: set[str] = set()
+    for item in json.loads(completed.stdout or "[]"):
+        path = str(Path(item["filename"]).resolve().relative_to(root.resolve()))
+        target = by_path.get(path)
+        if target is None:
+            continue
+        start, end = item["location"]["row"], item["end_location"]["row"]
+        code = item.get("code") or "invalid-syntax"
+        if not target.touches(start, end):
+            continue  # a problem the base already had is not the author's
+        if code == "invalid-syntax":
+            if path in syntax_reported:
+                continue  # the first syntax error of a file is the one that matters
+            syntax_reported.add(path)
+        severity, category, explanation = _classify(code)
+        suggestion = None
+        fix = _suggestion(target, item.get("fix"))
+        if fix is not None and fix[0] <= start and end <= fix[1] and target.touches(fix[0], fix[1]):
+            start, end, suggestion = fix
+        rule = f"ruff {code}" + (f" ({item['name']})" if item.get("name") else "")
+        url = item.get("url")
+        body = explanation or item["message"]
+        if explanation:
+            body = f"{item['message']}.\n\n{explanation}"
+        if url:
+            body += f"\n\nRule: [{code}]({url})"
+        findings.append(
+            finding(
+                target=target,
+                start=start,
+                end=end,
+                severity=severity,
+                category=category,
+                title=item["message"],
+                body=body,
+                evidence=f"{rule} at {path}:{item['location']['row']}: `{quote_line(target, item['location']['row'])}`",
+                rule=f"ruff:{code}",
+                suggestion=suggestion,
+            )  # fmt: skip
+        )
+    version = subprocess.run(
+        [tool("ruff"), "--version"], capture_output=True, text=True, check=False
+    ).stdout.strip()  # noqa: S603
+    return findings, version
+
+
+def _python_shebang(target: Target) -> bool:
+    if "." in Path(target.path).name:
+        return False
+    first = target.lines[0] if target.lines else ""
+    return first.startswith("#!") and "python" in first

@@ -1,0 +1,1 @@
+"""Runners execute an engine on a checkout inside a sandbox and return its result."""

@@ -1,0 +1,145 @@
+"""The `local` runner: the engine as a subprocess of the worker.
+
+The child gets a scrubbed environment (no tokens, no keys the engine does not need),
+its own process group (a wall-clock timeout kills the engine and everything it
+started), resource limits (address space, CPU time, file size, no core dumps), and
+Python's isolated mode, so nothing in the checkout (a `sandbox/` package, a
+`sitecustomize.py`) can be imported in place of Tasuku's code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from sandbox.contract import ReviewJob, ReviewResult
+from sandbox.errors import ProviderError, SandboxError
+
+MAX_OUTPUT = 20 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    wall_seconds: int = 1800
+    memory_bytes: int = 4 * 1024**3
+    cpu_seconds: int = 1800
+    file_bytes: int = 512 * 1024**2
+
+
+def _limit(limits: Limits):
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    return apply
+
+
+def scrubbed_environment(home: str, allow: dict[str, str] | None = None) -> dict[str, str]:
+    """Only what an engine needs: a PATH to its tools, a throwaway HOME, a locale, and
+    the keys its engine is allowed (`allow`)."""
+    bin_dir = str(Path(sys.executable).parent)
+    env = {
+        "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "TMPDIR": home,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+    }
+    env.update(allow or {})
+    return env
+
+
+def engine_run(
+    engine: str,
+    job: ReviewJob,
+    checkout: Path,
+    *,
+    limits: Limits = Limits(),
+    allow_env: dict[str, str] | None = None,
+) -> ReviewResult:
+    """Run `engine` on `checkout` and return its validated `ReviewResult`."""
+    with tempfile.TemporaryDirectory(prefix="tasuku-home-") as home:
+        command = [sys.executable, "-I", "-m", "sandbox.run_engine", engine]
+        try:
+            process = subprocess.Popen(  # noqa: S603
+                command,
+                cwd=checkout,
+                env=scrubbed_environment(home, allow_env),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # its own process group, killed as one
+                preexec_fn=_limit(limits),  # noqa: PLW1509
+            )
+        except OSError as exc:
+            raise SandboxError(
+                f"Could not start the {engine} engine: {exc}", permanent=False
+            ) from exc
+        try:
+            stdout, stderr = process.communicate(
+                job.model_dump_json().encode(), timeout=limits.wall_seconds
+            )
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            process.communicate()
+            raise SandboxError(
+                f"The {engine} engine did not finish within {limits.wall_seconds}s and was stopped.",
+                permanent=True,
+            ) from None
+        finally:
+            if process.poll() is None:
+                _kill_group(process)
+    if process.returncode != 0:
+        raise _failure(engine, process.returncode, stderr.decode(errors="replace"))
+    if len(stdout) > MAX_OUTPUT:
+        raise SandboxError(
+            f"The {engine} engine wrote more than {MAX_OUTPUT} bytes.", permanent=True
+        )
+    try:
+        return ReviewResult.model_validate_json(stdout)
+    except ValidationError as exc:
+        raise SandboxError(
+            f"The {engine} engine's output is not a ReviewResult: {exc.errors()[0]['msg']}",
+            permanent=True,
+            stage="validation",
+        ) from exc
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _failure(engine: str, code: int, stderr: str) -> SandboxError | ProviderError:
+    reason = ""
+    for line in reversed(stderr.strip().splitlines()):
+        try:
+            reason = json.loads(line).get("error", "")
+        except (ValueError, AttributeError):
+            continue
+        if reason:
+            break
+    if code < 0:
+        name = signal.Signals(-code).name
+        hint = (
+            " (memory or CPU limit)"
+            if -code in (signal.SIGKILL, signal.SIGXCPU, signal.SIGSEGV)
+            else ""
+        )
+        return SandboxError(f"The {engine} engine was killed by {name}{hint}.", permanent=True)
+    tail = reason or (stderr.strip().splitlines() or ["no output"])[-1]
+    return SandboxError(f"The {engine} engine failed (exit {code}): {tail[:500]}", permanent=True)

@@ -1,0 +1,58 @@
+"""A stateful fake of GitHub's REST API, served over real HTTP on 127.0.0.1.
+
+Tasuku talks to it through its real gateway (PyGithub underneath), pointed here by
+GITHUB_API_URL, so what is tested is the product's actual HTTP behaviour. The fake is
+faithful where Tasuku's correctness depends on it:
+
+- App JWTs are verified (RS256 against the test App's public key, `iss`, `exp` no more
+  than 10 minutes ahead, `iat` not in the future) and refused with 401 otherwise.
+- Installation tokens are minted by `POST /app/installations/{id}/access_tokens`,
+  scoped to the repositories and permissions asked for (never more than the
+  installation has: 422), expire, and are refused with 401 "Bad credentials" when
+  unknown or expired. A repository outside a token's scope answers 404, a missing
+  permission 403 "Resource not accessible by integration", as GitHub does.
+- Lists paginate with `per_page` (max 100) and absolute `Link` headers on this host.
+- Errors carry GitHub's body shape: {"message", "documentation_url", "status"}, and
+  422s an `errors` list.
+- A test can make the next N matching calls answer 5xx, a 403/429 rate limit, or drop
+  the connection, either before or after the call took effect (`inject`).
+"""
+
+from __future__ import annotations
+
+from tests.fakes.github.apps import AppsRoutes
+from tests.fakes.github.checks import ChecksRoutes
+from tests.fakes.github.pulls import PullsRoutes
+from tests.fakes.github.server import FakeGitHubBase, _Handler
+from tests.fakes.github.state import (
+    App,
+    Call,
+    CheckRun,
+    Injection,
+    Installation,
+    Pull,
+    PullFile,
+    Repo,
+    Token,
+    rsa_keypair,
+)
+
+
+class FakeGitHub(FakeGitHubBase, AppsRoutes, PullsRoutes, ChecksRoutes):
+    """The fake GitHub: see the module docstring."""
+
+
+__all__ = [
+    "App",
+    "Call",
+    "CheckRun",
+    "FakeGitHub",
+    "Injection",
+    "Installation",
+    "Pull",
+    "PullFile",
+    "Repo",
+    "Token",
+    "_Handler",
+    "rsa_keypair",
+]

@@ -1,0 +1,492 @@
+"""The fake GitHub's HTTP server: plumbing, authentication, JSON shapes."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import jwt
+
+from tests.fakes.github.state import (
+    DOCS,
+    PERMISSION_LEVELS,
+    App,
+    Call,
+    CheckRun,
+    HTTPError,
+    Injection,
+    Installation,
+    Pull,
+    Repo,
+    Request,
+    Response,
+    Route,
+    Token,
+)
+
+
+class FakeGitHubBase:
+    """Server, state set-up, plumbing, authentication and JSON shapes; the routes live
+    in mixins (apps, pulls, checks, git)."""
+
+    def __init__(self, *, token_ttl: float = 3600, port: int = 0) -> None:
+        self.lock = threading.RLock()
+        self.token_ttl = token_ttl
+        self.apps: dict[int, App] = {}
+        self.installations: dict[int, Installation] = {}
+        self.repos: dict[str, Repo] = {}
+        self.tokens: dict[str, Token] = {}
+        self.check_runs: dict[int, tuple[str, CheckRun]] = {}  # id -> (repo full name, run)
+        self.injections: list[Injection] = []
+        self.calls: list[Call] = []
+        self._ids = iter(range(10_000_000, 100_000_000))
+        self.routes: list[Route] = []
+        self._register_routes()
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
+        self.server.daemon_threads = True
+        self.server.fake = self  # type: ignore[attr-defined]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    # --- lifecycle ---
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeGitHubBase:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.installations.clear()
+            self.repos.clear()
+            self.tokens.clear()
+            self.check_runs.clear()
+            self.injections.clear()
+            self.calls.clear()
+
+    # --- state set-up for tests ---
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def add_app(self, app_id: int, public_key: str, slug: str = "tasuku-test") -> App:
+        with self.lock:
+            app = App(id=app_id, slug=slug, public_key=public_key)
+            self.apps[app_id] = app
+            return app
+
+    def add_installation(
+        self, installation_id: int, account_login: str, **kwargs: Any
+    ) -> Installation:
+        with self.lock:
+            app_id = kwargs.pop("app_id", next(iter(self.apps)))
+            installation = Installation(
+                id=installation_id, app_id=app_id, account_login=account_login, **kwargs
+            )
+            self.installations[installation_id] = installation
+            return installation
+
+    def add_repo(
+        self,
+        full_name: str,
+        *,
+        installation_id: int | None,
+        repo_id: int | None = None,
+        **kwargs: Any,
+    ) -> Repo:
+        with self.lock:
+            repo = Repo(
+                id=repo_id or self.next_id(),
+                full_name=full_name,
+                installation_id=installation_id,
+                **kwargs,
+            )
+            self.repos[full_name] = repo
+            return repo
+
+    def add_pull(self, full_name: str, pull: Pull) -> Pull:
+        with self.lock:
+            repo = self.repos[full_name]
+            pull.id = pull.id or self.next_id()
+            repo.pulls[pull.number] = pull
+            repo.commits.update({pull.head_sha, pull.base_sha})
+            return pull
+
+    def inject(self, count: int = 1, **kwargs: Any) -> Injection:
+        """Make the next `count` matching calls fail; see `Injection`."""
+        with self.lock:
+            injection = Injection(count=count, **kwargs)
+            self.injections.append(injection)
+            return injection
+
+    def rate_limit(
+        self, count: int = 1, *, status: int = 403, retry_after: float | None = None, **kwargs: Any
+    ) -> Injection:
+        """The next `count` calls are rate limited the way GitHub does it: a primary
+        limit is a 403 with `x-ratelimit-remaining: 0` and the reset time; a 429 or a
+        secondary limit carries `Retry-After`."""
+        if retry_after is not None:
+            headers = {"retry-after": str(retry_after)}
+            message = (
+                "You have exceeded a secondary rate limit. Please wait a few minutes "
+                "before you try again."
+            )
+        else:
+            headers = {
+                "x-ratelimit-limit": "5000",
+                "x-ratelimit-remaining": "0",
+                "x-ratelimit-used": "5000",
+                "x-ratelimit-reset": str(int(time.time()) + 1),
+                "x-ratelimit-resource": "core",
+            }
+            message = "API rate limit exceeded for installation ID 1."
+        return self.inject(
+            count,
+            status=status,
+            headers=headers,
+            body={"message": message, "documentation_url": DOCS, "status": str(status)},
+            **kwargs,
+        )
+
+    def expire_tokens(self) -> None:
+        with self.lock:
+            for token in self.tokens.values():
+                token.expires_at = time.time() - 1
+
+    def requests(self, method: str | None = None, path: str | None = None) -> list[Call]:
+        with self.lock:
+            return [
+                c
+                for c in self.calls
+                if (method is None or c.method == method)
+                and (path is None or re.search(path, c.path))
+            ]
+
+    def check_runs_of(self, full_name: str) -> list[CheckRun]:
+        with self.lock:
+            return [run for repo, run in self.check_runs.values() if repo == full_name]
+
+    # --- HTTP plumbing ---
+
+    def handle(self, handler: _Handler) -> None:
+        parts = urlsplit(handler.path)
+        path, query = parts.path.rstrip("/") or "/", parse_qs(parts.query)
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        method = handler.command
+        headers = {k.lower(): v for k, v in handler.headers.items()}
+
+        injection = self._take_injection(method, path)
+        if injection and not injection.after:
+            self._record(method, path, query, body, injection.status, "injected")
+            self._answer_injection(handler, injection)
+            return
+
+        status, payload, extra, auth = self._dispatch(method, path, query, body, headers)
+        if injection:  # after=True: the call took effect, its answer is lost
+            self._record(method, path, query, body, injection.status, f"{auth}, answer lost")
+            self._answer_injection(handler, injection)
+            return
+        self._record(method, path, query, body, status, auth)
+        self._send(handler, status, payload, extra)
+
+    def _take_injection(self, method: str, path: str) -> Injection | None:
+        with self.lock:
+            for injection in self.injections:
+                if injection.count > 0 and injection.matches(method, path):
+                    injection.count -= 1
+                    return injection
+        return None
+
+    def _answer_injection(self, handler: _Handler, injection: Injection) -> None:
+        if injection.disconnect:
+            handler.close_connection = True
+            handler.connection.shutdown(2)
+            return
+        body = injection.body
+        if body is None:
+            body = {
+                "message": "Server Error",
+                "documentation_url": DOCS,
+                "status": str(injection.status),
+            }
+        self._send(handler, injection.status, body, injection.headers)
+
+    def _send(self, handler: _Handler, status: int, payload: Any, headers: dict[str, str]) -> None:
+        data = b"" if payload is None else json.dumps(payload).encode()
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json; charset=utf-8")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.send_header("X-GitHub-Request-Id", secrets.token_hex(8).upper())
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        if data:
+            handler.wfile.write(data)
+
+    def _record(
+        self, method: str, path: str, query: Any, body: Any, status: int, auth: str
+    ) -> None:
+        with self.lock:
+            self.calls.append(Call(method, path, query, body, status, auth))
+
+    def _dispatch(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, list[str]],
+        body: Any,
+        headers: dict[str, str],
+    ) -> tuple[int, Any, dict[str, str], str]:
+        auth_kind = "none"
+        try:
+            for route_method, pattern, auth, fn in self.routes:
+                match = pattern.fullmatch(path)
+                if not match or route_method != method:
+                    continue
+                request = Request(method, path, query, body, headers, match.groupdict())
+                auth_kind = auth
+                if auth == "jwt":
+                    request.app = self._authenticate_app(headers)
+                elif auth == "token":
+                    request.token = self._authenticate_token(headers)
+                with self.lock:
+                    status, payload, extra = fn(request)
+                return status, payload, extra, auth_kind
+            raise HTTPError(404, "Not Found")
+        except HTTPError as exc:
+            return exc.status, exc.body(), exc.headers, auth_kind
+
+    # --- authentication ---
+
+    def _authenticate_app(self, headers: dict[str, str]) -> App:
+        scheme, _, credential = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not credential:
+            raise HTTPError(401, "A JSON web token could not be decoded")
+        try:
+            claims = jwt.decode(credential, options={"verify_signature": False})
+            app = self.apps[int(claims["iss"])]
+        except (jwt.PyJWTError, KeyError, ValueError, TypeError) as exc:
+            raise HTTPError(401, "A JSON web token could not be decoded") from exc
+        now = time.time()
+        try:
+            claims = jwt.decode(
+                credential,
+                app.public_key,
+                algorithms=["RS256"],
+                options={"require": ["exp", "iat", "iss"]},
+            )
+        except jwt.ExpiredSignatureError as exc:
+            raise HTTPError(
+                401,
+                "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires",
+            ) from exc
+        except jwt.ImmatureSignatureError as exc:
+            raise HTTPError(
+                401,
+                "'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued",
+            ) from exc
+        except jwt.PyJWTError as exc:
+            raise HTTPError(401, "A JSON web token could not be decoded") from exc
+        if claims["exp"] > now + 600 + 5:
+            raise HTTPError(401, "'Expiration time' claim ('exp') is too far in the future")
+        if claims["iat"] > now + 60:
+            raise HTTPError(
+                401,
+                "'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued",
+            )
+        return app
+
+    def _authenticate_token(self, headers: dict[str, str]) -> Token:
+        scheme, _, credential = headers.get("authorization", "").partition(" ")
+        token = self.tokens.get(credential) if scheme.lower() in ("token", "bearer") else None
+        if token is None or token.expires_at <= time.time():
+            raise HTTPError(401, "Bad credentials")
+        installation = self.installations.get(token.installation_id)
+        if installation is None or installation.suspended:
+            raise HTTPError(401, "Bad credentials")
+        return token
+
+    def _repo_for_token(self, request: Request, permission: str, level: str) -> Repo:
+        repo = self.repos.get(f"{request.params['owner']}/{request.params['repo']}")
+        token = request.token
+        assert token is not None
+        if (
+            repo is None
+            or repo.installation_id != token.installation_id
+            or (token.repository_ids is not None and repo.id not in token.repository_ids)
+        ):
+            raise HTTPError(404, "Not Found")
+        granted = token.permissions.get(permission)
+        if not granted or PERMISSION_LEVELS[granted] < PERMISSION_LEVELS[level]:
+            raise HTTPError(403, "Resource not accessible by integration")
+        return repo
+
+    # --- routes ---
+
+    def _register_routes(self) -> None:
+        owner_repo = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
+        table: list[tuple[str, str, str, Callable[[Request], Response]]] = [
+            ("GET", r"/app", "jwt", self._get_app),
+            ("GET", r"/app/installations", "jwt", self._list_installations),
+            ("GET", r"/app/installations/(?P<id>\d+)", "jwt", self._get_installation),
+            ("POST", r"/app/installations/(?P<id>\d+)/access_tokens", "jwt", self._create_token),
+            ("GET", owner_repo + r"/installation", "jwt", self._get_repo_installation),
+            ("GET", r"/installation/repositories", "token", self._list_installation_repos),
+            ("GET", owner_repo, "token", self._get_repo),
+            ("GET", owner_repo + r"/pulls/(?P<number>\d+)", "token", self._get_pull),
+            ("GET", owner_repo + r"/pulls/(?P<number>\d+)/files", "token", self._list_pull_files),
+            ("POST", owner_repo + r"/check-runs", "token", self._create_check_run),
+            ("GET", owner_repo + r"/check-runs/(?P<id>\d+)", "token", self._get_check_run),
+            ("PATCH", owner_repo + r"/check-runs/(?P<id>\d+)", "token", self._update_check_run),
+            (
+                "GET",
+                owner_repo + r"/commits/(?P<ref>[^/]+)/check-runs",
+                "token",
+                self._list_check_runs,
+            ),
+        ]
+        self.routes = [(m, re.compile(p), a, fn) for m, p, a, fn in table]
+
+    # --- JSON shapes ---
+
+    def _user_json(self, login: str, kind: str = "User", user_id: int = 1) -> dict[str, Any]:
+        return {
+            "login": login,
+            "id": user_id,
+            "node_id": f"U_{user_id}",
+            "type": kind,
+            "site_admin": False,
+            "url": f"{self.url}/users/{login}",
+            "html_url": f"{self.url}/{login}",
+        }
+
+    def _installation_json(self, installation: Installation) -> dict[str, Any]:
+        return {
+            "id": installation.id,
+            "app_id": installation.app_id,
+            "app_slug": self.apps[installation.app_id].slug,
+            "account": self._user_json(
+                installation.account_login, installation.account_type, installation.account_id
+            ),
+            "repository_selection": installation.repository_selection,
+            "permissions": installation.permissions,
+            "events": ["pull_request", "installation_repositories"],
+            "target_type": installation.account_type,
+            "access_tokens_url": f"{self.url}/app/installations/{installation.id}/access_tokens",
+            "repositories_url": f"{self.url}/installation/repositories",
+            "html_url": f"{self.url}/settings/installations/{installation.id}",
+            "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:00Z",
+            "suspended_at": "2026-01-02T00:00:00Z" if installation.suspended else None,
+        }
+
+    def _repo_json(self, repo: Repo) -> dict[str, Any]:
+        return {
+            "id": repo.id,
+            "node_id": f"R_{repo.id}",
+            "name": repo.name,
+            "full_name": repo.full_name,
+            "private": repo.private,
+            "owner": self._user_json(repo.owner, repo.owner_type, repo.owner_id),
+            "default_branch": repo.default_branch,
+            "url": f"{self.url}/repos/{repo.full_name}",
+            "html_url": f"{self.url}/{repo.full_name}",
+        }
+
+    def _pull_json(self, repo: Repo, pull: Pull) -> dict[str, Any]:
+        base = f"{self.url}/repos/{repo.full_name}/pulls/{pull.number}"
+        return {
+            "id": pull.id,
+            "node_id": f"PR_{pull.id}",
+            "number": pull.number,
+            "state": pull.state,
+            "title": pull.title,
+            "body": pull.body,
+            "draft": pull.draft,
+            "merged": pull.merged,
+            "user": self._user_json(pull.author_login, pull.author_type, pull.author_id),
+            "head": {"sha": pull.head_sha, "ref": pull.head_ref, "repo": self._repo_json(repo)},
+            "base": {"sha": pull.base_sha, "ref": pull.base_ref, "repo": self._repo_json(repo)},
+            "changed_files": len(pull.files),
+            "additions": sum(f.additions for f in pull.files),
+            "deletions": sum(f.deletions for f in pull.files),
+            "url": base,
+            "html_url": f"{self.url}/{repo.full_name}/pull/{pull.number}",
+        }
+
+    def _check_run_json(self, full_name: str, run: CheckRun) -> dict[str, Any]:
+        return {
+            "id": run.id,
+            "node_id": f"CR_{run.id}",
+            "name": run.name,
+            "head_sha": run.head_sha,
+            "status": run.status,
+            "conclusion": run.conclusion,
+            "external_id": run.external_id,
+            "details_url": run.details_url,
+            "started_at": run.started_at,
+            "completed_at": run.completed_at,
+            "output": {
+                "title": run.output.get("title"),
+                "summary": run.output.get("summary"),
+                "text": run.output.get("text"),
+                "annotations_count": len(run.annotations),
+            },
+            "app": {"id": run.app_id, "slug": self.apps[run.app_id].slug},
+            "pull_requests": [],
+            "url": f"{self.url}/repos/{full_name}/check-runs/{run.id}",
+            "html_url": f"{self.url}/{full_name}/runs/{run.id}",
+        }
+
+    def _paginate(self, request: Request, items: list[Any]) -> tuple[list[Any], dict[str, str]]:
+        try:
+            per_page = min(100, max(1, int(request.arg("per_page", "30") or 30)))
+            page = max(1, int(request.arg("page", "1") or 1))
+        except ValueError as exc:
+            raise HTTPError(422, "Invalid request: per_page and page must be integers") from exc
+        last = max(1, -(-len(items) // per_page))
+        chunk = items[(page - 1) * per_page : page * per_page]
+        links = []
+        params = {k: v[0] for k, v in request.query.items()}
+
+        def link(number: int, rel: str) -> str:
+            query = urlencode({**params, "per_page": per_page, "page": number})
+            return f'<{self.url}{request.path}?{query}>; rel="{rel}"'
+
+        if page < last:
+            links += [link(page + 1, "next"), link(last, "last")]
+        if page > 1:
+            links += [link(1, "first"), link(page - 1, "prev")]
+        return chunk, ({"Link": ", ".join(links)} if links else {})
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: ThreadingHTTPServer
+
+    def _serve(self) -> None:
+        self.server.fake.handle(self)  # type: ignore[attr-defined]
+
+    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+        pass

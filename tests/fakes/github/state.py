@@ -1,0 +1,212 @@
+"""The fake GitHub's state and request plumbing types."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+DOCS = "https://docs.github.com/rest"
+PERMISSION_LEVELS = {"read": 1, "write": 2, "admin": 3}
+DEFAULT_PERMISSIONS = {
+    "checks": "write",
+    "contents": "write",
+    "metadata": "read",
+    "pull_requests": "write",
+    "issues": "write",
+    "actions": "write",
+}
+
+
+def rsa_keypair() -> tuple[str, str]:
+    """A new App key: (private PEM, public PEM)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return private, public.decode()
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class HTTPError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        errors: list[Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.errors = errors
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "message": self.message,
+            "documentation_url": DOCS,
+            "status": str(self.status),
+        }
+        if self.errors is not None:
+            body["errors"] = self.errors
+        return body
+
+
+@dataclass
+class App:
+    id: int
+    slug: str
+    public_key: str
+    name: str = "Tasuku (test)"
+
+
+@dataclass
+class Installation:
+    id: int
+    app_id: int
+    account_login: str
+    account_type: str = "Organization"
+    account_id: int = 1000
+    permissions: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_PERMISSIONS))
+    repository_selection: str = "selected"
+    suspended: bool = False
+
+
+@dataclass
+class CheckRun:
+    id: int
+    name: str
+    head_sha: str
+    status: str
+    conclusion: str | None
+    external_id: str | None
+    details_url: str | None
+    output: dict[str, Any]
+    started_at: str
+    completed_at: str | None
+    app_id: int
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    annotations: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class PullFile:
+    filename: str
+    status: str = "modified"
+    additions: int = 1
+    deletions: int = 0
+    patch: str | None = None
+    previous_filename: str | None = None
+
+
+@dataclass
+class Pull:
+    number: int
+    title: str
+    head_sha: str
+    base_sha: str
+    head_ref: str = "feature"
+    base_ref: str = "main"
+    body: str | None = ""
+    author_login: str = "octocat"
+    author_type: str = "User"
+    author_id: int = 583231
+    state: str = "open"
+    draft: bool = False
+    merged: bool = False
+    files: list[PullFile] = field(default_factory=list)
+    id: int = 0
+
+
+@dataclass
+class Repo:
+    id: int
+    full_name: str
+    installation_id: int | None
+    default_branch: str = "main"
+    private: bool = False
+    owner_type: str = "Organization"
+    owner_id: int = 1000
+    pulls: dict[int, Pull] = field(default_factory=dict)
+    commits: set[str] = field(default_factory=set)
+
+    @property
+    def owner(self) -> str:
+        return self.full_name.split("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.full_name.split("/", 1)[1]
+
+
+@dataclass
+class Token:
+    token: str
+    installation_id: int
+    repository_ids: frozenset[int] | None  # None: every repository of the installation
+    permissions: dict[str, str]
+    expires_at: float
+
+
+@dataclass
+class Injection:
+    """What the next `count` matching calls get instead of (or after) normal handling."""
+
+    count: int
+    status: int = 502
+    method: str | None = None
+    path: str | None = None  # a regex searched in the request path
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+    after: bool = False  # handle the call first (its effect happens), then fail
+    disconnect: bool = False  # close the connection without an answer
+
+    def matches(self, method: str, path: str) -> bool:
+        if self.method and self.method != method:
+            return False
+        return not (self.path and not re.search(self.path, path))
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    body: Any
+    status: int
+    auth: str
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    body: Any
+    headers: dict[str, str]
+    params: dict[str, str]
+    app: App | None = None
+    token: Token | None = None
+
+    def arg(self, name: str, default: str | None = None) -> str | None:
+        values = self.query.get(name)
+        return values[0] if values else default
+
+
+Response = tuple[int, Any, dict[str, str]]
+Route = tuple[str, re.Pattern[str], str, Callable[[Request], Response]]
