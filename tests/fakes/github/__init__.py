@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from tests.fakes.github.apps import AppsRoutes
 from tests.fakes.github.checks import ChecksRoutes
+from tests.fakes.github.git import GitRepo, GitRoutes, Symlink
 from tests.fakes.github.pulls import PullsRoutes
 from tests.fakes.github.server import FakeGitHubBase, _Handler
 from tests.fakes.github.state import (
@@ -38,7 +39,7 @@ from tests.fakes.github.state import (
 )
 
 
-class FakeGitHub(FakeGitHubBase, AppsRoutes, PullsRoutes, ChecksRoutes):
+class FakeGitHub(FakeGitHubBase, AppsRoutes, PullsRoutes, ChecksRoutes, GitRoutes):
     """The fake GitHub: see the module docstring."""
 
 
@@ -47,11 +48,13 @@ __all__ = [
     "Call",
     "CheckRun",
     "FakeGitHub",
+    "GitRepo",
     "Injection",
     "Installation",
     "Pull",
     "PullFile",
     "Repo",
+    "Symlink",
     "Token",
     "_Handler",
     "rsa_keypair",

@@ -5,15 +5,19 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import jwt
 
+from tests.fakes.github.git import GitRepo
 from tests.fakes.github.state import (
     DOCS,
     PERMISSION_LEVELS,
@@ -24,6 +28,7 @@ from tests.fakes.github.state import (
     Injection,
     Installation,
     Pull,
+    RawBody,
     Repo,
     Request,
     Response,
@@ -47,6 +52,7 @@ class FakeGitHubBase:
         self.injections: list[Injection] = []
         self.calls: list[Call] = []
         self._ids = iter(range(10_000_000, 100_000_000))
+        self.git_root = Path(tempfile.mkdtemp(prefix="fake-github-git-"))
         self.routes: list[Route] = []
         self._register_routes()
         self.server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
@@ -68,9 +74,13 @@ class FakeGitHubBase:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+        shutil.rmtree(self.git_root, ignore_errors=True)
 
     def reset(self) -> None:
         with self.lock:
+            for repo in self.repos.values():
+                if repo.git_dir is not None:
+                    shutil.rmtree(repo.git_dir, ignore_errors=True)
             self.installations.clear()
             self.repos.clear()
             self.tokens.clear()
@@ -118,6 +128,16 @@ class FakeGitHubBase:
             self.repos[full_name] = repo
             return repo
 
+    def add_git_repo(
+        self, full_name: str, *, installation_id: int | None, **kwargs: Any
+    ) -> tuple[Repo, GitRepo]:
+        """A repository backed by a real bare git repository, served for cloning."""
+        git = GitRepo.init(self.git_root / f"{full_name.replace('/', '__')}.git")
+        repo = self.add_repo(
+            full_name, installation_id=installation_id, git_dir=git.git_dir, **kwargs
+        )
+        return repo, git
+
     def add_pull(self, full_name: str, pull: Pull) -> Pull:
         with self.lock:
             repo = self.repos[full_name]
@@ -125,6 +145,11 @@ class FakeGitHubBase:
             repo.pulls[pull.number] = pull
             repo.commits.update({pull.head_sha, pull.base_sha})
             return pull
+
+    def slow(self, count: int = 1, *, seconds: float, **kwargs: Any) -> Injection:
+        """Answer the next `count` matching calls normally, `seconds` late (with
+        `after=True` the call takes effect first, then the answer waits)."""
+        return self.inject(count, status=None, delay=seconds, **kwargs)
 
     def inject(self, count: int = 1, **kwargs: Any) -> Injection:
         """Make the next `count` matching calls fail; see `Injection`."""
@@ -182,13 +207,30 @@ class FakeGitHubBase:
 
     # --- HTTP plumbing ---
 
+    @staticmethod
+    def _read_body(handler: _Handler) -> bytes:
+        if handler.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(handler.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    handler.rfile.readline()
+                    return b"".join(chunks)
+                chunks.append(handler.rfile.read(size))
+                handler.rfile.readline()
+        length = int(handler.headers.get("Content-Length") or 0)
+        return handler.rfile.read(length) if length else b""
+
     def handle(self, handler: _Handler) -> None:
         parts = urlsplit(handler.path)
         path, query = parts.path.rstrip("/") or "/", parse_qs(parts.query)
-        length = int(handler.headers.get("Content-Length") or 0)
-        raw = handler.rfile.read(length) if length else b""
+        raw = self._read_body(handler)
         try:
-            body = json.loads(raw) if raw else None
+            body = (
+                json.loads(raw)
+                if raw and not path.endswith(("git-upload-pack", "git-receive-pack"))
+                else None
+            )
         except ValueError:
             body = None
         method = handler.command
@@ -196,15 +238,24 @@ class FakeGitHubBase:
 
         injection = self._take_injection(method, path)
         if injection and not injection.after:
-            self._record(method, path, query, body, injection.status, "injected")
-            self._answer_injection(handler, injection)
-            return
+            if injection.delay:
+                time.sleep(injection.delay)
+            if injection.status is not None or injection.disconnect:
+                self._record(method, path, query, body, injection.status or 0, "injected")
+                self._answer_injection(handler, injection)
+                return
 
-        status, payload, extra, auth = self._dispatch(method, path, query, body, headers)
-        if injection:  # after=True: the call took effect, its answer is lost
-            self._record(method, path, query, body, injection.status, f"{auth}, answer lost")
-            self._answer_injection(handler, injection)
-            return
+        status, payload, extra, auth = self._dispatch(method, path, query, body, headers, raw)
+        if injection and injection.after:
+            if injection.delay:
+                time.sleep(injection.delay)
+            if injection.status is not None or injection.disconnect:
+                # The call took effect; its answer is lost.
+                self._record(
+                    method, path, query, body, injection.status or 0, f"{auth}, answer lost"
+                )
+                self._answer_injection(handler, injection)
+                return
         self._record(method, path, query, body, status, auth)
         self._send(handler, status, payload, extra)
 
@@ -231,9 +282,13 @@ class FakeGitHubBase:
         self._send(handler, injection.status, body, injection.headers)
 
     def _send(self, handler: _Handler, status: int, payload: Any, headers: dict[str, str]) -> None:
-        data = b"" if payload is None else json.dumps(payload).encode()
+        if isinstance(payload, RawBody):
+            data, content_type = payload.data, payload.content_type
+        else:
+            data = b"" if payload is None else json.dumps(payload).encode()
+            content_type = "application/json; charset=utf-8"
         handler.send_response(status)
-        handler.send_header("Content-Type", "application/json; charset=utf-8")
+        handler.send_header("Content-Type", content_type)
         handler.send_header("Content-Length", str(len(data)))
         handler.send_header("X-GitHub-Request-Id", secrets.token_hex(8).upper())
         for name, value in headers.items():
@@ -255,6 +310,7 @@ class FakeGitHubBase:
         query: dict[str, list[str]],
         body: Any,
         headers: dict[str, str],
+        raw: bytes = b"",
     ) -> tuple[int, Any, dict[str, str], str]:
         auth_kind = "none"
         try:
@@ -262,7 +318,7 @@ class FakeGitHubBase:
                 match = pattern.fullmatch(path)
                 if not match or route_method != method:
                     continue
-                request = Request(method, path, query, body, headers, match.groupdict())
+                request = Request(method, path, query, body, headers, match.groupdict(), raw=raw)
                 auth_kind = auth
                 if auth == "jwt":
                     request.app = self._authenticate_app(headers)
@@ -354,6 +410,38 @@ class FakeGitHubBase:
             ("GET", owner_repo, "token", self._get_repo),
             ("GET", owner_repo + r"/pulls/(?P<number>\d+)", "token", self._get_pull),
             ("GET", owner_repo + r"/pulls/(?P<number>\d+)/files", "token", self._list_pull_files),
+            ("GET", owner_repo + r"/pulls/(?P<number>\d+)/reviews", "token", self._list_reviews),
+            ("POST", owner_repo + r"/pulls/(?P<number>\d+)/reviews", "token", self._create_review),
+            (
+                "GET",
+                owner_repo + r"/pulls/(?P<number>\d+)/reviews/(?P<id>\d+)",
+                "token",
+                self._get_review,
+            ),
+            (
+                "GET",
+                owner_repo + r"/pulls/(?P<number>\d+)/reviews/(?P<id>\d+)/comments",
+                "token",
+                self._list_review_comments_of,
+            ),
+            (
+                "GET",
+                owner_repo + r"/pulls/(?P<number>\d+)/comments",
+                "token",
+                self._list_review_comments,
+            ),
+            (
+                "GET",
+                r"/(?P<owner>[^/]+)/(?P<repo>[^/]+)\.git/(?P<service_path>info/refs|git-upload-pack|git-receive-pack)",
+                "none",
+                self._git_http,
+            ),
+            (
+                "POST",
+                r"/(?P<owner>[^/]+)/(?P<repo>[^/]+)\.git/(?P<service_path>git-upload-pack|git-receive-pack)",
+                "none",
+                self._git_http,
+            ),
             ("POST", owner_repo + r"/check-runs", "token", self._create_check_run),
             ("GET", owner_repo + r"/check-runs/(?P<id>\d+)", "token", self._get_check_run),
             ("PATCH", owner_repo + r"/check-runs/(?P<id>\d+)", "token", self._update_check_run),
@@ -410,10 +498,12 @@ class FakeGitHubBase:
             "default_branch": repo.default_branch,
             "url": f"{self.url}/repos/{repo.full_name}",
             "html_url": f"{self.url}/{repo.full_name}",
+            "clone_url": f"{self.url}/{repo.full_name}.git",
         }
 
     def _pull_json(self, repo: Repo, pull: Pull) -> dict[str, Any]:
         base = f"{self.url}/repos/{repo.full_name}/pulls/{pull.number}"
+        files = self._files_of(repo, pull)  # type: ignore[attr-defined]
         return {
             "id": pull.id,
             "node_id": f"PR_{pull.id}",
@@ -426,9 +516,9 @@ class FakeGitHubBase:
             "user": self._user_json(pull.author_login, pull.author_type, pull.author_id),
             "head": {"sha": pull.head_sha, "ref": pull.head_ref, "repo": self._repo_json(repo)},
             "base": {"sha": pull.base_sha, "ref": pull.base_ref, "repo": self._repo_json(repo)},
-            "changed_files": len(pull.files),
-            "additions": sum(f.additions for f in pull.files),
-            "deletions": sum(f.deletions for f in pull.files),
+            "changed_files": len(files),
+            "additions": sum(f.additions for f in files),
+            "deletions": sum(f.deletions for f in files),
             "url": base,
             "html_url": f"{self.url}/{repo.full_name}/pull/{pull.number}",
         }

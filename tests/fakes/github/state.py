@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 DOCS = "https://docs.github.com/rest"
@@ -144,6 +145,9 @@ class Repo:
     owner_id: int = 1000
     pulls: dict[int, Pull] = field(default_factory=dict)
     commits: set[str] = field(default_factory=set)
+    git_dir: Path | None = None  # a bare repository served over smart HTTP
+    reviews: dict[int, dict[str, Any]] = field(default_factory=dict)
+    review_comments: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def owner(self) -> str:
@@ -168,13 +172,14 @@ class Injection:
     """What the next `count` matching calls get instead of (or after) normal handling."""
 
     count: int
-    status: int = 502
+    status: int | None = 502  # None: answer normally (with `delay`, a slow GitHub)
     method: str | None = None
     path: str | None = None  # a regex searched in the request path
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None
     after: bool = False  # handle the call first (its effect happens), then fail
     disconnect: bool = False  # close the connection without an answer
+    delay: float = 0.0  # seconds to wait (before handling, or after it with `after`)
 
     def matches(self, method: str, path: str) -> bool:
         if self.method and self.method != method:
@@ -202,10 +207,19 @@ class Request:
     params: dict[str, str]
     app: App | None = None
     token: Token | None = None
+    raw: bytes = b""
 
     def arg(self, name: str, default: str | None = None) -> str | None:
         values = self.query.get(name)
         return values[0] if values else default
+
+
+@dataclass(frozen=True)
+class RawBody:
+    """A non-JSON answer (git's smart HTTP, a diff)."""
+
+    data: bytes
+    content_type: str
 
 
 Response = tuple[int, Any, dict[str, str]]

@@ -1,0 +1,222 @@
+"""Real git repositories behind the fake GitHub.
+
+`GitRepo` builds commits in a bare repository (tests write real files, symlinks and
+history); `GitRoutes` serves those repositories over git's smart HTTP protocol through
+`git http-backend`, with GitHub's rule that an installation token is the password and
+needs Contents: read on that repository. Pull request files and diffs of a git-backed
+repository are computed from the commits, as GitHub does.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.fakes.github.state import (
+    PERMISSION_LEVELS,
+    HTTPError,
+    PullFile,
+    RawBody,
+    Repo,
+    Request,
+    Response,
+)
+
+AUTHOR = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.com",
+    "GIT_COMMITTER_NAME": "Test Author",
+    "GIT_COMMITTER_EMAIL": "author@example.com",
+}
+
+
+@dataclass(frozen=True)
+class Symlink:
+    target: str
+
+
+class GitRepo:
+    """Commits built with git's plumbing in a bare repository (no work tree needed)."""
+
+    def __init__(self, git_dir: Path) -> None:
+        self.git_dir = git_dir
+        self._clock = 1_700_000_000
+
+    @classmethod
+    def init(cls, git_dir: Path) -> GitRepo:
+        git_dir.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "init", "--quiet", "--bare", str(git_dir)], check=True)  # noqa: S607
+        repo = cls(git_dir)
+        # What GitHub allows: fetching any reachable commit by its SHA, partial clones.
+        repo.git("config", "uploadpack.allowAnySHA1InWant", "true")
+        repo.git("config", "uploadpack.allowFilter", "true")
+        repo.git("config", "http.uploadpack", "true")
+        return repo
+
+    def git(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None) -> str:
+        completed = subprocess.run(  # noqa: S603
+            ["git", "--git-dir", str(self.git_dir), *args],  # noqa: S607
+            input=input,
+            capture_output=True,
+            check=False,
+            env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", **(env or {})},
+        )
+        if completed.returncode != 0:
+            raise RuntimeError(f"git {' '.join(args)} failed: {completed.stderr.decode()}")
+        return completed.stdout.decode()
+
+    def commit(
+        self,
+        files: dict[str, str | bytes | Symlink | None],
+        *,
+        parent: str | None = None,
+        message: str = "change",
+        branch: str | None = None,
+    ) -> str:
+        """A commit on top of `parent` changing `files` (None deletes a file); returns its SHA."""
+        index = self.git_dir / f"index-{os.getpid()}"
+        env = {"GIT_INDEX_FILE": str(index)}
+        try:
+            if parent:
+                self.git("read-tree", parent, env=env)
+            else:
+                self.git("read-tree", "--empty", env=env)
+            for path, content in files.items():
+                if content is None:
+                    self.git("update-index", "--force-remove", path, env=env)
+                    continue
+                if isinstance(content, Symlink):
+                    mode, data = "120000", content.target.encode()
+                else:
+                    mode = (
+                        "100755"
+                        if isinstance(content, str) and content.startswith("#!")
+                        else "100644"
+                    )
+                    data = content.encode() if isinstance(content, str) else content
+                blob = self.git("hash-object", "-w", "--stdin", input=data).strip()
+                self.git("update-index", "--add", "--cacheinfo", f"{mode},{blob},{path}", env=env)
+            tree = self.git("write-tree", env=env).strip()
+        finally:
+            index.unlink(missing_ok=True)
+        self._clock += 60
+        stamp = {
+            "GIT_AUTHOR_DATE": f"{self._clock} +0000",
+            "GIT_COMMITTER_DATE": f"{self._clock} +0000",
+        }
+        args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
+        sha = self.git(*args, env={**AUTHOR, **stamp}).strip()
+        if branch:
+            self.git("update-ref", f"refs/heads/{branch}", sha)
+        return sha
+
+    def diff_files(self, base: str, head: str) -> list[PullFile]:
+        """The pull request's files as GitHub lists them: from the merge base to the head."""
+        from unidiff import PatchSet
+
+        merge_base = self.git("merge-base", base, head).strip() or base
+        text = self.git(
+            "-c", "core.quotePath=false", "diff", "--no-color", "--find-renames", merge_base, head
+        )
+        files = []
+        for patched in PatchSet(text):
+            status = (
+                "added" if patched.is_added_file
+                else "removed" if patched.is_removed_file
+                else "renamed" if patched.is_rename
+                else "modified"
+            )  # fmt: skip
+            path = patched.path
+            patch = "".join(str(hunk) for hunk in patched) if not patched.is_binary_file else None
+            files.append(
+                PullFile(
+                    filename=path,
+                    status=status,
+                    additions=patched.added,
+                    deletions=patched.removed,
+                    patch=patch or None,
+                    previous_filename=patched.source_file[2:] if status == "renamed" else None,
+                )
+            )
+        return files
+
+    def diff_text(self, base: str, head: str) -> str:
+        merge_base = self.git("merge-base", base, head).strip() or base
+        return self.git("diff", "--no-color", merge_base, head)
+
+
+class GitRoutes:
+    def _git_repo(self, request: Request) -> Repo:
+        full_name = f"{request.params['owner']}/{request.params['repo']}"
+        repo = self.repos.get(full_name)  # type: ignore[attr-defined]
+        if repo is None or repo.git_dir is None:
+            raise HTTPError(404, "Repository not found.")
+        scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+        token = None
+        if scheme.lower() == "basic":
+            try:
+                _, _, password = base64.b64decode(credential).decode().partition(":")
+            except (ValueError, UnicodeDecodeError):
+                password = ""
+            token = self.tokens.get(password)  # type: ignore[attr-defined]
+        if token is None or token.expires_at <= time.time():
+            raise HTTPError(
+                401,
+                "Invalid username or token.",
+                headers={"WWW-Authenticate": 'Basic realm="GitHub"'},
+            )
+        granted = token.permissions.get("contents")
+        if (
+            repo.installation_id != token.installation_id
+            or (token.repository_ids is not None and repo.id not in token.repository_ids)
+            or not granted
+            or PERMISSION_LEVELS[granted] < PERMISSION_LEVELS["read"]
+        ):
+            raise HTTPError(404, "Repository not found.")
+        return repo
+
+    def _git_http(self, request: Request) -> Response:
+        repo = self._git_repo(request)
+        if (
+            request.params["service_path"].endswith("git-receive-pack")
+            or request.arg("service") == "git-receive-pack"
+        ):
+            raise HTTPError(403, "Write access to repository not granted.")
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "GIT_PROJECT_ROOT": str(repo.git_dir.parent),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": f"/{repo.git_dir.name}/{request.params['service_path']}",
+            "REQUEST_METHOD": request.method,
+            "QUERY_STRING": "&".join(f"{k}={v[0]}" for k, v in request.query.items()),
+            "CONTENT_TYPE": request.headers.get("content-type", ""),
+            "CONTENT_LENGTH": str(len(request.raw)),
+            "REMOTE_USER": "x-access-token",
+            "REMOTE_ADDR": "127.0.0.1",
+            "GIT_PROTOCOL": request.headers.get("git-protocol", ""),
+            "HTTP_CONTENT_ENCODING": request.headers.get("content-encoding", ""),
+        }
+        completed = subprocess.run(  # noqa: S603
+            ["git", "http-backend"],  # noqa: S607
+            input=request.raw,
+            capture_output=True,
+            env=env,
+            check=False,
+        )
+        head, _, body = completed.stdout.partition(b"\r\n\r\n")
+        if not _:
+            head, _, body = completed.stdout.partition(b"\n\n")
+        status, headers, content_type = 200, {}, "application/octet-stream"
+        for line in head.decode(errors="replace").splitlines():
+            name, _, value = line.partition(":")
+            if name.lower() == "status":
+                status = int(value.strip().split()[0])
+            elif name.lower() == "content-type":
+                content_type = value.strip()
+            elif name:
+                headers[name.strip()] = value.strip()
+        return status, RawBody(body, content_type), headers
