@@ -9,7 +9,10 @@ from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from reviews.models import PullRequest, ReviewRun, RunStatus
+from reviews.models import PullRequest, Review, ReviewRun, RunStatus
+from sandbox.contract import Severity
+
+SEVERITY_RANK = {s.value: s.rank for s in Severity}
 from webhooks.models import DeliveryStatus, WebhookDelivery
 
 
@@ -48,8 +51,22 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         ReviewRun.objects.select_related("reviewer", "pull_request__repository", "delivery"),
         pk=pk,
     )
+    review = Review.objects.filter(run=run).first()
+    findings = list(review.findings.all()) if review else []
+    findings.sort(key=lambda f: (f.state != "open", -SEVERITY_RANK.get(f.severity, 0), f.path, f.start_line))
+    duration = None
+    if run.started_at and run.finished_at:
+        duration = (run.finished_at - run.started_at).total_seconds()
     return render(
         request,
         "reviews/run.html",
-        {"run": run, "config_json": json.dumps(run.config, indent=2, sort_keys=True)},
+        {
+            "run": run,
+            "review": review,
+            "findings": findings,
+            "open_count": sum(1 for f in findings if f.state == "open"),
+            "attempts": run.attempt_rows.all(),
+            "duration": duration,
+            "config_json": json.dumps(run.config, indent=2, sort_keys=True),
+        },
     )

@@ -167,7 +167,8 @@ def sanitise(root: Path) -> list[str]:
             elif name.lower() in AGENT_DIRS:
                 dirnames.remove(name)
                 _remove_tree(path)
-                removed.append(f"{path.relative_to(root)}/")
+                if name != ".git" or here != root:  # the root's .git always goes
+                    removed.append(f"{path.relative_to(root)}/")
         for name in filenames:
             path = here / name
             relative = str(path.relative_to(root))

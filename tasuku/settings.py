@@ -239,8 +239,10 @@ Q_CLUSTER = {
 # A worker holds a run under a lease it renews every 20 s; a run whose lease has expired
 # is handed to another worker by the reaper (every 30 s), so a killed worker's run is
 # taken over within about a minute.
-TASUKU_RUN_LEASE_SECONDS = 45
-TASUKU_RUN_HEARTBEAT_SECONDS = 20
+TASUKU_RUN_LEASE_SECONDS = _positive_int(env.str("TASUKU_RUN_LEASE_SECONDS", default="45"), 45)
+TASUKU_RUN_HEARTBEAT_SECONDS = _positive_int(
+    env.str("TASUKU_RUN_HEARTBEAT_SECONDS", default="20"), 20
+)
 # A run that has not finished this long after it first started is failed.
 TASUKU_RUN_DEADLINE_SECONDS = 45 * 60
 # Where workspaces are created (a fresh folder per run, removed afterwards).

@@ -134,9 +134,8 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str]:
             start, end, suggestion = fix
         rule = f"ruff {code}" + (f" ({item['name']})" if item.get("name") else "")
         url = item.get("url")
-        body = explanation or item["message"]
-        if explanation:
-            body = f"{item['message']}.\n\n{explanation}"
+        # The title carries the tool's message; the body says what goes wrong.
+        body = explanation or f"{item['message']}."
         if url:
             body += f"\n\nRule: [{code}]({url})"
         findings.append(

@@ -50,7 +50,7 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str]:
                         if guess
                         else f"Secret committed: {secret.type}",
                         body=(
-                            f"This line contains what looks like a {secret.type.lower()}. Anyone with "
+                            f"This line contains what looks like a secret ({secret.type}). Anyone with "
                             "read access to the repository, its forks or its history can use it. "
                             "Remove it, rotate the credential (it stays in git history), and load "
                             "it from the environment or a secret store instead."

@@ -80,7 +80,7 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str]:
         code = item["code"]
         severity = LEVELS.get(item["level"], Severity.LOW)
         explanation = EXPLAIN.get(code)
-        body = item["message"] + (f"\n\n{explanation}" if explanation else "")
+        body = explanation or item["message"]
         body += f"\n\nRule: [SC{code}](https://www.shellcheck.net/wiki/SC{code})"
         line = item["line"]
         suggestion = _suggestion(target, line, item.get("fix")) if item["endLine"] == line else None

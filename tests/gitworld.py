@@ -1,0 +1,80 @@
+"""A pull request in a real git repository on the fake GitHub, for pipeline tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tests.fakes.github import FakeGitHub, GitRepo, Pull, Repo, Symlink
+
+INSTALLATION = 41
+REPO = "acme/shop"
+REPO_ID = 9001
+
+BASE_FILES: dict[str, str | Symlink | None] = {
+    "README.md": "# Shop\n\nSells widgets.\n",
+    # A problem the base already has, in a file the pull request does not touch.
+    "app/legacy.py": "import subprocess\n\n\ndef run(cmd):\n    return subprocess.call(cmd, shell=True)\n",
+    "app/__init__.py": "",
+}
+
+PAYMENTS = """import subprocess
+
+AWS_ACCESS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"
+
+
+def refund(order_id):
+    cmd = f"refund --order {order_id}"
+    return subprocess.call(cmd, shell=True)
+"""
+
+DEPLOY = "#!/bin/bash\nset -e\ncp build/app.tar.gz $TARGET_DIR\n"
+
+HEAD_FILES: dict[str, str | Symlink | None] = {
+    "app/payments.py": PAYMENTS,
+    "deploy.sh": DEPLOY,
+    "README.md": "# Shop\n\nSells widgets and gadgets.\n",
+}
+
+# 1-based lines of the problems the pull request adds
+AWS_KEY_LINE = 3
+SHELL_TRUE_LINE = 8
+UNQUOTED_LINE = 3
+
+
+@dataclass
+class World:
+    fake: FakeGitHub
+    repo: Repo
+    git: GitRepo
+    pull: Pull
+    base: str
+    head: str
+
+    def push(self, files: dict[str, str | Symlink | None], message: str = "more") -> str:
+        """A new commit on the pull request's branch; the PR's head moves to it."""
+        sha = self.git.commit(files, parent=self.pull.head_sha, message=message, branch="feature")
+        self.pull.head_sha = sha
+        self.repo.commits.add(sha)
+        return sha
+
+
+def world_build(
+    fake: FakeGitHub,
+    *,
+    head_files: dict[str, str | Symlink | None] | None = None,
+    number: int = 7,
+) -> World:
+    if INSTALLATION not in fake.installations:
+        fake.add_installation(INSTALLATION, "acme")
+    repo, git = fake.add_git_repo(REPO, installation_id=INSTALLATION, repo_id=REPO_ID)
+    base = git.commit(BASE_FILES, message="base", branch="main")
+    head = git.commit(
+        HEAD_FILES if head_files is None else head_files,
+        parent=base,
+        message="feature",
+        branch="feature",
+    )
+    pull = fake.add_pull(
+        REPO, Pull(number=number, title="Add refunds", head_sha=head, base_sha=base)
+    )
+    return World(fake, repo, git, pull, base, head)
