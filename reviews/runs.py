@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, F, Max, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -286,7 +286,6 @@ def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
        doorbell, or a run that waited for another run of its PR).
     """
     now = now or timezone.now()
-    close_old_connections()
     lost = requeued = failed_lost = 0
     for run in ReviewRun.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now):
         with transaction.atomic():

@@ -263,6 +263,9 @@ class FakeGitHubBase:
         with self.lock:
             for injection in self.injections:
                 if injection.count > 0 and injection.matches(method, path):
+                    if injection.skip > 0:
+                        injection.skip -= 1
+                        return None
                     injection.count -= 1
                     return injection
         return None

@@ -180,6 +180,7 @@ class Injection:
     after: bool = False  # handle the call first (its effect happens), then fail
     disconnect: bool = False  # close the connection without an answer
     delay: float = 0.0  # seconds to wait (before handling, or after it with `after`)
+    skip: int = 0  # matching calls to let through untouched first
 
     def matches(self, method: str, path: str) -> bool:
         if self.method and self.method != method:

@@ -1,0 +1,118 @@
+"""With real worker processes (`manage.py qcluster`) beside the test: the product as it
+runs, through the real HTTP endpoint of a live server."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import requests
+
+from reviews.models import ReviewRun, RunAttempt, RunStatus
+from reviews.runs import runs_reap
+from tests.gitworld import AWS_KEY_LINE, REPO, SHELL_TRUE_LINE, UNQUOTED_LINE, world_build
+from tests.helpers import pull_request_payload
+from tests.workers import Worker, wait_for
+from webhooks.signature import signature_for
+
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+
+
+@pytest.fixture
+def worker(tmp_path, fake_github):
+    started = Worker(tmp_path / "worker.log")
+    yield started
+    started.stop()
+
+
+def _post(live_server, test_app, body: dict) -> requests.Response:
+    import json
+    import uuid
+
+    raw = json.dumps(body).encode()
+    return requests.post(
+        f"{live_server.url}/webhooks/github",
+        data=raw,
+        headers={
+            "Content-Type": "application/json",
+            "X-GitHub-Event": "pull_request",
+            "X-GitHub-Delivery": str(uuid.uuid4()),
+            "X-GitHub-Hook-ID": "1",
+            "X-Hub-Signature-256": signature_for(test_app.webhook_secret, raw),
+        },
+        timeout=10,
+    )
+
+
+def _final_run():
+    run = ReviewRun.objects.order_by("-id").first()
+    return (
+        run if run is not None and run.status in (RunStatus.COMPLETED, RunStatus.FAILED) else None
+    )
+
+
+def test_a_webhook_to_the_live_server_becomes_a_review_by_a_real_worker(
+    fake_github, test_app, live_server, worker, admin_client
+):
+    world = world_build(fake_github)
+    response = _post(
+        live_server, test_app, pull_request_payload(world.fake, world.repo, world.pull)
+    )
+    assert response.status_code == 202
+
+    run = wait_for(_final_run, timeout=60, what="the run to finish", worker=worker)
+
+    assert run.status == RunStatus.COMPLETED, (run.stage, run.reason, worker.log()[-3000:])
+    [review] = world.fake.reviews_of(REPO, 7)
+    assert review["commit_id"] == world.head
+    where = {(c["path"], c["line"]) for c in world.fake.review_comments_of(REPO, 7)}
+    assert where == {
+        ("app/payments.py", AWS_KEY_LINE),
+        ("app/payments.py", SHELL_TRUE_LINE),
+        ("deploy.sh", UNQUOTED_LINE),
+    }
+    assert world.fake.check_runs_of(REPO)[0].conclusion == "failure"
+    page = admin_client.get(f"/runs/{run.pk}/")
+    assert b"Secret committed: AWS Access Key" in page.content
+
+
+def test_a_run_held_by_a_killed_worker_is_taken_over_and_published_once(
+    fake_github, test_app, live_server, worker
+):
+    world = world_build(fake_github)
+    # GitHub creates the review, then takes 60 s to answer: the worker is killed while
+    # it waits, holding the run.
+    world.fake.slow(1, seconds=60, method="POST", path=r"/pulls/7/reviews$", after=True)
+    assert (
+        _post(
+            live_server, test_app, pull_request_payload(world.fake, world.repo, world.pull)
+        ).status_code
+        == 202
+    )
+
+    wait_for(
+        lambda: world.fake.reviews_of(REPO, 7),
+        timeout=60,
+        what="the review to be posted",
+        worker=worker,
+    )
+    attempt = RunAttempt.objects.get()
+    holder = int(attempt.worker.rsplit(":", 1)[1])
+    os.kill(holder, signal.SIGKILL)
+
+    # The lease (3 s here) runs out; the reaper, as its schedule would, hands the run on.
+    def reaped():
+        return runs_reap()["requeued"]
+
+    wait_for(reaped, timeout=30, what="the reaper to requeue the run", worker=worker)
+    run = wait_for(_final_run, timeout=60, what="another worker to finish the run", worker=worker)
+
+    assert run.status == RunStatus.COMPLETED, (run.reason, worker.log()[-3000:])
+    assert len(world.fake.reviews_of(REPO, 7)) == 1
+    comments = world.fake.review_comments_of(REPO, 7)
+    assert len(comments) == 3
+    assert len({c["body"] for c in comments}) == 3
+    attempts = list(run.attempt_rows.order_by("number").values_list("number", "outcome", "worker"))
+    assert [(n, outcome) for n, outcome, _ in attempts] == [(1, "lost"), (2, "succeeded")]
+    assert attempts[0][2] != attempts[1][2]

@@ -1,0 +1,14 @@
+"""Settings of a real `manage.py qcluster` worker that a test starts beside itself: the
+test settings, pointed at the test's database and the test's fake GitHub."""
+
+import os
+
+from tests.settings import *  # noqa: F403
+
+GITHUB_API_URL = os.environ["GITHUB_API_URL"]
+GITHUB_APP_ID = os.environ["GITHUB_APP_ID"]
+GITHUB_APP_SLUG = os.environ["GITHUB_APP_SLUG"]
+GITHUB_PRIVATE_KEY = os.environ["GITHUB_PRIVATE_KEY"]
+GITHUB_WEBHOOK_SECRET = os.environ["GITHUB_WEBHOOK_SECRET"]
+DATABASES["default"]["NAME"] = os.environ["TASUKU_TEST_DB_NAME"]  # noqa: F405
+DATABASES["default"]["TEST"] = {"NAME": os.environ["TASUKU_TEST_DB_NAME"]}  # noqa: F405
