@@ -11,9 +11,9 @@ from django.shortcuts import get_object_or_404, render
 
 from reviews.models import PullRequest, Review, ReviewRun, RunStatus
 from sandbox.contract import Severity
+from webhooks.models import DeliveryStatus, WebhookDelivery
 
 SEVERITY_RANK = {s.value: s.rank for s in Severity}
-from webhooks.models import DeliveryStatus, WebhookDelivery
 
 
 @staff_member_required
@@ -53,7 +53,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     review = Review.objects.filter(run=run).first()
     findings = list(review.findings.all()) if review else []
-    findings.sort(key=lambda f: (f.state != "open", -SEVERITY_RANK.get(f.severity, 0), f.path, f.start_line))
+    findings.sort(
+        key=lambda f: (f.state != "open", -SEVERITY_RANK.get(f.severity, 0), f.path, f.start_line)
+    )
     duration = None
     if run.started_at and run.finished_at:
         duration = (run.finished_at - run.started_at).total_seconds()

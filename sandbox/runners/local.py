@@ -63,6 +63,51 @@ def scrubbed_environment(home: str, allow: dict[str, str] | None = None) -> dict
     return env
 
 
+@dataclass(frozen=True)
+class Completed:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+
+def sandboxed_run(
+    command: list[str],
+    *,
+    cwd: Path,
+    stdin: bytes,
+    limits: Limits,
+    env: dict[str, str],
+    what: str,
+) -> Completed:
+    """Run `command` in its own process group under `limits`; on the wall-clock limit
+    the whole group (the command and everything it started) is killed."""
+    try:
+        process = subprocess.Popen(  # noqa: S603
+            command,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group, killed as one
+            preexec_fn=_limit(limits),  # noqa: PLW1509
+        )
+    except OSError as exc:
+        raise SandboxError(f"Could not start {what}: {exc}", permanent=False) from exc
+    try:
+        stdout, stderr = process.communicate(stdin, timeout=limits.wall_seconds)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        process.communicate()
+        raise SandboxError(
+            f"{what[:1].upper()}{what[1:]} did not finish within {limits.wall_seconds}s and was stopped.",
+            permanent=True,
+        ) from None
+    finally:
+        _kill_group(process)  # anything it left running in its group goes too
+    return Completed(process.returncode, stdout, stderr)
+
+
 def engine_run(
     engine: str,
     job: ReviewJob,
@@ -73,38 +118,21 @@ def engine_run(
 ) -> ReviewResult:
     """Run `engine` on `checkout` and return its validated `ReviewResult`."""
     with tempfile.TemporaryDirectory(prefix="tasuku-home-") as home:
-        command = [sys.executable, "-I", "-m", "sandbox.run_engine", engine]
-        try:
-            process = subprocess.Popen(  # noqa: S603
-                command,
-                cwd=checkout,
-                env=scrubbed_environment(home, allow_env),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,  # its own process group, killed as one
-                preexec_fn=_limit(limits),  # noqa: PLW1509
-            )
-        except OSError as exc:
-            raise SandboxError(
-                f"Could not start the {engine} engine: {exc}", permanent=False
-            ) from exc
-        try:
-            stdout, stderr = process.communicate(
-                job.model_dump_json().encode(), timeout=limits.wall_seconds
-            )
-        except subprocess.TimeoutExpired:
-            _kill_group(process)
-            process.communicate()
-            raise SandboxError(
-                f"The {engine} engine did not finish within {limits.wall_seconds}s and was stopped.",
-                permanent=True,
-            ) from None
-        finally:
-            if process.poll() is None:
-                _kill_group(process)
-    if process.returncode != 0:
-        raise _failure(engine, process.returncode, stderr.decode(errors="replace"))
+        completed = sandboxed_run(
+            [sys.executable, "-I", "-m", "sandbox.run_engine", engine],
+            cwd=checkout,
+            stdin=job.model_dump_json().encode(),
+            limits=limits,
+            env=scrubbed_environment(home, allow_env),
+            what=f"the {engine} engine",
+        )
+    if completed.returncode != 0:
+        raise _failure(engine, completed.returncode, completed.stderr.decode(errors="replace"))
+    return result_parse(engine, completed.stdout)
+
+
+def result_parse(engine: str, stdout: bytes) -> ReviewResult:
+    """An engine's output as a ReviewResult; anything else fails at validation."""
     if len(stdout) > MAX_OUTPUT:
         raise SandboxError(
             f"The {engine} engine wrote more than {MAX_OUTPUT} bytes.", permanent=True

@@ -8,12 +8,21 @@ from django_q.models import Schedule
 pytestmark = pytest.mark.django_db
 
 
-def test_setup_schedules_registers_the_sweeper_and_is_idempotent(capsys):
+def test_setup_schedules_registers_the_sweeper_and_the_reaper_and_is_idempotent(capsys):
     call_command("setup_schedules")
     call_command("setup_schedules")
-    schedule = Schedule.objects.get()
-    assert schedule.func == "webhooks.tasks.deliveries_sweep"
-    assert (schedule.schedule_type, schedule.minutes, schedule.repeats) == (Schedule.MINUTES, 1, -1)
+    schedules = {s.name: s for s in Schedule.objects.all()}
+    assert {s.func for s in schedules.values()} == {
+        "webhooks.tasks.deliveries_sweep",
+        "reviews.tasks.runs_reap",
+    }
+    assert len(schedules) == 3
+    assert all(
+        (s.schedule_type, s.minutes, s.repeats) == (Schedule.MINUTES, 1, -1)
+        for s in schedules.values()
+    )
+    reapers = sorted(s.next_run for s in schedules.values() if s.func == "reviews.tasks.runs_reap")
+    assert (reapers[1] - reapers[0]).total_seconds() == 30  # the reaper runs every half minute
     assert "up to date" in capsys.readouterr().out
 
 
@@ -23,10 +32,9 @@ def test_setup_schedules_removes_schedules_it_no_longer_uses():
     )
     Schedule.objects.create(name="someone else's", func="their.func", schedule_type=Schedule.HOURLY)
     call_command("setup_schedules")
-    assert set(Schedule.objects.values_list("name", flat=True)) == {
-        "tasuku: sweep webhook deliveries",
-        "someone else's",
-    }
+    names = set(Schedule.objects.values_list("name", flat=True))
+    assert "tasuku: retired job" not in names
+    assert "someone else's" in names
 
 
 def test_ensure_admin_creates_one_admin_with_a_printed_password(capsys, client):

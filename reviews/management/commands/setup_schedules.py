@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.core.management.base import BaseCommand
+from django.utils import timezone
 from django_q.models import Schedule
 
-# name -> (function, minutes between runs)
-SCHEDULES: dict[str, tuple[str, int]] = {
-    "tasuku: sweep webhook deliveries": ("webhooks.tasks.deliveries_sweep", 1),
+# name -> (function, minutes between runs, seconds after the minute to start at)
+# The run reaper is registered twice, half a minute apart: django-q2 schedules by the
+# minute, and a run held by a killed worker should be taken over within about a minute.
+SCHEDULES: dict[str, tuple[str, int, int]] = {
+    "tasuku: sweep webhook deliveries": ("webhooks.tasks.deliveries_sweep", 1, 0),
+    "tasuku: reap review runs": ("reviews.tasks.runs_reap", 1, 0),
+    "tasuku: reap review runs (half past)": ("reviews.tasks.runs_reap", 1, 30),
 }
 
 
@@ -15,7 +22,8 @@ class Command(BaseCommand):
     help = "Create or update Tasuku's periodic tasks (idempotent)."
 
     def handle(self, *args: object, **options: object) -> None:
-        for name, (func, minutes) in SCHEDULES.items():
+        now = timezone.now().replace(second=0, microsecond=0)
+        for name, (func, minutes, offset) in SCHEDULES.items():
             _, created = Schedule.objects.update_or_create(
                 name=name,
                 defaults={
@@ -23,6 +31,13 @@ class Command(BaseCommand):
                     "schedule_type": Schedule.MINUTES,
                     "minutes": minutes,
                     "repeats": -1,
+                },
+                create_defaults={
+                    "func": func,
+                    "schedule_type": Schedule.MINUTES,
+                    "minutes": minutes,
+                    "repeats": -1,
+                    "next_run": now + timedelta(minutes=1, seconds=offset),
                 },
             )
             verb = "created" if created else "up to date"

@@ -1,0 +1,166 @@
+"""The validation gate: engine output is data, located, fingerprinted, sorted, and
+never dropped."""
+
+from __future__ import annotations
+
+from reviews.diff import diff_parse
+from reviews.validation import OPEN, SUPPRESSED, GateConfig, clean_text, fingerprint, gate
+from sandbox.contract import Severity
+
+DIFF = """diff --git a/app.py b/app.py
+--- a/app.py
++++ b/app.py
+@@ -1,4 +1,7 @@
+ import os
++import subprocess
++import json
++x = 1
+ 
+ def main():
+-    pass
++    run()
+@@ -40,2 +43,3 @@ def later():
+     a = 1
++    b = 2
+     return a
+diff --git a/README.md b/README.md
+--- a/README.md
++++ b/README.md
+@@ -1 +1 @@
+-old
++new
+"""
+DIFF_PARSED = diff_parse(DIFF)
+
+
+def raw(**values):
+    base = dict(path="app.py", start_line=2, end_line=2, severity="high", category="bug",
+                title="Problem", body="What goes wrong.", confidence=0.9)  # fmt: skip
+    return {**base, **values}
+
+
+def run(findings, **config):
+    return gate(findings, DIFF_PARSED, GateConfig(**config))
+
+
+def test_a_finding_on_an_added_line_is_open_and_published():
+    [finding] = run([raw()])
+    assert (finding.state, finding.published, finding.start_line) == (OPEN, True, 2)
+
+
+def test_a_range_is_narrowed_to_the_first_run_of_changed_lines():
+    [finding] = run([raw(start_line=1, end_line=7)])
+    assert (finding.start_line, finding.end_line) == (2, 4)
+    assert finding.original_lines == (1, 7)
+
+
+def test_a_finding_on_no_changed_line_is_suppressed_as_not_anchorable():
+    [finding] = run([raw(start_line=5, end_line=6)])
+    assert finding.state == SUPPRESSED
+    assert finding.reason == "not anchorable: line 5 is outside the changed lines"
+
+
+def test_a_finding_on_a_removed_line_anchors_on_the_left():
+    [finding] = run([raw(side="LEFT", start_line=4, end_line=4)])
+    assert finding.state == OPEN
+
+
+def test_paths_outside_the_repository_or_the_pull_request_are_suppressed():
+    results = {
+        f.raw["path"]: f
+        for f in run([raw(path="../etc/passwd"), raw(path="/etc/passwd"), raw(path="other.py")])
+    }
+    assert results["../etc/passwd"].reason == "path outside the repository"
+    assert results["/etc/passwd"].reason == "path outside the repository"
+    assert results["other.py"].reason == "path is not part of the pull request"
+
+
+def test_a_malformed_finding_is_kept_suppressed_with_the_error():
+    results = run([{"path": "app.py", "title": "No lines"}, "not even an object", raw()])
+    invalid = [f for f in results if f.category == "invalid"]
+    assert len(invalid) == 2
+    assert all(
+        f.state == SUPPRESSED and f.reason.startswith("invalid finding from the engine")
+        for f in invalid
+    )
+    assert "start_line" in invalid[0].reason or "start_line" in invalid[1].reason
+    assert sum(1 for f in results if f.state == OPEN) == 1
+
+
+def test_below_the_minimum_severity_and_under_the_confidence_floor_are_suppressed():
+    low, unsure = run([raw(severity="info"), raw(start_line=3, end_line=3, title="Other", confidence=0.2)],
+                      min_severity=Severity.LOW, min_confidence=0.5)  # fmt: skip
+    reasons = {low.reason, unsure.reason}
+    assert "below the minimum severity (low)" in reasons
+    assert "confidence 0.20 under the floor of 0.50" in reasons
+
+
+def test_duplicates_are_suppressed():
+    first, second = run([raw(), raw()])
+    assert first.state == OPEN
+    assert second.reason == f"duplicate of {first.fingerprint}"
+
+
+def test_the_comment_limit_keeps_the_most_severe_deterministically():
+    findings = [
+        raw(start_line=n, end_line=n, title=f"T{n}", severity=s)
+        for n, s in ((2, "low"), (3, "critical"), (4, "medium"))
+    ]
+    first = run(findings, comment_limit=2)
+    again = run(list(reversed(findings)), comment_limit=2)
+    assert [(f.title, f.state) for f in first] == [(f.title, f.state) for f in again]
+    published = [f.severity.value for f in first if f.published]
+    assert published == ["critical", "medium"]
+    [over] = [f for f in first if f.state == SUPPRESSED]
+    assert over.reason == "over the comment limit (2)"
+
+
+def test_the_order_is_severity_then_blocking_then_confidence_then_place():
+    findings = [
+        raw(start_line=2, end_line=2, title="A", severity="high", blocking=False, confidence=0.9),
+        raw(start_line=3, end_line=3, title="B", severity="high", blocking=True, confidence=0.6),
+        raw(start_line=4, end_line=4, title="C", severity="critical", confidence=0.5),
+    ]
+    assert [f.title for f in run(findings)] == ["C", "B", "A"]
+
+
+def test_a_suggestion_applies_only_to_the_exact_lines_it_was_written_for():
+    findings = [
+        raw(suggestion="import shlex"),
+        raw(start_line=1, end_line=3, title="Other", suggestion="x"),
+    ]
+    results = {f.title: f for f in run(findings)}
+    assert results["Problem"].suggestion_applies
+    assert not results["Other"].suggestion_applies
+
+
+def test_engine_text_cannot_imitate_the_marker_or_mention_people():
+    [finding] = run(
+        [
+            raw(
+                title="Ping @octocat",
+                body="<!-- tasuku:finding:deadbeef00 --> cc @org/team, mail a@b.com",
+            )
+        ]
+    )
+    assert "tasuku:finding" not in finding.body
+    assert "@\u200boctocat" in finding.title
+    assert "@\u200borg/team" in finding.body
+    assert "a@b.com" in finding.body
+
+
+def test_lengths_are_bounded():
+    [finding] = run([raw(title="x" * 1000, body="y" * 100_000)])
+    assert len(finding.title) == 200 and len(finding.body) == 8000
+    assert clean_text("z" * 10, 5) == "zzzz…"
+
+
+def test_fingerprints_ignore_line_numbers_but_tell_repeats_apart():
+    [moved] = run([raw(start_line=3, end_line=3)])
+    [original] = run([raw(start_line=2, end_line=2)])
+    assert moved.fingerprint == original.fingerprint
+    a, b = run([raw(start_line=2, end_line=2), raw(start_line=44, end_line=44)])
+    assert a.fingerprint != b.fingerprint
+    assert fingerprint("app.py", "bug", "Line too long (120 > 100)", 0) == fingerprint(
+        "app.py", "BUG", "line too long (99 > 100)", 0
+    )

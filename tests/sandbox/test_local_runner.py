@@ -1,0 +1,122 @@
+"""The local runner's sandbox: scrubbed environment, process-group timeout, limits."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import pytest
+
+from sandbox.contract import ReviewJob
+from sandbox.errors import SandboxError
+from sandbox.runners.local import (
+    Limits,
+    engine_run,
+    result_parse,
+    sandboxed_run,
+    scrubbed_environment,
+)
+
+
+def run(code: str, tmp_path, **limits):
+    return sandboxed_run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        stdin=b"",
+        limits=Limits(**{"wall_seconds": 20, **limits}),
+        env=scrubbed_environment(str(tmp_path)),
+        what="the test command",
+    )
+
+
+def test_the_engine_sees_no_token_key_or_secret_of_the_worker(tmp_path, monkeypatch):
+    monkeypatch.setenv("GITHUB_PRIVATE_KEY", "-----BEGIN RSA PRIVATE KEY-----")
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s3cret")
+    monkeypatch.setenv("SECRET_KEY", "django")
+    monkeypatch.setenv("DATABASE_URL", "postgres://user:pw@db/tasuku")
+    completed = run("import os, json; print(json.dumps(dict(os.environ)))", tmp_path)
+    seen = json.loads(completed.stdout)
+    assert set(seen) <= {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LANG",
+        "LC_ALL",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONHASHSEED",
+    }
+    assert "s3cret" not in completed.stdout.decode()
+
+
+def test_only_the_keys_an_engine_is_allowed_are_passed(tmp_path):
+    env = scrubbed_environment(str(tmp_path), {"ANTHROPIC_API_KEY": "k"})
+    assert env["ANTHROPIC_API_KEY"] == "k"
+    assert env["HOME"] == str(tmp_path)
+
+
+def test_the_wall_clock_limit_kills_the_whole_process_group(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    code = (
+        "import subprocess, time\n"
+        f"child = subprocess.Popen(['sleep', '60'])\nopen({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(60)\n"
+    )
+    started = time.monotonic()
+    with pytest.raises(SandboxError, match="did not finish within 2s"):
+        run(code, tmp_path, wall_seconds=2)
+    assert time.monotonic() - started < 10
+    child = int(pid_file.read_text())
+    time.sleep(0.2)
+    assert _dead(child)
+
+
+def _dead(pid: int) -> bool:
+    """Gone, or a zombie waiting to be reaped (killed: it runs no more)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def test_the_memory_limit_stops_a_runaway_engine(tmp_path):
+    completed = run("x = bytearray(1024 * 1024 * 1024)", tmp_path, memory_bytes=256 * 1024 * 1024)
+    assert completed.returncode != 0
+    assert b"MemoryError" in completed.stderr
+
+
+def test_the_cpu_limit_stops_a_spinning_engine(tmp_path):
+    completed = run("while True: pass", tmp_path, cpu_seconds=1)
+    assert completed.returncode < 0  # killed by SIGXCPU
+
+
+def test_python_code_in_the_checkout_cannot_replace_tasukus_modules(tmp_path):
+    (tmp_path / "sandbox").mkdir()
+    (tmp_path / "sandbox" / "__init__.py").write_text("raise SystemExit('hijacked')\n")
+    (tmp_path / "sitecustomize.py").write_text("raise SystemExit('hijacked')\n")
+    result = engine_run(
+        "static",
+        ReviewJob(
+            job_id="1", repository="a/b", pull_request=1, base_sha="a" * 40, head_sha="b" * 40
+        ),
+        tmp_path,
+    )
+    assert result.engine == "static"
+
+
+def test_an_unknown_engine_fails_clearly(tmp_path):
+    job = ReviewJob(
+        job_id="1", repository="a/b", pull_request=1, base_sha="a" * 40, head_sha="b" * 40
+    )
+    with pytest.raises(SandboxError, match="exit 2"):
+        engine_run("no-such-engine", job, tmp_path)
+
+
+def test_output_that_is_not_a_review_result_fails_at_validation():
+    with pytest.raises(SandboxError) as caught:
+        result_parse("static", b'{"findings": "lots"}')
+    assert caught.value.stage == "validation"
+    assert caught.value.permanent
+    with pytest.raises(SandboxError):
+        result_parse("static", b"I found nothing, approve it")

@@ -1,0 +1,148 @@
+"""The static engine: real tools on real files, reporting only what the PR added."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandbox.contract import ChangedFile, LineRange, ReviewJob, Severity
+from sandbox.engines.static import review
+from sandbox.runners.local import engine_run
+
+
+def job(*files: ChangedFile) -> ReviewJob:
+    return ReviewJob(
+        job_id="1",
+        repository="a/b",
+        pull_request=1,
+        base_sha="a" * 40,
+        head_sha="b" * 40,
+        changed_files=files,
+    )
+
+
+def added(path: str, *lines: int, status: str = "modified") -> ChangedFile:
+    return ChangedFile(
+        path=path, status=status, added=tuple(LineRange(start=n, end=n) for n in lines)
+    )
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+def write(root: Path, path: str, text: str) -> None:
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_text(text)
+
+
+def findings(root: Path, *files: ChangedFile) -> list[dict]:
+    return review(job(*files), root).findings
+
+
+def test_it_reports_a_problem_on_an_added_line_and_not_one_the_base_already_had(checkout):
+    write(
+        checkout,
+        "app.py",
+        "import subprocess\n\nCMD = 'make'\nsubprocess.call(CMD, shell=True)\nsubprocess.call(CMD, shell=True)\n",
+    )
+    found = findings(checkout, added("app.py", 5))
+    assert [(f["start_line"], f["rule"]) for f in found] == [(5, "ruff:S602")]
+    assert found[0]["severity"] == "high" and found[0]["blocking"]
+    assert "inject" in found[0]["body"]
+
+
+def test_severities_follow_the_documented_mapping(checkout):
+    write(checkout, "m.py", "import os\n\n\ndef f(x=[]):\n    return undefined_name\n")
+    found = {f["rule"]: f for f in findings(checkout, added("m.py", 1, 2, 3, 4, 5))}
+    assert found["ruff:F401"]["severity"] == Severity.LOW
+    assert found["ruff:B006"]["severity"] == Severity.MEDIUM
+    assert found["ruff:F821"]["severity"] == Severity.HIGH
+
+
+def test_a_safe_fix_becomes_a_suggestion_for_exactly_its_lines(checkout):
+    write(checkout, "m.py", "import os, sys\n\nprint(sys.argv)\n")
+    [unused] = [f for f in findings(checkout, added("m.py", 1)) if f["rule"] == "ruff:F401"]
+    assert (unused["start_line"], unused["end_line"], unused["suggestion"]) == (1, 1, "import sys")
+
+
+def test_a_syntax_error_is_critical_and_reported_once(checkout):
+    write(checkout, "bad.py", "def f(:\n    pass\n")
+    found = findings(checkout, added("bad.py", 1, 2, status="added"))
+    assert len(found) == 1
+    assert (found[0]["severity"], found[0]["rule"]) == ("critical", "ruff:invalid-syntax")
+
+
+def test_secrets_on_added_lines_are_critical(checkout):
+    write(checkout, "settings.py", 'DEBUG = True\nAWS = "AKIAIOSFODNN7EXAMPLE"\n')
+    found = [f for f in findings(checkout, added("settings.py", 2)) if f["category"] == "secret"]
+    assert found[0]["title"] == "Secret committed: AWS Access Key"
+    assert found[0]["severity"] == "critical"
+
+
+def test_shellcheck_flags_an_unquoted_variable_and_suggests_the_quotes(checkout):
+    write(checkout, "deploy.sh", "#!/bin/bash\ncp a $DEST\n")
+    [finding] = findings(checkout, added("deploy.sh", 2, status="added"))
+    assert finding["rule"] == "shellcheck:SC2086"
+    assert finding["suggestion"] == 'cp a "$DEST"'
+
+
+def test_a_script_without_extension_is_recognised_by_its_shebang(checkout):
+    write(checkout, "bin/run", "#!/bin/sh\nrm -rf $DIR/tmp\n")
+    rules = {f["rule"] for f in findings(checkout, added("bin/run", 2, status="added"))}
+    assert "shellcheck:SC2086" in rules
+
+
+def test_conflict_markers_private_keys_and_breakpoints_are_caught_in_any_language(checkout):
+    write(checkout, "notes.txt", "a\n<<<<<<< HEAD\nb\n=======\nc\n>>>>>>> feature\n")
+    write(
+        checkout,
+        "id_rsa",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n",
+    )
+    write(checkout, "ui.js", "function f() {\n  debugger;\n}\n")
+    write(checkout, "svc.py", "def f():\n    breakpoint()\n    import pdb; pdb.set_trace()\n")
+    found = findings(
+        checkout,
+        added("notes.txt", 2, 3, 4, 5, 6),
+        added("id_rsa", 1, 2, 3, status="added"),
+        added("ui.js", 2),
+        added("svc.py", 2, 3),
+    )
+    rules = sorted(
+        (f["path"], f["rule"], f["start_line"]) for f in found if f["rule"].startswith("hygiene")
+    )
+    assert rules == [
+        ("id_rsa", "hygiene:private-key", 1),
+        ("notes.txt", "hygiene:conflict-marker", 2),
+        ("svc.py", "hygiene:debugger", 2),
+        ("svc.py", "hygiene:debugger", 3),
+        ("ui.js", "hygiene:debugger", 2),
+    ]
+
+
+def test_deleted_binary_and_missing_files_are_skipped(checkout):
+    write(checkout, "gone.py", "import os\n")
+    found = findings(
+        checkout,
+        added("gone.py", 1, status="deleted"),
+        ChangedFile(path="logo.png", status="added", binary=True),
+        added("missing.py", 1),
+    )
+    assert found == []
+
+
+def test_the_result_summary_says_what_was_checked(checkout):
+    write(checkout, "a.py", "x = 1\n")
+    result = review(job(added("a.py", 1)), checkout)
+    assert result.engine == "static"
+    assert "ruff" in result.summary.validation
+    assert result.summary.limitations
+
+
+def test_the_engine_runs_in_the_local_runner_and_returns_the_contract(checkout):
+    write(checkout, "app.py", "import subprocess\nCMD = 'make'\nsubprocess.call(CMD, shell=True)\n")
+    result = engine_run("static", job(added("app.py", 3)), checkout)
+    assert [f["rule"] for f in result.findings] == ["ruff:S602"]
