@@ -4,7 +4,9 @@
     make run                                              # terminal 2
 
 The first command starts the fake GitHub server (the one the test suite uses) with a
-test App, an installation and a repository holding one pull request; writes the
+test App, an installation and a real git repository holding one pull request (it adds
+a shell command run through `shell=True`, an AWS key and an unquoted shell variable);
+writes the
 matching GITHUB_* settings to `.env` (with --write-env; otherwise it prints them); waits
 for Tasuku to answer on --tasuku; then sends `installation.created` and
 `pull_request.opened` deliveries, signed with the App's webhook secret, and reports
@@ -25,13 +27,12 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from tests.fakes.github import FakeGitHub, Pull, PullFile, rsa_keypair
+from tests.fakes.github import FakeGitHub, rsa_keypair
+from tests.gitworld import INSTALLATION, REPO, world_build
 from webhooks.signature import signature_for
 
 ROOT = Path(__file__).resolve().parents[2]
 APP_ID = 4242
-INSTALLATION_ID = 77
-REPO = "acme/widgets"
 
 
 def _post(tasuku: str, secret: str, event: str, payload: dict) -> int:
@@ -67,19 +68,8 @@ def main() -> None:
     secret = secrets.token_hex(16)
     fake = FakeGitHub(port=args.port).start()
     fake.add_app(APP_ID, public, "tasuku-demo")
-    fake.add_installation(INSTALLATION_ID, "acme")
-    repo = fake.add_repo(REPO, installation_id=INSTALLATION_ID, repo_id=8001)
-    head = secrets.token_hex(20)
-    pull = fake.add_pull(
-        REPO,
-        Pull(
-            number=1,
-            title="Make widgets faster",
-            head_sha=head,
-            base_sha=secrets.token_hex(20),
-            files=[PullFile("widgets/core.py", additions=12, deletions=3)],
-        ),
-    )
+    world = world_build(fake)
+    repo, pull = world.repo, world.pull
 
     settings = {
         "GITHUB_API_URL": fake.url,
@@ -89,7 +79,9 @@ def main() -> None:
         "GITHUB_PRIVATE_KEY": private.replace("\n", "\\n"),
     }
     lines = "".join(f'{k}="{v}"\n' for k, v in settings.items())
-    print(f"Fake GitHub on {fake.url} (App {APP_ID}, installation {INSTALLATION_ID}, {REPO}#1)")
+    print(
+        f"Fake GitHub on {fake.url} (App {APP_ID}, installation {INSTALLATION}, {REPO}#{pull.number})"
+    )
     if args.write_env:
         env = ROOT / ".env"
         kept = [
@@ -120,10 +112,10 @@ def main() -> None:
         time.sleep(1)
 
     installation = {
-        "id": INSTALLATION_ID,
+        "id": INSTALLATION,
         "account": fake._user_json("acme", "Organization", 1000),
         "repository_selection": "selected",
-        "permissions": fake.installations[INSTALLATION_ID].permissions,
+        "permissions": fake.installations[INSTALLATION].permissions,
     }
     repo_json = fake._repo_json(repo)
     print("installation.created ->", _post(args.tasuku, secret, "installation", {
@@ -136,14 +128,14 @@ def main() -> None:
             "number": pull.number,
             "pull_request": fake._pull_json(repo, pull),
             "repository": repo_json,
-            "installation": {"id": INSTALLATION_ID},
+            "installation": {"id": INSTALLATION},
             **extra,
         }
         print(f"pull_request.{action} ->", _post(args.tasuku, secret, "pull_request", payload))
 
     send_pull("opened")
 
-    seen: set[tuple[int, str, str | None]] = set()
+    seen: set[object] = set()
 
     def report() -> None:
         while True:
@@ -155,6 +147,18 @@ def main() -> None:
                         f"check run {run.id} {run.name!r} on {run.head_sha[:7]}: {run.status}"
                         f"{' / ' + run.conclusion if run.conclusion else ''} -> {run.details_url}"
                     )
+            for review in fake.reviews_of(REPO, pull.number):
+                if review["id"] not in seen:
+                    seen.add(review["id"])
+                    comments = [c for c in fake.review_comments_of(REPO, pull.number)
+                                if c["pull_request_review_id"] == review["id"]]  # fmt: skip
+                    print(
+                        f"review {review['id']} on {review['commit_id'][:7]} with {len(comments)} inline comments:"
+                    )
+                    for comment in comments:
+                        print(
+                            f"  {comment['path']}:{comment['line']}  {comment['body'].splitlines()[0]}"
+                        )
             time.sleep(0.5)
 
     threading.Thread(target=report, daemon=True).start()
@@ -162,8 +166,11 @@ def main() -> None:
     try:
         for _ in sys.stdin:
             before = pull.head_sha
-            pull.head_sha = secrets.token_hex(20)
-            repo.commits.add(pull.head_sha)
+            world.push(
+                {
+                    "app/payments.py": "import os\n\n\ndef refund(order_id):\n    return os.getpid()\n"
+                }
+            )
             send_pull("synchronize", before=before, after=pull.head_sha)
         while True:  # no terminal to read from: keep serving until stopped
             time.sleep(3600)
