@@ -7,6 +7,7 @@ Pure: parses `git diff` output with unidiff; no database, no I/O.
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass, field
 
 from unidiff import PatchSet
@@ -29,6 +30,11 @@ class Hunk:
     removed: frozenset[int]  # base-side line numbers
     context_target: frozenset[int]
     context_source: frozenset[int]
+    text: str = field(default="", repr=False)  # the hunk as in the diff, from its @@ line
+
+    @property
+    def header(self) -> str:
+        return f"@@ -{self.source_start},{self.source_length} +{self.target_start},{self.target_length} @@"
 
     def lines(self, side: Side) -> frozenset[int]:
         """Lines a comment may anchor on, on one side (GitHub: a line of the hunk)."""
@@ -46,6 +52,7 @@ class FileDiff:
     hunks: tuple[Hunk, ...] = ()
     added_count: int = 0
     removed_count: int = 0
+    header: str = field(default="", repr=False)  # `diff --git` … `+++` lines
     _added_sorted: tuple[int, ...] = field(default=(), repr=False)
 
     @property
@@ -116,14 +123,40 @@ def _strip_prefix(path: str | None) -> str | None:
     return path
 
 
+FILE_START = re.compile(r"^diff --git ", re.MULTILINE)
+HUNK_START = re.compile(r"^@@ ", re.MULTILINE)
+
+
+def _file_texts(text: str) -> list[str]:
+    starts = [m.start() for m in FILE_START.finditer(text)]
+    if not starts:
+        return []
+    return [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
+
+
+def _hunk_texts(file_text: str) -> tuple[str, list[str]]:
+    """(header, [hunk text, …]) of one file's part of the diff."""
+    starts = [m.start() for m in HUNK_START.finditer(file_text)]
+    if not starts:
+        return file_text, []
+    ends = [*starts[1:], len(file_text)]
+    return file_text[: starts[0]], [file_text[a:b] for a, b in zip(starts, ends, strict=True)]
+
+
 def diff_parse(text: str) -> Diff:
     """Parse unified diff text (as `git diff` prints it) into a `Diff`."""
     try:
         patch = PatchSet(text)
     except UnidiffParseError as exc:
         raise DiffError(f"The diff could not be parsed: {exc}") from exc
+    texts = _file_texts(text)
+    if len(texts) != len(patch):
+        texts = [str(patched) for patched in patch]  # not `git diff` output: rebuild
     files = []
-    for patched in patch:
+    for patched, file_text in zip(patch, texts, strict=True):
+        header, hunk_texts = _hunk_texts(file_text)
+        if len(hunk_texts) != len(patched):
+            hunk_texts = [str(hunk) for hunk in patched]
         source = _strip_prefix(patched.source_file)
         target = _strip_prefix(patched.target_file)
         if patched.is_added_file:
@@ -138,7 +171,7 @@ def diff_parse(text: str) -> Diff:
         hunks = []
         added_all: list[int] = []
         removed_count = 0
-        for hunk in patched:
+        for hunk, hunk_text in zip(patched, hunk_texts, strict=True):
             added, removed, context_t, context_s = [], [], [], []
             for line in hunk:
                 if line.is_added:
@@ -160,6 +193,7 @@ def diff_parse(text: str) -> Diff:
                     removed=frozenset(removed),
                     context_target=frozenset(context_t),
                     context_source=frozenset(context_s),
+                    text=hunk_text,
                 )
             )
         files.append(
@@ -171,6 +205,7 @@ def diff_parse(text: str) -> Diff:
                 hunks=tuple(hunks),
                 added_count=len(added_all),
                 removed_count=removed_count,
+                header=header,
                 _added_sorted=tuple(sorted(added_all)),
             )
         )

@@ -95,6 +95,11 @@ class ReviewRun(models.Model):
     # changed files were not reviewed, with reasons.
     sanitised = models.JSONField(default=list, blank=True)
     filtered = models.JSONField(default=list, blank=True)
+    omitted = models.JSONField(
+        default=list, blank=True, help_text="What of the reviewed files the engine was not shown."
+    )
+    # Set when only the changes since an earlier complete review were reviewed.
+    incremental_since = models.CharField(max_length=40, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -176,6 +181,10 @@ class Review(models.Model):
     state = models.CharField(
         max_length=16, choices=ReviewState.choices, default=ReviewState.COMPLETE
     )
+    incomplete_reason = models.TextField(blank=True)
+    incremental_since = models.CharField(max_length=40, blank=True)
+    triage = models.JSONField(default=dict, blank=True)
+    guidelines = models.JSONField(default=list, blank=True, help_text="Guideline packs used.")
     engine = models.CharField(max_length=40)
     inspected_areas = models.JSONField(default=list)
     important_files = models.JSONField(default=list)
@@ -248,3 +257,24 @@ class Finding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.severity} {self.path}:{self.start_line} {self.title}"
+
+
+class BudgetAlert(models.Model):
+    """An installation's model spend reached 80 % of its monthly cap (once a month)."""
+
+    installation = models.ForeignKey(
+        "repos.Installation", on_delete=models.CASCADE, related_name="budget_alerts"
+    )
+    month = models.DateField(help_text="The first day of the month.")
+    spent_usd = models.DecimalField(max_digits=12, decimal_places=4)
+    cap_usd = models.DecimalField(max_digits=10, decimal_places=2)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-month"]
+        constraints = [
+            models.UniqueConstraint(fields=["installation", "month"], name="budget_alert_once_a_month")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.installation} at {self.spent_usd}/{self.cap_usd} in {self.month:%Y-%m}"

@@ -77,6 +77,17 @@ class ChangedFile(BaseModel):
     binary: bool = False
 
 
+class OmittedPart(BaseModel):
+    """Part of the pull request the engine was not shown, and why; the engine can read
+    it from the checkout with its tools."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str = Field(max_length=MAX_PATH)
+    reason: str
+    hunks: tuple[str, ...] = ()  # hunk headers (`@@ -a,b +c,d @@`); empty: the whole file
+
+
 class Limits(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -98,9 +109,14 @@ class ReviewJob(BaseModel):
     body: str = ""
     base_sha: str
     head_sha: str
-    diff: str = ""
-    changed_files: tuple[ChangedFile, ...] = ()
-    omitted: tuple[str, ...] = ()
+    diff: str = ""  # the diff shown (compressed to the reviewer's context budget)
+    changed_files: tuple[ChangedFile, ...] = ()  # the files to review
+    omitted: tuple[OmittedPart, ...] = ()  # what of them the diff leaves out
+    filtered: tuple[OmittedPart, ...] = ()  # changed files not to review (lock files …)
+    # Incremental review: only the changes since this commit are in the diff; the whole
+    # pull request touches `pull_request_files`.
+    incremental_since: str | None = None
+    pull_request_files: tuple[str, ...] = ()
     strictness: Strictness = Strictness.MEDIUM
     rules: str = ""
     skills: str = ""

@@ -34,7 +34,10 @@ class Checkout:
     head_sha: str
     base_sha: str
     merge_base: str
-    diff: str
+    diff: str  # what is reviewed: the whole PR, or only the changes since `incremental_since`
+    incremental_since: str | None = None
+    pull_request_files: tuple[str, ...] = ()  # every file the whole pull request touches
+    whitespace_only: frozenset[str] = frozenset()
     removed: list[str] = field(default_factory=list)
 
 
@@ -54,38 +57,114 @@ class Workspace:
             _remove_tree(self.path)
             self.path = None
 
-    def checkout(self, *, clone_url: str, token: str, head_sha: str, base_sha: str) -> Checkout:
-        """Fetch `head_sha` and `base_sha` (history without blobs), diff the head against
-        their merge base, check out the head, then sanitise the tree."""
+    def checkout(
+        self,
+        *,
+        clone_url: str,
+        token: str,
+        head_sha: str,
+        base_sha: str,
+        previous_sha: str | None = None,
+    ) -> Checkout:
+        """Fetch the head and base commits (history without blobs) from GitHub, then
+        diff, check out the head and sanitise (see `_prepare`)."""
         assert self.path is not None, "use Workspace as a context manager"
         root = self.path / "checkout"
         root.mkdir()
-        env = _git_env(token, self.path)
-        git = _Git(root, env)
+        git = _Git(root, _git_env(token, self.path))
         git("init", "--quiet")
         git("remote", "add", "origin", clone_url)
         git(
             "fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", head_sha, base_sha,
             what="fetch the pull request's commits",
         )  # fmt: skip
-        found = git("merge-base", head_sha, base_sha, check=False)
-        merge_base = found.strip() or base_sha
-        diff = git(
-            "-c", "core.quotePath=false", "diff", "--no-color", "--no-ext-diff",
-            "--find-renames", "--unified=3", merge_base, head_sha,
-            what="compute the diff",
-        )  # fmt: skip
-        git("-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", head_sha,
-            what="check out the head commit")  # fmt: skip
-        removed = sanitise(root)
-        return Checkout(root, head_sha, base_sha, merge_base, diff, removed)
+        if previous_sha and previous_sha not in (head_sha, base_sha):
+            # After a force push the old head may be gone from GitHub: then it is no base.
+            git(
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--filter=blob:none",
+                "origin",
+                previous_sha,
+                check=False,
+            )
+        return _prepare(git, root, head_sha=head_sha, base_sha=base_sha, previous_sha=previous_sha)
+
+    def checkout_local(
+        self, *, repository: Path, head_sha: str, base_sha: str, previous_sha: str | None = None
+    ) -> Checkout:
+        """The same from a local repository (`manage.py review`): a shared clone, so
+        nothing is copied and the original is never touched."""
+        assert self.path is not None, "use Workspace as a context manager"
+        root = self.path / "checkout"
+        env = _git_env("", self.path, authenticate=False)
+        _Git(self.path, env)("clone", "--quiet", "--no-checkout", "--shared", str(repository), str(root),
+                            what="copy the repository")  # fmt: skip
+        return _prepare(
+            _Git(root, env), root, head_sha=head_sha, base_sha=base_sha, previous_sha=previous_sha
+        )
+
+
+def _prepare(
+    git: _Git, root: Path, *, head_sha: str, base_sha: str, previous_sha: str | None
+) -> Checkout:
+    """Diff and check out `head_sha`, then sanitise.
+
+    The review's diff starts at `previous_sha` (the head of the last complete review)
+    when that commit is still an ancestor of the head — only the new commits are
+    reviewed. Otherwise (first review, force push, rebase) it starts at the merge base
+    of the head and the pull request's base: a rebase is reviewed whole against the
+    base, never as a three-dot compare that would pull in upstream changes.
+    """
+    found = git("merge-base", head_sha, base_sha, check=False)
+    merge_base = found.strip() or base_sha
+    incremental = None
+    if (
+        previous_sha
+        and previous_sha != head_sha
+        and (
+            git("merge-base", "--is-ancestor", previous_sha, head_sha, check=False, returncode=True)
+            == "0"
+        )
+    ):
+        incremental = previous_sha
+    start = incremental or merge_base
+    names = git("-c", "core.quotePath=false", "diff", "--name-only", "-z", "--no-renames",
+                merge_base, head_sha, what="list the pull request's files")  # fmt: skip
+    diff = git(
+        "-c", "core.quotePath=false", "diff", "--no-color", "--no-ext-diff",
+        "--find-renames", "--unified=3", start, head_sha,
+        what="compute the diff",
+    )  # fmt: skip
+    numstat = git("-c", "core.quotePath=false", "diff", "--numstat", "-z", "-w", "--no-renames",
+                  start, head_sha, what="find whitespace-only changes")  # fmt: skip
+    whitespace_only = frozenset(
+        entry.split("\t", 2)[2] for entry in numstat.split("\0") if entry.startswith("0\t0\t")
+    )
+    git("-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", head_sha,
+        what="check out the head commit")  # fmt: skip
+    removed = sanitise(root)
+    return Checkout(
+        root=root,
+        head_sha=head_sha,
+        base_sha=base_sha,
+        merge_base=merge_base,
+        diff=diff,
+        incremental_since=incremental,
+        pull_request_files=tuple(sorted(n for n in names.split("\0") if n)),
+        whitespace_only=whitespace_only,
+        removed=removed,
+    )
 
 
 class _Git:
     def __init__(self, root: Path, env: dict[str, str]) -> None:
         self.root, self.env = root, env
 
-    def __call__(self, *args: str, what: str = "", check: bool = True) -> str:
+    def __call__(
+        self, *args: str, what: str = "", check: bool = True, returncode: bool = False
+    ) -> str:
         try:
             completed = subprocess.run(  # noqa: S603
                 ["git", *args],  # noqa: S607
@@ -100,6 +179,8 @@ class _Git:
             raise CloneError(
                 f"git timed out after {GIT_TIMEOUT}s ({what or args[0]})", permanent=False
             ) from exc
+        if returncode:
+            return str(completed.returncode)
         if completed.returncode != 0 and check:
             raise _clone_error(what or f"git {args[0]}", completed.stderr)
         return completed.stdout
@@ -130,9 +211,9 @@ def _clone_error(what: str, stderr: str) -> CloneError:
     return CloneError(f"Could not {what}: {detail}", permanent=False)
 
 
-def _git_env(token: str, home: Path) -> dict[str, str]:
+def _git_env(token: str, home: Path, *, authenticate: bool = True) -> dict[str, str]:
     header = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-    return {
+    env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),  # no user or system git configuration, no credential helpers
         "GIT_CONFIG_NOSYSTEM": "1",
@@ -149,6 +230,18 @@ def _git_env(token: str, home: Path) -> dict[str, str]:
         "GIT_CONFIG_KEY_2": "protocol.version",
         "GIT_CONFIG_VALUE_2": "2",
     }
+    if not authenticate:
+        env.update(
+            GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="protocol.version", GIT_CONFIG_VALUE_0="2"
+        )
+        for key in (
+            "GIT_CONFIG_KEY_1",
+            "GIT_CONFIG_VALUE_1",
+            "GIT_CONFIG_KEY_2",
+            "GIT_CONFIG_VALUE_2",
+        ):
+            env.pop(key)
+    return env
 
 
 def sanitise(root: Path) -> list[str]:

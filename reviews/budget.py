@@ -1,0 +1,74 @@
+"""The monthly budget of an installation's model reviews (DESIGN §3 step 9)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+
+from django.db import IntegrityError, transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from repos.models import Installation
+from reviews.models import BudgetAlert, Review
+
+logger = logging.getLogger(__name__)
+
+ALERT_AT = Decimal("0.8")
+
+
+@dataclass(frozen=True)
+class Budget:
+    spent: Decimal
+    cap: Decimal | None
+
+    @property
+    def share(self) -> Decimal | None:
+        if not self.cap:
+            return None
+        return self.spent / self.cap
+
+    @property
+    def exhausted(self) -> bool:
+        return self.cap is not None and self.spent >= self.cap
+
+
+def month_start(now=None) -> date:
+    return (now or timezone.now()).date().replace(day=1)
+
+
+def installation_budget(installation: Installation, *, now=None) -> Budget:
+    """This month's recorded spend of the installation's reviews against its cap."""
+    start = month_start(now)
+    spent = Review.objects.filter(
+        pull_request__repository__installation=installation, created_at__date__gte=start
+    ).aggregate(total=Sum("cost_usd"))["total"] or Decimal("0")
+    return Budget(spent=Decimal(spent), cap=installation.monthly_budget_usd)
+
+
+def budget_alert(installation: Installation, budget: Budget, *, now=None) -> BudgetAlert | None:
+    """Record (once a month) and log that 80 % of the cap is spent; None if not due or
+    already recorded this month."""
+    share = budget.share
+    if share is None or share < ALERT_AT:
+        return None
+    try:
+        with transaction.atomic():
+            alert = BudgetAlert.objects.create(
+                installation=installation,
+                month=month_start(now),
+                spent_usd=budget.spent,
+                cap_usd=budget.cap,
+            )
+    except IntegrityError:
+        return None  # already alerted this month (the unique constraint decides)
+    logger.warning(
+        "budget: %s has spent $%s of its $%s monthly cap (%d%%)",
+        installation,
+        budget.spent.quantize(Decimal("0.01")),
+        budget.cap,
+        int(share * 100),
+    )
+    return alert
