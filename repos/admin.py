@@ -194,5 +194,5 @@ class ReviewerAdmin(admin.ModelAdmin):
         (None, {"fields": ("slug", "name", "enabled", "default_for_new_repositories")}),
         ("Engine", {"fields": ("engine", "model", "runner")}),
         ("Guidance", {"fields": ("rules", "skills")}),
-        ("Limits", {"fields": ("step_limit", "cost_cap_usd")}),
+        ("Limits", {"fields": ("step_limit", "cost_cap_usd", "context_budget_tokens")}),
     )

@@ -86,6 +86,14 @@ class Reviewer(models.Model):
     step_limit = models.PositiveIntegerField(
         default=40, validators=[MinValueValidator(1), MaxValueValidator(500)]
     )
+    context_budget_tokens = models.PositiveIntegerField(
+        default=120_000,
+        validators=[MinValueValidator(1_000), MaxValueValidator(2_000_000)],
+        help_text=(
+            "Most diff tokens shown to the engine; the rest is named so it can read it "
+            "itself. The default suits a 200k-token model."
+        ),
+    )
     enabled = models.BooleanField(default=True)
     default_for_new_repositories = models.BooleanField(
         default=False, help_text="Enabled on the policy of every repository Tasuku learns of."

@@ -85,6 +85,7 @@ class ReviewerConfig(BaseModel):
     skills: str = ""
     cost_cap_usd: Decimal | None = None
     step_limit: int = Field(default=40, ge=1)
+    context_budget_tokens: int = Field(default=120_000, ge=1_000)
 
 
 class SecondaryRepositoryConfig(BaseModel):

@@ -24,6 +24,7 @@ def reviewer_config(reviewer: Reviewer) -> ReviewerConfig:
         skills=reviewer.skills,
         cost_cap_usd=reviewer.cost_cap_usd,
         step_limit=reviewer.step_limit,
+        context_budget_tokens=reviewer.context_budget_tokens,
     )
 
 

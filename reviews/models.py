@@ -94,6 +94,7 @@ class ReviewRun(models.Model):
     # What the workspace step removed (agent files, links out of the checkout) and which
     # changed files were not reviewed, with reasons.
     sanitised = models.JSONField(default=list, blank=True)
+    reviewed = models.JSONField(default=list, blank=True, help_text="The changed files reviewed.")
     filtered = models.JSONField(default=list, blank=True)
     omitted = models.JSONField(
         default=list, blank=True, help_text="What of the reviewed files the engine was not shown."
@@ -273,7 +274,9 @@ class BudgetAlert(models.Model):
     class Meta:
         ordering = ["-month"]
         constraints = [
-            models.UniqueConstraint(fields=["installation", "month"], name="budget_alert_once_a_month")
+            models.UniqueConstraint(
+                fields=["installation", "month"], name="budget_alert_once_a_month"
+            )
         ]
 
     def __str__(self) -> str:

@@ -21,10 +21,10 @@ from django.utils import timezone
 
 from repos import github
 from repos.github import CheckRunOutput, GitHubError, GitHubGateway
-from repos.policy import EffectiveConfig
-from reviews.diff import Diff, diff_parse
-from reviews.filters import paths_filter
-from reviews.models import Finding, Review, ReviewRun, RunStatus, Stage
+from repos.policy import EffectiveConfig, Trigger
+from reviews import stages
+from reviews.budget import Budget, budget_alert, installation_budget
+from reviews.models import Finding, Review, ReviewRun, ReviewState, RunStatus, Stage
 from reviews.rendering import (
     BODY_ONLY_NOTE,
     RUN_MARKER,
@@ -45,8 +45,8 @@ from reviews.runs import (
     run_stage,
 )
 from reviews.services import run_check_ensure
-from reviews.validation import OPEN, GateConfig, Validated, gate
-from sandbox.contract import Limits, ReviewJob, ReviewResult
+from reviews.validation import OPEN, Validated
+from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.errors import StageError
 from sandbox.runners.local import Limits as RunnerLimits
 from sandbox.runners.local import engine_run
@@ -126,32 +126,27 @@ def pipeline(ctx: Context) -> str:
     ctx.stage(Stage.CLONE)
     with Workspace(settings.TASUKU_WORKSPACE_ROOT) as workspace:
         checkout = clone(ctx, workspace)
-        diff = diff_parse(checkout.diff)
-        kept, filtered = paths_filter(
-            diff.paths,
-            policy_globs=ctx.config.excluded_paths,
-            binary=[f.path for f in diff.files if f.binary],
-        )
-        ReviewRun.objects.filter(pk=run.pk).update(
-            sanitised=checkout.removed, filtered=[[f.path, f.reason] for f in filtered]
-        )
-        run.sanitised, run.filtered = checkout.removed, [[f.path, f.reason] for f in filtered]
+        core = stages.prepare(checkout, ctx.config)
+        _record_scope(run, checkout, core)
+        installation = ctx.repository.installation
+        budget = installation_budget(installation)
+        budget_alert(installation, budget)
+        if core.stopped or stages.budget_gate(core, budget, ctx.config):
+            return stop_early(ctx, core, checkout, budget)
 
         ctx.stage(Stage.SANDBOX)
-        job = job_build(ctx, diff, kept, [f.path for f in filtered])
+        reviewer = next(r for r in ctx.config.reviewers if r.slug == run.reviewer.slug)
+        job = stages.job_build(
+            core, checkout=checkout, reviewer=reviewer, config=ctx.config, job_id=str(run.pk),
+            repository=ctx.repository.full_name, number=run.pull_request.number,
+            title=run.pull_request.title, deadline_seconds=int(settings.TASUKU_SANDBOX_TIMEOUT),
+        )  # fmt: skip
+        ReviewRun.objects.filter(pk=run.pk).update(omitted=[o.model_dump() for o in job.omitted])
         result = engine_execute(ctx, job, checkout)
 
     ctx.stage(Stage.VALIDATION)
-    validated = gate(
-        result.findings,
-        diff,
-        GateConfig(
-            min_severity=ctx.config.min_severity,
-            min_confidence=ctx.config.min_confidence,
-            comment_limit=ctx.config.comment_limit,
-        ),
-    )
-    review = persist(ctx, result, validated)
+    validated = stages.validate(core, result, ctx.config)
+    review = persist(ctx.run, core, result=result)
 
     ctx.stage(Stage.PUBLICATION)
     publish(ctx, review, result, validated)
@@ -160,6 +155,57 @@ def pipeline(ctx: Context) -> str:
     check_complete(ctx, conclusion, title, summary)
     ctx.beat.check()
     run_finish(ctx.held, status=RunStatus.COMPLETED)
+    return RunStatus.COMPLETED
+
+
+def previous_head(run: ReviewRun) -> str | None:
+    """The head of the last complete review of this pull request by this reviewer: the
+    base of an incremental review. A full-review command, or no such review, means none;
+    an incomplete review (budget, step ceiling) is never a base."""
+    if run.trigger == Trigger.FULL_REVIEW_COMMAND:
+        return None
+    return (
+        Review.objects.filter(
+            pull_request=run.pull_request, reviewer=run.reviewer, state=ReviewState.COMPLETE
+        )
+        .exclude(run=run)
+        .order_by("-created_at", "-pk")
+        .values_list("head_sha", flat=True)
+        .first()
+    )
+
+
+def _record_scope(run: ReviewRun, checkout: Checkout, core: stages.Core) -> None:
+    run.sanitised = checkout.removed
+    run.reviewed = core.reviewed
+    run.filtered = [[f.path, f.reason] for f in core.filtered]
+    run.incremental_since = checkout.incremental_since or ""
+    ReviewRun.objects.filter(pk=run.pk).update(
+        sanitised=run.sanitised,
+        reviewed=run.reviewed,
+        filtered=run.filtered,
+        incremental_since=run.incremental_since,
+    )
+
+
+def stop_early(ctx: Context, core: stages.Core, checkout: Checkout, budget: Budget) -> str:
+    """Trivial by triage, or over the monthly budget: record the review, complete the
+    check run (success for trivial, neutral for budget — never success unreviewed)."""
+    if core.stopped == "trivial":
+        persist(ctx.run, core)
+        summary = core.verdict.summary if core.verdict else ""
+        check_complete(ctx, "success", "Low risk: not reviewed in depth",
+                       f"Triage found this change trivial: {summary}")  # fmt: skip
+        reason = "trivial: " + summary
+    else:
+        reason = f"this month's review budget is spent (${budget.spent:.2f} of ${budget.cap})"
+        persist(ctx.run, core, incomplete=reason)
+        check_complete(ctx, "neutral", "Not reviewed: the monthly review budget is spent",
+                       f"This installation has spent ${budget.spent:.2f} of its ${budget.cap} monthly "
+                       "budget for reviews, so this change was triaged but not reviewed in depth. "
+                       "It will be reviewed in full when the budget allows.")  # fmt: skip
+    ctx.beat.check()
+    run_finish(ctx.held, status=RunStatus.COMPLETED, reason=reason)
     return RunStatus.COMPLETED
 
 
@@ -266,32 +312,11 @@ def clone(ctx: Context, workspace: Workspace) -> Checkout:
         repository_id=ctx.repository.github_id,
     )
     return workspace.checkout(
-        clone_url=info.clone_url, token=token, head_sha=ctx.run.head_sha, base_sha=ctx.run.base_sha
-    )
-
-
-def job_build(ctx: Context, diff: Diff, kept: list[str], omitted: list[str]) -> ReviewJob:
-    reviewer = next(r for r in ctx.config.reviewers if r.slug == ctx.run.reviewer.slug)
-    pr = ctx.run.pull_request
-    return ReviewJob(
-        job_id=str(ctx.run.pk),
-        repository=ctx.repository.full_name,
-        pull_request=pr.number,
-        title=pr.title,
-        base_sha=ctx.run.base_sha,
+        clone_url=info.clone_url,
+        token=token,
         head_sha=ctx.run.head_sha,
-        changed_files=tuple(diff.get(path).changed_file() for path in kept),
-        omitted=tuple(omitted),
-        strictness=ctx.config.strictness,
-        rules=reviewer.rules,
-        skills=reviewer.skills,
-        limits=Limits(
-            steps=reviewer.step_limit,
-            cost_cap_usd=float(reviewer.cost_cap_usd)
-            if reviewer.cost_cap_usd is not None
-            else None,
-            deadline_seconds=int(settings.TASUKU_SANDBOX_TIMEOUT),
-        ),
+        base_sha=ctx.run.base_sha,
+        previous_sha=previous_head(ctx.run),
     )
 
 
@@ -308,61 +333,67 @@ def engine_execute(ctx: Context, job: ReviewJob, checkout: Checkout) -> ReviewRe
 # --- Persist and publish ------------------------------------------------------------------
 
 
-def persist(ctx: Context, result: ReviewResult, validated: list[Validated]) -> Review:
+def persist(
+    run: ReviewRun, core: stages.Core, *, result: ReviewResult | None = None, incomplete: str = ""
+) -> Review:
     """Store the review and every finding, published or not. A retried run replaces
     what an earlier attempt stored (the findings it would publish are the same ones)."""
-    run = ctx.run
-    summary = result.summary
+    summary = result.summary if result else None
+    usage = result.usage if result else None
     with transaction.atomic():
         review, _ = Review.objects.update_or_create(
             run=run,
             defaults={
                 "pull_request": run.pull_request,
                 "reviewer": run.reviewer,
-                "base_sha": run.base_sha,
+                "base_sha": run.incremental_since or run.base_sha,
                 "head_sha": run.head_sha,
-                "engine": result.engine,
-                "inspected_areas": summary.inspected_areas,
-                "important_files": summary.important_files,
-                "validation": summary.validation,
-                "context_sources": summary.context_sources,
-                "confidence": summary.confidence,
-                "limitations": summary.limitations,
-                "input_tokens": result.usage.input_tokens,
-                "output_tokens": result.usage.output_tokens,
-                "cost_usd": Decimal(str(result.usage.cost_usd)),
+                "incremental_since": run.incremental_since,
+                "state": ReviewState.INCOMPLETE if incomplete else ReviewState.COMPLETE,
+                "incomplete_reason": incomplete,
+                "triage": core.verdict.as_dict() if core.verdict else {},
+                "guidelines": core.packs,
+                "engine": result.engine if result else "triage",
+                "inspected_areas": summary.inspected_areas if summary else [],
+                "important_files": summary.important_files if summary else [],
+                "validation": summary.validation if summary else "",
+                "context_sources": summary.context_sources if summary else [],
+                "confidence": summary.confidence if summary else 0,
+                "limitations": summary.limitations if summary else [],
+                "input_tokens": usage.input_tokens if usage else 0,
+                "output_tokens": usage.output_tokens if usage else 0,
+                "cost_usd": Decimal(str(usage.cost_usd)) if usage else Decimal(0),
             },
         )
         review.findings.all().delete()
-        Finding.objects.bulk_create(
-            [
-                Finding(
-                    review=review,
-                    pull_request=run.pull_request,
-                    path=v.path,
-                    side=v.side.value,
-                    start_line=v.start_line,
-                    end_line=v.end_line,
-                    original_start_line=v.original_lines[0] if v.original_lines else None,
-                    original_end_line=v.original_lines[1] if v.original_lines else None,
-                    severity=v.severity.value,
-                    category=v.category,
-                    title=v.title[:200],
-                    body=v.body,
-                    evidence=v.evidence,
-                    suggestion=v.suggestion,
-                    confidence=v.confidence,
-                    blocking=v.blocking,
-                    rule=v.rule or "",
-                    fingerprint=v.fingerprint,
-                    state=v.state,
-                    suppression_reason=v.reason,
-                    published=v.published,
-                )
-                for v in validated
-            ]
-        )
+        Finding.objects.bulk_create([_finding_row(review, run, v) for v in core.validated])
     return review
+
+
+def _finding_row(review: Review, run: ReviewRun, v: Validated) -> Finding:
+    return Finding(
+        review=review,
+        pull_request=run.pull_request,
+        path=v.path,
+        side=v.side.value,
+        start_line=v.start_line,
+        end_line=v.end_line,
+        original_start_line=v.original_lines[0] if v.original_lines else None,
+        original_end_line=v.original_lines[1] if v.original_lines else None,
+        severity=v.severity.value,
+        category=v.category,
+        title=v.title[:200],
+        body=v.body,
+        evidence=v.evidence,
+        suggestion=v.suggestion,
+        confidence=v.confidence,
+        blocking=v.blocking,
+        rule=v.rule or "",
+        fingerprint=v.fingerprint,
+        state=v.state,
+        suppression_reason=v.reason,
+        published=v.published,
+    )
 
 
 def publish(ctx: Context, review: Review, result: ReviewResult, validated: list[Validated]) -> None:
@@ -378,11 +409,14 @@ def publish(ctx: Context, review: Review, result: ReviewResult, validated: list[
     context = ReviewContext(
         run_id=run.pk,
         reviewer=run.reviewer.slug,
-        base_sha=run.base_sha,
+        base_sha=run.incremental_since or run.base_sha,
         head_sha=run.head_sha,
         dashboard_url=dashboard_url(run),
         filtered=tuple((p, r) for p, r in run.filtered),
         sanitised=tuple(run.sanitised),
+        incremental=bool(run.incremental_since),
+        omitted=tuple((o["path"], o["reason"]) for o in run.omitted),
+        guidelines=tuple(review.guidelines),
     )
     posted = ctx.gateway.review_find(**ctx.where, number=number, marker=marker)
     if posted is None:
@@ -429,3 +463,4 @@ def publish(ctx: Context, review: Review, result: ReviewResult, validated: list[
                 Finding.objects.filter(pk=finding.pk).update(
                     github_comment_id=comment.id, github_comment_url=comment.html_url
                 )
+

@@ -106,6 +106,9 @@ class ReviewContext:
     dashboard_url: str
     filtered: tuple[tuple[str, str], ...] = ()
     sanitised: tuple[str, ...] = ()
+    incremental: bool = False
+    omitted: tuple[tuple[str, str], ...] = ()
+    guidelines: tuple[str, ...] = ()
 
 
 def review_body(
@@ -123,6 +126,8 @@ def review_body(
     unanchored = [f for f in findings if f.reason.startswith("not anchorable")]
     parts = [f"### Tasuku review · {context.reviewer}", ""]
     span = f"`{context.base_sha[:7]}…{context.head_sha[:7]}`"
+    if context.incremental:
+        parts += [f"Reviewed only the changes since `{context.base_sha[:7]}`.", ""]
     if published:
         parts.append(
             f"Reviewed {span}: **{len(published)} finding{'s' if len(published) != 1 else ''}**"
@@ -166,6 +171,14 @@ def review_body(
         shown = ", ".join(f"`{path}` ({reason})" for path, reason in context.filtered[:15])
         more = f" and {len(context.filtered) - 15} more" if len(context.filtered) > 15 else ""
         parts.append(f"**Not reviewed:** {shown}{more}")
+    if context.omitted:
+        shown = ", ".join(f"`{path}` ({reason})" for path, reason in context.omitted[:15])
+        more = f" and {len(context.omitted) - 15} more" if len(context.omitted) > 15 else ""
+        parts.append(
+            f"**Not shown to the reviewer** (it could read them from the checkout): {shown}{more}"
+        )
+    if context.guidelines:
+        parts.append("**Guidelines:** " + ", ".join(context.guidelines))
     if context.sanitised:
         parts.append(
             "**Removed before review:** "

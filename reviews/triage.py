@@ -19,7 +19,17 @@ TRIVIAL = "trivial"
 SUBSTANTIVE = "substantive"
 
 DOC_SUFFIXES = (".md", ".markdown", ".rst", ".txt", ".adoc", ".asciidoc")
-DOC_NAMES = {"license", "licence", "copying", "authors", "contributors", "changelog", "changes", "notice", "codeowners"}
+DOC_NAMES = {
+    "license",
+    "licence",
+    "copying",
+    "authors",
+    "contributors",
+    "changelog",
+    "changes",
+    "notice",
+    "codeowners",
+}
 DOC_DIRS = {"docs", "doc", "documentation"}
 
 COMMENT_PREFIXES: dict[str, tuple[str, ...]] = {
@@ -87,7 +97,9 @@ def _comments_only(file: FileDiff) -> bool:
     if not prefixes:
         return False
     lines = _changed_lines(file)
-    return bool(lines) and all(not line or line.startswith(prefixes) or BLOCK_COMMENT.match(line) for line in lines)
+    return bool(lines) and all(
+        not line or line.startswith(prefixes) or BLOCK_COMMENT.match(line) for line in lines
+    )
 
 
 def _version_bump(file: FileDiff) -> bool:
@@ -95,12 +107,17 @@ def _version_bump(file: FileDiff) -> bool:
     return bool(lines) and all(VERSION_LINE.match(line) for line in lines)
 
 
-def triage_rule(diff: Diff, reviewed: Iterable[str], *, whitespace_only: Iterable[str] = ()) -> Verdict:
+def triage_rule(
+    diff: Diff, reviewed: Iterable[str], *, whitespace_only: Iterable[str] = ()
+) -> Verdict:
     """The deterministic verdict over the files left after filtering."""
     reviewed = list(reviewed)
     whitespace = set(whitespace_only)
     if not reviewed:
-        return Verdict(TRIVIAL, "Only files that are not reviewed changed (lock files, generated or binary files).")
+        return Verdict(
+            TRIVIAL,
+            "Only files that are not reviewed changed (lock files, generated or binary files).",
+        )
     reasons: dict[str, str] = {}
     substantive: list[FileDiff] = []
     for path in reviewed:

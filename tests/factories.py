@@ -6,7 +6,7 @@ import factory
 from django.utils import timezone
 
 from repos.models import Installation, Repository, RepositoryPolicy, Reviewer, SecondaryRepository
-from reviews.models import PullRequest, ReviewRun
+from reviews.models import Finding, PullRequest, Review, ReviewRun
 from webhooks.models import WebhookDelivery
 
 
@@ -112,3 +112,33 @@ class WebhookDeliveryFactory(factory.django.DjangoModelFactory):
     action = ""
     payload = factory.LazyFunction(dict)
     received_at = factory.LazyFunction(timezone.now)
+
+
+class ReviewFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Review
+
+    run = factory.SubFactory(
+        ReviewRunFactory, pull_request=factory.SelfAttribute("..pull_request"), status="completed"
+    )
+    pull_request = factory.SubFactory(PullRequestFactory)
+    reviewer = factory.LazyAttribute(lambda o: o.run.reviewer)
+    base_sha = factory.LazyAttribute(lambda o: o.run.base_sha)
+    head_sha = factory.LazyAttribute(lambda o: o.run.head_sha)
+    engine = "static"
+
+
+class FindingFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Finding
+
+    review = factory.SubFactory(ReviewFactory)
+    pull_request = factory.LazyAttribute(lambda o: o.review.pull_request)
+    path = "app.py"
+    start_line = 1
+    end_line = 1
+    severity = "medium"
+    category = "bug"
+    title = factory.Sequence(lambda n: f"Problem {n}")
+    confidence = 0.9
+    fingerprint = factory.Sequence(lambda n: f"{n:020x}")

@@ -26,7 +26,14 @@ EXTENSIONS: dict[str, tuple[str, ...]] = {
     "terraform": (".tf", ".tfvars", ".hcl"),
 }
 SHEBANGS = {"python": re.compile(r"^#!.*\bpython"), "shell": re.compile(r"^#!.*\b(ba|k|z|da)?sh\b")}
-DJANGO_MANIFESTS = ("requirements.txt", "requirements/base.txt", "pyproject.toml", "setup.py", "setup.cfg", "Pipfile")
+DJANGO_MANIFESTS = (
+    "requirements.txt",
+    "requirements/base.txt",
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "Pipfile",
+)
 
 
 @cache
@@ -47,7 +54,12 @@ def _kind(path: str, head: Callable[[str], str | None]) -> set[str]:
     if re.fullmatch(r"(docker-)?compose(\.[\w-]+)?\.ya?ml", name):
         kinds.add("docker")
     parts = pure.parts
-    if len(parts) >= 3 and parts[0] == ".github" and parts[1] == "workflows" and suffix in (".yml", ".yaml"):
+    if (
+        len(parts) >= 3
+        and parts[0] == ".github"
+        and parts[1] == "workflows"
+        and suffix in (".yml", ".yaml")
+    ):
         kinds.add("github-actions")
     if name in ("action.yml", "action.yaml"):
         kinds.add("github-actions")
@@ -76,7 +88,9 @@ def _uses_react(changed: Iterable[str], tree: set[str], head: Callable[[str], st
     )
 
 
-def detect(changed: Iterable[str], tree: Iterable[str], head: Callable[[str], str | None]) -> list[str]:
+def detect(
+    changed: Iterable[str], tree: Iterable[str], head: Callable[[str], str | None]
+) -> list[str]:
     """The packs for the kinds of code `changed` touches, with frameworks found in the
     tree (Django: a manage.py or a manifest naming it; React: .jsx/.tsx or a
     package.json depending on it)."""

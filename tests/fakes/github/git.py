@@ -77,7 +77,12 @@ class GitRepo:
         message: str = "change",
         branch: str | None = None,
     ) -> str:
-        """A commit on top of `parent` changing `files` (None deletes a file); returns its SHA."""
+        """A commit on top of `parent` changing `files` (None deletes a file); returns its SHA.
+
+        Files are written to a scratch work tree and staged in batches, so a commit of
+        thousands of files costs a handful of git calls."""
+        import tempfile
+
         index = self.git_dir / f"index-{os.getpid()}"
         env = {"GIT_INDEX_FILE": str(index)}
         try:
@@ -85,22 +90,39 @@ class GitRepo:
                 self.git("read-tree", parent, env=env)
             else:
                 self.git("read-tree", "--empty", env=env)
-            for path, content in files.items():
-                if content is None:
-                    self.git("update-index", "--force-remove", path, env=env)
-                    continue
-                if isinstance(content, Symlink):
-                    mode, data = "120000", content.target.encode()
-                else:
-                    mode = (
-                        "100755"
-                        if isinstance(content, str) and content.startswith("#!")
-                        else "100644"
+            removed = [path for path, content in files.items() if content is None]
+            with tempfile.TemporaryDirectory() as scratch:
+                tree = Path(scratch)
+                added = []
+                for path, content in files.items():
+                    if content is None:
+                        continue
+                    target = tree / path
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    if isinstance(content, Symlink):
+                        os.symlink(content.target, target)
+                    else:
+                        target.write_bytes(
+                            content.encode() if isinstance(content, str) else content
+                        )
+                        if isinstance(content, str) and content.startswith("#!"):
+                            target.chmod(0o755)
+                    added.append(path)
+                for chunk in range(0, len(added), 500):
+                    self.git(
+                        "--work-tree",
+                        scratch,
+                        "update-index",
+                        "--add",
+                        "--",
+                        *added[chunk : chunk + 500],
+                        env=env,
                     )
-                    data = content.encode() if isinstance(content, str) else content
-                blob = self.git("hash-object", "-w", "--stdin", input=data).strip()
-                self.git("update-index", "--add", "--cacheinfo", f"{mode},{blob},{path}", env=env)
-            tree = self.git("write-tree", env=env).strip()
+            for chunk in range(0, len(removed), 500):
+                self.git(
+                    "update-index", "--force-remove", "--", *removed[chunk : chunk + 500], env=env
+                )
+            tree_sha = self.git("write-tree", env=env).strip()
         finally:
             index.unlink(missing_ok=True)
         self._clock += 60
@@ -108,7 +130,7 @@ class GitRepo:
             "GIT_AUTHOR_DATE": f"{self._clock} +0000",
             "GIT_COMMITTER_DATE": f"{self._clock} +0000",
         }
-        args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
+        args = ["commit-tree", tree_sha, "-m", message] + (["-p", parent] if parent else [])
         sha = self.git(*args, env={**AUTHOR, **stamp}).strip()
         if branch:
             self.git("update-ref", f"refs/heads/{branch}", sha)

@@ -1,0 +1,156 @@
+"""The review's core, shared by GitHub runs and `manage.py review`: from a checkout to
+validated findings (DESIGN §3 steps 6–11).
+
+filters → guideline packs → triage → budget gate → compression → engine → validation.
+
+No GitHub and no rows here: the caller brings the checkout, the effective config and
+the budget, and stores or publishes what comes out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repos.policy import EffectiveConfig, ReviewerConfig
+from reviews import guidelines
+from reviews.budget import Budget
+from reviews.compression import Compressed, compress
+from reviews.diff import Diff, diff_parse
+from reviews.filters import Filtered, paths_filter
+from reviews.triage import Verdict, triage_rule
+from reviews.validation import GateConfig, Validated, gate
+from sandbox.contract import Limits, OmittedPart, ReviewJob, ReviewResult
+from sandbox.workspace import Checkout
+
+HEAD_BYTES = 4096
+TREE_LIMIT = 50_000
+
+
+@dataclass
+class Core:
+    diff: Diff
+    reviewed: list[str]
+    filtered: list[Filtered]
+    packs: list[str]
+    verdict: Verdict | None = None
+    compressed: Compressed | None = None
+    job: ReviewJob | None = None
+    result: ReviewResult | None = None
+    validated: list[Validated] = field(default_factory=list)
+    # Why the engine did not run, when it did not: "trivial" or "budget".
+    stopped: str = ""
+
+
+def head_reader(root: Path) -> Callable[[str], str | None]:
+    """Reads the start of a file of the checkout (never following a link out of it:
+    those were removed when the checkout was sanitised)."""
+
+    def read(path: str) -> str | None:
+        target = root / path
+        try:
+            if not target.is_file():
+                return None
+            with target.open("rb") as handle:
+                return handle.read(HEAD_BYTES).decode(errors="replace")
+        except OSError:
+            return None
+
+    return read
+
+
+def tree_paths(root: Path) -> list[str]:
+    found: list[str] = []
+    for directory, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in ("node_modules", ".venv", "vendor")]
+        relative = os.path.relpath(directory, root)
+        for name in filenames:
+            found.append(name if relative == "." else f"{relative}/{name}")
+            if len(found) >= TREE_LIMIT:
+                return found
+    return found
+
+
+def prepare(checkout: Checkout, config: EffectiveConfig) -> Core:
+    """Filters, guideline packs and triage over a checkout."""
+    diff = diff_parse(checkout.diff)
+    read = head_reader(checkout.root)
+    reviewed, filtered = paths_filter(
+        diff.paths,
+        policy_globs=config.excluded_paths,
+        binary=[f.path for f in diff.files if f.binary],
+        head=read,
+    )
+    changed = [p for p in reviewed if diff.get(p) and diff.get(p).status != "deleted"]
+    packs = guidelines.detect(changed, tree_paths(checkout.root), read) if changed else []
+    core = Core(diff=diff, reviewed=reviewed, filtered=filtered, packs=packs)
+    if config.triage_enabled:
+        core.verdict = triage_rule(diff, reviewed, whitespace_only=checkout.whitespace_only)
+        if core.verdict.trivial:
+            core.stopped = "trivial"
+    return core
+
+
+def budget_gate(core: Core, budget: Budget | None, config: EffectiveConfig) -> bool:
+    """Past the installation's monthly cap with degrade on, the engine does not run."""
+    if budget is not None and budget.exhausted and config.degrade_over_budget and not core.stopped:
+        core.stopped = "budget"
+        return True
+    return False
+
+
+def job_build(
+    core: Core,
+    *,
+    checkout: Checkout,
+    reviewer: ReviewerConfig,
+    config: EffectiveConfig,
+    job_id: str,
+    repository: str,
+    number: int,
+    title: str,
+    deadline_seconds: int,
+) -> ReviewJob:
+    core.compressed = compress(core.diff, core.reviewed, reviewer.context_budget_tokens)
+    core.job = ReviewJob(
+        job_id=job_id,
+        repository=repository,
+        pull_request=number,
+        title=title,
+        base_sha=checkout.base_sha,
+        head_sha=checkout.head_sha,
+        diff=core.compressed.text,
+        changed_files=tuple(core.diff.get(p).changed_file() for p in core.reviewed),
+        omitted=core.compressed.omitted,
+        filtered=tuple(OmittedPart(path=f.path, reason=f.reason) for f in core.filtered),
+        incremental_since=checkout.incremental_since,
+        pull_request_files=checkout.pull_request_files,
+        strictness=config.strictness,
+        rules=reviewer.rules,
+        skills=reviewer.skills,
+        guidelines=tuple(guidelines.pack_text(p) for p in core.packs),
+        limits=Limits(
+            steps=reviewer.step_limit,
+            cost_cap_usd=float(reviewer.cost_cap_usd)
+            if reviewer.cost_cap_usd is not None
+            else None,
+            deadline_seconds=deadline_seconds,
+        ),
+    )
+    return core.job
+
+
+def validate(core: Core, result: ReviewResult, config: EffectiveConfig) -> list[Validated]:
+    core.result = result
+    core.validated = gate(
+        result.findings,
+        core.diff,
+        GateConfig(
+            min_severity=config.min_severity,
+            min_confidence=config.min_confidence,
+            comment_limit=config.comment_limit,
+        ),
+    )
+    return core.validated

@@ -1,0 +1,101 @@
+"""Diff compression: within budget, deterministic, and nothing left out unnamed."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reviews.compression import BUDGET, DELETED, DELETION_ONLY, ENORMOUS, compress, tokens
+from reviews.diff import diff_parse
+
+
+def file_diff(path: str, added: int, *, start: int = 1) -> str:
+    body = "".join(f"+line {n} of {path} with some code in it\n" for n in range(added))
+    return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -{start},0 +{start},{added} @@\n{body}"
+
+
+def two_hunks(path: str) -> str:
+    return (
+        f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n"
+        "@@ -1,2 +1,3 @@\n a\n+b\n c\n"
+        "@@ -10,3 +11,2 @@\n x\n-y\n z\n"
+    )
+
+
+def test_everything_fits_a_large_budget():
+    diff = diff_parse(file_diff("a.py", 10) + file_diff("b.py", 20))
+    result = compress(diff, ["a.py", "b.py"], 100_000)
+    assert result.complete and result.omitted == ()
+    assert result.included == ("b.py", "a.py")  # larger change first
+    assert result.tokens <= result.budget
+
+
+def test_deleted_files_and_deletion_only_hunks_are_named_not_shown():
+    deleted = "diff --git a/old.py b/old.py\ndeleted file mode 100644\n--- a/old.py\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-a\n-b\n"
+    diff = diff_parse(deleted + two_hunks("m.py"))
+    result = compress(diff, ["old.py", "m.py"], 100_000)
+    reasons = {(o.path, o.reason, o.hunks) for o in result.omitted}
+    assert ("old.py", DELETED, ()) in reasons
+    assert ("m.py", DELETION_ONLY, ("@@ -10,3 +11,2 @@",)) in reasons
+    assert "-y" not in result.text and "+b" in result.text
+    assert result.complete  # nothing was left out for lack of room
+
+
+def test_over_budget_files_are_named_with_the_reason_and_the_budget_holds():
+    diff = diff_parse("".join(file_diff(f"f{i}.py", 40) for i in range(50)))
+    result = compress(diff, [f"f{i}.py" for i in range(50)], 3_000)
+    assert result.tokens <= 3_000
+    assert not result.complete
+    omitted = {o.path for o in result.omitted}
+    assert omitted and omitted.isdisjoint(result.included)
+    assert omitted | set(result.included) == {f"f{i}.py" for i in range(50)}
+    assert all(o.reason == BUDGET for o in result.omitted)
+
+
+def test_an_enormous_file_goes_after_the_others_and_is_shown_in_part():
+    diff = diff_parse(file_diff("huge.py", 2000) + file_diff("small.py", 5) + two_hunks("mid.py"))
+    result = compress(diff, ["huge.py", "small.py", "mid.py"], 4_000)
+    assert result.included[:2] == ("small.py", "mid.py")
+    [huge] = [o for o in result.omitted if o.path == "huge.py"]
+    assert huge.reason == ENORMOUS
+
+
+def test_a_file_that_does_not_fit_whole_is_shown_hunk_by_hunk():
+    text = "diff --git a/p.py b/p.py\n--- a/p.py\n+++ b/p.py\n" + "".join(
+        f"@@ -{n * 100},0 +{n * 100},20 @@\n"
+        + "".join(f"+code line {k} " * 3 + "\n" for k in range(20))
+        for n in range(1, 6)
+    )
+    diff = diff_parse(text)
+    one_hunk = tokens(diff.get("p.py").hunks[0].text)
+    result = compress(diff, ["p.py"], one_hunk * 2 + 40)
+    assert result.included == ("p.py",)
+    [part] = result.omitted
+    assert (
+        len(part.hunks) == 3 and part.reason == ENORMOUS
+    )  # it alone is over a quarter of the budget
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=1, max_value=300), min_size=1, max_size=25),
+    budget=st.integers(min_value=200, max_value=20_000),
+    seed=st.randoms(use_true_random=False),
+)
+def test_compression_is_deterministic_whatever_the_order_and_never_exceeds_the_budget(
+    sizes, budget, seed
+):
+    parts = [file_diff(f"f{i}.py", size) for i, size in enumerate(sizes)]
+    paths = [f"f{i}.py" for i in range(len(sizes))]
+    first = compress(diff_parse("".join(parts)), paths, budget)
+    seed.shuffle(parts)
+    seed.shuffle(paths)
+    again = compress(diff_parse("".join(parts)), paths, budget)
+    assert (first.text, first.included, first.omitted) == (
+        again.text,
+        again.included,
+        again.omitted,
+    )
+    assert first.tokens <= budget
+    named = {o.path for o in first.omitted} | set(first.included)
+    assert named == set(paths)

@@ -1,0 +1,158 @@
+"""Guideline packs by language, the triage rule, the budget's 80 % alert."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+import pytest
+
+from reviews import guidelines
+from reviews.budget import Budget, budget_alert, installation_budget
+from reviews.diff import diff_parse
+from reviews.models import BudgetAlert
+from reviews.triage import SUBSTANTIVE, TRIVIAL, triage_rule
+from tests.factories import (
+    InstallationFactory,
+    PullRequestFactory,
+    RepositoryFactory,
+    ReviewFactory,
+)
+
+
+def detect(changed, tree=(), files=None):
+    files = files or {}
+    return guidelines.detect(changed, [*tree, *files], files.get)
+
+
+@pytest.mark.parametrize(
+    ("changed", "packs"),
+    [
+        (["app/models.py"], ["python"]),
+        (["web/app.ts"], ["javascript"]),
+        (["cmd/main.go"], ["go"]),
+        (["src/lib.rs"], ["rust"]),
+        (["src/Main.java"], ["java"]),
+        (["Api/Controller.cs"], ["csharp"]),
+        (["scripts/deploy.sh"], ["shell"]),
+        (["db/schema.sql"], ["sql"]),
+        (["Dockerfile"], ["docker"]),
+        (["deploy/docker-compose.yml"], ["docker"]),
+        (["infra/main.tf"], ["terraform"]),
+        ([".github/workflows/ci.yml"], ["github-actions"]),
+        (["web/Button.tsx"], ["javascript", "react"]),
+        (["README.md"], []),
+    ],
+)
+def test_each_language_is_detected_from_its_paths(changed, packs):
+    assert detect(changed) == packs
+
+
+def test_shebangs_name_scripts_without_an_extension():
+    assert detect(["bin/release"], files={"bin/release": "#!/usr/bin/env bash\nset -e\n"}) == [
+        "shell"
+    ]
+    assert detect(["bin/tool"], files={"bin/tool": "#!/usr/bin/env python3\nprint(1)\n"}) == [
+        "python"
+    ]
+
+
+def test_django_is_detected_from_the_tree_when_python_changes():
+    assert detect(["shop/views.py"], tree=["manage.py"]) == ["django", "python"]
+    assert detect(["shop/views.py"], files={"requirements.txt": "Django>=5.2\n"}) == [
+        "django",
+        "python",
+    ]
+    assert detect(["README.md"], tree=["manage.py"]) == []
+
+
+def test_react_is_detected_from_package_json():
+    assert detect(["src/app.js"], files={"package.json": '{"dependencies": {"react": "^19"}}'}) == [
+        "javascript",
+        "react",
+    ]
+
+
+def test_every_pack_has_guidance_text():
+    for name in guidelines.available():
+        assert guidelines.pack_text(name).startswith("# ")
+    assert len(guidelines.available()) == 13
+
+
+def _diff(path, removed, added):
+    body = "".join(f"-{line}\n" for line in removed) + "".join(f"+{line}\n" for line in added)
+    return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,{len(removed)} +1,{len(added)} @@\n{body}"
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "verdict"),
+    [
+        (_diff("docs/setup.md", ["old"], ["new"]), "docs/setup.md", TRIVIAL),
+        (_diff("CHANGELOG", ["a"], ["b"]), "CHANGELOG", TRIVIAL),
+        (_diff("app.py", ["# old comment"], ["# new comment", ""]), "app.py", TRIVIAL),
+        (_diff("ui.ts", ["// a"], ["/* b", " * c", " */"]), "ui.ts", TRIVIAL),
+        (
+            _diff("package.json", ['  "version": "1.2.3",'], ['  "version": "1.2.4",']),
+            "package.json",
+            TRIVIAL,
+        ),
+        (
+            _diff("pyproject.toml", ['version = "0.1.0"'], ['version = "0.2.0"']),
+            "pyproject.toml",
+            TRIVIAL,
+        ),
+        (_diff("app.py", ["x = 1"], ["x = 2"]), "app.py", SUBSTANTIVE),
+        (_diff("app.py", ["# note"], ["# note", "os.remove(path)"]), "app.py", SUBSTANTIVE),
+        (
+            _diff("package.json", ['"version": "1"'], ['"version": "2"', '"main": "x.js"']),
+            "package.json",
+            SUBSTANTIVE,
+        ),
+    ],
+)
+def test_the_triage_rule(text, path, verdict):
+    assert triage_rule(diff_parse(text), [path]).verdict == verdict
+
+
+def test_whitespace_only_changes_and_filtered_only_changes_are_trivial():
+    diff = diff_parse(_diff("app.py", ["x=1"], ["x = 1"]))
+    assert triage_rule(diff, ["app.py"], whitespace_only=["app.py"]).verdict == TRIVIAL
+    assert triage_rule(diff, []).verdict == TRIVIAL
+    assert triage_rule(diff, ["app.py"]).verdict == SUBSTANTIVE
+
+
+@pytest.mark.django_db
+class TestBudget:
+    def test_spend_sums_this_months_reviews_of_the_installation(self):
+        installation = InstallationFactory(monthly_budget_usd=Decimal("20"))
+        repository = RepositoryFactory(installation=installation)
+        ReviewFactory(
+            pull_request=PullRequestFactory(repository=repository), cost_usd=Decimal("3.5")
+        )
+        ReviewFactory(
+            pull_request=PullRequestFactory(repository=repository), cost_usd=Decimal("1.25")
+        )
+        ReviewFactory(cost_usd=Decimal("100"))  # another installation
+        budget = installation_budget(installation)
+        assert (budget.spent, budget.cap, budget.exhausted) == (
+            Decimal("4.75"),
+            Decimal("20"),
+            False,
+        )
+
+    def test_the_alert_fires_once_at_80_percent_and_again_next_month(self):
+        installation = InstallationFactory(monthly_budget_usd=Decimal("10"))
+        assert budget_alert(installation, Budget(Decimal("7.99"), Decimal("10"))) is None
+        assert budget_alert(installation, Budget(Decimal("8"), Decimal("10"))) is not None
+        assert budget_alert(installation, Budget(Decimal("9.5"), Decimal("10"))) is None
+        later = datetime(2099, 1, 5)
+        assert (
+            budget_alert(installation, Budget(Decimal("9"), Decimal("10")), now=later) is not None
+        )
+        assert BudgetAlert.objects.count() == 2
+
+    def test_no_cap_means_no_alert_and_never_exhausted(self):
+        installation = InstallationFactory(monthly_budget_usd=None)
+        budget = Budget(Decimal("1000"), None)
+        assert not budget.exhausted
+        assert budget_alert(installation, budget) is None
