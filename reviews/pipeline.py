@@ -463,4 +463,3 @@ def publish(ctx: Context, review: Review, result: ReviewResult, validated: list[
                 Finding.objects.filter(pk=finding.pk).update(
                     github_comment_id=comment.id, github_comment_url=comment.html_url
                 )
-
