@@ -33,6 +33,7 @@ class Trigger(StrEnum):
     REVIEW_REQUESTED = "review_requested"
     RERUN = "rerun"
     MANUAL = "manual"
+    LOCAL = "local"  # `manage.py review` on a local repository
 
 
 POLICY_TRIGGERS = (Trigger.OPENED, Trigger.REOPENED, Trigger.READY_FOR_REVIEW, Trigger.SYNCHRONIZE)

@@ -248,6 +248,14 @@ class Finding(models.Model):
     )
     github_comment_id = models.BigIntegerField(null=True, blank=True)
     github_comment_url = models.URLField(max_length=500, blank=True)
+    # History across pushes: the head where this problem was first raised, the newer
+    # finding that carries it on, and the commit that resolved or outdated it.
+    first_seen_sha = models.CharField(max_length=40, blank=True)
+    carried_to = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="carried_from"
+    )
+    resolved_in_sha = models.CharField(max_length=40, blank=True)
+    resolution = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

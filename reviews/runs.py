@@ -198,7 +198,7 @@ def run_finish(held: Held, *, status: str, reason: str = "", superseded_by: str 
     return bool(done)
 
 
-def run_attempt_failed(held: Held, exc: BaseException, *, stage: str) -> str:
+def run_attempt_failed(held: Held, exc: BaseException, *, stage: str, final: bool = False) -> str:
     """Record a failed attempt: a transient error is retried with exponential backoff and
     jitter until MAX_ATTEMPTS; a permanent one (or the last attempt) fails the run."""
     now = timezone.now()
@@ -206,7 +206,7 @@ def run_attempt_failed(held: Held, exc: BaseException, *, stage: str) -> str:
     error = f"{type(exc).__name__}: {exc}"
     if not hasattr(exc, "permanent"):
         error += "\n\n" + "".join(traceback.format_exception(exc)[-8:])
-    final = permanent or held.attempt >= MAX_ATTEMPTS
+    final = final or permanent or held.attempt >= MAX_ATTEMPTS
     with transaction.atomic():
         if final:
             changed = _held(held).update(

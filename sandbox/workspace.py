@@ -39,6 +39,9 @@ class Checkout:
     pull_request_files: tuple[str, ...] = ()  # every file the whole pull request touches
     whitespace_only: frozenset[str] = frozenset()
     removed: list[str] = field(default_factory=list)
+    # The diff from the previous review's head to this head (for reconciliation), when
+    # that commit is available; equal to `diff` for an incremental review.
+    previous_diff: str | None = None
 
 
 class Workspace:
@@ -142,6 +145,16 @@ def _prepare(
     whitespace_only = frozenset(
         entry.split("\t", 2)[2] for entry in numstat.split("\0") if entry.startswith("0\t0\t")
     )
+    previous_diff = None
+    if incremental:
+        previous_diff = diff
+    elif (
+        previous_sha
+        and previous_sha != head_sha
+        and git("cat-file", "-e", f"{previous_sha}^{{commit}}", check=False, returncode=True) == "0"
+    ):
+        previous_diff = git("-c", "core.quotePath=false", "diff", "--no-color", "--no-ext-diff",
+                            "--no-renames", previous_sha, head_sha, what="diff against the previous review")  # fmt: skip
     git("-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", head_sha,
         what="check out the head commit")  # fmt: skip
     removed = sanitise(root)
@@ -155,6 +168,7 @@ def _prepare(
         pull_request_files=tuple(sorted(n for n in names.split("\0") if n)),
         whitespace_only=whitespace_only,
         removed=removed,
+        previous_diff=previous_diff,
     )
 
 

