@@ -83,6 +83,14 @@ def _default_specs() -> tuple[tuple[str, pathspec.GitIgnoreSpec], ...]:
     )
 
 
+@cache
+def _any_default() -> pathspec.GitIgnoreSpec:
+    """All default exclusions at once: most paths match none, and one check says so."""
+    return pathspec.GitIgnoreSpec.from_lines(
+        [p for patterns in DEFAULT_EXCLUDES.values() for p in patterns]
+    )
+
+
 def paths_filter(
     paths: Iterable[str],
     *,
@@ -104,7 +112,7 @@ def paths_filter(
         reason = None
         if policy.match_file(path):
             reason = "excluded by the repository's policy"
-        else:
+        elif _any_default().match_file(path):
             for family, spec in _default_specs():
                 if spec.match_file(path):
                     reason = family
