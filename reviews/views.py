@@ -9,7 +9,8 @@ from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from reviews.models import PullRequest, Review, ReviewRun, RunStatus
+from reviews.budget import month_start
+from reviews.models import BudgetAlert, PullRequest, Review, ReviewRun, RunStatus
 from sandbox.contract import Severity
 from webhooks.models import DeliveryStatus, WebhookDelivery
 
@@ -21,6 +22,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     runs = ReviewRun.objects.select_related("reviewer", "pull_request__repository")[:50]
     run_counts = dict(ReviewRun.objects.values_list("status").annotate(n=Count("id")).order_by())
     failed_deliveries = WebhookDelivery.objects.filter(status=DeliveryStatus.FAILED).count()
+    alerts = BudgetAlert.objects.filter(month=month_start()).select_related("installation")
     return render(
         request,
         "reviews/overview.html",
@@ -28,6 +30,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             "runs": runs,
             "run_counts": [(s, run_counts.get(s, 0)) for s in RunStatus.values],
             "failed_deliveries": failed_deliveries,
+            "budget_alerts": alerts,
         },
     )
 

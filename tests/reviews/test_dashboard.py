@@ -49,3 +49,16 @@ def test_dashboard_pages_need_a_staff_login(client):
         response = client.get(url)
         assert response.status_code == 302
         assert "/admin/login/" in response["Location"]
+
+
+def test_the_overview_shows_the_budget_banner_once_80_percent_is_spent(staff_client):
+    from decimal import Decimal
+
+    from reviews.budget import Budget, budget_alert
+    from tests.factories import InstallationFactory
+
+    installation = InstallationFactory(account_login="acme", monthly_budget_usd=Decimal("50"))
+    assert b"review budget" not in staff_client.get("/").content
+    budget_alert(installation, Budget(Decimal("41.5"), Decimal("50")))
+    page = staff_client.get("/")
+    assert b"acme has spent $41.50 of its $50.00 review budget this month" in page.content
