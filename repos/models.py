@@ -252,3 +252,17 @@ class SecondaryRepository(models.Model):
 
     def __str__(self) -> str:
         return f"{self.full_name}@{self.pinned_commit[:7]}"
+
+
+class RepoMemory(models.Model):
+    """What a repository's team does with findings, in a few lines given to later reviews."""
+
+    repository = models.OneToOneField(Repository, on_delete=models.CASCADE, related_name="memory")
+    text = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "repository memories"
+
+    def __str__(self) -> str:
+        return f"memory of {self.repository}"

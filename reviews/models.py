@@ -108,9 +108,12 @@ class ReviewRun(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            # A redelivered or repeated trigger for the same head never makes a second run.
+            # Repeated triggers coalesce: at most one waiting run per PR and reviewer (and,
+            # below, one running per PR). A second waiting run cannot slip in by a race.
             models.UniqueConstraint(
-                fields=["pull_request", "reviewer", "head_sha", "trigger"], name="run_unique"
+                fields=["pull_request", "reviewer"],
+                condition=models.Q(status="queued"),
+                name="run_one_queued_per_reviewer",
             ),
             # At most one running run per pull request: two claims racing for runs of the
             # same PR cannot both win, whatever the isolation level.
@@ -289,3 +292,97 @@ class BudgetAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.installation} at {self.spent_usd}/{self.cap_usd} in {self.month:%Y-%m}"
+
+
+class Dismissal(models.Model):
+    """A person said a finding is not worth fixing (a reply, or resolving its thread with
+    no code change). Its fingerprint is never posted again on that pull request."""
+
+    pull_request = models.ForeignKey(
+        PullRequest, on_delete=models.CASCADE, related_name="dismissals"
+    )
+    fingerprint = models.CharField(max_length=64)
+    login = models.CharField(max_length=100)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pull_request", "fingerprint"], name="dismissal_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fingerprint} dismissed by {self.login} on {self.pull_request}"
+
+
+class ThreadReply(models.Model):
+    """A person's reply on one of Tasuku's threads, and Tasuku's answer to it."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        ANSWERED = "answered", "answered"
+        FAILED = "failed", "failed"
+
+    finding = models.ForeignKey(Finding, on_delete=models.CASCADE, related_name="replies")
+    github_comment_id = models.BigIntegerField(unique=True, help_text="The person's reply.")
+    login = models.CharField(max_length=100)
+    body = models.TextField()
+    dismissal = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    answer = models.TextField(blank=True)
+    answer_comment_id = models.BigIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"reply {self.github_comment_id} by {self.login}"
+
+
+class Notice(models.Model):
+    """Something Tasuku says once per pull request and person (a refused command)."""
+
+    pull_request = models.ForeignKey(PullRequest, on_delete=models.CASCADE, related_name="notices")
+    kind = models.CharField(max_length=32)
+    login = models.CharField(max_length=100)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pull_request", "kind", "login"], name="notice_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} to {self.login} on {self.pull_request}"
+
+
+class FindingOutcome(models.Model):
+    """What became of a published finding when its pull request closed."""
+
+    class Fate(models.TextChoices):
+        FIXED = "fixed", "fixed"
+        DISMISSED = "dismissed", "dismissed"
+        OPEN = "open", "left open"
+
+    pull_request = models.ForeignKey(PullRequest, on_delete=models.CASCADE, related_name="outcomes")
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="outcomes")
+    reviewer = models.ForeignKey(Reviewer, on_delete=models.CASCADE, related_name="outcomes")
+    fingerprint = models.CharField(max_length=64)
+    category = models.CharField(max_length=64)
+    rule = models.CharField(max_length=200, blank=True)
+    title = models.CharField(max_length=200)
+    severity = models.CharField(max_length=10)
+    fate = models.CharField(max_length=16, choices=Fate.choices)
+    merged = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pull_request", "reviewer", "fingerprint"], name="outcome_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["repository", "reviewer", "fate"], name="outcome_figures")]
+
+    def __str__(self) -> str:
+        return f"{self.title} on {self.pull_request}: {self.fate}"

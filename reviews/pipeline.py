@@ -277,10 +277,14 @@ def check_complete(ctx: Context, conclusion: str, title: str, summary: str) -> N
 
 
 def run_check_conclude(run_pk: int) -> None:
-    """Complete the check run of a run that ended failed (never `success`)."""
+    """Complete the check run of a run that ended without reaching publication: failed
+    (`failure`) or superseded while it waited (`cancelled`) — never `success`."""
     run = ReviewRun.objects.select_related(
         "pull_request__repository__installation", "reviewer"
     ).get(pk=run_pk)
+    if run.status == RunStatus.CANCELLED:
+        _conclude_cancelled(run)
+        return
     if run.status != RunStatus.FAILED:
         return
     repository = run.pull_request.repository
@@ -297,6 +301,24 @@ def run_check_conclude(run_pk: int) -> None:
                 f"Tasuku could not review this commit: {run.reason}\n\n"
                 f"An operator can retry it from the [run page]({dashboard_url(run)})."
             ),
+        ),
+        details_url=dashboard_url(run),
+    )
+
+
+def _conclude_cancelled(run: ReviewRun) -> None:
+    repository = run.pull_request.repository
+    if not run.check_run_id:
+        return  # never shown on GitHub
+    github.gateway().check_run_update(
+        installation_id=repository.installation.github_id,
+        repository_id=repository.github_id,
+        full_name=repository.full_name,
+        check_run_id=run.check_run_id,
+        conclusion="cancelled",
+        output=CheckRunOutput(
+            title=f"Superseded by {run.superseded_by[:7]}" if run.superseded_by else "Cancelled",
+            summary=f"This commit was not reviewed: {run.reason}.",
         ),
         details_url=dashboard_url(run),
     )

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.urls import reverse
 
 from repos import github
@@ -17,7 +17,8 @@ from repos.selectors import effective_config
 from repos.services import installation_upsert, repository_upsert
 from reviews.admission import Admission, PullRequestFacts, admission_decide
 from reviews.models import PullRequest, ReviewRun, RunStatus
-from reviews.runs import run_ring
+from reviews.runs import CONCLUDE_TASK, run_ring
+from tasuku.broker import ring
 from webhooks.routing import Decision, Outcome
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,93 @@ def run_details_url(run: ReviewRun) -> str:
     return settings.TASUKU_BASE_URL + reverse("reviews:run", args=[run.pk])
 
 
+# Triggers a person or GitHub asks for explicitly: each may review a head again. Pull
+# request events are idempotent per head: one review of a head is enough.
+EXPLICIT_TRIGGERS = (
+    Trigger.COMMAND,
+    Trigger.FULL_REVIEW_COMMAND,
+    Trigger.REVIEW_REQUESTED,
+    Trigger.RERUN,
+    Trigger.MANUAL,
+)
+
+
+def run_request(
+    *,
+    pull_request: PullRequest,
+    reviewer: Reviewer,
+    trigger: Trigger,
+    config: EffectiveConfig,
+    delivery_id: int | None = None,
+    status: str = RunStatus.QUEUED,
+    reason: str = "",
+) -> tuple[ReviewRun, bool]:
+    """A run for the pull request's current head, coalesced with what is already there.
+
+    - A run of this head already waiting: the trigger joins it (a full-review request
+      upgrades it); nothing new.
+    - A pull request event for a head that already has a run (running, done or skipped):
+      nothing new — redelivered or repeated events review nothing twice.
+    - A run waiting for an older head: cancelled, superseded by this head.
+    - Otherwise a new run (at most one waiting and one running per PR and reviewer).
+    """
+    head = pull_request.head_sha
+    same_head = ReviewRun.objects.filter(
+        pull_request=pull_request, reviewer=reviewer, head_sha=head
+    )
+    with transaction.atomic():
+        waiting = same_head.filter(status=RunStatus.QUEUED).first()
+        if waiting is not None and status == RunStatus.QUEUED:
+            if trigger == Trigger.FULL_REVIEW_COMMAND and waiting.trigger != trigger:
+                ReviewRun.objects.filter(pk=waiting.pk, status=RunStatus.QUEUED).update(
+                    trigger=trigger
+                )
+            return waiting, False
+        if trigger not in EXPLICIT_TRIGGERS or status != RunStatus.QUEUED:
+            done = (
+                same_head.exclude(status__in=(RunStatus.FAILED, RunStatus.CANCELLED))
+                .order_by("-pk")
+                .first()
+            )
+            if done is not None:
+                return done, False
+        superseded = list(
+            ReviewRun.objects.filter(
+                pull_request=pull_request, reviewer=reviewer, status=RunStatus.QUEUED
+            )
+            .exclude(head_sha=head)
+            .values_list("pk", flat=True)
+        )
+        for pk in superseded:
+            if ReviewRun.objects.filter(pk=pk, status=RunStatus.QUEUED).update(
+                status=RunStatus.CANCELLED,
+                reason=f"stale: superseded by {head[:12]}",
+                superseded_by=head,
+            ):
+                ring(CONCLUDE_TASK, pk, name=f"conclude-{pk}")
+        try:
+            with transaction.atomic():
+                run = ReviewRun.objects.create(
+                    pull_request=pull_request,
+                    reviewer=reviewer,
+                    head_sha=head,
+                    base_sha=pull_request.base_sha,
+                    trigger=trigger.value,
+                    status=status,
+                    reason=reason,
+                    config=config.model_dump(mode="json"),
+                    delivery_id=delivery_id,
+                )
+        except IntegrityError:
+            # Another trigger for this PR and reviewer queued a run a moment ago: join it.
+            return ReviewRun.objects.get(
+                pull_request=pull_request, reviewer=reviewer, status=RunStatus.QUEUED
+            ), False
+        if status == RunStatus.QUEUED:
+            run_ring(run)
+    return run, True
+
+
 def runs_create(
     *,
     pull_request: PullRequest,
@@ -62,37 +150,25 @@ def runs_create(
     admission: Admission,
     delivery_id: int | None,
 ) -> list[tuple[ReviewRun, bool]]:
-    """One run per reviewer in `config`, de-duplicated per (PR, reviewer, head, trigger).
-
-    Returns each run with whether this call created it. A skipped admission that
-    completes a check run is recorded as a `skipped` run, so the check run has a page
-    (`/runs/<id>/`) that says why, and a repeated delivery does not post it twice.
-    """
+    """One run per reviewer in `config` (see `run_request`). Returns each run with whether
+    this call created it. A skipped admission that completes a check run is recorded as
+    a `skipped` run, so the check run has a page (`/runs/<id>/`) that says why, and a
+    repeated delivery does not post it twice."""
     reviewers = {
         r.slug: r for r in Reviewer.objects.filter(slug__in=[c.slug for c in config.reviewers])
     }
-    snapshot = config.model_dump(mode="json")
-    status = RunStatus.QUEUED if admission.admitted else RunStatus.SKIPPED
-    results = []
-    with transaction.atomic():
-        for reviewer_config in config.reviewers:
-            run, created = ReviewRun.objects.get_or_create(
-                pull_request=pull_request,
-                reviewer=reviewers[reviewer_config.slug],
-                head_sha=pull_request.head_sha,
-                trigger=trigger.value,
-                defaults={
-                    "base_sha": pull_request.base_sha,
-                    "status": status,
-                    "reason": "" if admission.admitted else admission.reason,
-                    "config": snapshot,
-                    "delivery_id": delivery_id,
-                },
-            )
-            if created and status == RunStatus.QUEUED:
-                run_ring(run)
-            results.append((run, created))
-    return results
+    return [
+        run_request(
+            pull_request=pull_request,
+            reviewer=reviewers[reviewer_config.slug],
+            trigger=trigger,
+            config=config,
+            delivery_id=delivery_id,
+            status=RunStatus.QUEUED if admission.admitted else RunStatus.SKIPPED,
+            reason="" if admission.admitted else admission.reason,
+        )
+        for reviewer_config in config.reviewers
+    ]
 
 
 def run_check_ensure(

@@ -36,10 +36,13 @@ from repos.github.schemas import (
     CheckRunInfo,
     CheckRunOutput,
     InstallationToken,
+    IssueCommentInfo,
     PullRequestInfo,
     RepositoryInfo,
     ReviewCommentInfo,
     ReviewInfo,
+    ThreadComment,
+    ThreadInfo,
 )
 
 __all__ = [
@@ -50,6 +53,9 @@ __all__ = [
     "GitHubGateway",
     "GitHubNotConfigured",
     "InstallationToken",
+    "IssueCommentInfo",
+    "ThreadComment",
+    "ThreadInfo",
     "PullRequestInfo",
     "RepositoryInfo",
     "RetryPolicy",

@@ -44,6 +44,24 @@ def classify(description: str, exc: GithubException) -> GitHubError:
     status = exc.status
     headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
     message = error_message(exc)
+    graphql = graphql_error_types(exc)
+    if "RATE_LIMITED" in graphql:
+        # GraphQL answers its rate limit with HTTP 200 and an error; PyGithub calls it 400.
+        return GitHubError(
+            f"Could not {description}: rate limited by GitHub's GraphQL API ({message})",
+            permanent=False,
+            status=status,
+            retry_after=60.0,
+            data=exc.data,
+        )
+    if "FORBIDDEN" in graphql:
+        return GitHubError(
+            f"Could not {description}: {message} — the App may lack a permission this needs "
+            "(resolving review threads needs Contents: read and write)",
+            permanent=True,
+            status=403,
+            data=exc.data,
+        )
     retry_after = rate_limit_wait(status, headers, message)
     if retry_after is not None:
         return GitHubError(
@@ -92,6 +110,13 @@ def rate_limit_wait(status: int | None, headers: dict[str, str], message: str) -
         # Secondary limits without headers: "wait a few minutes" per GitHub's docs.
         return 60.0
     return None
+
+
+def graphql_error_types(exc: GithubException) -> set[str]:
+    data = exc.data
+    if isinstance(data, dict) and isinstance(data.get("errors"), list):
+        return {str(e.get("type")) for e in data["errors"] if isinstance(e, dict)}
+    return set()
 
 
 def error_message(exc: GithubException) -> str:

@@ -20,6 +20,7 @@ from repos.github.clients import (
     token_key,
 )
 from repos.github.config import AppCredentials, RetryPolicy, credentials, retry_policy
+from repos.github.conversation import ConversationCalls
 from repos.github.errors import GitHubError, classify
 from repos.github.schemas import (
     CheckRunInfo,
@@ -41,7 +42,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class GitHubGateway:
+class GitHubGateway(ConversationCalls):
     """One App's view of GitHub. Cheap to create; tokens and clients are cached per
     process (never on disk: they are credentials)."""
 

@@ -136,3 +136,31 @@ def review_comment_info(data: dict[str, Any]) -> ReviewCommentInfo:
         user_type=user.get("type", ""),
         html_url=data.get("html_url") or "",
     )
+
+
+class ThreadComment(BaseModel):
+    id: int  # the REST (database) id
+    node_id: str = ""
+    body: str = ""
+    author_login: str = ""  # as GraphQL gives it: a bot's login has no "[bot]"
+    author_type: str = ""
+
+
+class ThreadInfo(BaseModel):
+    id: str  # GraphQL node id (PRRT_…)
+    is_resolved: bool
+    is_outdated: bool
+    path: str = ""
+    line: int | None = None
+    resolved_by: str | None = None
+    comments: list[ThreadComment] = []
+
+    @property
+    def first(self) -> ThreadComment | None:
+        return self.comments[0] if self.comments else None
+
+
+class IssueCommentInfo(BaseModel):
+    id: int
+    body: str = ""
+    html_url: str = ""

@@ -37,9 +37,10 @@ from tests.fakes.github.state import (
     Token,
     rsa_keypair,
 )
+from tests.fakes.github.threads import ThreadsRoutes
 
 
-class FakeGitHub(FakeGitHubBase, AppsRoutes, PullsRoutes, ChecksRoutes, GitRoutes):
+class FakeGitHub(FakeGitHubBase, AppsRoutes, PullsRoutes, ChecksRoutes, GitRoutes, ThreadsRoutes):
     """The fake GitHub: see the module docstring."""
 
 

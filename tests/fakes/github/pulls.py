@@ -269,6 +269,9 @@ class PullsRoutes:
         repo.reviews[review_id] = review
         for raw, where in zip(body.get("comments") or [], anchored, strict=True):
             comment_id = self.next_id()  # type: ignore[attr-defined]
+            repo.threads[f"PRRT_{comment_id}"] = {
+                "id": f"PRRT_{comment_id}", "first": comment_id, "isResolved": False, "resolvedBy": None,
+            }  # fmt: skip
             repo.review_comments[comment_id] = {
                 "id": comment_id,
                 "node_id": f"PRRC_{comment_id}",

@@ -132,6 +132,7 @@ class Pull:
     merged: bool = False
     files: list[PullFile] = field(default_factory=list)
     id: int = 0
+    requested_reviewers: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -148,6 +149,9 @@ class Repo:
     git_dir: Path | None = None  # a bare repository served over smart HTTP
     reviews: dict[int, dict[str, Any]] = field(default_factory=dict)
     review_comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # thread id -> {"id", "first": top-level comment id, "isResolved", "resolvedBy"}
+    threads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    issue_comments: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def owner(self) -> str:

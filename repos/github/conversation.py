@@ -1,0 +1,274 @@
+"""The gateway's calls about conversations on a pull request: review threads (GraphQL),
+replies, review dismissals, issue comments, review requests (DESIGN §3 steps 13-14).
+
+A mixin of `GitHubGateway`: every call still goes through its retry loop."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from github import Github
+
+from repos.github.schemas import (
+    IssueCommentInfo,
+    ReviewCommentInfo,
+    ThreadComment,
+    ThreadInfo,
+    review_comment_info,
+)
+
+if TYPE_CHECKING:
+    from repos.github.gateway import GitHubGateway
+
+THREADS_QUERY = """
+query($owner: String!, $name: String!, $number: Int!, $first: Int!, $cursor: String) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) {
+      reviewThreads(first: $first, after: $cursor) {
+        pageInfo { hasNextPage endCursor }
+        nodes {
+          id isResolved isOutdated path line
+          resolvedBy { login }
+          comments(first: 100) {
+            nodes { id fullDatabaseId body author { __typename login } }
+          }
+        }
+      }
+    }
+  }
+}"""
+
+RESOLVE_MUTATION = (
+    "mutation($threadId: ID!) { resolveReviewThread(input: {threadId: $threadId})"
+    " { thread { id isResolved } } }"
+)
+
+
+def _thread(node: dict[str, Any]) -> ThreadInfo:
+    return ThreadInfo(
+        id=node["id"],
+        is_resolved=node["isResolved"],
+        is_outdated=node["isOutdated"],
+        path=node.get("path") or "",
+        line=node.get("line"),
+        resolved_by=(node.get("resolvedBy") or {}).get("login"),
+        comments=[
+            ThreadComment(
+                id=int(c["fullDatabaseId"]),
+                node_id=c["id"],
+                body=c.get("body") or "",
+                author_login=(c.get("author") or {}).get("login", ""),
+                author_type=(c.get("author") or {}).get("__typename", ""),
+            )
+            for c in node["comments"]["nodes"]
+        ],
+    )
+
+
+class ConversationCalls:
+    def review_threads(
+        self: GitHubGateway,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        number: int,
+    ) -> list[ThreadInfo]:
+        """Every review thread of a pull request with its comments (GraphQL only: REST has
+        no thread state). Match comments on their ids, never on logins."""
+        owner, name = full_name.split("/", 1)
+
+        def get(client: Github) -> list[ThreadInfo]:
+            # Reference: https://docs.github.com/graphql/reference/objects#pullrequestreviewthread
+            threads: list[ThreadInfo] = []
+            cursor = None
+            while True:
+                _, data = client.requester.graphql_query(
+                    THREADS_QUERY,
+                    {
+                        "owner": owner,
+                        "name": name,
+                        "number": number,
+                        "first": 100,
+                        "cursor": cursor,
+                    },
+                )
+                page = data["data"]["repository"]["pullRequest"]["reviewThreads"]
+                threads.extend(_thread(node) for node in page["nodes"])
+                if not page["pageInfo"]["hasNextPage"]:
+                    return threads
+                cursor = page["pageInfo"]["endCursor"]
+
+        return self._repo_call(
+            f"list the review threads of {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "read"},
+            fn=get,
+        )
+
+    def thread_resolve(
+        self: GitHubGateway,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        thread_id: str,
+    ) -> None:
+        """Resolve a review thread. GitHub requires Contents: write for this (Pull
+        requests: write is not enough) and refuses with HTTP 200 and a FORBIDDEN error."""
+
+        def resolve(client: Github) -> None:
+            # Reference: https://docs.github.com/graphql/reference/mutations#resolvereviewthread
+            client.requester.graphql_query(RESOLVE_MUTATION, {"threadId": thread_id})
+
+        self._repo_call(
+            f"resolve review thread {thread_id} on {full_name}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "write", "contents": "write"},
+            fn=resolve,
+        )
+
+    def comment_reply(
+        self: GitHubGateway,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        number: int,
+        comment_id: int,
+        body: str,
+        marker: str,
+    ) -> ReviewCommentInfo:
+        """Reply in the thread of top-level review comment `comment_id`; `marker` in `body`
+        finds a reply whose answer was lost instead of posting it twice."""
+        owner, name = full_name.split("/", 1)
+
+        def post(client: Github) -> ReviewCommentInfo:
+            # Reference: https://docs.github.com/rest/pulls/comments#create-a-reply-for-a-review-comment
+            _, data = client.requester.requestJsonAndCheck(
+                "POST",
+                f"/repos/{owner}/{name}/pulls/{number}/comments/{comment_id}/replies",
+                input={"body": body},
+            )
+            return review_comment_info(data)
+
+        def find(client: Github) -> ReviewCommentInfo | None:
+            for comment in self._pull_list(client, full_name, number, "comments"):
+                if comment.get("in_reply_to_id") == comment_id and marker in (
+                    comment.get("body") or ""
+                ):
+                    return review_comment_info(comment)
+            return None
+
+        return self._repo_call(
+            f"reply to comment {comment_id} on {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "write"},
+            fn=post,
+            recover=find,
+            creates=True,
+        )
+
+    def review_dismiss(
+        self: GitHubGateway,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        number: int,
+        review_id: int,
+        message: str,
+    ) -> None:
+        owner, name = full_name.split("/", 1)
+
+        def put(client: Github) -> None:
+            # Reference: https://docs.github.com/rest/pulls/reviews#dismiss-a-review-for-a-pull-request
+            client.requester.requestJsonAndCheck(
+                "PUT",
+                f"/repos/{owner}/{name}/pulls/{number}/reviews/{review_id}/dismissals",
+                input={"message": message, "event": "DISMISS"},
+            )
+
+        self._repo_call(
+            f"dismiss review {review_id} on {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "write"},
+            fn=put,
+        )
+
+    def issue_comment_create(
+        self: GitHubGateway,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        number: int,
+        body: str,
+        marker: str,
+    ) -> IssueCommentInfo:
+        owner, name = full_name.split("/", 1)
+        url = f"/repos/{owner}/{name}/issues/{number}/comments"
+
+        def info(data: dict[str, Any]) -> IssueCommentInfo:
+            return IssueCommentInfo(
+                id=data["id"], body=data.get("body") or "", html_url=data.get("html_url") or ""
+            )
+
+        def post(client: Github) -> IssueCommentInfo:
+            # Reference: https://docs.github.com/rest/issues/comments#create-an-issue-comment
+            _, data = client.requester.requestJsonAndCheck("POST", url, input={"body": body})
+            return info(data)
+
+        def find(client: Github) -> IssueCommentInfo | None:
+            page = 1
+            while True:
+                _, data = client.requester.requestJsonAndCheck(
+                    "GET", url, parameters={"per_page": 100, "page": page}
+                )
+                for item in data:
+                    if marker in (item.get("body") or ""):
+                        return info(item)
+                if len(data) < 100:
+                    return None
+                page += 1
+
+        return self._repo_call(
+            f"comment on {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "write"},
+            fn=post,
+            recover=find,
+            creates=True,
+        )
+
+    def review_request_remove(
+        self: GitHubGateway,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        number: int,
+        reviewers: list[str],
+    ) -> None:
+        owner, name = full_name.split("/", 1)
+
+        def delete(client: Github) -> None:
+            # Reference: https://docs.github.com/rest/pulls/review-requests#remove-requested-reviewers-from-a-pull-request
+            client.requester.requestJsonAndCheck(
+                "DELETE",
+                f"/repos/{owner}/{name}/pulls/{number}/requested_reviewers",
+                input={"reviewers": reviewers},
+            )
+
+        self._repo_call(
+            f"clear the review request on {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "write"},
+            fn=delete,
+        )
