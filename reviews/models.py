@@ -202,6 +202,10 @@ class Review(models.Model):
     body_only = models.BooleanField(
         default=False, help_text="GitHub refused the inline anchors; findings are in the body."
     )
+    approved = models.BooleanField(default=False, help_text="Posted as an approval.")
+    # What happened on GitHub besides the review: replies, resolutions, dismissals, and
+    # anything GitHub refused (with its reason).
+    notes = models.JSONField(default=list, blank=True)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=10, decimal_places=4, default=0)

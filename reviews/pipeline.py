@@ -21,9 +21,11 @@ from django.utils import timezone
 
 from repos import github
 from repos.github import CheckRunOutput, GitHubError, GitHubGateway
+from repos.models import RepoMemory
 from repos.policy import EffectiveConfig, Trigger
-from reviews import stages
+from reviews import stages, threads
 from reviews.budget import Budget, budget_alert, installation_budget
+from reviews.diff import diff_parse
 from reviews.models import Finding, Review, ReviewRun, ReviewState, RunStatus, Stage
 from reviews.rendering import (
     BODY_ONLY_NOTE,
@@ -45,7 +47,7 @@ from reviews.runs import (
     run_stage,
 )
 from reviews.services import run_check_ensure
-from reviews.validation import OPEN, Validated
+from reviews.validation import OPEN, History, Validated
 from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.errors import StageError
 from sandbox.runners.local import Limits as RunnerLimits
@@ -122,10 +124,11 @@ def pipeline(ctx: Context) -> str:
     if stop is not None:
         return stop
     check_in_progress(ctx)
+    previous = previous_head(run)
 
     ctx.stage(Stage.CLONE)
     with Workspace(settings.TASUKU_WORKSPACE_ROOT) as workspace:
-        checkout = clone(ctx, workspace)
+        checkout = clone(ctx, workspace, previous)
         core = stages.prepare(checkout, ctx.config)
         _record_scope(run, checkout, core)
         installation = ctx.repository.installation
@@ -140,22 +143,104 @@ def pipeline(ctx: Context) -> str:
             core, checkout=checkout, reviewer=reviewer, config=ctx.config, job_id=str(run.pk),
             repository=ctx.repository.full_name, number=run.pull_request.number,
             title=run.pull_request.title, deadline_seconds=int(settings.TASUKU_SANDBOX_TIMEOUT),
+            memory=repository_memory(ctx.repository),
         )  # fmt: skip
         ReviewRun.objects.filter(pk=run.pk).update(omitted=[o.model_dump() for o in job.omitted])
         result = engine_execute(ctx, job, checkout)
 
+    # Validation sees the pull request's history: what people dismissed, what earlier
+    # reviews raised, and what was already there when the previous review looked.
     ctx.stage(Stage.VALIDATION)
-    validated = stages.validate(core, result, ctx.config)
+    earlier = threads.earlier_open(threads.previous_review(run, previous))
+    talk = threads.conversation_read(
+        ctx.gateway, ctx.where, run.pull_request.number, run, earlier, ctx.gateway.app_slug()
+    )
+    since_previous = (
+        diff_parse(checkout.previous_diff) if checkout.previous_diff is not None else None
+    )
+    history = History(
+        dismissed=talk.dismissed,
+        earlier=frozenset(f.fingerprint for f in earlier),
+        since_previous=since_previous,
+    )
+    validated = stages.validate(core, result, ctx.config, history)
     review = persist(ctx.run, core, result=result)
+    found_again = {v.fingerprint for v in validated if v.category != "invalid"}
+    decisions = threads.decide(
+        run,
+        earlier,
+        found_again,
+        since_previous=since_previous,
+        incremental=bool(checkout.incremental_since),
+    )
+    threads.carry(review, earlier, decisions, talk)
 
     ctx.stage(Stage.PUBLICATION)
-    publish(ctx, review, result, validated)
-    conclusion = check_conclusion(validated, ctx.config.fail_check_on)
-    title, summary = check_output(validated, conclusion, ctx.config.fail_check_on)
+    open_now = list(review.findings.filter(state=OPEN))
+    approve, notes = approval_decide(ctx, open_now)
+    approved = publish(ctx, review, result, validated, approve=approve, notes=notes)
+    number = run.pull_request.number
+    notes += threads.close_threads(
+        ctx.gateway, ctx.where, number, run, earlier, decisions, talk.threads
+    )
+    if open_now:
+        notes += approvals_dismiss(ctx)
+    Review.objects.filter(pk=review.pk).update(approved=approved, notes=notes)
+    conclusion = check_conclusion(open_now, ctx.config.fail_check_on)
+    title, summary = check_output(open_now, conclusion, ctx.config.fail_check_on)
     check_complete(ctx, conclusion, title, summary)
     ctx.beat.check()
     run_finish(ctx.held, status=RunStatus.COMPLETED)
     return RunStatus.COMPLETED
+
+
+def repository_memory(repository) -> str:
+    memory = RepoMemory.objects.filter(repository=repository).values_list("text", flat=True)
+    return memory.first() or ""
+
+
+def approval_decide(ctx: Context, open_now: list[Finding]) -> tuple[bool, list[str]]:
+    """Approve only when the policy says so, no Tasuku finding is open, and — asked of
+    GitHub again now — the reviewed head is still the head, the pull request is open and
+    not a draft, and its author is not Tasuku itself. Tasuku never merges."""
+    if not ctx.config.auto_approve or open_now:
+        return False, []
+    pr = ctx.gateway.pull_request_get(**ctx.where, number=ctx.run.pull_request.number)
+    if pr.head_sha != ctx.run.head_sha:
+        return False, [f"not approved: the head moved to {pr.head_sha[:7]} during the review"]
+    if pr.state != "open" or pr.draft:
+        return False, ["not approved: the pull request is " + ("a draft" if pr.draft else pr.state)]
+    if pr.author_login == f"{ctx.gateway.app_slug()}[bot]":
+        return False, ["not approved: GitHub does not let an App approve its own pull request"]
+    return True, []
+
+
+def approvals_dismiss(ctx: Context) -> list[str]:
+    """Dismiss Tasuku's own earlier approvals of this pull request (never a person's),
+    now that findings are open — unless the head moved meanwhile: then nothing."""
+    run = ctx.run
+    number = run.pull_request.number
+    ours = set(
+        Review.objects.filter(pull_request=run.pull_request, approved=True)
+        .exclude(github_review_id=None)
+        .values_list("github_review_id", flat=True)
+    )
+    if not ours:
+        return []
+    pr = ctx.gateway.pull_request_get(**ctx.where, number=number)
+    if pr.head_sha != run.head_sha:
+        return []
+    notes = []
+    for posted in ctx.gateway.reviews_list(**ctx.where, number=number):
+        if posted.id in ours and posted.state == "APPROVED":
+            ctx.gateway.review_dismiss(
+                **ctx.where,
+                number=number,
+                review_id=posted.id,
+                message=f"Tasuku has open findings on {run.head_sha[:7]}; its approval no longer stands.",
+            )
+            notes.append(f"dismissed Tasuku's earlier approval {posted.id}")
+    return notes
 
 
 def previous_head(run: ReviewRun) -> str | None:
@@ -327,7 +412,7 @@ def _conclude_cancelled(run: ReviewRun) -> None:
 # --- Workspace and engine -----------------------------------------------------------------
 
 
-def clone(ctx: Context, workspace: Workspace) -> Checkout:
+def clone(ctx: Context, workspace: Workspace, previous: str | None) -> Checkout:
     info = ctx.gateway.repository_get(**ctx.where)
     token = ctx.gateway.contents_token(
         installation_id=ctx.repository.installation.github_id,
@@ -338,7 +423,7 @@ def clone(ctx: Context, workspace: Workspace) -> Checkout:
         token=token,
         head_sha=ctx.run.head_sha,
         base_sha=ctx.run.base_sha,
-        previous_sha=previous_head(ctx.run),
+        previous_sha=previous,
     )
 
 
@@ -418,13 +503,26 @@ def _finding_row(review: Review, run: ReviewRun, v: Validated) -> Finding:
     )
 
 
-def publish(ctx: Context, review: Review, result: ReviewResult, validated: list[Validated]) -> None:
+def publish(
+    ctx: Context,
+    review: Review,
+    result: ReviewResult,
+    validated: list[Validated],
+    *,
+    approve: bool = False,
+    notes: list[str] | None = None,
+) -> bool:
     """Post one review with the published findings as inline comments.
 
     Safe to repeat: a review carrying this run's marker is reused, and a finding whose
     marker is already in a comment on the pull request is not posted again. When GitHub
-    rejects the anchors (422), the same findings go out as a body-only review.
+    rejects the anchors (422), the same findings go out as a body-only review. With
+    `approve`, the review is an approval; GitHub refuses that for an App's own pull
+    request, and the review is posted as a comment instead, with the reason in `notes`.
+    Returns whether it approved.
     """
+    notes = notes if notes is not None else []
+    event = "APPROVE" if approve else "COMMENT"
     run = ctx.run
     number = run.pull_request.number
     marker = RUN_MARKER.format(run.pk)
@@ -450,10 +548,15 @@ def publish(ctx: Context, review: Review, result: ReviewResult, validated: list[
         ctx.beat.check()
         try:
             posted = ctx.gateway.review_create(
-                **ctx.where, number=number, commit_sha=run.head_sha, body=body, event="COMMENT",
+                **ctx.where, number=number, commit_sha=run.head_sha, body=body, event=event,
                 comments=[comment_payload(v) for v in fresh], marker=marker,
             )  # fmt: skip
         except GitHubError as exc:
+            if exc.status == 422 and event == "APPROVE" and "own pull request" in exc.message:
+                notes.append(
+                    "not approved: GitHub does not let an App approve its own pull request"
+                )
+                return publish(ctx, review, result, validated, approve=False, notes=notes)
             if exc.status != 422 or not fresh:
                 raise
             logger.warning(
@@ -461,10 +564,11 @@ def publish(ctx: Context, review: Review, result: ReviewResult, validated: list[
             )
             body = review_body(result.summary, validated, context, inline=fresh, body_only=True)
             posted = ctx.gateway.review_create(
-                **ctx.where, number=number, commit_sha=run.head_sha, body=body, event="COMMENT",
+                **ctx.where, number=number, commit_sha=run.head_sha, body=body, event=event,
                 comments=[], marker=marker,
             )  # fmt: skip
     body_only = BODY_ONLY_NOTE in posted.body
+    approved = posted.state == "APPROVED"
     comments = ctx.gateway.review_comments_list(**ctx.where, number=number)
 
     by_fingerprint = {}
@@ -477,6 +581,7 @@ def publish(ctx: Context, review: Review, result: ReviewResult, validated: list[
             github_review_id=posted.id,
             github_review_url=posted.html_url,
             body_only=body_only,
+            approved=approved,
             published_at=timezone.now(),
         )
         for finding in review.findings.filter(state=OPEN, published=True):
@@ -485,3 +590,4 @@ def publish(ctx: Context, review: Review, result: ReviewResult, validated: list[
                 Finding.objects.filter(pk=finding.pk).update(
                     github_comment_id=comment.id, github_comment_url=comment.html_url
                 )
+    return approved

@@ -190,23 +190,22 @@ def review_body(
     return _clip("\n".join(parts), MAX_BODY - len(marker) - 2) + "\n\n" + marker
 
 
-def check_conclusion(findings: Iterable[Validated], fail_on: Severity | None) -> str:
-    """`failure` while an open finding reaches `fail_on`, else `success`."""
+def check_conclusion(findings: Iterable[Any], fail_on: Severity | None) -> str:
+    """`failure` while an open finding (validated, or a stored row) reaches `fail_on`,
+    else `success`."""
     if fail_on is None:
         return "success"
-    failing = any(f.state == OPEN and f.severity.at_least(fail_on) for f in findings)
+    failing = any(f.state == OPEN and Severity(f.severity).at_least(fail_on) for f in findings)
     return "failure" if failing else "success"
 
 
-def check_output(
-    findings: list[Validated], conclusion: str, fail_on: Severity | None
-) -> tuple[str, str]:
+def check_output(findings: list[Any], conclusion: str, fail_on: Severity | None) -> tuple[str, str]:
     """(title, summary) of a completed check run."""
     published = [f for f in findings if f.state == OPEN]
     if not published:
         title = "No problems found"
     else:
-        worst = max(published, key=lambda f: f.severity.rank).severity.value
+        worst = max((Severity(f.severity) for f in published), key=lambda s: s.rank).value
         title = f"{len(published)} finding{'s' if len(published) != 1 else ''} (worst: {worst})"
     lines = []
     if conclusion == "failure" and fail_on is not None:
@@ -217,7 +216,8 @@ def check_output(
         lines += ["| Severity | Where | Finding |", "| --- | --- | --- |"]
         for finding in published[:50]:
             title_cell = finding.title.replace("|", "\\|")
-            lines.append(f"| {finding.severity.value} | `{location(finding)}` | {title_cell} |")
+            severity = Severity(finding.severity).value
+            lines.append(f"| {severity} | `{location(finding)}` | {title_cell} |")
         if len(published) > 50:
             lines.append(f"\n… and {len(published) - 50} more on the dashboard.")
     else:

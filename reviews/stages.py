@@ -21,7 +21,7 @@ from reviews.compression import Compressed, compress
 from reviews.diff import Diff, diff_parse
 from reviews.filters import Filtered, paths_filter
 from reviews.triage import Verdict, triage_rule
-from reviews.validation import GateConfig, Validated, gate
+from reviews.validation import GateConfig, History, Validated, gate
 from sandbox.contract import Limits, OmittedPart, ReviewJob, ReviewResult
 from sandbox.workspace import Checkout
 
@@ -112,6 +112,7 @@ def job_build(
     number: int,
     title: str,
     deadline_seconds: int,
+    memory: str = "",
 ) -> ReviewJob:
     core.compressed = compress(core.diff, core.reviewed, reviewer.context_budget_tokens)
     core.job = ReviewJob(
@@ -131,6 +132,7 @@ def job_build(
         rules=reviewer.rules,
         skills=reviewer.skills,
         guidelines=tuple(guidelines.pack_text(p) for p in core.packs),
+        memory=memory,
         limits=Limits(
             steps=reviewer.step_limit,
             cost_cap_usd=float(reviewer.cost_cap_usd)
@@ -142,7 +144,9 @@ def job_build(
     return core.job
 
 
-def validate(core: Core, result: ReviewResult, config: EffectiveConfig) -> list[Validated]:
+def validate(
+    core: Core, result: ReviewResult, config: EffectiveConfig, history: History | None = None
+) -> list[Validated]:
     core.result = result
     core.validated = gate(
         result.findings,
@@ -152,5 +156,6 @@ def validate(core: Core, result: ReviewResult, config: EffectiveConfig) -> list[
             min_confidence=config.min_confidence,
             comment_limit=config.comment_limit,
         ),
+        history,
     )
     return core.validated

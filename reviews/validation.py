@@ -46,6 +46,28 @@ class GateConfig:
 
 
 @dataclass(frozen=True)
+class History:
+    """What earlier reviews of the pull request decide about new findings.
+
+    - `dismissed`: fingerprint -> who dismissed it; never posted again.
+    - `earlier`: fingerprints already raised (they carry on; they are not new).
+    - `since_previous`: the diff from the previous review's head to this one. A *new*
+      finding on lines it does not touch was already there when the previous review
+      looked: it is a nit at most, and posted only when critical (no drip-feed).
+    """
+
+    dismissed: dict[str, str] = field(default_factory=dict)
+    earlier: frozenset[str] = frozenset()
+    since_previous: Diff | None = None
+
+    def untouched(self, path: str, start: int, end: int) -> bool:
+        if self.since_previous is None:
+            return False
+        file = self.since_previous.get(path)
+        return file is None or not any(file.is_added(n) for n in range(start, end + 1))
+
+
+@dataclass(frozen=True)
 class Validated:
     """A finding after the gate. `state` is open or suppressed (with `reason`)."""
 
@@ -161,7 +183,9 @@ def _sort_key(finding: Validated) -> tuple:
     )
 
 
-def gate(raw_findings: Iterable[Any], diff: Diff, config: GateConfig) -> list[Validated]:
+def gate(
+    raw_findings: Iterable[Any], diff: Diff, config: GateConfig, history: History | None = None
+) -> list[Validated]:
     """Run every engine finding through the gate.
 
     1. Schema: each finding is parsed on its own; an invalid one is kept, suppressed
@@ -171,8 +195,9 @@ def gate(raw_findings: Iterable[Any], diff: Diff, config: GateConfig) -> list[Va
     3. Location narrowed to the changed lines (a range only when every line in it is
        changed); a finding on no changed line cannot be anchored.
     4. Fingerprints (path, category, normalised title, occurrence index).
-    5. Duplicates, severity below the policy's minimum, confidence under the floor:
-       suppressed with the reason.
+    5. Duplicates, severity below the policy's minimum, confidence under the floor, a
+       finding a person dismissed, or a new non-critical one on code the previous review
+       already saw (`History`): suppressed with the reason.
     6. The open findings in a deterministic order (severity, blocking, confidence,
        path, line, fingerprint); past the comment limit: suppressed.
     """
@@ -229,7 +254,8 @@ def gate(raw_findings: Iterable[Any], diff: Diff, config: GateConfig) -> list[Va
             ),
             raw=data,
         )
-        results.append(_locate(result, diff, config, seen))
+        located = _locate(result, diff, config, seen)
+        results.append(_history(located, history) if history is not None else located)
 
     open_findings = sorted((r for r in results if r.state == OPEN), key=_sort_key)
     chosen = {id(r) for r in open_findings[: config.comment_limit]}
@@ -246,6 +272,27 @@ def gate(raw_findings: Iterable[Any], diff: Diff, config: GateConfig) -> list[Va
                 )
         final.append(result)
     return sorted(final, key=lambda r: (r.state != OPEN, *_sort_key(r)))
+
+
+def _history(result: Validated, history: History) -> Validated:
+    if result.state != OPEN:
+        return result
+    if result.fingerprint in history.dismissed:
+        return replace(
+            result, state=SUPPRESSED, reason=f"dismissed by {history.dismissed[result.fingerprint]}"
+        )
+    if result.fingerprint in history.earlier:
+        return result
+    if history.untouched(result.path, result.start_line, result.end_line):
+        if result.severity == Severity.CRITICAL:
+            return replace(result, blocking=False)
+        return replace(
+            result,
+            state=SUPPRESSED,
+            blocking=False,
+            reason="already there when the previous review looked, untouched since (not raised now)",
+        )
+    return result
 
 
 def _invalid(data: dict[str, Any], error: str) -> Validated:

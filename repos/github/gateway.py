@@ -42,6 +42,9 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+_slugs: dict[tuple[str, int], str] = {}
+
+
 class GitHubGateway(ConversationCalls):
     """One App's view of GitHub. Cheap to create; tokens and clients are cached per
     process (never on disk: they are credentials)."""
@@ -100,6 +103,17 @@ class GitHubGateway(ConversationCalls):
         with cache_lock:
             token_cache[key] = token
         return token
+
+    def app_slug(self) -> str:
+        """The App's slug (its bot posts as `<slug>[bot]`): GITHUB_APP_SLUG, or asked of
+        GitHub once per process."""
+        if self.creds.slug:
+            return self.creds.slug
+        key = (self.creds.base_url, self.creds.app_id)
+        if key not in _slugs:
+            # Reference: https://docs.github.com/rest/apps/apps#get-the-authenticated-app
+            _slugs[key] = self._call("read the App", lambda: self._integration().get_app().slug)
+        return _slugs[key]
 
     def repository_installation_id(self, full_name: str) -> int | None:
         """The id of the installation through which the App reaches `full_name`, or None
