@@ -151,7 +151,7 @@ def pipeline(ctx: Context) -> str:
     # Validation sees the pull request's history: what people dismissed, what earlier
     # reviews raised, and what was already there when the previous review looked.
     ctx.stage(Stage.VALIDATION)
-    earlier = threads.earlier_open(threads.previous_review(run, previous))
+    earlier = threads.earlier_open(threads.previous_review(run, previous), run.head_sha)
     talk = threads.conversation_read(
         ctx.gateway, ctx.where, run.pull_request.number, run, earlier, ctx.gateway.app_slug()
     )
@@ -183,7 +183,7 @@ def pipeline(ctx: Context) -> str:
     notes += threads.close_threads(
         ctx.gateway, ctx.where, number, run, earlier, decisions, talk.threads
     )
-    if open_now:
+    if any(f.blocking for f in open_now):
         notes += approvals_dismiss(ctx)
     Review.objects.filter(pk=review.pk).update(approved=approved, notes=notes)
     conclusion = check_conclusion(open_now, ctx.config.fail_check_on)
@@ -200,10 +200,13 @@ def repository_memory(repository) -> str:
 
 
 def approval_decide(ctx: Context, open_now: list[Finding]) -> tuple[bool, list[str]]:
-    """Approve only when the policy says so, no Tasuku finding is open, and — asked of
-    GitHub again now — the reviewed head is still the head, the pull request is open and
-    not a draft, and its author is not Tasuku itself. Tasuku never merges."""
-    if not ctx.config.auto_approve or open_now:
+    """Approve only when the policy says so, no blocking Tasuku finding is open (nits are
+    advice; they stay as comments), and — asked of GitHub again now — the reviewed head
+    is still the head, the pull request is open and not a draft, and its author is not
+    Tasuku itself. Tasuku never merges."""
+    if not ctx.config.auto_approve:
+        return False, []
+    if any(f.blocking for f in open_now):
         return False, []
     pr = ctx.gateway.pull_request_get(**ctx.where, number=ctx.run.pull_request.number)
     if pr.head_sha != ctx.run.head_sha:

@@ -6,8 +6,9 @@ between the two heads in; one decision per earlier finding out.
 - not re-examined (an incremental review whose changes do not touch its lines) →
   current;
 - gone, and the code it pointed at was removed (its file deleted, or its lines deleted
-  without replacement) → outdated;
-- gone, and its code is still there (unchanged, or changed in place) → resolved.
+  without replacement together with the code around them) → outdated;
+- gone, and its code is still there (changed in place, or only the offending lines
+  deleted) or untouched (fixed elsewhere) → resolved.
 """
 
 from __future__ import annotations
@@ -37,14 +38,16 @@ class Decision:
     reason: str
 
 
-def _touched(diff: Diff, earlier: Earlier) -> tuple[bool, bool]:
-    """(any of its lines changed, all of its lines removed with nothing added in their
-    place) in `diff`, which goes from the earlier head to the new one."""
+def _touched(diff: Diff, earlier: Earlier) -> tuple[bool, bool, bool]:
+    """(its lines changed, its lines deleted with nothing in their place, the deletion
+    took the code around them too) in `diff`, from the earlier head to the new one."""
     file = diff.get(earlier.path)
     if file is None:
-        return False, False
+        return False, False, False
     lines = set(range(earlier.start_line, earlier.end_line + 1))
-    changed = removed_only = False
+    changed = False
+    removed_only = True
+    wider = False
     covered: set[int] = set()
     for hunk in file.hunks:
         hit = lines & hunk.removed
@@ -52,12 +55,12 @@ def _touched(diff: Diff, earlier: Earlier) -> tuple[bool, bool]:
             continue
         changed = True
         covered |= hit
-        if not hunk.added:
-            removed_only = True
-        else:
+        if hunk.added:
             removed_only = False
-            break
-    return changed, removed_only and covered == lines
+        elif hunk.removed - lines:
+            wider = True
+    deleted = changed and removed_only and covered == lines
+    return changed, deleted, deleted and wider
 
 
 def reconcile(
@@ -81,19 +84,22 @@ def reconcile(
         if item.path in deleted_files:
             decisions[item.fingerprint] = Decision(OUTDATED, f"the file was removed in {short}")
             continue
-        changed, removed = _touched(diff, item) if diff is not None else (True, False)
-        if incremental and not changed:
-            decisions[item.fingerprint] = Decision(
-                CURRENT, "not re-examined: the new changes do not touch it"
-            )
-        elif removed:
-            decisions[item.fingerprint] = Decision(
-                OUTDATED, f"the code it referred to was removed in {short}"
-            )
-        elif changed:
-            decisions[item.fingerprint] = Decision(
-                RESOLVED, f"the code was changed in {short} and the problem is gone"
-            )
+        if diff is None:
+            changed, deleted, gone = True, False, False
         else:
-            decisions[item.fingerprint] = Decision(RESOLVED, f"no longer found in {short}")
+            changed, deleted, gone = _touched(diff, item)
+        where = f"{item.path}:{item.start_line}"
+        if incremental and not changed:
+            reason = "not re-examined: the new changes do not touch it"
+            decisions[item.fingerprint] = Decision(CURRENT, reason)
+        elif gone:
+            decisions[item.fingerprint] = Decision(OUTDATED, f"the code around {where} was removed")
+        elif deleted:
+            reason = f"{where} was removed and the problem is gone"
+            decisions[item.fingerprint] = Decision(RESOLVED, reason)
+        elif changed:
+            reason = f"{where} was changed and the problem is gone"
+            decisions[item.fingerprint] = Decision(RESOLVED, reason)
+        else:
+            decisions[item.fingerprint] = Decision(RESOLVED, f"no longer found in {item.path}")
     return decisions

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from repos.github import GitHubError, GitHubGateway, ThreadInfo
 from reviews.diff import Diff
@@ -59,10 +60,17 @@ def previous_review(run: ReviewRun, previous_sha: str | None) -> Review | None:
     )
 
 
-def earlier_open(review: Review | None) -> list[Finding]:
+def earlier_open(review: Review | None, head_sha: str) -> list[Finding]:
+    """The previous review's open findings — and those this head already resolved or
+    outdated, so that a retried run finishes what an interrupted one began."""
     if review is None:
         return []
-    return list(review.findings.filter(state=FindingState.OPEN).order_by("pk"))
+    return list(
+        review.findings.filter(
+            Q(state=FindingState.OPEN)
+            | Q(state__in=(FindingState.RESOLVED, FindingState.OUTDATED), resolved_in_sha=head_sha)
+        ).order_by("pk")
+    )
 
 
 @dataclass
@@ -211,7 +219,10 @@ def close_threads(
             if decision.state == RESOLVED:
                 text = f"Verified fixed in {short}: {decision.reason}."
             else:
-                text = f"Outdated: the code this referred to was removed or rewritten in {short}."
+                text = (
+                    f"Outdated: the code this referred to was removed or rewritten in {short} "
+                    f"({decision.reason})."
+                )
             gateway.comment_reply(
                 **where,
                 number=number,

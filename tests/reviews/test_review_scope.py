@@ -55,7 +55,9 @@ def test_a_second_push_reviews_only_the_new_commits(fake_github, deliver):
     assert {f.path for f in carried} == {"app/payments.py", "deploy.sh"}
     comments = world.fake.review_comments_of(REPO, 7)
     assert sum(c["path"] != "app/parser.py" for c in comments) == 3  # nothing re-posted
-    assert {c["path"] for c in comments if c["id"] > max(f.github_comment_id for f in carried)} == {"app/parser.py"}
+    assert {c["path"] for c in comments if c["id"] > max(f.github_comment_id for f in carried)} == {
+        "app/parser.py"
+    }
     review = Review.objects.get(run=second)
     assert review.incremental_since == before
     posted = world.fake.reviews_of(REPO, 7)[-1]

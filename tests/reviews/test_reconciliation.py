@@ -1,0 +1,311 @@
+"""One thread per problem across pushes (issue: reconciliation, approval, the gate)."""
+
+from __future__ import annotations
+
+import pytest
+
+from repos.models import Repository
+from reviews.models import Dismissal, Finding, Review, ReviewRun, RunStatus
+from tests.fakes.github import Pull
+from tests.helpers import drain_queue, post_webhook, pull_request_payload
+
+pytestmark = pytest.mark.django_db
+
+INSTALLATION, REPO, NUMBER = 51, "acme/store", 3
+
+PAYMENTS_1 = (
+    "import subprocess\n\n\n"
+    "def refund(order):\n"
+    '    cmd = f"refund {order}"\n'
+    "    return subprocess.call(cmd, shell=True)\n"  # A (line 6)
+)
+PAYMENTS_2 = (
+    "import subprocess\n\n\n"
+    "def refund(order):\n"
+    '    cmd = f"refund {order}"\n'
+    "    return subprocess.call(cmd.split())\n"  # A fixed in place
+)
+TOOLS_1 = (
+    "def parse(text):\n"
+    "    return eval(text)\n"  # B (line 2)
+    "\n\n"
+    "def name():\n"
+    "    return 'tools'\n"
+)
+TOOLS_2 = "def name():\n    return 'tools'\n"  # B's code removed
+DEPLOY = "#!/bin/bash\nset -e\ncp build/app.tar.gz $TARGET_DIR\n"  # C (line 3), low
+DEBUG_2 = "def handler(event):\n    breakpoint()\n    return event\n"  # D (line 2)
+DEBUG_3 = "def handler(event):\n    return event\n"  # D fixed
+
+
+@pytest.fixture
+def world(fake_github):
+    fake_github.add_installation(INSTALLATION, "acme")
+    repo, git = fake_github.add_git_repo(REPO, installation_id=INSTALLATION, repo_id=7301)
+    base = git.commit({"README.md": "# Store\n"}, branch="main")
+    head = git.commit(
+        {"app/payments.py": PAYMENTS_1, "app/tools.py": TOOLS_1, "deploy.sh": DEPLOY},
+        parent=base,
+        branch="feature",
+    )
+    pull = fake_github.add_pull(
+        REPO, Pull(number=NUMBER, title="Refunds", head_sha=head, base_sha=base)
+    )
+
+    class World:
+        def push(self, files):
+            before = pull.head_sha
+            pull.head_sha = git.commit(files, parent=before, branch="feature")
+            repo.commits.add(pull.head_sha)
+            return before
+
+    w = World()
+    w.fake, w.repo, w.git, w.pull = fake_github, repo, git, pull
+    return w
+
+
+@pytest.fixture
+def deliver(client, test_app):
+    def send(world, action, **extra):
+        body = pull_request_payload(world.fake, world.repo, world.pull, action=action, **extra)
+        assert (
+            post_webhook(client, "pull_request", body, secret=test_app.webhook_secret).status_code
+            == 202
+        )
+        drain_queue()
+        run = ReviewRun.objects.order_by("-id").first()
+        run.refresh_from_db()
+        assert run.status == RunStatus.COMPLETED, (run.status, run.stage, run.reason)
+        return run
+
+    return send
+
+
+def main_reviews(world):
+    """Tasuku's reviews (replies in threads belong to single-comment reviews of their own)."""
+    return [r for r in world.fake.reviews_of(REPO, NUMBER) if "tasuku:review:run-" in r["body"]]
+
+
+def ours(comment) -> bool:
+    return comment["user"]["type"] == "Bot"
+
+
+def thread_of(world, path, line):
+    [thread] = [
+        t
+        for t in world.fake.threads_of(REPO, NUMBER)
+        if t["comments"][0]["path"] == path
+        and t["comments"][0]["line"] == line
+        and ours(t["comments"][0])
+    ]
+    return thread
+
+
+def set_policy(**values):
+    policy = Repository.objects.get(full_name=REPO).policy
+    for key, value in values.items():
+        setattr(policy, key, value)
+    policy.save()
+
+
+def test_three_pushes_one_thread_per_problem(world, deliver):
+    # Push 1: A, B, C.
+    deliver(world, "opened")
+    set_policy(auto_approve=True)
+    first = world.fake.review_comments_of(REPO, NUMBER)
+    assert sorted((c["path"], c["line"]) for c in first) == [
+        ("app/payments.py", 6),
+        ("app/tools.py", 2),
+        ("deploy.sh", 3),
+    ]
+    # A person starts their own thread on C's line.
+    person = world.fake.person_comment(
+        REPO, NUMBER, login="maria", body="Why copy here?", path="deploy.sh", line=3
+    )
+
+    # Push 2: fix A, delete B's code, leave C, add D.
+    before = world.push(
+        {"app/payments.py": PAYMENTS_2, "app/tools.py": TOOLS_2, "app/debug.py": DEBUG_2}
+    )
+    deliver(world, "synchronize", before=before)
+
+    a, b, c = (
+        thread_of(world, "app/payments.py", 6),
+        thread_of(world, "app/tools.py", 2),
+        thread_of(world, "deploy.sh", 3),
+    )
+    assert [x["body"].splitlines()[0] for x in a["comments"][1:]] == [
+        f"Verified fixed in {world.pull.head_sha[:7]}: app/payments.py:6 was changed and the problem is gone."
+    ]
+    assert a["isResolved"]
+    assert [x["body"].splitlines()[0] for x in b["comments"][1:]] == [
+        f"Outdated: the code this referred to was removed or rewritten in {world.pull.head_sha[:7]} "
+        "(the code around app/tools.py:2 was removed)."
+    ]
+    assert b["isResolved"]
+    assert len(c["comments"]) == 1 and not c["isResolved"]  # untouched, not re-posted
+    new = [
+        x
+        for x in world.fake.review_comments_of(REPO, NUMBER)
+        if ours(x) and x["id"] > max(y["id"] for y in first) and "in_reply_to_id" not in x
+    ]
+    assert [(x["path"], x["line"]) for x in new] == [("app/debug.py", 2)]  # one new comment: D
+    replies = [x for x in world.fake.review_comments_of(REPO, NUMBER) if x.get("in_reply_to_id")]
+    assert len(replies) == 2  # nothing else
+    check = world.fake.check_runs_of(REPO)[-1]
+    assert check.conclusion == "failure"  # D is high and open
+    states = dict(
+        Finding.objects.filter(review__run__head_sha=before).values_list("title", "state")
+    )
+    assert states["`subprocess` call with `shell=True` identified, security issue"] == "resolved"
+    assert (
+        states["Use of possibly insecure function; consider using `ast.literal_eval`"] == "outdated"
+    )
+    assert main_reviews(world)[-1]["state"] == "COMMENTED"  # D is open: no approval
+
+    # Push 3: fix D.
+    before = world.push({"app/debug.py": DEBUG_3})
+    third = deliver(world, "synchronize", before=before)
+    d = thread_of(world, "app/debug.py", 2)
+    assert d["isResolved"] and d["comments"][1]["body"].startswith(
+        f"Verified fixed in {world.pull.head_sha[:7]}"
+    )
+    assert world.fake.check_runs_of(REPO)[-1].conclusion == "success"  # C is low: below the gate
+    assert main_reviews(world)[-1]["state"] == "APPROVED"
+    assert Review.objects.get(run=third).approved
+
+    # The person's thread was never touched.
+    [theirs] = [t for t in world.fake.threads_of(REPO, NUMBER) if t["first"] == person["id"]]
+    assert len(theirs["comments"]) == 1 and not theirs["isResolved"]
+
+
+def test_no_approval_when_disabled(world, deliver):
+    deliver(world, "opened")
+    before = world.push({"app/payments.py": PAYMENTS_2, "app/tools.py": TOOLS_2})
+    deliver(world, "synchronize", before=before)
+    assert main_reviews(world)[-1]["state"] == "COMMENTED"
+
+
+def test_no_approval_when_the_head_moved_during_the_review(world, deliver, client, test_app):
+    deliver(world, "opened")
+    set_policy(auto_approve=True)
+    before = world.push({"app/payments.py": PAYMENTS_2, "app/tools.py": TOOLS_2})
+    body = pull_request_payload(
+        world.fake, world.repo, world.pull, action="synchronize", before=before
+    )
+    post_webhook(client, "pull_request", body, secret=test_app.webhook_secret)
+    drain_queue(only="webhooks.tasks.delivery_process")
+    # The guard sees the reviewed head; then a push lands while the review runs.
+    from reviews import pipeline
+
+    original = pipeline.approval_decide
+
+    def moved(ctx, open_now):
+        world.push({"README.md": "# Store!\n"})
+        return original(ctx, open_now)
+
+    pipeline.approval_decide = moved
+    try:
+        drain_queue()
+    finally:
+        pipeline.approval_decide = original
+    review = Review.objects.order_by("-id").first()
+    assert not review.approved
+    assert any("head moved" in note for note in review.notes)
+    assert main_reviews(world)[-1]["state"] == "COMMENTED"
+
+
+def test_no_approval_on_a_draft(world, deliver):
+    deliver(world, "opened")
+    set_policy(auto_approve=True, review_drafts=True)
+    world.pull.draft = True
+    before = world.push({"app/payments.py": PAYMENTS_2, "app/tools.py": TOOLS_2})
+    deliver(world, "synchronize", before=before)
+    assert main_reviews(world)[-1]["state"] == "COMMENTED"
+    assert any("draft" in note for note in Review.objects.order_by("-id").first().notes)
+
+
+def test_tasukus_earlier_approval_is_dismissed_when_findings_open_again(world, deliver):
+    deliver(world, "opened")
+    set_policy(auto_approve=True)
+    before = world.push({"app/payments.py": PAYMENTS_2, "app/tools.py": TOOLS_2})
+    deliver(world, "synchronize", before=before)
+    approval = main_reviews(world)[-1]
+    assert approval["state"] == "APPROVED"
+    before = world.push({"app/debug.py": DEBUG_2})
+    deliver(world, "synchronize", before=before)
+    assert world.fake.repos[REPO].reviews[approval["id"]]["state"] == "DISMISSED"
+    assert main_reviews(world)[-1]["state"] == "COMMENTED"
+
+
+def test_a_person_resolving_a_thread_without_a_code_change_dismisses_it_for_good(world, deliver):
+    deliver(world, "opened")
+    c = thread_of(world, "deploy.sh", 3)
+    world.fake.person_resolves(REPO, c["id"], login="maria")
+    before = world.push({"app/payments.py": PAYMENTS_2})
+    deliver(world, "synchronize", before=before)
+    assert Dismissal.objects.get().login == "maria"
+    # A force push brings a full review that finds C again: it is not posted again.
+    rewritten = world.git.commit(
+        {"app/payments.py": PAYMENTS_2, "app/tools.py": TOOLS_1, "deploy.sh": DEPLOY},
+        parent=world.git.git("rev-parse", "main").strip(),
+        branch="feature",
+    )
+    world.pull.head_sha = rewritten
+    world.repo.commits.add(rewritten)
+    count = len(world.fake.review_comments_of(REPO, NUMBER))
+    run = deliver(world, "synchronize")
+    assert run.incremental_since == ""
+    assert not [
+        x for x in world.fake.review_comments_of(REPO, NUMBER)[count:] if x["path"] == "deploy.sh"
+    ]
+    shell = Finding.objects.get(review__run=run, path="deploy.sh")
+    assert shell.state == "suppressed" and shell.suppression_reason == "dismissed by maria"
+
+
+def test_a_reply_saying_false_positive_dismisses_the_finding(world, deliver):
+    deliver(world, "opened")
+    c = thread_of(world, "deploy.sh", 3)
+    world.fake.person_comment(
+        REPO,
+        NUMBER,
+        login="maria",
+        body="This is a false positive: TARGET_DIR never has spaces.",
+        reply_to=c["first"],
+    )
+    before = world.push({"app/payments.py": PAYMENTS_2})
+    deliver(world, "synchronize", before=before)
+    assert Dismissal.objects.get().reason.startswith("replied: This is a false positive")
+
+
+def test_a_crash_during_reconciliation_then_a_retry_posts_no_second_reply_or_resolution(
+    world, deliver, client, test_app
+):
+    from django.utils import timezone
+
+    from reviews.runs import runs_reap
+
+    deliver(world, "opened")
+    before = world.push({"app/payments.py": PAYMENTS_2, "app/tools.py": TOOLS_2})
+    # The threads query and A's resolution go through; B's resolution fails three times.
+    world.fake.inject(3, status=502, method="POST", path=r"^/graphql$", skip=2)
+    body = pull_request_payload(
+        world.fake, world.repo, world.pull, action="synchronize", before=before
+    )
+    post_webhook(client, "pull_request", body, secret=test_app.webhook_secret)
+    drain_queue()
+    run = ReviewRun.objects.order_by("-id").first()
+    run.refresh_from_db()
+    assert run.status == RunStatus.QUEUED and run.stage == "publication"
+
+    ReviewRun.objects.filter(pk=run.pk).update(next_attempt_at=timezone.now())
+    runs_reap()
+    drain_queue()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED
+    for path, line in (("app/payments.py", 6), ("app/tools.py", 2)):
+        thread = thread_of(world, path, line)
+        assert len(thread["comments"]) == 2, thread  # the finding and one reply
+        assert thread["isResolved"]
+    main = [r for r in world.fake.reviews_of(REPO, NUMBER) if "tasuku:review:run-" in r["body"]]
+    assert len(main) == 2
