@@ -215,24 +215,15 @@ def run_check_ensure(
     return check.id
 
 
-def pull_request_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
-    """Handle a `pull_request` delivery.
-
-    1. Record the pull request as the payload describes it.
-    2. Actions that are not review triggers stop here (closed, labeled, edited ...).
-    3. Admission (reviews/admission.py) against the repository's effective config.
-    4. Admitted: one queued run per enabled reviewer, each with a queued check run.
-       Skipped with a check verdict (bot, excluded author, too many files): one skipped
-       run per reviewer, each with a completed check run saying why.
-    """
-    action = payload.get("action", "")
+def repository_from_payload(payload: dict[str, Any]) -> tuple[Installation, Repository] | Outcome:
+    """The installation and repository a delivery is about, learnt from it if new (the
+    App may have been installed before Tasuku ran)."""
     installation_data = payload.get("installation")
-    if not installation_data:
+    if not installation_data or not payload.get("repository"):
         return Outcome.ignore("no installation in the payload: not a GitHub App delivery")
-    owner = (payload["repository"].get("owner") or {}) if payload.get("repository") else {}
+    owner = payload["repository"].get("owner") or {}
     installation = Installation.objects.filter(github_id=installation_data["id"]).first()
     if installation is None:
-        # Installed before Tasuku was running: learn of it from this delivery.
         installation = installation_upsert(
             github_id=int(installation_data["id"]),
             account_login=owner.get("login", ""),
@@ -246,13 +237,38 @@ def pull_request_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
         private=repo_data.get("private"),
         default_branch=repo_data.get("default_branch") or "",
     )
+    return installation, repository
+
+
+def pull_request_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    """Handle a `pull_request` delivery.
+
+    1. Record the pull request as the payload describes it.
+    2. Actions that are not review triggers stop here (closed, labeled, edited ...).
+    3. Admission (reviews/admission.py) against the repository's effective config.
+    4. Admitted: one queued run per enabled reviewer, each with a queued check run.
+       Skipped with a check verdict (bot, excluded author, too many files): one skipped
+       run per reviewer, each with a completed check run saying why.
+    """
+    action = payload.get("action", "")
+    found = repository_from_payload(payload)
+    if isinstance(found, Outcome):
+        return found
+    installation, repository = found
     pr_data = payload["pull_request"]
     pull_request = pull_request_sync(repository=repository, data=pr_data)
     label = f"{repository.full_name}#{pull_request.number}"
 
     if action == "closed":
+        from reviews.outcomes import outcomes_harvest
+
         verb = "merged" if pull_request.merged else "closed"
-        return Outcome(f"{label} {verb}")
+        harvested = outcomes_harvest(pull_request)
+        return Outcome(f"{label} {verb}; {harvested} finding outcomes recorded")
+    if action == "review_requested":
+        from reviews.triggers import review_requested
+
+        return review_requested(payload, installation, pull_request, delivery_id=delivery_id)
     if action not in POLICY_TRIGGERS:
         return Outcome.ignore(f"pull_request.{action} does not trigger a review")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reviews import pipeline, runs
+from reviews import pipeline, replies, runs
 
 
 def run_process(run_pk: int) -> str:
@@ -14,4 +14,10 @@ def run_conclude(run_pk: int) -> None:
 
 
 def runs_reap() -> dict[str, int]:
-    return runs.runs_reap()
+    result = runs.runs_reap()
+    result["replies"] = replies.replies_sweep()
+    return result
+
+
+def reply_answer(reply_pk: int) -> str:
+    return replies.reply_answer(reply_pk)

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 
+from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
+from repos.github import GitHubError
+from repos.models import Repository, Reviewer
 from reviews.budget import month_start
-from reviews.models import BudgetAlert, PullRequest, Review, ReviewRun, RunStatus
+from reviews.models import BudgetAlert, Finding, PullRequest, Review, ReviewRun, RunStatus
+from reviews.outcomes import figures
+from reviews.triggers import manual_review
 from sandbox.contract import Severity
 from webhooks.models import DeliveryStatus, WebhookDelivery
 
@@ -43,9 +49,76 @@ def pull_request_detail(request: HttpRequest, owner: str, name: str, number: int
         number=number,
     )
     runs = pull_request.runs.select_related("reviewer")
-    return render(
-        request, "reviews/pull_request.html", {"pull_request": pull_request, "runs": runs}
+    latest = {}
+    for finding in (
+        Finding.objects.filter(pull_request=pull_request)
+        .select_related("review__reviewer")
+        .order_by("review__created_at", "pk")
+    ):
+        latest[(finding.review.reviewer_id, finding.fingerprint)] = finding
+    findings = sorted(
+        latest.values(),
+        key=lambda f: (f.state != "open", -SEVERITY_RANK.get(f.severity, 0), f.path),
     )
+    return render(
+        request,
+        "reviews/pull_request.html",
+        {
+            "pull_request": pull_request,
+            "runs": runs,
+            "findings": findings,
+            "may_act": may_act(request.user),
+        },
+    )
+
+
+def may_act(user) -> bool:
+    """Staff may look; acting (review now, retry) needs the change-run permission."""
+    return user.has_perm("reviews.change_reviewrun")
+
+
+@staff_member_required
+@require_POST
+def pull_request_review(request: HttpRequest, owner: str, name: str, number: int) -> HttpResponse:
+    pull_request = get_object_or_404(
+        PullRequest.objects.select_related("repository__installation"),
+        repository__full_name__iexact=f"{owner}/{name}",
+        number=number,
+    )
+    if not may_act(request.user):
+        return HttpResponseForbidden("You may look at reviews but not start them.")
+    full = request.POST.get("full") == "1"
+    try:
+        runs, refusal = manual_review(pull_request, full=full)
+    except GitHubError as exc:
+        messages.error(request, f"GitHub refused: {exc.message}")
+        return redirect(request.path.rsplit("review", 1)[0])
+    if refusal:
+        messages.warning(request, f"Not reviewed: {refusal}.")
+    else:
+        kind = "Full review" if full else "Review"
+        messages.success(request, f"{kind} queued: run {', '.join(f'#{r.pk}' for r in runs)}.")
+    return redirect("reviews:pull_request", owner=owner, name=name, number=number)
+
+
+@staff_member_required
+def repositories(request: HttpRequest) -> HttpResponse:
+    rows = []
+    for repository in Repository.objects.select_related("installation", "policy").order_by(
+        "full_name"
+    ):
+        last = (
+            ReviewRun.objects.filter(pull_request__repository=repository)
+            .order_by("-created_at")
+            .first()
+        )
+        rows.append(
+            {"repository": repository, "figures": figures(repository=repository), "last": last}
+        )
+    reviewers = [
+        {"reviewer": r, "figures": figures(reviewer=r)} for r in Reviewer.objects.order_by("slug")
+    ]
+    return render(request, "reviews/repositories.html", {"rows": rows, "reviewers": reviewers})
 
 
 @staff_member_required

@@ -38,6 +38,9 @@ HANDLERS: dict[str, str] = {
     "installation": "repos.services.installation_event",
     "installation_repositories": "repos.services.installation_repositories_event",
     "pull_request": "reviews.services.pull_request_event",
+    "issue_comment": "reviews.triggers.issue_comment_event",
+    "check_run": "reviews.triggers.check_run_event",
+    "pull_request_review_comment": "reviews.replies.review_comment_event",
 }
 
 # Events an App with Tasuku's permissions receives but does not act on, with the reason
@@ -45,15 +48,14 @@ HANDLERS: dict[str, str] = {
 IGNORED: dict[str, str] = {
     "ping": "GitHub's test delivery: the webhook works",
     "check_suite": "check suites need no answer; Tasuku creates its check runs itself",
-    "check_run": "Tasuku does not act on check run events yet",
     "status": "commit statuses do not change what Tasuku reviews",
     "workflow_run": "workflow runs do not change what Tasuku reviews",
     "workflow_job": "workflow jobs do not change what Tasuku reviews",
     "push": "pushes are reviewed through their pull requests (pull_request.synchronize)",
-    "issue_comment": "comment commands are not handled yet",
     "pull_request_review": "reviews by others do not change what Tasuku reviews",
-    "pull_request_review_comment": "replies to review comments are not handled yet",
-    "pull_request_review_thread": "thread resolution by others is not tracked yet",
+    "pull_request_review_thread": (
+        "thread resolutions are read from GitHub when the pull request is next reviewed"
+    ),
     "github_app_authorization": "user authorizations are not used",
     "installation_target": "account renames need no action",
     "repository": "repository settings changes need no action",

@@ -256,7 +256,7 @@ def test_a_closed_pull_request_is_recorded(world, deliver):
     fake, repo, pull = world
     pull.state, pull.merged = "closed", True
     delivery = deliver(pull_request_payload(fake, repo, pull, action="closed"))
-    assert delivery.outcome == "acme/widgets#12 merged"
+    assert delivery.outcome == "acme/widgets#12 merged; 0 finding outcomes recorded"
     assert PullRequest.objects.get().state == "closed"
 
 

@@ -1,0 +1,160 @@
+"""People's replies on Tasuku's threads, and Tasuku's answers.
+
+A reply by a person on one of Tasuku's inline comments is recorded and answered in the
+thread by a short job. The static reviewer answers with the rule's documentation and
+how to suppress it; a reply that says the finding is a false positive or won't be fixed
+dismisses it for the rest of the pull request.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+
+from repos import github
+from reviews.models import Dismissal, Finding, ThreadReply
+from reviews.threads import says_dismissed
+from tasuku.broker import ring
+from webhooks.routing import Outcome
+
+logger = logging.getLogger(__name__)
+
+ANSWER_TASK = "reviews.tasks.reply_answer"
+ANSWER_MARKER = "<!-- tasuku:answer:{} -->"
+MAX_ATTEMPTS = 3
+
+
+def review_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    """`pull_request_review_comment.created`: a person replying on one of Tasuku's
+    threads. Everything else (Tasuku's own comments, people's own threads) is left alone."""
+    if payload.get("action") != "created":
+        return Outcome.ignore(
+            f"pull_request_review_comment.{payload.get('action')} needs no action"
+        )
+    comment = payload.get("comment") or {}
+    user = comment.get("user") or {}
+    parent = comment.get("in_reply_to_id")
+    if user.get("type") == "Bot":
+        return Outcome.ignore("a comment by a bot")
+    if not parent:
+        return Outcome.ignore("a new thread by a person: Tasuku never touches it")
+    finding = (
+        Finding.objects.filter(
+            github_comment_id=parent,
+            pull_request__repository__github_id=(payload.get("repository") or {}).get("id"),
+        )
+        .order_by("-pk")
+        .first()
+    )
+    if finding is None:
+        return Outcome.ignore("a reply in a thread Tasuku did not start")
+    login = user.get("login", "")
+    body = comment.get("body") or ""
+    dismissal = says_dismissed(body)
+    try:
+        with transaction.atomic():
+            reply = ThreadReply.objects.create(
+                finding=finding,
+                github_comment_id=comment["id"],
+                login=login,
+                body=body[:20000],
+                dismissal=dismissal,
+            )
+            if dismissal:
+                Dismissal.objects.get_or_create(
+                    pull_request=finding.pull_request,
+                    fingerprint=finding.fingerprint,
+                    defaults={"login": login, "reason": f"replied: {body[:300]}"},
+                )
+            ring(ANSWER_TASK, reply.pk, name=f"reply-{reply.pk}")
+    except IntegrityError:
+        return Outcome.ignore("this reply is recorded already")
+    what = "dismissed" if dismissal else "replied on"
+    return Outcome(f"{login} {what} “{finding.title}”; an answer is queued")
+
+
+def replies_sweep(*, older_than_seconds: int = 120) -> int:
+    """Ring again for replies still waiting for an answer (a lost doorbell, a failed try)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tasuku.broker import ring_now
+
+    due = ThreadReply.objects.filter(
+        status=ThreadReply.Status.QUEUED,
+        attempts__lt=MAX_ATTEMPTS,
+        created_at__lt=timezone.now() - timedelta(seconds=older_than_seconds),
+    ).values_list("pk", flat=True)[:200]
+    return sum(ring_now(ANSWER_TASK, pk, name=f"reply-{pk}") for pk in due)
+
+
+def static_answer(finding: Finding, reply: ThreadReply) -> str:
+    """What the static reviewer says back: where the rule is documented, and how to
+    silence it on this line if it does not apply."""
+    rule = finding.rule or ""
+    tool, _, code = rule.partition(":")
+    if tool == "ruff":
+        lines = [
+            f"This comes from ruff's rule `{code}`: https://docs.astral.sh/ruff/rules/ (search {code})."
+        ]
+        if code != "invalid-syntax":
+            lines.append(f"If it does not apply here, add `# noqa: {code}` at the end of the line.")
+    elif tool == "shellcheck":
+        lines = [f"This comes from ShellCheck's rule {code}: https://www.shellcheck.net/wiki/{code}.",
+                 f"If it does not apply here, put `# shellcheck disable={code}` on the line above."]  # fmt: skip
+    elif tool == "detect-secrets":
+        lines = ["This comes from detect-secrets, which recognises credentials by their format.",
+                 "If this value is not a secret, add `# pragma: allowlist secret` at the end of the line; "
+                 "if it is one, rotate it: it stays in the history."]  # fmt: skip
+    elif tool == "hygiene":
+        lines = ["This is one of Tasuku's hygiene checks (conflict markers, private keys, debugger "
+                 "breakpoints); it has no suppression: remove the line."]  # fmt: skip
+    else:
+        lines = ["This finding came from the reviewer's own analysis."]
+    if reply.dismissal:
+        lines.append(
+            f"Noted, @{reply.login}: this finding will not be raised again on this pull request."
+        )
+    return "\n\n".join(lines)
+
+
+def reply_answer(reply_pk: int) -> str:
+    """Answer a person's reply in its thread (idempotent: the answer carries a marker)."""
+    claimed = ThreadReply.objects.filter(
+        pk=reply_pk, status=ThreadReply.Status.QUEUED, attempts__lt=MAX_ATTEMPTS
+    ).update(attempts=F("attempts") + 1)
+    if not claimed:
+        return "not claimed"
+    reply = ThreadReply.objects.select_related(
+        "finding__pull_request__repository__installation"
+    ).get(pk=reply_pk)
+    finding = reply.finding
+    repository = finding.pull_request.repository
+    text = static_answer(finding, reply)
+    marker = ANSWER_MARKER.format(reply.github_comment_id)
+    try:
+        posted = github.gateway().comment_reply(
+            installation_id=repository.installation.github_id,
+            repository_id=repository.github_id,
+            full_name=repository.full_name,
+            number=finding.pull_request.number,
+            comment_id=finding.github_comment_id,
+            body=f"{text}\n\n{marker}",
+            marker=marker,
+        )
+    except github.GitHubError as exc:
+        final = exc.permanent or reply.attempts >= MAX_ATTEMPTS
+        ThreadReply.objects.filter(pk=reply.pk).update(
+            status=ThreadReply.Status.FAILED if final else ThreadReply.Status.QUEUED, error=str(exc)
+        )
+        if not final:
+            raise  # the task fails; the reply sweep rings it again
+        return "failed"
+    ThreadReply.objects.filter(pk=reply.pk).update(
+        status=ThreadReply.Status.ANSWERED, answer=text, answer_comment_id=posted.id, error=""
+    )
+    return "answered"

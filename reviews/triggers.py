@@ -1,0 +1,271 @@
+"""Reviews asked for beyond pull request events: comment commands, a review request for
+the App, a re-run of a check, and the dashboard's "Review now" buttons.
+
+Each asks GitHub for the pull request's current head, checks the repository may be
+reviewed, and requests runs (coalesced with any waiting or running one).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from repos import github
+from repos.models import Installation, Repository, Reviewer
+from repos.policy import Trigger
+from repos.selectors import effective_config
+from reviews.models import Notice, PullRequest, ReviewRun
+from reviews.services import repository_from_payload, run_check_ensure, run_request
+from webhooks.routing import Decision, Outcome
+
+logger = logging.getLogger(__name__)
+
+WRITE_ACCESS = ("OWNER", "MEMBER", "COLLABORATOR")
+COMMAND_MARKER = "<!-- tasuku:command:{} -->"
+
+
+def help_text(slug: str) -> str:
+    return (
+        f"Tasuku's commands (from people with write access to this repository):\n\n"
+        f"- `@{slug} review` — review the changes since the last review\n"
+        f"- `@{slug} full review` — review the whole pull request again\n"
+        f"- `@{slug} help` — this list"
+    )
+
+
+def command_parse(body: str, slug: str) -> str | None:
+    """The command addressed to `@slug` in a comment: "review", "full review", "help",
+    or "unknown"; None when the comment does not address Tasuku."""
+    match = re.search(
+        rf"(?<![\w/-])@{re.escape(slug)}(?:\[bot\])?\b(.*)", body or "", re.IGNORECASE
+    )
+    if match is None:
+        return None
+    words = re.findall(r"[a-z]+", match.group(1).lower())[:3]
+    if words[:2] == ["full", "review"]:
+        return "full review"
+    if words[:1] in (["review"], ["rereview"]):
+        return "review"
+    if words[:1] == ["help"]:
+        return "help"
+    return "unknown"
+
+
+def pull_request_refresh(
+    installation: Installation, repository: Repository, number: int
+) -> PullRequest:
+    """The pull request as GitHub has it now (comment events carry no head SHA)."""
+    info = github.gateway().pull_request_get(
+        installation_id=installation.github_id,
+        repository_id=repository.github_id,
+        full_name=repository.full_name,
+        number=number,
+    )
+    pull_request, _ = PullRequest.objects.update_or_create(
+        repository=repository,
+        number=number,
+        defaults={
+            "title": info.title[:1024],
+            "author_login": info.author_login,
+            "author_type": info.author_type,
+            "state": "closed" if info.merged else info.state,
+            "draft": info.draft,
+            "merged": info.merged,
+            "head_sha": info.head_sha,
+            "head_ref": info.head_ref,
+            "base_sha": info.base_sha,
+            "base_ref": info.base_ref,
+            "html_url": info.html_url,
+        },
+    )
+    return pull_request
+
+
+def runs_request_for(
+    pull_request: PullRequest,
+    trigger: Trigger,
+    *,
+    reviewers: list[Reviewer] | None = None,
+    delivery_id: int | None = None,
+) -> tuple[list[ReviewRun], str]:
+    """Runs for the pull request's head, each with its check run; or no runs and why."""
+    repository = pull_request.repository
+    installation = repository.installation
+    if not installation.active:
+        return [], "the App's installation is suspended or removed"
+    if not repository.enabled:
+        return [], "reviews are disabled for this repository"
+    if pull_request.state != "open":
+        return [], "the pull request is closed"
+    config = effective_config(repository)
+    if reviewers is None:
+        slugs = [r.slug for r in config.reviewers]
+        reviewers = list(Reviewer.objects.filter(slug__in=slugs).order_by("slug"))
+    if not reviewers:
+        return [], "no enabled reviewer on this repository's policy"
+    runs = []
+    for reviewer in reviewers:
+        run, created = run_request(
+            pull_request=pull_request,
+            reviewer=reviewer,
+            trigger=trigger,
+            config=config,
+            delivery_id=delivery_id,
+        )
+        run_check_ensure(run, created=created, installation=installation)
+        runs.append(run)
+    return runs, ""
+
+
+def _answer(
+    installation: Installation, repository: Repository, number: int, body: str, key: str
+) -> None:
+    marker = COMMAND_MARKER.format(key)
+    github.gateway().issue_comment_create(
+        installation_id=installation.github_id,
+        repository_id=repository.github_id,
+        full_name=repository.full_name,
+        number=number,
+        body=f"{body}\n\n{marker}",
+        marker=marker,
+    )
+
+
+def issue_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    """`issue_comment.created` on a pull request: Tasuku's comment commands.
+
+    1. Only new comments on pull requests, by people (never bots, Tasuku included).
+    2. A comment that does not address `@<slug>` is ignored.
+    3. Without write access (author association OWNER, MEMBER, COLLABORATOR): a polite
+       refusal, once per person and pull request.
+    4. `help`, or an unknown command: the list of commands. `review` / `full review`:
+       runs for the current head (a full review ignores earlier reviews).
+    """
+    if payload.get("action") != "created":
+        return Outcome.ignore(f"issue_comment.{payload.get('action')} needs no action")
+    issue = payload.get("issue") or {}
+    if not issue.get("pull_request"):
+        return Outcome.ignore("a comment on an issue, not on a pull request")
+    comment = payload.get("comment") or {}
+    user = comment.get("user") or {}
+    if user.get("type") == "Bot":
+        return Outcome.ignore("comments by bots are not commands")
+    found = repository_from_payload(payload)
+    if isinstance(found, Outcome):
+        return found
+    installation, repository = found
+    slug = github.gateway().app_slug()
+    command = command_parse(comment.get("body") or "", slug)
+    number = int(issue["number"])
+    label = f"{repository.full_name}#{number}"
+    if command is None:
+        return Outcome.ignore("the comment does not address Tasuku")
+    login = user.get("login", "")
+    if comment.get("author_association") not in WRITE_ACCESS:
+        pull_request = PullRequest.objects.filter(repository=repository, number=number).first()
+        if pull_request is None:
+            pull_request = pull_request_refresh(installation, repository, number)
+        try:
+            with transaction.atomic():
+                Notice.objects.create(
+                    pull_request=pull_request, kind="command-refused", login=login
+                )
+        except IntegrityError:
+            return Outcome.ignore(f"{login} may not give commands on {label} (told once already)")
+        _answer(installation, repository, number,
+                f"Sorry @{login}, only people with write access to this repository (owners, members "
+                f"and collaborators) can give Tasuku commands.", f"refused-{login}")  # fmt: skip
+        return Outcome(f"refused a command by {login} on {label}: no write access")
+    if command in ("help", "unknown"):
+        _answer(installation, repository, number, help_text(slug), f"help-{comment.get('id')}")
+        return Outcome(f"answered {command} on {label}")
+    pull_request = pull_request_refresh(installation, repository, number)
+    trigger = Trigger.FULL_REVIEW_COMMAND if command == "full review" else Trigger.COMMAND
+    runs, refusal = runs_request_for(pull_request, trigger, delivery_id=delivery_id)
+    if refusal:
+        _answer(installation, repository, number, f"Tasuku cannot review this pull request: {refusal}.",
+                f"cannot-{comment.get('id')}")  # fmt: skip
+        return Outcome(f"{command} on {label} refused: {refusal}", decision=Decision.SKIPPED)
+    return Outcome(f"{command} requested by {login} on {label}: run {', '.join(str(r.pk) for r in runs)}",
+                   decision=Decision.ADMITTED)  # fmt: skip
+
+
+def review_requested(
+    payload: dict[str, Any],
+    installation: Installation,
+    pull_request: PullRequest,
+    *,
+    delivery_id: int,
+) -> Outcome:
+    """`pull_request.review_requested` for the App's bot: review, then clear the request."""
+    requested = (payload.get("requested_reviewer") or {}).get("login", "")
+    gateway = github.gateway()
+    bot = f"{gateway.app_slug()}[bot]"
+    label = f"{pull_request.repository.full_name}#{pull_request.number}"
+    if requested.lower() != bot.lower():
+        return Outcome.ignore(
+            f"a review was requested from {requested or 'a team'}, not from Tasuku"
+        )
+    runs, refusal = runs_request_for(
+        pull_request, Trigger.REVIEW_REQUESTED, delivery_id=delivery_id
+    )
+    repository = pull_request.repository
+    gateway.review_request_remove(
+        installation_id=installation.github_id,
+        repository_id=repository.github_id,
+        full_name=repository.full_name,
+        number=pull_request.number,
+        reviewers=[requested],
+    )
+    if refusal:
+        return Outcome(
+            f"review requested on {label} but skipped: {refusal}", decision=Decision.SKIPPED
+        )
+    return Outcome(
+        f"review requested on {label}: run {', '.join(str(r.pk) for r in runs)}",
+        decision=Decision.ADMITTED,
+    )
+
+
+def check_run_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    """`check_run.rerequested` on one of Tasuku's check runs: a new run for that head."""
+    action = payload.get("action")
+    if action != "rerequested":
+        return Outcome.ignore(f"check_run.{action} needs no action")
+    check = payload.get("check_run") or {}
+    external = str(check.get("external_id") or "")
+    previous = (
+        ReviewRun.objects.filter(pk=int(external))
+        .select_related("pull_request__repository")
+        .first()
+        if external.isdigit()
+        else None
+    )
+    if previous is None or previous.check_run_id not in (None, check.get("id")):
+        return Outcome.ignore("not one of Tasuku's check runs")
+    found = repository_from_payload(payload)
+    if isinstance(found, Outcome):
+        return found
+    pull_request = pull_request_refresh(found[0], found[1], previous.pull_request.number)
+    runs, refusal = runs_request_for(
+        pull_request, Trigger.RERUN, reviewers=[previous.reviewer], delivery_id=delivery_id
+    )
+    label = f"{pull_request.repository.full_name}#{pull_request.number}"
+    if refusal:
+        return Outcome(f"re-run on {label} skipped: {refusal}", decision=Decision.SKIPPED)
+    return Outcome(
+        f"re-run of {previous.reviewer.slug} on {label}: run {runs[0].pk}",
+        decision=Decision.ADMITTED,
+    )
+
+
+def manual_review(pull_request: PullRequest, *, full: bool) -> tuple[list[ReviewRun], str]:
+    """The dashboard's "Review now" / "Full review" buttons."""
+    repository = pull_request.repository
+    if repository.installation.github_id == 0:
+        return [], "local repositories are reviewed with `manage.py review`"
+    fresh = pull_request_refresh(repository.installation, repository, pull_request.number)
+    return runs_request_for(fresh, Trigger.FULL_REVIEW_COMMAND if full else Trigger.MANUAL)
