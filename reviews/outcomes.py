@@ -83,7 +83,10 @@ def figures(*, repository: Repository | None = None, reviewer: Reviewer | None =
     if reviewer is not None:
         outcomes = outcomes.filter(reviewer=reviewer)
     counts = dict(outcomes.values_list("fate").annotate(n=Count("id")).order_by())
-    published_findings = Finding.objects.filter(published=True, carried_to__isnull=True)
+    # Each problem posted on a pull request counts once, however many reviews carried it.
+    published_findings = Finding.objects.filter(
+        Q(published=True) | Q(github_comment_id__isnull=False)
+    )
     if repository is not None:
         published_findings = published_findings.filter(pull_request__repository=repository)
     if reviewer is not None:

@@ -13,6 +13,7 @@ between the two heads in; one decision per earlier finding out.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -38,6 +39,22 @@ class Decision:
     reason: str
 
 
+def _removed_lines(text: str) -> list[tuple[int, str]]:
+    """(base-side line number, text) of each removed line of a hunk."""
+    match = re.match(r"@@ -(\d+)", text)
+    if match is None:
+        return []
+    number = int(match.group(1))
+    removed = []
+    for line in text.splitlines()[1:]:
+        if line.startswith("-"):
+            removed.append((number, line[1:]))
+            number += 1
+        elif line.startswith(" "):
+            number += 1
+    return removed
+
+
 def _touched(diff: Diff, earlier: Earlier) -> tuple[bool, bool, bool]:
     """(its lines changed, its lines deleted with nothing in their place, the deletion
     took the code around them too) in `diff`, from the earlier head to the new one."""
@@ -57,8 +74,8 @@ def _touched(diff: Diff, earlier: Earlier) -> tuple[bool, bool, bool]:
         covered |= hit
         if hunk.added:
             removed_only = False
-        elif hunk.removed - lines:
-            wider = True
+        elif any(text.strip() for number, text in _removed_lines(hunk.text) if number not in lines):
+            wider = True  # code around it went too (blank lines do not count)
     deleted = changed and removed_only and covered == lines
     return changed, deleted, deleted and wider
 

@@ -117,3 +117,31 @@ def pull_request_payload(
         data["after"] = pull.head_sha
     data.update(extra)
     return data
+
+
+def issue_comment_payload(
+    fake: FakeGitHub,
+    repo: Repo,
+    number: int,
+    *,
+    body: str,
+    login: str = "maria",
+    association: str = "MEMBER",
+    user_type: str = "User",
+    on_pull_request: bool = True,
+) -> dict[str, Any]:
+    """A recorded `issue_comment.created` payload rewritten to a comment on `number`."""
+    data = payload("issue_comment", "created")
+    data["installation"] = {"id": repo.installation_id}
+    data["repository"].update(_repo_json(fake, repo))
+    data["issue"]["number"] = number
+    data["issue"]["pull_request"] = (
+        {"url": f"{fake.url}/repos/{repo.full_name}/pulls/{number}"} if on_pull_request else None
+    )
+    data["comment"].update(
+        id=fake.next_id(),
+        body=body,
+        author_association=association,
+        user={**data["comment"]["user"], "login": login, "type": user_type},
+    )
+    return data

@@ -1,0 +1,223 @@
+"""Reviews asked for by comment commands, review requests, check re-runs and the
+dashboard, and repeated triggers coalescing into one run."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission
+
+from reviews.models import ReviewRun, RunStatus
+from tests.gitworld import REPO, world_build
+from tests.helpers import (
+    drain_queue,
+    issue_comment_payload,
+    post_webhook,
+    pull_request_payload,
+    queued_tasks,
+)
+from webhooks.models import WebhookDelivery
+
+pytestmark = pytest.mark.django_db
+SLUG = "tasuku-test"
+
+
+@pytest.fixture
+def world(fake_github):
+    return world_build(fake_github)
+
+
+@pytest.fixture
+def send(client, test_app):
+    def deliver(event, body, *, drain="webhooks.tasks.delivery_process", delivery_id=None):
+        response = post_webhook(
+            client, event, body, secret=test_app.webhook_secret, delivery_id=delivery_id
+        )
+        assert response.status_code in (200, 202)
+        drain_queue(only=drain) if drain else drain_queue()
+        return WebhookDelivery.objects.order_by("-id").first()
+
+    return deliver
+
+
+def opened(world, send, *, review=True):
+    send(
+        "pull_request",
+        pull_request_payload(world.fake, world.repo, world.pull),
+        drain=None if review else "webhooks.tasks.delivery_process",
+    )
+
+
+def comment(world, send, body, **kwargs):
+    return send(
+        "issue_comment",
+        issue_comment_payload(world.fake, world.repo, world.pull.number, body=body, **kwargs),
+    )
+
+
+def test_review_command_queues_a_run_for_the_current_head(world, send):
+    opened(world, send)
+    world.push({"app/extra.py": "x = 1\n"})
+    delivery = comment(world, send, f"@{SLUG} review please")
+    run = ReviewRun.objects.order_by("-id").first()
+    assert (run.trigger, run.head_sha, run.status) == (
+        "command",
+        world.pull.head_sha,
+        RunStatus.QUEUED,
+    )
+    assert delivery.decision == "admitted"
+    assert run.check_run_id is not None
+    drain_queue()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED and run.incremental_since == world.head
+
+
+def test_full_review_command_reviews_the_whole_pull_request_again(world, send):
+    opened(world, send)
+    comment(world, send, f"@{SLUG} full review")
+    drain_queue()
+    run = ReviewRun.objects.order_by("-id").first()
+    assert run.trigger == "full_review_command"
+    assert run.status == RunStatus.COMPLETED and run.incremental_since == ""
+    assert "app/payments.py" in run.reviewed
+
+
+@pytest.mark.parametrize("body", [f"@{SLUG} help", f"@{SLUG} dance", f"@{SLUG}"])
+def test_help_and_unknown_commands_answer_with_the_commands(world, send, body):
+    opened(world, send, review=False)
+    comment(world, send, body)
+    [answer] = world.fake.issue_comments_of(REPO, world.pull.number)
+    assert f"`@{SLUG} full review`" in answer["body"]
+    assert not ReviewRun.objects.exclude(trigger="opened").exists()
+
+
+@pytest.mark.parametrize("association", ["CONTRIBUTOR", "NONE", "FIRST_TIME_CONTRIBUTOR"])
+def test_people_without_write_access_are_refused_politely_once(world, send, association):
+    opened(world, send, review=False)
+    comment(world, send, f"@{SLUG} review", login="visitor", association=association)
+    comment(world, send, f"@{SLUG} full review", login="visitor", association=association)
+    answers = world.fake.issue_comments_of(REPO, world.pull.number)
+    assert len(answers) == 1
+    assert answers[0]["body"].startswith("Sorry @visitor, only people with write access")
+    assert not ReviewRun.objects.exclude(trigger="opened").exists()
+
+
+@pytest.mark.parametrize("association", ["OWNER", "MEMBER", "COLLABORATOR"])
+def test_owners_members_and_collaborators_may_give_commands(world, send, association):
+    opened(world, send)
+    comment(world, send, f"@{SLUG} review", association=association)
+    assert ReviewRun.objects.filter(trigger="command").exists()
+
+
+def test_comments_by_bots_without_a_mention_or_on_issues_are_not_commands(world, send):
+    opened(world, send, review=False)
+    assert (
+        comment(world, send, f"@{SLUG} review", login="renovate[bot]", user_type="Bot").status
+        == "ignored"
+    )
+    assert comment(world, send, "Looks good to me").status == "ignored"
+    assert comment(world, send, f"@{SLUG} review", on_pull_request=False).status == "ignored"
+    assert world.fake.issue_comments_of(REPO, world.pull.number) == []
+
+
+def test_a_review_request_for_the_app_reviews_and_clears_the_request(world, send):
+    opened(world, send, review=False)
+    ReviewRun.objects.all().delete()
+    world.pull.requested_reviewers = [f"{SLUG}[bot]", "maria"]
+    body = pull_request_payload(world.fake, world.repo, world.pull, action="review_requested",
+                                requested_reviewer={"login": f"{SLUG}[bot]", "type": "Bot"})  # fmt: skip
+    send("pull_request", body)
+    assert ReviewRun.objects.get().trigger == "review_requested"
+    assert world.pull.requested_reviewers == ["maria"]
+
+
+def test_a_review_request_for_someone_else_is_not_for_tasuku(world, send):
+    opened(world, send, review=False)
+    body = pull_request_payload(world.fake, world.repo, world.pull, action="review_requested",
+                                requested_reviewer={"login": "maria", "type": "User"})  # fmt: skip
+    assert send("pull_request", body).status == "ignored"
+
+
+def test_rerequesting_a_check_run_reviews_that_head_again(world, send):
+    opened(world, send)
+    first = ReviewRun.objects.get()
+    body = {
+        "action": "rerequested",
+        "check_run": {
+            "id": first.check_run_id,
+            "external_id": str(first.pk),
+            "head_sha": first.head_sha,
+            "name": "Tasuku · static",
+        },
+        "repository": world.fake._repo_json(world.repo),
+        "installation": {"id": world.repo.installation_id},
+    }
+    send("check_run", body, drain=None)
+    again = ReviewRun.objects.order_by("-id").first()
+    assert again.pk != first.pk and again.trigger == "rerun" and again.head_sha == first.head_sha
+    assert again.status == RunStatus.COMPLETED
+
+
+def test_repeated_triggers_for_the_same_head_coalesce(world, send):
+    opened(world, send, review=False)
+    body = pull_request_payload(world.fake, world.repo, world.pull, action="synchronize")
+    send("pull_request", body)  # the same push reported again
+    comment(world, send, f"@{SLUG} review")  # and asked for while it waits
+    assert ReviewRun.objects.count() == 1
+    run = ReviewRun.objects.get()
+    assert (
+        queued_tasks("reviews.tasks.run_process").count(("reviews.tasks.run_process", (run.pk,)))
+        == 1
+    )
+    # While it runs, one more request waits — and no more than one.
+    ReviewRun.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
+    comment(world, send, f"@{SLUG} review")
+    comment(world, send, f"@{SLUG} full review")
+    waiting = ReviewRun.objects.filter(status=RunStatus.QUEUED)
+    assert waiting.count() == 1 and waiting.get().trigger == "full_review_command"
+
+
+def test_a_push_supersedes_the_run_waiting_for_the_older_head(world, send):
+    opened(world, send, review=False)
+    old = ReviewRun.objects.get()
+    before = world.push({"app/extra.py": "x = 1\n"})
+    send(
+        "pull_request",
+        pull_request_payload(
+            world.fake, world.repo, world.pull, action="synchronize", before=before
+        ),
+        drain=None,
+    )
+    old.refresh_from_db()
+    assert old.status == RunStatus.CANCELLED and old.superseded_by == world.pull.head_sha
+    check = next(c for c in world.fake.check_runs_of(REPO) if c.id == old.check_run_id)
+    assert (check.conclusion, check.output["title"]) == (
+        "cancelled",
+        f"Superseded by {world.pull.head_sha[:7]}",
+    )
+
+
+class TestReviewNowButton:
+    def url(self, world):
+        return f"/repos/{REPO}/pulls/{world.pull.number}/review"
+
+    def test_it_queues_a_review_of_the_current_head(self, world, send, admin_client):
+        opened(world, send, review=False)
+        ReviewRun.objects.all().delete()
+        response = admin_client.post(self.url(world), {"full": "1"})
+        assert response.status_code == 302
+        assert ReviewRun.objects.get().trigger == "full_review_command"
+        page = admin_client.get(f"/repos/{REPO}/pulls/{world.pull.number}/")
+        assert b"Full review queued" in page.content and b"Review now" in page.content
+
+    def test_a_read_only_operator_sees_no_button_and_may_not_post(
+        self, world, send, client, django_user_model
+    ):
+        opened(world, send, review=False)
+        viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+        client.force_login(viewer)
+        page = client.get(f"/repos/{REPO}/pulls/{world.pull.number}/")
+        assert b"Review now" not in page.content
+        assert client.post(self.url(world), {"full": "0"}).status_code == 403
+        viewer.user_permissions.add(Permission.objects.get(codename="change_reviewrun"))
+        client.force_login(django_user_model.objects.get(pk=viewer.pk))
+        assert client.post(self.url(world), {"full": "0"}).status_code == 302
