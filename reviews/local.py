@@ -18,11 +18,11 @@ from repos.models import Installation, Repository, Reviewer
 from repos.policy import Trigger
 from repos.selectors import effective_config, reviewer_config
 from repos.services import policy_create_default
-from reviews import stages
+from reviews import stages, threads
 from reviews.diff import diff_parse
-from reviews.models import Finding, FindingState, PullRequest, Review, ReviewRun, RunStatus, Stage
+from reviews.models import Finding, PullRequest, Review, ReviewRun, RunStatus, Stage
 from reviews.pipeline import persist, previous_head
-from reviews.reconcile import CURRENT, RESOLVED, Earlier, reconcile
+from reviews.reconcile import CURRENT
 from reviews.runs import Heartbeat, run_attempt_failed, run_claim, run_finish, run_stage
 from sandbox.runners.local import Limits, engine_run
 from sandbox.workspace import Workspace
@@ -227,61 +227,28 @@ def _review(run, held, beat, root: Path, config, base_sha: str, head_sha: str) -
 
 
 def _reconcile(run: ReviewRun, review: Review, previous: str | None, checkout) -> list[Finding]:
-    """Carry on, resolve or outdate the previous review's open findings."""
-    if previous is None:
-        Finding.objects.filter(review=review, first_seen_sha="").update(first_seen_sha=run.head_sha)
-        return []
-    earlier_review = (
-        Review.objects.filter(
-            pull_request=run.pull_request, reviewer=run.reviewer, head_sha=previous
-        )
-        .exclude(run=run)
-        .order_by("-created_at")
-        .first()
+    """Carry on, resolve or outdate the previous local review's open findings (the same
+    decisions as on GitHub, with no threads to answer)."""
+    earlier = threads.earlier_open(threads.previous_review(run, previous), run.head_sha)
+    since_previous = (
+        diff_parse(checkout.previous_diff) if checkout.previous_diff is not None else None
     )
-    earlier = (
-        list(earlier_review.findings.filter(state=FindingState.OPEN)) if earlier_review else []
+    found_again = set(
+        review.findings.exclude(category="invalid").values_list("fingerprint", flat=True)
     )
-    new = {f.fingerprint: f for f in review.findings.filter(state=FindingState.OPEN)}
-    diff = diff_parse(checkout.previous_diff) if checkout.previous_diff is not None else None
-    deleted = {f.path for f in diff.files if f.status == "deleted"} if diff else set()
-    decisions = reconcile(
-        [Earlier(f.fingerprint, f.path, f.start_line, f.end_line, f.side) for f in earlier],
-        set(new),
-        diff=diff,
-        deleted_files=deleted,
+    decisions = threads.decide(
+        run,
+        earlier,
+        found_again,
+        since_previous=since_previous,
         incremental=bool(checkout.incremental_since),
-        head_sha=run.head_sha,
     )
+    threads.carry(review, earlier, decisions, threads.Conversation())
     reconciled = []
-    with transaction.atomic():
-        for finding in earlier:
-            decision = decisions[finding.fingerprint]
-            if decision.state == CURRENT:
-                successor = new.get(finding.fingerprint)
-                if successor is None:
-                    # Not re-examined (incremental): it stays open on this review too.
-                    successor = Finding.objects.get(pk=finding.pk)
-                    successor.pk = None
-                    successor.review = review
-                    successor.carried_to = None
-                    successor.save()
-                Finding.objects.filter(pk=successor.pk).update(
-                    first_seen_sha=finding.first_seen_sha or previous
-                )
-                Finding.objects.filter(pk=finding.pk).update(carried_to=successor)
-            else:
-                state = (
-                    FindingState.RESOLVED if decision.state == RESOLVED else FindingState.OUTDATED
-                )
-                Finding.objects.filter(pk=finding.pk).update(
-                    state=state, resolved_in_sha=run.head_sha, resolution=decision.reason
-                )
-                finding.state, finding.resolved_in_sha, finding.resolution = (
-                    state,
-                    run.head_sha,
-                    decision.reason,
-                )
-                reconciled.append(finding)
-        Finding.objects.filter(review=review, first_seen_sha="").update(first_seen_sha=run.head_sha)
+    for finding in earlier:
+        decision = decisions[finding.fingerprint]
+        if decision.state == CURRENT:
+            continue
+        threads.mark_gone(finding, decision, run.head_sha)
+        reconciled.append(finding)
     return reconciled

@@ -189,6 +189,15 @@ def carry(
         )
 
 
+def mark_gone(finding: Finding, decision: Decision, head_sha: str) -> None:
+    """Record that an earlier finding is resolved or outdated at `head_sha`."""
+    state = FindingState.RESOLVED if decision.state == RESOLVED else FindingState.OUTDATED
+    Finding.objects.filter(pk=finding.pk).update(
+        state=state, resolved_in_sha=head_sha, resolution=decision.reason
+    )
+    finding.state, finding.resolved_in_sha, finding.resolution = state, head_sha, decision.reason
+
+
 def close_threads(
     gateway: GitHubGateway,
     where: dict,
@@ -207,10 +216,7 @@ def close_threads(
         decision = decisions[finding.fingerprint]
         if decision.state == CURRENT:
             continue
-        state = FindingState.RESOLVED if decision.state == RESOLVED else FindingState.OUTDATED
-        Finding.objects.filter(pk=finding.pk).update(
-            state=state, resolved_in_sha=run.head_sha, resolution=decision.reason
-        )
+        mark_gone(finding, decision, run.head_sha)
         thread = by_comment.get(finding.github_comment_id or -1)
         if thread is None:
             continue
