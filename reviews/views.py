@@ -132,6 +132,17 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     findings.sort(
         key=lambda f: (f.state != "open", -SEVERITY_RANK.get(f.severity, 0), f.path, f.start_line)
     )
+    # Earlier findings this run closed (fixed or outdated at its head), with the reason.
+    closed = []
+    if review is not None:
+        closed = list(
+            Finding.objects.filter(
+                pull_request=run.pull_request,
+                review__reviewer=run.reviewer,
+                resolved_in_sha=run.head_sha,
+                review__created_at__lt=review.created_at,
+            ).order_by("path", "start_line")
+        )
     duration = None
     if run.started_at and run.finished_at:
         duration = (run.finished_at - run.started_at).total_seconds()
@@ -143,6 +154,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "review": review,
             "findings": findings,
             "open_count": sum(1 for f in findings if f.state == "open"),
+            "closed": closed,
             "attempts": run.attempt_rows.all(),
             "duration": duration,
             "config_json": json.dumps(run.config, indent=2, sort_keys=True),

@@ -24,6 +24,9 @@ def test_the_pull_request_page_lists_its_runs(staff_client):
     page = staff_client.get(f"/repos/{repository.full_name}/pulls/{run.pull_request.number}/")
     assert page.status_code == 200
     assert f"/runs/{run.pk}/".encode() in page.content
+    title = page.content.split(b"<title>")[1].split(b"</title>")[0]
+    assert b"<" not in title and str(run.pull_request.number).encode() in title
+    assert page.content.count(b"<h2>Findings") == 1
 
 
 def test_the_overview_shows_recent_runs_and_warns_of_failed_deliveries(staff_client):

@@ -309,3 +309,33 @@ def test_a_crash_during_reconciliation_then_a_retry_posts_no_second_reply_or_res
         assert thread["isResolved"]
     main = [r for r in world.fake.reviews_of(REPO, NUMBER) if "tasuku:review:run-" in r["body"]]
     assert len(main) == 2
+
+
+def test_without_contents_write_threads_are_answered_but_left_open(world, deliver):
+    # GitHub resolves a thread for an App only with Contents: write; an installation
+    # that granted read-only still gets its reviews and the "verified fixed" reply.
+    world.fake.installations[INSTALLATION].permissions = {
+        **world.fake.installations[INSTALLATION].permissions,
+        "contents": "read",
+    }
+    deliver(world, "opened")
+    before = world.push({"app/payments.py": PAYMENTS_2})
+    run = deliver(world, "synchronize", before=before)
+    a = thread_of(world, "app/payments.py", 6)
+    assert a["comments"][1]["body"].startswith(f"Verified fixed in {world.pull.head_sha[:7]}")
+    assert not a["isResolved"]
+    review = Review.objects.get(run=run)
+    assert any("could not resolve the thread" in note for note in review.notes), review.notes
+    assert Finding.objects.get(
+        review__run__head_sha=before, path="app/payments.py"
+    ).state == "resolved"
+
+
+def test_the_run_page_shows_what_the_run_closed_and_why(world, deliver, admin_client):
+    deliver(world, "opened")
+    before = world.push({"app/payments.py": PAYMENTS_2, "app/tools.py": TOOLS_2})
+    run = deliver(world, "synchronize", before=before)
+    page = admin_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "Earlier findings closed by this run" in page
+    assert "app/payments.py:6 was changed and the problem is gone" in page
+    assert "the code around app/tools.py:2 was removed" in page
