@@ -326,9 +326,10 @@ def test_without_contents_write_threads_are_answered_but_left_open(world, delive
     assert not a["isResolved"]
     review = Review.objects.get(run=run)
     assert any("could not resolve the thread" in note for note in review.notes), review.notes
-    assert Finding.objects.get(
-        review__run__head_sha=before, path="app/payments.py"
-    ).state == "resolved"
+    assert (
+        Finding.objects.get(review__run__head_sha=before, path="app/payments.py").state
+        == "resolved"
+    )
 
 
 def test_the_run_page_shows_what_the_run_closed_and_why(world, deliver, admin_client):
