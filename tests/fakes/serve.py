@@ -57,6 +57,32 @@ def _post(tasuku: str, secret: str, event: str, payload: dict) -> int:
         return exc.code
 
 
+# What each press of Enter pushes: first a fix for the shell command (its thread gets
+# "Verified fixed" and is resolved; the others stay), then the key removed with the
+# code around it, then a file with a new problem.
+PUSHES = [
+    (
+        "fix the shell command in app/payments.py",
+        {
+            "app/payments.py": 'import subprocess\n\nAWS_ACCESS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"\n\n\n'
+            "def refund(order_id):\n"
+            '    return subprocess.call(["refund", "--order", str(order_id)])\n'
+        },
+    ),
+    (
+        "remove the hard-coded key",
+        {
+            "app/payments.py": "import subprocess\n\n\ndef refund(order_id):\n"
+            '    return subprocess.call(["refund", "--order", str(order_id)])\n'
+        },
+    ),
+    (
+        "add app/debug.py with a breakpoint left in",
+        {"app/debug.py": "def handler(event):\n    breakpoint()\n    return event\n"},
+    ),
+]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=9000)
@@ -136,6 +162,7 @@ def main() -> None:
     send_pull("opened")
 
     seen: set[object] = set()
+    pushed: list[object] = []
 
     def report() -> None:
         while True:
@@ -156,21 +183,27 @@ def main() -> None:
                         f"review {review['id']} on {review['commit_id'][:7]} with {len(comments)} inline comments:"
                     )
                     for comment in comments:
+                        reply = " (reply)" if comment.get("in_reply_to_id") else ""
                         print(
-                            f"  {comment['path']}:{comment['line']}  {comment['body'].splitlines()[0]}"
+                            f"  {comment['path']}:{comment['line']}{reply}  {comment['body'].splitlines()[0]}"
                         )
+            for thread in fake.threads_of(REPO, pull.number):
+                key = ("resolved", thread["id"])
+                if thread["isResolved"] and key not in seen:
+                    seen.add(key)
+                    first = thread["comments"][0]
+                    print(f"thread on {first['path']}:{first['line']} resolved")
             time.sleep(0.5)
 
     threading.Thread(target=report, daemon=True).start()
-    print("Press Enter to push a new commit, Ctrl-C to stop.")
+    print("Press Enter to push the next commit, Ctrl-C to stop.")
     try:
         for _ in sys.stdin:
             before = pull.head_sha
-            world.push(
-                {
-                    "app/payments.py": "import os\n\n\ndef refund(order_id):\n    return os.getpid()\n"
-                }
-            )
+            step = PUSHES[min(len(pushed), len(PUSHES) - 1)]
+            pushed.append(step)
+            print(f"pushing: {step[0]}")
+            world.push(step[1])
             send_pull("synchronize", before=before, after=pull.head_sha)
         while True:  # no terminal to read from: keep serving until stopped
             time.sleep(3600)
