@@ -29,7 +29,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tasuku.settings")
+import django  # noqa: E402
 
+django.setup()
+
+from repos.policy import EffectiveConfig, ReviewerConfig  # noqa: E402
 from reviews.diff import diff_parse  # noqa: E402
 from reviews.filters import paths_filter  # noqa: E402
 from reviews.rendering import (  # noqa: E402
@@ -39,8 +44,10 @@ from reviews.rendering import (  # noqa: E402
     comment_payload,
     review_body,
 )
+from reviews.stages import Core, job_build  # noqa: E402
 from reviews.validation import GateConfig, gate  # noqa: E402
 from sandbox.contract import ReviewJob, ReviewSummary, Severity  # noqa: E402
+from sandbox.workspace import Checkout  # noqa: E402
 
 
 def synthetic_pr(files: int, lines: int, seed: int = 7) -> tuple[str, dict[str, str]]:
@@ -135,13 +142,18 @@ def stages(diff_text: str) -> dict[str, float]:
     timings["filter"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    job = ReviewJob(
-        job_id="1", repository="acme/big", pull_request=1, base_sha="a" * 40, head_sha="b" * 40,
-        changed_files=tuple(diff.get(path).changed_file() for path in kept),
-        omitted=tuple(f.path for f in filtered),
+    core = Core(diff=diff, reviewed=kept, filtered=filtered, packs=[])
+    checkout = Checkout(
+        root=Path("."), head_sha="b" * 40, base_sha="a" * 40, merge_base="a" * 40, diff=diff_text
+    )
+    config = EffectiveConfig()
+    job = job_build(
+        core, checkout=checkout, reviewer=ReviewerConfig(slug="static", engine="static"),
+        config=config, job_id="1",
+        repository="acme/big", number=1, title="Big", deadline_seconds=1800,
     )  # fmt: skip
     job.model_dump_json()
-    timings["job"] = time.perf_counter() - started
+    timings["job (incl. compression)"] = time.perf_counter() - started
 
     raw = synthetic_findings(diff)
     started = time.perf_counter()
