@@ -19,6 +19,8 @@ MAX_BODY = 8000
 MAX_EVIDENCE = 4000
 MAX_SUGGESTION = 8000
 MAX_FINDINGS = 500
+MAX_TRANSCRIPT_TEXT = 4000
+MAX_TRANSCRIPT = 1000
 
 
 class Severity(StrEnum):
@@ -96,6 +98,34 @@ class Limits(BaseModel):
     deadline_seconds: int = Field(default=1800, ge=1)
 
 
+class Price(BaseModel):
+    """US dollars per million tokens of one model."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
+
+
+class EarlierFinding(BaseModel):
+    """A finding an earlier review left open, for the engine to rule on: still a
+    problem at this head, or not. `id` is its fingerprint."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    path: str = Field(max_length=MAX_PATH)
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+    severity: Severity
+    category: str
+    title: str = Field(max_length=MAX_TITLE)
+    body: str = Field(default="", max_length=MAX_BODY)
+
+
 class ReviewJob(BaseModel):
     """Everything an engine is given. The PR's title, body and diff are untrusted."""
 
@@ -122,6 +152,13 @@ class ReviewJob(BaseModel):
     skills: str = ""
     guidelines: tuple[str, ...] = ()
     memory: str = ""
+    earlier_findings: tuple[EarlierFinding, ...] = ()
+    requester_note: str = ""  # untrusted, like the title, body and diff
+    # Model engines: the model, its price (None: unknown, cost not counted), and an
+    # OpenAI-compatible server's URL when the reviewer names one.
+    model: str = ""
+    price: Price | None = None
+    base_url: str = ""
     limits: Limits = Limits()
 
 
@@ -141,6 +178,8 @@ class Finding(BaseModel):
     confidence: float = Field(default=0.8, ge=0, le=1)
     blocking: bool = False
     rule: str | None = Field(default=None, max_length=200)
+    # The id of the earlier finding this one is (the same problem, still there).
+    same_as: str | None = Field(default=None, max_length=200)
 
     @model_validator(mode="after")
     def _ordered(self) -> Finding:
@@ -158,10 +197,41 @@ class ReviewSummary(BaseModel):
     limitations: list[str] = Field(default_factory=list, max_length=50)
 
 
+class Ruling(BaseModel):
+    """The engine's word on an earlier finding: still open at this head, or not."""
+
+    id: str = Field(min_length=1, max_length=200)
+    still_open: bool
+    reason: str = Field(default="", max_length=2000)
+
+
+class Submission(BaseModel):
+    """What a model engine submits to finish (the `submit_review` tool's input)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    findings: list[Finding] = Field(default_factory=list, max_length=MAX_FINDINGS)
+    summary: ReviewSummary = ReviewSummary()
+    rulings: list[Ruling] = Field(default_factory=list, max_length=MAX_FINDINGS)
+
+
 class Usage(BaseModel):
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
     cost_usd: float = Field(default=0.0, ge=0)
+    steps: int = Field(default=0, ge=0)  # model calls (turns, for the CLI engines)
+    model: str = ""
+    duration_seconds: float = Field(default=0.0, ge=0)
+
+
+class TranscriptEntry(BaseModel):
+    """One step of a model engine's work, kept for the run page: a model's text, a
+    tool call and its (truncated) result, or a note from the engine."""
+
+    kind: str  # "text" | "tool_call" | "tool_result" | "note"
+    name: str = ""
+    content: str = Field(default="", max_length=MAX_TRANSCRIPT_TEXT)
+    is_error: bool = False
 
 
 class ReviewResult(BaseModel):
@@ -174,3 +244,8 @@ class ReviewResult(BaseModel):
     findings: list[dict] = Field(default_factory=list, max_length=MAX_FINDINGS)
     summary: ReviewSummary = ReviewSummary()
     usage: Usage = Usage()
+    rulings: list[Ruling] = Field(default_factory=list, max_length=MAX_FINDINGS)
+    # Set when the engine stopped at a bound (steps, cost cap, deadline) without
+    # finishing its review: the review is recorded incomplete, with this reason.
+    incomplete: str = ""
+    transcript: list[TranscriptEntry] = Field(default_factory=list, max_length=MAX_TRANSCRIPT)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sandbox.contract import ReviewJob
 from sandbox.engines import ENGINES
+from sandbox.errors import StageError
 
 
 def main(argv: list[str]) -> int:
@@ -29,6 +30,10 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv))
+    except StageError as exc:  # a failure the engine understood: its stage and whether to retry
+        print(json.dumps({"error": str(exc), "stage": exc.stage, "permanent": exc.permanent}),
+              file=sys.stderr)  # fmt: skip
+        sys.exit(4)
     except Exception as exc:  # the runner reads this line as the failure's reason
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), file=sys.stderr)
         sys.exit(3)

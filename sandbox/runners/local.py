@@ -23,7 +23,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from sandbox.contract import ReviewJob, ReviewResult
-from sandbox.errors import ProviderError, SandboxError
+from sandbox.errors import ProviderError, SandboxError, StageError
 
 MAX_OUTPUT = 20 * 1024 * 1024
 
@@ -152,15 +152,22 @@ def _kill_group(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def _failure(engine: str, code: int, stderr: str) -> SandboxError | ProviderError:
-    reason = ""
+def _failure(engine: str, code: int, stderr: str) -> StageError:
+    """The error an engine's exit means. An engine that understood its failure wrote a
+    last line `{"error": …, "stage": …, "permanent": …}` on stderr (sandbox.run_engine)."""
+    reason, reported = "", {}
     for line in reversed(stderr.strip().splitlines()):
         try:
-            reason = json.loads(line).get("error", "")
+            reported = json.loads(line)
+            reason = reported.get("error", "")
         except (ValueError, AttributeError):
             continue
         if reason:
             break
+    if reason and reported.get("stage"):
+        kind = ProviderError if reported["stage"] == "provider" else SandboxError
+        return kind(reason[:2000], permanent=bool(reported.get("permanent", True)),
+                    stage=reported["stage"])  # fmt: skip
     if code < 0:
         name = signal.Signals(-code).name
         hint = (
