@@ -176,8 +176,40 @@ class RepositoryAdmin(admin.ModelAdmin):
         )
 
 
+class ReviewerForm(forms.ModelForm):
+    """The API key is write-only: never shown again, kept when left blank."""
+
+    api_key = forms.CharField(
+        label="API key",
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text=(
+            "The provider's key for this reviewer, stored encrypted. Leave blank to keep the "
+            "saved key; empty and none saved: ANTHROPIC_API_KEY / OPENAI_API_KEY."
+        ),
+    )
+    clear_api_key = forms.BooleanField(label="Remove the saved key", required=False)
+
+    class Meta:
+        model = Reviewer
+        fields = "__all__"
+
+    def save(self, commit: bool = True) -> Reviewer:
+        reviewer = super().save(commit=False)
+        if self.cleaned_data.get("clear_api_key"):
+            reviewer.api_key_set("")
+        elif self.cleaned_data.get("api_key"):
+            reviewer.api_key_set(self.cleaned_data["api_key"])
+        if commit:
+            reviewer.save()
+            self.save_m2m()
+        return reviewer
+
+
 @admin.register(Reviewer)
 class ReviewerAdmin(admin.ModelAdmin):
+    form = ReviewerForm
     list_display = (
         "slug",
         "engine",
@@ -187,12 +219,18 @@ class ReviewerAdmin(admin.ModelAdmin):
         "default_for_new_repositories",
         "step_limit",
         "cost_cap_usd",
+        "has_own_key",
     )
     list_filter = ("engine", "runner", "enabled", "default_for_new_repositories")
     search_fields = ("slug", "name", "model")
     fieldsets = (
         (None, {"fields": ("slug", "name", "enabled", "default_for_new_repositories")}),
-        ("Engine", {"fields": ("engine", "model", "runner")}),
+        ("Engine", {"fields": ("engine", "model", "triage_model", "runner")}),
+        ("Provider", {"fields": ("api_key", "clear_api_key", "base_url")}),
         ("Guidance", {"fields": ("rules", "skills")}),
         ("Limits", {"fields": ("step_limit", "cost_cap_usd", "context_budget_tokens")}),
     )
+
+    @admin.display(boolean=True, description="Own key")
+    def has_own_key(self, reviewer: Reviewer) -> bool:
+        return bool(reviewer.api_key_sealed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
@@ -94,6 +95,26 @@ class Reviewer(models.Model):
             "itself. The default suits a 200k-token model."
         ),
     )
+    triage_model = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text=(
+            "A fast, cheap model of the same provider that triages a change before the deep "
+            "review (trivial changes are then not reviewed in depth). Empty: the rule-based "
+            "triage only."
+        ),
+    )
+    api_key_sealed = models.TextField(blank=True, editable=False)
+    base_url = models.URLField(
+        max_length=300,
+        blank=True,
+        help_text=(
+            "The API's address, when not the provider's own: an OpenAI-compatible server "
+            "(vLLM, Ollama, LM Studio: e.g. http://gpu-box:8000/v1) for openai and codex, a "
+            "gateway for anthropic. Empty: OPENAI_BASE_URL / ANTHROPIC_BASE_URL, else the "
+            "provider."
+        ),
+    )
     enabled = models.BooleanField(default=True)
     default_for_new_repositories = models.BooleanField(
         default=False, help_text="Enabled on the policy of every repository Tasuku learns of."
@@ -106,9 +127,51 @@ class Reviewer(models.Model):
     def __str__(self) -> str:
         return self.slug
 
+    @property
+    def provider(self) -> str:
+        """Whose API the engine calls: "anthropic", "openai", or "" (static)."""
+        return {
+            Engine.ANTHROPIC: "anthropic",
+            Engine.CLAUDE_CODE: "anthropic",
+            Engine.OPENAI: "openai",
+            Engine.CODEX: "openai",
+        }.get(Engine(self.engine), "")
+
+    def api_key_set(self, key: str) -> None:
+        from repos.credentials import key_seal
+
+        self.api_key_sealed = key_seal(key)
+
+    def api_key(self) -> str:
+        """The reviewer's own key (raises KeyUnreadable if SECRET_KEY changed)."""
+        from repos.credentials import key_open
+
+        return key_open(self.api_key_sealed)
+
     def clean(self) -> None:
+        from sandbox.prices import price_for, prices_parse
+
         if self.engine != Engine.STATIC and not self.model:
             raise ValidationError({"model": f"The {self.engine} engine needs a model name."})
+        if self.engine == Engine.STATIC and (self.triage_model or self.base_url):
+            raise ValidationError(
+                "The static engine uses no model: leave the triage model and base URL empty."
+            )
+        if self.runner == Runner.ACTIONS:
+            raise ValidationError(
+                {"runner": "The actions runner is not available yet: use local or docker."}
+            )
+        if self.cost_cap_usd is not None and self.engine != Engine.STATIC:
+            overrides = prices_parse(settings.TASUKU_MODEL_PRICES)
+            if price_for(self.model, overrides) is None:
+                raise ValidationError(
+                    {
+                        "cost_cap_usd": (
+                            f"No price is known for {self.model!r}, so a cost cap cannot be "
+                            "enforced: add it to TASUKU_MODEL_PRICES, or leave the cap empty."
+                        )
+                    }
+                )
 
 
 class Repository(models.Model):

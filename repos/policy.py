@@ -82,6 +82,8 @@ class ReviewerConfig(BaseModel):
     engine: Engine
     runner: Runner = Runner.LOCAL
     model: str = ""
+    triage_model: str = ""
+    base_url: str = ""
     rules: str = ""
     skills: str = ""
     cost_cap_usd: Decimal | None = None

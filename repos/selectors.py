@@ -20,6 +20,8 @@ def reviewer_config(reviewer: Reviewer) -> ReviewerConfig:
         engine=reviewer.engine,
         runner=reviewer.runner,
         model=reviewer.model,
+        triage_model=reviewer.triage_model,
+        base_url=reviewer.base_url,
         rules=reviewer.rules,
         skills=reviewer.skills,
         cost_cap_usd=reviewer.cost_cap_usd,

@@ -18,13 +18,13 @@ from repos.models import Installation, Repository, Reviewer
 from repos.policy import Trigger
 from repos.selectors import effective_config, reviewer_config
 from repos.services import policy_create_default
-from reviews import stages, threads
+from reviews import engines, stages, threads
 from reviews.diff import diff_parse
 from reviews.models import Finding, PullRequest, Review, ReviewRun, RunStatus, Stage
 from reviews.pipeline import persist, previous_head
 from reviews.reconcile import CURRENT
 from reviews.runs import Heartbeat, run_attempt_failed, run_claim, run_finish, run_stage
-from sandbox.runners.local import Limits, engine_run
+from reviews.validation import History
 from sandbox.workspace import Workspace
 
 LOCAL_INSTALLATION = 0
@@ -200,25 +200,33 @@ def _review(run, held, beat, root: Path, config, base_sha: str, head_sha: str) -
         result = None
         if not core.stopped:
             run_stage(held, Stage.SANDBOX)
+            reviewer = config.reviewers[0]
+            earlier = threads.earlier_open(threads.previous_review(run, previous), run.head_sha)
             job = stages.job_build(
-                core, checkout=checkout, reviewer=config.reviewers[0], config=config, job_id=str(run.pk),
+                core, checkout=checkout, reviewer=reviewer, config=config, job_id=str(run.pk),
                 repository=run.pull_request.repository.full_name, number=run.pull_request.number,
                 title=run.pull_request.title, deadline_seconds=int(settings.TASUKU_SANDBOX_TIMEOUT),
+                price=engines.model_price(reviewer.model), earlier=engines.earlier_for_job(earlier),
             )  # fmt: skip
             ReviewRun.objects.filter(pk=run.pk).update(
                 omitted=[o.model_dump() for o in job.omitted]
             )
-            seconds = int(settings.TASUKU_SANDBOX_TIMEOUT)
-            result = engine_run(run.reviewer.engine, job, checkout.root,
-                                limits=Limits(wall_seconds=seconds, cpu_seconds=seconds))  # fmt: skip
-            run_stage(held, Stage.VALIDATION)
-            stages.validate(core, result, config)
+            result = engines.engine_run(run.reviewer, reviewer, job, checkout.root,
+                                        run_name=f"tasuku-run-{run.pk}-{held.attempt}")  # fmt: skip
+            if not result.incomplete:
+                run_stage(held, Stage.VALIDATION)
+                history = History(earlier=frozenset(f.fingerprint for f in earlier))
+                stages.validate(core, result, config, history)
         beat.check()
-        review = persist(run, core, result=result)
-        reconciled = _reconcile(run, review, previous, checkout)
+        incomplete = result.incomplete if result else ""
+        review = persist(run, core, result=result, incomplete=incomplete)
+        rulings = {r.id for r in result.rulings if r.still_open} if result else set()
+        reconciled = [] if incomplete else _reconcile(run, review, previous, checkout, rulings)
     status_reason = (
         "trivial: " + core.verdict.summary if core.stopped == "trivial" and core.verdict else ""
     )
+    if incomplete:
+        status_reason = f"incomplete: {incomplete}"
     run_finish(held, status=RunStatus.COMPLETED, reason=status_reason)
     run.refresh_from_db()
     return LocalReview(
@@ -226,7 +234,9 @@ def _review(run, held, beat, root: Path, config, base_sha: str, head_sha: str) -
     )
 
 
-def _reconcile(run: ReviewRun, review: Review, previous: str | None, checkout) -> list[Finding]:
+def _reconcile(
+    run: ReviewRun, review: Review, previous: str | None, checkout, still_open: set[str]
+) -> list[Finding]:
     """Carry on, resolve or outdate the previous local review's open findings (the same
     decisions as on GitHub, with no threads to answer)."""
     earlier = threads.earlier_open(threads.previous_review(run, previous), run.head_sha)
@@ -235,7 +245,7 @@ def _reconcile(run: ReviewRun, review: Review, previous: str | None, checkout) -
     )
     found_again = set(
         review.findings.exclude(category="invalid").values_list("fingerprint", flat=True)
-    )
+    ) | (still_open & {f.fingerprint for f in earlier})
     decisions = threads.decide(
         run,
         earlier,

@@ -209,6 +209,12 @@ class Review(models.Model):
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=10, decimal_places=4, default=0)
+    model = models.CharField(max_length=100, blank=True, help_text="The model that reviewed.")
+    steps = models.PositiveIntegerField(default=0, help_text="Model calls (turns).")
+    engine_seconds = models.FloatField(default=0, help_text="How long the engine ran.")
+    transcript = models.JSONField(
+        default=list, blank=True, help_text="What the model did: its text, tool calls, results."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     published_at = models.DateTimeField(null=True, blank=True)
 

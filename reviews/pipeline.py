@@ -22,8 +22,8 @@ from django.utils import timezone
 from repos import github
 from repos.github import CheckRunOutput, GitHubError, GitHubGateway
 from repos.models import RepoMemory
-from repos.policy import EffectiveConfig, Trigger
-from reviews import stages, threads
+from repos.policy import EffectiveConfig, ReviewerConfig, Trigger
+from reviews import engines, stages, threads
 from reviews.budget import Budget, budget_alert, installation_budget
 from reviews.diff import diff_parse
 from reviews.models import Finding, Review, ReviewRun, ReviewState, RunStatus, Stage
@@ -47,11 +47,11 @@ from reviews.runs import (
     run_stage,
 )
 from reviews.services import run_check_ensure
+from reviews.triage import Verdict
 from reviews.validation import OPEN, History, Validated
+from sandbox.agent.triage import model_triage
 from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.errors import StageError
-from sandbox.runners.local import Limits as RunnerLimits
-from sandbox.runners.local import engine_run
 from sandbox.workspace import Checkout, Workspace
 
 logger = logging.getLogger(__name__)
@@ -139,19 +139,30 @@ def pipeline(ctx: Context) -> str:
 
         ctx.stage(Stage.SANDBOX)
         reviewer = next(r for r in ctx.config.reviewers if r.slug == run.reviewer.slug)
+        earlier = threads.earlier_open(threads.previous_review(run, previous), run.head_sha)
         job = stages.job_build(
             core, checkout=checkout, reviewer=reviewer, config=ctx.config, job_id=str(run.pk),
             repository=ctx.repository.full_name, number=run.pull_request.number,
             title=run.pull_request.title, deadline_seconds=int(settings.TASUKU_SANDBOX_TIMEOUT),
-            memory=repository_memory(ctx.repository),
+            memory=repository_memory(ctx.repository), price=engines.model_price(reviewer.model),
+            earlier=engines.earlier_for_job(earlier),
         )  # fmt: skip
         ReviewRun.objects.filter(pk=run.pk).update(omitted=[o.model_dump() for o in job.omitted])
-        result = engine_execute(ctx, job, checkout)
+        if model_triaged(ctx, core, reviewer, job):
+            return stop_early(ctx, core, checkout, budget)
+        result = engines.engine_run(
+            run.reviewer,
+            reviewer,
+            job,
+            checkout.root,
+            run_name=f"tasuku-run-{run.pk}-{ctx.held.attempt}",
+        )
+    if result.incomplete:
+        return stop_incomplete(ctx, core, result)
 
     # Validation sees the pull request's history: what people dismissed, what earlier
     # reviews raised, and what was already there when the previous review looked.
     ctx.stage(Stage.VALIDATION)
-    earlier = threads.earlier_open(threads.previous_review(run, previous), run.head_sha)
     talk = threads.conversation_read(
         ctx.gateway, ctx.where, run.pull_request.number, run, earlier, ctx.gateway.app_slug()
     )
@@ -166,6 +177,10 @@ def pipeline(ctx: Context) -> str:
     validated = stages.validate(core, result, ctx.config, history)
     review = persist(ctx.run, core, result=result)
     found_again = {v.fingerprint for v in validated if v.category != "invalid"}
+    # The engine ruled that an earlier finding is still there (though it did not raise
+    # it again in the same words): it stays open, its thread untouched.
+    earlier_ids = {f.fingerprint for f in earlier}
+    found_again |= {r.id for r in result.rulings if r.still_open and r.id in earlier_ids}
     decisions = threads.decide(
         run,
         earlier,
@@ -430,14 +445,54 @@ def clone(ctx: Context, workspace: Workspace, previous: str | None) -> Checkout:
     )
 
 
-def engine_execute(ctx: Context, job: ReviewJob, checkout: Checkout) -> ReviewResult:
-    seconds = int(settings.TASUKU_SANDBOX_TIMEOUT)
-    return engine_run(
-        ctx.run.reviewer.engine,
+def model_triaged(
+    ctx: Context, core: stages.Core, reviewer: ReviewerConfig, job: ReviewJob
+) -> bool:
+    """With triage on and a triage model on the reviewer, a change the rule found
+    substantive is shown to that model; True when it finds it trivial (no deep review)."""
+    if not ctx.config.triage_enabled or not reviewer.triage_model or core.stopped:
+        return False
+    conversation = engines.conversation_for(reviewer.engine)
+    if conversation is None:
+        return False
+    verdict = model_triage(
         job,
-        checkout.root,
-        limits=RunnerLimits(wall_seconds=seconds, cpu_seconds=seconds),
+        reviewer.triage_model,
+        conversation,
+        engines.engine_environment(ctx.run.reviewer),
+        engines.model_price(reviewer.triage_model),
     )
+    core.verdict = Verdict(
+        verdict=verdict.verdict,
+        summary=verdict.summary or verdict.note,
+        risk_areas=verdict.risk_areas,
+        decided_by=f"model {verdict.model}" if not verdict.note else "rule",
+        model=verdict.model,
+        input_tokens=verdict.input_tokens,
+        output_tokens=verdict.output_tokens,
+        cost_usd=verdict.cost_usd,
+        note=verdict.note,
+    )
+    if core.verdict.trivial:
+        core.stopped = "trivial"
+        return True
+    return False
+
+
+def stop_incomplete(ctx: Context, core: stages.Core, result: ReviewResult) -> str:
+    """The engine stopped at a bound (steps, cost cap, deadline) without finishing: the
+    review is recorded incomplete — never the base of an incremental review — nothing is
+    posted and nothing reconciled, and the check run is neutral, saying why."""
+    persist(ctx.run, core, result=result, incomplete=result.incomplete)
+    check_complete(
+        ctx, "neutral", "Review incomplete",
+        f"The {ctx.run.reviewer.slug} reviewer {result.incomplete}. Nothing was posted; earlier "
+        f"findings stand. An operator can raise its limits and run it again from the "
+        f"[run page]({dashboard_url(ctx.run)}).",
+    )  # fmt: skip
+    ctx.beat.check()
+    run_finish(ctx.held, status=RunStatus.COMPLETED, reason=f"incomplete: {result.incomplete}")
+    return RunStatus.COMPLETED
 
 
 # --- Persist and publish ------------------------------------------------------------------
@@ -450,6 +505,7 @@ def persist(
     what an earlier attempt stored (the findings it would publish are the same ones)."""
     summary = result.summary if result else None
     usage = result.usage if result else None
+    triage = core.verdict or Verdict(verdict="", summary="")
     with transaction.atomic():
         review, _ = Review.objects.update_or_create(
             run=run,
@@ -470,9 +526,15 @@ def persist(
                 "context_sources": summary.context_sources if summary else [],
                 "confidence": summary.confidence if summary else 0,
                 "limitations": summary.limitations if summary else [],
-                "input_tokens": usage.input_tokens if usage else 0,
-                "output_tokens": usage.output_tokens if usage else 0,
-                "cost_usd": Decimal(str(usage.cost_usd)) if usage else Decimal(0),
+                "input_tokens": (usage.input_tokens if usage else 0) + triage.input_tokens,
+                "output_tokens": (usage.output_tokens if usage else 0) + triage.output_tokens,
+                "cost_usd": Decimal(
+                    str(round((usage.cost_usd if usage else 0) + triage.cost_usd, 4))
+                ),
+                "model": usage.model if usage else "",
+                "steps": usage.steps if usage else 0,
+                "engine_seconds": usage.duration_seconds if usage else 0,
+                "transcript": [e.model_dump() for e in result.transcript] if result else [],
             },
         )
         review.findings.all().delete()

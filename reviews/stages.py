@@ -22,7 +22,14 @@ from reviews.diff import Diff, diff_parse
 from reviews.filters import Filtered, paths_filter
 from reviews.triage import Verdict, triage_rule
 from reviews.validation import GateConfig, History, Validated, gate
-from sandbox.contract import Limits, OmittedPart, ReviewJob, ReviewResult
+from sandbox.contract import (
+    EarlierFinding,
+    Limits,
+    OmittedPart,
+    Price,
+    ReviewJob,
+    ReviewResult,
+)
 from sandbox.workspace import Checkout
 
 HEAD_BYTES = 4096
@@ -113,6 +120,8 @@ def job_build(
     title: str,
     deadline_seconds: int,
     memory: str = "",
+    price: Price | None = None,
+    earlier: tuple[EarlierFinding, ...] = (),
 ) -> ReviewJob:
     core.compressed = compress(core.diff, core.reviewed, reviewer.context_budget_tokens)
     core.job = ReviewJob(
@@ -133,6 +142,9 @@ def job_build(
         skills=reviewer.skills,
         guidelines=tuple(guidelines.pack_text(p) for p in core.packs),
         memory=memory,
+        earlier_findings=earlier,
+        model=reviewer.model,
+        price=price,
         limits=Limits(
             steps=reviewer.step_limit,
             cost_cap_usd=float(reviewer.cost_cap_usd)

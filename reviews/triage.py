@@ -59,6 +59,13 @@ class Verdict:
     risk_areas: tuple[str, ...] = ()
     decided_by: str = "rule"
     reasons: dict[str, str] = field(default_factory=dict)  # path -> why it is trivial
+    # A verdict by the reviewer's triage model: which, what it cost, and any note (why it
+    # was not asked or its answer not taken).
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    note: str = ""
 
     @property
     def trivial(self) -> bool:
@@ -70,6 +77,17 @@ class Verdict:
             "summary": self.summary,
             "risk_areas": list(self.risk_areas),
             "decided_by": self.decided_by,
+            **(
+                {
+                    "model": self.model,
+                    "input_tokens": self.input_tokens,
+                    "output_tokens": self.output_tokens,
+                    "cost_usd": self.cost_usd,
+                    "note": self.note,
+                }
+                if self.model
+                else {}
+            ),
         }
 
 

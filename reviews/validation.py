@@ -231,10 +231,23 @@ def gate(
 
     results: list[Validated] = []
     seen: dict[tuple, str] = {}
+    claimed: set[str] = set()
     for finding, data, error in parsed:
         if finding is None:
             results.append(_invalid(data, error))
             continue
+        # A model engine says which earlier finding this is (`same_as`), however it words
+        # it now: it keeps that identity, and its thread, once.
+        identity = fingerprint(
+            finding.path, finding.category, finding.title, occurrence[id(finding)]
+        )
+        if (
+            history is not None
+            and finding.same_as in history.earlier
+            and finding.same_as not in claimed
+        ):
+            identity = finding.same_as
+            claimed.add(identity)
         result = Validated(
             path=finding.path,
             side=finding.side,
@@ -249,9 +262,7 @@ def gate(
             confidence=finding.confidence,
             blocking=finding.blocking,
             rule=finding.rule,
-            fingerprint=fingerprint(
-                finding.path, finding.category, finding.title, occurrence[id(finding)]
-            ),
+            fingerprint=identity,
             raw=data,
         )
         located = _locate(result, diff, config, seen)

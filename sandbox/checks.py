@@ -48,3 +48,20 @@ def time_limits_check(app_configs: object = None, **kwargs: object) -> list:
             )
         )
     return errors
+
+
+@register("tasuku")
+def model_prices_check(app_configs: object = None, **kwargs: object) -> list:
+    from sandbox.prices import PriceTableError, prices_parse
+
+    try:
+        prices_parse(settings.TASUKU_MODEL_PRICES)
+    except PriceTableError as exc:
+        return [
+            Error(
+                f"TASUKU_MODEL_PRICES is malformed: {exc}.",
+                hint='Example: {"my-model": [0.5, 1.5], "other": {"input": 3, "output": 15}}',
+                id="tasuku.E020",
+            )
+        ]
+    return []

@@ -105,9 +105,23 @@ class Price(BaseModel):
 
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
+    cache_read_per_mtok: float | None = Field(default=None, ge=0)  # None: as input
+    cache_write_per_mtok: float | None = Field(default=None, ge=0)  # None: as input
 
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
+    def cost(
+        self, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0
+    ) -> float:
+        """Dollars for a call; `input_tokens` excludes the cached ones counted apart."""
+        read = self.input_per_mtok if self.cache_read_per_mtok is None else self.cache_read_per_mtok
+        write = (
+            self.input_per_mtok if self.cache_write_per_mtok is None else self.cache_write_per_mtok
+        )
+        return (
+            input_tokens * self.input_per_mtok
+            + output_tokens * self.output_per_mtok
+            + cache_read * read
+            + cache_write * write
+        ) / 1e6
 
 
 class EarlierFinding(BaseModel):
@@ -154,11 +168,10 @@ class ReviewJob(BaseModel):
     memory: str = ""
     earlier_findings: tuple[EarlierFinding, ...] = ()
     requester_note: str = ""  # untrusted, like the title, body and diff
-    # Model engines: the model, its price (None: unknown, cost not counted), and an
-    # OpenAI-compatible server's URL when the reviewer names one.
+    # Model engines: the model and its price (None: unknown, its cost is not counted).
+    # Keys and server URLs reach the engine through its environment, never the job.
     model: str = ""
     price: Price | None = None
-    base_url: str = ""
     limits: Limits = Limits()
 
 

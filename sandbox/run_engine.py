@@ -1,6 +1,7 @@
 """Run one engine on the checkout in the current directory: a `ReviewJob` as JSON on
-stdin, its `ReviewResult` as JSON on stdout. This is what a runner executes inside its
-sandbox (`python -I -m sandbox.run_engine <engine>`); it imports no Django."""
+stdin (or in the file `--job-file` names), its `ReviewResult` as JSON on stdout. This is
+what a runner executes inside its sandbox (`python -I -m sandbox.run_engine <engine>`);
+it imports no Django."""
 
 from __future__ import annotations
 
@@ -15,12 +16,16 @@ from sandbox.errors import StageError
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[1] not in ENGINES:
-        print(f"usage: run_engine {{{','.join(ENGINES)}}}", file=sys.stderr)
+    # The docker runner mounts the job as a read-only file: writing a container's stdin
+    # through the Docker API is fragile, reading a mounted file is not.
+    job_file = argv[3] if len(argv) == 4 and argv[2] == "--job-file" else None
+    if len(argv) != (4 if job_file else 2) or argv[1] not in ENGINES:
+        print(f"usage: run_engine {{{','.join(ENGINES)}}} [--job-file PATH]", file=sys.stderr)
         return 2
     module, function = ENGINES[argv[1]].split(":")
     engine = getattr(importlib.import_module(module), function)
-    job = ReviewJob.model_validate_json(sys.stdin.read())
+    raw = Path(job_file).read_bytes() if job_file else sys.stdin.read()
+    job = ReviewJob.model_validate_json(raw)
     result = engine(job, Path.cwd())
     sys.stdout.write(result.model_dump_json())
     sys.stdout.flush()

@@ -247,3 +247,15 @@ TASUKU_RUN_HEARTBEAT_SECONDS = _positive_int(
 TASUKU_RUN_DEADLINE_SECONDS = 45 * 60
 # Where workspaces are created (a fresh folder per run, removed afterwards).
 TASUKU_WORKSPACE_ROOT = env.str("TASUKU_WORKSPACE_ROOT", default="") or None
+
+# --- Model reviewers ----------------------------------------------------------------------
+# Site-wide keys and servers for the model engines; a reviewer's own key or base URL (set
+# in the admin) wins. The engine receives only the one key its provider needs.
+ANTHROPIC_API_KEY = env.str("ANTHROPIC_API_KEY", default="")
+ANTHROPIC_BASE_URL = env.str("ANTHROPIC_BASE_URL", default="")
+OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
+OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="")
+# Model prices in dollars per million tokens, over the built-in table (sandbox/prices.py):
+# {"model": [input, output]} or {"model": {"input": …, "output": …, "cache_read": …}}.
+# Checked at start-up (sandbox/checks.py).
+TASUKU_MODEL_PRICES = env.str("TASUKU_MODEL_PRICES", default="")

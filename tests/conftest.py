@@ -8,6 +8,8 @@ import pytest
 from repos import github as gateway_module
 from tests.fakes.github import FakeGitHub, rsa_keypair
 
+pytest_plugins = ["tests.fakes.models.plugin"]
+
 APP_ID = 4242
 APP_SLUG = "tasuku-test"
 WEBHOOK_SECRET = "It's a Secret to Everybody"

@@ -6,4 +6,6 @@ from __future__ import annotations
 
 ENGINES = {
     "static": "sandbox.engines.static:review",
+    "anthropic": "sandbox.agent.anthropic_api:review",
+    "openai": "sandbox.agent.openai_api:review",
 }

@@ -127,7 +127,9 @@ def engine_run(
             what=f"the {engine} engine",
         )
     if completed.returncode != 0:
-        raise _failure(engine, completed.returncode, completed.stderr.decode(errors="replace"))
+        raise failure_from_exit(
+            engine, completed.returncode, completed.stderr.decode(errors="replace")
+        )
     return result_parse(engine, completed.stdout)
 
 
@@ -152,7 +154,7 @@ def _kill_group(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def _failure(engine: str, code: int, stderr: str) -> StageError:
+def failure_from_exit(engine: str, code: int, stderr: str) -> StageError:
     """The error an engine's exit means. An engine that understood its failure wrote a
     last line `{"error": …, "stage": …, "permanent": …}` on stderr (sandbox.run_engine)."""
     reason, reported = "", {}

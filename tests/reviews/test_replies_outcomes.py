@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from repos.models import RepoMemory, Repository
-from reviews import pipeline
+from reviews import engines
 from reviews.models import Dismissal, FindingOutcome, ThreadReply
 from reviews.outcomes import figures, memory_text
 from tests.gitworld import REPO, world_build
@@ -142,13 +142,13 @@ def test_closing_a_pull_request_records_each_findings_fate_and_the_repository_me
 
     # A later review receives the memory in its job.
     seen = {}
-    original = pipeline.engine_execute
+    original = engines.engine_run
 
-    def capture(ctx, job, checkout):
+    def capture(reviewer, config, job, root, **kwargs):
         seen["memory"] = job.memory
-        return original(ctx, job, checkout)
+        return original(reviewer, config, job, root, **kwargs)
 
-    pipeline.engine_execute = capture
+    engines.engine_run = capture
     try:
         world.pull.state = "open"
         before = world.push({"app/more.py": "VALUE = 2\n"})
@@ -158,7 +158,7 @@ def test_closing_a_pull_request_records_each_findings_fate_and_the_repository_me
         post_webhook(client, "pull_request", body, secret=test_app.webhook_secret)
         drain_queue()
     finally:
-        pipeline.engine_execute = original
+        engines.engine_run = original
     assert seen["memory"] == memory
 
 

@@ -1,0 +1,133 @@
+"""The worker's side of the sandbox boundary: what an engine is given (its one key, its
+server, its model's price, the earlier findings to rule on), which runner runs it, and
+triage by the reviewer's fast model.
+
+The engine receives only what its provider needs: the static engine nothing, the
+Anthropic engines ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL), the OpenAI engines
+OPENAI_API_KEY (and OPENAI_BASE_URL). Never a GitHub credential.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+
+from repos.credentials import KeyUnreadable
+from repos.models import Reviewer
+from repos.policy import Engine, ReviewerConfig, Runner
+from reviews.models import Finding
+from sandbox.contract import EarlierFinding, Price, ReviewJob, ReviewResult, Severity
+from sandbox.errors import ProviderError, SandboxError
+from sandbox.prices import price_for, prices_parse
+
+PROVIDER_ENV = {
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+}
+
+
+def model_price(model: str) -> Price | None:
+    return price_for(model, prices_parse(settings.TASUKU_MODEL_PRICES)) if model else None
+
+
+def engine_environment(reviewer: Reviewer) -> dict[str, str]:
+    """The provider key and server for `reviewer`'s engine: the reviewer's own, else
+    the site's (settings). Empty for the static engine."""
+    provider = reviewer.provider
+    if not provider:
+        return {}
+    key_name, url_name = PROVIDER_ENV[provider]
+    try:
+        key = reviewer.api_key() or getattr(settings, key_name)
+    except KeyUnreadable as exc:
+        raise ProviderError(str(exc), permanent=True) from exc
+    url = reviewer.base_url or getattr(settings, url_name)
+    env = {}
+    if key:
+        env[key_name] = key
+    if url:
+        env[url_name] = url
+    return env
+
+
+def earlier_for_job(earlier: list[Finding]) -> tuple[EarlierFinding, ...]:
+    """The earlier open findings, for the engine to rule on (id = fingerprint)."""
+    return tuple(
+        EarlierFinding(
+            id=f.fingerprint,
+            path=f.path,
+            start_line=max(f.start_line, 1),
+            end_line=max(f.end_line, f.start_line, 1),
+            severity=Severity(f.severity),
+            category=f.category,
+            title=f.title[:200],
+            body=f.body[:2000],
+        )
+        for f in earlier
+    )
+
+
+def engine_run(
+    reviewer: Reviewer, config: ReviewerConfig, job: ReviewJob, root: Path, *, run_name: str
+) -> ReviewResult:
+    """Run the reviewer's engine on the checkout with its runner."""
+    seconds = int(settings.TASUKU_SANDBOX_TIMEOUT)
+    env = engine_environment(reviewer)
+    runner = Runner(config.runner)
+    if runner == Runner.LOCAL:
+        from sandbox.runners.local import Limits
+        from sandbox.runners.local import engine_run as local_run
+
+        return local_run(
+            config.engine, job, root, limits=Limits(wall_seconds=seconds, cpu_seconds=seconds),
+            allow_env=env,
+        )  # fmt: skip
+    if runner == Runner.DOCKER:
+        return docker_engine_run(config, job, root, env=env, seconds=seconds, name=run_name)
+    raise SandboxError(f"The {runner.value} runner is not available.", permanent=True)
+
+
+def docker_engine_run(
+    config: ReviewerConfig, job: ReviewJob, root: Path, *, env: dict, seconds: int, name: str
+) -> ReviewResult:
+    from sandbox.runners import docker as docker_runner
+
+    limits = docker_runner.DockerLimits(
+        wall_seconds=seconds,
+        memory_bytes=settings.TASUKU_DOCKER_MEMORY_BYTES,
+        cpus=settings.TASUKU_DOCKER_CPUS,
+        pids=settings.TASUKU_DOCKER_PIDS,
+    )
+    # Model engines reach their API through the operator's egress network; the static
+    # engine needs no network at all.
+    network = settings.TASUKU_DOCKER_NETWORK if config.engine != Engine.STATIC else None
+    if network and settings.TASUKU_DOCKER_EGRESS_PROXY:
+        env = {
+            **env,
+            "HTTPS_PROXY": settings.TASUKU_DOCKER_EGRESS_PROXY,
+            "HTTP_PROXY": settings.TASUKU_DOCKER_EGRESS_PROXY,
+        }
+    return docker_runner.engine_run(
+        config.engine,
+        job,
+        root,
+        limits=limits,
+        image=settings.TASUKU_DOCKER_IMAGE,
+        name=name,
+        allow_env=env,
+        network=network,
+    )
+
+
+def conversation_for(engine: str):
+    """The API conversation a model triage uses for `engine`'s provider."""
+    if engine in (Engine.ANTHROPIC, Engine.CLAUDE_CODE):
+        from sandbox.agent.anthropic_api import AnthropicConversation
+
+        return AnthropicConversation
+    if engine in (Engine.OPENAI, Engine.CODEX):
+        from sandbox.agent.openai_api import OpenAIConversation
+
+        return OpenAIConversation
+    return None

@@ -1,0 +1,147 @@
+"""The `openai` engine: the agent loop over Chat Completions with function calling,
+through the official `openai` SDK.
+
+The key comes from OPENAI_API_KEY. OPENAI_BASE_URL (the reviewer's base URL) points
+the SDK at any OpenAI-compatible server a team runs itself — vLLM, Ollama, LM Studio —
+which often need no key; the SDK insists on one, so a placeholder is sent then. The SDK
+retries 408/409/429/5xx and connection errors itself, honouring `retry-after`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sandbox.agent.errors import provider_error
+from sandbox.agent.loop import Call, Result, Tokens, Turn, agent_review
+from sandbox.agent.tools import ToolSpec
+from sandbox.contract import ReviewJob, ReviewResult
+from sandbox.errors import ProviderError
+from sandbox.prompt import Prompt
+
+MAX_RETRIES = 4
+NO_KEY = "unused"  # self-hosted servers ignore the key; the SDK requires one
+
+
+class OpenAIConversation:
+    def __init__(
+        self,
+        job: ReviewJob,
+        prompt: Prompt,
+        tools: tuple[ToolSpec, ...],
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        import openai
+
+        env = os.environ if env is None else env
+        base_url = env.get("OPENAI_BASE_URL") or None
+        key = env.get("OPENAI_API_KEY", "")
+        if not key and not base_url:
+            raise ProviderError(
+                "No OpenAI API key: set it on the reviewer in the admin or as OPENAI_API_KEY "
+                "(a self-hosted OpenAI-compatible server needs only its base URL).",
+                permanent=True,
+            )
+        self.openai = openai
+        self.model = job.model
+        self.client = openai.OpenAI(
+            api_key=key or NO_KEY, base_url=base_url, max_retries=MAX_RETRIES
+        )
+        self.tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.input_schema,
+                },
+            }
+            for t in tools
+        ]
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": prompt.system},
+            {"role": "user", "content": prompt.user},
+        ]
+
+    def send(self, *, timeout: float, force: str | None = None) -> Turn:
+        choice: Any = {"type": "function", "function": {"name": force}} if force else "auto"
+        try:
+            response = self.client.chat.completions.create(
+                model=self.model,
+                messages=self.messages,
+                tools=self.tools,
+                tool_choice=choice,
+                timeout=timeout,
+            )
+        except self.openai.OpenAIError as exc:
+            raise provider_error("OpenAI", self.model, exc) from exc
+        except ValueError as exc:  # a body that is not JSON
+            raise provider_error("OpenAI", self.model, exc) from exc
+        if not response.choices:
+            raise ProviderError("The OpenAI API answered with no choices.", permanent=False)
+        choice_0 = response.choices[0]
+        message = choice_0.message
+        calls = []
+        echoed = []
+        for tool_call in message.tool_calls or []:
+            function = getattr(tool_call, "function", None)
+            if function is None:
+                continue
+            try:
+                arguments, error = json.loads(function.arguments or "{}"), ""
+            except ValueError as exc:
+                arguments, error = None, str(exc)
+            calls.append(
+                Call(id=tool_call.id, name=function.name, arguments=arguments, error=error)
+            )
+            echoed.append(
+                {
+                    "id": tool_call.id,
+                    "type": "function",
+                    "function": {"name": function.name, "arguments": function.arguments or "{}"},
+                }
+            )
+        assistant: dict[str, Any] = {"role": "assistant", "content": message.content or ""}
+        if echoed:
+            assistant["tool_calls"] = echoed
+        self.messages.append(assistant)
+        usage = response.usage
+        prompt_tokens = (usage.prompt_tokens or 0) if usage else 0
+        details = getattr(usage, "prompt_tokens_details", None) if usage else None
+        cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
+        finish = choice_0.finish_reason or ""
+        return Turn(
+            text=message.content or "",
+            calls=calls,
+            stop={"length": "max_tokens", "tool_calls": "tool_use", "stop": "end_turn"}.get(
+                finish, finish
+            ),
+            tokens=Tokens(
+                input=max(prompt_tokens - cached, 0),
+                output=(usage.completion_tokens or 0) if usage else 0,
+                cache_read=cached,
+            ),
+        )
+
+    def answer(self, results: list[Result], note: str = "") -> None:
+        for r in results:
+            content = r.content or "(empty)"
+            self.messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": r.call.id,
+                    "content": f"Error: {content}" if r.is_error else content,
+                }
+            )
+        if note:
+            self.messages.append({"role": "user", "content": note})
+
+    def say(self, text: str) -> None:
+        self.messages.append({"role": "user", "content": text})
+
+
+def review(job: ReviewJob, root: Path) -> ReviewResult:
+    return agent_review(job, root, engine="openai", conversation=OpenAIConversation)
