@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import models
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -176,6 +177,13 @@ class RepositoryAdmin(admin.ModelAdmin):
         )
 
 
+def _formfield(field: models.Field, **kwargs):
+    # A bare host typed as a base URL means https:// (Django 6's default, chosen now).
+    if isinstance(field, models.URLField):
+        kwargs.setdefault("assume_scheme", "https")
+    return field.formfield(**kwargs)
+
+
 class ReviewerForm(forms.ModelForm):
     """The API key is write-only: never shown again, kept when left blank."""
 
@@ -193,7 +201,12 @@ class ReviewerForm(forms.ModelForm):
 
     class Meta:
         model = Reviewer
-        fields = "__all__"
+        formfield_callback = _formfield
+        fields = (
+            "slug", "name", "enabled", "default_for_new_repositories", "engine", "model",
+            "triage_model", "runner", "base_url", "rules", "skills", "step_limit",
+            "cost_cap_usd", "context_budget_tokens",
+        )  # fmt: skip
 
     def save(self, commit: bool = True) -> Reviewer:
         reviewer = super().save(commit=False)
@@ -210,6 +223,7 @@ class ReviewerForm(forms.ModelForm):
 @admin.register(Reviewer)
 class ReviewerAdmin(admin.ModelAdmin):
     form = ReviewerForm
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     list_display = (
         "slug",
         "engine",

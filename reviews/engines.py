@@ -91,23 +91,19 @@ def engine_run(
 def docker_engine_run(
     config: ReviewerConfig, job: ReviewJob, root: Path, *, env: dict, seconds: int, name: str
 ) -> ReviewResult:
+    from sandbox.checks import memory_bytes
     from sandbox.runners import docker as docker_runner
 
     limits = docker_runner.DockerLimits(
         wall_seconds=seconds,
-        memory_bytes=settings.TASUKU_DOCKER_MEMORY_BYTES,
-        cpus=settings.TASUKU_DOCKER_CPUS,
-        pids=settings.TASUKU_DOCKER_PIDS,
+        grace_seconds=settings.TASUKU_DOCKER_GRACE_SECONDS,
+        memory_bytes=memory_bytes(settings.TASUKU_DOCKER_MEMORY) or 4 * 1024**3,
+        cpus=float(settings.TASUKU_DOCKER_CPUS),
+        pids=int(settings.TASUKU_DOCKER_PIDS),
     )
-    # Model engines reach their API through the operator's egress network; the static
-    # engine needs no network at all.
-    network = settings.TASUKU_DOCKER_NETWORK if config.engine != Engine.STATIC else None
-    if network and settings.TASUKU_DOCKER_EGRESS_PROXY:
-        env = {
-            **env,
-            "HTTPS_PROXY": settings.TASUKU_DOCKER_EGRESS_PROXY,
-            "HTTP_PROXY": settings.TASUKU_DOCKER_EGRESS_PROXY,
-        }
+    # Model engines reach their API through the operator's egress network and proxy; the
+    # static engine gets no network at all.
+    model_engine = config.engine != Engine.STATIC
     return docker_runner.engine_run(
         config.engine,
         job,
@@ -116,7 +112,8 @@ def docker_engine_run(
         image=settings.TASUKU_DOCKER_IMAGE,
         name=name,
         allow_env=env,
-        network=network,
+        network=(settings.TASUKU_DOCKER_NETWORK or None) if model_engine else None,
+        proxy=(settings.TASUKU_DOCKER_PROXY or None) if model_engine else None,
     )
 
 

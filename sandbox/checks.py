@@ -32,14 +32,16 @@ def time_limits_check(app_configs: object = None, **kwargs: object) -> list:
             )
     if errors:
         return errors
-    sandbox = int(settings.TASUKU_SANDBOX_TIMEOUT)
+    # The docker runner lets a container run its grace period past the sandbox's timer.
+    sandbox = int(settings.TASUKU_SANDBOX_TIMEOUT) + settings.TASUKU_DOCKER_GRACE_SECONDS
     timeout = settings.Q_CLUSTER.get("timeout")
     retry = settings.Q_CLUSTER.get("retry")
     if not timeout or not retry or not (sandbox < timeout < retry):
         errors.append(
             Error(
                 "Time limits out of order: need TASUKU_SANDBOX_TIMEOUT "
-                f"({sandbox}) < Q_TIMEOUT ({timeout}) < Q_RETRY ({retry}).",
+                f"({settings.TASUKU_SANDBOX_TIMEOUT}) + {settings.TASUKU_DOCKER_GRACE_SECONDS} s "
+                f"< Q_TIMEOUT ({timeout}) < Q_RETRY ({retry}).",
                 hint=(
                     "A sandbox outliving the worker's timeout is killed mid-review; a "
                     "timeout past the retry time makes the broker hand the task out twice."
@@ -65,3 +67,41 @@ def model_prices_check(app_configs: object = None, **kwargs: object) -> list:
             )
         ]
     return []
+
+
+def memory_bytes(text: str) -> int | None:
+    """ "4g", "512m", "1073741824" as bytes; None when malformed."""
+    value = text.strip().lower()
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
+    factor = units.get(value[-1:], 1) if value else 1
+    number = value[:-1] if value[-1:] in units else value
+    try:
+        result = int(float(number) * factor)
+    except ValueError:
+        return None
+    return result if result > 0 else None
+
+
+@register("tasuku")
+def docker_settings_check(app_configs: object = None, **kwargs: object) -> list:
+    errors = []
+    if memory_bytes(settings.TASUKU_DOCKER_MEMORY) is None:
+        errors.append(Error(f"TASUKU_DOCKER_MEMORY must be a size such as 4g or 512m, not "
+                            f"{settings.TASUKU_DOCKER_MEMORY!r}.", id="tasuku.E030"))  # fmt: skip
+    try:
+        cpus_ok = float(settings.TASUKU_DOCKER_CPUS) > 0
+    except ValueError:
+        cpus_ok = False
+    if not cpus_ok:
+        errors.append(Error(f"TASUKU_DOCKER_CPUS must be a positive number, not "
+                            f"{settings.TASUKU_DOCKER_CPUS!r}.", id="tasuku.E031"))  # fmt: skip
+    if (
+        not str(settings.TASUKU_DOCKER_PIDS).strip().isdigit()
+        or int(settings.TASUKU_DOCKER_PIDS) < 16
+    ):
+        errors.append(Error(f"TASUKU_DOCKER_PIDS must be a whole number of at least 16, not "
+                            f"{settings.TASUKU_DOCKER_PIDS!r}.", id="tasuku.E032"))  # fmt: skip
+    if settings.TASUKU_DOCKER_PROXY and not settings.TASUKU_DOCKER_NETWORK:
+        errors.append(Error("TASUKU_DOCKER_PROXY needs TASUKU_DOCKER_NETWORK (the internal network "
+                            "the proxy joins).", id="tasuku.E033"))  # fmt: skip
+    return errors

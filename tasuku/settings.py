@@ -259,3 +259,16 @@ OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="")
 # {"model": [input, output]} or {"model": {"input": …, "output": …, "cache_read": …}}.
 # Checked at start-up (sandbox/checks.py).
 TASUKU_MODEL_PRICES = env.str("TASUKU_MODEL_PRICES", default="")
+
+# --- The docker runner ----------------------------------------------------------------------
+# Reviewers whose runner is "docker" run each review in a throwaway container of this
+# image (sandbox/images/Dockerfile); DOCKER_HOST picks the daemon. Model engines reach
+# their API only through TASUKU_DOCKER_NETWORK (an internal network) and its egress proxy.
+TASUKU_DOCKER_IMAGE = env.str("TASUKU_DOCKER_IMAGE", default="tasuku-engine:latest")
+TASUKU_DOCKER_NETWORK = env.str("TASUKU_DOCKER_NETWORK", default="")
+TASUKU_DOCKER_PROXY = env.str("TASUKU_DOCKER_PROXY", default="")
+TASUKU_DOCKER_MEMORY = env.str("TASUKU_DOCKER_MEMORY", default="4g")
+TASUKU_DOCKER_CPUS = env.str("TASUKU_DOCKER_CPUS", default="2")
+TASUKU_DOCKER_PIDS = env.str("TASUKU_DOCKER_PIDS", default="512")
+# Past the sandbox's own timer, the runner waits this long before it kills a container.
+TASUKU_DOCKER_GRACE_SECONDS = 60

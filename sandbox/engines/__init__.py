@@ -8,4 +8,6 @@ ENGINES = {
     "static": "sandbox.engines.static:review",
     "anthropic": "sandbox.agent.anthropic_api:review",
     "openai": "sandbox.agent.openai_api:review",
+    "claude-code": "sandbox.engines.cli:review_claude_code",
+    "codex": "sandbox.engines.cli:review_codex",
 }

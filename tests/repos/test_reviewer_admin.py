@@ -1,0 +1,82 @@
+"""Reviewers in the admin: the provider key is write-only and sealed at rest, limits
+that cannot be enforced are refused, and the engine gets only its provider's key."""
+
+from __future__ import annotations
+
+import pytest
+
+from repos.models import Reviewer
+from reviews.engines import engine_environment
+from sandbox.errors import ProviderError
+
+pytestmark = pytest.mark.django_db
+
+URL = "/admin/repos/reviewer/"
+
+
+def form(**values):
+    data = {
+        "slug": "claude", "name": "", "enabled": "on", "engine": "anthropic",
+        "model": "claude-sonnet-5-5", "triage_model": "", "runner": "local", "base_url": "",
+        "api_key": "", "rules": "", "skills": "", "step_limit": "40", "cost_cap_usd": "",
+        "context_budget_tokens": "120000",
+    }  # fmt: skip
+    data.update(values)
+    return data
+
+
+def test_the_key_is_saved_sealed_never_shown_and_kept_when_left_blank(admin_client):
+    response = admin_client.post(f"{URL}add/", form(api_key="sk-ant-secret-1"))
+    assert response.status_code == 302, response.content
+    reviewer = Reviewer.objects.get(slug="claude")
+    assert reviewer.api_key() == "sk-ant-secret-1"
+    assert "sk-ant-secret-1" not in reviewer.api_key_sealed
+
+    page = admin_client.get(f"{URL}{reviewer.pk}/change/").content.decode()
+    assert "sk-ant-secret-1" not in page and reviewer.api_key_sealed not in page
+
+    admin_client.post(f"{URL}{reviewer.pk}/change/", form(step_limit="20"))
+    reviewer.refresh_from_db()
+    assert reviewer.step_limit == 20 and reviewer.api_key() == "sk-ant-secret-1"
+
+    admin_client.post(f"{URL}{reviewer.pk}/change/", form(clear_api_key="on"))
+    reviewer.refresh_from_db()
+    assert reviewer.api_key() == ""
+
+
+def test_a_cost_cap_needs_a_known_price(admin_client, settings):
+    response = admin_client.post(f"{URL}add/", form(model="my-finetune", cost_cap_usd="2"))
+    assert response.status_code == 200
+    assert "No price is known for" in response.content.decode()
+    settings.TASUKU_MODEL_PRICES = '{"my-finetune": [1, 4]}'
+    response = admin_client.post(f"{URL}add/", form(model="my-finetune", cost_cap_usd="2"))
+    assert response.status_code == 302
+
+
+def test_the_actions_runner_is_refused_until_it_exists(admin_client):
+    response = admin_client.post(f"{URL}add/", form(runner="actions"))
+    assert response.status_code == 200
+    assert "not available yet" in response.content.decode()
+
+
+def test_the_engine_gets_only_its_providers_key_and_server(settings):
+    settings.ANTHROPIC_API_KEY = "sk-site-anthropic"
+    settings.OPENAI_API_KEY = "sk-site-openai"
+    settings.OPENAI_BASE_URL = ""
+    claude = Reviewer(slug="c", engine="anthropic", model="claude-sonnet-5-5")
+    assert engine_environment(claude) == {"ANTHROPIC_API_KEY": "sk-site-anthropic"}
+    local = Reviewer(slug="o", engine="openai", model="llama", base_url="http://gpu:8000/v1")
+    assert engine_environment(local) == {
+        "OPENAI_API_KEY": "sk-site-openai",
+        "OPENAI_BASE_URL": "http://gpu:8000/v1",
+    }
+    assert engine_environment(Reviewer.objects.get(slug="static")) == {}
+
+
+def test_a_key_sealed_under_another_secret_key_says_to_enter_it_again(settings):
+    reviewer = Reviewer(slug="c", engine="anthropic", model="claude-sonnet-5-5")
+    reviewer.api_key_set("sk-ant-1")
+    settings.SECRET_KEY = "another-secret-key-entirely-0123456789"
+    with pytest.raises(ProviderError) as failure:
+        engine_environment(reviewer)
+    assert failure.value.permanent and "enter it again" in str(failure.value)
