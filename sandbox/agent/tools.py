@@ -290,9 +290,9 @@ def _int(value: Any, default: int) -> int:
     return number
 
 
-def _glob(pattern: Any) -> pathspec.PathSpec | None:
+def _glob(pattern: Any) -> pathspec.GitIgnoreSpec | None:
     if pattern is None or pattern == "":
         return None
     if not isinstance(pattern, str):
         raise ToolError("A glob is a string, e.g. '*.py'.")
-    return pathspec.PathSpec.from_lines("gitwildmatch", [pattern])
+    return pathspec.GitIgnoreSpec.from_lines([pattern])

@@ -1,0 +1,41 @@
+"""The contract's JSON Schema, as `print_contract_schema` prints it, accepts what Tasuku
+sends and what engines return, and refuses what they must not."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import jsonschema
+import pytest
+from django.core.management import call_command
+
+from sandbox.contract import CONTRACT_VERSION, ChangedFile, LineRange, ReviewJob, ReviewResult
+
+
+def schemas(**options) -> dict:
+    out = io.StringIO()
+    call_command("print_contract_schema", stdout=out, **options)
+    return json.loads(out.getvalue())
+
+
+def test_it_prints_the_job_the_result_and_the_submission():
+    printed = schemas()
+    assert printed["version"] == CONTRACT_VERSION
+    assert set(printed) == {"version", "ReviewJob", "ReviewResult", "Submission"}
+    job = ReviewJob(
+        job_id="1", repository="a/b", pull_request=1, base_sha="a" * 40, head_sha="b" * 40,
+        changed_files=(ChangedFile(path="x.py", status="added", added=(LineRange(start=1, end=2),)),),
+    )  # fmt: skip
+    jsonschema.validate(json.loads(job.model_dump_json()), printed["ReviewJob"])
+    result = ReviewResult(engine="static", findings=[{"path": "x.py"}])
+    jsonschema.validate(json.loads(result.model_dump_json()), printed["ReviewResult"])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"engine": "x", "incomplete": 3}, printed["ReviewResult"])
+
+
+def test_one_schema_alone():
+    submission = schemas(only="submission")
+    assert "findings" in submission["properties"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"findings": [{"path": "x.py"}]}, submission)
