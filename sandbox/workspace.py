@@ -22,9 +22,10 @@ from sandbox.errors import CloneError
 
 logger = logging.getLogger(__name__)
 
-# Instructions for coding agents that a pull request could use to steer a reviewer.
-AGENT_FILES = {"claude.md", "claude.local.md", "agents.md", ".mcp.json"}
-AGENT_DIRS = {".claude", ".git"}
+# Instructions for coding agents that a pull request could use to steer a reviewer
+# (Claude Code's and Codex's instruction files, settings and MCP servers).
+AGENT_FILES = {"claude.md", "claude.local.md", "agents.md", "agents.override.md", ".mcp.json"}
+AGENT_DIRS = {".claude", ".codex", ".git"}
 GIT_TIMEOUT = 600
 
 

@@ -16,11 +16,14 @@ from tests.gitworld import REPO, REPO_ID, world_build
 def test_sanitise_removes_agent_files_git_and_links_out_of_the_checkout(tmp_path):
     root = tmp_path / "checkout"
     (root / "src" / "deep" / ".claude").mkdir(parents=True)
+    (root / ".codex").mkdir()
+    (root / ".codex" / "config.toml").write_text("model = 'x'\n")
     (root / ".git").mkdir()
     (root / ".git" / "config").write_text("[core]\n")
     (root / "vendor" / "lib").mkdir(parents=True)
     (root / "vendor" / "lib" / ".git").write_text("gitdir: ../../.git/modules/lib\n")
     for path in ("CLAUDE.md", "src/claude.md", "src/CLAUDE.local.md", "src/deep/AGENTS.md", ".mcp.json",
+                 "AGENTS.override.md",
                  "src/deep/.claude/settings.json", "README.md", "src/app.py"):  # fmt: skip
         (root / path).write_text("x\n")
     os.symlink("/etc/passwd", root / "passwd")
@@ -32,7 +35,8 @@ def test_sanitise_removes_agent_files_git_and_links_out_of_the_checkout(tmp_path
     removed = sanitise(root)
 
     assert removed == sorted([
-        ".mcp.json", "CLAUDE.md", "dangling -> /nonexistent/secret", "passwd -> /etc/passwd",
+        ".codex/", ".mcp.json", "AGENTS.override.md", "CLAUDE.md", "dangling -> /nonexistent/secret",
+        "passwd -> /etc/passwd",
         "src/CLAUDE.local.md", "src/claude.md", "src/deep/.claude/", "src/deep/AGENTS.md",
         "src/rootdir -> /", "vendor/lib/.git",
     ])  # fmt: skip

@@ -1,0 +1,269 @@
+"""The `claude-code` engine: Anthropic's Claude Code CLI, headless, with only its Read,
+Grep and Glob tools, in a permission mode that refuses anything outside the checkout."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from sandbox.contract import (
+    ReviewJob,
+    ReviewResult,
+    TranscriptEntry,
+    Usage,
+)
+from sandbox.engines.cli.common import (
+    API_TOKENS,
+    PERMANENT_ERROR,
+    SUBMISSION_SCHEMA,
+    TOOL_RESULT_TEXT,
+    Run,
+    api_key,
+    as_int,
+    as_text,
+    base_environment,
+    cli_failure,
+    cli_run,
+    cli_timeout,
+    clip,
+    json_line,
+    json_lines,
+    note,
+    provider_error,
+    result_build,
+    usage_build,
+)
+from sandbox.errors import SandboxError
+from sandbox.prompt import review_prompt
+
+# Read-only by construction: no shell, no edits, no web, no subagents.
+CLAUDE_TOOLS = ("Read", "Grep", "Glob")
+CLAUDE_DENIED = (
+    "Bash", "Edit", "Write", "NotebookEdit", "WebFetch", "WebSearch", "Task", "Agent",
+)  # fmt: skip
+
+
+def claude_command(job: ReviewJob, *, system_prompt_file: Path) -> list[str]:
+    """`claude -p` reading the user prompt on stdin, with only Read/Grep/Glob available.
+
+    Reference: https://code.claude.com/docs/en/cli-reference (every flag below)
+    Reference: https://code.claude.com/docs/en/headless (-p, stream-json, --json-schema)
+    Reference: https://code.claude.com/docs/en/permission-modes (dontAsk)
+    Reference: https://code.claude.com/docs/en/permissions#working-directories
+    """
+    command = [
+        "claude", "-p",
+        # stream-json (not json): the same final result object, plus each tool call for
+        # the transcript, and what was done so far when the deadline cuts the run short.
+        "--output-format", "stream-json", "--verbose",
+        "--tools", ",".join(CLAUDE_TOOLS),  # the only built-in tools the model is given
+        "--disallowedTools", ",".join(CLAUDE_DENIED),
+        # dontAsk denies what would need a prompt: with no --allowedTools, that is any
+        # read or search outside the checkout (checked on 2.1.197: an allowed bare `Read`
+        # reads /etc/passwd, a denied one does not).
+        "--permission-mode", "dontAsk",
+        "--strict-mcp-config",  # and no --mcp-config: no MCP server at all
+        "--setting-sources", "user",  # the throwaway HOME's (empty), never the checkout's
+        "--disable-slash-commands",
+        "--no-session-persistence",  # the transcript of untrusted data stays off disk
+        "--max-turns", str(job.limits.steps),
+        "--append-system-prompt-file", str(system_prompt_file),
+        "--json-schema", json.dumps(SUBMISSION_SCHEMA, separators=(",", ":")),
+    ]  # fmt: skip
+    if job.limits.cost_cap_usd is not None:
+        command += ["--max-budget-usd", str(float(job.limits.cost_cap_usd))]
+    if job.model:
+        command += ["--model", job.model]
+    return command
+
+
+def claude_environment(home: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Reference: https://code.claude.com/docs/en/settings#environment-variables
+    Reference: https://code.claude.com/docs/en/network-config (HTTPS_PROXY)
+    """
+    env = base_environment(home, environ) | {
+        "ANTHROPIC_API_KEY": api_key("claude-code", environ, "ANTHROPIC_API_KEY"),
+        # Telemetry, error reports and the auto-updater: the sandbox reaches the model
+        # API only, so these would just wait on a network that is not there.
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+    if environ.get("ANTHROPIC_BASE_URL"):  # the reviewer's gateway, when it names one
+        env["ANTHROPIC_BASE_URL"] = environ["ANTHROPIC_BASE_URL"]
+    return env
+
+
+# --- Claude Code -----------------------------------------------------------------------
+
+
+def review_claude_code(job: ReviewJob, root: Path) -> ReviewResult:
+    prompt = review_prompt(job, finish="json", schema=SUBMISSION_SCHEMA)
+    with tempfile.TemporaryDirectory(prefix="tasuku-claude-") as home:
+        system_prompt_file = Path(home) / "system-prompt.md"
+        system_prompt_file.write_text(prompt.system, encoding="utf-8")
+        run = cli_run(
+            claude_command(job, system_prompt_file=system_prompt_file),
+            cwd=root,
+            env=claude_environment(home),
+            stdin=prompt.user,
+            timeout=cli_timeout(job.limits),
+            watch=claude_watch,
+        )
+    return claude_result(job, run)
+
+
+def claude_watch(line: str) -> str:
+    """Stops claude retrying a key the API refused: it retries a 401 for minutes."""
+    event = json_line(line) or {}
+    if event.get("subtype") == "api_retry" and event.get("error_status") in (401, 403):
+        return "was stopped retrying a refused key"
+    return ""
+
+
+def claude_result(job: ReviewJob, run: Run) -> ReviewResult:
+    """A ReviewResult from what `claude -p --output-format stream-json` (or `json`) printed.
+
+    Reference: https://code.claude.com/docs/en/headless (output formats)
+    Reference: https://code.claude.com/docs/en/agent-sdk/typescript#sdkresultmessage
+    """
+    events = json_lines(run.stdout)
+    result = next((event for event in reversed(events) if event.get("type") == "result"), None)
+    transcript = _claude_transcript(events)
+    retry = next((e for e in reversed(events) if e.get("type") in ("assistant", "system")), {})
+    if result is None and retry.get("subtype") == "api_retry":
+        # It never got an answer from the API: the provider's failure, not a bound reached.
+        message = f"{retry.get('error')} (HTTP {retry.get('error_status')}), {run.stopped}"
+        raise provider_error("claude-code", message, retry.get("error_status"))
+    if result is None:
+        if run.stopped:
+            return result_build(
+                "claude-code",
+                job,
+                None,
+                _claude_partial_usage(job, events, run),
+                transcript,
+                incomplete=f"the claude-code CLI {run.stopped}",
+            )
+        raise cli_failure("claude-code", run)
+    usage = _claude_usage(job, result, run)
+    if denied := result.get("permission_denials") or []:
+        # Reaching outside the checkout is worth seeing: it is how an injection would look.
+        calls = "; ".join(f"{d.get('tool_name')} {json.dumps(d.get('tool_input'))}" for d in denied)
+        transcript.append(note(f"Claude Code refused these tool calls: {calls}", error=True))
+    subtype = str(result.get("subtype", ""))
+    errors = "; ".join(map(str, result.get("errors") or ()))
+    if subtype == "success" and result.get("is_error"):  # the API refused
+        raise provider_error(
+            "claude-code", str(result.get("result", "")), result.get("api_error_status")
+        )
+    if subtype == "error_during_execution":
+        if PERMANENT_ERROR.search(errors) or re.search(r"rate.?limit|overloaded", errors, re.I):
+            raise provider_error("claude-code", errors)
+        raise SandboxError(
+            f"The claude-code CLI failed: {errors or subtype}"[:2000], permanent=False
+        )
+    attempt = _last_structured_output(events)
+    if subtype == "error_max_structured_output_retries" and attempt is not None:
+        # Claude Code refuses the whole answer for one bad finding; the gate judges each.
+        gave_up = "Claude Code found this answer off the schema and stopped asking for another."
+        transcript.append(note(gave_up, error=True))
+        return result_build("claude-code", job, attempt, usage, transcript)
+    if subtype != "success":
+        reason = {
+            "error_max_turns": f"stopped at its turn limit ({job.limits.steps}) without an answer",
+            "error_max_budget_usd": f"reached its cost cap (${job.limits.cost_cap_usd}) "
+            "without an answer",
+            "error_max_structured_output_retries": "gave no answer matching the review "
+            "schema after several attempts",
+        }.get(subtype, f"stopped without an answer ({subtype}: {errors})")
+        return result_build(
+            "claude-code", job, None, usage, transcript, incomplete=f"the claude-code CLI {reason}"
+        )
+    answer = result.get("structured_output")
+    if not isinstance(answer, dict):
+        answer = str(result.get("result", ""))
+    return result_build("claude-code", job, answer, usage, transcript)
+
+
+def _claude_transcript(events: list[dict]) -> list[TranscriptEntry]:
+    entries, tools = [], {}
+    for event in events:
+        kind = event.get("type")
+        if kind == "system" and event.get("subtype") == "init":
+            entries.append(
+                note(
+                    f"claude {event.get('claude_code_version', '?')}, model {event.get('model')}, "
+                    f"tools: {', '.join(event.get('tools') or ()) or 'none'}, "
+                    f"permission mode {event.get('permissionMode')}"
+                )
+            )
+        content = (event.get("message") or {}).get("content")
+        if kind not in ("assistant", "user") or not isinstance(content, list):
+            continue
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and block.get("text", "").strip():
+                entries.append(TranscriptEntry(kind="text", content=clip(block["text"])))
+            elif block.get("type") == "tool_use":
+                tools[block.get("id")] = name = str(block.get("name", ""))
+                entries.append(
+                    TranscriptEntry(
+                        kind="tool_call", name=name, content=clip(json.dumps(block.get("input")))
+                    )
+                )
+            elif block.get("type") == "tool_result":
+                entries.append(
+                    TranscriptEntry(
+                        kind="tool_result",
+                        name=tools.get(block.get("tool_use_id"), ""),
+                        content=clip(as_text(block.get("content")), TOOL_RESULT_TEXT),
+                        is_error=bool(block.get("is_error")),
+                    )
+                )
+    return entries
+
+
+def _last_structured_output(events: list[dict]) -> dict | None:
+    """The input of the model's last StructuredOutput call (Claude Code's --json-schema
+    tool), which only stream-json shows."""
+    for event in reversed(events):
+        for block in reversed((event.get("message") or {}).get("content") or []):
+            if isinstance(block, dict) and block.get("name") == "StructuredOutput":
+                return block.get("input") if isinstance(block.get("input"), dict) else None
+    return None
+
+
+def _claude_usage(job: ReviewJob, result: dict, run: Run) -> Usage:
+    # modelUsage sums every API call (and model); `usage` fell short of it on a budget stop.
+    per_model = list((result.get("modelUsage") or {}).values())
+    if per_model:
+        names = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")
+        tokens = [sum(as_int(u.get(name)) for u in per_model) for name in names]
+    else:
+        usage = result.get("usage") or {}
+        tokens = [as_int(usage.get(name)) for name in API_TOKENS]
+    reported = result.get("total_cost_usd")
+    return usage_build(
+        job,
+        *tokens,
+        steps=as_int(result.get("num_turns")),
+        cost=float(reported) if isinstance(reported, int | float) and reported > 0 else None,
+        model=job.model or next(iter(result.get("modelUsage") or {}), ""),
+        seconds=as_int(result.get("duration_ms")) / 1000 or run.seconds,
+    )
+
+
+def _claude_partial_usage(job: ReviewJob, events: list[dict], run: Run) -> Usage:
+    """Usage of a run cut short: each API call's, once per message (a message is printed
+    once per content block). Output counts are not final until the result."""
+    calls = {}
+    for event in events:
+        message = event.get("message") or {}
+        if event.get("type") == "assistant" and isinstance(message.get("usage"), dict):
+            calls[message.get("id")] = message["usage"]
+    tokens = [sum(as_int(u.get(name)) for u in calls.values()) for name in API_TOKENS]
+    return usage_build(job, *tokens, steps=len(calls), seconds=run.seconds)

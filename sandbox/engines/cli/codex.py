@@ -1,0 +1,284 @@
+"""The `codex` engine: OpenAI's Codex CLI, `codex exec` in its read-only sandbox, with
+the key kept from the commands it runs and the repository's instruction files ignored."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from sandbox.contract import (
+    ReviewJob,
+    ReviewResult,
+    TranscriptEntry,
+)
+from sandbox.engines.cli.common import (
+    SUBMISSION_SCHEMA,
+    TOOL_RESULT_TEXT,
+    Run,
+    api_key,
+    as_int,
+    base_environment,
+    cli_failure,
+    cli_run,
+    cli_timeout,
+    clip,
+    json_line,
+    json_lines,
+    note,
+    provider_error,
+    result_build,
+    usage_build,
+)
+from sandbox.prompt import review_prompt
+
+
+def codex_command(
+    job: ReviewJob, *, schema_file: Path, last_message_file: Path, base_url: str = ""
+) -> list[str]:
+    """`codex exec` reading the prompt on stdin, its shell sandboxed read-only.
+
+    Reference: https://developers.openai.com/codex/noninteractive (exec, --json,
+        --output-schema, -o, --skip-git-repo-check, --ephemeral, --ignore-rules)
+    Reference: https://developers.openai.com/codex/config-reference (the -c keys)
+    Reference: https://developers.openai.com/codex/agent-approvals-security (read-only)
+    """
+    command = [
+        "codex", "exec", "--json",
+        "--sandbox", "read-only",  # commands run, but cannot write or reach the network
+        "--skip-git-repo-check",  # the sanitised checkout has no .git
+        "--ephemeral", "--ignore-rules", "--color", "never",
+        "-c", 'approval_policy="never"',
+        "-c", 'web_search="disabled"',
+        "-c", "agents.enabled=false",
+        # Checked on 0.171.0: by default the model's commands inherit CODEX_API_KEY
+        # (`env` printed it); "core" keeps only PATH, HOME and the like.
+        "-c", 'shell_environment_policy.inherit="core"',
+        # AGENTS.override.md is read as instructions and survives the checkout's
+        # sanitising; 0 bytes of project docs reads none.
+        "-c", "project_doc_max_bytes=0",
+        "--output-schema", str(schema_file),
+        "--output-last-message", str(last_message_file),
+    ]  # fmt: skip
+    if job.model:
+        command += ["--model", job.model]
+    if base_url:
+        command += ["-c", f"openai_base_url={toml_string(base_url)}"]
+    return [*command, "-"]
+
+
+def codex_environment(home: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Reference: https://developers.openai.com/codex/noninteractive#use-api-key-auth"""
+    key = environ.get("CODEX_API_KEY") or api_key("codex", environ, "OPENAI_API_KEY")
+    # codex exec authenticates with CODEX_API_KEY (0.171.0 ignores OPENAI_API_KEY there).
+    env = base_environment(home, environ) | {"CODEX_API_KEY": key}
+    if environ.get("OPENAI_BASE_URL"):  # read by older releases; newer ones take -c
+        env["OPENAI_BASE_URL"] = environ["OPENAI_BASE_URL"]
+    return env
+
+
+def codex_config(system_prompt: str) -> str:
+    """The throwaway HOME's ~/.codex/config.toml: the system prompt as developer
+    instructions, in a file because it can outgrow one command-line argument (128 KiB)."""
+    return f"developer_instructions = {toml_string(system_prompt)}\n"
+
+
+def codex_output_schema(schema: Mapping) -> dict:
+    """`schema` as OpenAI's strict structured outputs accept it: every property required
+    (the optional ones nullable), no other properties, and only the keywords every
+    OpenAI-compatible server knows. Bounds are dropped: the validation gate checks them.
+
+    Reference: https://platform.openai.com/docs/guides/structured-outputs#supported-schemas
+    """
+    kept = {"type", "properties", "required", "additionalProperties", "items", "enum"}
+    kept |= {"anyOf", "$ref", "$defs", "description", "const"}
+
+    def strict(node: object) -> object:
+        if isinstance(node, list):
+            return [strict(item) for item in node]
+        if not isinstance(node, Mapping):
+            return node
+        out = {key: strict(value) for key, value in node.items() if key in kept}
+        if "$defs" in node:
+            out["$defs"] = {name: strict(sub) for name, sub in node["$defs"].items()}
+        if "properties" in node:
+            required = set(node.get("required", ()))
+            out["properties"] = {
+                name: strict(sub) if name in required else _nullable(strict(sub))
+                for name, sub in node["properties"].items()
+            }
+            out["required"] = list(node["properties"])
+            out["additionalProperties"] = False
+        return out
+
+    return strict(dict(schema))  # type: ignore[return-value]
+
+
+def _nullable(node: object) -> object:
+    if not isinstance(node, dict):
+        return node
+    if any(option.get("type") == "null" for option in node.get("anyOf", ())):
+        return node
+    description = node.pop("description", None)
+    wrapped: dict = {"anyOf": [node, {"type": "null"}]}
+    if description:
+        wrapped["description"] = description
+    return wrapped
+
+
+def toml_string(text: str) -> str:
+    """`text` as a TOML basic string (TOML forbids raw control characters and DEL)."""
+    escapes = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+    out = []
+    for char in text:
+        if char in escapes:
+            out.append(escapes[char])
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\u{ord(char):04X}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+# --- Codex -----------------------------------------------------------------------------
+
+CODEX_ACTIONS = {"command_execution", "mcp_tool_call", "web_search", "file_change"}
+
+
+def review_codex(job: ReviewJob, root: Path) -> ReviewResult:
+    prompt = review_prompt(job, finish="json", schema=SUBMISSION_SCHEMA)
+    base_url = os.environ.get("OPENAI_BASE_URL", "")  # an OpenAI-compatible server
+    with tempfile.TemporaryDirectory(prefix="tasuku-codex-") as home:
+        (Path(home) / ".codex").mkdir()
+        (Path(home) / ".codex" / "config.toml").write_text(codex_config(prompt.system), "utf-8")
+        schema_file = Path(home) / "submission.schema.json"
+        schema_file.write_text(json.dumps(codex_output_schema(SUBMISSION_SCHEMA)), "utf-8")
+        last_message_file = Path(home) / "last-message.txt"
+        run = cli_run(
+            codex_command(
+                job, schema_file=schema_file, last_message_file=last_message_file, base_url=base_url
+            ),
+            cwd=root,
+            env=codex_environment(home),
+            stdin=prompt.user,
+            timeout=cli_timeout(job.limits),
+            watch=codex_step_watch(job.limits.steps),
+        )
+        last_message = last_message_file.read_text("utf-8") if last_message_file.exists() else ""
+    return codex_result(job, run, last_message=last_message)
+
+
+def codex_step_watch(steps: int) -> Callable[[str], str]:
+    """Stops codex after `steps` actions: it has no turn limit of its own."""
+    taken = 0
+
+    def watch(line: str) -> str:
+        nonlocal taken
+        event = json_line(line)
+        item = (event or {}).get("item") or {}
+        if event and event.get("type") == "item.completed" and item.get("type") in CODEX_ACTIONS:
+            taken += 1
+        return f"stopped at its step limit ({steps}) without an answer" if taken > steps else ""
+
+    return watch
+
+
+def codex_result(job: ReviewJob, run: Run, *, last_message: str = "") -> ReviewResult:
+    """A ReviewResult from the JSONL events of `codex exec --json`.
+
+    Reference: https://developers.openai.com/codex/noninteractive#make-output-machine-readable
+    Reference: https://github.com/openai/codex/blob/main/codex-rs/exec/src/exec_events.rs
+    """
+    events = json_lines(run.stdout)
+    transcript, answers, actions = [], [], 0
+    tokens = {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0}
+    tokens["cache_write_input_tokens"] = 0
+    completed, failure, last_error = False, "", ""
+    for event in events:
+        kind, item = event.get("type"), event.get("item") or {}
+        if kind == "turn.completed":
+            completed = True
+            for name in tokens:
+                tokens[name] += as_int((event.get("usage") or {}).get(name))
+        elif kind == "turn.failed":
+            failure = str((event.get("error") or {}).get("message", "")) or "the turn failed"
+        elif kind == "error":
+            last_error = str(event.get("message", ""))
+        elif kind == "item.completed":
+            actions += item.get("type") in CODEX_ACTIONS
+            if item.get("type") == "agent_message":
+                answers.append(str(item.get("text", "")))
+            transcript.extend(_codex_entries(item))
+    skipped = sum(1 for line in run.stdout.splitlines() if line.strip()) - len(events)
+    if skipped:
+        transcript.append(note(f"{skipped} output lines were not JSON events.", error=True))
+    cached = tokens["cached_input_tokens"] + tokens["cache_write_input_tokens"]
+    usage = usage_build(
+        job,
+        max(0, tokens["input_tokens"] - cached),  # OpenAI's input_tokens include the cached
+        tokens["output_tokens"],
+        tokens["cached_input_tokens"],
+        tokens["cache_write_input_tokens"],
+        steps=actions + bool(answers),
+        seconds=run.seconds,
+    )
+    if failure:
+        raise provider_error("codex", failure)
+    if run.stopped:
+        return result_build(
+            "codex", job, None, usage, transcript, incomplete=f"the codex CLI {run.stopped}"
+        )
+    answer = answers[-1] if answers else last_message
+    if not completed and not answer:
+        if last_error:
+            raise provider_error("codex", last_error)
+        if run.returncode:
+            raise cli_failure("codex", run)
+        return result_build(
+            "codex",
+            job,
+            None,
+            usage,
+            transcript,
+            incomplete="the codex CLI ended without finishing its turn",
+        )
+    return result_build("codex", job, answer, usage, transcript)
+
+
+def _codex_entries(item: dict) -> list[TranscriptEntry]:
+    kind = item.get("type")
+    if kind in ("agent_message", "reasoning") and str(item.get("text", "")).strip():
+        return [
+            TranscriptEntry(
+                kind="text",
+                name="" if kind == "agent_message" else kind,
+                content=clip(str(item["text"])),
+            )
+        ]
+    if kind == "command_execution":
+        failed = item.get("status") != "completed" or item.get("exit_code") not in (0, None)
+        return [
+            TranscriptEntry(kind="tool_call", name="shell", content=clip(str(item.get("command")))),
+            TranscriptEntry(
+                kind="tool_result",
+                name="shell",
+                is_error=failed,
+                content=clip(str(item.get("aggregated_output", "")), TOOL_RESULT_TEXT),
+            ),
+        ]
+    if kind in ("mcp_tool_call", "web_search", "file_change"):
+        name = f"{item.get('server')}.{item.get('tool')}" if kind == "mcp_tool_call" else kind
+        detail = {k: v for k, v in item.items() if k not in ("id", "type")}
+        return [
+            TranscriptEntry(
+                kind="tool_call",
+                name=name,
+                content=clip(json.dumps(detail)),
+                is_error=kind == "file_change",
+            )
+        ]
+    if kind == "error":
+        return [note(str(item.get("message", "")), error=True)]
+    return []
