@@ -83,11 +83,41 @@ PUSHES = [
 ]
 
 
+def scripted_reviewer(request):
+    """The fake model's review: it reads each Python file it is shown, then submits a
+    finding on every `shell=True` it read (a stand-in for a real model, for the demo)."""
+    from tests.fakes.models import ToolCall
+
+    text = json.dumps(request.messages)
+    read = [r.content for r in request.tool_results]
+    if not read and "app/payments.py" in text:
+        return ToolCall("read_file", {"path": "app/payments.py"}, usage=(12_000, 120))
+    findings = []
+    for content in read:
+        for line in content.splitlines()[1:]:
+            number, _, code = line.partition("\t")
+            if "shell=True" in code:
+                findings.append({
+                    "path": content.split(" ", 1)[0], "start_line": int(number),
+                    "end_line": int(number), "severity": "high", "category": "security",
+                    "title": "An order id reaches a shell",
+                    "body": "`refund --order 1; rm -rf /` would run: the f-string goes to a shell. "
+                            "Pass a list of arguments without shell=True.",
+                    "confidence": 0.9, "blocking": True,
+                })  # fmt: skip
+    return ToolCall("submit_review", {"findings": findings}, usage=(14_000, 400))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=9000)
     parser.add_argument("--tasuku", default="http://127.0.0.1:8000")
     parser.add_argument("--write-env", action="store_true", help="write the settings to .env")
+    parser.add_argument(
+        "--model-api",
+        action="store_true",
+        help="also serve a fake Anthropic API (port + 1) whose scripted model reviews",
+    )
     args = parser.parse_args()
 
     private, public = rsa_keypair()
@@ -104,6 +134,17 @@ def main() -> None:
         "GITHUB_WEBHOOK_SECRET": secret,
         "GITHUB_PRIVATE_KEY": private.replace("\n", "\\n"),
     }
+    if args.model_api:
+        from tests.fakes.models import ANTHROPIC_TEST_KEY, FakeAnthropic, Loop
+
+        model_api = FakeAnthropic(port=args.port + 1).start()
+        model_api.script(Loop(scripted_reviewer))
+        settings["ANTHROPIC_BASE_URL"] = model_api.base_url
+        settings["ANTHROPIC_API_KEY"] = ANTHROPIC_TEST_KEY
+        print(
+            f"Fake Anthropic API on {model_api.base_url}. In the admin, add a reviewer: engine "
+            "anthropic, model claude-sonnet-5-5, 'Enabled on new repositories' ticked."
+        )
     lines = "".join(f'{k}="{v}"\n' for k, v in settings.items())
     print(
         f"Fake GitHub on {fake.url} (App {APP_ID}, installation {INSTALLATION}, {REPO}#{pull.number})"
@@ -136,6 +177,13 @@ def main() -> None:
             )
             time.sleep(5)
         time.sleep(1)
+
+    if args.model_api:
+        print(
+            "Tasuku is up. Add the anthropic reviewer in the admin now (engine anthropic, "
+            "model claude-sonnet-5-5, 'Enabled on new repositories'), then press Enter."
+        )
+        sys.stdin.readline()
 
     installation = {
         "id": INSTALLATION,
