@@ -34,6 +34,7 @@ class Trigger(StrEnum):
     RERUN = "rerun"
     MANUAL = "manual"
     LOCAL = "local"  # `manage.py review` on a local repository
+    REVIEW_PASS = "review_pass"  # noqa: S105 - a pass of a handed-off task (reviews/passes)
 
 
 POLICY_TRIGGERS = (Trigger.OPENED, Trigger.REOPENED, Trigger.READY_FOR_REVIEW, Trigger.SYNCHRONIZE)

@@ -51,8 +51,12 @@ def engine_environment(reviewer: Reviewer) -> dict[str, str]:
     return env
 
 
-def earlier_for_job(earlier: list[Finding]) -> tuple[EarlierFinding, ...]:
-    """The earlier open findings, for the engine to rule on (id = fingerprint)."""
+def earlier_for_job(
+    earlier: list[Finding], answers: dict[str, str] | None = None
+) -> tuple[EarlierFinding, ...]:
+    """The earlier open findings, for the engine to rule on (id = fingerprint), with the
+    author's answer to each in a review pass."""
+    answers = answers or {}
     return tuple(
         EarlierFinding(
             id=f.fingerprint,
@@ -63,6 +67,7 @@ def earlier_for_job(earlier: list[Finding]) -> tuple[EarlierFinding, ...]:
             category=f.category,
             title=f.title[:200],
             body=f.body[:2000],
+            answer=answers.get(f.fingerprint, "")[:4000],
         )
         for f in earlier
     )

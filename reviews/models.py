@@ -101,6 +101,9 @@ class ReviewRun(models.Model):
     )
     # Set when only the changes since an earlier complete review were reviewed.
     incremental_since = models.CharField(max_length=40, blank=True)
+    review_pass = models.ForeignKey(
+        "reviews.ReviewPass", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -214,6 +217,9 @@ class Review(models.Model):
     engine_seconds = models.FloatField(default=0, help_text="How long the engine ran.")
     transcript = models.JSONField(
         default=list, blank=True, help_text="What the model did: its text, tool calls, results."
+    )
+    rulings = models.JSONField(
+        default=list, blank=True, help_text="The engine's word on earlier findings: still open?"
     )
     created_at = models.DateTimeField(auto_now_add=True)
     published_at = models.DateTimeField(null=True, blank=True)
@@ -396,3 +402,29 @@ class FindingOutcome(models.Model):
 
     def __str__(self) -> str:
         return f"{self.title} on {self.pull_request}: {self.fate}"
+
+
+# Review passes live in their own module; imported here so Django registers them.
+from reviews.passes.models import (  # noqa: E402
+    Answer,
+    AnswerKind,
+    AuthorMessage,
+    PassStatus,
+    ReviewPass,
+    Task,
+    TaskComment,
+    TaskPullRequest,
+    TaskState,
+)
+
+__all__ = [
+    "Answer",
+    "AnswerKind",
+    "AuthorMessage",
+    "PassStatus",
+    "ReviewPass",
+    "Task",
+    "TaskComment",
+    "TaskPullRequest",
+    "TaskState",
+]

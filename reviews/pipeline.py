@@ -27,6 +27,7 @@ from reviews import engines, stages, threads
 from reviews.budget import Budget, budget_alert, installation_budget
 from reviews.diff import diff_parse
 from reviews.models import Finding, Review, ReviewRun, ReviewState, RunStatus, Stage
+from reviews.reconcile import ACCEPTED, CURRENT, Decision
 from reviews.rendering import (
     BODY_ONLY_NOTE,
     RUN_MARKER,
@@ -105,16 +106,21 @@ def run_execute(run_pk: int) -> str:
                 config=EffectiveConfig.model_validate(run.config),
                 gateway=github.gateway(),
             )
-            return pipeline(context)
+            outcome = pipeline(context)
         except LeaseLost:
             logger.warning("run %s: lease lost; another worker has it", run_pk)
             return "lease lost"
         except Exception as exc:
             stage = getattr(exc, "stage", "") or run.stage or Stage.ADMISSION
-            status = run_attempt_failed(held, exc, stage=stage)
-            if status == RunStatus.FAILED:
+            outcome = run_attempt_failed(held, exc, stage=stage)
+            if outcome == RunStatus.FAILED:
                 run_check_conclude(run_pk)
-            return status
+    if run.review_pass_id:
+        # The pass this run belongs to may be complete now.
+        from reviews.passes.services import pass_after_run
+
+        pass_after_run(run.review_pass_id)
+    return outcome
 
 
 def pipeline(ctx: Context) -> str:
@@ -145,7 +151,7 @@ def pipeline(ctx: Context) -> str:
             repository=ctx.repository.full_name, number=run.pull_request.number,
             title=run.pull_request.title, deadline_seconds=int(settings.TASUKU_SANDBOX_TIMEOUT),
             memory=repository_memory(ctx.repository), price=engines.model_price(reviewer.model),
-            earlier=engines.earlier_for_job(earlier),
+            earlier=engines.earlier_for_job(earlier, answers=pass_answers(run, earlier)),
         )  # fmt: skip
         ReviewRun.objects.filter(pk=run.pk).update(omitted=[o.model_dump() for o in job.omitted])
         if model_triaged(ctx, core, reviewer, job):
@@ -173,6 +179,7 @@ def pipeline(ctx: Context) -> str:
         dismissed=talk.dismissed,
         earlier=frozenset(f.fingerprint for f in earlier),
         since_previous=since_previous,
+        untouched_as_nits=bool(run.review_pass_id),
     )
     validated = stages.validate(core, result, ctx.config, history)
     review = persist(ctx.run, core, result=result)
@@ -188,6 +195,8 @@ def pipeline(ctx: Context) -> str:
         since_previous=since_previous,
         incremental=bool(checkout.incremental_since),
     )
+    if run.review_pass_id:
+        decisions = disputes_ruled(run, result, decisions, found_again)
     threads.carry(review, earlier, decisions, talk)
 
     ctx.stage(Stage.PUBLICATION)
@@ -209,6 +218,41 @@ def pipeline(ctx: Context) -> str:
     return RunStatus.COMPLETED
 
 
+def disputes_ruled(
+    run: ReviewRun, result: ReviewResult, decisions: dict[str, Decision], found_again: set[str]
+) -> dict[str, Decision]:
+    """A review pass: an earlier finding the author disputed (a reply, perhaps with no
+    push) that the reviewer now rules not open is resolved, the author's reasons
+    accepted — the code it points at may be unchanged."""
+    from reviews.passes.services import disputed_fingerprints
+
+    disputed = disputed_fingerprints(run)
+    ruled = dict(decisions)
+    for ruling in result.rulings:
+        decision = ruled.get(ruling.id)
+        if (
+            not ruling.still_open
+            and ruling.id in disputed
+            and ruling.id not in found_again
+            and decision is not None
+            and decision.state == CURRENT
+        ):
+            why = ruling.reason.strip().rstrip(".") or "no reason given"
+            ruled[ruling.id] = Decision(
+                ACCEPTED, f"the reviewer accepted the author's reasons ({why})"
+            )
+    return ruled
+
+
+def pass_answers(run: ReviewRun, earlier: list[Finding]) -> dict[str, str]:
+    """In a review pass, the author's answers to the earlier findings (by fingerprint)."""
+    if not run.review_pass_id or not earlier:
+        return {}
+    from reviews.passes.services import answers_for_run
+
+    return answers_for_run(run)
+
+
 def repository_memory(repository) -> str:
     memory = RepoMemory.objects.filter(repository=repository).values_list("text", flat=True)
     return memory.first() or ""
@@ -219,7 +263,8 @@ def approval_decide(ctx: Context, open_now: list[Finding]) -> tuple[bool, list[s
     advice; they stay as comments), and — asked of GitHub again now — the reviewed head
     is still the head, the pull request is open and not a draft, and its author is not
     Tasuku itself. Tasuku never merges."""
-    if not ctx.config.auto_approve:
+    # A review pass approves every clean pull request: the approval is its verdict.
+    if not (ctx.config.auto_approve or ctx.run.review_pass_id):
         return False, []
     if any(f.blocking for f in open_now):
         return False, []
@@ -359,6 +404,8 @@ def _check_id(ctx: Context) -> int:
 
 
 def check_in_progress(ctx: Context) -> None:
+    if ctx.run.review_pass_id:
+        return  # a review pass reports through its task, not a check run
     try:
         ctx.gateway.check_run_update(**ctx.where, check_run_id=_check_id(ctx), status="in_progress",
                                      details_url=dashboard_url(ctx.run))  # fmt: skip
@@ -367,6 +414,8 @@ def check_in_progress(ctx: Context) -> None:
 
 
 def check_complete(ctx: Context, conclusion: str, title: str, summary: str) -> None:
+    if ctx.run.review_pass_id:
+        return
     try:
         ctx.gateway.check_run_update(
             **ctx.where,
@@ -385,6 +434,8 @@ def run_check_conclude(run_pk: int) -> None:
     run = ReviewRun.objects.select_related(
         "pull_request__repository__installation", "reviewer"
     ).get(pk=run_pk)
+    if run.review_pass_id:
+        return  # no check run
     if run.status == RunStatus.CANCELLED:
         _conclude_cancelled(run)
         return
@@ -535,6 +586,7 @@ def persist(
                 "steps": usage.steps if usage else 0,
                 "engine_seconds": usage.duration_seconds if usage else 0,
                 "transcript": [e.model_dump() for e in result.transcript] if result else [],
+                "rulings": [r.model_dump() for r in result.rulings] if result else [],
             },
         )
         review.findings.all().delete()

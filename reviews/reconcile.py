@@ -22,6 +22,8 @@ from reviews.diff import Diff
 CURRENT = "current"
 RESOLVED = "resolved"
 OUTDATED = "outdated"
+# A review pass: the reviewer accepted the author's reasons for not changing the code.
+ACCEPTED = "accepted"
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class Earlier:
 
 @dataclass(frozen=True)
 class Decision:
-    state: str  # current | resolved | outdated
+    state: str  # current | resolved | outdated | accepted
     reason: str
 
 

@@ -21,3 +21,15 @@ def runs_reap() -> dict[str, int]:
 
 def reply_answer(reply_pk: int) -> str:
     return replies.reply_answer(reply_pk)
+
+
+def tasks_sweep() -> int:
+    from reviews.passes.services import tasks_sweep as sweep
+
+    return sweep()
+
+
+def answer_post(answer_pk: int) -> str:
+    from reviews.passes.services import answer_post as post
+
+    return post(answer_pk)

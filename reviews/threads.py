@@ -23,7 +23,15 @@ from django.db.models import Q
 from repos.github import GitHubError, GitHubGateway, ThreadInfo
 from reviews.diff import Diff
 from reviews.models import Dismissal, Finding, FindingState, Review, ReviewRun
-from reviews.reconcile import CURRENT, RESOLVED, Decision, Earlier, reconcile
+from reviews.reconcile import (
+    ACCEPTED,
+    CURRENT,
+    OUTDATED,
+    RESOLVED,
+    Decision,
+    Earlier,
+    reconcile,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -191,7 +199,7 @@ def carry(
 
 def mark_gone(finding: Finding, decision: Decision, head_sha: str) -> None:
     """Record that an earlier finding is resolved or outdated at `head_sha`."""
-    state = FindingState.RESOLVED if decision.state == RESOLVED else FindingState.OUTDATED
+    state = FindingState.OUTDATED if decision.state == OUTDATED else FindingState.RESOLVED
     Finding.objects.filter(pk=finding.pk).update(
         state=state, resolved_in_sha=head_sha, resolution=decision.reason
     )
@@ -222,7 +230,9 @@ def close_threads(
             continue
         marker = REPLY_MARKER.format(finding.fingerprint, short)
         if not any(marker in c.body for c in thread.comments):
-            if decision.state == RESOLVED:
+            if decision.state == ACCEPTED:
+                text = f"Resolved in {short}: {decision.reason}."
+            elif decision.state == RESOLVED:
                 text = f"Verified fixed in {short}: {decision.reason}."
             else:
                 text = (

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from reviews import views
+from reviews.passes import views as task_views
 
 app_name = "reviews"
 
@@ -8,6 +9,9 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("runs/<int:pk>/", views.run_detail, name="run"),
     path("repos/", views.repositories, name="repositories"),
+    path("tasks/", task_views.task_board, name="tasks"),
+    path("tasks/<int:pk>/", task_views.task_detail, name="task"),
+    path("tasks/<int:pk>/action", task_views.task_action, name="task_action"),
     path(
         "repos/<str:owner>/<str:name>/pulls/<int:number>/review",
         views.pull_request_review,

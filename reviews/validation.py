@@ -59,6 +59,9 @@ class History:
     dismissed: dict[str, str] = field(default_factory=dict)
     earlier: frozenset[str] = frozenset()
     since_previous: Diff | None = None
+    # Review passes: a new finding on untouched code is still posted, as a nit (the
+    # author answers every finding; hiding it would only defer it).
+    untouched_as_nits: bool = False
 
     def untouched(self, path: str, start: int, end: int) -> bool:
         if self.since_previous is None:
@@ -296,6 +299,10 @@ def _history(result: Validated, history: History) -> Validated:
         return result
     if history.untouched(result.path, result.start_line, result.end_line):
         if result.severity == Severity.CRITICAL:
+            # In a review pass a critical finding may block wherever it is; otherwise
+            # it is posted but blocks nothing the previous review let through.
+            return result if history.untouched_as_nits else replace(result, blocking=False)
+        if history.untouched_as_nits:
             return replace(result, blocking=False)
         return replace(
             result,

@@ -138,6 +138,9 @@ class EarlierFinding(BaseModel):
     category: str
     title: str = Field(max_length=MAX_TITLE)
     body: str = Field(default="", max_length=MAX_BODY)
+    # The author's answer in a review pass ("fixed in abc1234", its reasons for not
+    # fixing, a follow-up): untrusted, like the pull request's own text.
+    answer: str = Field(default="", max_length=MAX_BODY)
 
 
 class ReviewJob(BaseModel):

@@ -82,7 +82,8 @@ def review_prompt(job: ReviewJob, *, finish: str = "tool", schema: dict | None =
     """The system prompt and the first user message for `job`. `finish` is "tool" (the
     API engines' `submit_review`) or "json" (the CLI engines answer with JSON matching
     `schema`)."""
-    untrusted = [job.title, job.body, job.diff, job.requester_note]
+    answers = [f"- id {e.id}: {e.answer}" for e in job.earlier_findings if e.answer]
+    untrusted = [job.title, job.body, job.diff, job.requester_note, *answers]
     boundary = secrets.token_hex(12)
     while any(boundary in text for text in untrusted):  # never, in practice
         boundary = secrets.token_hex(12)
@@ -155,6 +156,7 @@ def review_prompt(job: ReviewJob, *, finish: str = "tool", schema: dict | None =
                 ("Title", job.title),
                 ("Description", job.body),
                 ("Note from the person who asked for this review", job.requester_note),
+                ("The author's answers to earlier findings (rule on each)", "\n".join(answers)),
                 ("Diff", job.diff),
             ],
         )

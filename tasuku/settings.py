@@ -67,6 +67,10 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django_q",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "repos",
     "webhooks",
     "reviews",
@@ -272,3 +276,40 @@ TASUKU_DOCKER_CPUS = env.str("TASUKU_DOCKER_CPUS", default="2")
 TASUKU_DOCKER_PIDS = env.str("TASUKU_DOCKER_PIDS", default="512")
 # Past the sandbox's own timer, the runner waits this long before it kills a container.
 TASUKU_DOCKER_GRACE_SECONDS = 60
+
+# --- Review passes ------------------------------------------------------------------------
+# The author's GitHub App: the identity a coding agent pushes and opens pull requests
+# with. Tasuku posts the author's answers as it and never approves with it; reviews and
+# approvals come from Tasuku's own App (GITHUB_APP_*), whose key only Tasuku holds.
+TASUKU_AUTHOR_APP_ID = env.str("TASUKU_AUTHOR_APP_ID", default="")
+TASUKU_AUTHOR_APP_PRIVATE_KEY = env.str("TASUKU_AUTHOR_APP_PRIVATE_KEY", default="", multiline=True)
+TASUKU_AUTHOR_APP_PRIVATE_KEY_PATH = env.str("TASUKU_AUTHOR_APP_PRIVATE_KEY_PATH", default="")
+# Comments reach the author's feedback once this many seconds have passed since the
+# latest one: a thread being written arrives whole, not one keystroke at a time.
+TASUKU_FEEDBACK_QUIET_SECONDS = env.int("TASUKU_FEEDBACK_QUIET_SECONDS", default=120)
+
+# --- The REST API (review passes) -----------------------------------------------------------
+# Clients authenticate with a token (Authorization: Token <key>) made in the admin; the
+# browsable API and the docs also accept a staff session.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Tasuku review passes API",
+    "DESCRIPTION": (
+        "Hand off a task's pull requests, report done, read the feedback, answer each "
+        "finding, and act on a stuck task. Authenticate with `Authorization: Token <key>`."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}

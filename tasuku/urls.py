@@ -7,6 +7,7 @@ admin.site.index_title = "Policy and configuration"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/", include("reviews.api.urls")),
     path("", include("webhooks.urls")),
     path("", include("reviews.urls")),
 ]

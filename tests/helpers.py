@@ -4,6 +4,7 @@ django-q2 tasks in-process through the real broker."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import uuid
 from functools import cache
@@ -16,7 +17,7 @@ from django_q.brokers import get_broker
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
-from tests.fakes.github import FakeGitHub, Pull, Repo
+from tests.fakes.github import CheckRun, FakeGitHub, Pull, Repo
 from webhooks.signature import signature_for
 
 FIXTURES = Path(__file__).parent / "fixtures" / "github"
@@ -144,4 +145,140 @@ def issue_comment_payload(
         author_association=association,
         user={**data["comment"]["user"], "login": login, "type": user_type},
     )
+    return data
+
+
+INSTALLATION_NODE_ID = "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="
+# The worst conclusion of a suite's runs is the suite's (an approximation of GitHub's rule).
+SUITE_CONCLUSIONS = (
+    "action_required", "startup_failure", "failure", "timed_out", "cancelled", "stale",
+    "neutral", "success", "skipped",
+)  # fmt: skip
+
+
+def _installation(repo: Repo, installation_id: int | None) -> dict[str, Any]:
+    return {"id": installation_id or repo.installation_id, "node_id": INSTALLATION_NODE_ID}
+
+
+def _suite_id(app_id: int, head_sha: str) -> int:
+    """The fake keeps one check suite per App and commit; this is its stable id."""
+    return int(hashlib.sha256(f"{app_id}:{head_sha}".encode()).hexdigest()[:8], 16)
+
+
+def _suite_json(
+    fake: FakeGitHub,
+    repo: Repo,
+    app_id: int,
+    head_sha: str,
+    template: dict[str, Any],
+    conclusion: str | None = None,
+) -> dict[str, Any]:
+    """`template` (a recorded check_suite object) rewritten to the suite of App `app_id`
+    on `head_sha`, with its state derived from the App's newest runs there."""
+    app = fake.apps[app_id]
+    latest: dict[str, CheckRun] = {}
+    for run in sorted(fake.check_runs_of(repo.full_name), key=lambda r: r.id):
+        if run.app_id == app_id and run.head_sha == head_sha:
+            latest[run.name] = run
+    done = all(run.status == "completed" for run in latest.values())
+    if done and conclusion is None:
+        found = {run.conclusion for run in latest.values()}
+        conclusion = next((c for c in SUITE_CONCLUSIONS if c in found), "success")
+    pulls = [p for p in repo.pulls.values() if p.head_sha == head_sha and p.state == "open"]
+    suite_id = _suite_id(app_id, head_sha)
+    suite = copy.deepcopy(template)
+    suite.update(
+        id=suite_id,
+        node_id=f"CS_{suite_id}",
+        head_branch=pulls[0].head_ref if pulls else repo.default_branch,
+        head_sha=head_sha,
+        status="completed" if done else "in_progress",
+        conclusion=conclusion if done else None,
+        url=f"{fake.url}/repos/{repo.full_name}/check-suites/{suite_id}",
+        before=None,
+        after=head_sha,
+        pull_requests=[fake._pull_ref_json(repo, p) for p in pulls],
+        app={**suite["app"], "id": app.id, "slug": app.slug, "name": app.name},
+    )
+    if "latest_check_runs_count" in suite:
+        suite["latest_check_runs_count"] = len(latest)
+        suite["check_runs_url"] = f"{suite['url']}/check-runs"
+        suite["head_commit"] = {**suite["head_commit"], "id": head_sha}
+    return suite
+
+
+def pull_request_review_payload(
+    fake: FakeGitHub,
+    repo: Repo,
+    pull: Pull,
+    review: dict[str, Any],
+    *,
+    action: str = "submitted",
+    installation_id: int | None = None,
+) -> dict[str, Any]:
+    """A recorded `pull_request_review.submitted` payload rewritten to `review` (as
+    `fake.person_review` returns it) on `pull`. Webhooks spell the review's state in
+    lower case ("commented"); the REST API in upper case."""
+    data = payload("pull_request_review", "submitted")
+    data["action"] = action
+    data["installation"] = _installation(repo, installation_id)
+    data["repository"].update(_repo_json(fake, repo))
+    data["pull_request"].update(copy.deepcopy(fake._pull_json(repo, pull)))
+    data["review"].update(
+        copy.deepcopy(review),
+        state=review["state"].lower(),
+        _links={
+            "html": {"href": review["html_url"]},
+            "pull_request": {"href": review["pull_request_url"]},
+        },
+    )
+    data["sender"] = {**data["sender"], **review["user"]}
+    return data
+
+
+def check_run_payload(
+    fake: FakeGitHub,
+    repo: Repo,
+    run: CheckRun,
+    *,
+    action: str = "completed",
+    installation_id: int | None = None,
+) -> dict[str, Any]:
+    """A recorded `check_run.completed` payload rewritten to `run` (e.g. another App's,
+    from `fake.ci_check_run`): its App, head sha and output, its check suite, and the open
+    pull requests on its head sha in `check_run.pull_requests`."""
+    data = payload("check_run", "completed")
+    data["action"] = action
+    data["installation"] = _installation(repo, installation_id)
+    data["repository"].update(_repo_json(fake, repo))
+    check = data["check_run"]
+    app = fake.apps[run.app_id]
+    check.update(
+        copy.deepcopy(fake._check_run_json(repo.full_name, run)),
+        app={**check["app"], "id": app.id, "slug": app.slug, "name": app.name},
+        check_suite=_suite_json(fake, repo, run.app_id, run.head_sha, check["check_suite"]),
+    )
+    return data
+
+
+def check_suite_payload(
+    fake: FakeGitHub,
+    repo: Repo,
+    *,
+    head_sha: str,
+    app_slug: str = "github-actions",
+    action: str = "completed",
+    conclusion: str | None = None,
+    installation_id: int | None = None,
+) -> dict[str, Any]:
+    """A recorded `check_suite.completed` payload rewritten to the suite of App
+    `app_slug` on `head_sha`; its conclusion is the worst of the App's newest runs there
+    unless given, and `check_suite.pull_requests` the open pull requests on that sha."""
+    data = payload("check_suite", "completed")
+    data["action"] = action
+    data["installation"] = _installation(repo, installation_id)
+    data["repository"].update(_repo_json(fake, repo))
+    with fake.lock:
+        app = fake._app_for_slug(app_slug)
+    data["check_suite"] = _suite_json(fake, repo, app.id, head_sha, data["check_suite"], conclusion)
     return data

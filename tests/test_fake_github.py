@@ -23,7 +23,7 @@ def world(fake_github):
     return fake_github
 
 
-def client(fake_github, **token_args) -> Github:
+def client(fake_github, *, lazy: bool = False, **token_args) -> Github:
     token = github.gateway().installation_token(5, **token_args)
     return Github(
         auth=Auth.Token(token.token),
@@ -32,6 +32,7 @@ def client(fake_github, **token_args) -> Github:
         per_page=100,
         seconds_between_requests=None,
         seconds_between_writes=None,
+        lazy=lazy,  # lazy: no GET of a commit before listing its checks or statuses
     )
 
 
@@ -52,7 +53,7 @@ def test_a_token_scoped_to_another_repository_gets_404(world):
 
 
 def test_a_token_without_the_permission_gets_403(world):
-    read_only = client(world, permissions={"checks": "read"})
+    read_only = client(world, lazy=True, permissions={"checks": "read"})
     with pytest.raises(GithubException) as caught:
         read_only.get_repo("acme/big").create_check_run(name="x", head_sha="c" * 40)
     assert caught.value.status == 403
@@ -110,3 +111,148 @@ def test_injected_failures_apply_to_the_next_matching_calls_only(world):
             assert repo.get_pull(1).title
         assert caught.value.status == 503
     assert repo.get_pull(1).title == "Big"
+
+
+# --- checks of other Apps, commit statuses, branch protection, people's reviews ---
+
+
+def rest(fake_github, path: str, **token_args):
+    """GET `path` with an installation token, as raw JSON (status, body, headers)."""
+    import requests
+
+    token = github.gateway().installation_token(5, **token_args)
+    response = requests.get(
+        f"{fake_github.url}{path}", headers={"Authorization": f"token {token.token}"}, timeout=5
+    )
+    return response.status_code, response.json(), response.headers
+
+
+def test_branch_protection_answers_like_github(world):
+    world.installations[5].permissions["administration"] = "read"
+    url = "/repos/acme/big/branches/main/protection/required_status_checks"
+    assert rest(world, url)[:2] == (
+        404,
+        {
+            "message": "Branch not protected",
+            "documentation_url": "https://docs.github.com/rest",
+            "status": "404",
+        },
+    )
+    world.protect("acme/big", "main", checks=[])
+    assert rest(world, url)[1]["message"] == "Required status checks not enabled"
+    world.protect("acme/big", "main", checks=["build", "lint"])
+    status, body, _ = rest(world, url)
+    assert status == 200
+    assert body["contexts"] == ["build", "lint"]
+    assert body["checks"] == [
+        {"context": "build", "app_id": None},
+        {"context": "lint", "app_id": None},
+    ]
+    status, body, _ = rest(world, url, permissions={"checks": "read"})
+    assert (status, body["message"]) == (403, "Resource not accessible by integration")
+
+
+def test_check_runs_of_other_apps_list_newest_first_per_name_with_pages(world):
+    for i in range(130):
+        world.ci_check_run("acme/big", "c" * 40, f"job {i:03}")
+    world.ci_check_run("acme/big", "c" * 40, "job 000", conclusion="failure")  # a re-run
+    url = "/repos/acme/big/commits/" + "c" * 40 + "/check-runs?per_page=100"
+    status, body, headers = rest(world, url)
+    assert (status, body["total_count"], len(body["check_runs"])) == (200, 130, 100)
+    assert 'rel="next"' in headers["Link"] and "page=2" in headers["Link"]
+    newest = body["check_runs"][0]
+    assert (newest["name"], newest["conclusion"], newest["app"]["slug"]) == (
+        "job 000",
+        "failure",
+        "github-actions",
+    )
+    assert [p["number"] for p in newest["pull_requests"]] == [1]
+    assert rest(world, url + "&filter=all")[1]["total_count"] == 131
+    page_2 = rest(world, url + "&page=2")[1]
+    assert len(page_2["check_runs"]) == 30
+    # PyGithub follows the Link headers to the end.
+    commit = client(world, lazy=True).get_repo("acme/big").get_commit("c" * 40)
+    runs = commit.get_check_runs()
+    assert len(list(runs)) == 130
+
+
+def test_commit_statuses_are_posted_and_combined_like_github(world):
+    world.installations[5].permissions["statuses"] = "write"
+    repo = client(world, lazy=True).get_repo("acme/big")
+    commit = repo.get_commit("c" * 40)
+    commit.create_status("pending", context="ci/build")
+    posted = commit.create_status(
+        "success", target_url="http://ci/1", description="ok", context="ci/build"
+    )
+    assert posted.creator.login == "tasuku-test[bot]"
+    commit.create_status("error", context="ci/lint")
+    combined = commit.get_combined_status()
+    assert combined.state == "failure"
+    assert [(s.context, s.state) for s in combined.statuses] == [
+        ("ci/build", "success"),
+        ("ci/lint", "error"),
+    ]
+    with pytest.raises(GithubException) as caught:
+        commit.create_status("passed")
+    assert caught.value.status == 422
+    with pytest.raises(GithubException) as caught:
+        repo.get_commit("e" * 40).create_status("success")
+    assert "No commit found for SHA" in caught.value.data["message"]
+    read_only = client(world, lazy=True, permissions={"checks": "read"})
+    with pytest.raises(GithubException) as caught:
+        assert read_only.get_repo("acme/big").get_commit("c" * 40).get_combined_status().state
+    assert caught.value.status == 403
+
+
+def test_a_commit_without_statuses_is_pending(world):
+    world.installations[5].permissions["statuses"] = "read"
+    status, body, _ = rest(world, "/repos/acme/big/commits/" + "c" * 40 + "/status")
+    assert (status, body["state"], body["statuses"], body["total_count"]) == (
+        200,
+        "pending",
+        [],
+        0,
+    )
+
+
+def test_a_persons_review_lists_with_the_pull_requests_reviews(world):
+    review = world.person_review(
+        "acme/big", 1, login="maria", body="Looks off", state="CHANGES_REQUESTED"
+    )
+    listed = client(world).get_repo("acme/big").get_pull(1).get_reviews()
+    assert [(r.id, r.user.login, r.state, r.body) for r in listed] == [
+        (review["id"], "maria", "CHANGES_REQUESTED", "Looks off")
+    ]
+    assert review["author_association"] == "MEMBER"
+
+
+def test_webhook_payload_builders_describe_the_fakes_state(world):
+    from tests.helpers import check_run_payload, check_suite_payload, pull_request_review_payload
+
+    repo, pull = world.repos["acme/big"], world.repos["acme/big"].pulls[1]
+    review = world.person_review("acme/big", 1, login="maria", body="Nice")
+    data = pull_request_review_payload(world, repo, pull, review)
+    assert (data["action"], data["installation"]["id"]) == ("submitted", 5)
+    assert (data["review"]["id"], data["review"]["state"], data["review"]["body"]) == (
+        review["id"],
+        "commented",
+        "Nice",
+    )
+    assert data["pull_request"]["head"]["sha"] == "c" * 40
+
+    world.ci_check_run("acme/big", "c" * 40, "lint", conclusion="failure", summary="2 errors")
+    run = world.ci_check_run("acme/big", "c" * 40, "build")
+    data = check_run_payload(world, repo, run)
+    check = data["check_run"]
+    assert (check["id"], check["name"], check["app"]["slug"]) == (run.id, "build", "github-actions")
+    assert [p["number"] for p in check["pull_requests"]] == [1]
+    assert check["check_suite"]["conclusion"] == "failure"  # lint failed in the same suite
+
+    suite = check_suite_payload(world, repo, head_sha="c" * 40)["check_suite"]
+    assert (suite["status"], suite["conclusion"], suite["latest_check_runs_count"]) == (
+        "completed",
+        "failure",
+        2,
+    )
+    assert suite["id"] == check["check_suite"]["id"]
+    assert [p["number"] for p in suite["pull_requests"]] == [1]

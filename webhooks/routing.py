@@ -38,21 +38,21 @@ HANDLERS: dict[str, str] = {
     "installation": "repos.services.installation_event",
     "installation_repositories": "repos.services.installation_repositories_event",
     "pull_request": "reviews.services.pull_request_event",
-    "issue_comment": "reviews.triggers.issue_comment_event",
-    "check_run": "reviews.triggers.check_run_event",
-    "pull_request_review_comment": "reviews.replies.review_comment_event",
+    "issue_comment": "reviews.passes.events.issue_comment_event",
+    "check_run": "reviews.passes.events.check_run_event",
+    "check_suite": "reviews.passes.events.check_suite_event",
+    "status": "reviews.passes.events.status_event",
+    "pull_request_review_comment": "reviews.passes.events.review_comment_event",
+    "pull_request_review": "reviews.passes.events.pull_request_review_event",
 }
 
 # Events an App with Tasuku's permissions receives but does not act on, with the reason
 # recorded on each such delivery. An event in neither table is ignored as unknown.
 IGNORED: dict[str, str] = {
     "ping": "GitHub's test delivery: the webhook works",
-    "check_suite": "check suites need no answer; Tasuku creates its check runs itself",
-    "status": "commit statuses do not change what Tasuku reviews",
     "workflow_run": "workflow runs do not change what Tasuku reviews",
     "workflow_job": "workflow jobs do not change what Tasuku reviews",
     "push": "pushes are reviewed through their pull requests (pull_request.synchronize)",
-    "pull_request_review": "reviews by others do not change what Tasuku reviews",
     "pull_request_review_thread": (
         "thread resolutions are read from GitHub when the pull request is next reviewed"
     ),

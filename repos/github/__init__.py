@@ -2,7 +2,8 @@
 
 It owns the App's credentials, the App JWT, installation tokens (scoped to the
 repositories and permissions a caller names, cached until shortly before they expire),
-the retry policy, and a pydantic model for every response it returns.
+the retry policy, and a pydantic model for every response it returns. Several Apps can
+each have a gateway: tokens, clients and permissions are cached per App.
 
 Retry policy (one place, explicit):
 - 5xx answers and network errors are transient; a 403/429 carrying rate-limit headers
@@ -35,6 +36,7 @@ from repos.github.gateway import GitHubGateway, gateway
 from repos.github.schemas import (
     CheckRunInfo,
     CheckRunOutput,
+    CheckRunState,
     InstallationToken,
     IssueCommentInfo,
     PullRequestInfo,
@@ -49,6 +51,7 @@ __all__ = [
     "AppCredentials",
     "CheckRunInfo",
     "CheckRunOutput",
+    "CheckRunState",
     "GitHubError",
     "GitHubGateway",
     "GitHubNotConfigured",

@@ -19,6 +19,8 @@ JWT_ISSUED_AT_OFFSET = -60
 
 cache_lock = threading.Lock()
 token_cache: dict[tuple[Any, ...], InstallationToken] = {}
+# (base_url, app_id, installation_id) -> (time.monotonic() when read, granted permissions)
+permissions_cache: dict[tuple[Any, ...], tuple[float, dict[str, str]]] = {}
 
 
 def token_key(
@@ -79,8 +81,10 @@ def installation_client(creds: AppCredentials, policy: RetryPolicy, token: str) 
 
 
 def caches_clear() -> None:
-    """Forget cached tokens and clients (tests; a changed App key)."""
+    """Forget cached tokens, installation permissions and clients (tests; a changed App
+    key)."""
     with cache_lock:
         token_cache.clear()
+        permissions_cache.clear()
         _client_cache.clear()
     integration_client.cache_clear()

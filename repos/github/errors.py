@@ -131,3 +131,10 @@ def error_message(exc: GithubException) -> str:
             message = f"{message}: {details}" if message else details
         return message or str(data)
     return str(data or exc)
+
+
+def permissions_not_granted(error: GitHubError) -> bool:
+    """Whether a token was refused because it asked for a permission the installation
+    lacks (GitHub answers 422 and mints nothing)."""
+    message = error.data.get("message", "") if isinstance(error.data, dict) else ""
+    return error.status == 422 and "permissions requested are not granted" in message

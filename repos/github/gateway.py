@@ -12,10 +12,12 @@ from typing import Any, TypeVar
 import requests
 from github import Github, GithubException, GithubIntegration
 
+from repos.github.checks import CheckCalls
 from repos.github.clients import (
     cache_lock,
     installation_client,
     integration_client,
+    permissions_cache,
     token_cache,
     token_key,
 )
@@ -41,11 +43,15 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+PERMISSION_LEVELS = {"read": 1, "write": 2, "admin": 3}
+# How long an installation's permissions are trusted: one an owner accepts later is used
+# within this long (or at once, after `installation_permissions(..., fresh=True)`).
+PERMISSIONS_TTL_SECONDS = 300.0
 
 _slugs: dict[tuple[str, int], str] = {}
 
 
-class GitHubGateway(ConversationCalls):
+class GitHubGateway(ConversationCalls, CheckCalls):
     """One App's view of GitHub. Cheap to create; tokens and clients are cached per
     process (never on disk: they are credentials)."""
 
@@ -103,6 +109,43 @@ class GitHubGateway(ConversationCalls):
         with cache_lock:
             token_cache[key] = token
         return token
+
+    def installation_permissions(
+        self, installation_id: int, *, fresh: bool = False
+    ) -> dict[str, str]:
+        """What the installation was granted, e.g. {"checks": "write", ...} (App JWT;
+        cached for PERMISSIONS_TTL_SECONDS unless `fresh`).
+
+        A token asking for anything more is refused with 422 and nothing is minted, so a
+        call whose permission the App may lack (Administration, Commit statuses) asks
+        here first.
+        """
+        key = (self.creds.base_url, self.creds.app_id, installation_id)
+        with cache_lock:
+            cached = permissions_cache.get(key)
+        if cached and not fresh and time.monotonic() - cached[0] < PERMISSIONS_TTL_SECONDS:
+            return dict(cached[1])
+
+        def get() -> dict[str, str]:
+            # Reference: https://docs.github.com/rest/apps/apps#get-an-installation-for-the-authenticated-app
+            _, data = self._integration().requester.requestJsonAndCheck(
+                "GET", f"/app/installations/{installation_id}"
+            )
+            return dict(data.get("permissions") or {})
+
+        permissions = self._call(f"read the permissions of installation {installation_id}", get)
+        with cache_lock:
+            permissions_cache[key] = (time.monotonic(), permissions)
+        return dict(permissions)
+
+    def _granted(self, installation_id: int, wanted: dict[str, str]) -> dict[str, str]:
+        """The part of `wanted` the installation was granted (at the level asked or higher)."""
+        have = self.installation_permissions(installation_id)
+        return {
+            name: level
+            for name, level in wanted.items()
+            if PERMISSION_LEVELS.get(have.get(name, ""), 0) >= PERMISSION_LEVELS[level]
+        }
 
     def app_slug(self) -> str:
         """The App's slug (its bot posts as `<slug>[bot]`): GITHUB_APP_SLUG, or asked of

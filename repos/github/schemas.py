@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -70,6 +70,91 @@ def check_run_info(run: Any) -> CheckRunInfo:
         details_url=run.details_url,
         html_url=run.html_url,
     )
+
+
+class CheckRunState(BaseModel):
+    """One check on a commit as its merge box shows it: a check run of any App, or a
+    commit status in the same shape (`kind="status"`, its context as `name`)."""
+
+    name: str
+    status: str  # queued | in_progress | completed (Actions also: waiting, pending, requested)
+    conclusion: str | None = None  # None until completed
+    details_url: str | None = None
+    html_url: str | None = None
+    title: str | None = None
+    summary: str | None = None
+    text: str | None = None
+    app_slug: str | None = None  # None for a commit status
+    app_id: int | None = None
+    completed_at: datetime | None = None
+    id: int | None = None
+    kind: Literal["check_run", "status"] = "check_run"
+
+
+# A commit status's state as a check run's (status, conclusion).
+STATUS_AS_CHECK = {
+    "success": ("completed", "success"),
+    "failure": ("completed", "failure"),
+    "error": ("completed", "failure"),
+    "pending": ("in_progress", None),
+}
+
+
+def check_run_state(data: dict[str, Any]) -> CheckRunState:
+    output = data.get("output") or {}
+    app = data.get("app") or {}
+    return CheckRunState(
+        name=data["name"],
+        status=data["status"],
+        conclusion=data.get("conclusion"),
+        details_url=data.get("details_url"),
+        html_url=data.get("html_url"),
+        title=output.get("title"),
+        summary=output.get("summary"),
+        text=output.get("text"),
+        app_slug=app.get("slug"),
+        app_id=app.get("id"),
+        completed_at=parse_time(data["completed_at"]) if data.get("completed_at") else None,
+        id=data.get("id"),
+    )
+
+
+def status_check_state(data: dict[str, Any]) -> CheckRunState:
+    status, conclusion = STATUS_AS_CHECK.get(data.get("state") or "", ("in_progress", None))
+    updated = data.get("updated_at")
+    return CheckRunState(
+        name=data["context"],
+        status=status,
+        conclusion=conclusion,
+        details_url=data.get("target_url"),
+        # GitHub shows a status's description where it shows a check run's output title.
+        title=data.get("description"),
+        completed_at=parse_time(updated) if updated and status == "completed" else None,
+        id=data.get("id"),
+        kind="status",
+    )
+
+
+def latest_check_runs(runs: list[dict[str, Any]]) -> list[CheckRunState]:
+    """The newest run of each name of each App (highest id), by name.
+
+    `filter=latest` keeps the newest run only within a check suite, so a workflow run
+    again by another event on the same commit still lists its old run. A run of another
+    App with the same name is a different check: it never hides this one.
+    """
+    newest: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in runs:
+        key = (run["name"], (run.get("app") or {}).get("slug") or "")
+        if key not in newest or run["id"] > newest[key]["id"]:
+            newest[key] = run
+    return [check_run_state(newest[key]) for key in sorted(newest)]
+
+
+def required_check_names(data: dict[str, Any]) -> list[str]:
+    """The names a required-status-checks answer requires: its `contexts` (deprecated,
+    still sent) and its `checks[].context`, in order, once each."""
+    names = [*(data.get("contexts") or []), *(c["context"] for c in data.get("checks") or [])]
+    return list(dict.fromkeys(names))
 
 
 def parse_time(value: str) -> datetime:

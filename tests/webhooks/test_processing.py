@@ -49,7 +49,7 @@ def test_a_delivery_for_an_unhandled_event_is_ignored_with_its_reason(
     drain_queue()
     delivery = WebhookDelivery.objects.get()
     assert delivery.status == DeliveryStatus.IGNORED
-    assert "check suites need no answer" in delivery.outcome
+    assert delivery.outcome == "check_suite.requested needs no action"
     assert delivery.attempts == 1
 
 

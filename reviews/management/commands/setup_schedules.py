@@ -15,6 +15,7 @@ SCHEDULES: dict[str, tuple[str, int, int]] = {
     "tasuku: sweep webhook deliveries": ("webhooks.tasks.deliveries_sweep", 1, 0),
     "tasuku: reap review runs": ("reviews.tasks.runs_reap", 1, 0),
     "tasuku: reap review runs (half past)": ("reviews.tasks.runs_reap", 1, 30),
+    "tasuku: sweep review-pass tasks": ("reviews.tasks.tasks_sweep", 1, 15),
 }
 
 

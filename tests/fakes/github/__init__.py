@@ -11,6 +11,11 @@ faithful where Tasuku's correctness depends on it:
   installation has: 422), expire, and are refused with 401 "Bad credentials" when
   unknown or expired. A repository outside a token's scope answers 404, a missing
   permission 403 "Resource not accessible by integration", as GitHub does.
+- Several Apps may be installed on one repository (`install_repo`); each reaches it only
+  through its own installation.
+- Check runs of other Apps (`ci_check_run`), commit statuses (`ci_status` or the API) and
+  branch protection (`protect`, read with Administration: read) are there for the checks
+  a commit must pass; `person_review` records a person's review.
 - Lists paginate with `per_page` (max 100) and absolute `Link` headers on this host.
 - Errors carry GitHub's body shape: {"message", "documentation_url", "status"}, and
   422s an `errors` list.

@@ -58,7 +58,7 @@ class AppsRoutes:
         body = request.body or {}
         if not isinstance(body, dict):
             raise HTTPError(400, "Problems parsing JSON")
-        own = {r.id: r for r in self.repos.values() if r.installation_id == installation.id}
+        own = {r.id: r for r in self.repos.values() if installation.id in r.installation_ids}
         scope: frozenset[int] | None = None
         if body.get("repository_ids") is not None or body.get("repositories") is not None:
             ids = set(body.get("repository_ids") or ())
@@ -109,12 +109,16 @@ class AppsRoutes:
 
     def _get_repo_installation(self, request: Request) -> Response:
         repo = self.repos.get(f"{request.params['owner']}/{request.params['repo']}")
-        installation = (
-            self.installations.get(repo.installation_id) if repo and repo.installation_id else None
-        )
-        if installation is None or request.app is None or installation.app_id != request.app.id:
+        assert request.app is not None
+        # Several Apps may be installed on one repository: each sees only its own installation.
+        found = [
+            self.installations[i]
+            for i in sorted(repo.installation_ids if repo else ())
+            if i in self.installations and self.installations[i].app_id == request.app.id
+        ]
+        if not found:
             raise HTTPError(404, "Not Found")
-        return 200, self._installation_json(installation), {}
+        return 200, self._installation_json(found[0]), {}
 
     def _list_installation_repos(self, request: Request) -> Response:
         token = request.token
@@ -122,7 +126,7 @@ class AppsRoutes:
         repos = [
             self._repo_json(r)
             for r in sorted(self.repos.values(), key=lambda r: r.id)
-            if r.installation_id == token.installation_id
+            if token.installation_id in r.installation_ids
             and (token.repository_ids is None or r.id in token.repository_ids)
         ]
         chunk, headers = self._paginate(request, repos)

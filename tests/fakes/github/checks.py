@@ -1,11 +1,21 @@
-"""Routes: check runs."""
+"""Routes: check runs, commit statuses, and the required status checks of protected
+branches.
+
+Check runs of other Apps (GitHub Actions, a CI service) are recorded with `ci_check_run`
+and listed next to the test App's own. Reading branch protection needs Administration:
+read on the token, as on GitHub; an unprotected branch answers 404 "Branch not
+protected", a protected one without required checks 404 "Required status checks not
+enabled".
+"""
 
 from __future__ import annotations
 
 import time
 from typing import Any
+from urllib.parse import unquote
 
 from tests.fakes.github.state import (
+    App,
     CheckRun,
     HTTPError,
     Repo,
@@ -13,6 +23,12 @@ from tests.fakes.github.state import (
     Response,
     iso,
 )
+
+# Real App ids, so payloads and lists look like GitHub's.
+KNOWN_APPS = {"github-actions": (15368, "GitHub Actions")}
+STATUS_STATES = ("error", "failure", "pending", "success")
+# "there is a limit of 1000 statuses per sha and context within a repository"
+MAX_STATUSES_PER_CONTEXT = 1000
 
 
 class ChecksRoutes:
@@ -133,12 +149,265 @@ class ChecksRoutes:
         repo = self._repo_for_token(request, "checks", "read")
         ref = request.params["ref"]
         name = request.arg("check_name")
+        status = request.arg("status")
+        app_id = request.arg("app_id")
+        which = request.arg("filter", "latest")
+        if which not in ("latest", "all"):
+            raise HTTPError(
+                422,
+                f"Invalid request.\n\nFor 'filter', \"{which}\" is not a member of ['latest', 'all'].",
+            )
         runs = [
-            self._check_run_json(repo.full_name, run)
+            run
             for full_name, run in sorted(self.check_runs.values(), key=lambda item: -item[1].id)
             if full_name == repo.full_name
             and run.head_sha == ref
             and (name is None or run.name == name)
+            and (status is None or run.status == status)
+            and (app_id is None or str(run.app_id) == app_id)
         ]
-        chunk, headers = self._paginate(request, runs)
-        return 200, {"total_count": len(runs), "check_runs": chunk}, headers
+        if which == "latest":
+            # GitHub keeps the newest run of each name within a check suite; the fake has
+            # one suite per App and commit, as GitHub creates them by default.
+            seen: set[tuple[int, str]] = set()
+            newest = []
+            for run in runs:
+                if (run.app_id, run.name) not in seen:
+                    seen.add((run.app_id, run.name))
+                    newest.append(run)
+            runs = newest
+        items = [self._check_run_json(repo.full_name, run) for run in runs]
+        chunk, headers = self._paginate(request, items)
+        return 200, {"total_count": len(items), "check_runs": chunk}, headers
+
+    # --- commit statuses ---
+
+    def _status_json(self, repo: Repo, status: dict[str, Any]) -> dict[str, Any]:
+        return {
+            **{k: v for k, v in status.items() if not k.startswith("_")},
+            "url": f"{self.url}/repos/{repo.full_name}/statuses/{status['_sha']}",
+        }
+
+    def _create_status(self, request: Request) -> Response:
+        repo = self._repo_for_token(request, "statuses", "write")
+        sha = request.params["sha"]
+        body = request.body if isinstance(request.body, dict) else {}
+        state = body.get("state")
+        if state not in STATUS_STATES:
+            raise HTTPError(
+                422,
+                "Validation Failed",
+                errors=[
+                    {
+                        "resource": "Status",
+                        "field": "state",
+                        "code": "custom",
+                        "message": "state is not included in the list",
+                    }
+                ],
+            )
+        if sha not in repo.commits and not self._is_commit(repo, sha):
+            raise HTTPError(422, f"No commit found for SHA: {sha}")
+        context = body.get("context") or "default"
+        same = [s for s in repo.statuses if s["_sha"] == sha and s["context"] == context]
+        if len(same) >= MAX_STATUSES_PER_CONTEXT:
+            raise HTTPError(
+                422,
+                "Validation Failed",
+                errors=[
+                    {
+                        "resource": "Status",
+                        "code": "custom",
+                        "message": "This SHA and context has reached the maximum number of statuses.",
+                    }
+                ],
+            )
+        status = self._status_add(
+            repo,
+            sha,
+            context,
+            state=state,
+            description=body.get("description"),
+            target_url=body.get("target_url"),
+            creator=self._bot_user(request),
+        )
+        return 201, self._status_json(repo, status), {}
+
+    def _status_add(
+        self,
+        repo: Repo,
+        sha: str,
+        context: str,
+        *,
+        state: str,
+        description: str | None,
+        target_url: str | None,
+        creator: dict[str, Any],
+    ) -> dict[str, Any]:
+        status_id = self.next_id()
+        now = iso(time.time())
+        status = {
+            "id": status_id,
+            "node_id": f"SC_{status_id}",
+            "state": state,
+            "description": description,
+            "target_url": target_url,
+            "context": context,
+            "avatar_url": None,
+            "created_at": now,
+            "updated_at": now,
+            "creator": creator,
+            "_sha": sha,
+        }
+        repo.statuses.append(status)
+        return status
+
+    def _combined_status(self, request: Request) -> Response:
+        repo = self._repo_for_token(request, "statuses", "read")
+        ref = request.params["ref"]
+        latest: dict[str, dict[str, Any]] = {}
+        for status in repo.statuses:  # oldest first: a later status replaces its context's
+            if status["_sha"] == ref:
+                latest[status["context"]] = status
+        states = {s["state"] for s in latest.values()}
+        if states & {"error", "failure"}:
+            combined = "failure"
+        elif not states or "pending" in states:
+            combined = "pending"
+        else:
+            combined = "success"
+        # The combined view lists each context's latest status, without its creator.
+        items = [
+            {k: v for k, v in self._status_json(repo, s).items() if k != "creator"}
+            for s in sorted(latest.values(), key=lambda s: s["id"])
+        ]
+        chunk, headers = self._paginate(request, items)
+        return (
+            200,
+            {
+                "state": combined,
+                "statuses": chunk,
+                "sha": ref,
+                "total_count": len(items),
+                "repository": self._repo_json(repo),
+                "commit_url": f"{self.url}/repos/{repo.full_name}/commits/{ref}",
+                "url": f"{self.url}/repos/{repo.full_name}/commits/{ref}/status",
+            },
+            headers,
+        )
+
+    # --- branch protection ---
+
+    def _required_status_checks(self, request: Request) -> Response:
+        repo = self._repo_for_token(request, "administration", "read")
+        branch = unquote(request.params["branch"])
+        if branch not in repo.protection:
+            raise HTTPError(404, "Branch not protected")
+        names = repo.protection[branch]
+        if not names:
+            raise HTTPError(404, "Required status checks not enabled")
+        url = (
+            f"{self.url}/repos/{repo.full_name}/branches/{branch}/protection/required_status_checks"
+        )
+        return (
+            200,
+            {
+                "url": url,
+                "strict": False,
+                "contexts": list(names),
+                "contexts_url": f"{url}/contexts",
+                # app_id null: any App (or a commit status) may satisfy the check
+                "checks": [{"context": name, "app_id": None} for name in names],
+            },
+            {},
+        )
+
+    # --- helpers for tests: what other Apps and people do on GitHub ---
+
+    def protect(self, full_name: str, branch: str, *, checks: list[str]) -> None:
+        """Protect `branch`, requiring the named status checks (none: protected, but no
+        checks required)."""
+        with self.lock:
+            self.repos[full_name].protection[branch] = list(checks)
+
+    def _app_for_slug(self, slug: str) -> App:
+        for app in self.apps.values():
+            if app.slug == slug:
+                return app
+        app_id, name = KNOWN_APPS.get(slug, (self.next_id(), slug))
+        app = App(id=app_id, slug=slug, public_key="", name=name)
+        self.apps[app_id] = app
+        return app
+
+    def ci_check_run(
+        self,
+        full_name: str,
+        head_sha: str,
+        name: str,
+        *,
+        status: str = "completed",
+        conclusion: str | None = "success",
+        title: str | None = None,
+        summary: str | None = None,
+        text: str | None = None,
+        app_slug: str = "github-actions",
+        details_url: str | None = None,
+    ) -> CheckRun:
+        """Another App (GitHub Actions by default) records a check run on `head_sha`; it
+        lists with the test App's runs. `conclusion` applies only to a completed run."""
+        with self.lock:
+            repo = self.repos[full_name]
+            repo.commits.add(head_sha)
+            app = self._app_for_slug(app_slug)
+            run_id = self.next_id()
+            now = iso(time.time())
+            done = status == "completed"
+            run = CheckRun(
+                id=run_id,
+                name=name,
+                head_sha=head_sha,
+                status=status,
+                conclusion=conclusion if done else None,
+                external_id="",
+                details_url=details_url or f"{self.url}/{full_name}/actions/runs/{run_id}",
+                output={"title": title, "summary": summary, "text": text},
+                started_at=now,
+                completed_at=now if done else None,
+                app_id=app.id,
+            )
+            self.check_runs[run.id] = (full_name, run)
+            return run
+
+    def ci_status(
+        self,
+        full_name: str,
+        sha: str,
+        context: str,
+        *,
+        state: str = "success",
+        description: str | None = None,
+        target_url: str | None = None,
+        creator: str = "ci-bot",
+    ) -> dict[str, Any]:
+        """A CI service posts a commit status (as `POST /repos/{o}/{r}/statuses/{sha}`
+        would record it); returns its JSON."""
+        assert state in STATUS_STATES, state
+        with self.lock:
+            repo = self.repos[full_name]
+            repo.commits.add(sha)
+            status = self._status_add(
+                repo,
+                sha,
+                context,
+                state=state,
+                description=description,
+                target_url=target_url,
+                creator=self._user_json(creator, "User", abs(hash(creator)) % 10**6),
+            )
+            return self._status_json(repo, status)
+
+    def statuses_of(self, full_name: str, sha: str) -> list[dict[str, Any]]:
+        """Test helper: every status posted on `sha`, oldest first."""
+        with self.lock:
+            repo = self.repos[full_name]
+            return [self._status_json(repo, s) for s in repo.statuses if s["_sha"] == sha]

@@ -193,7 +193,7 @@ class GitRoutes:
             )
         granted = token.permissions.get("contents")
         if (
-            repo.installation_id != token.installation_id
+            token.installation_id not in repo.installation_ids
             or (token.repository_ids is not None and repo.id not in token.repository_ids)
             or not granted
             or PERMISSION_LEVELS[granted] < PERMISSION_LEVELS["read"]

@@ -43,7 +43,7 @@ class FakeGitHubBase:
 
     def __init__(self, *, token_ttl: float = 3600, port: int = 0) -> None:
         self.lock = threading.RLock()
-        self.token_ttl = token_ttl
+        self.token_ttl = self._initial_token_ttl = token_ttl
         self.apps: dict[int, App] = {}
         self.installations: dict[int, Installation] = {}
         self.repos: dict[str, Repo] = {}
@@ -87,6 +87,7 @@ class FakeGitHubBase:
             self.check_runs.clear()
             self.injections.clear()
             self.calls.clear()
+            self.token_ttl = self._initial_token_ttl  # a test may have shortened it
 
     # --- state set-up for tests ---
 
@@ -126,6 +127,17 @@ class FakeGitHubBase:
                 **kwargs,
             )
             self.repos[full_name] = repo
+            return repo
+
+    def install_repo(self, full_name: str, installation_id: int) -> Repo:
+        """Give `full_name` to one more installation (another App's): each App then
+        reaches it through its own installation."""
+        with self.lock:
+            repo = self.repos[full_name]
+            if repo.installation_id is None:
+                repo.installation_id = installation_id
+            elif installation_id != repo.installation_id:
+                repo.other_installation_ids.add(installation_id)
             return repo
 
     def add_git_repo(
@@ -390,7 +402,7 @@ class FakeGitHubBase:
         assert token is not None
         if (
             repo is None
-            or repo.installation_id != token.installation_id
+            or token.installation_id not in repo.installation_ids
             or (token.repository_ids is not None and repo.id not in token.repository_ids)
         ):
             raise HTTPError(404, "Not Found")
@@ -485,6 +497,14 @@ class FakeGitHubBase:
                 "token",
                 self._list_check_runs,
             ),
+            ("GET", owner_repo + r"/commits/(?P<ref>[^/]+)/status", "token", self._combined_status),
+            ("POST", owner_repo + r"/statuses/(?P<sha>[^/]+)", "token", self._create_status),
+            (
+                "GET",
+                owner_repo + r"/branches/(?P<branch>.+)/protection/required_status_checks",
+                "token",
+                self._required_status_checks,
+            ),
         ]
         self.routes = [(m, re.compile(p), a, fn) for m, p, a, fn in table]
 
@@ -557,6 +577,17 @@ class FakeGitHubBase:
             "html_url": f"{self.url}/{repo.full_name}/pull/{pull.number}",
         }
 
+    def _pull_ref_json(self, repo: Repo, pull: Pull) -> dict[str, Any]:
+        """A pull request as check runs and check suites list it."""
+        ref_repo = {"id": repo.id, "url": f"{self.url}/repos/{repo.full_name}", "name": repo.name}
+        return {
+            "url": f"{self.url}/repos/{repo.full_name}/pulls/{pull.number}",
+            "id": pull.id,
+            "number": pull.number,
+            "head": {"ref": pull.head_ref, "sha": pull.head_sha, "repo": ref_repo},
+            "base": {"ref": pull.base_ref, "sha": pull.base_sha, "repo": ref_repo},
+        }
+
     def _check_run_json(self, full_name: str, run: CheckRun) -> dict[str, Any]:
         return {
             "id": run.id,
@@ -576,7 +607,12 @@ class FakeGitHubBase:
                 "annotations_count": len(run.annotations),
             },
             "app": {"id": run.app_id, "slug": self.apps[run.app_id].slug},
-            "pull_requests": [],
+            # "Pull requests that are open with a head_sha or head_branch that matches the check."
+            "pull_requests": [
+                self._pull_ref_json(self.repos[full_name], pull)
+                for pull in self.repos[full_name].pulls.values()
+                if pull.head_sha == run.head_sha and pull.state == "open"
+            ],
             "url": f"{self.url}/repos/{full_name}/check-runs/{run.id}",
             "html_url": f"{self.url}/{full_name}/runs/{run.id}",
         }

@@ -152,6 +152,17 @@ class Repo:
     # thread id -> {"id", "first": top-level comment id, "isResolved", "resolvedBy"}
     threads: dict[str, dict[str, Any]] = field(default_factory=dict)
     issue_comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # branch -> names of its required status checks ([]: protected, none required)
+    protection: dict[str, list[str]] = field(default_factory=dict)
+    statuses: list[dict[str, Any]] = field(default_factory=list)  # commit statuses, oldest first
+    # installations of other Apps that were also given this repository
+    other_installation_ids: set[int] = field(default_factory=set)
+
+    @property
+    def installation_ids(self) -> set[int]:
+        """Every installation that reaches this repository (one per App at most)."""
+        own = {self.installation_id} if self.installation_id is not None else set()
+        return own | self.other_installation_ids
 
     @property
     def owner(self) -> str:

@@ -65,7 +65,7 @@ class ThreadsRoutes:
 
     def _graphql_repo(self, token, owner: str, name: str) -> Repo | None:
         repo = self.repos.get(f"{owner}/{name}")  # type: ignore[attr-defined]
-        if repo is None or repo.installation_id != token.installation_id:
+        if repo is None or token.installation_id not in repo.installation_ids:
             return None
         if token.repository_ids is not None and repo.id not in token.repository_ids:
             return None
@@ -362,6 +362,37 @@ class ThreadsRoutes:
             parent = repo.review_comments[reply_to] if reply_to else None
             user = self._user_json(login, "User", abs(hash(login)) % 10**6)  # type: ignore[attr-defined]
             return self._comment_add(repo, number, user, body, parent, path=path, line=line)
+
+    def person_review(
+        self,
+        full_name: str,
+        number: int,
+        *,
+        login: str,
+        body: str,
+        state: str = "COMMENTED",
+        association: str = "MEMBER",
+    ) -> dict[str, Any]:
+        """A person submits a review (no line comments) on the pull request's head;
+        returns it as `GET …/reviews` lists it."""
+        assert state in ("COMMENTED", "APPROVED", "CHANGES_REQUESTED"), state
+        with self.lock:  # type: ignore[attr-defined]
+            repo = self.repos[full_name]  # type: ignore[attr-defined]
+            pull = repo.pulls[number]
+            review_id = self.next_id()  # type: ignore[attr-defined]
+            review = {
+                "id": review_id,
+                "node_id": f"PRR_{review_id}",
+                "user": self._user_json(login, "User", abs(hash(login)) % 10**6),  # type: ignore[attr-defined]
+                "body": body,
+                "state": state,
+                "commit_id": pull.head_sha,
+                "submitted_at": iso(time.time()),
+                "author_association": association,
+                "_number": number,
+            }
+            repo.reviews[review_id] = review
+            return self._review_json(repo, review)  # type: ignore[attr-defined]
 
     def person_resolves(self, full_name: str, thread_id: str, *, login: str) -> None:
         with self.lock:  # type: ignore[attr-defined]

@@ -1,0 +1,1 @@
+"""The REST API of review passes (DRF, documented with OpenAPI at /api/schema/)."""

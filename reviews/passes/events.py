@@ -1,0 +1,114 @@
+"""GitHub events that matter to review passes: comments and reviews by people on a
+task's pull requests (feedback for the author) and checks completing on their heads.
+Each handler records what concerns a task, then hands the event on to the handler it
+would have reached anyway (comment commands, replies, check re-runs)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from repos.models import Repository
+from reviews.passes.services import checks_changed, comment_record
+from webhooks.routing import Outcome
+
+
+def _repository(payload: dict[str, Any]) -> Repository | None:
+    repo_id = (payload.get("repository") or {}).get("id")
+    return Repository.objects.filter(github_id=repo_id).first() if repo_id else None
+
+
+def _tasuku_logins() -> set[str]:
+    from repos import github
+
+    try:
+        return {f"{github.gateway().app_slug()}[bot]"}
+    except Exception:  # noqa: BLE001 (unconfigured: no bot of ours to leave out)
+        return set()
+
+
+def _with(outcome: Outcome, recorded: int, what: str) -> Outcome:
+    if not recorded:
+        return outcome
+    note = f"{what} recorded for {recorded} task{'s' if recorded != 1 else ''}"
+    text = f"{note}; {outcome.text}" if outcome.ignored is False else note
+    return replace(outcome, text=text, ignored=False)
+
+
+def issue_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    from reviews.triggers import issue_comment_event as commands
+
+    outcome = commands(payload, delivery_id=delivery_id)
+    issue = payload.get("issue") or {}
+    repository = _repository(payload)
+    recorded = 0
+    if payload.get("action") == "created" and issue.get("pull_request") and repository:
+        recorded = comment_record(
+            repository=repository, number=int(issue["number"]), kind="issue_comment",
+            comment=payload.get("comment") or {}, tasuku_logins=_tasuku_logins(),
+        )  # fmt: skip
+    return _with(outcome, recorded, "comment")
+
+
+def review_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    from reviews.replies import review_comment_event as replies
+
+    outcome = replies(payload, delivery_id=delivery_id)
+    pull = payload.get("pull_request") or {}
+    repository = _repository(payload)
+    recorded = 0
+    if payload.get("action") == "created" and pull.get("number") and repository:
+        recorded = comment_record(
+            repository=repository, number=int(pull["number"]), kind="review_comment",
+            comment=payload.get("comment") or {}, tasuku_logins=_tasuku_logins(),
+        )  # fmt: skip
+    return _with(outcome, recorded, "inline comment")
+
+
+def pull_request_review_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    """A review submitted by someone: its body is feedback (its inline comments arrive
+    as `pull_request_review_comment` events of their own)."""
+    review = payload.get("review") or {}
+    if payload.get("action") != "submitted" or not (review.get("body") or "").strip():
+        return Outcome.ignore("a review without a body needs no action")
+    pull = payload.get("pull_request") or {}
+    repository = _repository(payload)
+    if repository is None or not pull.get("number"):
+        return Outcome.ignore("not a repository Tasuku knows")
+    recorded = comment_record(
+        repository=repository, number=int(pull["number"]), kind="review",
+        comment=review, tasuku_logins=_tasuku_logins(),
+    )  # fmt: skip
+    if not recorded:
+        return Outcome.ignore("reviews by others do not change what Tasuku reviews")
+    return _with(Outcome("review recorded"), recorded, "review")
+
+
+def check_run_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    from reviews.triggers import check_run_event as reruns
+
+    if payload.get("action") != "completed":
+        return reruns(payload, delivery_id=delivery_id)
+    check = payload.get("check_run") or {}
+    return _checks(payload, check.get("head_sha") or "", f"check run {check.get('name', '')!r}")
+
+
+def check_suite_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    if payload.get("action") != "completed":
+        return Outcome.ignore(f"check_suite.{payload.get('action')} needs no action")
+    suite = payload.get("check_suite") or {}
+    return _checks(payload, suite.get("head_sha") or "", "check suite")
+
+
+def status_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    return _checks(payload, payload.get("sha") or "", f"status {payload.get('context', '')!r}")
+
+
+def _checks(payload: dict[str, Any], head_sha: str, what: str) -> Outcome:
+    repository = _repository(payload)
+    if repository is None or not head_sha:
+        return Outcome.ignore("not a repository Tasuku knows")
+    count = checks_changed(repository, head_sha)
+    if not count:
+        return Outcome.ignore(f"{what} completed on a head no task waits on")
+    return Outcome(f"{what} completed: {count} task{'s' if count != 1 else ''} re-evaluated")

@@ -1,0 +1,242 @@
+"""Review passes (DESIGN §6): a task handed off over the REST API, its pull requests,
+each pass over them, the author's answers, and the feedback routed to the author.
+
+A pass is a set of review runs (one per pull request of the task, `ReviewRun.review_pass`)
+run by the task's reviewer at pinned heads. The state lives here; the decisions live in
+reviews/passes/services.py.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from repos.models import Repository, Reviewer
+
+
+class TaskState(models.TextChoices):
+    OPEN = "open", "handed off, waiting for the author"
+    REVIEWING = "reviewing", "reviewing"
+    AUTHOR_FIXING = "author_fixing", "author fixing"
+    APPROVED = "approved", "approved, waiting for checks"
+    DONE = "done", "done"
+    STUCK = "stuck", "review stuck"
+    RETURNED = "returned", "returned as is"
+    RECALLED = "recalled", "recalled"
+
+
+TASK_FINAL_STATES = (TaskState.DONE, TaskState.RETURNED, TaskState.RECALLED)
+MAX_PASSES_RANGE = (1, 10)
+
+
+class Task(models.Model):
+    """Work handed off by an API client (the author): its pull requests are reviewed
+    pass after pass until a pass is clean and the required checks are green."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="review_tasks"
+    )
+    title = models.CharField(max_length=300)
+    author_name = models.CharField(max_length=200, help_text="Who does the work (an agent).")
+    author_login = models.CharField(
+        max_length=100, blank=True, help_text="The author's GitHub login (its own comments)."
+    )
+    state = models.CharField(max_length=16, choices=TaskState.choices, default=TaskState.OPEN)
+    stuck_reason = models.TextField(blank=True)
+    # Handoff: the review-pass settings of this task.
+    passes_enabled = models.BooleanField(default=False)
+    reviewer = models.ForeignKey(
+        Reviewer, null=True, blank=True, on_delete=models.PROTECT, related_name="tasks"
+    )
+    reviewer_model = models.CharField(max_length=100, blank=True)
+    reviewer_skill = models.TextField(blank=True)
+    max_passes = models.PositiveSmallIntegerField(
+        default=3,
+        validators=[MinValueValidator(MAX_PASSES_RANGE[0]), MaxValueValidator(MAX_PASSES_RANGE[1])],
+    )
+    counted_bots = models.JSONField(default=list, blank=True)
+    required_checks = models.JSONField(
+        default=list, blank=True, help_text="Used where branch protection names none."
+    )
+    extra_passes = models.PositiveSmallIntegerField(
+        default=0, help_text="Passes granted past max_passes by 'run another pass'."
+    )
+    told_to_push_at = models.DateTimeField(null=True, blank=True)
+    done_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"task {self.pk}: {self.title}"
+
+
+class TaskPullRequest(models.Model):
+    """One pull request of a task, with what the author last reported and the state of
+    its checks as last read from GitHub."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="pulls")
+    repository = models.ForeignKey(Repository, on_delete=models.PROTECT, related_name="+")
+    number = models.PositiveIntegerField()
+    pull_request = models.ForeignKey(
+        "reviews.PullRequest", null=True, on_delete=models.SET_NULL, related_name="task_links"
+    )
+    reported_head = models.CharField(max_length=40, blank=True)
+    checks = models.JSONField(default=list, blank=True)
+    checks_read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task", "repository", "number"], name="task_pull_request_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.repository.full_name}#{self.number}"
+
+
+class PassStatus(models.TextChoices):
+    RUNNING = "running", "running"
+    CLEAN = "clean", "clean"
+    FINDINGS = "findings", "findings"
+    FAILED = "failed", "failed"
+    SUPERSEDED = "superseded", "superseded"  # a head moved while it ran
+
+
+PASS_FINAL_STATES = (
+    PassStatus.CLEAN,
+    PassStatus.FINDINGS,
+    PassStatus.FAILED,
+    PassStatus.SUPERSEDED,
+)
+
+
+class ReviewPass(models.Model):
+    """Pass N of a task: each pull request reviewed at a pinned head."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="passes")
+    number = models.PositiveSmallIntegerField()
+    status = models.CharField(max_length=16, choices=PassStatus.choices, default=PassStatus.RUNNING)
+    heads = models.JSONField(default=dict, help_text="Task pull request id → pinned head.")
+    blocking_open = models.PositiveIntegerField(default=0)
+    blocking_new = models.PositiveIntegerField(default=0)
+    nits_open = models.PositiveIntegerField(default=0)
+    resolved = models.PositiveIntegerField(default=0)
+    reason = models.TextField(blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["task", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "number"], name="review_pass_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"pass {self.number} of task {self.task_id}"
+
+
+class AnswerKind(models.TextChoices):
+    FIXED = "fixed", "fixed"
+    REPLY = "reply", "reply"
+    SKIP = "skip", "skip"
+    FOLLOW_UP = "follow_up", "follow-up"
+
+
+class Answer(models.Model):
+    """The author's answer to a finding or a person's comment, posted on the pull
+    request as the author's App."""
+
+    class Posting(models.TextChoices):
+        QUEUED = "queued", "queued"
+        POSTED = "posted", "posted"
+        FAILED = "failed", "failed"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="answers")
+    task_pull = models.ForeignKey(TaskPullRequest, on_delete=models.CASCADE, related_name="+")
+    review_pass = models.ForeignKey(ReviewPass, on_delete=models.CASCADE, related_name="answers")
+    fingerprint = models.CharField(max_length=64, blank=True, help_text="The finding answered.")
+    comment = models.ForeignKey(
+        "TaskComment", null=True, blank=True, on_delete=models.CASCADE, related_name="answers"
+    )
+    kind = models.CharField(max_length=16, choices=AnswerKind.choices)
+    commit = models.CharField(max_length=40, blank=True)
+    text = models.TextField(blank=True)
+    posting = models.CharField(max_length=16, choices=Posting.choices, default=Posting.QUEUED)
+    github_comment_id = models.BigIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["review_pass", "task_pull", "fingerprint"],
+                condition=models.Q(comment__isnull=True),
+                name="answer_once_per_finding_and_pass",
+            ),
+            models.UniqueConstraint(fields=["comment"], name="answer_once_per_comment"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} on {self.fingerprint or self.comment_id}"
+
+
+class TaskComment(models.Model):
+    """A comment on one of the task's pull requests by someone other than the author
+    and Tasuku: routed to the author when the commenter counts (owner, member,
+    collaborator, or a counted bot); counted otherwise."""
+
+    class Kind(models.TextChoices):
+        ISSUE_COMMENT = "issue_comment", "conversation comment"
+        REVIEW_COMMENT = "review_comment", "inline comment"
+        REVIEW = "review", "review"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="comments")
+    task_pull = models.ForeignKey(
+        TaskPullRequest, on_delete=models.CASCADE, related_name="comments"
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    github_id = models.BigIntegerField()
+    login = models.CharField(max_length=100)
+    association = models.CharField(max_length=32, blank=True)
+    counted = models.BooleanField(help_text="Routed to the author.")
+    body = models.TextField(blank=True)
+    url = models.URLField(max_length=500, blank=True)
+    path = models.CharField(max_length=1024, blank=True)
+    line = models.PositiveIntegerField(null=True, blank=True)
+    in_reply_to = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task_pull", "kind", "github_id"], name="task_comment_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.github_id} by {self.login}"
+
+
+class AuthorMessage(models.Model):
+    """Something said to the author as data in its feedback: an operator's message, or
+    the one notice to push or discard what differs from the pull requests' heads."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="messages")
+    kind = models.CharField(max_length=32)
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} to task {self.task_id}"

@@ -1,0 +1,191 @@
+"""Reads of review-pass tasks: the status row, the author's feedback, the board."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from reviews.models import Finding, ReviewRun, RunStatus
+from reviews.passes.models import (
+    Answer,
+    AuthorMessage,
+    PassStatus,
+    ReviewPass,
+    Task,
+    TaskComment,
+    TaskState,
+)
+from reviews.passes.services import finding_id, latest_pass, open_findings, unanswered_comments
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def task_status(task: Task) -> str:
+    """The one-line status: "Reviewing · pass 2", "Waiting for a reviewer", "Author
+    fixing · 3 blocking, 1 comment", "Approved · waiting for 2 checks", "Done ·
+    approved", "Review stuck: <why>"."""
+    last = latest_pass(task)
+    if task.state == TaskState.STUCK:
+        return f"Review stuck: {task.stuck_reason}"
+    if task.state == TaskState.DONE:
+        return "Done · approved"
+    if task.state == TaskState.RETURNED:
+        return "Returned as is"
+    if task.state == TaskState.RECALLED:
+        return "Recalled"
+    if task.state == TaskState.REVIEWING and last is not None:
+        running = ReviewRun.objects.filter(review_pass=last, status=RunStatus.RUNNING).exists()
+        return f"Reviewing · pass {last.number}" if running else "Waiting for a reviewer"
+    if task.state == TaskState.APPROVED:
+        pending = sum(
+            1 for tpr in task.pulls.all() for c in tpr.checks if c.get("state") != "success"
+        )
+        return f"Approved · waiting for {_plural(pending, 'check')}" if pending else "Approved"
+    if task.state == TaskState.AUTHOR_FIXING:
+        parts = []
+        if last is not None and last.status in (PassStatus.FINDINGS, PassStatus.CLEAN):
+            blocking = sum(1 for _, f in open_findings(task, last) if f.blocking)
+            if blocking:
+                parts.append(f"{blocking} blocking")
+        comments = unanswered_comments(task).count()
+        if comments:
+            parts.append(_plural(comments, "comment"))
+        failing = sum(
+            1 for tpr in task.pulls.all() for c in tpr.checks if c.get("state") == "failure"
+        )
+        if failing:
+            parts.append(_plural(failing, "failing check"))
+        if last is not None and last.status == PassStatus.SUPERSEDED:
+            parts.append("heads moved during the pass")
+        if task.told_to_push_at is not None:
+            parts.append("told to push")
+        return "Author fixing" + (f" · {', '.join(parts)}" if parts else "")
+    return "Handed off · waiting for the author" if task.passes_enabled else "Not handed off"
+
+
+def _finding(tpr, finding: Finding, answer: Answer | None, rulings: dict) -> dict[str, Any]:
+    ruling = rulings.get(finding.fingerprint)
+    return {
+        "id": finding_id(tpr, finding.fingerprint),
+        "pull_request": str(tpr),
+        "blocking": finding.blocking,
+        "severity": finding.severity,
+        "category": finding.category,
+        "title": finding.title,
+        "how_it_fails": finding.body,
+        "evidence": finding.evidence,
+        "path": finding.path,
+        "line": finding.start_line,
+        "end_line": finding.end_line,
+        "suggestion": finding.suggestion,
+        "url": finding.github_comment_url,
+        "first_seen": finding.first_seen_sha,
+        "ruling": {"still_open": ruling.get("still_open"), "reason": ruling.get("reason", "")}
+        if ruling
+        else None,
+        "answer": {"kind": answer.kind, "commit": answer.commit, "text": answer.text}
+        if answer
+        else None,
+    }
+
+
+def feedback_collect(task: Task, *, now=None) -> dict[str, Any]:
+    """Everything the author must answer, as data: the open findings of the last pass
+    (blocking and nits, each with how it fails, where, the suggestion, the reviewer's
+    ruling on it), comments from people who count (others only counted), failing
+    required checks, and messages. Comments are held back until none has arrived for
+    TASUKU_FEEDBACK_QUIET_SECONDS, so a thread being written arrives whole."""
+    now = now or timezone.now()
+    last = latest_pass(task)
+    findings: list[dict[str, Any]] = []
+    if last is not None and last.status != PassStatus.RUNNING:
+        answers = {
+            (a.task_pull_id, a.fingerprint): a
+            for a in Answer.objects.filter(review_pass=last, comment__isnull=True)
+        }
+        rulings: dict[str, dict] = {}
+        for run in last.runs.all():
+            review = getattr(run, "review", None)
+            for ruling in (review.rulings if review else []) or []:
+                rulings[ruling.get("id", "")] = ruling
+        for tpr, finding in open_findings(task, last):
+            findings.append(
+                _finding(tpr, finding, answers.get((tpr.pk, finding.fingerprint)), rulings)
+            )
+    quiet = timedelta(seconds=settings.TASUKU_FEEDBACK_QUIET_SECONDS)
+    comments_qs = TaskComment.objects.filter(task=task).select_related("task_pull__repository")
+    newest = comments_qs.order_by("-received_at").values_list("received_at", flat=True).first()
+    settling = newest is not None and now - newest < quiet
+    routed: list[dict[str, Any]] = []
+    if not settling:
+        for comment in unanswered_comments(task).select_related("task_pull__repository"):
+            routed.append(
+                {
+                    "id": str(comment.pk),
+                    "pull_request": str(comment.task_pull),
+                    "kind": comment.kind,
+                    "author": comment.login,
+                    "association": comment.association,
+                    "body": comment.body,
+                    "path": comment.path or None,
+                    "line": comment.line,
+                    "url": comment.url,
+                    "created_at": comment.created_at.isoformat(),
+                }
+            )
+    checks = [
+        {
+            k: c.get(k)
+            for k in ("pull_request", "name", "conclusion", "title", "summary", "output", "url")
+        }
+        for tpr in task.pulls.select_related("repository")
+        for c in tpr.checks
+        if c.get("state") == "failure"
+    ]
+    return {
+        "task": task.pk,
+        "status": task_status(task),
+        "state": task.state,
+        "pass": last.number if last else None,
+        "findings": findings,
+        "comments": routed,
+        "comments_not_routed": comments_qs.filter(counted=False).count(),
+        "comments_held_back": comments_qs.filter(counted=True, answers__isnull=True).count()
+        if settling
+        else 0,
+        "ready_at": (newest + quiet).isoformat() if settling else None,
+        "failing_checks": checks,
+        "messages": [
+            {"kind": m.kind, "text": m.text, "at": m.created_at.isoformat()}
+            for m in AuthorMessage.objects.filter(task=task)
+        ],
+    }
+
+
+def passes_of(task: Task) -> QuerySet[ReviewPass]:
+    return task.passes.order_by("number")
+
+
+STATE_ORDER = {
+    TaskState.STUCK: 0,
+    TaskState.AUTHOR_FIXING: 1,
+    TaskState.REVIEWING: 2,
+    TaskState.APPROVED: 3,
+    TaskState.OPEN: 4,
+    TaskState.DONE: 5,
+    TaskState.RETURNED: 6,
+    TaskState.RECALLED: 7,
+}
+
+
+def board(tasks: QuerySet[Task]) -> list[Task]:
+    """Tasks for the board: the stuck ones first, then by what they wait on."""
+    return sorted(
+        tasks.select_related("reviewer", "owner"), key=lambda t: (STATE_ORDER[t.state], -t.pk)
+    )

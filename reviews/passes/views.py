@@ -1,0 +1,64 @@
+"""The task board: every review-pass task with its status row, the stuck ones first,
+and a task's page with its passes, open items and the four actions."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from repos.github import GitHubError
+from reviews.passes.models import Task
+from reviews.passes.selectors import board, feedback_collect, task_status
+from reviews.passes.services import ACTIONS, TaskError, action_take
+
+
+def may_act(user) -> bool:
+    """Staff may look; acting on a task needs the change-task permission."""
+    return user.has_perm("reviews.change_task")
+
+
+@staff_member_required
+def task_board(request: HttpRequest) -> HttpResponse:
+    tasks = board(Task.objects.all())
+    rows = [{"task": t, "status": task_status(t)} for t in tasks]
+    return render(request, "reviews/tasks.html", {"rows": rows, "may_act": may_act(request.user)})
+
+
+@staff_member_required
+def task_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    task = get_object_or_404(Task.objects.select_related("reviewer", "owner"), pk=pk)
+    return render(
+        request,
+        "reviews/task.html",
+        {
+            "task": task,
+            "status": task_status(task),
+            "feedback": feedback_collect(task),
+            "passes": task.passes.order_by("number"),
+            "pulls": task.pulls.select_related("repository", "pull_request"),
+            "runs": [run for p in task.passes.order_by("number") for run in p.runs.order_by("pk")],
+            "actions": ACTIONS,
+            "may_act": may_act(request.user),
+        },
+    )
+
+
+@staff_member_required
+@require_POST
+def task_action(request: HttpRequest, pk: int) -> HttpResponse:
+    task = get_object_or_404(Task, pk=pk)
+    if not may_act(request.user):
+        return HttpResponseForbidden("You may look at tasks but not act on them.")
+    action = request.POST.get("action", "")
+    try:
+        action_take(task, action, text=request.POST.get("text", ""))
+    except TaskError as exc:
+        messages.error(request, str(exc))
+    except GitHubError as exc:
+        messages.error(request, f"GitHub refused: {exc.message}")
+    else:
+        messages.success(request, f"{action.replace('_', ' ').capitalize()}: done.")
+    return redirect("reviews:task", pk=task.pk)
