@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from reviews.models import PullRequest, ReviewRun
+from reviews.passes.models import ReviewPass, Task, TaskPullRequest
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -27,3 +28,40 @@ class ReviewRunAdmin(ReadOnlyAdmin):
     list_filter = ("status", "stage", "trigger", "reviewer")
     search_fields = ("pull_request__repository__full_name", "head_sha")
     list_select_related = ("pull_request__repository", "reviewer")
+
+
+# --- Review passes: read here, acted on from the task board (/tasks/) or the API ---------
+
+
+class TaskPullRequestInline(admin.TabularInline):
+    model = TaskPullRequest
+    fields = ("repository", "number", "reported_head", "checks_read_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+class ReviewPassInline(admin.TabularInline):
+    model = ReviewPass
+    fields = ("number", "status", "blocking_open", "blocking_new", "nits_open", "reason")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(Task)
+class TaskAdmin(ReadOnlyAdmin):
+    """Tasks are created over the API (`POST /api/tasks/`, with a token from "Tokens"
+    above) and acted on from the task board, where the four actions are."""
+
+    list_display = ("pk", "title", "owner", "author_name", "state", "reviewer", "created_at")
+    list_filter = ("state", "reviewer")
+    search_fields = ("title", "author_name", "author_login", "pulls__repository__full_name")
+    list_select_related = ("owner", "reviewer")
+    inlines = (TaskPullRequestInline, ReviewPassInline)

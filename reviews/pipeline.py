@@ -235,7 +235,9 @@ def disputes_ruled(
             and ruling.id in disputed
             and ruling.id not in found_again
             and decision is not None
-            and decision.state == CURRENT
+            # Still there, or "no longer found" with its code untouched: the reviewer
+            # changed its mind on the author's reasons, not on a fix.
+            and (decision.state == CURRENT or not decision.code_changed)
         ):
             why = ruling.reason.strip().rstrip(".") or "no reason given"
             ruled[ruling.id] = Decision(

@@ -39,6 +39,7 @@ class Earlier:
 class Decision:
     state: str  # current | resolved | outdated | accepted
     reason: str
+    code_changed: bool = True  # its lines changed between the two heads (or unknown)
 
 
 def _removed_lines(text: str) -> list[tuple[int, str]]:
@@ -120,5 +121,7 @@ def reconcile(
             reason = f"{where} was changed and the problem is gone"
             decisions[item.fingerprint] = Decision(RESOLVED, reason)
         else:
-            decisions[item.fingerprint] = Decision(RESOLVED, f"no longer found in {item.path}")
+            decisions[item.fingerprint] = Decision(
+                RESOLVED, f"no longer found in {item.path}", code_changed=False
+            )
     return decisions

@@ -49,6 +49,9 @@ class Core:
     validated: list[Validated] = field(default_factory=list)
     # Why the engine did not run, when it did not: "trivial" or "budget".
     stopped: str = ""
+    # Where findings may be anchored: the pull request's whole diff when the review
+    # diff is incremental (None: the review diff itself).
+    anchors: Diff | None = None
 
 
 def head_reader(root: Path) -> Callable[[str], str | None]:
@@ -93,6 +96,8 @@ def prepare(checkout: Checkout, config: EffectiveConfig) -> Core:
     changed = [p for p in reviewed if diff.get(p) and diff.get(p).status != "deleted"]
     packs = guidelines.detect(changed, tree_paths(checkout.root), read) if changed else []
     core = Core(diff=diff, reviewed=reviewed, filtered=filtered, packs=packs)
+    if checkout.anchor_diff is not None:
+        core.anchors = diff_parse(checkout.anchor_diff)
     if config.triage_enabled:
         core.verdict = triage_rule(diff, reviewed, whitespace_only=checkout.whitespace_only)
         if core.verdict.trivial:
@@ -162,7 +167,7 @@ def validate(
     core.result = result
     core.validated = gate(
         result.findings,
-        core.diff,
+        core.anchors if core.anchors is not None else core.diff,
         GateConfig(
             min_severity=config.min_severity,
             min_confidence=config.min_confidence,

@@ -43,6 +43,9 @@ class Checkout:
     # The diff from the previous review's head to this head (for reconciliation), when
     # that commit is available; equal to `diff` for an incremental review.
     previous_diff: str | None = None
+    # An incremental review's findings anchor on the pull request's whole diff (what
+    # GitHub accepts comments on), not only on the new commits.
+    anchor_diff: str | None = None
 
 
 class Workspace:
@@ -147,8 +150,16 @@ def _prepare(
         entry.split("\t", 2)[2] for entry in numstat.split("\0") if entry.startswith("0\t0\t")
     )
     previous_diff = None
+    anchor_diff = None
     if incremental:
         previous_diff = diff
+        anchor_diff = git(
+            "-c", "core.quotePath=false", "diff", "--no-color", "--no-ext-diff",
+            "--find-renames", "--unified=3", merge_base, head_sha,
+            what="compute the pull request's diff",
+        )  # fmt: skip
+    elif previous_sha and previous_sha == head_sha:
+        previous_diff = ""  # the same head again: nothing changed since the last review
     elif (
         previous_sha
         and previous_sha != head_sha
@@ -170,6 +181,7 @@ def _prepare(
         whitespace_only=whitespace_only,
         removed=removed,
         previous_diff=previous_diff,
+        anchor_diff=anchor_diff,
     )
 
 

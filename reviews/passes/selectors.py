@@ -19,7 +19,13 @@ from reviews.passes.models import (
     TaskComment,
     TaskState,
 )
-from reviews.passes.services import finding_id, latest_pass, open_findings, unanswered_comments
+from reviews.passes.services import (
+    finding_id,
+    heads_moved,
+    latest_pass,
+    open_findings,
+    unanswered_comments,
+)
 
 
 def _plural(n: int, word: str) -> str:
@@ -61,6 +67,8 @@ def task_status(task: Task) -> str:
         )
         if failing:
             parts.append(_plural(failing, "failing check"))
+        if last is not None and last.status == PassStatus.CLEAN and heads_moved(task, last):
+            parts.append(f"pushed since pass {last.number}: report done for another pass")
         if last is not None and last.status == PassStatus.SUPERSEDED:
             parts.append("heads moved during the pass")
         if task.told_to_push_at is not None:

@@ -243,6 +243,12 @@ def task_done(task: Task, *, heads: dict[str, str], uncommitted: bool = False) -
         raise TaskError(
             "Review passes are not enabled for this task: hand it off first.", status=409
         )
+    if task.state == TaskState.STUCK:
+        raise TaskError(
+            f"The review is stuck ({task.stuck_reason}); the task's owner decides what happens "
+            "next: run another pass, message the author, return it as is, or recall it.",
+            status=409,
+        )
     if task.passes.filter(status=PassStatus.RUNNING).exists():
         raise TaskError("A pass is running; wait for its feedback.", status=409)
     pulls = list(task.pulls.select_related("repository__installation"))
@@ -577,7 +583,7 @@ def task_evaluate(task: Task) -> str:
     not_green = checks_refresh(task)
     failing = [c for c in not_green if c["state"] == "failure"]
     open_comments = unanswered_comments(task, since=last.finished_at).exists()
-    if failing or open_comments:
+    if failing or open_comments or heads_moved(task, last):
         state = TaskState.AUTHOR_FIXING
     elif not_green:
         state = TaskState.APPROVED
@@ -589,6 +595,18 @@ def task_evaluate(task: Task) -> str:
     Task.objects.filter(pk=task.pk).exclude(state__in=TASK_FINAL_STATES).update(**updates)
     task.refresh_from_db()
     return task.state
+
+
+def heads_moved(task: Task, review_pass: ReviewPass) -> list[str]:
+    """The pull requests whose head moved since the pass pinned it: what the pass
+    approved is not what would merge, so the author reports done for another pass."""
+    return [
+        str(tpr)
+        for tpr in task.pulls.select_related("pull_request", "repository")
+        if tpr.pull_request is not None
+        and review_pass.heads.get(str(tpr.pk), tpr.pull_request.head_sha)
+        != tpr.pull_request.head_sha
+    ]
 
 
 # --- Answers --------------------------------------------------------------------------------
@@ -803,7 +821,13 @@ def action_take(task: Task, action: str, *, text: str = "") -> Task:
     if action == "message_author":
         if not text.strip():
             raise TaskError("message_author needs `text`.")
-        AuthorMessage.objects.create(task=task, kind="message", text=text.strip()[:10_000])
+        with transaction.atomic():
+            AuthorMessage.objects.create(task=task, kind="message", text=text.strip()[:10_000])
+            # A stuck task goes back to the author, who reads the message in its feedback
+            # and reports done again; the heads it is told about are checked afresh.
+            Task.objects.filter(pk=task.pk, state=TaskState.STUCK).update(
+                state=TaskState.AUTHOR_FIXING, told_to_push_at=None
+            )
     elif action == "run_another_pass":
         if task.passes.filter(status=PassStatus.RUNNING).exists():
             raise TaskError("A pass is running already.", status=409)
@@ -843,7 +867,7 @@ def action_take(task: Task, action: str, *, text: str = "") -> Task:
 def task_pulls_for(repository: Repository, number: int):
     return (
         TaskPullRequest.objects.filter(repository=repository, number=number)
-        .exclude(task__state__in=TASK_FINAL_STATES)
+        .exclude(task__state__in=(TaskState.RETURNED, TaskState.RECALLED))
         .select_related("task")
     )
 
@@ -896,8 +920,9 @@ def comment_record(
             continue  # a redelivery
         recorded += 1
         if counted and task.state in (TaskState.APPROVED, TaskState.DONE):
-            Task.objects.filter(pk=task.pk, state=TaskState.APPROVED).update(
-                state=TaskState.AUTHOR_FIXING
+            # A comment after a clean pass: not done until the author answers it.
+            Task.objects.filter(pk=task.pk, state__in=(TaskState.APPROVED, TaskState.DONE)).update(
+                state=TaskState.AUTHOR_FIXING, done_at=None
             )
     return recorded
 

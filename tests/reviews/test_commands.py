@@ -8,15 +8,16 @@ from django_q.models import Schedule
 pytestmark = pytest.mark.django_db
 
 
-def test_setup_schedules_registers_the_sweeper_and_the_reaper_and_is_idempotent(capsys):
+def test_setup_schedules_registers_the_sweepers_and_the_reaper_and_is_idempotent(capsys):
     call_command("setup_schedules")
     call_command("setup_schedules")
     schedules = {s.name: s for s in Schedule.objects.all()}
     assert {s.func for s in schedules.values()} == {
         "webhooks.tasks.deliveries_sweep",
         "reviews.tasks.runs_reap",
+        "reviews.tasks.tasks_sweep",
     }
-    assert len(schedules) == 3
+    assert len(schedules) == 4
     assert all(
         (s.schedule_type, s.minutes, s.repeats) == (Schedule.MINUTES, 1, -1)
         for s in schedules.values()

@@ -1,0 +1,216 @@
+"""The review-pass API's edges: who may see a task, what it refuses and why, and its
+OpenAPI schema."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from repos.github.config import retry_policy
+from repos.github.gateway import GitHubGateway
+from reviews.passes.author import ApprovalRefused, AuthorGateway, author_credentials
+from reviews.passes.models import Answer, Task
+from tests.fakes.models import ToolCall
+from tests.gitworld import REPO
+from tests.helpers import drain_queue
+from tests.reviews.passes.conftest import finding
+
+pytestmark = pytest.mark.django_db
+
+SHELL = finding("app/payments.py", 8, "Order id reaches a shell", blocking=True, severity="high")
+QUOTE = finding("deploy.sh", 3, "Unquoted target directory", blocking=False, severity="low")
+
+
+def test_the_openapi_schema_is_valid(tmp_path):
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out))
+    schema = yaml.safe_load(out.read_text())
+    paths = set(schema["paths"])
+    assert {
+        "/api/tasks/",
+        "/api/tasks/{id}/",
+        "/api/tasks/{id}/handoff/",
+        "/api/tasks/{id}/done/",
+        "/api/tasks/{id}/feedback/",
+        "/api/tasks/{id}/answers/",
+        "/api/tasks/{id}/actions/",
+    } <= paths
+    assert "tokenAuth" in schema["components"]["securitySchemes"]
+
+
+def test_the_schema_and_its_browsable_docs_are_served(client):
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert schema.status_code == 200
+    assert "/api/tasks/{id}/done/" in json.loads(schema.content)["paths"]
+    docs = client.get("/api/docs/")
+    assert docs.status_code == 200 and b"swagger-ui" in docs.content
+
+
+ENDPOINTS = [
+    ("get", "/api/tasks/{id}", None),
+    ("post", "/api/tasks/{id}/handoff", {"enabled": False}),
+    ("post", "/api/tasks/{id}/done", {"heads": {}}),
+    ("get", "/api/tasks/{id}/feedback", None),
+    ("post", "/api/tasks/{id}/answers", {"answers": [{"finding": "1.x", "kind": "skip"}]}),
+    ("post", "/api/tasks/{id}/actions", {"action": "recall"}),
+]
+
+
+def test_every_endpoint_refuses_a_token_that_does_not_own_the_task(passes):
+    task = passes.create_task()
+    stranger = get_user_model().objects.create_user("someone-else")
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=stranger).key}")
+    anonymous = APIClient()
+    bad_token = APIClient()
+    bad_token.credentials(HTTP_AUTHORIZATION="Token not-a-token")
+    for method, url, body in ENDPOINTS:
+        url = url.format(id=task.pk)
+        answer = getattr(other, method)(url, body, format="json")
+        assert answer.status_code == 404, (url, answer.status_code)
+        assert getattr(anonymous, method)(url, body, format="json").status_code == 401
+        assert getattr(bad_token, method)(url, body, format="json").status_code == 401
+    assert other.get("/api/tasks/").json() == []
+    task.refresh_from_db()
+    assert task.state == "open" and task.passes_enabled  # nothing the stranger sent landed
+    assert [t["id"] for t in passes.api.get("/api/tasks/").json()] == [task.pk]
+
+
+def test_creating_a_task_refuses_what_it_cannot_review(passes):
+    post = passes.api.post
+    bad = post("/api/tasks/", {"title": "x", "author": {"name": "a"},
+                               "pull_requests": ["acme/shop/7"]}, format="json")  # fmt: skip
+    assert bad.status_code == 400
+    assert (
+        bad.json()["error"] == "'acme/shop/7' is not a pull request reference like owner/repo#12."
+    )
+    unknown = post("/api/tasks/", {"title": "x", "author": {"name": "a"},
+                                   "pull_requests": ["acme/elsewhere#1"]}, format="json")  # fmt: skip
+    assert unknown.status_code == 422
+    assert (
+        "acme/elsewhere is not a repository Tasuku's GitHub App is installed on"
+        in (unknown.json()["error"])
+    )
+    twice = post("/api/tasks/", {"title": "x", "author": {"name": "a"},
+                                 "pull_requests": [f"{REPO}#7", f"{REPO}#7"]}, format="json")  # fmt: skip
+    assert twice.status_code == 400 and twice.json()["error"] == "A pull request is listed twice."
+    missing = post("/api/tasks/", {"title": "x"}, format="json")
+    assert missing.status_code == 400 and "author" in missing.json()
+    assert not Task.objects.exists()
+
+
+def test_handoff_refuses_settings_it_cannot_honour(passes, settings):
+    created = passes.api.post(
+        "/api/tasks/",
+        {"title": "x", "author": {"name": "a"}, "pull_requests": [f"{REPO}#7"]},
+        format="json",
+    ).json()
+    url = f"/api/tasks/{created['id']}/handoff"
+
+    def handoff(**body):
+        return passes.api.post(url, {"enabled": True, **body}, format="json")
+
+    assert handoff().json()["error"] == (
+        "Name the reviewer that reviews the passes (a reviewer's slug)."
+    )
+    nobody = handoff(reviewer={"slug": "nobody"})
+    assert (
+        nobody.status_code == 422
+        and nobody.json()["error"] == "There is no enabled reviewer 'nobody'."
+    )
+    assert handoff(reviewer={"slug": "claude"}, max_passes=11).status_code == 400
+    assert handoff(reviewer={"slug": "claude"}, max_passes=0).status_code == 400
+    bots = handoff(reviewer={"slug": "claude"}, counted_bots=["not a login!"])
+    assert bots.status_code == 400 and "is not a GitHub login" in bots.json()["error"]
+    static = handoff(reviewer={"slug": "static", "model": "gpt-9"})
+    assert static.status_code == 422
+    assert static.json()["error"] == "The static reviewer has no model to choose."
+
+    settings.ANTHROPIC_API_KEY = ""
+    settings.ANTHROPIC_BASE_URL = ""
+    keyless = handoff(reviewer={"slug": "claude"})
+    assert keyless.status_code == 422
+    assert keyless.json()["error"].startswith("The reviewer 'claude' has no anthropic API key")
+
+    settings.ANTHROPIC_API_KEY = "sk-ant-test"
+    settings.TASUKU_AUTHOR_APP_ID = ""
+    no_author = handoff(reviewer={"slug": "claude"})
+    assert no_author.status_code == 422
+    assert no_author.json()["error"] == (
+        "The author's App is not configured, so answers cannot be posted as the author: "
+        "set TASUKU_AUTHOR_APP_ID."
+    )
+    assert not Task.objects.get(pk=created["id"]).passes_enabled
+
+
+def test_an_author_cannot_skip_a_blocking_finding(passes):
+    passes.claude.script(ToolCall("submit_review", {"findings": [SHELL, QUOTE]}))
+    task = passes.create_task()
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 202
+    drain_queue()
+    feedback = passes.api.get(f"/api/tasks/{task.pk}/feedback").json()
+    by_title = {f["title"]: f["id"] for f in feedback["findings"]}
+    refused = passes.api.post(
+        f"/api/tasks/{task.pk}/answers",
+        {"answers": [
+            {"finding": by_title["Unquoted target directory"], "kind": "skip"},
+            {"finding": by_title["Order id reaches a shell"], "kind": "skip"},
+        ]},
+        format="json",
+    )  # fmt: skip
+    assert refused.status_code == 422
+    assert refused.json()["error"] == (
+        f"answers[1]: {by_title['Order id reaches a shell']!r} is blocking and cannot be "
+        "skipped: fix it, reply with your reasons, or name a follow-up."
+    )
+    assert not Answer.objects.exists()  # all or nothing: the nit's skip was not kept either
+
+    follow_up = passes.api.post(
+        f"/api/tasks/{task.pk}/answers",
+        {"answers": [{"finding": by_title["Order id reaches a shell"], "kind": "follow_up",
+                      "text": "acme/shop#12 replaces the shell call"}]},
+        format="json",
+    )  # fmt: skip
+    assert follow_up.status_code == 202
+    again = passes.api.post(
+        f"/api/tasks/{task.pk}/answers",
+        {"answers": [{"finding": by_title["Order id reaches a shell"], "kind": "reply",
+                      "text": "x"}]},
+        format="json",
+    )  # fmt: skip
+    assert again.status_code == 409 and "answered already" in again.json()["error"]
+    fixed_without_sha = passes.api.post(
+        f"/api/tasks/{task.pk}/answers",
+        {"answers": [{"finding": by_title["Unquoted target directory"], "kind": "fixed"}]},
+        format="json",
+    )
+    assert fixed_without_sha.status_code == 400
+    assert "names the commit" in fixed_without_sha.json()["error"]
+    drain_queue()
+    [posted] = passes.comments_by("agent-app[bot]")
+    assert posted["body"].startswith("Follow-up: acme/shop#12 replaces the shell call")
+
+
+def test_the_authors_app_can_never_approve(passes, fake_github):
+    gateway = AuthorGateway(author_credentials(), retry_policy())
+    before = len(fake_github.calls)
+    for event in ("APPROVE", "REQUEST_CHANGES"):
+        with pytest.raises(ApprovalRefused, match="only the reviewer App approves"):
+            gateway.review_create(
+                installation_id=61, repository_id=None, full_name=REPO, number=7,
+                commit_sha=passes.world.pull.head_sha, body="LGTM", event=event, comments=[],
+                marker="<!-- m -->",
+            )  # fmt: skip
+    assert len(fake_github.calls) == before  # refused before anything reached GitHub
+    assert issubclass(AuthorGateway, GitHubGateway)
+    # And what the author's side posts with is a poster that has no review method at all.
+    from reviews.passes.author import author_poster
+
+    assert not hasattr(author_poster(), "review_create")
+    assert not any(r["state"] == "APPROVED" for r in fake_github.reviews_of(REPO, 7))

@@ -1,0 +1,89 @@
+"""The task board on the dashboard: tasks with their status rows, the stuck ones first,
+and the four actions (for those allowed to act)."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.test import Client
+
+from reviews.passes.models import AuthorMessage, Task, TaskState
+from tests.fakes.models import ToolCall
+from tests.helpers import drain_queue
+from tests.reviews.passes.conftest import finding
+
+pytestmark = pytest.mark.django_db
+
+SHELL = finding("app/payments.py", 8, "Order id reaches a shell", blocking=True, severity="high")
+
+
+def operator(*, may_act: bool) -> Client:
+    user = get_user_model().objects.create_user(
+        "lead" if may_act else "viewer", password="pw", is_staff=True
+    )
+    if may_act:
+        user.user_permissions.add(
+            Permission.objects.get(codename="change_task", content_type__app_label="reviews")
+        )
+    browser = Client()
+    browser.force_login(user)
+    return browser
+
+
+def test_the_board_lists_stuck_tasks_first_and_acts_on_them(passes):
+    passes.claude.script(ToolCall("submit_review", {"findings": [SHELL]}))
+    waiting = passes.create_task()
+    stuck = passes.create_task(max_passes=1)
+    Task.objects.filter(pk=waiting.pk).update(title="Waiting one")
+    assert passes.done(stuck, passes.world.pull.head_sha).status_code == 202
+    drain_queue()
+    stuck.refresh_from_db()
+    assert stuck.state == TaskState.STUCK
+
+    lead = operator(may_act=True)
+    page = lead.get("/tasks/").content.decode()
+    first, second = page.index(f"#{stuck.pk} Refunds"), page.index(f"#{waiting.pk} Waiting one")
+    assert first < second  # stuck first, though newer tasks sort first otherwise
+    assert "Review stuck: 1 passes (the most allowed) and 1 blocking finding still open" in page
+    assert "Handed off · waiting for the author" in page
+    for action in ("run_another_pass", "message_author", "return_as_is", "recall"):
+        assert f'value="{action}"' in page
+
+    detail = lead.get(f"/tasks/{stuck.pk}/").content.decode()
+    assert "Order id reaches a shell" in detail
+
+    sent = lead.post(f"/tasks/{stuck.pk}/action",
+                     {"action": "message_author", "text": "Use a list argv."}, follow=True)  # fmt: skip
+    assert "Message author: done." in sent.content.decode()
+    assert AuthorMessage.objects.get(task=stuck, kind="message").text == "Use a list argv."
+    stuck.refresh_from_db()
+    assert stuck.state == TaskState.AUTHOR_FIXING
+
+    empty = lead.post(f"/tasks/{stuck.pk}/action", {"action": "message_author"}, follow=True)
+    assert "message_author needs `text`." in empty.content.decode()
+
+    lead.post(f"/tasks/{waiting.pk}/action", {"action": "recall"})
+    waiting.refresh_from_db()
+    assert waiting.state == TaskState.RECALLED
+
+
+def test_a_viewer_sees_the_board_but_cannot_act(passes):
+    task = passes.create_task()
+    viewer = operator(may_act=False)
+    page = viewer.get("/tasks/").content.decode()
+    assert f"#{task.pk} Refunds" in page and 'value="recall"' not in page
+    refused = viewer.post(f"/tasks/{task.pk}/action", {"action": "recall"})
+    assert refused.status_code == 403
+    task.refresh_from_db()
+    assert task.state == TaskState.OPEN
+    anonymous = Client().get("/tasks/")
+    assert anonymous.status_code == 302 and "/login" in anonymous["Location"]
+
+
+def test_tasks_are_in_the_admin(passes, admin_client):
+    task = passes.create_task()
+    listing = admin_client.get("/admin/reviews/task/")
+    assert listing.status_code == 200 and "Refunds" in listing.content.decode()
+    assert admin_client.get(f"/admin/reviews/task/{task.pk}/change/").status_code == 200
+    assert admin_client.get("/admin/authtoken/tokenproxy/").status_code == 200

@@ -1,0 +1,262 @@
+"""Each way a task gets stuck, and each action an owner takes from there."""
+
+from __future__ import annotations
+
+import pytest
+
+from reviews.models import ReviewRun, RunStatus, Stage
+from reviews.passes.models import AuthorMessage, PassStatus, Task, TaskState
+from tests.fakes.models import Fail, ToolCall
+from tests.gitworld import PAYMENTS, REPO
+from tests.helpers import drain_queue
+from tests.reviews.passes.conftest import REVIEWER_BOT, earlier_ids, finding
+
+pytestmark = pytest.mark.django_db
+
+SHELL = finding("app/payments.py", 8, "Order id reaches a shell", blocking=True, severity="high")
+CLEAN = ToolCall("submit_review", {"findings": []})
+
+V1 = PAYMENTS.replace(
+    '    cmd = f"refund --order {order_id}"\n    return subprocess.call(cmd, shell=True)\n',
+    '    return subprocess.call(["refund", "--order", str(order_id)])\n',
+)
+V2 = V1.replace(
+    '    return subprocess.call(["refund", "--order", str(order_id)])\n',
+    '    code = subprocess.call(["refund", "--order", str(order_id)])\n'
+    "    if code:\n        raise RuntimeError(code)\n    return code\n",
+)
+
+
+def ruling_all(*, still_open: bool = False, findings: list | None = None):
+    """A reviewer step that rules on every earlier finding it is shown."""
+
+    def step(request):
+        rulings = [
+            {"id": fid, "still_open": still_open, "reason": "looked again"}
+            for fid in earlier_ids(request).values()
+        ]
+        return ToolCall("submit_review", {"findings": findings or [], "rulings": rulings})
+
+    return step
+
+
+def status(passes, task: Task) -> str:
+    return passes.api.get(f"/api/tasks/{task.pk}").json()["status"]
+
+
+def act(passes, task: Task, action: str, **extra):
+    return passes.api.post(
+        f"/api/tasks/{task.pk}/actions", {"action": action, **extra}, format="json"
+    )
+
+
+def test_max_passes_reached_with_a_finding_open_then_run_another_pass(passes):
+    passes.claude.script(ToolCall("submit_review", {"findings": [SHELL]}), ruling_all())
+    task = passes.create_task(max_passes=1)
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 202
+    drain_queue()
+    task.refresh_from_db()
+    assert task.state == TaskState.STUCK
+    assert status(passes, task) == (
+        "Review stuck: 1 passes (the most allowed) and 1 blocking finding still open"
+    )
+    # Stuck, the author cannot start another pass on its own.
+    refused = passes.done(task, passes.world.pull.head_sha)
+    assert refused.status_code == 409 and "stuck" in refused.json()["error"]
+
+    fixed = passes.world.push({"app/payments.py": V1})
+    taken = act(passes, task, "run_another_pass")
+    assert taken.status_code == 200, taken.json()
+    drain_queue()
+    task.refresh_from_db()
+    assert task.extra_passes == 1
+    assert [p.status for p in task.passes.order_by("number")] == [
+        PassStatus.FINDINGS,
+        PassStatus.CLEAN,
+    ]
+    assert task.state == TaskState.DONE  # no required checks: the clean pass is enough
+    [approval] = [r for r in passes.reviews_by(REVIEWER_BOT) if r["state"] == "APPROVED"]
+    assert approval["commit_id"] == fixed
+
+
+def test_two_passes_in_a_row_with_new_blocking_problems_then_message_the_author(passes):
+    world = passes.world
+    exit_code = finding("app/payments.py", 7, "Refund's exit code is ignored",
+                        blocking=True, severity="high")  # fmt: skip
+    raises = finding("app/payments.py", 9, "A failed refund crashes the worker",
+                     blocking=True, severity="high")  # fmt: skip
+    passes.claude.script(
+        ToolCall("submit_review", {"findings": [SHELL]}),
+        ruling_all(findings=[exit_code]),
+        ruling_all(findings=[raises]),
+    )
+    task = passes.create_task(max_passes=5)
+    assert passes.done(task, world.pull.head_sha).status_code == 202
+    drain_queue()
+    assert passes.done(task, world.push({"app/payments.py": V1})).status_code == 202
+    drain_queue()
+    task.refresh_from_db()
+    assert task.state == TaskState.AUTHOR_FIXING  # one pass with a new problem is normal
+    assert passes.done(task, world.push({"app/payments.py": V2})).status_code == 202
+    drain_queue()
+    task.refresh_from_db()
+    assert task.state == TaskState.STUCK
+    assert task.stuck_reason == (
+        "two passes in a row (passes 2 and 3) found new blocking problems in the author's fixes"
+    )
+
+    assert act(passes, task, "message_author").status_code == 400  # needs text
+    taken = act(passes, task, "message_author", text="Handle the failure without raising.")
+    assert taken.status_code == 200, taken.json()
+    task.refresh_from_db()
+    assert task.state == TaskState.AUTHOR_FIXING
+    feedback = passes.api.get(f"/api/tasks/{task.pk}/feedback").json()
+    assert feedback["messages"][-1]["text"] == "Handle the failure without raising."
+    [open_blocking] = [f for f in feedback["findings"] if f["blocking"]]
+    assert open_blocking["title"] == "A failed refund crashes the worker"
+
+
+def test_the_reviewer_failing_then_return_as_is(passes, settings):
+    task = passes.create_task()
+    passes.claude.script(Fail(401, message="invalid x-api-key"), repeat_last=True)
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 202
+    drain_queue()
+    task.refresh_from_db()
+    [run] = ReviewRun.objects.filter(review_pass__task=task)
+    assert (run.status, run.stage) == (RunStatus.FAILED, Stage.PROVIDER)
+    assert task.state == TaskState.STUCK
+    assert task.stuck_reason.startswith("the reviewer failed on acme/shop#7 at provider: ")
+    assert status(passes, task).startswith("Review stuck: the reviewer failed")
+    assert task.passes.get().status == PassStatus.FAILED
+
+    assert act(passes, task, "return_as_is").status_code == 200
+    task.refresh_from_db()
+    assert task.state == TaskState.RETURNED
+    assert status(passes, task) == "Returned as is"
+    again = act(passes, task, "run_another_pass")
+    assert again.status_code == 409 and again.json()["error"] == "The task is returned as is."
+
+
+def test_the_reviewer_not_submitting_then_recall(passes):
+    # The model keeps submitting something that is not a review; after its corrections
+    # the run ends with an incomplete review and nothing published.
+    passes.claude.script(ToolCall("submit_review", {"findings": "none"}), repeat_last=True)
+    task = passes.create_task()
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 202
+    drain_queue()
+    task.refresh_from_db()
+    assert task.state == TaskState.STUCK
+    assert task.stuck_reason.startswith(
+        "the reviewer did not submit a review of acme/shop#7: the model's submission"
+    )
+    assert not passes.reviews_by(REVIEWER_BOT)
+
+    assert act(passes, task, "recall").status_code == 200
+    task.refresh_from_db()
+    assert task.state == TaskState.RECALLED
+    assert status(passes, task) == "Recalled"
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 409
+
+
+def test_heads_still_differing_after_being_told_then_run_another_pass(passes):
+    world = passes.world
+    passes.claude.script(CLEAN)
+    task = passes.create_task()
+    stale = world.pull.head_sha
+    pushed = world.push({"app/payments.py": V1})  # on GitHub, not what the author reports
+
+    told = passes.done(task, stale)
+    assert told.status_code == 409
+    body = told.json()
+    assert body["told"].startswith(f"Not reviewed: {REPO}#7 is at {pushed[:12]} on GitHub")
+    assert body["differing"] == [
+        {"pull_request": f"{REPO}#7", "reported": stale, "on_github": pushed}
+    ]
+    feedback = passes.api.get(f"/api/tasks/{task.pk}/feedback").json()
+    assert feedback["messages"][-1]["kind"] == "push_or_discard"
+    assert status(passes, task) == "Author fixing · told to push"
+
+    # Nothing uncommitted now, but the head still differs: stuck.
+    again = passes.done(task, stale, uncommitted=False)
+    assert again.status_code == 409
+    task.refresh_from_db()
+    assert task.state == TaskState.STUCK
+    assert again.json()["stuck"].startswith("the author's heads still differ after being told")
+    assert not ReviewRun.objects.filter(review_pass__task=task).exists()
+
+    # The owner has the pull request reviewed as it is on GitHub.
+    assert act(passes, task, "run_another_pass").status_code == 200
+    drain_queue()
+    run = ReviewRun.objects.get(review_pass__task=task)
+    assert run.head_sha == pushed
+    task.refresh_from_db()
+    assert task.state == TaskState.DONE
+
+
+def test_uncommitted_changes_are_told_once(passes):
+    task = passes.create_task()
+    told = passes.done(task, passes.world.pull.head_sha, uncommitted=True)
+    assert told.status_code == 409
+    assert told.json()["told"].startswith("Not reviewed: you have uncommitted changes.")
+    assert AuthorMessage.objects.filter(task=task, kind="push_or_discard").count() == 1
+
+
+def test_github_refusing_the_review_then_run_another_pass(passes):
+    passes.claude.script(ToolCall("submit_review", {"findings": [SHELL]}), CLEAN)
+    task = passes.create_task()
+    passes.world.fake.inject(
+        3,
+        status=403,
+        method="POST",
+        path=r"/pulls/7/reviews$",
+        body={"message": "Resource not accessible by integration", "status": "403"},
+    )
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 202
+    drain_queue()
+    task.refresh_from_db()
+    assert task.state == TaskState.STUCK
+    assert task.stuck_reason.startswith("GitHub refused a post on acme/shop#7: ")
+    assert "Resource not accessible by integration" in task.stuck_reason
+    passes.world.fake.injections.clear()
+
+    assert act(passes, task, "run_another_pass").status_code == 200
+    drain_queue()
+    task.refresh_from_db()
+    assert task.passes.order_by("number").last().status in (PassStatus.CLEAN, PassStatus.FINDINGS)
+    assert passes.reviews_by(REVIEWER_BOT)
+
+
+def test_github_refusing_an_answer_makes_the_task_stuck(passes):
+    passes.claude.script(ToolCall("submit_review", {"findings": [SHELL]}))
+    task = passes.create_task()
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 202
+    drain_queue()
+    [shell] = passes.api.get(f"/api/tasks/{task.pk}/feedback").json()["findings"]
+    passes.world.fake.inject(
+        5, status=403, path=r"/pulls/7/(reviews|comments)",
+        body={"message": "Resource not accessible by integration", "status": "403"},
+    )  # fmt: skip
+    answered = passes.api.post(
+        f"/api/tasks/{task.pk}/answers",
+        {"answers": [{"finding": shell["id"], "kind": "reply", "text": "Not reachable."}]},
+        format="json",
+    )
+    assert answered.status_code == 202
+    drain_queue()
+    task.refresh_from_db()
+    assert task.state == TaskState.STUCK
+    assert task.stuck_reason.startswith("GitHub refused to post the author's answer on acme/shop#7")
+
+
+def test_recall_cancels_a_pass_waiting_for_the_reviewer(passes):
+    passes.claude.script(CLEAN)
+    task = passes.create_task()
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 202
+    assert status(passes, task) == "Waiting for a reviewer"
+    assert act(passes, task, "recall").status_code == 200
+    drain_queue()
+    run = ReviewRun.objects.get(review_pass__task=task)
+    assert run.status == RunStatus.CANCELLED and run.reason == f"task {task.pk} recalled"
+    assert task.passes.get().status == PassStatus.FAILED
+    assert not passes.reviews_by(REVIEWER_BOT)
+    assert not passes.claude.model_requests
