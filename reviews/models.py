@@ -46,6 +46,9 @@ class RunStatus(models.TextChoices):
     FAILED = "failed", "failed"
     CANCELLED = "cancelled", "cancelled"
     SKIPPED = "skipped", "skipped"  # admitted no review, but its check run says why
+    # Handed to a GitHub Actions runner (the `actions` runner): no worker holds it; it
+    # waits for the runner's result (reviews/actions.py).
+    DISPATCHED = "dispatched", "dispatched"
 
 
 RUN_FINAL_STATES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.SKIPPED)
@@ -107,6 +110,19 @@ class ReviewRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The `actions` runner: the workflow run Tasuku dispatched, the job it serves to that
+    # run alone, and the result it posted back (accepted once).
+    actions_run_id = models.BigIntegerField(null=True, blank=True, unique=True)
+    actions_run_attempt = models.PositiveSmallIntegerField(null=True, blank=True)
+    actions_run_url = models.URLField(max_length=500, blank=True)
+    actions_workflow_ref = models.CharField(max_length=500, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    job = models.JSONField(null=True, blank=True, help_text="The ReviewJob served to the runner.")
+    job_fetched_at = models.DateTimeField(null=True, blank=True)
+    runner_result = models.JSONField(
+        null=True, blank=True, help_text="The ReviewResult the runner posted, once."
+    )
+    result_received_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

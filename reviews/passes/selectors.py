@@ -46,7 +46,9 @@ def task_status(task: Task) -> str:
     if task.state == TaskState.RECALLED:
         return "Recalled"
     if task.state == TaskState.REVIEWING and last is not None:
-        running = ReviewRun.objects.filter(review_pass=last, status=RunStatus.RUNNING).exists()
+        running = ReviewRun.objects.filter(
+            review_pass=last, status__in=(RunStatus.RUNNING, RunStatus.DISPATCHED)
+        ).exists()
         return f"Reviewing · pass {last.number}" if running else "Waiting for a reviewer"
     if task.state == TaskState.APPROVED:
         pending = sum(

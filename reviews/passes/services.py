@@ -954,7 +954,7 @@ def tasks_sweep() -> int:
     push ends no pipeline) and re-read the checks of tasks waiting for them."""
     swept = 0
     for review_pass in ReviewPass.objects.filter(status=PassStatus.RUNNING).exclude(
-        runs__status__in=(RunStatus.QUEUED, RunStatus.RUNNING)
+        runs__status__in=(RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.DISPATCHED)
     ):
         pass_conclude(review_pass)
         swept += 1
