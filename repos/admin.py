@@ -74,7 +74,7 @@ class RepositoryPolicyInline(admin.StackedInline):
                 )
             },
         ),
-        ("Reviewers", {"fields": ("reviewers", "strictness", "triage_enabled")}),
+        ("Reviewers", {"fields": ("reviewers", "strictness", "triage_enabled", "runner")}),
         ("Scope", {"fields": ("max_changed_files", "excluded_paths", "excluded_authors")}),
         (
             "Publication and the merge gate",

@@ -157,10 +157,6 @@ class Reviewer(models.Model):
             raise ValidationError(
                 "The static engine uses no model: leave the triage model and base URL empty."
             )
-        if self.runner == Runner.ACTIONS:
-            raise ValidationError(
-                {"runner": "The actions runner is not available yet: use local or docker."}
-            )
         if self.cost_cap_usd is not None and self.engine != Engine.STATIC:
             overrides = prices_parse(settings.TASUKU_MODEL_PRICES)
             if price_for(self.model, overrides) is None:
@@ -275,6 +271,15 @@ class RepositoryPolicy(models.Model):
         help_text="Approve when no finding is open on the current head. Tasuku never merges.",
     )
     triage_enabled = models.BooleanField(default=Defaults.TRIAGE_ENABLED)
+    runner = models.CharField(
+        max_length=20,
+        blank=True,
+        choices=[("", "each reviewer's own")] + [(r.value, r.value) for r in Runner],
+        help_text=(
+            "Where this repository's reviews run, over each reviewer's runner: `actions` "
+            "dispatches them to GitHub Actions runners in the repository."
+        ),
+    )
     reviewers = models.ManyToManyField(Reviewer, blank=True, related_name="policies")
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -329,3 +334,32 @@ class RepoMemory(models.Model):
 
     def __str__(self) -> str:
         return f"memory of {self.repository}"
+
+
+class GitHubApiUsage(models.Model):
+    """What the gateway's calls to GitHub cost, per App and installation: a running count
+    of calls and the rate limit GitHub reported on its latest answer. Processes count in
+    memory and add their counts here (repos/github/usage.py, `github_usage_flush`), so
+    every web and worker process, on any host, adds to the same figures (/metrics)."""
+
+    app_id = models.CharField(max_length=40)
+    # GitHub's installation id; 0 for the App's own calls (App JWT: tokens, permissions).
+    installation_id = models.BigIntegerField()
+    calls = models.BigIntegerField(default=0)
+    errors = models.BigIntegerField(default=0)
+    rate_limit_remaining = models.IntegerField(null=True, blank=True)
+    rate_limit_limit = models.IntegerField(null=True, blank=True)
+    rate_limit_reset = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "GitHub API usage"
+        verbose_name_plural = "GitHub API usage"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["app_id", "installation_id"], name="github_usage_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"App {self.app_id}, installation {self.installation_id}: {self.calls} calls"

@@ -14,11 +14,13 @@ from repos.policy import (
 )
 
 
-def reviewer_config(reviewer: Reviewer) -> ReviewerConfig:
+def reviewer_config(reviewer: Reviewer, *, runner: str = "") -> ReviewerConfig:
+    """The reviewer as a run's configuration; `runner` (a repository's policy) overrides
+    the reviewer's own runner."""
     return ReviewerConfig(
         slug=reviewer.slug,
         engine=reviewer.engine,
-        runner=reviewer.runner,
+        runner=runner or reviewer.runner,
         model=reviewer.model,
         triage_model=reviewer.triage_model,
         base_url=reviewer.base_url,
@@ -67,7 +69,10 @@ def effective_config(repository: Repository) -> EffectiveConfig:
     installation = repository.installation
     return config_merge(
         policy=policy_values(policy) if policy else None,
-        reviewers=[reviewer_config(r) for r in reviewers.order_by("slug")],
+        reviewers=[
+            reviewer_config(r, runner=policy.runner if policy else "")
+            for r in reviewers.order_by("slug")
+        ],
         secondary_repositories=[
             SecondaryRepositoryConfig(full_name=s.full_name, commit=s.pinned_commit)
             for s in repository.secondary_repositories.filter(approved=True).order_by("full_name")
