@@ -22,8 +22,8 @@ from django.utils import timezone
 from repos import github
 from repos.github import CheckRunOutput, GitHubError, GitHubGateway
 from repos.models import RepoMemory
-from repos.policy import EffectiveConfig, ReviewerConfig, Trigger
-from reviews import engines, stages, threads
+from repos.policy import EffectiveConfig, ReviewerConfig, Runner, Trigger
+from reviews import actions, engines, stages, threads
 from reviews.budget import Budget, budget_alert, installation_budget
 from reviews.diff import diff_parse
 from reviews.models import Finding, Review, ReviewRun, ReviewState, RunStatus, Stage
@@ -89,6 +89,12 @@ def dashboard_url(run: ReviewRun) -> str:
     return settings.TASUKU_BASE_URL + reverse("reviews:run", args=[run.pk])
 
 
+def details_url(run: ReviewRun) -> str:
+    """The check run's Details link: the GitHub Actions run that reviews it, if one
+    does, else the run's page on the dashboard."""
+    return run.actions_run_url or dashboard_url(run)
+
+
 def run_execute(run_pk: int) -> str:
     """Claim a run and take it through the pipeline. Returns what became of it."""
     held = run_claim(run_pk)
@@ -140,7 +146,9 @@ def pipeline(ctx: Context) -> str:
         installation = ctx.repository.installation
         budget = installation_budget(installation)
         budget_alert(installation, budget)
-        if core.stopped or stages.budget_gate(core, budget, ctx.config):
+        # A result a GitHub Actions runner posted back: the engine has run (and spent).
+        stored = actions.stored_result(run)
+        if stored is None and (core.stopped or stages.budget_gate(core, budget, ctx.config)):
             return stop_early(ctx, core, checkout, budget)
 
         ctx.stage(Stage.SANDBOX)
@@ -154,15 +162,22 @@ def pipeline(ctx: Context) -> str:
             earlier=engines.earlier_for_job(earlier, answers=pass_answers(run, earlier)),
         )  # fmt: skip
         ReviewRun.objects.filter(pk=run.pk).update(omitted=[o.model_dump() for o in job.omitted])
-        if model_triaged(ctx, core, reviewer, job):
+        if stored is None and model_triaged(ctx, core, reviewer, job):
             return stop_early(ctx, core, checkout, budget)
-        result = engines.engine_run(
-            run.reviewer,
-            reviewer,
-            job,
-            checkout.root,
-            run_name=f"tasuku-run-{run.pk}-{ctx.held.attempt}",
-        )
+        if stored is not None:
+            result = stored
+        elif reviewer.runner == Runner.ACTIONS:
+            status = actions.dispatch(ctx, job)
+            check_dispatched(ctx)
+            return status
+        else:
+            result = engines.engine_run(
+                run.reviewer,
+                reviewer,
+                job,
+                checkout.root,
+                run_name=f"tasuku-run-{run.pk}-{ctx.held.attempt}",
+            )
     if result.incomplete:
         return stop_incomplete(ctx, core, result)
 
@@ -410,9 +425,28 @@ def check_in_progress(ctx: Context) -> None:
         return  # a review pass reports through its task, not a check run
     try:
         ctx.gateway.check_run_update(**ctx.where, check_run_id=_check_id(ctx), status="in_progress",
-                                     details_url=dashboard_url(ctx.run))  # fmt: skip
+                                     details_url=details_url(ctx.run))  # fmt: skip
     except GitHubError as exc:
         raise StageError(str(exc), permanent=exc.permanent, stage=Stage.PUBLICATION) from exc
+
+
+def check_dispatched(ctx: Context) -> None:
+    """The check run of a run dispatched to GitHub Actions links to the Actions run. The
+    run is no longer held: a failure here is logged, the review goes on."""
+    if ctx.run.review_pass_id:
+        return
+    url = ctx.run.actions_run_url
+    try:
+        ctx.gateway.check_run_update(
+            **ctx.where, check_run_id=_check_id(ctx), status="in_progress", details_url=url,
+            output=CheckRunOutput(
+                title="Reviewing on GitHub Actions",
+                summary=f"The review runs in [this GitHub Actions run]({url}); its findings are "
+                "published here when the runner posts them back.",
+            ),
+        )  # fmt: skip
+    except GitHubError as exc:
+        logger.warning("run %s: could not link its check run to %s: %s", ctx.run.pk, url, exc)
 
 
 def check_complete(ctx: Context, conclusion: str, title: str, summary: str) -> None:
@@ -424,7 +458,7 @@ def check_complete(ctx: Context, conclusion: str, title: str, summary: str) -> N
             check_run_id=_check_id(ctx),
             conclusion=conclusion,
             output=CheckRunOutput(title=title[:255], summary=summary),
-            details_url=dashboard_url(ctx.run),
+            details_url=details_url(ctx.run),
         )
     except GitHubError as exc:
         raise StageError(str(exc), permanent=exc.permanent, stage=Stage.PUBLICATION) from exc
@@ -458,7 +492,7 @@ def run_check_conclude(run_pk: int) -> None:
                 f"An operator can retry it from the [run page]({dashboard_url(run)})."
             ),
         ),
-        details_url=dashboard_url(run),
+        details_url=details_url(run),
     )
 
 
@@ -476,7 +510,7 @@ def _conclude_cancelled(run: ReviewRun) -> None:
             title=f"Superseded by {run.superseded_by[:7]}" if run.superseded_by else "Cancelled",
             summary=f"This commit was not reviewed: {run.reason}.",
         ),
-        details_url=dashboard_url(run),
+        details_url=details_url(run),
     )
 
 

@@ -309,10 +309,17 @@ def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
             else:
                 requeued += 1
 
+    # Runs on GitHub Actions have their own clock: from the dispatch to the result, then
+    # from the result to publication.
+    from reviews.actions import dispatched_sweep
+
+    overdue = dispatched_sweep(now)
     deadline = now - timedelta(seconds=settings.TASUKU_RUN_DEADLINE_SECONDS)
-    overdue = 0
-    for run in ReviewRun.objects.exclude(status__in=RUN_FINAL_STATES).filter(
-        started_at__lt=deadline
+    for run in (
+        ReviewRun.objects.exclude(status__in=RUN_FINAL_STATES)
+        .exclude(status=RunStatus.DISPATCHED)
+        .annotate(clock=Coalesce("result_received_at", "started_at"))
+        .filter(clock__lt=deadline)
     ):
         with transaction.atomic():
             if ReviewRun.objects.filter(pk=run.pk, status=run.status, attempts=run.attempts).update(

@@ -44,13 +44,13 @@ HANDLERS: dict[str, str] = {
     "status": "reviews.passes.events.status_event",
     "pull_request_review_comment": "reviews.passes.events.review_comment_event",
     "pull_request_review": "reviews.passes.events.pull_request_review_event",
+    "workflow_run": "reviews.actions.workflow_run_event",
 }
 
 # Events an App with Tasuku's permissions receives but does not act on, with the reason
 # recorded on each such delivery. An event in neither table is ignored as unknown.
 IGNORED: dict[str, str] = {
     "ping": "GitHub's test delivery: the webhook works",
-    "workflow_run": "workflow runs do not change what Tasuku reviews",
     "workflow_job": "workflow jobs do not change what Tasuku reviews",
     "push": "pushes are reviewed through their pull requests (pull_request.synchronize)",
     "pull_request_review_thread": (

@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from reviews.api.runner import RunnerJobView, RunnerResultView
 from reviews.api.views import TaskViewSet
 
 
@@ -21,6 +22,8 @@ router.register("tasks", TaskViewSet, basename="task")
 
 urlpatterns = [
     path("", include(router.urls)),
+    path("runner/job", RunnerJobView.as_view(), name="runner-job"),
+    path("runner/result", RunnerResultView.as_view(), name="runner-result"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),

@@ -1,0 +1,118 @@
+"""The runner API: a GitHub Actions runner Tasuku dispatched fetches its review job and
+posts the result back, authenticated by its GitHub Actions OIDC token
+(`Authorization: Bearer <token>`, audience = Tasuku's URL).
+
+Anything that does not prove to be the dispatched run, still waiting, is answered 403
+with the same body whatever the reason (the reason goes to the log).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from reviews import actions, oidc
+
+logger = logging.getLogger(__name__)
+
+FORBIDDEN = {"error": "Forbidden."}
+
+
+class JobSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["review", "cancelled"])
+    run = serializers.IntegerField(help_text="Tasuku's run id.")
+    reason = serializers.CharField(help_text="Why the run was cancelled (empty otherwise).")
+    engine = serializers.CharField(required=False, help_text="The engine to run.")
+    head_sha = serializers.CharField(required=False, help_text="The commit to review.")
+    job = serializers.JSONField(required=False, help_text="The ReviewJob (see the contract).")
+
+
+class ResultInSerializer(serializers.Serializer):
+    result = serializers.JSONField(required=False, help_text="A ReviewResult.")
+    failure = serializers.CharField(
+        required=False, max_length=4000, help_text="Why the runner could not review."
+    )
+
+
+class ResultOutSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["accepted", "already accepted", "failed"])
+    run = serializers.IntegerField()
+
+
+class _RunnerView(APIView):
+    authentication_classes: list = []
+    permission_classes = (AllowAny,)
+
+    def claims(self, request: Request) -> dict | Response:
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return Response(FORBIDDEN, status=status.HTTP_403_FORBIDDEN)
+        try:
+            return oidc.verify(token.strip())
+        except oidc.IssuerUnavailable as exc:
+            logger.warning("runner token not checked: %s", exc)
+            return Response({"error": "GitHub's OIDC keys cannot be read now; try again."},
+                            status=status.HTTP_503_SERVICE_UNAVAILABLE)  # fmt: skip
+        except oidc.TokenRefused as exc:
+            logger.warning("runner token refused: %s", exc)
+            return Response(FORBIDDEN, status=status.HTTP_403_FORBIDDEN)
+
+
+class RunnerJobView(_RunnerView):
+    @extend_schema(
+        request=None,
+        responses={
+            200: JobSerializer,
+            403: OpenApiResponse(description="Not the dispatched run, or it is not waiting"),
+        },
+        description="The review job of the workflow run the OIDC token proves to be.",
+    )
+    def post(self, request: Request) -> Response:
+        claims = self.claims(request)
+        if isinstance(claims, Response):
+            return claims
+        try:
+            answer = actions.job_for(claims)
+        except actions.Refused as exc:
+            logger.warning("runner job refused: %s", exc)
+            return Response(FORBIDDEN, status=status.HTTP_403_FORBIDDEN)
+        run = answer.run
+        body = {"status": answer.status, "run": run.pk, "reason": answer.reason}
+        if answer.status == "review":
+            body.update(engine=run.reviewer.engine, head_sha=run.head_sha, job=run.job)
+        return Response(body)
+
+
+class RunnerResultView(_RunnerView):
+    @extend_schema(
+        request=ResultInSerializer,
+        responses={
+            200: ResultOutSerializer,
+            400: OpenApiResponse(description="Not a ReviewResult: the run fails"),
+            403: OpenApiResponse(description="Not the dispatched run, or it is not waiting"),
+        },
+        description=(
+            "The runner's ReviewResult (or `failure`), accepted once: a repeat answers "
+            "`already accepted` and changes nothing."
+        ),
+    )
+    def post(self, request: Request) -> Response:
+        claims = self.claims(request)
+        if isinstance(claims, Response):
+            return claims
+        body = request.data if isinstance(request.data, dict) else {}
+        try:
+            answer = actions.result_accept(claims, body)
+        except actions.Refused as exc:
+            logger.warning("runner result refused: %s", exc)
+            return Response(FORBIDDEN, status=status.HTTP_403_FORBIDDEN)
+        except ValueError as exc:
+            return Response({"error": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response({"status": answer.status, "run": answer.run.pk})

@@ -1,0 +1,247 @@
+"""`tasuku-runner`: the review job of a GitHub Actions run Tasuku dispatched.
+
+Run by the workflow (docs/actions/tasuku.yml) after it checked out the repository:
+
+1. asks the runner for an OIDC token whose audience is Tasuku's URL
+   (ACTIONS_ID_TOKEN_REQUEST_URL / ACTIONS_ID_TOKEN_REQUEST_TOKEN, which need
+   `permissions: id-token: write`), and fetches the job with it;
+2. removes those two variables from the environment before anything else runs, so no
+   engine can mint a token;
+3. builds the workspace as the local runner does: a copy of the checkout at the job's
+   head, sanitised (agent instruction files, `.git`, symlinks leading out);
+4. runs the job's engine in a subprocess with a scrubbed environment that holds only
+   the engine's provider key (from the workflow's secrets);
+5. writes the findings to the job summary (GITHUB_STEP_SUMMARY) and posts the result
+   with a fresh token, retrying network errors and 5xx answers (Tasuku accepts a result
+   once, so a repeat is harmless).
+
+It imports no Django: it runs in the Actions job, not in Tasuku.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+from sandbox.contract import ReviewJob, ReviewResult
+from sandbox.errors import StageError
+
+TOKEN_VARIABLES = ("ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+PROVIDER_VARIABLES = {
+    "static": (),
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+    "claude-code": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "codex": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+}
+ATTEMPTS = 5
+TIMEOUT = 30
+
+
+class RunnerError(Exception):
+    pass
+
+
+def log(message: str) -> None:
+    print(f"tasuku-runner: {message}", file=sys.stderr, flush=True)
+
+
+class TokenSource:
+    """Mints OIDC tokens for `audience` with the request credentials it was given; they
+    live only here once the environment is cleared."""
+
+    def __init__(self, url: str, token: str, audience: str) -> None:
+        self._url, self._token, self._audience = url, token, audience
+
+    @classmethod
+    def from_environment(cls, audience: str) -> TokenSource:
+        url, token = (os.environ.get(name, "") for name in TOKEN_VARIABLES)
+        if not url or not token:
+            raise RunnerError(
+                "no GitHub Actions OIDC token can be requested: the job needs "
+                "`permissions: id-token: write` (ACTIONS_ID_TOKEN_REQUEST_URL is not set)"
+            )
+        return cls(url, token, audience)
+
+    def mint(self) -> str:
+        separator = "&" if "?" in self._url else "?"
+        answer = _with_retries(
+            "request an OIDC token",
+            lambda: requests.get(
+                f"{self._url}{separator}audience={quote(self._audience, safe='')}",
+                headers={"Authorization": f"bearer {self._token}"},
+                timeout=TIMEOUT,
+            ),
+        )
+        try:
+            return answer.json()["value"]
+        except (ValueError, KeyError) as exc:
+            raise RunnerError(f"the OIDC token answer has no value: {answer.text[:200]}") from exc
+
+
+def _with_retries(what: str, call) -> requests.Response:
+    """`call()` until it answers below 500, retrying network errors and 5xx with backoff."""
+    delay = 1.0
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            answer = call()
+        except requests.RequestException as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+        else:
+            if answer.status_code < 500:
+                if answer.status_code >= 400:
+                    raise RunnerError(f"could not {what}: {answer.status_code} {answer.text[:300]}")
+                return answer
+            problem = f"{answer.status_code} {answer.text[:200]}"
+        if attempt == ATTEMPTS:
+            raise RunnerError(f"could not {what} after {ATTEMPTS} attempts: {problem}")
+        log(f"could not {what} ({problem}); trying again in {delay:.0f} s")
+        time.sleep(delay)
+        delay = min(delay * 2, 30)
+    raise AssertionError("unreachable")
+
+
+def _post(url: str, tokens: TokenSource, body: dict[str, Any] | None, what: str) -> dict:
+    def call():
+        return requests.post(
+            url, json=body or {}, timeout=TIMEOUT,
+            headers={"Authorization": f"Bearer {tokens.mint()}"},
+        )  # fmt: skip
+
+    return _with_retries(what, call).json()
+
+
+def workspace_build(checkout: Path, head_sha: str, into: Path) -> tuple[Path, list[str]]:
+    """A sanitised copy of the checkout, after checking it is at the job's head."""
+    from sandbox.workspace import sanitise
+
+    if (checkout / ".git").exists():
+        found = subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "HEAD"],
+            capture_output=True, text=True, check=False,
+        ).stdout.strip()  # fmt: skip
+        if found and found != head_sha:
+            raise RunnerError(
+                f"the checkout is at {found[:12]}, the job reviews {head_sha[:12]}: check out "
+                "the dispatched head (actions/checkout with `ref: ${{ inputs.head_sha }}`)"
+            )
+    root = into / "checkout"
+    shutil.copytree(checkout, root, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    return root, sanitise(root)
+
+
+def summary_write(result: ReviewResult | None, text: str) -> None:
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    lines = ["## Tasuku review", "", text, ""]
+    if result is not None and result.findings:
+        lines += ["| Severity | Where | Finding |", "| --- | --- | --- |"]
+        for finding in result.findings:
+            data = finding if isinstance(finding, dict) else finding.model_dump()
+            title = str(data.get("title", "")).replace("|", "\\|")
+            where = f"`{data.get('path')}:{data.get('start_line')}`"
+            lines.append(f"| {data.get('severity', '')} | {where} | {title} |")
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tasuku-runner", description=__doc__.split("\n")[0])
+    parser.add_argument("--url", default=os.environ.get("TASUKU_URL", ""),
+                        help="Tasuku's URL (default: $TASUKU_URL); also the token's audience")  # fmt: skip
+    parser.add_argument("--checkout", default=".", help="the repository checkout (default: .)")
+    parser.add_argument("--github-output", default=os.environ.get("GITHUB_OUTPUT", ""),
+                        help=argparse.SUPPRESS)  # fmt: skip
+    args = parser.parse_args(argv)
+    if not args.url:
+        log("Tasuku's URL is not set: pass --url or set TASUKU_URL")
+        return 2
+    base = args.url.rstrip("/")
+    try:
+        tokens = TokenSource.from_environment(base)
+    except RunnerError as exc:
+        log(str(exc))
+        return 2
+    # From here on no process this runner starts can ask for a token.
+    for name in TOKEN_VARIABLES:
+        os.environ.pop(name, None)
+
+    try:
+        answer = _post(f"{base}/api/runner/job", tokens, None, "fetch the review job")
+    except RunnerError as exc:
+        log(str(exc))
+        return 1
+    if answer.get("status") == "cancelled":
+        text = f"Not reviewed: {answer.get('reason') or 'the run was cancelled'}."
+        log(text)
+        summary_write(None, text)
+        return 0
+
+    result: ReviewResult | None = None
+    failure = ""
+    try:
+        job = ReviewJob.model_validate(answer["job"])
+        engine = answer["engine"]
+        with tempfile.TemporaryDirectory(prefix="tasuku-runner-") as scratch:
+            root, removed = workspace_build(Path(args.checkout), answer["head_sha"], Path(scratch))
+            if removed:
+                log(f"removed from the workspace: {', '.join(removed[:20])}")
+            result = engine_run(engine, job, root)
+    except (RunnerError, StageError, KeyError, ValueError) as exc:
+        failure = f"{type(exc).__name__}: {exc}"
+        log(f"the review failed: {failure}")
+
+    if result is not None:
+        text = (
+            f"{len(result.findings)} finding(s) for run {answer['run']}; Tasuku validates and "
+            "publishes them on the pull request."
+        )
+        if result.incomplete:
+            text += f" The review is incomplete: {result.incomplete}."
+        body: dict[str, Any] = {"result": result.model_dump(mode="json")}
+    else:
+        text = f"The review failed: {failure}"
+        body = {"failure": failure}
+    summary_write(result, text)
+    try:
+        posted = _post(f"{base}/api/runner/result", tokens, body, "post the result")
+    except RunnerError as exc:
+        log(str(exc))
+        return 1
+    log(f"result {posted.get('status')} for run {posted.get('run')}")
+    return 0 if result is not None else 1
+
+
+def engine_run(engine: str, job: ReviewJob, root: Path) -> ReviewResult:
+    """The engine in a subprocess with the local runner's limits and a scrubbed
+    environment: only the engine's provider key and server."""
+    from sandbox.runners.local import Limits
+    from sandbox.runners.local import engine_run as local_run
+
+    if engine not in PROVIDER_VARIABLES:
+        raise RunnerError(f"unknown engine {engine!r}")
+    allow = {n: os.environ[n] for n in PROVIDER_VARIABLES[engine] if os.environ.get(n)}
+    seconds = max(60, int(job.limits.deadline_seconds) + 60)
+    return local_run(
+        engine, job, root, limits=Limits(wall_seconds=seconds, cpu_seconds=seconds),
+        allow_env=allow,
+    )  # fmt: skip
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()
