@@ -249,6 +249,10 @@ TASUKU_RUN_HEARTBEAT_SECONDS = _positive_int(
 )
 # A run that has not finished this long after it first started is failed.
 TASUKU_RUN_DEADLINE_SECONDS = 45 * 60
+
+# --- Operating ------------------------------------------------------------------------------
+# /metrics answers a staff session, or a scraper that sends `Authorization: Bearer <token>`.
+TASUKU_METRICS_TOKEN = env.str("TASUKU_METRICS_TOKEN", default="")
 # Where workspaces are created (a fresh folder per run, removed afterwards).
 TASUKU_WORKSPACE_ROOT = env.str("TASUKU_WORKSPACE_ROOT", default="") or None
 
@@ -287,6 +291,17 @@ TASUKU_AUTHOR_APP_PRIVATE_KEY_PATH = env.str("TASUKU_AUTHOR_APP_PRIVATE_KEY_PATH
 # Comments reach the author's feedback once this many seconds have passed since the
 # latest one: a thread being written arrives whole, not one keystroke at a time.
 TASUKU_FEEDBACK_QUIET_SECONDS = env.int("TASUKU_FEEDBACK_QUIET_SECONDS", default=120)
+
+# --- The `actions` runner: reviews on GitHub Actions runners ---------------------------------
+# The workflow Tasuku dispatches, on each repository's default branch.
+TASUKU_ACTIONS_WORKFLOW = env.str("TASUKU_ACTIONS_WORKFLOW", default="tasuku.yml")
+# Who signs the runners' OIDC tokens, and the audience they must be minted for (Tasuku's URL).
+TASUKU_ACTIONS_OIDC_ISSUER = env.str(
+    "TASUKU_ACTIONS_OIDC_ISSUER", default="https://token.actions.githubusercontent.com"
+)
+TASUKU_ACTIONS_AUDIENCE = env.str("TASUKU_ACTIONS_AUDIENCE", default="")
+# A dispatched run with no result after this long is failed.
+TASUKU_ACTIONS_RESULT_TIMEOUT = env.int("TASUKU_ACTIONS_RESULT_TIMEOUT", default=45 * 60)
 
 # --- The REST API (review passes) -----------------------------------------------------------
 # Clients authenticate with a token (Authorization: Token <key>) made in the admin; the
