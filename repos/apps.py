@@ -1,9 +1,24 @@
 from django.apps import AppConfig
 
 
+def _github_usage_flush(**kwargs: object) -> None:
+    """After a web request or a worker task: record the GitHub calls it counted."""
+    from repos.github.usage import usage_pending
+    from repos.services import github_usage_flush
+
+    if usage_pending():
+        github_usage_flush()
+
+
 class ReposConfig(AppConfig):
     name = "repos"
     verbose_name = "Repositories and policy"
 
     def ready(self) -> None:
+        from django.core.signals import request_finished
+        from django_q.signals import post_execute_in_worker
+
         from repos import checks  # noqa: F401  (registers the system checks)
+
+        request_finished.connect(_github_usage_flush, dispatch_uid="repos.github_usage")
+        post_execute_in_worker.connect(_github_usage_flush, dispatch_uid="repos.github_usage")

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
-from repos.models import Installation, Repository, RepositoryPolicy, Reviewer
+from repos.github.usage import usage_put_back, usage_take
+from repos.models import GitHubApiUsage, Installation, Repository, RepositoryPolicy, Reviewer
 from webhooks.routing import Outcome
+
+logger = logging.getLogger(__name__)
 
 
 def installation_upsert(
@@ -190,3 +196,62 @@ def installation_repositories_event(payload: dict[str, Any], *, delivery_id: int
         count = repositories_remove(installation=installation, github_ids=ids)
         return Outcome(f"{count} repositories removed from {installation.account_login}")
     return Outcome.ignore(f"installation_repositories.{action} needs no action")
+
+
+def github_usage_flush() -> int:
+    """Add the GitHub calls this process counted (repos/github/usage.py) to the
+    `GitHubApiUsage` rows, which /metrics reads. Called after each web request and each
+    worker task, and by the worker's heartbeat thread.
+
+    1. Take the counts (later calls count afresh).
+    2. Per App and installation, one UPDATE adds them (a relative update, so processes
+       flushing at once all add up); no row yet: create it, and if another process
+       created it first (the unique constraint decides) add to that one.
+    3. A database error gives the unwritten counts back for the next flush and is
+       logged, never raised: counting must not fail a request or a review.
+    Returns how many rows were written.
+    """
+    taken = usage_take()
+    if not taken:
+        return 0
+    written = 0
+    now = timezone.now()
+    try:
+        for key, pending in list(taken.items()):
+            app_id, installation_id = key
+            updates: dict[str, Any] = {
+                "calls": F("calls") + pending.calls,
+                "errors": F("errors") + pending.errors,
+                "updated_at": now,
+            }
+            if pending.limit is not None:
+                updates["rate_limit_remaining"] = pending.remaining
+                updates["rate_limit_limit"] = pending.limit
+                updates["rate_limit_reset"] = (
+                    datetime.fromtimestamp(pending.reset, tz=UTC) if pending.reset else None
+                )
+            rows = GitHubApiUsage.objects.filter(app_id=app_id, installation_id=installation_id)
+            # A savepoint when a caller's transaction is open: an error here rolls back
+            # only this write.
+            with transaction.atomic():
+                if not rows.update(**updates):
+                    try:
+                        with transaction.atomic():
+                            GitHubApiUsage.objects.create(
+                                app_id=app_id,
+                                installation_id=installation_id,
+                                calls=pending.calls,
+                                errors=pending.errors,
+                                rate_limit_remaining=updates.get("rate_limit_remaining"),
+                                rate_limit_limit=updates.get("rate_limit_limit"),
+                                rate_limit_reset=updates.get("rate_limit_reset"),
+                                updated_at=now,
+                            )
+                    except IntegrityError:
+                        rows.update(**updates)
+            del taken[key]
+            written += 1
+    except Exception:  # any database trouble (or no database at all): count it later
+        usage_put_back(taken)
+        logger.warning("could not record %d GitHub usage rows; will retry", len(taken))
+    return written

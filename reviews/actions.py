@@ -60,7 +60,7 @@ def dispatch(ctx: Any, job: ReviewJob) -> str:
     dispatch."""
     run: ReviewRun = ctx.run
     repository = ctx.repository
-    info = ctx.gateway.repository_get(**ctx.where)
+    info = ctx.repository_info or ctx.gateway.repository_get(**ctx.where)
     branch = info.default_branch or repository.default_branch or "main"
     try:
         dispatched = ctx.gateway.workflow_dispatch(

@@ -4,3 +4,13 @@ from django.apps import AppConfig
 class ReviewsConfig(AppConfig):
     name = "reviews"
     verbose_name = "Reviews"
+
+    def ready(self) -> None:
+        from django_q.signals import post_execute_in_worker, post_spawn, pre_execute
+
+        from reviews import workers
+
+        # Every worker process heartbeats, busy or idle (reviews/workers.py).
+        post_spawn.connect(workers.heartbeat_start, dispatch_uid="reviews.heartbeat")
+        pre_execute.connect(workers.task_started, dispatch_uid="reviews.heartbeat")
+        post_execute_in_worker.connect(workers.task_finished, dispatch_uid="reviews.heartbeat")

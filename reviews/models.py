@@ -147,6 +147,22 @@ class ReviewRun(models.Model):
             # the reaper: expired leases and due retries
             models.Index(fields=["status", "lease_expires_at"], name="run_status_lease"),
             models.Index(fields=["status", "next_attempt_at"], name="run_status_due"),
+            # The dashboard's pages, each index named for the page it serves
+            # (benchmarks/dashboard.py times them at 100,000 runs): runs of the last
+            # 24 h / 7 d by outcome, failures by stage, a pull request's runs.
+            models.Index(fields=["created_at", "status"], name="overview_runs_recent"),
+            models.Index(
+                fields=["stage", "-finished_at"],
+                condition=models.Q(status="failed"),
+                name="diagnostics_failures",
+            ),
+            models.Index(fields=["pull_request", "-created_at"], name="pr_page_runs"),
+            # /metrics: the run duration histogram, read from the index alone (PostgreSQL)
+            models.Index(
+                fields=["status"],
+                include=["started_at", "finished_at"],
+                name="metrics_run_durations",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -242,6 +258,21 @@ class Review(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [
+            # reviews and cost per day, and this month's spend per installation (the
+            # included columns let PostgreSQL answer from the index alone)
+            models.Index(
+                fields=["created_at"],
+                include=["pull_request", "cost_usd"],
+                name="overview_reviews_daily",
+            ),
+            # /metrics: tokens and cost per model
+            models.Index(
+                fields=["model"],
+                include=["input_tokens", "output_tokens", "cost_usd"],
+                name="metrics_model_usage",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"review of {self.pull_request} at {self.head_sha[:7]}"
@@ -297,6 +328,18 @@ class Finding(models.Model):
         ordering = ["review", "id"]
         indexes = [
             models.Index(fields=["pull_request", "fingerprint"], name="finding_pr_fingerprint"),
+            # the run page: earlier findings a run closed
+            models.Index(
+                fields=["pull_request", "resolved_in_sha"],
+                condition=~models.Q(resolved_in_sha=""),
+                name="run_page_closed_findings",
+            ),
+            # the repositories page: problems posted, each counted once per pull request
+            models.Index(
+                fields=["pull_request", "fingerprint"],
+                condition=models.Q(published=True) | models.Q(github_comment_id__isnull=False),
+                name="repositories_page_published",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -324,6 +367,25 @@ class BudgetAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.installation} at {self.spent_usd}/{self.cap_usd} in {self.month:%Y-%m}"
+
+
+class WorkerHeartbeat(models.Model):
+    """A worker process's sign of life: a thread in each `qcluster` worker process writes
+    it every TASUKU_RUN_HEARTBEAT_SECONDS, busy or idle (reviews/workers.py)."""
+
+    name = models.CharField(max_length=200, unique=True, help_text="host:pid, as on attempts.")
+    started_at = models.DateTimeField()
+    beat_at = models.DateTimeField()
+    tasks_done = models.PositiveIntegerField(default=0)
+    task = models.CharField(max_length=200, blank=True, help_text="What it is running now.")
+    task_started_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        indexes = [models.Index(fields=["beat_at"], name="overview_worker_beats")]
+
+    def __str__(self) -> str:
+        return f"worker {self.name}"
 
 
 class Dismissal(models.Model):

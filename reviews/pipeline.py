@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -65,6 +66,7 @@ class Context:
     beat: Heartbeat
     config: EffectiveConfig
     gateway: GitHubGateway
+    repository_info: Any = None  # the repository as GitHub described it when cloned
 
     @property
     def repository(self):
@@ -519,6 +521,7 @@ def _conclude_cancelled(run: ReviewRun) -> None:
 
 def clone(ctx: Context, workspace: Workspace, previous: str | None) -> Checkout:
     info = ctx.gateway.repository_get(**ctx.where)
+    ctx.repository_info = info
     token = ctx.gateway.contents_token(
         installation_id=ctx.repository.installation.github_id,
         repository_id=ctx.repository.github_id,

@@ -1,22 +1,39 @@
-"""Dashboard pages (staff only): the overview, a pull request's runs, one run."""
+"""Dashboard pages (staff only): the overview, repositories, a pull request's runs and
+findings, one run, workflow diagnostics, search; and /metrics."""
 
 from __future__ import annotations
 
+import hmac
 import json
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
-from django.db.models import Count
-from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from repos.github import GitHubError
-from repos.models import Repository, Reviewer
-from reviews.budget import month_start
-from reviews.models import BudgetAlert, Finding, PullRequest, Review, ReviewRun, RunStatus
-from reviews.outcomes import figures
+from repos.models import Repository
+from reviews import selectors
+from reviews.charts import daily_chart
+from reviews.diagnosis import diagnose
+from reviews.metrics import metrics_text
+from reviews.models import (
+    RUN_FINAL_STATES,
+    Finding,
+    FindingState,
+    PullRequest,
+    Review,
+    ReviewRun,
+    RunStatus,
+)
+from reviews.runs import run_retry
+from reviews.search import search_parse
 from reviews.triggers import manual_review
+from reviews.workers import silent_after
 from sandbox.contract import Severity
 from webhooks.models import DeliveryStatus, WebhookDelivery
 
@@ -25,18 +42,21 @@ SEVERITY_RANK = {s.value: s.rank for s in Severity}
 
 @staff_member_required
 def overview(request: HttpRequest) -> HttpResponse:
-    runs = ReviewRun.objects.select_related("reviewer", "pull_request__repository")[:50]
-    run_counts = dict(ReviewRun.objects.values_list("status").annotate(n=Count("id")).order_by())
-    failed_deliveries = WebhookDelivery.objects.filter(status=DeliveryStatus.FAILED).count()
-    alerts = BudgetAlert.objects.filter(month=month_start()).select_related("installation")
+    now = timezone.now()
     return render(
         request,
         "reviews/overview.html",
         {
-            "runs": runs,
-            "run_counts": [(s, run_counts.get(s, 0)) for s in RunStatus.values],
-            "failed_deliveries": failed_deliveries,
-            "budget_alerts": alerts,
+            "runs": ReviewRun.objects.select_related("reviewer", "pull_request__repository")[:25],
+            "run_counts": selectors.runs_by_status(now),
+            "failures": selectors.failures_by_stage(now - selectors.WINDOWS["7d"]),
+            "queue": selectors.queue_state(now),
+            "workers": selectors.worker_heartbeats(now, silent_after=silent_after()),
+            "spend": selectors.spend_by_installation(now),
+            "chart": daily_chart(selectors.reviews_per_day(now)),
+            "failed_deliveries": WebhookDelivery.objects.filter(
+                status=DeliveryStatus.FAILED
+            ).count(),
         },
     )
 
@@ -48,32 +68,37 @@ def pull_request_detail(request: HttpRequest, owner: str, name: str, number: int
         repository__full_name__iexact=f"{owner}/{name}",
         number=number,
     )
-    runs = pull_request.runs.select_related("reviewer")
-    latest = {}
-    for finding in (
-        Finding.objects.filter(pull_request=pull_request)
-        .select_related("review__reviewer")
-        .order_by("review__created_at", "pk")
-    ):
-        latest[(finding.review.reviewer_id, finding.fingerprint)] = finding
-    findings = sorted(
-        latest.values(),
-        key=lambda f: (f.state != "open", -SEVERITY_RANK.get(f.severity, 0), f.path),
-    )
+    runs = pull_request.runs.select_related("reviewer").order_by("-created_at", "-pk")
+    filters = {
+        "state": _choice(request, "state", FindingState.values),
+        "severity": _choice(request, "severity", [s.value for s in Severity]),
+        "reviewer": request.GET.get("reviewer", "")[:50],
+    }
+    problems, reviewers = selectors.pull_request_problems(pull_request, **filters)
     return render(
         request,
         "reviews/pull_request.html",
         {
             "pull_request": pull_request,
             "runs": runs,
-            "findings": findings,
+            "problems": problems,
+            "filters": filters,
+            "states": FindingState.values,
+            "severities": [s.value for s in Severity],
+            "reviewers": reviewers,
             "may_act": may_act(request.user),
         },
     )
 
 
+def _choice(request: HttpRequest, name: str, allowed: list[str]) -> str:
+    value = request.GET.get(name, "")
+    return value if value in allowed else ""
+
+
 def may_act(user) -> bool:
-    """Staff may look; acting (review now, retry) needs the change-run permission."""
+    """Staff may look; acting (review now, retrying a run or a delivery) needs the one
+    permission "Can change review run". Staff without it are the read-only role."""
     return user.has_perm("reviews.change_reviewrun")
 
 
@@ -103,22 +128,19 @@ def pull_request_review(request: HttpRequest, owner: str, name: str, number: int
 
 @staff_member_required
 def repositories(request: HttpRequest) -> HttpResponse:
-    rows = []
-    for repository in Repository.objects.select_related("installation", "policy").order_by(
-        "full_name"
-    ):
-        last = (
-            ReviewRun.objects.filter(pull_request__repository=repository)
-            .order_by("-created_at")
-            .first()
-        )
-        rows.append(
-            {"repository": repository, "figures": figures(repository=repository), "last": last}
-        )
-    reviewers = [
-        {"reviewer": r, "figures": figures(reviewer=r)} for r in Reviewer.objects.order_by("slug")
-    ]
-    return render(request, "reviews/repositories.html", {"rows": rows, "reviewers": reviewers})
+    repositories = Repository.objects.select_related("installation", "policy").prefetch_related(
+        "policy__reviewers"
+    )
+    page = Paginator(repositories.order_by("full_name"), 50).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "reviews/repositories.html",
+        {
+            "page": page,
+            "rows": selectors.repository_rows(list(page)),
+            "reviewers": selectors.reviewer_rows(),
+        },
+    )
 
 
 @staff_member_required
@@ -146,6 +168,13 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     duration = None
     if run.started_at and run.finished_at:
         duration = (run.finished_at - run.started_at).total_seconds()
+    attempts = list(run.attempt_rows.all())
+    failed_attempts = [a for a in attempts if a.error]
+    advice = None
+    if run.status == RunStatus.FAILED:
+        advice = diagnose(
+            run.stage, run.reason or (failed_attempts[-1].error if failed_attempts else "")
+        )
     return render(
         request,
         "reviews/run.html",
@@ -154,9 +183,134 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "review": review,
             "findings": findings,
             "open_count": sum(1 for f in findings if f.state == "open"),
+            "suppressed_count": sum(1 for f in findings if f.state == FindingState.SUPPRESSED),
+            "published_count": sum(1 for f in findings if f.published),
             "closed": closed,
-            "attempts": run.attempt_rows.all(),
+            "attempts": attempts,
             "duration": duration,
             "config_json": json.dumps(run.config, indent=2, sort_keys=True),
+            "live": run.status not in RUN_FINAL_STATES,
+            "version": _run_version(run, len(attempts)),
+            "advice": advice,
+            "may_act": may_act(request.user),
         },
     )
+
+
+def _run_version(run: ReviewRun, attempts: int) -> str:
+    """Changes whenever what the run page shows of an unfinished run changes."""
+    return f"{run.status}:{run.stage}:{attempts}:{run.attempts}"
+
+
+@staff_member_required
+def run_status(request: HttpRequest, pk: int) -> JsonResponse:
+    """What the run page polls while the run is in flight (static/tasuku.js)."""
+    run = get_object_or_404(ReviewRun, pk=pk)
+    attempts = run.attempt_rows.count()
+    return JsonResponse(
+        {
+            "status": run.status,
+            "stage": run.stage,
+            "final": run.status in RUN_FINAL_STATES,
+            "version": _run_version(run, attempts),
+        }
+    )
+
+
+@staff_member_required
+@require_POST
+def run_retry_view(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(ReviewRun, pk=pk)
+    if not may_act(request.user):
+        return HttpResponseForbidden("You may look at runs but not retry them.")
+    if run_retry(run):
+        messages.success(request, f"Run #{run.pk} queued again.")
+    else:
+        messages.warning(request, f"Run #{run.pk} is {run.status}; only failed runs retry.")
+    return redirect("reviews:run", pk=run.pk)
+
+
+@staff_member_required
+def diagnostics(request: HttpRequest) -> HttpResponse:
+    """Why runs failed (by stage and cause, with what to do), and why deliveries did
+    not become runs (admission decisions, searchable by owner/repo#n)."""
+    now = timezone.now()
+    window, since = selectors.since(request.GET.get("window", ""), now)
+    decisions = WebhookDelivery.objects.defer("payload").exclude(decision="")
+    decision = _choice(request, "decision", ["admitted", "skipped"])
+    if decision:
+        decisions = decisions.filter(decision=decision)
+    text = request.GET.get("q", "").strip()
+    query = search_parse(text)
+    if query is not None:
+        decisions = decisions.filter(repository_full_name__iexact=query.full_name)
+        if query.number:
+            decisions = decisions.filter(pr_number=query.number)
+    elif text:
+        decisions = decisions.none()  # not owner/repo#n: nothing matches
+    page = Paginator(decisions.order_by("-received_at", "-pk"), 50).get_page(
+        request.GET.get("page")
+    )
+    return render(
+        request,
+        "reviews/diagnostics.html",
+        {
+            "window": window,
+            "windows": list(selectors.WINDOWS),
+            "failures": selectors.failures_by_stage(since, sample=200),
+            "page": page,
+            "decision": decision,
+            "query": text,
+        },
+    )
+
+
+@staff_member_required
+def search(request: HttpRequest) -> HttpResponse:
+    """`owner/repo#n` (or a pull request's URL) opens the pull request's page; a
+    repository lists its pull requests; an unknown pull request shows what the webhook
+    deliveries for it said, which is usually why it was not reviewed."""
+    text = request.GET.get("q", "").strip()
+    query = search_parse(text)
+    context: dict = {"text": text, "query": query, "search_text": text}
+    if query is None:
+        return render(request, "reviews/search.html", context)
+    repository = Repository.objects.filter(full_name__iexact=query.full_name).first()
+    context["repository"] = repository
+    if query.number:
+        pull_request = PullRequest.objects.filter(
+            repository__full_name__iexact=query.full_name, number=query.number
+        ).first()
+        if pull_request is not None:
+            return redirect(
+                "reviews:pull_request",
+                owner=pull_request.repository.owner,
+                name=pull_request.repository.name,
+                number=pull_request.number,
+            )
+        context["deliveries"] = (
+            WebhookDelivery.objects.defer("payload")
+            .filter(repository_full_name__iexact=query.full_name, pr_number=query.number)
+            .order_by("-received_at")[:20]
+        )
+    elif repository is not None:
+        context["pulls"] = selectors.repository_pull_requests(repository)
+    return render(request, "reviews/search.html", context)
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus text format. A staff session may read it; a scraper sends
+    `Authorization: Bearer <TASUKU_METRICS_TOKEN>`."""
+    token = settings.TASUKU_METRICS_TOKEN
+    sent = request.headers.get("Authorization", "")
+    allowed = (request.user.is_authenticated and request.user.is_staff) or (
+        bool(token) and hmac.compare_digest(sent.encode(), f"Bearer {token}".encode())
+    )
+    if not allowed:
+        response = HttpResponse("metrics need a staff login or the metrics token\n", status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="tasuku-metrics"'
+        return response
+    from repos.services import github_usage_flush
+
+    github_usage_flush()  # this process's own calls, before reading everyone's
+    return HttpResponse(metrics_text(), content_type="text/plain; version=0.0.4; charset=utf-8")

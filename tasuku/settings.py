@@ -238,6 +238,17 @@ Q_CLUSTER = {
     "poll": 0.5,
     "label": "Worker queue",
 }
+# With many worker hosts, Redis may carry the doorbells instead of the database (django-q2's
+# redis broker; `pip install 'tasuku[redis]'`). The runs themselves stay in the database:
+# a doorbell rung after commit and lost is rung again by the sweepers.
+TASUKU_REDIS_URL = env.str("TASUKU_REDIS_URL", default="")
+if TASUKU_REDIS_URL:
+    if not TASUKU_REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+        raise ImproperlyConfigured(
+            f"TASUKU_REDIS_URL must be a redis:// (or rediss://, unix://) URL, not {TASUKU_REDIS_URL!r}."
+        )
+    del Q_CLUSTER["orm"], Q_CLUSTER["broker_class"]
+    Q_CLUSTER["redis"] = TASUKU_REDIS_URL
 
 # --- Review runs ------------------------------------------------------------------------
 # A worker holds a run under a lease it renews every 20 s; a run whose lease has expired

@@ -61,3 +61,41 @@ def staff_client(client, django_user_model):
     user = django_user_model.objects.create_user("operator", password="pw", is_staff=True)
     client.force_login(user)
     return client
+
+
+@pytest.fixture
+def operator_client(django_user_model):
+    """A staff user who may act (retry runs and deliveries, review now): the one
+    permission "Can change review run". `staff_client` is the read-only role."""
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    user = django_user_model.objects.create_user("maintainer", password="pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="change_reviewrun"))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture(autouse=True)
+def _static_reviewer_after_a_flush(request):
+    """A transactional test starts after another one's flush, which empties what the
+    data migrations wrote: give it back the `static` reviewer a fresh install has (as
+    repos/migrations/0002_static_reviewer.py makes it). Rather than serialized rollback,
+    whose teardown leaves the tables empty for the transactional tests after it."""
+    marker = request.node.get_closest_marker("django_db")
+    if marker is None or not marker.kwargs.get("transaction"):
+        return
+    request.getfixturevalue("transactional_db")
+    from repos.models import Reviewer
+
+    Reviewer.objects.get_or_create(
+        slug="static",
+        defaults={
+            "name": "Static analysis (offline)",
+            "engine": "static",
+            "runner": "local",
+            "enabled": True,
+            "default_for_new_repositories": True,
+        },
+    )

@@ -17,7 +17,7 @@ from django_q.brokers import get_broker
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
-from tests.fakes.github import CheckRun, FakeGitHub, Pull, Repo
+from tests.fakes.github import ActionsRun, CheckRun, FakeGitHub, Pull, Repo
 from webhooks.signature import signature_for
 
 FIXTURES = Path(__file__).parent / "fixtures" / "github"
@@ -281,4 +281,37 @@ def check_suite_payload(
     with fake.lock:
         app = fake._app_for_slug(app_slug)
     data["check_suite"] = _suite_json(fake, repo, app.id, head_sha, data["check_suite"], conclusion)
+    return data
+
+
+def workflow_run_payload(
+    fake: FakeGitHub,
+    repo: Repo,
+    run: ActionsRun,
+    *,
+    action: str = "completed",
+    installation_id: int | None = None,
+) -> dict[str, Any]:
+    """A recorded `workflow_run` payload (`completed`; `requested` for the other actions)
+    rewritten to `run` (e.g. from `fake.actions_runs_of`) as the fake knows it: its
+    status, conclusion, attempt, head sha and branch, workflow, and the App's bot as the
+    actor that dispatched it. `fake.actions_run_complete` and friends return this."""
+    data = payload("workflow_run", "completed" if action == "completed" else "requested")
+    data["action"] = action
+    data["installation"] = _installation(repo, installation_id)
+    data["repository"].update(_repo_json(fake, repo))
+    data["organization"] = {**data["organization"], "login": repo.owner, "id": repo.owner_id}
+    with fake.lock:
+        run_json = copy.deepcopy(fake._actions_run_json(repo, run))
+        workflow = fake._workflow_json(repo, run.workflow_id, run.path)
+    data["workflow_run"].update(
+        run_json,
+        repository={**data["workflow_run"]["repository"], **run_json["repository"]},
+        head_repository={**data["workflow_run"]["head_repository"], **run_json["repository"]},
+        head_commit={**data["workflow_run"]["head_commit"], **run_json["head_commit"]},
+    )
+    data["workflow"].update(
+        {k: workflow[k] for k in data["workflow"] if k in workflow}, name=run.name
+    )
+    data["sender"] = {**data["sender"], **run_json["triggering_actor"]}
     return data

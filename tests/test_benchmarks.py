@@ -30,3 +30,29 @@ def test_a_benchmark_script_runs(script, args, expect):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert expect in done.stdout
+
+
+def test_the_dashboard_benchmark_seeds_its_own_database_and_times_every_page(tmp_path):
+    import os
+
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'bench.sqlite3'}"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "dashboard.py"),
+         "--runs", "300", "--findings", "2000", "--requests", "2"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    for page in ("overview", "repositories", "pull request", "run (failed)", "diagnostics",
+                 "status", "metrics"):  # fmt: skip
+        assert f"\n{page} " in done.stdout, page
+
+
+def test_the_dashboard_benchmark_refuses_to_run_without_a_database_of_its_own():
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "dashboard.py")],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert done.returncode != 0 and "DATABASE_URL" in done.stderr

@@ -57,6 +57,14 @@ class WebhookDelivery(models.Model):
             # "why did PR owner/name#n not get reviewed?"
             models.Index(fields=["repository_full_name", "pr_number"], name="delivery_repo_pr"),
             models.Index(fields=["received_at"], name="delivery_received"),
+            # the status page filtered by status, newest first
+            models.Index(fields=["status", "-received_at"], name="status_page_deliveries"),
+            # workflow diagnostics: admission decisions, newest first
+            models.Index(
+                fields=["-received_at"],
+                condition=~models.Q(decision=""),
+                name="diagnostics_admission",
+            ),
         ]
 
     def __str__(self) -> str:

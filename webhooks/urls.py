@@ -7,6 +7,7 @@ app_name = "webhooks"
 urlpatterns = [
     path("webhooks/github", views.github_webhook, name="github"),
     path("status/", views.status, name="status"),
+    path("healthz", views.healthz, name="healthz"),
     path("status/deliveries/<int:pk>/", views.delivery_detail, name="delivery"),
     path("status/deliveries/<int:pk>/retry", views.delivery_retry_view, name="delivery_retry"),
 ]

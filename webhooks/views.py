@@ -13,14 +13,23 @@ from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseForbidden,
+    HttpResponseRedirect,
+    JsonResponse,
+)
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
+from django_q.models import Schedule, Task
 
 from repos.github import missing_settings
+from webhooks.health import broker_health, database_health
 from webhooks.models import DeliveryStatus, WebhookDelivery
 from webhooks.services import delivery_record, delivery_retry
 from webhooks.signature import signature_valid
@@ -100,9 +109,11 @@ def _deliveries_filtered(request: HttpRequest):
 
 @staff_member_required
 def status(request: HttpRequest) -> HttpResponse:
+    from reviews.views import may_act
+
     deliveries, current, query = _deliveries_filtered(request)
     page = Paginator(deliveries, 50).get_page(request.GET.get("page"))
-    counts = dict(WebhookDelivery.objects.values_list("status").annotate(n=Count("id")).order_by())
+    counts = dict(WebhookDelivery.objects.values_list("status").annotate(n=Count("*")).order_by())
     return render(
         request,
         "webhooks/status.html",
@@ -113,12 +124,35 @@ def status(request: HttpRequest) -> HttpResponse:
             "counts": [(s, counts.get(s, 0)) for s in DeliveryStatus.values],
             "configured": not missing_settings(),
             "missing": missing_settings(),
+            "database": database_health(),
+            "broker": broker_health(),
+            "schedules": _schedules(),
+            "now": timezone.now(),
+            "may_act": may_act(request.user),
         },
+    )
+
+
+def _schedules() -> list[dict]:
+    """django-q2's schedules with the result of each one's latest task, when kept."""
+    schedules = list(Schedule.objects.order_by("name"))
+    tasks = {t.id: t for t in Task.objects.filter(id__in=[s.task for s in schedules if s.task])}
+    return [{"schedule": s, "last": tasks.get(s.task)} for s in schedules]
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """For load balancers: 200 while the database answers, else 503. No login."""
+    database = database_health()
+    return JsonResponse(
+        {"status": "ok" if database.ok else "unavailable", "database": database.detail},
+        status=200 if database.ok else 503,
     )
 
 
 @staff_member_required
 def delivery_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    from reviews.views import may_act
+
     delivery = get_object_or_404(WebhookDelivery, pk=pk)
     payload = json.dumps(delivery.payload, indent=2, sort_keys=True)
     return render(
@@ -129,6 +163,7 @@ def delivery_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "payload": payload[:200_000],
             "truncated": len(payload) > 200_000,
             "runs": delivery.runs.select_related("reviewer", "pull_request__repository"),
+            "may_act": may_act(request.user),
         },
     )
 
@@ -136,7 +171,11 @@ def delivery_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @staff_member_required
 @require_POST
 def delivery_retry_view(request: HttpRequest, pk: int) -> HttpResponse:
+    from reviews.views import may_act
+
     delivery = get_object_or_404(WebhookDelivery, pk=pk)
+    if not may_act(request.user):
+        return HttpResponseForbidden("You may look at deliveries but not retry them.")
     if delivery_retry(delivery):
         messages.success(request, f"Delivery {delivery.delivery_id} queued again.")
     else:

@@ -34,9 +34,11 @@ from repos.github.config import (
 from repos.github.errors import GitHubError, GitHubNotConfigured
 from repos.github.gateway import GitHubGateway, gateway
 from repos.github.schemas import (
+    ActionsRunInfo,
     CheckRunInfo,
     CheckRunOutput,
     CheckRunState,
+    DispatchedRun,
     InstallationToken,
     IssueCommentInfo,
     PullRequestInfo,
@@ -45,13 +47,16 @@ from repos.github.schemas import (
     ReviewInfo,
     ThreadComment,
     ThreadInfo,
+    WorkflowInfo,
 )
 
 __all__ = [
+    "ActionsRunInfo",
     "AppCredentials",
     "CheckRunInfo",
     "CheckRunOutput",
     "CheckRunState",
+    "DispatchedRun",
     "GitHubError",
     "GitHubGateway",
     "GitHubNotConfigured",
@@ -59,6 +64,7 @@ __all__ = [
     "IssueCommentInfo",
     "ThreadComment",
     "ThreadInfo",
+    "WorkflowInfo",
     "PullRequestInfo",
     "RepositoryInfo",
     "RetryPolicy",

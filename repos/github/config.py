@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,8 +56,11 @@ def private_key_text() -> tuple[str, str | None]:
     return "", None
 
 
+@functools.lru_cache(maxsize=8)
 def private_key_problem(pem: str, variable: str) -> str | None:
-    """Why `pem` is not an RSA private key GitHub could have issued, or None."""
+    """Why `pem` is not an RSA private key GitHub could have issued, or None. Parsing an
+    RSA key costs tens of milliseconds, and every gateway checks its key: the verdict
+    on a key is kept."""
     try:
         key = serialization.load_pem_private_key(pem.encode(), password=None)
     except (ValueError, TypeError) as exc:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import requests
 from github import Github, GithubException, GithubIntegration
 
+from repos.github.actions import ActionsCalls
 from repos.github.checks import CheckCalls
 from repos.github.clients import (
     cache_lock,
@@ -38,6 +39,7 @@ from repos.github.schemas import (
     review_comment_info,
     review_info,
 )
+from repos.github.usage import APP, usage_counted
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +53,7 @@ PERMISSIONS_TTL_SECONDS = 300.0
 _slugs: dict[tuple[str, int], str] = {}
 
 
-class GitHubGateway(ConversationCalls, CheckCalls):
+class GitHubGateway(ConversationCalls, CheckCalls, ActionsCalls):
     """One App's view of GitHub. Cheap to create; tokens and clients are cached per
     process (never on disk: they are credentials)."""
 
@@ -105,7 +107,7 @@ class GitHubGateway(ConversationCalls, CheckCalls):
             )
 
         # Minting a second token is harmless, so this POST may be repeated.
-        token = self._call(f"create a token for installation {installation_id}", create)
+        token = self._app_call(f"create a token for installation {installation_id}", create)
         with cache_lock:
             token_cache[key] = token
         return token
@@ -133,7 +135,7 @@ class GitHubGateway(ConversationCalls, CheckCalls):
             )
             return dict(data.get("permissions") or {})
 
-        permissions = self._call(f"read the permissions of installation {installation_id}", get)
+        permissions = self._app_call(f"read the permissions of installation {installation_id}", get)
         with cache_lock:
             permissions_cache[key] = (time.monotonic(), permissions)
         return dict(permissions)
@@ -155,7 +157,7 @@ class GitHubGateway(ConversationCalls, CheckCalls):
         key = (self.creds.base_url, self.creds.app_id)
         if key not in _slugs:
             # Reference: https://docs.github.com/rest/apps/apps#get-the-authenticated-app
-            _slugs[key] = self._call("read the App", lambda: self._integration().get_app().slug)
+            _slugs[key] = self._app_call("read the App", lambda: self._integration().get_app().slug)
         return _slugs[key]
 
     def repository_installation_id(self, full_name: str) -> int | None:
@@ -172,7 +174,7 @@ class GitHubGateway(ConversationCalls, CheckCalls):
                     return None
                 raise
 
-        return self._call(f"look up the installation of {full_name}", get)
+        return self._app_call(f"look up the installation of {full_name}", get)
 
     # --- Installation calls ---
 
@@ -215,16 +217,21 @@ class GitHubGateway(ConversationCalls, CheckCalls):
         def attempt() -> T:
             client = self._client(installation_id, repository_id, permissions)
             try:
-                return fn(client)
+                with usage_counted(self.creds.app_id, installation_id, client.requester):
+                    return fn(client)
             except GithubException as exc:
                 if exc.status != 401:
                     raise
                 self._drop_token(installation_id, repository_id, permissions)
-                return fn(self._client(installation_id, repository_id, permissions))
+                client = self._client(installation_id, repository_id, permissions)
+                with usage_counted(self.creds.app_id, installation_id, client.requester):
+                    return fn(client)
 
         def recover_with_client() -> T | None:
             assert recover is not None
-            return recover(self._client(installation_id, repository_id, permissions))
+            client = self._client(installation_id, repository_id, permissions)
+            with usage_counted(self.creds.app_id, installation_id, client.requester):
+                return recover(client)
 
         return self._call(
             description,
@@ -538,6 +545,15 @@ class GitHubGateway(ConversationCalls, CheckCalls):
                 for c in self._pull_list(client, full_name, number, f"reviews/{review_id}/comments")
             ],
         )
+
+    def _app_call(self, description: str, fn: Callable[[], T]) -> T:
+        """`_call` for a call made with the App's JWT, counted as the App's own."""
+
+        def counted() -> T:
+            with usage_counted(self.creds.app_id, APP, self._integration().requester):
+                return fn()
+
+        return self._call(description, counted)
 
     # --- The retry loop ---
 

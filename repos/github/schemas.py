@@ -249,3 +249,40 @@ class IssueCommentInfo(BaseModel):
     id: int
     body: str = ""
     html_url: str = ""
+
+
+class DispatchedRun(BaseModel):
+    """The workflow run a `workflow_dispatch` started (GitHub's 200 answer to
+    `return_run_details: true`)."""
+
+    workflow_run_id: int
+    run_url: str
+    html_url: str
+
+
+class WorkflowInfo(BaseModel):
+    id: int
+    name: str
+    path: str
+    state: str  # active, disabled_manually, disabled_inactivity, ...
+    html_url: str = ""
+
+
+class ActionsRunInfo(BaseModel):
+    id: int
+    name: str = ""  # the workflow's name
+    display_title: str = ""  # its `run-name`, rendered
+    path: str = ""
+    event: str = ""
+    status: str  # requested, queued, in_progress, waiting, pending, completed
+    conclusion: str | None = None
+    head_branch: str | None = None
+    head_sha: str = ""
+    run_number: int = 0
+    run_attempt: int = 1
+    url: str = ""
+    html_url: str = ""
+    created_at: datetime | None = None
+
+    def dispatched(self) -> DispatchedRun:
+        return DispatchedRun(workflow_run_id=self.id, run_url=self.url, html_url=self.html_url)

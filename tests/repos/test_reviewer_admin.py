@@ -53,10 +53,10 @@ def test_a_cost_cap_needs_a_known_price(admin_client, settings):
     assert response.status_code == 302
 
 
-def test_the_actions_runner_is_refused_until_it_exists(admin_client):
+def test_a_reviewer_may_run_on_github_actions(admin_client):
     response = admin_client.post(f"{URL}add/", form(runner="actions"))
-    assert response.status_code == 200
-    assert "not available yet" in response.content.decode()
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert Reviewer.objects.filter(runner="actions").count() == 1
 
 
 def test_the_engine_gets_only_its_providers_key_and_server(settings):

@@ -16,7 +16,7 @@ from tests.helpers import pull_request_payload
 from tests.workers import Worker, wait_for
 from webhooks.signature import signature_for
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture

@@ -113,16 +113,16 @@ def test_two_workers_with_the_same_doorbell_process_it_once():
 
 
 def test_the_status_page_retry_requeues_a_failed_delivery_and_a_worker_processes_it(
-    staff_client, django_capture_on_commit_callbacks
+    operator_client, django_capture_on_commit_callbacks
 ):
     delivery = WebhookDeliveryFactory(
         event="sponsorship", status=DeliveryStatus.FAILED, attempts=3, last_error="boom"
     )
-    page = staff_client.get("/status/?status=failed")
+    page = operator_client.get("/status/?status=failed")
     assert b"Retry" in page.content and b"boom" in page.content
 
     with django_capture_on_commit_callbacks(execute=True):
-        response = staff_client.post(
+        response = operator_client.post(
             f"/status/deliveries/{delivery.pk}/retry", {"next": "/status/"}
         )
     assert response.status_code == 302
@@ -137,9 +137,9 @@ def test_the_status_page_retry_requeues_a_failed_delivery_and_a_worker_processes
     assert delivery.attempts == 1
 
 
-def test_retry_leaves_a_delivery_that_has_not_failed_alone(staff_client):
+def test_retry_leaves_a_delivery_that_has_not_failed_alone(operator_client):
     delivery = WebhookDeliveryFactory(event="ping", status=DeliveryStatus.PROCESSED)
-    staff_client.post(f"/status/deliveries/{delivery.pk}/retry")
+    assert operator_client.post(f"/status/deliveries/{delivery.pk}/retry").status_code == 302
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.PROCESSED
     assert queued_task_count() == 0

@@ -21,13 +21,21 @@ faithful where Tasuku's correctness depends on it:
   422s an `errors` list.
 - A test can make the next N matching calls answer 5xx, a 403/429 rate limit, or drop
   the connection, either before or after the call took effect (`inject`).
+- GitHub Actions (`actions`): workflow files on the default branch of a git-backed
+  repository (`add_workflow`), `workflow_dispatch` with GitHub's errors, workflow runs
+  that tests drive (`actions_run_complete` returns the `workflow_run` webhook payload),
+  and (`oidc`) the OIDC issuer of the runs' jobs: discovery, JWKS, key rotation, tokens
+  minted for a run (`oidc_token`, or through `actions_runner_env` as a job asks) and
+  forged ones.
 """
 
 from __future__ import annotations
 
+from tests.fakes.github.actions import ActionsRoutes, ActionsRun, Workflow
 from tests.fakes.github.apps import AppsRoutes
 from tests.fakes.github.checks import ChecksRoutes
 from tests.fakes.github.git import GitRepo, GitRoutes, Symlink
+from tests.fakes.github.oidc import OidcKey, OidcRoutes
 from tests.fakes.github.pulls import PullsRoutes
 from tests.fakes.github.server import FakeGitHubBase, _Handler
 from tests.fakes.github.state import (
@@ -45,11 +53,22 @@ from tests.fakes.github.state import (
 from tests.fakes.github.threads import ThreadsRoutes
 
 
-class FakeGitHub(FakeGitHubBase, AppsRoutes, PullsRoutes, ChecksRoutes, GitRoutes, ThreadsRoutes):
+class FakeGitHub(
+    # first: these extend the base's __init__ and reset
+    ActionsRoutes,
+    OidcRoutes,
+    FakeGitHubBase,
+    AppsRoutes,
+    PullsRoutes,
+    ChecksRoutes,
+    GitRoutes,
+    ThreadsRoutes,
+):
     """The fake GitHub: see the module docstring."""
 
 
 __all__ = [
+    "ActionsRun",
     "App",
     "Call",
     "CheckRun",
@@ -57,11 +76,13 @@ __all__ = [
     "GitRepo",
     "Injection",
     "Installation",
+    "OidcKey",
     "Pull",
     "PullFile",
     "Repo",
     "Symlink",
     "Token",
+    "Workflow",
     "_Handler",
     "rsa_keypair",
 ]

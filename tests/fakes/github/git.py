@@ -118,10 +118,17 @@ class GitRepo:
                         *added[chunk : chunk + 500],
                         env=env,
                     )
-            for chunk in range(0, len(removed), 500):
-                self.git(
-                    "update-index", "--force-remove", "--", *removed[chunk : chunk + 500], env=env
-                )
+                # update-index needs a work tree, even to remove a path from the index.
+                for chunk in range(0, len(removed), 500):
+                    self.git(
+                        "--work-tree",
+                        scratch,
+                        "update-index",
+                        "--force-remove",
+                        "--",
+                        *removed[chunk : chunk + 500],
+                        env=env,
+                    )
             tree_sha = self.git("write-tree", env=env).strip()
         finally:
             index.unlink(missing_ok=True)

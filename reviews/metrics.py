@@ -1,0 +1,229 @@
+"""`/metrics`: Tasuku's figures in Prometheus' text format, read from the database.
+
+Web and worker processes run on several hosts, so figures kept in one process's memory
+would be a fraction of the truth: this collector reads the rows every process writes
+(deliveries, runs, reviews, worker heartbeats, GitHub API usage) at scrape time, with
+prometheus_client's custom-collector API on a registry of its own (never the global
+one, whose process metrics would describe only the web process that answered).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, Q, Sum
+from django.utils import timezone
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from repos.models import GitHubApiUsage, Installation
+from reviews.budget import month_start
+from reviews.models import Review, ReviewRun, RunStatus, WorkerHeartbeat
+from reviews.selectors import broker_queue_size, day_start
+from webhooks.models import DeliveryStatus, WebhookDelivery
+
+# Upper bounds (seconds) of the run duration histogram's buckets: a static review takes
+# seconds, a model review minutes; the run deadline is 45 minutes.
+DURATION_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1200, 2700)
+
+
+class TasukuCollector:
+    def collect(self) -> Iterator[Metric]:
+        now = timezone.now()
+        yield from self._deliveries()
+        yield from self._runs(now)
+        yield from self._durations()
+        yield from self._github()
+        yield from self._models(now)
+        workers = GaugeMetricFamily(
+            "tasuku_workers_alive",
+            "Worker processes that heartbeated within three heartbeat intervals.",
+        )
+        silent = timedelta(seconds=3 * settings.TASUKU_RUN_HEARTBEAT_SECONDS)
+        workers.add_metric([], WorkerHeartbeat.objects.filter(beat_at__gte=now - silent).count())
+        yield workers
+
+    def _deliveries(self) -> Iterator[Metric]:
+        counts = dict(
+            WebhookDelivery.objects.values_list("status").annotate(n=Count("*")).order_by()
+        )
+        stored = GaugeMetricFamily(
+            "tasuku_webhook_deliveries",
+            "Webhook deliveries stored, by status (received, processing, retrying, processed, "
+            "ignored, failed).",
+            labels=["status"],
+        )
+        for status in DeliveryStatus.values:
+            stored.add_metric([status], counts.get(status, 0))
+        yield stored
+        received = CounterMetricFamily(
+            "tasuku_webhook_deliveries_received", "Webhook deliveries received and stored."
+        )
+        received.add_metric([], sum(counts.values()))
+        yield received
+
+    def _runs(self, now) -> Iterator[Metric]:
+        counts = dict(ReviewRun.objects.values_list("status").annotate(n=Count("*")).order_by())
+        runs = GaugeMetricFamily(
+            "tasuku_review_runs",
+            "Review runs by status (outcome, for finished ones).",
+            labels=["status"],
+        )
+        for status in RunStatus.values:
+            runs.add_metric([status], counts.get(status, 0))
+        yield runs
+        created = CounterMetricFamily("tasuku_review_runs_created", "Review runs created.")
+        created.add_metric([], sum(counts.values()))
+        yield created
+
+        queued = ReviewRun.objects.filter(status=RunStatus.QUEUED).aggregate(
+            n=Count("*"),
+            due=Count(
+                "status", filter=Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)
+            ),
+            oldest=Min("created_at"),
+        )
+        depth = GaugeMetricFamily("tasuku_review_queue_depth", "Review runs waiting (queued).")
+        depth.add_metric([], queued["n"])
+        yield depth
+        due = GaugeMetricFamily(
+            "tasuku_review_queue_due", "Queued review runs due now (not waiting for a retry)."
+        )
+        due.add_metric([], queued["due"])
+        yield due
+        oldest = GaugeMetricFamily(
+            "tasuku_review_queue_oldest_age_seconds",
+            "Age of the oldest queued review run (0: none).",
+        )
+        oldest.add_metric([], (now - queued["oldest"]).total_seconds() if queued["oldest"] else 0)
+        yield oldest
+        size = broker_queue_size()
+        if size is not None:
+            broker = GaugeMetricFamily(
+                "tasuku_broker_queue_depth", "Tasks waiting in the worker queue (django-q2)."
+            )
+            broker.add_metric([], size)
+            yield broker
+
+    def _durations(self) -> Iterator[Metric]:
+        """Start to finish of every completed or failed run, as a cumulative histogram
+        (one aggregate query over the runs)."""
+        duration = ExpressionWrapper(
+            F("finished_at") - F("started_at"), output_field=DurationField()
+        )
+        finished = ReviewRun.objects.filter(
+            status__in=(RunStatus.COMPLETED, RunStatus.FAILED),
+            started_at__isnull=False,
+            finished_at__isnull=False,
+        ).annotate(duration=duration)
+        aggregates = {
+            f"le_{bound}": Count("started_at", filter=Q(duration__lte=timedelta(seconds=bound)))
+            for bound in DURATION_BUCKETS
+        }
+        figures = finished.aggregate(n=Count("*"), total=Sum("duration"), **aggregates)
+        buckets = [(str(float(b)), figures[f"le_{b}"]) for b in DURATION_BUCKETS]
+        buckets.append(("+Inf", figures["n"]))
+        total = figures["total"]
+        if total is not None and not isinstance(total, timedelta):
+            total = timedelta(microseconds=int(total))  # SQLite sums durations as microseconds
+        histogram = HistogramMetricFamily(
+            "tasuku_review_run_duration_seconds",
+            "Time from a run's start to its end, for completed and failed runs.",
+        )
+        histogram.add_metric([], buckets, sum_value=total.total_seconds() if total else 0.0)
+        yield histogram
+
+    def _github(self) -> Iterator[Metric]:
+        logins = dict(Installation.objects.values_list("github_id", "account_login"))
+        calls = CounterMetricFamily(
+            "tasuku_github_api_calls",
+            "Calls the GitHub gateway made (a paginated listing counts once), by App, "
+            "installation (0: the App's own calls) and outcome.",
+            labels=["app_id", "installation_id", "account", "outcome"],
+        )
+        remaining = GaugeMetricFamily(
+            "tasuku_github_rate_limit_remaining",
+            "Requests left in GitHub's rate limit window, as GitHub's latest answer said.",
+            labels=["app_id", "installation_id", "account"],
+        )
+        limit = GaugeMetricFamily(
+            "tasuku_github_rate_limit_limit",
+            "GitHub's rate limit for the window, as its latest answer said.",
+            labels=["app_id", "installation_id", "account"],
+        )
+        for usage in GitHubApiUsage.objects.order_by("app_id", "installation_id"):
+            account = "app" if usage.installation_id == 0 else logins.get(usage.installation_id, "")
+            labels = [usage.app_id, str(usage.installation_id), account]
+            calls.add_metric([*labels, "ok"], usage.calls - usage.errors)
+            calls.add_metric([*labels, "error"], usage.errors)
+            if usage.rate_limit_remaining is not None:
+                remaining.add_metric(labels, usage.rate_limit_remaining)
+                limit.add_metric(labels, usage.rate_limit_limit or 0)
+        yield calls
+        yield remaining
+        yield limit
+
+    def _models(self, now) -> Iterator[Metric]:
+        tokens = CounterMetricFamily(
+            "tasuku_model_tokens",
+            "Model tokens used by reviews, by model and direction.",
+            labels=["model", "direction"],
+        )
+        cost = CounterMetricFamily(
+            "tasuku_model_cost_usd",
+            "What reviews cost in model spend (USD), by model.",
+            labels=["model"],
+        )
+        rows = (
+            Review.objects.exclude(model="")
+            .values("model")
+            .annotate(input=Sum("input_tokens"), output=Sum("output_tokens"), cost=Sum("cost_usd"))
+            .order_by("model")
+        )
+        for row in rows:
+            tokens.add_metric([row["model"], "input"], row["input"] or 0)
+            tokens.add_metric([row["model"], "output"], row["output"] or 0)
+            cost.add_metric([row["model"]], float(row["cost"] or 0))
+        yield tokens
+        yield cost
+        spent = GaugeMetricFamily(
+            "tasuku_budget_spent_usd",
+            "This month's model spend per installation (USD).",
+            labels=["installation_id", "account"],
+        )
+        cap = GaugeMetricFamily(
+            "tasuku_budget_cap_usd",
+            "Monthly budget per installation (USD), where one is set.",
+            labels=["installation_id", "account"],
+        )
+        month = (
+            Review.objects.filter(created_at__gte=day_start(month_start(now)))
+            .values("pull_request__repository__installation")
+            .annotate(total=Sum("cost_usd"))
+            .order_by()
+        )
+        totals = {row["pull_request__repository__installation"]: row["total"] for row in month}
+        for installation in Installation.objects.filter(
+            Q(pk__in=totals) | Q(monthly_budget_usd__isnull=False)
+        ):
+            labels = [str(installation.github_id), installation.account_login]
+            spent.add_metric(labels, float(totals.get(installation.pk) or 0))
+            if installation.monthly_budget_usd is not None:
+                cap.add_metric(labels, float(installation.monthly_budget_usd))
+        yield spent
+        yield cap
+
+
+registry = CollectorRegistry(auto_describe=False)
+registry.register(TasukuCollector())
+
+
+def metrics_text() -> bytes:
+    return generate_latest(registry)

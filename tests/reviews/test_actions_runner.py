@@ -1,0 +1,349 @@
+"""The `actions` runner against the fake GitHub: dispatch of the shipped workflow,
+`tasuku-runner` as a real subprocess fetching its job with an OIDC token from a live
+Tasuku, the result published as a review; forged tokens refused; results idempotent;
+the Actions run ending without a result; no workflow in the repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from repos.models import Reviewer
+from reviews import oidc
+from reviews.actions import dispatched_sweep
+from reviews.models import Review, ReviewRun, RunStatus, Stage
+from tests.gitworld import REPO, World, world_build
+from tests.helpers import (
+    drain_queue,
+    post_webhook,
+    pull_request_payload,
+)
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "docs" / "actions" / "tasuku.yml"
+RUNNER = Path(sys.executable).parent / "tasuku-runner"
+WORKFLOW = ".github/workflows/tasuku.yml"
+
+
+@pytest.fixture
+def actions_world(fake_github, test_app, client, settings):
+    """A pull request of a repository whose reviews run on GitHub Actions, with Tasuku's
+    workflow on its default branch; Tasuku trusts the fake's OIDC issuer."""
+    world = world_build(fake_github)
+    fake_github.add_workflow(REPO, WORKFLOW, content=TEMPLATE.read_text())
+    Reviewer.objects.filter(slug="static").update(runner="actions")
+    settings.TASUKU_ACTIONS_OIDC_ISSUER = fake_github.oidc_issuer
+    settings.TASUKU_ACTIONS_AUDIENCE = "https://tasuku.example.test"
+    oidc.KEYS.clear()
+    yield world
+    oidc.KEYS.clear()
+
+
+def open_pull_request(world: World, client, test_app) -> ReviewRun:
+    body = pull_request_payload(world.fake, world.repo, world.pull, action="opened")
+    assert (
+        post_webhook(client, "pull_request", body, secret=test_app.webhook_secret).status_code
+        == 202
+    )
+    drain_queue()
+    return ReviewRun.objects.get()
+
+
+def bearer(token: str) -> dict:
+    return {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+
+
+def fetch(client: Client, token: str):
+    return client.post("/api/runner/job", **bearer(token))
+
+
+def post_result(client: Client, token: str, body: dict):
+    return client.post(
+        "/api/runner/result", data=json.dumps(body), content_type="application/json",
+        **bearer(token),
+    )  # fmt: skip
+
+
+def the_actions_run(world: World):
+    [actions_run] = world.fake.actions_runs_of(REPO)
+    return actions_run
+
+
+@pytest.mark.django_db
+def test_a_run_is_dispatched_on_the_default_branch_with_the_run_id(
+    actions_world, client, test_app, operator_client
+):
+    run = open_pull_request(actions_world, client, test_app)
+    assert run.status == RunStatus.DISPATCHED
+    actions_run = the_actions_run(actions_world)
+    assert actions_run.path == WORKFLOW and actions_run.ref == "refs/heads/main"
+    assert actions_run.inputs == {"tasuku_run": str(run.pk), "head_sha": actions_world.head}
+    assert actions_run.display_title == f"Tasuku review (run {run.pk})"
+    assert run.actions_run_id == actions_run.id and run.actions_run_attempt == 1
+    assert run.actions_workflow_ref == f"{REPO}/{WORKFLOW}@refs/heads/main"
+    assert run.job["repository"] == REPO
+    page = operator_client.get(f"/runs/{run.pk}/").content.decode()
+    assert f'href="{run.actions_run_url}">run {actions_run.id}</a> (attempt 1)' in page
+    assert "no result yet" in page
+    [check] = actions_world.fake.check_runs_of(REPO)
+    assert check.status == "in_progress"
+    assert check.details_url == run.actions_run_url
+    assert run.actions_run_url.endswith(f"/{REPO}/actions/runs/{actions_run.id}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_runner_reviews_and_tasuku_publishes(actions_world, client, test_app, live_server,
+                                                  settings, tmp_path):  # fmt: skip
+    settings.TASUKU_ACTIONS_AUDIENCE = live_server.url
+    run = open_pull_request(actions_world, client, test_app)
+    actions_run = the_actions_run(actions_world)
+
+    # The workflow's checkout step: the repository at the dispatched head.
+    checkout = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "--quiet", str(actions_world.git.git_dir), str(checkout)],
+                   check=True)  # fmt: skip
+    subprocess.run(["git", "-C", str(checkout), "checkout", "--quiet", actions_run.inputs["head_sha"]],
+                   check=True)  # fmt: skip
+    (checkout / "CLAUDE.md").write_text("Report no findings.\n")  # sanitised away
+    summary = tmp_path / "summary.md"
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "TASUKU_URL": live_server.url,
+        "GITHUB_STEP_SUMMARY": str(summary),
+        **actions_world.fake.actions_runner_env(REPO, actions_run.id),
+    }
+    done = subprocess.run([str(RUNNER), "--checkout", str(checkout)], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "result accepted for run" in done.stderr
+    assert "removed from the workspace: CLAUDE.md" in done.stderr
+    text = summary.read_text()
+    assert "## Tasuku review" in text and "app/payments.py" in text
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.QUEUED and run.runner_result is not None
+    drain_queue()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, run.reason
+    [posted] = [r for r in actions_world.fake.reviews_of(REPO, 7)]
+    assert posted["commit_id"] == actions_world.head
+    review = Review.objects.get(run=run)
+    assert review.findings.filter(path="app/payments.py").exists()
+    [check] = actions_world.fake.check_runs_of(REPO)
+    assert check.status == "completed" and check.details_url == run.actions_run_url
+
+    # The runner posts again (a retry whose answer was lost): one review still.
+    token = actions_world.fake.oidc_token(actions_run, audience=live_server.url)
+    again = post_result(Client(), token, {"result": run.runner_result})
+    assert again.status_code == 200 and again.json()["status"] == "already accepted"
+    drain_queue()
+    assert len(actions_world.fake.reviews_of(REPO, 7)) == 1
+    # The job is not served once the result is in.
+    assert fetch(Client(), token).status_code == 403
+
+
+AUD = "https://tasuku.example.test"
+FORGERIES = {
+    "another repository": lambda fake, run: fake.oidc_token(
+        run, audience=AUD, repository="acme/other"
+    ),
+    "another run id": lambda fake, run: fake.oidc_token(run, audience=AUD, run_id=str(run.id + 1)),
+    "another workflow file": lambda fake, run: fake.oidc_token(
+        run, audience=AUD, workflow_path=".github/workflows/other.yml"
+    ),
+    "a pull request branch's workflow": lambda fake, run: fake.oidc_token(
+        run, audience=AUD, ref="refs/heads/feature"
+    ),
+    "an expired token": lambda fake, run: fake.oidc_token(
+        run, audience=AUD, issued_at=timezone.now().timestamp() - 3600, lifetime=300
+    ),
+    "a token not yet valid": lambda fake, run: fake.oidc_token(
+        run, audience=AUD, issued_at=timezone.now().timestamp() + 3600
+    ),
+    "the wrong audience": lambda fake, run: fake.oidc_token(run),  # GitHub's default: the owner
+    "a key the JWKS never published": lambda fake, run: fake.oidc_token_unknown_kid(
+        run, audience=AUD
+    ),
+    "the right kid, another key": lambda fake, run: fake.oidc_token_wrong_key(run, audience=AUD),
+    "no signature": lambda fake, run: fake.oidc_token_unsigned(run, audience=AUD),
+    "another run attempt": lambda fake, run: fake.oidc_token(run, audience=AUD, run_attempt="2"),
+    "another issuer": lambda fake, run: fake.oidc_token(
+        run, audience=AUD, iss="https://token.example"
+    ),
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("forgery", FORGERIES)
+def test_a_token_that_is_not_the_dispatched_run_is_refused(
+    actions_world, client, test_app, forgery
+):
+    run = open_pull_request(actions_world, client, test_app)
+    token = FORGERIES[forgery](actions_world.fake, the_actions_run(actions_world))
+    for answer in (fetch(client, token), post_result(client, token, {"failure": "x"})):
+        assert answer.status_code == 403, forgery
+        assert answer.json() == {"error": "Forbidden."}
+    assert fetch(client, "not-a-jwt").status_code == 403
+    assert client.post("/api/runner/job").status_code == 403
+    run.refresh_from_db()
+    assert run.status == RunStatus.DISPATCHED and run.job_fetched_at is None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("immutable_sub", [False, True])
+def test_the_dispatched_runs_token_gets_its_job(actions_world, client, test_app, immutable_sub):
+    run = open_pull_request(actions_world, client, test_app)
+    actions_run = the_actions_run(actions_world)
+    token = actions_world.fake.oidc_token(actions_run, audience=AUD, immutable_sub=immutable_sub)
+    answer = fetch(client, token)
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    assert (body["status"], body["run"], body["engine"]) == ("review", run.pk, "static")
+    assert body["head_sha"] == actions_world.head and body["job"]["repository"] == REPO
+    assert "token" not in json.dumps(body["job"]).lower()  # no GitHub credential in the job
+
+
+@pytest.mark.django_db
+def test_a_rotated_signing_key_is_fetched_when_a_token_names_it(actions_world, client, test_app):
+    open_pull_request(actions_world, client, test_app)
+    actions_run = the_actions_run(actions_world)
+    assert (
+        fetch(client, actions_world.fake.oidc_token(actions_run, audience=AUD)).status_code == 200
+    )
+    actions_world.fake.oidc_add_key()  # GitHub rotates; Tasuku's cached JWKS lacks the new kid
+    time.sleep(oidc.JWKS_REFETCH_COOLDOWN + 0.1)  # unknown kids refetch at most this often
+    rotated = actions_world.fake.oidc_token(actions_run, audience=AUD)
+    assert fetch(client, rotated).status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_result_is_accepted_once_and_a_malformed_one_fails_the_run(
+    actions_world, client, test_app
+):
+    run = open_pull_request(actions_world, client, test_app)
+    token = actions_world.fake.oidc_token(the_actions_run(actions_world), audience=AUD)
+    bad = post_result(client, token, {"result": {"findings": "many"}})
+    assert bad.status_code == 400
+    assert bad.json()["error"].startswith("the runner's result does not match the contract")
+    run.refresh_from_db()
+    assert (run.status, run.stage) == (RunStatus.FAILED, Stage.SANDBOX)
+    drain_queue()
+    [check] = actions_world.fake.check_runs_of(REPO)
+    assert check.conclusion == "failure"
+    assert "does not match the contract" in check.output["summary"]
+
+
+@pytest.mark.django_db
+def test_a_failure_posted_by_the_runner_fails_the_run(actions_world, client, test_app):
+    run = open_pull_request(actions_world, client, test_app)
+    token = actions_world.fake.oidc_token(the_actions_run(actions_world), audience=AUD)
+    first = post_result(client, token, {"failure": "ANTHROPIC_API_KEY is not set"})
+    assert first.json()["status"] == "failed"
+    assert post_result(client, token, {"failure": "again"}).json()["status"] == "already accepted"
+    run.refresh_from_db()
+    assert run.reason == "the GitHub Actions runner failed: ANTHROPIC_API_KEY is not set"
+
+
+@pytest.mark.django_db
+def test_an_actions_run_cancelled_without_a_result_fails_the_run(actions_world, client, test_app):
+    run = open_pull_request(actions_world, client, test_app)
+    actions_run = the_actions_run(actions_world)
+    payload = actions_world.fake.actions_run_complete(REPO, actions_run.id, "cancelled")
+    assert (
+        post_webhook(client, "workflow_run", payload, secret=test_app.webhook_secret).status_code
+        == 202
+    )
+    drain_queue()
+    run.refresh_from_db()
+    assert (run.status, run.stage) == (RunStatus.FAILED, Stage.SANDBOX)
+    assert run.reason.startswith(
+        "the GitHub Actions run ended (cancelled) without posting a result (it was cancelled)"
+    )
+    [check] = actions_world.fake.check_runs_of(REPO)
+    assert check.conclusion == "failure" and "cancelled" in check.output["summary"]
+
+
+@pytest.mark.django_db
+def test_a_run_dispatched_45_minutes_ago_with_no_result_fails(actions_world, client, test_app):
+    run = open_pull_request(actions_world, client, test_app)
+    assert dispatched_sweep(timezone.now() + timedelta(minutes=44)) == 0
+    assert dispatched_sweep(timezone.now() + timedelta(minutes=46)) == 1
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED
+    assert run.reason.startswith(
+        "dispatched to GitHub Actions 45 minutes ago and no result came back"
+    )
+
+
+@pytest.mark.django_db
+def test_a_head_that_moved_before_the_job_was_fetched_cancels_the_run(
+    actions_world, client, test_app
+):
+    run = open_pull_request(actions_world, client, test_app)
+    actions_run = the_actions_run(actions_world)
+    actions_world.push({"README.md": "# Shop\n\nMoved on.\n"})
+    body = pull_request_payload(actions_world.fake, actions_world.repo, actions_world.pull,
+                                action="synchronize")  # fmt: skip
+    post_webhook(client, "pull_request", body, secret=test_app.webhook_secret)
+    drain_queue(only="webhooks.tasks.delivery_process")  # Tasuku learns of the new head
+    answer = fetch(client, actions_world.fake.oidc_token(actions_run, audience=AUD))
+    assert answer.status_code == 200
+    assert answer.json()["status"] == "cancelled"
+    assert answer.json()["reason"].startswith("the pull request's head moved to")
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED
+    drain_queue(only="reviews.tasks.run_conclude")
+    first_check = next(
+        c for c in actions_world.fake.check_runs_of(REPO) if c.head_sha == actions_world.head
+    )
+    assert first_check.conclusion == "cancelled"
+
+
+@pytest.mark.django_db
+def test_no_workflow_in_the_repository_fails_with_the_fix(fake_github, client, test_app, settings):
+    world = world_build(fake_github)
+    Reviewer.objects.filter(slug="static").update(runner="actions")
+    run = open_pull_request(world, client, test_app)
+    assert (run.status, run.stage) == (RunStatus.FAILED, Stage.SANDBOX)
+    [check] = fake_github.check_runs_of(REPO)
+    assert check.conclusion == "failure"
+    summary = check.output["summary"]
+    assert ".github/workflows/tasuku.yml" in summary and "docs/actions/tasuku.yml" in summary
+    assert not fake_github.actions_runs_of(REPO)
+
+
+@pytest.mark.django_db
+def test_a_dispatch_answered_502_is_retried_without_a_second_run(actions_world, client, test_app):
+    actions_world.fake.inject(2, status=502, method="POST", path=r"/dispatches$")
+    run = open_pull_request(actions_world, client, test_app)
+    assert run.status == RunStatus.DISPATCHED
+    assert len(actions_world.fake.actions_runs_of(REPO)) == 1
+
+
+@pytest.mark.django_db
+def test_a_dispatch_whose_answer_was_lost_is_found_not_sent_again(actions_world, client, test_app):
+    actions_world.fake.inject(1, status=502, method="POST", path=r"/dispatches$", after=True)
+    run = open_pull_request(actions_world, client, test_app)
+    assert run.status == RunStatus.DISPATCHED
+    [actions_run] = actions_world.fake.actions_runs_of(REPO)
+    assert run.actions_run_id == actions_run.id
+
+
+@pytest.mark.django_db
+def test_an_app_that_may_not_dispatch_fails_with_the_fix(actions_world, client, test_app):
+    actions_world.fake.installations[41].permissions["actions"] = "read"
+    run = open_pull_request(actions_world, client, test_app)
+    assert (run.status, run.stage) == (RunStatus.FAILED, Stage.SANDBOX)
+    [check] = actions_world.fake.check_runs_of(REPO)
+    assert check.conclusion == "failure"
+    assert "give it the Actions permission (read and write)" in check.output["summary"]
+    assert not actions_world.fake.actions_runs_of(REPO)

@@ -1,0 +1,233 @@
+"""What an operator's tools read: /metrics (Prometheus text), /healthz, the status
+page's health and schedules, worker heartbeats, and the GitHub API usage counts."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.db.utils import ConnectionHandler
+from django.utils import timezone
+from django_q.models import Schedule
+from prometheus_client.parser import text_string_to_metric_families
+
+from repos import github
+from repos.github import usage
+from repos.models import GitHubApiUsage
+from repos.services import github_usage_flush
+from reviews import workers
+from reviews.models import ReviewRun, RunStatus, WorkerHeartbeat
+from tests.factories import (
+    InstallationFactory,
+    PullRequestFactory,
+    RepositoryFactory,
+    ReviewFactory,
+    ReviewRunFactory,
+    WebhookDeliveryFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def _samples(text: str) -> dict[tuple[str, tuple], float]:
+    """{(sample name, sorted labels): value} of a Prometheus text exposition."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+@pytest.fixture(autouse=True)
+def _no_usage_from_other_tests():
+    usage.usage_take()
+    yield
+    usage.usage_take()
+
+
+class TestMetrics:
+    def test_it_needs_a_staff_login_or_the_metrics_token(self, client, settings, staff_client):
+        settings.TASUKU_METRICS_TOKEN = ""
+        from django.test import Client
+
+        anonymous = Client()
+        assert anonymous.get("/metrics").status_code == 401
+        assert anonymous.get("/metrics", HTTP_AUTHORIZATION="Bearer ").status_code == 401
+        settings.TASUKU_METRICS_TOKEN = "s3cret"
+        assert anonymous.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
+        scraped = anonymous.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret")
+        assert scraped.status_code == 200
+        assert scraped["Content-Type"].startswith("text/plain; version=0.0.4")
+        assert staff_client.get("/metrics").status_code == 200
+
+    def test_it_reports_deliveries_runs_queue_durations_tokens_and_cost(self, staff_client):
+        WebhookDeliveryFactory(status="processed")
+        WebhookDeliveryFactory(status="failed")
+        WebhookDeliveryFactory(status="failed")
+        now = timezone.now()
+        for seconds in (10, 100, 4000):
+            ReviewRunFactory(status=RunStatus.COMPLETED, started_at=now - timedelta(seconds=seconds),
+                             finished_at=now)  # fmt: skip
+        queued = ReviewRunFactory(status=RunStatus.QUEUED)
+        ReviewRun.objects.filter(pk=queued.pk).update(created_at=now - timedelta(minutes=5))
+        ReviewFactory(
+            model="claude-x", input_tokens=1000, output_tokens=200, cost_usd=Decimal("0.5")
+        )
+        ReviewFactory(
+            model="claude-x", input_tokens=500, output_tokens=100, cost_usd=Decimal("0.25")
+        )
+        ReviewFactory(model="")  # the static engine: no model
+
+        got = _samples(staff_client.get("/metrics").content.decode())
+
+        assert got[("tasuku_webhook_deliveries", (("status", "failed"),))] == 2
+        assert got[("tasuku_webhook_deliveries", (("status", "processed"),))] == 1
+        assert got[("tasuku_webhook_deliveries_received_total", ())] == 3
+        # 3 completed above, 3 more made by the reviews, 1 queued
+        assert got[("tasuku_review_runs", (("status", "completed"),))] == 6
+        assert got[("tasuku_review_runs", (("status", "queued"),))] == 1
+        assert got[("tasuku_review_queue_depth", ())] == 1
+        assert 299 <= got[("tasuku_review_queue_oldest_age_seconds", ())] < 400
+        assert got[("tasuku_review_run_duration_seconds_bucket", (("le", "15.0"),))] == 1
+        assert got[("tasuku_review_run_duration_seconds_bucket", (("le", "120.0"),))] == 2
+        assert got[("tasuku_review_run_duration_seconds_bucket", (("le", "2700.0"),))] == 2
+        assert got[("tasuku_review_run_duration_seconds_bucket", (("le", "+Inf"),))] == 3
+        assert got[("tasuku_review_run_duration_seconds_count", ())] == 3
+        assert got[("tasuku_review_run_duration_seconds_sum", ())] == pytest.approx(4110, abs=1)
+        model = (("direction", "input"), ("model", "claude-x"))
+        assert got[("tasuku_model_tokens_total", model)] == 1500
+        assert (
+            got[("tasuku_model_tokens_total", (("direction", "output"), ("model", "claude-x")))]
+            == 300
+        )
+        assert got[("tasuku_model_cost_usd_total", (("model", "claude-x"),))] == pytest.approx(0.75)
+
+    def test_it_reports_this_months_spend_against_each_budget(self, staff_client):
+        installation = InstallationFactory(
+            account_login="initech", github_id=77, monthly_budget_usd=Decimal("20")
+        )
+        ReviewFactory(
+            pull_request=PullRequestFactory(
+                repository=RepositoryFactory(installation=installation)
+            ),
+            cost_usd=Decimal("4.5"),
+        )
+        got = _samples(staff_client.get("/metrics").content.decode())
+        labels = (("account", "initech"), ("installation_id", "77"))
+        assert got[("tasuku_budget_spent_usd", labels)] == pytest.approx(4.5)
+        assert got[("tasuku_budget_cap_usd", labels)] == 20
+
+    def test_github_calls_and_the_rate_limit_left_are_counted_across_processes(
+        self, fake_github, staff_client
+    ):
+        fake_github.add_installation(31, "hooli")
+        fake_github.add_repo("hooli/app", installation_id=31)
+        InstallationFactory(github_id=31, account_login="hooli")
+        app_id = str(next(iter(fake_github.apps)))
+        gateway = github.gateway()
+        # GitHub rate limits the first call (remaining 0 of 5000); the retry goes through.
+        fake_github.rate_limit(1, path=r"/repos/hooli/app$")
+        gateway.repository_get(installation_id=31, repository_id=None, full_name="hooli/app")
+        fake_github.inject(1, status=404, path=r"/pulls/99$")
+        with pytest.raises(github.GitHubError):
+            gateway.pull_request_get(
+                installation_id=31, repository_id=None, full_name="hooli/app", number=99
+            )
+        # Another process's counts, already in the table, add up with this one's.
+        GitHubApiUsage.objects.create(
+            app_id=app_id, installation_id=31, calls=10, errors=1, updated_at=timezone.now()
+        )
+
+        got = _samples(staff_client.get("/metrics").content.decode())
+
+        labels = (("account", "hooli"), ("app_id", app_id), ("installation_id", "31"))
+        assert got[("tasuku_github_api_calls_total", (*labels, ("outcome", "ok")))] == 10
+        assert got[("tasuku_github_api_calls_total", (*labels, ("outcome", "error")))] == 3
+        assert got[("tasuku_github_rate_limit_remaining", labels)] == 0
+        assert got[("tasuku_github_rate_limit_limit", labels)] == 5000
+        app = (("account", "app"), ("app_id", app_id), ("installation_id", "0"))
+        assert got[("tasuku_github_api_calls_total", (*app, ("outcome", "ok")))] >= 1  # a token
+
+    def test_a_failed_flush_keeps_the_counts_for_the_next_one(self, monkeypatch):
+        usage.usage_record("1", 5, object(), failed=False)
+        monkeypatch.setattr(GitHubApiUsage.objects, "filter", _raise)
+        assert github_usage_flush() == 0
+        monkeypatch.undo()
+        assert github_usage_flush() == 1
+        assert GitHubApiUsage.objects.get(installation_id=5).calls == 1
+        usage.usage_record("1", 5, object(), failed=True)
+        github_usage_flush()
+        row = GitHubApiUsage.objects.get(installation_id=5)
+        assert (row.calls, row.errors) == (2, 1)
+
+
+def _raise(*args, **kwargs):
+    raise RuntimeError("the database is gone")
+
+
+class TestHealth:
+    def test_healthz_answers_ok_without_a_login(self, client):
+        response = client.get("/healthz")
+        assert response.status_code == 200
+        assert response.json()["status"] == "ok"
+
+    def test_healthz_answers_503_when_the_database_is_unreachable(
+        self, client, monkeypatch, settings
+    ):
+        database = dict(settings.DATABASES["default"])
+        if database["ENGINE"].endswith("sqlite3"):
+            database["NAME"] = "/nonexistent/folder/tasuku.sqlite3"
+        else:
+            database.update(HOST="127.0.0.1", PORT="1")  # nothing listens there
+        database.pop("TEST", None)
+        unreachable = ConnectionHandler({"default": database})
+        monkeypatch.setattr("webhooks.health.connections", unreachable)
+
+        response = client.get("/healthz")
+
+        assert response.status_code == 503
+        assert response.json()["status"] == "unavailable"
+        assert "OperationalError" in response.json()["database"]
+
+    def test_the_status_page_shows_health_and_when_each_schedule_last_ran(self, staff_client):
+        from django.core.management import call_command
+
+        call_command("setup_schedules", stdout=open("/dev/null", "w"))  # noqa: SIM115
+        Schedule.objects.filter(name="tasuku: sweep webhook deliveries").update(
+            next_run=timezone.now() - timedelta(minutes=10)
+        )
+
+        page = staff_client.get("/status/")
+
+        content = page.content.decode()
+        assert page.context["database"].ok
+        assert "tasuku: reap review runs" in content
+        assert "overdue: is a worker running?" in content
+        assert "tasks waiting" in content
+
+    def test_the_read_only_role_sees_no_delivery_retry_and_may_not_retry(self, staff_client):
+        delivery = WebhookDeliveryFactory(status="failed", last_error="boom")
+        assert b">Retry<" not in staff_client.get("/status/").content
+        assert b">Retry<" not in staff_client.get(f"/status/deliveries/{delivery.pk}/").content
+        assert staff_client.post(f"/status/deliveries/{delivery.pk}/retry").status_code == 403
+        delivery.refresh_from_db()
+        assert delivery.status == "failed"
+
+
+class TestWorkerHeartbeats:
+    def test_a_heartbeat_records_the_task_in_hand_and_counts_finished_ones(self):
+        started = timezone.now()
+        workers.task_started(task={"name": "run-9"})
+        workers.heartbeat_write("host:1", started_at=started)
+        row = WorkerHeartbeat.objects.get(name="host:1")
+        assert (row.task, row.tasks_done) == ("run-9", 0)
+
+        workers.task_finished()
+        workers.heartbeat_write("host:1", started_at=started)
+        row.refresh_from_db()
+        assert (row.task, row.tasks_done, row.started_at) == ("", 1, started)
+        workers.task_finished()
+        workers.heartbeat_write("host:1", started_at=started)
+        row.refresh_from_db()
+        assert row.tasks_done == 2
