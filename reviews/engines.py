@@ -52,11 +52,14 @@ def engine_environment(reviewer: Reviewer) -> dict[str, str]:
 
 
 def earlier_for_job(
-    earlier: list[Finding], answers: dict[str, str] | None = None
+    earlier: list[Finding],
+    answers: dict[str, str] | None = None,
+    rulings: dict[str, str] | None = None,
 ) -> tuple[EarlierFinding, ...]:
     """The earlier open findings, for the engine to rule on (id = fingerprint), with the
-    author's answer to each in a review pass."""
+    author's answer to each and the reviewer's previous ruling in a review pass."""
     answers = answers or {}
+    rulings = rulings or {}
     return tuple(
         EarlierFinding(
             id=f.fingerprint,
@@ -68,6 +71,7 @@ def earlier_for_job(
             title=f.title[:200],
             body=f.body[:2000],
             answer=answers.get(f.fingerprint, "")[:4000],
+            ruling=rulings.get(f.fingerprint, "")[:4000],
         )
         for f in earlier
     )

@@ -161,7 +161,9 @@ def pipeline(ctx: Context) -> str:
             repository=ctx.repository.full_name, number=run.pull_request.number,
             title=run.pull_request.title, deadline_seconds=int(settings.TASUKU_SANDBOX_TIMEOUT),
             memory=repository_memory(ctx.repository), price=engines.model_price(reviewer.model),
-            earlier=engines.earlier_for_job(earlier, answers=pass_answers(run, earlier)),
+            earlier=engines.earlier_for_job(
+                earlier, answers=pass_answers(run, earlier), rulings=pass_rulings(run, earlier)
+            ),
         )  # fmt: skip
         ReviewRun.objects.filter(pk=run.pk).update(omitted=[o.model_dump() for o in job.omitted])
         if stored is None and model_triaged(ctx, core, reviewer, job):
@@ -270,6 +272,15 @@ def pass_answers(run: ReviewRun, earlier: list[Finding]) -> dict[str, str]:
     from reviews.passes.services import answers_for_run
 
     return answers_for_run(run)
+
+
+def pass_rulings(run: ReviewRun, earlier: list[Finding]) -> dict[str, str]:
+    """In a review pass, what the reviewer ruled on the earlier findings last pass."""
+    if not run.review_pass_id or not earlier:
+        return {}
+    from reviews.passes.services import rulings_for_run
+
+    return rulings_for_run(run)
 
 
 def repository_memory(repository) -> str:

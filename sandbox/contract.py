@@ -141,6 +141,9 @@ class EarlierFinding(BaseModel):
     # The author's answer in a review pass ("fixed in abc1234", its reasons for not
     # fixing, a follow-up): untrusted, like the pull request's own text.
     answer: str = Field(default="", max_length=MAX_BODY)
+    # What the reviewer ruled on it in the previous pass ("still open: …"): model output
+    # that read untrusted text, so shown beside the answers, as data.
+    ruling: str = Field(default="", max_length=MAX_BODY)
 
 
 class ReviewJob(BaseModel):

@@ -83,7 +83,8 @@ def review_prompt(job: ReviewJob, *, finish: str = "tool", schema: dict | None =
     API engines' `submit_review`) or "json" (the CLI engines answer with JSON matching
     `schema`)."""
     answers = [f"- id {e.id}: {e.answer}" for e in job.earlier_findings if e.answer]
-    untrusted = [job.title, job.body, job.diff, job.requester_note, *answers]
+    rulings = [f"- id {e.id}: {e.ruling}" for e in job.earlier_findings if e.ruling]
+    untrusted = [job.title, job.body, job.diff, job.requester_note, *answers, *rulings]
     boundary = secrets.token_hex(12)
     while any(boundary in text for text in untrusted):  # never, in practice
         boundary = secrets.token_hex(12)
@@ -156,6 +157,7 @@ def review_prompt(job: ReviewJob, *, finish: str = "tool", schema: dict | None =
                 ("Title", job.title),
                 ("Description", job.body),
                 ("Note from the person who asked for this review", job.requester_note),
+                ("Your rulings on them in the previous pass", "\n".join(rulings)),
                 ("The author's answers to earlier findings (rule on each)", "\n".join(answers)),
                 ("Diff", job.diff),
             ],

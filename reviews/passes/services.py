@@ -806,6 +806,30 @@ def answers_for_run(run: ReviewRun) -> dict[str, str]:
     return {a.fingerprint: answer_text(a) for a in answers}
 
 
+def rulings_for_run(run: ReviewRun) -> dict[str, str]:
+    """The reviewer's rulings on this pull request's findings in the previous pass
+    (fingerprint → "still open: why" / "resolved: why"), for the next pass's job."""
+    review_pass = run.review_pass
+    if review_pass is None:
+        return {}
+    previous = (
+        review_pass.task.passes.filter(number__lt=review_pass.number).order_by("-number").first()
+    )
+    review = (
+        Review.objects.filter(run__review_pass=previous, pull_request=run.pull_request).first()
+        if previous is not None
+        else None
+    )
+    rulings: dict[str, str] = {}
+    for ruling in (review.rulings if review else None) or []:
+        if not isinstance(ruling, dict) or not ruling.get("id"):
+            continue
+        verdict = "still open" if ruling.get("still_open") else "resolved"
+        reason = str(ruling.get("reason") or "").strip()
+        rulings[str(ruling["id"])] = f"{verdict}: {reason}" if reason else verdict
+    return rulings
+
+
 # --- Actions -------------------------------------------------------------------------------
 
 ACTIONS = ("run_another_pass", "message_author", "return_as_is", "recall")

@@ -54,6 +54,7 @@ def test_a_task_goes_from_two_blocking_findings_to_done(passes):
 
     def pass_three(request):
         ids = earlier_ids(request)
+        seen["pass three prompt"] = request
         return ToolCall(
             "submit_review",
             {"findings": [], "rulings": [{"id": ids["Cloud key in source"], "still_open": False}]},
@@ -141,6 +142,10 @@ def test_a_task_goes_from_two_blocking_findings_to_done(passes):
                             text="FAILED tests/test_pay.py::test_refund - AssertionError\nFAILED x")  # fmt: skip
     assert passes.done(task, fixed_all).status_code == 202
     drain_queue()
+    # Pass 3 resumes what the reviewer knew: its own ruling of pass 2 and the answer.
+    prompt = str(seen["pass three prompt"].messages)
+    assert "Your rulings on them in the previous pass" in prompt
+    assert "still open: an example key still trains people to commit keys" in prompt
     approvals = [r for r in passes.reviews_by(REVIEWER_BOT) if r["state"] == "APPROVED"]
     assert len(approvals) == 1 and approvals[0]["commit_id"] == fixed_all
     # The author's App only ever replied (replies are one-comment COMMENTED reviews).
