@@ -56,6 +56,25 @@ def post_webhook(
     return client.post("/webhooks/github", data=raw, content_type="application/json", **headers)
 
 
+def post_webhook_live(url: str, event: str, body: dict[str, Any], *, secret: str):
+    """`post_webhook` over HTTP, to a live server (a real worker's tests)."""
+    import requests
+
+    raw = json.dumps(body).encode()
+    return requests.post(
+        f"{url}/webhooks/github",
+        data=raw,
+        headers={
+            "Content-Type": "application/json",
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": str(uuid.uuid4()),
+            "X-GitHub-Hook-ID": "1",
+            "X-Hub-Signature-256": signature_for(secret, raw),
+        },
+        timeout=10,
+    )
+
+
 def drain_queue(limit: int = 100, *, only: str | None = None) -> list[Any]:
     """Run the tasks waiting in django-q2's ORM broker, as a worker would, until none is
     left (or, with `only`, none for that function: others stay queued). Returns the

@@ -4,23 +4,19 @@
 
 from __future__ import annotations
 
-import json
 import re
-import uuid
 from decimal import Decimal
 
 import pytest
-import requests
 
 from repos.models import Reviewer
 from reviews.budget import Budget, budget_alert
 from reviews.models import ReviewRun, RunStatus
 from tests.factories import InstallationFactory, RepositoryFactory, WebhookDeliveryFactory
 from tests.gitworld import INSTALLATION, REPO, REPO_ID, world_build
-from tests.helpers import pull_request_payload
+from tests.helpers import post_webhook_live, pull_request_payload
 from tests.workers import Worker, wait_for
 from webhooks.models import DeliveryStatus, WebhookDelivery
-from webhooks.signature import signature_for
 
 pytestmark = [
     pytest.mark.browser,
@@ -53,22 +49,6 @@ def log_in(page, username: str = "ops") -> None:
     assert page.locator("h1").inner_text() == "Overview"
 
 
-def post_webhook(live_server, secret: str, body: dict) -> requests.Response:
-    raw = json.dumps(body).encode()
-    return requests.post(
-        f"{live_server.url}/webhooks/github",
-        data=raw,
-        headers={
-            "Content-Type": "application/json",
-            "X-GitHub-Event": "pull_request",
-            "X-GitHub-Delivery": str(uuid.uuid4()),
-            "X-GitHub-Hook-ID": "1",
-            "X-Hub-Signature-256": signature_for(secret, raw),
-        },
-        timeout=10,
-    )
-
-
 def _run_of_pull_request(status: str):
     run = ReviewRun.objects.filter(pull_request__number=7).order_by("-pk").first()
     return run if run is not None and run.status == status else None
@@ -99,7 +79,12 @@ def test_an_operator_finds_a_pull_request_sees_why_its_run_failed_and_retries_it
         body={"message": "Resource not accessible by integration"},
     )
     body = pull_request_payload(world.fake, world.repo, world.pull)
-    assert post_webhook(live_server, test_app.webhook_secret, body).status_code == 202
+    assert (
+        post_webhook_live(
+            live_server.url, "pull_request", body, secret=test_app.webhook_secret
+        ).status_code
+        == 202
+    )
     failed = wait_for(
         lambda: _run_of_pull_request(RunStatus.FAILED),
         timeout=90,

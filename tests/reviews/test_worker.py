@@ -7,14 +7,12 @@ import os
 import signal
 
 import pytest
-import requests
 
 from reviews.models import ReviewRun, RunAttempt, RunStatus
 from reviews.runs import runs_reap
 from tests.gitworld import AWS_KEY_LINE, REPO, SHELL_TRUE_LINE, UNQUOTED_LINE, world_build
-from tests.helpers import pull_request_payload
+from tests.helpers import post_webhook_live, pull_request_payload
 from tests.workers import Worker, wait_for
-from webhooks.signature import signature_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,25 +22,6 @@ def worker(tmp_path, fake_github):
     started = Worker(tmp_path / "worker.log")
     yield started
     started.stop()
-
-
-def _post(live_server, test_app, body: dict) -> requests.Response:
-    import json
-    import uuid
-
-    raw = json.dumps(body).encode()
-    return requests.post(
-        f"{live_server.url}/webhooks/github",
-        data=raw,
-        headers={
-            "Content-Type": "application/json",
-            "X-GitHub-Event": "pull_request",
-            "X-GitHub-Delivery": str(uuid.uuid4()),
-            "X-GitHub-Hook-ID": "1",
-            "X-Hub-Signature-256": signature_for(test_app.webhook_secret, raw),
-        },
-        timeout=10,
-    )
 
 
 def _final_run():
@@ -56,8 +35,11 @@ def test_a_webhook_to_the_live_server_becomes_a_review_by_a_real_worker(
     fake_github, test_app, live_server, worker, admin_client
 ):
     world = world_build(fake_github)
-    response = _post(
-        live_server, test_app, pull_request_payload(world.fake, world.repo, world.pull)
+    response = post_webhook_live(
+        live_server.url,
+        "pull_request",
+        pull_request_payload(world.fake, world.repo, world.pull),
+        secret=test_app.webhook_secret,
     )
     assert response.status_code == 202
 
@@ -85,8 +67,11 @@ def test_a_run_held_by_a_killed_worker_is_taken_over_and_published_once(
     # it waits, holding the run.
     world.fake.slow(1, seconds=60, method="POST", path=r"/pulls/7/reviews$", after=True)
     assert (
-        _post(
-            live_server, test_app, pull_request_payload(world.fake, world.repo, world.pull)
+        post_webhook_live(
+            live_server.url,
+            "pull_request",
+            pull_request_payload(world.fake, world.repo, world.pull),
+            secret=test_app.webhook_secret,
         ).status_code
         == 202
     )
