@@ -161,8 +161,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=os.environ.get("TASUKU_URL", ""),
                         help="Tasuku's URL (default: $TASUKU_URL); also the token's audience")  # fmt: skip
     parser.add_argument("--checkout", default=".", help="the repository checkout (default: .)")
-    parser.add_argument("--github-output", default=os.environ.get("GITHUB_OUTPUT", ""),
-                        help=argparse.SUPPRESS)  # fmt: skip
     args = parser.parse_args(argv)
     if not args.url:
         log("Tasuku's URL is not set: pass --url or set TASUKU_URL")

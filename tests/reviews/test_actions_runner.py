@@ -347,3 +347,15 @@ def test_an_app_that_may_not_dispatch_fails_with_the_fix(actions_world, client, 
     assert check.conclusion == "failure"
     assert "give it the Actions permission (read and write)" in check.output["summary"]
     assert not actions_world.fake.actions_runs_of(REPO)
+
+
+@pytest.mark.django_db
+def test_a_dispatch_github_keeps_refusing_fails_after_three_attempts(
+    actions_world, client, test_app
+):
+    actions_world.fake.inject(3, status=502, method="POST", path=r"/dispatches$")
+    run = open_pull_request(actions_world, client, test_app)
+    assert (run.status, run.stage) == (RunStatus.FAILED, Stage.SANDBOX)
+    assert run.reason.startswith("GitHub did not accept the workflow dispatch after 3 attempts")
+    assert len(actions_world.fake.requests("POST", r"/dispatches$")) == 3
+    assert not actions_world.fake.actions_runs_of(REPO)
