@@ -53,6 +53,27 @@ RULES: tuple[_Rule, ...] = (
     _rule("", r"did not finish within .* minutes of starting",
           "run-deadline", "The run did not finish within its 45-minute deadline.",
           "Look at the attempts for the stage it was stuck in; then retry."),
+    # The actions runner (reviews/actions.py): before the generic timeouts and permissions.
+    _rule("sandbox", r"may not run workflows|the Actions permission",
+          "actions-permission", "The App may not start workflows in this repository.",
+          "Grant the GitHub App the repository permission Actions: Read and write, accept it "
+          "on the installation, then retry."),
+    _rule("sandbox", r"no such workflow|workflow_dispatch. trigger|does not declare every input|"
+          r"requires an input Tasuku does not send|workflow is disabled",
+          "actions-workflow", "The repository's Tasuku workflow is missing, disabled or does not "
+          "match what Tasuku sends.",
+          "Copy docs/actions/tasuku.yml to .github/workflows/tasuku.yml on the default branch "
+          "(enabled in the Actions tab), then retry."),
+    _rule("sandbox", r"GitHub Actions run ended .* without posting a result|"
+          r"dispatched to GitHub Actions .* no result",
+          "actions-no-result", "The GitHub Actions run never posted its result.",
+          "Open the Actions run (linked on the run page): check the workflow's TASUKU_URL "
+          "variable (Tasuku must be reachable from the runners), `id-token: write`, and the "
+          "install step; then retry."),
+    _rule("sandbox", r"GitHub Actions runner failed",
+          "actions-runner-failed", "tasuku-runner could not review on the Actions runner.",
+          "Read its reason on the run page: most often the model key secret "
+          "(ANTHROPIC_API_KEY / OPENAI_API_KEY) is missing from the repository's Actions secrets."),
     _rule("clone", r"access denied|authentication failed|could not read username|Contents: read",
           "clone-access", "The App may not read this repository.",
           "Grant the GitHub App the repository permission Contents: read (the App's settings, "

@@ -359,3 +359,15 @@ def test_a_dispatch_github_keeps_refusing_fails_after_three_attempts(
     assert run.reason.startswith("GitHub did not accept the workflow dispatch after 3 attempts")
     assert len(actions_world.fake.requests("POST", r"/dispatches$")) == 3
     assert not actions_world.fake.actions_runs_of(REPO)
+
+
+@pytest.mark.django_db
+def test_diagnostics_name_the_fix_for_an_actions_failure(fake_github, client, test_app):
+    world = world_build(fake_github)
+    Reviewer.objects.filter(slug="static").update(runner="actions")
+    run = open_pull_request(world, client, test_app)
+    from reviews.diagnosis import diagnose
+
+    advice = diagnose(run.stage, run.reason)
+    assert advice.key == "actions-workflow"
+    assert "docs/actions/tasuku.yml" in advice.action
