@@ -27,6 +27,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from repos.github import GitHubError
+from repos.github.actions import workflow_path
 from reviews.models import AttemptOutcome, ReviewRun, RunAttempt, RunStatus, Stage
 from reviews.oidc import subject_repository
 from reviews.runs import CONCLUDE_TASK, Held, run_ring
@@ -37,17 +38,12 @@ from webhooks.routing import Outcome
 
 logger = logging.getLogger(__name__)
 
-WORKFLOWS_DIR = ".github/workflows"
 RUN_NAME = "Tasuku review (run {})"  # docs/actions/tasuku.yml's `run-name`
-
-
-def workflow_path() -> str:
-    return f"{WORKFLOWS_DIR}/{settings.TASUKU_ACTIONS_WORKFLOW}"
 
 
 def workflow_ref(full_name: str, branch: str) -> str:
     """What the OIDC token's `workflow_ref` and `job_workflow_ref` must say."""
-    return f"{full_name}/{workflow_path()}@refs/heads/{branch}"
+    return f"{full_name}/{workflow_path(settings.TASUKU_ACTIONS_WORKFLOW)}@refs/heads/{branch}"
 
 
 # --- 1. Dispatch (the worker) ---------------------------------------------------------------

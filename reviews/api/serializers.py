@@ -6,7 +6,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from reviews.passes.models import MAX_PASSES_RANGE, AnswerKind, ReviewPass, Task
-from reviews.passes.selectors import task_status
+from reviews.passes.selectors import task_checks, task_status
 from reviews.passes.services import ACTIONS
 
 
@@ -132,9 +132,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "blocking": sum(1 for f in findings if f.blocking),
             "nits": sum(1 for f in findings if not f.blocking),
             "comments": unanswered_comments(task).count(),
-            "failing_checks": sum(
-                1 for tpr in task.pulls.all() for c in tpr.checks if c.get("state") == "failure"
-            ),
+            "failing_checks": sum(1 for c in task_checks(task) if c.get("state") == "failure"),
         }
 
 

@@ -35,34 +35,32 @@ def _with(outcome: Outcome, recorded: int, what: str) -> Outcome:
     return replace(outcome, text=text, ignored=False)
 
 
+def _comment_recorded(payload: dict[str, Any], number: Any, kind: str) -> int:
+    """Record a newly created comment on pull request `number` for the tasks it concerns."""
+    repository = _repository(payload)
+    if payload.get("action") != "created" or not number or repository is None:
+        return 0
+    return comment_record(
+        repository=repository, number=int(number), kind=kind,
+        comment=payload.get("comment") or {}, tasuku_logins=_tasuku_logins(),
+    )  # fmt: skip
+
+
 def issue_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
     from reviews.triggers import issue_comment_event as commands
 
     outcome = commands(payload, delivery_id=delivery_id)
     issue = payload.get("issue") or {}
-    repository = _repository(payload)
-    recorded = 0
-    if payload.get("action") == "created" and issue.get("pull_request") and repository:
-        recorded = comment_record(
-            repository=repository, number=int(issue["number"]), kind="issue_comment",
-            comment=payload.get("comment") or {}, tasuku_logins=_tasuku_logins(),
-        )  # fmt: skip
-    return _with(outcome, recorded, "comment")
+    number = issue.get("number") if issue.get("pull_request") else None
+    return _with(outcome, _comment_recorded(payload, number, "issue_comment"), "comment")
 
 
 def review_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
     from reviews.replies import review_comment_event as replies
 
     outcome = replies(payload, delivery_id=delivery_id)
-    pull = payload.get("pull_request") or {}
-    repository = _repository(payload)
-    recorded = 0
-    if payload.get("action") == "created" and pull.get("number") and repository:
-        recorded = comment_record(
-            repository=repository, number=int(pull["number"]), kind="review_comment",
-            comment=payload.get("comment") or {}, tasuku_logins=_tasuku_logins(),
-        )  # fmt: skip
-    return _with(outcome, recorded, "inline comment")
+    number = (payload.get("pull_request") or {}).get("number")
+    return _with(outcome, _comment_recorded(payload, number, "review_comment"), "inline comment")
 
 
 def pull_request_review_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:

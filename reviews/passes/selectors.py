@@ -32,6 +32,11 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def task_checks(task: Task) -> list[dict[str, Any]]:
+    """The required checks of every pull request of the task, as last read."""
+    return [c for tpr in task.pulls.all() for c in tpr.checks]
+
+
 def task_status(task: Task) -> str:
     """The one-line status: "Reviewing · pass 2", "Waiting for a reviewer", "Author
     fixing · 3 blocking, 1 comment", "Approved · waiting for 2 checks", "Done ·
@@ -51,9 +56,7 @@ def task_status(task: Task) -> str:
         ).exists()
         return f"Reviewing · pass {last.number}" if running else "Waiting for a reviewer"
     if task.state == TaskState.APPROVED:
-        pending = sum(
-            1 for tpr in task.pulls.all() for c in tpr.checks if c.get("state") != "success"
-        )
+        pending = sum(1 for c in task_checks(task) if c.get("state") != "success")
         return f"Approved · waiting for {_plural(pending, 'check')}" if pending else "Approved"
     if task.state == TaskState.AUTHOR_FIXING:
         parts = []
@@ -64,9 +67,7 @@ def task_status(task: Task) -> str:
         comments = unanswered_comments(task).count()
         if comments:
             parts.append(_plural(comments, "comment"))
-        failing = sum(
-            1 for tpr in task.pulls.all() for c in tpr.checks if c.get("state") == "failure"
-        )
+        failing = sum(1 for c in task_checks(task) if c.get("state") == "failure")
         if failing:
             parts.append(_plural(failing, "failing check"))
         if last is not None and last.status == PassStatus.CLEAN and heads_moved(task, last):
@@ -154,8 +155,7 @@ def feedback_collect(task: Task, *, now=None) -> dict[str, Any]:
             k: c.get(k)
             for k in ("pull_request", "name", "conclusion", "title", "summary", "output", "url")
         }
-        for tpr in task.pulls.select_related("repository")
-        for c in tpr.checks
+        for c in task_checks(task)
         if c.get("state") == "failure"
     ]
     return {

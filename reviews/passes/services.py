@@ -787,34 +787,41 @@ def answer_post(answer_pk: int) -> str:
     return "posted"
 
 
-def answers_for_run(run: ReviewRun) -> dict[str, str]:
-    """The author's answers to this pull request's findings in the previous pass, as the
-    reviewer will read them (fingerprint → text)."""
+def previous_pass(run: ReviewRun) -> ReviewPass | None:
+    """The pass before the one `run` belongs to (None outside a pass, or for pass 1)."""
     review_pass = run.review_pass
     if review_pass is None:
-        return {}
-    previous = (
-        review_pass.task.passes.filter(number__lt=review_pass.number).order_by("-number").first()
-    )
+        return None
+    return review_pass.task.passes.filter(number__lt=review_pass.number).order_by("-number").first()
+
+
+def _previous_answers(run: ReviewRun):
+    """The author's answers to this pull request's findings in the previous pass."""
+    previous = previous_pass(run)
     if previous is None:
-        return {}
-    answers = Answer.objects.filter(
-        review_pass=previous,
-        task_pull__pull_request=run.pull_request,
-        comment__isnull=True,
+        return Answer.objects.none()
+    return Answer.objects.filter(
+        review_pass=previous, task_pull__pull_request=run.pull_request, comment__isnull=True
     )
-    return {a.fingerprint: answer_text(a) for a in answers}
+
+
+def answers_for_run(run: ReviewRun) -> dict[str, str]:
+    """The author's answers in the previous pass, as the reviewer will read them
+    (fingerprint → text)."""
+    return {a.fingerprint: answer_text(a) for a in _previous_answers(run)}
+
+
+def disputed_fingerprints(run: ReviewRun) -> set[str]:
+    """Findings the author answered with a reply (disputed) in the previous pass."""
+    return set(
+        _previous_answers(run).filter(kind=AnswerKind.REPLY).values_list("fingerprint", flat=True)
+    )
 
 
 def rulings_for_run(run: ReviewRun) -> dict[str, str]:
     """The reviewer's rulings on this pull request's findings in the previous pass
     (fingerprint → "still open: why" / "resolved: why"), for the next pass's job."""
-    review_pass = run.review_pass
-    if review_pass is None:
-        return {}
-    previous = (
-        review_pass.task.passes.filter(number__lt=review_pass.number).order_by("-number").first()
-    )
+    previous = previous_pass(run)
     review = (
         Review.objects.filter(run__review_pass=previous, pull_request=run.pull_request).first()
         if previous is not None
@@ -1014,24 +1021,3 @@ __all__ = [
     "task_handoff",
     "tasks_sweep",
 ]
-
-
-def disputed_fingerprints(run: ReviewRun) -> set[str]:
-    """Findings of this pull request the author answered with a reply (disputed) in the
-    previous pass."""
-    review_pass = run.review_pass
-    if review_pass is None:
-        return set()
-    previous = (
-        review_pass.task.passes.filter(number__lt=review_pass.number).order_by("-number").first()
-    )
-    if previous is None:
-        return set()
-    return set(
-        Answer.objects.filter(
-            review_pass=previous,
-            task_pull__pull_request=run.pull_request,
-            comment__isnull=True,
-            kind=AnswerKind.REPLY,
-        ).values_list("fingerprint", flat=True)
-    )
