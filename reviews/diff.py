@@ -1,7 +1,12 @@
 """A pull request's diff as plain data: per file, its hunks and which lines are
 added, removed or context — what GitHub lets a review comment anchor on.
 
-Pure: parses `git diff` output with unidiff; no database, no I/O.
+Pure: parses `git diff` output; no database, no I/O. File names are data: git prints a
+name with a quote, backslash or control character (a tab, a newline) in C-style quotes
+(and, without `core.quotePath=false`, every non-ASCII byte as an octal escape); they
+are read from each file's header here, unquoted, never guessed from the `diff --git`
+line by unidiff (whose patterns split `a/x b/y b/x b/y` wrongly). unidiff parses the
+hunks only.
 """
 
 from __future__ import annotations
@@ -123,6 +128,129 @@ def _strip_prefix(path: str | None) -> str | None:
     return path
 
 
+# git's C-style escapes (quote.c, `sq_lookup`): the byte each one stands for.
+ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def _unquote(text: str, start: int = 0) -> tuple[str, int]:
+    """The name in git's C-style quotes at `text[start]` (a `"`), and where it ends.
+
+    Escaped bytes are collected and decoded as UTF-8 (an invalid sequence becomes
+    U+FFFD, as git's output is decoded)."""
+    out = bytearray()
+    index = start + 1
+    while index < len(text):
+        char = text[index]
+        if char == '"':
+            return out.decode("utf-8", errors="replace"), index + 1
+        if char == "\\" and index + 1 < len(text):
+            code = text[index + 1]
+            if code in ESCAPES:
+                out.append(ESCAPES[code])
+                index += 2
+                continue
+            digits = text[index + 1 : index + 4]
+            if len(digits) == 3 and all(d in "01234567" for d in digits):
+                out.append(int(digits, 8) & 0xFF)
+                index += 4
+                continue
+            raise DiffError(f"The diff could not be parsed: a bad escape in {text!r}")
+        out += char.encode("utf-8", errors="surrogateescape")
+        index += 1
+    raise DiffError(f"The diff could not be parsed: an unterminated name in {text!r}")
+
+
+def _name(text: str) -> str:
+    """A name as git prints it after `--- `, `+++ `, `rename from ` …: quoted or raw;
+    git ends it with a tab when it contains a space."""
+    if text.startswith('"'):
+        name, end = _unquote(text)
+        if text[end:] not in ("", "\t"):
+            raise DiffError(f"The diff could not be parsed: text after the name {text!r}")
+        return name
+    return text[:-1] if text.endswith("\t") else text
+
+
+def _git_pair(rest: str) -> tuple[str, str] | None:
+    """The two names of `diff --git <a> <b>` when they can be told apart: both quoted,
+    or the same name twice (what git prints unless the file is renamed or copied, and
+    then `rename from`/`rename to` say the names)."""
+    if rest.startswith('"'):
+        first, end = _unquote(rest)
+        if rest[end : end + 2] != ' "':
+            return None
+        second, finish = _unquote(rest, end + 1)
+        return (first, second) if finish == len(rest) else None
+    if (len(rest) - 1) % 2:
+        return None
+    half = (len(rest) - 1) // 2
+    first, second = rest[:half], rest[half + 1 :]
+    if rest[half] != " " or first[2:] != second[2:]:
+        return None
+    return first, second
+
+
+@dataclass(frozen=True)
+class _Header:
+    source: str | None  # None: /dev/null (an added file)
+    target: str | None  # None: /dev/null (a deleted file)
+    status: str
+    binary: bool
+
+
+def _header_parse(header: str) -> _Header | None:
+    """Names, status and binary-ness from one file's `diff --git` header (the text
+    before its first hunk); None when it is not one."""
+    lines = header.split("\n")
+    if not lines[0].startswith("diff --git "):
+        return None
+    pair = _git_pair(lines[0][len("diff --git ") :])
+    source = target = None
+    if pair is not None:
+        source, target = (_strip_prefix(name) for name in pair)
+    renamed_from = renamed_to = minus = plus = None
+    added = deleted = binary = False
+    for line in lines[1:]:
+        if line.startswith("--- "):
+            minus = _name(line[4:])
+        elif line.startswith("+++ "):
+            plus = _name(line[4:])
+        elif line.startswith(("rename from ", "copy from ")):
+            renamed_from = _name(line.split(" ", 2)[2])
+        elif line.startswith(("rename to ", "copy to ")):
+            renamed_to = _name(line.split(" ", 2)[2])
+        elif line.startswith("new file mode "):
+            added = True
+        elif line.startswith("deleted file mode "):
+            deleted = True
+        elif line.startswith(("Binary files ", "GIT binary patch")):
+            binary = True
+    if renamed_from is not None and renamed_to is not None:
+        source, target = renamed_from, renamed_to
+    if minus is not None:
+        source = _strip_prefix(minus) if minus != "/dev/null" else source
+    if plus is not None:
+        target = _strip_prefix(plus) if plus != "/dev/null" else target
+    if source is None and target is None:
+        return None
+    source, target = source or target, target or source
+    if added:
+        return _Header(None, target, "added", binary)
+    if deleted:
+        return _Header(source, None, "deleted", binary)
+    status = "renamed" if source != target else "modified"
+    return _Header(source, target, status, binary)
+
+
+def _hunks_parse(hunk_texts: list[str]) -> PatchSet:
+    """unidiff over one file's hunks under neutral names (the names are parsed apart)."""
+    text = "--- a/file\n+++ b/file\n" + "".join(hunk_texts)
+    try:
+        return PatchSet(text)
+    except UnidiffParseError as exc:
+        raise DiffError(f"The diff could not be parsed: {exc}") from exc
+
+
 FILE_START = re.compile(r"^diff --git ", re.MULTILINE)
 HUNK_START = re.compile(r"^@@ ", re.MULTILINE)
 
@@ -145,18 +273,16 @@ def _hunk_texts(file_text: str) -> tuple[str, list[str]]:
 
 def diff_parse(text: str) -> Diff:
     """Parse unified diff text (as `git diff` prints it) into a `Diff`."""
+    texts = _file_texts(text)
+    if texts:
+        return Diff(files=tuple(_git_file(file_text) for file_text in texts))
+    # Not `git diff` output (a plain unified diff): unidiff reads the names too.
     try:
         patch = PatchSet(text)
     except UnidiffParseError as exc:
         raise DiffError(f"The diff could not be parsed: {exc}") from exc
-    texts = _file_texts(text)
-    if len(texts) != len(patch):
-        texts = [str(patched) for patched in patch]  # not `git diff` output: rebuild
     files = []
-    for patched, file_text in zip(patch, texts, strict=True):
-        header, hunk_texts = _hunk_texts(file_text)
-        if len(hunk_texts) != len(patched):
-            hunk_texts = [str(hunk) for hunk in patched]
+    for patched in patch:
         source = _strip_prefix(patched.source_file)
         target = _strip_prefix(patched.target_file)
         if patched.is_added_file:
@@ -167,46 +293,88 @@ def diff_parse(text: str) -> Diff:
             status = "renamed"
         else:
             status = "modified"
-        path = target or source or patched.path
-        hunks = []
-        added_all: list[int] = []
-        removed_count = 0
-        for hunk, hunk_text in zip(patched, hunk_texts, strict=True):
-            added, removed, context_t, context_s = [], [], [], []
-            for line in hunk:
-                if line.is_added:
-                    added.append(line.target_line_no)
-                elif line.is_removed:
-                    removed.append(line.source_line_no)
-                elif line.is_context:
-                    context_t.append(line.target_line_no)
-                    context_s.append(line.source_line_no)
-            added_all.extend(added)
-            removed_count += len(removed)
-            hunks.append(
-                Hunk(
-                    source_start=hunk.source_start,
-                    source_length=hunk.source_length,
-                    target_start=hunk.target_start,
-                    target_length=hunk.target_length,
-                    added=frozenset(added),
-                    removed=frozenset(removed),
-                    context_target=frozenset(context_t),
-                    context_source=frozenset(context_s),
-                    text=hunk_text,
-                )
-            )
         files.append(
-            FileDiff(
-                path=path,
+            _file_diff(
+                patched,
+                [str(hunk) for hunk in patched],
+                path=target or source or patched.path,
                 status=status,
                 previous_path=source if status == "renamed" else None,
                 binary=bool(patched.is_binary_file),
-                hunks=tuple(hunks),
-                added_count=len(added_all),
-                removed_count=removed_count,
-                header=header,
-                _added_sorted=tuple(sorted(added_all)),
+                header="",
             )
         )
     return Diff(files=tuple(files))
+
+
+def _git_file(file_text: str) -> FileDiff:
+    """One file's part of `git diff` output: names from its header, hunks by unidiff."""
+    header, hunk_texts = _hunk_texts(file_text)
+    parsed = _header_parse(header)
+    if parsed is None:
+        first = header.split("\n", 1)[0]
+        raise DiffError(f"The diff could not be parsed: no file names in {first!r}")
+    patch = _hunks_parse(hunk_texts)
+    patched = patch[0] if len(patch) else None
+    if patched is not None and len(hunk_texts) != len(patched):
+        hunk_texts = [str(hunk) for hunk in patched]
+    return _file_diff(
+        patched,
+        hunk_texts,
+        path=parsed.target or parsed.source or "",
+        status=parsed.status,
+        previous_path=parsed.source if parsed.status == "renamed" else None,
+        binary=parsed.binary,
+        header=header,
+    )
+
+
+def _file_diff(
+    patched,
+    hunk_texts: list[str],
+    *,
+    path: str,
+    status: str,
+    previous_path: str | None,
+    binary: bool,
+    header: str,
+) -> FileDiff:
+    hunks = []
+    added_all: list[int] = []
+    removed_count = 0
+    for hunk, hunk_text in zip(patched or (), hunk_texts, strict=True):
+        added, removed, context_t, context_s = [], [], [], []
+        for line in hunk:
+            if line.is_added:
+                added.append(line.target_line_no)
+            elif line.is_removed:
+                removed.append(line.source_line_no)
+            elif line.is_context:
+                context_t.append(line.target_line_no)
+                context_s.append(line.source_line_no)
+        added_all.extend(added)
+        removed_count += len(removed)
+        hunks.append(
+            Hunk(
+                source_start=hunk.source_start,
+                source_length=hunk.source_length,
+                target_start=hunk.target_start,
+                target_length=hunk.target_length,
+                added=frozenset(added),
+                removed=frozenset(removed),
+                context_target=frozenset(context_t),
+                context_source=frozenset(context_s),
+                text=hunk_text,
+            )
+        )
+    return FileDiff(
+        path=path,
+        status=status,
+        previous_path=previous_path,
+        binary=binary,
+        hunks=tuple(hunks),
+        added_count=len(added_all),
+        removed_count=removed_count,
+        header=header,
+        _added_sorted=tuple(sorted(added_all)),
+    )
