@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -27,6 +28,22 @@ logger = logging.getLogger(__name__)
 AGENT_FILES = {"claude.md", "claude.local.md", "agents.md", "agents.override.md", ".mcp.json"}
 AGENT_DIRS = {".claude", ".codex", ".git"}
 GIT_TIMEOUT = 600
+COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+# Every diff: names unquoted (git still quotes a name with a quote, a backslash or a
+# control character: reviews/diff.py reads those), no colour, and no program or
+# conversion of the pull request's choosing (external diff drivers, textconv).
+DIFF = ("-c", "core.quotePath=false", "diff", "--no-color", "--no-ext-diff", "--no-textconv")
+# The pull request's own `.gitattributes` must not change what the reviewer reads:
+# re-encode files (`working-tree-encoding`), convert line ends (`text`, `eol`, `crlf`),
+# run or skip a filter (`filter`), expand keywords (`ident`, `export-subst`) or hide
+# changes from the diff (`-diff`, `binary`). `$GIT_DIR/info/attributes` takes precedence
+# over every `.gitattributes` in the tree, and `!` resets an attribute to unspecified:
+# what git does with no attributes at all (the commit's bytes, a text diff unless the
+# content itself is binary).
+NEUTRAL_ATTRIBUTES = (
+    "* !text !eol !crlf !filter !ident !export-subst !export-ignore "
+    "!working-tree-encoding !diff !merge !binary\n"
+)
 
 
 @dataclass
@@ -76,6 +93,7 @@ class Workspace:
         """Fetch the head and base commits (history without blobs) from GitHub, then
         diff, check out the head and sanitise (see `_prepare`)."""
         assert self.path is not None, "use Workspace as a context manager"
+        _commit_ids(head_sha, base_sha, previous_sha)
         root = self.path / "checkout"
         root.mkdir()
         git = _Git(root, _git_env(token, self.path))
@@ -124,6 +142,8 @@ def _prepare(
     of the head and the pull request's base: a rebase is reviewed whole against the
     base, never as a three-dot compare that would pull in upstream changes.
     """
+    _commit_ids(head_sha, base_sha, previous_sha)
+    _attributes_neutralise(root)
     found = git("merge-base", head_sha, base_sha, check=False)
     merge_base = found.strip() or base_sha
     incremental = None
@@ -137,15 +157,12 @@ def _prepare(
     ):
         incremental = previous_sha
     start = incremental or merge_base
-    names = git("-c", "core.quotePath=false", "diff", "--name-only", "-z", "--no-renames",
-                merge_base, head_sha, what="list the pull request's files")  # fmt: skip
-    diff = git(
-        "-c", "core.quotePath=false", "diff", "--no-color", "--no-ext-diff",
-        "--find-renames", "--unified=3", start, head_sha,
-        what="compute the diff",
-    )  # fmt: skip
-    numstat = git("-c", "core.quotePath=false", "diff", "--numstat", "-z", "-w", "--no-renames",
-                  start, head_sha, what="find whitespace-only changes")  # fmt: skip
+    names = git(*DIFF, "--name-only", "-z", "--no-renames", merge_base, head_sha, "--",
+                what="list the pull request's files")  # fmt: skip
+    diff = git(*DIFF, "--find-renames", "--unified=3", start, head_sha, "--",
+               what="compute the diff")  # fmt: skip
+    numstat = git(*DIFF, "--numstat", "-z", "-w", "--no-renames", start, head_sha, "--",
+                  what="find whitespace-only changes")  # fmt: skip
     whitespace_only = frozenset(
         entry.split("\t", 2)[2] for entry in numstat.split("\0") if entry.startswith("0\t0\t")
     )
@@ -153,11 +170,8 @@ def _prepare(
     anchor_diff = None
     if incremental:
         previous_diff = diff
-        anchor_diff = git(
-            "-c", "core.quotePath=false", "diff", "--no-color", "--no-ext-diff",
-            "--find-renames", "--unified=3", merge_base, head_sha,
-            what="compute the pull request's diff",
-        )  # fmt: skip
+        anchor_diff = git(*DIFF, "--find-renames", "--unified=3", merge_base, head_sha, "--",
+                          what="compute the pull request's diff")  # fmt: skip
     elif previous_sha and previous_sha == head_sha:
         previous_diff = ""  # the same head again: nothing changed since the last review
     elif (
@@ -165,8 +179,8 @@ def _prepare(
         and previous_sha != head_sha
         and git("cat-file", "-e", f"{previous_sha}^{{commit}}", check=False, returncode=True) == "0"
     ):
-        previous_diff = git("-c", "core.quotePath=false", "diff", "--no-color", "--no-ext-diff",
-                            "--no-renames", previous_sha, head_sha, what="diff against the previous review")  # fmt: skip
+        previous_diff = git(*DIFF, "--no-renames", previous_sha, head_sha, "--",
+                            what="diff against the previous review")  # fmt: skip
     git("-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", head_sha,
         what="check out the head commit")  # fmt: skip
     removed = sanitise(root)
@@ -185,6 +199,20 @@ def _prepare(
     )
 
 
+def _commit_ids(*shas: str | None) -> None:
+    """Commits are named by their full ids, never by something git could read as an
+    option or a ref."""
+    for sha in shas:
+        if sha is not None and not COMMIT_ID.fullmatch(sha):
+            raise CloneError(f"Not a commit id: {sha[:80]!r}.", permanent=True)
+
+
+def _attributes_neutralise(root: Path) -> None:
+    info = root / ".git" / "info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "attributes").write_text(NEUTRAL_ATTRIBUTES)
+
+
 class _Git:
     def __init__(self, root: Path, env: dict[str, str]) -> None:
         self.root, self.env = root, env
@@ -198,7 +226,6 @@ class _Git:
                 cwd=self.root,
                 env=self.env,
                 capture_output=True,
-                text=True,
                 timeout=GIT_TIMEOUT,
                 check=False,
             )
@@ -209,8 +236,15 @@ class _Git:
         if returncode:
             return str(completed.returncode)
         if completed.returncode != 0 and check:
-            raise _clone_error(what or f"git {args[0]}", completed.stderr)
-        return completed.stdout
+            raise _clone_error(what or f"git {args[0]}", _text(completed.stderr))
+        return _text(completed.stdout)
+
+
+def _text(output: bytes) -> str:
+    """git's output as text. A file need not be UTF-8 (nor its name): an invalid byte
+    becomes U+FFFD, here and in every name list, so the names of the diff and of the
+    lists agree, and the review goes on — a file's own bytes are read from the checkout."""
+    return output.decode("utf-8", errors="replace")
 
 
 def _clone_error(what: str, stderr: str) -> CloneError:

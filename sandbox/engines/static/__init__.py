@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sandbox.contract import MAX_FINDINGS, ReviewJob, ReviewResult, ReviewSummary
 from sandbox.engines.static import hygiene, ruff, secrets, shellcheck
-from sandbox.engines.static.common import targets
+from sandbox.engines.static.common import Skipped, select, shown
 
 CHECKERS = (
     ("Python (ruff: pyflakes, bugbear, bandit rules, syntax)", ruff.check),
@@ -24,17 +24,19 @@ CHECKERS = (
 
 
 def review(job: ReviewJob, root: Path) -> ReviewResult:
-    files = targets(root, job.changed_files)
+    files, skipped = select(root, job.changed_files)
     findings = []
     areas, versions = [], []
     # The checkers are independent (two are external programs): run them side by side.
     with ThreadPoolExecutor(max_workers=len(CHECKERS)) as pool:
         outcomes = list(pool.map(lambda checker: checker[1](root, files), CHECKERS))
-    for (area, _), (found, version) in zip(CHECKERS, outcomes, strict=True):
+    partly: list[Skipped] = []
+    for (area, _), (found, version, missed) in zip(CHECKERS, outcomes, strict=True):
         if version:
             areas.append(area)
             versions.append(version)
         findings.extend(found)
+        partly.extend(missed)
     dropped = 0
     if len(findings) > MAX_FINDINGS:
         # Keep the most severe; the contract bounds what one review may return.
@@ -46,9 +48,14 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
     limitations = [
         "Static analysis only: logic, design and intent are not reviewed.",
     ]
-    skipped = [f.path for f in job.changed_files if f.status == "deleted" or f.binary]
-    if skipped:
-        limitations.append(f"{len(skipped)} deleted or binary files were not checked.")
+    # Never claim to have read a file that was not read: each one is named, with why.
+    limitations.extend(_unchecked("Not checked", skipped))
+    limitations.extend(_unchecked("Not fully checked", partly))
+    replaced = [t.path for t in files if not t.utf8]
+    if replaced:
+        limitations.append(
+            "Not UTF-8, checked with its invalid bytes replaced: " + _names(replaced) + "."
+        )
     if dropped:
         limitations.append(
             f"{dropped} more findings of lower severity were left out (at most {MAX_FINDINGS} per review)."
@@ -69,3 +76,19 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
             limitations=limitations,
         ),
     )
+
+
+NAMED = 10  # paths named per limitation; the rest are counted
+
+
+def _names(paths: list[str]) -> str:
+    named = ", ".join(shown(p) for p in paths[:NAMED])
+    return named + (f" and {len(paths) - NAMED} more" if len(paths) > NAMED else "")
+
+
+def _unchecked(lead: str, skipped: list[Skipped]) -> list[str]:
+    """One line per reason: `Not checked (larger than 2 MB): "big.json".`"""
+    by_reason: dict[str, list[str]] = {}
+    for item in skipped:
+        by_reason.setdefault(item.reason, []).append(item.path)
+    return [f"{lead} ({reason}): {_names(paths)}." for reason, paths in by_reason.items()]

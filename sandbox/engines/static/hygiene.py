@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from sandbox.contract import Finding, Severity
-from sandbox.engines.static.common import Target, finding, quote_line
+from sandbox.engines.static.common import Skipped, Target, finding, quote_line
 
 CONFLICT = re.compile(r"^(<{7}( |$)|={7}$|>{7}( |$)|\|{7}( |$))")
 PRIVATE_KEY = re.compile(
@@ -27,7 +27,7 @@ LANGUAGES = {
 }  # fmt: skip
 
 
-def check(root: Path, files: list[Target]) -> tuple[list[Finding], str]:
+def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Skipped]]:
     findings: list[Finding] = []
     for target in files:
         language = LANGUAGES.get(Path(target.path).suffix.lower())
@@ -95,4 +95,4 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str]:
                     confidence=0.99,
                 )  # fmt: skip
             )
-    return findings, "hygiene checks"
+    return findings, "hygiene checks", []

@@ -8,7 +8,14 @@ import subprocess
 from pathlib import Path
 
 from sandbox.contract import Finding, Severity
-from sandbox.engines.static.common import Target, finding, quote_line
+from sandbox.engines.static.common import (
+    Skipped,
+    Target,
+    argument,
+    finding,
+    quote_line,
+    utf8_copies,
+)
 from sandbox.engines.static.tools import tool
 
 SELECT = "F,B,S,E9"
@@ -97,32 +104,29 @@ def _suggestion(target: Target, fix: dict | None) -> tuple[int, int, str] | None
     return first, last, out
 
 
-def check(root: Path, files: list[Target]) -> tuple[list[Finding], str]:
+def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Skipped]]:
     python = [t for t in files if t.path.endswith((".py", ".pyi")) or _python_shebang(t)]
     if not python:
-        return [], ""
+        return [], "", []
     by_path = {t.path: t for t in python}
-    command = [
-        tool("ruff"), "check", "--isolated", "--no-cache", "--exit-zero",
-        "--output-format", "json", "--select", SELECT, "--ignore", IGNORE,
-        "--target-version", "py311", *sorted(by_path),
-    ]  # fmt: skip
-    completed = subprocess.run(
-        command, cwd=root, capture_output=True, text=True, check=False, timeout=300
-    )  # noqa: S603
-    if completed.returncode != 0:
-        raise RuntimeError(
-            f"ruff failed ({completed.returncode}): {completed.stderr.strip()[:500]}"
-        )
+    # ruff reads only UTF-8: a file that is not is checked as `Target.text` reads it.
+    items = _run(root, [t.path for t in python if t.utf8])
+    others = [t for t in python if not t.utf8]
+    if others:
+        with utf8_copies(others) as scratch:
+            items += _run(scratch, [t.path for t in others])
     findings = []
+    skipped: list[Skipped] = []
     syntax_reported: set[str] = set()
-    for item in json.loads(completed.stdout or "[]"):
-        path = str(Path(item["filename"]).resolve().relative_to(root.resolve()))
+    for path, item in items:
         target = by_path.get(path)
         if target is None:
             continue
-        start, end = item["location"]["row"], item["end_location"]["row"]
         code = item.get("code") or "invalid-syntax"
+        if code == "E902":  # ruff could not read the file: nothing was checked
+            skipped.append(Skipped(path, f"ruff could not read it: {item.get('message', '')}"))
+            continue
+        start, end = item["location"]["row"], item["end_location"]["row"]
         if not target.touches(start, end):
             continue  # a problem the base already had is not the author's
         if code == "invalid-syntax":
@@ -157,7 +161,29 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str]:
     version = subprocess.run(
         [tool("ruff"), "--version"], capture_output=True, text=True, check=False
     ).stdout.strip()  # noqa: S603
-    return findings, version
+    return findings, version, skipped
+
+
+def _run(root: Path, paths: list[str]) -> list[tuple[str, dict]]:
+    """ruff over `paths` (relative to `root`): (path, diagnostic) pairs."""
+    if not paths:
+        return []
+    command = [
+        tool("ruff"), "check", "--isolated", "--no-cache", "--exit-zero",
+        "--output-format", "json", "--select", SELECT, "--ignore", IGNORE,
+        "--target-version", "py311", "--", *(argument(p) for p in sorted(paths)),
+    ]  # fmt: skip
+    completed = subprocess.run(command, cwd=root, capture_output=True, check=False, timeout=300)  # noqa: S603
+    if completed.returncode != 0:
+        raise RuntimeError(
+            f"ruff failed ({completed.returncode}): "
+            + completed.stderr.decode(errors="replace").strip()[:500]
+        )
+    base = root.resolve()
+    found = []
+    for item in json.loads(completed.stdout or b"[]"):
+        found.append((str(Path(item["filename"]).resolve().relative_to(base)), item))
+    return found
 
 
 def _python_shebang(target: Target) -> bool:

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from sandbox.contract import Finding, Severity
-from sandbox.engines.static.common import Target, finding
+from sandbox.engines.static.common import Skipped, Target, finding, utf8_copies
 
 # Private keys are reported by the hygiene checks, with the key's own words.
 SKIP_TYPES = {"Private Key"}
@@ -14,22 +14,36 @@ SKIP_TYPES = {"Private Key"}
 GUESSES = {"Base64 High Entropy String", "Hex High Entropy String", "Secret Keyword"}
 
 
-def check(root: Path, files: list[Target]) -> tuple[list[Finding], str]:
-    if not files:
-        return [], ""
+def _scan(root: Path, files: list[Target]) -> dict:
+    """detect-secrets over `files` (paths relative to `root`): {path: secrets}."""
     from detect_secrets import SecretsCollection
+
+    if not files:
+        return {}
+    collection = SecretsCollection(root=str(root))
+    # In parallel over the machine's cores for large pull requests.
+    processes = min(os.cpu_count() or 1, max(1, len(files) // 50))
+    collection.scan_files(*[t.path for t in files], num_processors=processes)
+    return dict(collection.data.items())
+
+
+def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Skipped]]:
+    if not files:
+        return [], "", []
     from detect_secrets.__version__ import VERSION
     from detect_secrets.settings import default_settings
 
     findings: list[Finding] = []
     with default_settings():
-        collection = SecretsCollection(root=str(root))
-        # In parallel over the machine's cores for large pull requests.
-        processes = min(os.cpu_count() or 1, max(1, len(files) // 50))
-        collection.scan_files(*[t.path for t in files], num_processors=processes)
+        found = _scan(root, [t for t in files if t.utf8])
+        others = [t for t in files if not t.utf8]
+        if others:
+            # detect-secrets silently skips a file that is not UTF-8: scan it as read.
+            with utf8_copies(others) as scratch:
+                found.update(_scan(scratch, others))
         by_path = {t.path: t for t in files}
         reported: set[tuple[str, int]] = set()
-        for path, secrets in collection.data.items():
+        for path, secrets in found.items():
             target = by_path.get(path)
             if target is None:
                 continue
@@ -62,4 +76,4 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str]:
                         confidence=0.6 if guess else 0.95,
                     )
                 )
-    return findings, f"detect-secrets {VERSION}"
+    return findings, f"detect-secrets {VERSION}", []

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from sandbox.contract import Finding, Severity
-from sandbox.engines.static.common import Target, finding, quote_line
+from sandbox.engines.static.common import Skipped, Target, argument, finding, quote_line
 from sandbox.engines.static.tools import tool
 
 LEVELS = {
@@ -54,27 +54,22 @@ def _suggestion(target: Target, line: int, fix: dict | None) -> str | None:
     return text
 
 
-def check(root: Path, files: list[Target]) -> tuple[list[Finding], str]:
+def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Skipped]]:
     scripts = {t.path: t for t in files if _is_shell(t)}
     if not scripts:
-        return [], ""
-    command = [
-        tool("shellcheck"),
-        "--format",
-        "json1",
-        "--norc",
-        *sorted(scripts),
-    ]
-    completed = subprocess.run(
-        command, cwd=root, capture_output=True, text=True, check=False, timeout=300
-    )  # noqa: S603
+        return [], "", []
+    # As `./name`, after `--`: a script named `--severity=error.sh` or `-` is a file.
+    by_argument = {argument(path): target for path, target in scripts.items()}
+    command = [tool("shellcheck"), "--format", "json1", "--norc", "--", *sorted(by_argument)]
+    completed = subprocess.run(command, cwd=root, capture_output=True, check=False, timeout=300)  # noqa: S603
     if completed.returncode not in (0, 1):
         raise RuntimeError(
-            f"shellcheck failed ({completed.returncode}): {completed.stderr.strip()[:500]}"
+            f"shellcheck failed ({completed.returncode}): "
+            + completed.stderr.decode(errors="replace").strip()[:500]
         )
     findings = []
-    for item in json.loads(completed.stdout or "{}").get("comments", []):
-        target = scripts.get(item["file"])
+    for item in json.loads(completed.stdout or b"{}").get("comments", []):
+        target = by_argument.get(item["file"])
         if target is None or not target.touches(item["line"], item["endLine"]):
             continue
         code = item["code"]
@@ -102,4 +97,4 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str]:
         [tool("shellcheck"), "--version"], capture_output=True, text=True, check=False
     ).stdout  # noqa: S603
     version_line = next((v for v in version.splitlines() if v.startswith("version:")), "version: ?")
-    return findings, "shellcheck " + version_line.split(":", 1)[1].strip()
+    return findings, "shellcheck " + version_line.split(":", 1)[1].strip(), []
