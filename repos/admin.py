@@ -78,7 +78,16 @@ class RepositoryPolicyInline(admin.StackedInline):
         ("Scope", {"fields": ("max_changed_files", "excluded_paths", "excluded_authors")}),
         (
             "Publication and the merge gate",
-            {"fields": ("comment_limit", "min_severity", "fail_check_on", "auto_approve")},
+            {
+                "fields": (
+                    "comment_limit",
+                    "min_severity",
+                    "fail_check_on",
+                    "auto_approve",
+                    "approve_with_nits",
+                    "author_may_dismiss",
+                )
+            },
         ),
     )
 

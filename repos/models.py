@@ -268,7 +268,18 @@ class RepositoryPolicy(models.Model):
     )
     auto_approve = models.BooleanField(
         default=Defaults.AUTO_APPROVE,
-        help_text="Approve when no finding is open on the current head. Tasuku never merges.",
+        help_text="Approve when no Tasuku finding is open on the current head. Tasuku "
+        "never merges.",
+    )
+    approve_with_nits = models.BooleanField(
+        default=Defaults.APPROVE_WITH_NITS,
+        help_text="With auto-approval: approve even while non-blocking findings (nits) are "
+        "open. Off: any open finding withholds the approval.",
+    )
+    author_may_dismiss = models.BooleanField(
+        default=Defaults.AUTHOR_MAY_DISMISS,
+        help_text="The pull request's author may dismiss findings on it (resolving the "
+        "thread, or `@<app> dismiss <reason>`). People with write access always may.",
     )
     triage_enabled = models.BooleanField(default=Defaults.TRIAGE_ENABLED)
     runner = models.CharField(

@@ -71,6 +71,8 @@ class Defaults:
     MIN_SEVERITY = Severity.LOW
     FAIL_CHECK_ON = Severity.HIGH.value
     AUTO_APPROVE = False
+    APPROVE_WITH_NITS = False
+    AUTHOR_MAY_DISMISS = False
     TRIAGE_ENABLED = True
     MIN_CONFIDENCE = 0.5
     DEGRADE_OVER_BUDGET = True
@@ -120,6 +122,8 @@ class EffectiveConfig(BaseModel):
     min_severity: Severity = Defaults.MIN_SEVERITY
     fail_check_on: Severity | None = Severity(Defaults.FAIL_CHECK_ON)
     auto_approve: bool = Defaults.AUTO_APPROVE
+    approve_with_nits: bool = Defaults.APPROVE_WITH_NITS
+    author_may_dismiss: bool = Defaults.AUTHOR_MAY_DISMISS
     triage_enabled: bool = Defaults.TRIAGE_ENABLED
     min_confidence: float = Field(default=Defaults.MIN_CONFIDENCE, ge=0, le=1)
     monthly_budget_usd: Decimal | None = None

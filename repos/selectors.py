@@ -51,6 +51,8 @@ def policy_values(policy: RepositoryPolicy) -> dict[str, object]:
         "min_severity": policy.min_severity,
         "fail_check_on": None if policy.fail_check_on == NEVER else policy.fail_check_on,
         "auto_approve": policy.auto_approve,
+        "approve_with_nits": policy.approve_with_nits,
+        "author_may_dismiss": policy.author_may_dismiss,
         "triage_enabled": policy.triage_enabled,
     }
 

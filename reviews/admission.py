@@ -55,20 +55,24 @@ def admission_decide(
     installation_active: bool,
     repository_enabled: bool,
     repository_accessible: Callable[[], bool],
+    explicit: bool = False,
 ) -> Admission:
-    """The first rule that refuses decides; otherwise the pull request is admitted."""
+    """The first rule that refuses decides; otherwise the pull request is admitted.
+    `explicit`: a person asked for this review (a command, a button, a review request,
+    a re-run): the policy's event toggles and draft rule do not apply, the rest do."""
     if not installation_active:
         return Admission.skip("the App's installation is suspended or removed")
     if not repository_enabled:
         return Admission.skip("reviews are disabled for this repository")
-    try:
-        trigger = Trigger(facts.action)
-    except ValueError:
-        trigger = None
-    if trigger is None or trigger not in config.triggers:
-        return Admission.skip(f"the policy does not review on {facts.action}")
-    if facts.draft and not config.review_drafts:
-        return Admission.skip("draft pull request (the policy does not review drafts)")
+    if not explicit:
+        try:
+            trigger = Trigger(facts.action)
+        except ValueError:
+            trigger = None
+        if trigger is None or trigger not in config.triggers:
+            return Admission.skip(f"the policy does not review on {facts.action}")
+        if facts.draft and not config.review_drafts:
+            return Admission.skip("draft pull request (the policy does not review drafts)")
     if not config.reviewers:
         return Admission.skip("no enabled reviewer on this repository's policy")
     if not repository_accessible():

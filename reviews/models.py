@@ -27,6 +27,9 @@ class PullRequest(models.Model):
     base_sha = models.CharField(max_length=40, blank=True)
     base_ref = models.CharField(max_length=255, blank=True)
     html_url = models.URLField(max_length=500, blank=True)
+    changed_files = models.PositiveIntegerField(
+        null=True, blank=True, help_text="As GitHub last counted them (admission's file limit)."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -80,6 +83,9 @@ class ReviewRun(models.Model):
     reason = models.TextField(blank=True)
     config = models.JSONField(default=dict, help_text="The effective configuration given to it.")
     check_run_id = models.BigIntegerField(null=True, blank=True)
+    # What Tasuku last told GitHub the check concluded, as sent: what the pull request shows.
+    check_conclusion = models.CharField(max_length=20, blank=True)
+    check_title = models.CharField(max_length=255, blank=True)
     delivery = models.ForeignKey(
         "webhooks.WebhookDelivery",
         on_delete=models.SET_NULL,
@@ -389,14 +395,24 @@ class WorkerHeartbeat(models.Model):
 
 
 class Dismissal(models.Model):
-    """A person said a finding is not worth fixing (a reply, or resolving its thread with
-    no code change). Its fingerprint is never posted again on that pull request."""
+    """Someone who may decide about the code (write access, or the author where the
+    policy allows) silenced a finding by an explicit act: `@<app> dismiss <reason>` in its
+    thread, or resolving its thread while the problem was still there. Its fingerprint
+    is never posted again on that pull request."""
+
+    class How(models.TextChoices):
+        COMMAND = "command", "dismiss command"
+        RESOLVED = "resolved", "resolved the thread"
 
     pull_request = models.ForeignKey(
         PullRequest, on_delete=models.CASCADE, related_name="dismissals"
     )
     fingerprint = models.CharField(max_length=64)
     login = models.CharField(max_length=100)
+    how = models.CharField(max_length=16, choices=How.choices, default=How.COMMAND)
+    role = models.CharField(
+        max_length=32, blank=True, help_text="What GitHub said they are: admin, write … or author."
+    )
     reason = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

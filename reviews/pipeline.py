@@ -27,17 +27,20 @@ from repos.policy import EffectiveConfig, ReviewerConfig, Runner, Trigger
 from reviews import actions, engines, stages, threads
 from reviews.budget import Budget, budget_alert, installation_budget
 from reviews.diff import diff_parse
+from reviews.escaping import code_span
+from reviews.markers import is_ours
 from reviews.models import Finding, Review, ReviewRun, ReviewState, RunStatus, Stage
 from reviews.reconcile import ACCEPTED, CURRENT, Decision
 from reviews.rendering import (
     BODY_ONLY_NOTE,
-    RUN_MARKER,
     ReviewContext,
     check_conclusion,
     check_output,
     comment_payload,
+    location,
     markers_in,
     review_body,
+    run_marker,
 )
 from reviews.runs import (
     Heartbeat,
@@ -151,7 +154,7 @@ def pipeline(ctx: Context) -> str:
         # A result a GitHub Actions runner posted back: the engine has run (and spent).
         stored = actions.stored_result(run)
         if stored is None and (core.stopped or stages.budget_gate(core, budget, ctx.config)):
-            return stop_early(ctx, core, checkout, budget)
+            return stop_early(ctx, core, checkout, budget, previous)
 
         ctx.stage(Stage.SANDBOX)
         reviewer = next(r for r in ctx.config.reviewers if r.slug == run.reviewer.slug)
@@ -167,7 +170,7 @@ def pipeline(ctx: Context) -> str:
         )  # fmt: skip
         ReviewRun.objects.filter(pk=run.pk).update(omitted=[o.model_dump() for o in job.omitted])
         if stored is None and model_triaged(ctx, core, reviewer, job):
-            return stop_early(ctx, core, checkout, budget)
+            return stop_early(ctx, core, checkout, budget, previous)
         if stored is not None:
             result = stored
         elif reviewer.runner == Runner.ACTIONS:
@@ -183,7 +186,7 @@ def pipeline(ctx: Context) -> str:
                 run_name=f"tasuku-run-{run.pk}-{ctx.held.attempt}",
             )
     if result.incomplete:
-        return stop_incomplete(ctx, core, result)
+        return stop_incomplete(ctx, core, result, earlier, checkout)
 
     # Validation sees the pull request's history: what people dismissed, what earlier
     # reviews raised, and what was already there when the previous review looked.
@@ -216,25 +219,68 @@ def pipeline(ctx: Context) -> str:
     )
     if run.review_pass_id:
         decisions = disputes_ruled(run, result, decisions, found_again)
-    threads.carry(review, earlier, decisions, talk)
+    threads.carry(review, earlier, decisions, talk, since_previous=since_previous)
 
     ctx.stage(Stage.PUBLICATION)
     open_now = list(review.findings.filter(state=OPEN))
     approve, notes = approval_decide(ctx, open_now)
-    approved = publish(ctx, review, result, validated, approve=approve, notes=notes)
+    approved = publish(
+        ctx, review, result, validated, approve=approve, notes=notes, carried=earlier_ids,
+        still_open=sum(1 for f in open_now if f.fingerprint in earlier_ids),
+    )  # fmt: skip
     number = run.pull_request.number
     notes += threads.close_threads(
         ctx.gateway, ctx.where, number, run, earlier, decisions, talk.threads
     )
-    if any(f.blocking for f in open_now):
+    notes += threads.reopen_unauthorised(
+        ctx.gateway, ctx.where, number, run, earlier, decisions, talk
+    )
+    if approval_withheld(ctx, open_now):
         notes += approvals_dismiss(ctx)
     Review.objects.filter(pk=review.pk).update(approved=approved, notes=notes)
-    conclusion = check_conclusion(open_now, ctx.config.fail_check_on)
-    title, summary = check_output(open_now, conclusion, ctx.config.fail_check_on)
-    check_complete(ctx, conclusion, title, summary)
+    gate_complete(ctx, open_now, limitations=result.summary.limitations)
     ctx.beat.check()
     run_finish(ctx.held, status=RunStatus.COMPLETED)
     return RunStatus.COMPLETED
+
+
+def gate_complete(
+    ctx: Context, open_now: list[Finding], *, shortfall: str = "", limitations=()
+) -> None:
+    """Complete the check run from every open finding of this reviewer on the pull
+    request at this head (the review's own and those it carried), whatever path the
+    run took. A head not reviewed in full (`shortfall` says why) is never `success`."""
+    fail_on = ctx.config.fail_check_on
+    conclusion = check_conclusion(open_now, fail_on, in_full=not shortfall)
+    title, summary = check_output(
+        open_now, conclusion, fail_on, shortfall=shortfall, limitations=limitations
+    )
+    check_complete(ctx, conclusion, title, summary)
+
+
+def carry_unexamined(
+    ctx: Context, review: Review, earlier: list[Finding], checkout: Checkout, why: str
+) -> list[Finding]:
+    """A review that stopped before the engine looked (triaged trivial, over budget,
+    incomplete) re-examined none of the earlier open findings: each is carried onto it
+    as it was — still open, its thread untouched — unless a person with the right to
+    has dismissed it. Returns the findings open at this head."""
+    if earlier:
+        run = ctx.run
+        talk = threads.conversation_read(
+            ctx.gateway, ctx.where, run.pull_request.number, run, earlier, ctx.gateway.app_slug()
+        )
+        since_previous = (
+            diff_parse(checkout.previous_diff) if checkout.previous_diff is not None else None
+        )
+        decisions = {f.fingerprint: Decision(CURRENT, f"not re-examined: {why}") for f in earlier}
+        threads.carry(review, earlier, decisions, talk, since_previous=since_previous)
+        notes = threads.reopen_unauthorised(
+            ctx.gateway, ctx.where, run.pull_request.number, run, earlier, decisions, talk
+        )
+        if notes:
+            Review.objects.filter(pk=review.pk).update(notes=notes)
+    return list(review.findings.filter(state=OPEN))
 
 
 def disputes_ruled(
@@ -288,16 +334,33 @@ def repository_memory(repository) -> str:
     return memory.first() or ""
 
 
+def approval_withheld(ctx: Context, open_now: list[Finding]) -> str:
+    """Why the open findings withhold an approval ("" when they do not): any open
+    Tasuku finding does, unless the policy approves with only nits open. A review pass
+    approves with nits open (its verdict is on the blocking ones)."""
+    blocking = sum(1 for f in open_now if f.blocking)
+    if blocking:
+        return f"{blocking} blocking finding{'s are' if blocking != 1 else ' is'} open"
+    if open_now and not (ctx.config.approve_with_nits or ctx.run.review_pass_id):
+        count = len(open_now)
+        return (
+            f"{count} finding{'s are' if count != 1 else ' is'} open (this repository "
+            "approves only when none is)"
+        )
+    return ""
+
+
 def approval_decide(ctx: Context, open_now: list[Finding]) -> tuple[bool, list[str]]:
-    """Approve only when the policy says so, no blocking Tasuku finding is open (nits are
-    advice; they stay as comments), and — asked of GitHub again now — the reviewed head
-    is still the head, the pull request is open and not a draft, and its author is not
+    """Approve only when the policy says so, no Tasuku finding is open (or only nits,
+    where the policy says so), and — asked of GitHub again now — the reviewed head is
+    still the head, the pull request is open and not a draft, and its author is not
     Tasuku itself. Tasuku never merges."""
     # A review pass approves every clean pull request: the approval is its verdict.
     if not (ctx.config.auto_approve or ctx.run.review_pass_id):
         return False, []
-    if any(f.blocking for f in open_now):
-        return False, []
+    withheld = approval_withheld(ctx, open_now)
+    if withheld:
+        return False, [f"not approved: {withheld}"]
     pr = ctx.gateway.pull_request_get(**ctx.where, number=ctx.run.pull_request.number)
     if pr.head_sha != ctx.run.head_sha:
         return False, [f"not approved: the head moved to {pr.head_sha[:7]} during the review"]
@@ -366,22 +429,37 @@ def _record_scope(run: ReviewRun, checkout: Checkout, core: stages.Core) -> None
     )
 
 
-def stop_early(ctx: Context, core: stages.Core, checkout: Checkout, budget: Budget) -> str:
-    """Trivial by triage, or over the monthly budget: record the review, complete the
-    check run (success for trivial, neutral for budget — never success unreviewed)."""
+def stop_early(
+    ctx: Context, core: stages.Core, checkout: Checkout, budget: Budget, previous: str | None
+) -> str:
+    """Trivial by triage, or over the monthly budget: the engine did not run. Record the
+    review, carry every earlier open finding onto it, and complete the check run from
+    them: `failure` if one reaches the threshold, else `neutral` — a head nobody looked
+    at in depth is never `success`."""
+    run = ctx.run
+    earlier = threads.earlier_open(threads.previous_review(run, previous), run.head_sha)
+    since = (
+        f"the changes since `{previous[:7]}`"
+        if checkout.incremental_since and previous
+        else "this change"
+    )
     if core.stopped == "trivial":
-        persist(ctx.run, core)
+        review = persist(run, core)
         summary = core.verdict.summary if core.verdict else ""
-        check_complete(ctx, "success", "Low risk: not reviewed in depth",
-                       f"Triage found this change trivial: {summary}")  # fmt: skip
+        shortfall = f"triage found {since} trivial ({summary.rstrip('.')})."
         reason = "trivial: " + summary
+        why = "triage found the new changes trivial"
     else:
         reason = f"this month's review budget is spent (${budget.spent:.2f} of ${budget.cap})"
-        persist(ctx.run, core, incomplete=reason)
-        check_complete(ctx, "neutral", "Not reviewed: the monthly review budget is spent",
-                       f"This installation has spent ${budget.spent:.2f} of its ${budget.cap} monthly "
-                       "budget for reviews, so this change was triaged but not reviewed in depth. "
-                       "It will be reviewed in full when the budget allows.")  # fmt: skip
+        review = persist(run, core, incomplete=reason)
+        shortfall = (
+            f"this installation has spent ${budget.spent:.2f} of its ${budget.cap} monthly "
+            f"budget for reviews, so {since} was triaged but not reviewed in depth. It will "
+            "be reviewed in full when the budget allows."
+        )
+        why = "the review budget is spent"
+    open_now = carry_unexamined(ctx, review, earlier, checkout, why)
+    gate_complete(ctx, open_now, shortfall=shortfall)
     ctx.beat.check()
     run_finish(ctx.held, status=RunStatus.COMPLETED, reason=reason)
     return RunStatus.COMPLETED
@@ -475,6 +553,12 @@ def check_complete(ctx: Context, conclusion: str, title: str, summary: str) -> N
         )
     except GitHubError as exc:
         raise StageError(str(exc), permanent=exc.permanent, stage=Stage.PUBLICATION) from exc
+    check_recorded(ctx.run.pk, conclusion, title)
+
+
+def check_recorded(run_pk: int, conclusion: str, title: str) -> None:
+    """Keep what the check run was told, as GitHub shows it, for the run page."""
+    ReviewRun.objects.filter(pk=run_pk).update(check_conclusion=conclusion, check_title=title[:255])
 
 
 def run_check_conclude(run_pk: int) -> None:
@@ -507,24 +591,24 @@ def run_check_conclude(run_pk: int) -> None:
         ),
         details_url=details_url(run),
     )
+    check_recorded(run.pk, "failure", f"Review failed at {run.stage or 'its start'}")
 
 
 def _conclude_cancelled(run: ReviewRun) -> None:
     repository = run.pull_request.repository
     if not run.check_run_id:
         return  # never shown on GitHub
+    title = f"Superseded by {run.superseded_by[:7]}" if run.superseded_by else "Cancelled"
     github.gateway().check_run_update(
         installation_id=repository.installation.github_id,
         repository_id=repository.github_id,
         full_name=repository.full_name,
         check_run_id=run.check_run_id,
         conclusion="cancelled",
-        output=CheckRunOutput(
-            title=f"Superseded by {run.superseded_by[:7]}" if run.superseded_by else "Cancelled",
-            summary=f"This commit was not reviewed: {run.reason}.",
-        ),
+        output=CheckRunOutput(title=title, summary=f"This commit was not reviewed: {run.reason}."),
         details_url=details_url(run),
     )
+    check_recorded(run.pk, "cancelled", title)
 
 
 # --- Workspace and engine -----------------------------------------------------------------
@@ -580,16 +664,24 @@ def model_triaged(
     return False
 
 
-def stop_incomplete(ctx: Context, core: stages.Core, result: ReviewResult) -> str:
+def stop_incomplete(
+    ctx: Context,
+    core: stages.Core,
+    result: ReviewResult,
+    earlier: list[Finding],
+    checkout: Checkout,
+) -> str:
     """The engine stopped at a bound (steps, cost cap, deadline) without finishing: the
     review is recorded incomplete — never the base of an incremental review — nothing is
-    posted and nothing reconciled, and the check run is neutral, saying why."""
-    persist(ctx.run, core, result=result, incomplete=result.incomplete)
-    check_complete(
-        ctx, "neutral", "Review incomplete",
-        f"The {ctx.run.reviewer.slug} reviewer {result.incomplete}. Nothing was posted; earlier "
-        f"findings stand. An operator can raise its limits and run it again from the "
-        f"[run page]({dashboard_url(ctx.run)}).",
+    posted, the earlier open findings are carried as they were, and the check run is
+    `neutral` (or `failure` when they warrant it), saying why."""
+    review = persist(ctx.run, core, result=result, incomplete=result.incomplete)
+    open_now = carry_unexamined(ctx, review, earlier, checkout, "the review was incomplete")
+    gate_complete(
+        ctx, open_now,
+        shortfall=f"the {ctx.run.reviewer.slug} reviewer {result.incomplete}. Nothing was "
+        "posted; earlier findings stand. An operator can raise its limits and run it again "
+        f"from the [run page]({dashboard_url(ctx.run)}).",
     )  # fmt: skip
     ctx.beat.check()
     run_finish(ctx.held, status=RunStatus.COMPLETED, reason=f"incomplete: {result.incomplete}")
@@ -678,6 +770,8 @@ def publish(
     *,
     approve: bool = False,
     notes: list[str] | None = None,
+    carried: set[str] | frozenset[str] = frozenset(),
+    still_open: int = 0,
 ) -> bool:
     """Post one review with the published findings as inline comments.
 
@@ -686,13 +780,16 @@ def publish(
     rejects the anchors (422), the same findings go out as a body-only review. With
     `approve`, the review is an approval; GitHub refuses that for an App's own pull
     request, and the review is posted as a comment instead, with the reason in `notes`.
-    Returns whether it approved.
+    A finding that was fixed (its thread resolved) and is back is not posted again: its
+    thread is reopened with a reply naming the commit. `carried`: the fingerprints of
+    earlier findings still open (their threads stand); `still_open`: how many of them
+    are open now. Returns whether it approved.
     """
     notes = notes if notes is not None else []
     event = "APPROVE" if approve else "COMMENT"
     run = ctx.run
     number = run.pull_request.number
-    marker = RUN_MARKER.format(run.pk)
+    marker = run_marker(run.pk)
     context = ReviewContext(
         run_id=run.pk,
         reviewer=run.reviewer.slug,
@@ -704,11 +801,15 @@ def publish(
         incremental=bool(run.incremental_since),
         omitted=tuple((o["path"], o["reason"]) for o in run.omitted),
         guidelines=tuple(review.guidelines),
+        still_open=still_open,
     )
     posted = ctx.gateway.review_find(**ctx.where, number=number, marker=marker)
     if posted is None:
+        slug = ctx.gateway.app_slug()
         existing = markers_in(
-            c.body for c in ctx.gateway.review_comments_list(**ctx.where, number=number)
+            c.body
+            for c in ctx.gateway.review_comments_list(**ctx.where, number=number)
+            if is_ours(c.user_login, c.user_type, slug)
         )
         fresh = [v for v in validated if v.published and v.fingerprint not in existing]
         body = review_body(result.summary, validated, context)
@@ -723,7 +824,8 @@ def publish(
                 notes.append(
                     "not approved: GitHub does not let an App approve its own pull request"
                 )
-                return publish(ctx, review, result, validated, approve=False, notes=notes)
+                return publish(ctx, review, result, validated, approve=False, notes=notes,
+                               carried=carried, still_open=still_open)  # fmt: skip
             if exc.status != 422 or not fresh:
                 raise
             logger.warning(
@@ -739,9 +841,23 @@ def publish(
     comments = ctx.gateway.review_comments_list(**ctx.where, number=number)
 
     by_fingerprint = {}
+    slug = ctx.gateway.app_slug()
     for comment in comments:
+        if not is_ours(comment.user_login, comment.user_type, slug):
+            continue  # Tasuku trusts its markers on its own posts only
         for found in markers_in([comment.body]):
             by_fingerprint.setdefault(found, comment)
+    back = [
+        v
+        for v in validated
+        if v.published
+        and v.fingerprint not in carried
+        and v.fingerprint in by_fingerprint
+        # posted by an earlier review: its thread exists, and this one did not repeat it
+        and by_fingerprint[v.fingerprint].review_id != posted.id
+    ]
+    if back:
+        notes += reopen_returned(ctx, back, by_fingerprint)
     with transaction.atomic():
         Review.objects.filter(pk=review.pk).update(
             body=posted.body,
@@ -758,3 +874,30 @@ def publish(
                     github_comment_id=comment.id, github_comment_url=comment.html_url
                 )
     return approved
+
+
+def reopen_returned(ctx: Context, back: list[Validated], by_fingerprint: dict) -> list[str]:
+    """Findings that an earlier review raised, a later one found fixed, and that are in
+    the code again: their threads are reopened, each with a reply naming this commit,
+    so what fails the check is visible on the pull request."""
+    run = ctx.run
+    number = run.pull_request.number
+    short = run.head_sha[:7]
+    by_first = {
+        t.first.id: t
+        for t in ctx.gateway.review_threads(**ctx.where, number=number)
+        if t.first is not None
+    }
+    notes: list[str] = []
+    for finding in back:
+        thread = by_first.get(by_fingerprint[finding.fingerprint].id)
+        if thread is None:
+            continue
+        text = (
+            f"Back in {short}: this problem is in the code again, at "
+            f"{code_span(location(finding))}."
+        )
+        notes += threads.thread_reopen(
+            ctx.gateway, ctx.where, number, thread, text, f"{finding.fingerprint}-back-{short}"
+        )
+    return notes

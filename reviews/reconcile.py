@@ -125,3 +125,42 @@ def reconcile(
                 RESOLVED, f"no longer found in {item.path}", code_changed=False
             )
     return decisions
+
+
+def line_moved(diff: Diff | None, path: str, line: int) -> int:
+    """Where head-side `line` of `path` at the earlier head is at the new head, given the
+    diff between the two: shifted by the lines added and removed above it. A line the
+    diff changed, or an unknown diff, stays where it was (a finding carried unexamined
+    is on lines the diff did not touch)."""
+    file = diff.get(path) if diff is not None else None
+    if file is None:
+        return line
+    shift = 0
+    for hunk in file.hunks:
+        if hunk.source_length == 0:
+            before = hunk.source_start < line  # lines inserted after `source_start`
+        else:
+            before = hunk.source_start + hunk.source_length - 1 < line
+        if before:
+            shift += hunk.target_length - hunk.source_length
+            continue
+        if hunk.source_start <= line and line in hunk.context_source:
+            # A context line of this hunk: count what the hunk changed above it.
+            above = sum(1 for n in hunk.removed if n < line)
+            added_above = 0
+            target = hunk.target_start
+            source = hunk.source_start
+            for text in hunk.text.splitlines()[1:]:
+                if text.startswith("+"):
+                    added_above += 1
+                    target += 1
+                elif text.startswith("-"):
+                    source += 1
+                elif text.startswith(" "):
+                    if source == line:
+                        return target
+                    source += 1
+                    target += 1
+            return line + shift + added_above - above
+        break
+    return max(1, line + shift)

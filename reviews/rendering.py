@@ -12,12 +12,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from reviews.escaping import block_text, code_span, inline_text
+from reviews.markers import marker, markers_of
 from reviews.validation import OPEN, Validated
 from sandbox.contract import ReviewSummary, Severity, Side
 
-FINDING_MARKER = "<!-- tasuku:finding:{} -->"
-RUN_MARKER = "<!-- tasuku:review:run-{} -->"
-FINDING_MARKER_RE = re.compile(r"<!-- tasuku:finding:([0-9a-f]{8,64}) -->")
 BODY_ONLY_NOTE = (
     "GitHub did not accept inline comments on these lines, so the findings are listed here."
 )
@@ -45,21 +44,33 @@ def location(finding: Validated) -> str:
     return f"{finding.path}:{lines}{side}"
 
 
+def finding_marker(fingerprint: str) -> str:
+    return marker("finding", fingerprint)
+
+
+def run_marker(run_id: int) -> str:
+    return marker("review", f"run-{run_id}")
+
+
 def _heading(finding: Validated) -> str:
     blocking = " · blocking" if finding.blocking else ""
-    return f"**{finding.severity.value.title()}{blocking} · {finding.category}** — {finding.title}"
+    category = inline_text(finding.category, 64)
+    return (
+        f"**{finding.severity.value.title()}{blocking} · {category}** — "
+        f"{inline_text(finding.title)}"
+    )
 
 
 def comment_body(finding: Validated) -> str:
     parts = [_heading(finding)]
     if finding.body:
-        parts += ["", finding.body]
+        parts += ["", block_text(finding.body)]
     if finding.evidence:
         parts += [
             "",
             "<details><summary>Evidence</summary>",
             "",
-            finding.evidence,
+            block_text(finding.evidence),
             "",
             "</details>",
         ]
@@ -69,8 +80,8 @@ def comment_body(finding: Validated) -> str:
             parts += ["", f"{fence}suggestion", finding.suggestion, fence]
         else:
             parts += ["", "Suggested fix:", "", fence, finding.suggestion, fence]
-    marker = FINDING_MARKER.format(finding.fingerprint)
-    return _clip("\n".join(parts), MAX_BODY - len(marker) - 2) + "\n\n" + marker
+    signed = finding_marker(finding.fingerprint)
+    return _clip("\n".join(parts), MAX_BODY - len(signed) - 2) + "\n\n" + signed
 
 
 def comment_payload(finding: Validated) -> dict[str, Any]:
@@ -90,11 +101,9 @@ def comment_payload(finding: Validated) -> dict[str, Any]:
 
 
 def markers_in(bodies: Iterable[str]) -> set[str]:
-    """Fingerprints of Tasuku's findings already posted in these comment bodies."""
-    found: set[str] = set()
-    for body in bodies:
-        found.update(FINDING_MARKER_RE.findall(body or ""))
-    return found
+    """Fingerprints of Tasuku's findings already posted in these comment bodies (the
+    caller passes only the bodies of Tasuku's own comments)."""
+    return markers_of(bodies, "finding")
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,7 @@ class ReviewContext:
     incremental: bool = False
     omitted: tuple[tuple[str, str], ...] = ()
     guidelines: tuple[str, ...] = ()
+    still_open: int = 0  # earlier findings still open on the pull request
 
 
 def review_body(
@@ -133,8 +143,15 @@ def review_body(
             f"Reviewed {span}: **{len(published)} finding{'s' if len(published) != 1 else ''}**"
             + (f", {blocking} blocking." if blocking else ".")
         )
+    elif context.still_open:
+        parts.append(f"Reviewed {span}: no new problems in the changed lines.")
     else:
         parts.append(f"Reviewed {span}: no problems found in the changed lines.")
+    if context.still_open:
+        parts.append(
+            f"{context.still_open} earlier finding{'s are' if context.still_open != 1 else ' is'}"
+            " still open on this pull request (see their threads)."
+        )
     suppressed = len(findings) - len(published)
     if suppressed:
         parts.append(
@@ -146,33 +163,38 @@ def review_body(
     if body_only:
         parts += ["", BODY_ONLY_NOTE, ""]
         for finding in inline:
-            parts += [f"#### `{location(finding)}`", comment_body(finding), ""]
+            parts += [f"#### {code_span(location(finding))}", comment_body(finding), ""]
 
     if unanchored:
         parts += ["", "#### Findings outside the changed lines", ""]
         for finding in unanchored[:30]:
-            parts.append(f"- `{location(finding)}` **{finding.severity.value}** — {finding.title}")
+            parts.append(
+                f"- {code_span(location(finding))} **{finding.severity.value}** — "
+                f"{inline_text(finding.title)}"
+            )
 
     parts += ["", "<details><summary>What was reviewed</summary>", ""]
     if summary.inspected_areas:
-        parts.append("**Inspected:** " + "; ".join(summary.inspected_areas))
+        parts.append("**Inspected:** " + "; ".join(inline_text(a) for a in summary.inspected_areas))
     if summary.important_files:
         parts.append(
-            "**Important files:** " + ", ".join(f"`{p}`" for p in summary.important_files[:20])
+            "**Important files:** " + ", ".join(code_span(p) for p in summary.important_files[:20])
         )
     if summary.validation:
-        parts.append(f"**Validation:** {summary.validation}")
+        parts.append(f"**Validation:** {inline_text(summary.validation, 2000)}")
     if summary.context_sources:
-        parts.append("**Context:** " + "; ".join(summary.context_sources))
+        parts.append("**Context:** " + "; ".join(inline_text(c) for c in summary.context_sources))
     parts.append(f"**Confidence:** {summary.confidence:.0%}")
     if summary.limitations:
-        parts.append("**Limitations:** " + " ".join(summary.limitations))
+        parts.append(
+            "**Limitations:** " + " ".join(inline_text(t, 2000) for t in summary.limitations)
+        )
     if context.filtered:
-        shown = ", ".join(f"`{path}` ({reason})" for path, reason in context.filtered[:15])
+        shown = ", ".join(f"{code_span(path)} ({reason})" for path, reason in context.filtered[:15])
         more = f" and {len(context.filtered) - 15} more" if len(context.filtered) > 15 else ""
         parts.append(f"**Not reviewed:** {shown}{more}")
     if context.omitted:
-        shown = ", ".join(f"`{path}` ({reason})" for path, reason in context.omitted[:15])
+        shown = ", ".join(f"{code_span(path)} ({reason})" for path, reason in context.omitted[:15])
         more = f" and {len(context.omitted) - 15} more" if len(context.omitted) > 15 else ""
         parts.append(
             f"**Not shown to the reviewer** (it could read them from the checkout): {shown}{more}"
@@ -182,44 +204,70 @@ def review_body(
     if context.sanitised:
         parts.append(
             "**Removed before review:** "
-            + ", ".join(f"`{p}`" for p in context.sanitised[:15])
+            + ", ".join(code_span(p) for p in context.sanitised[:15])
             + " (agent instructions and links outside the repository are never read)"
         )
     parts += ["", "</details>", "", f"[Run details]({context.dashboard_url})"]
-    marker = RUN_MARKER.format(context.run_id)
-    return _clip("\n".join(parts), MAX_BODY - len(marker) - 2) + "\n\n" + marker
+    signed = run_marker(context.run_id)
+    return _clip("\n".join(parts), MAX_BODY - len(signed) - 2) + "\n\n" + signed
 
 
-def check_conclusion(findings: Iterable[Any], fail_on: Severity | None) -> str:
-    """`failure` while an open finding (validated, or a stored row) reaches `fail_on`,
-    else `success`."""
-    if fail_on is None:
-        return "success"
-    failing = any(f.state == OPEN and Severity(f.severity).at_least(fail_on) for f in findings)
-    return "failure" if failing else "success"
+def check_conclusion(
+    findings: Iterable[Any], fail_on: Severity | None, *, in_full: bool = True
+) -> str:
+    """The gate. `failure` while an open finding (validated, or a stored row) reaches
+    `fail_on`; otherwise `success` only when the head was reviewed in full — a review
+    that did not look at everything (triaged trivial, over budget, incomplete) is
+    `neutral`, however clean its carried findings are."""
+    if fail_on is not None and any(
+        f.state == OPEN and Severity(f.severity).at_least(fail_on) for f in findings
+    ):
+        return "failure"
+    return "success" if in_full else "neutral"
 
 
-def check_output(findings: list[Any], conclusion: str, fail_on: Severity | None) -> tuple[str, str]:
-    """(title, summary) of a completed check run."""
-    published = [f for f in findings if f.state == OPEN]
-    if not published:
-        title = "No problems found"
+def check_output(
+    findings: list[Any],
+    conclusion: str,
+    fail_on: Severity | None,
+    *,
+    shortfall: str = "",
+    limitations: Iterable[str] = (),
+) -> tuple[str, str]:
+    """(title, summary) of a completed check run. `shortfall` says why the head was not
+    reviewed in full; `limitations` name what the review could not read."""
+    open_now = [f for f in findings if f.state == OPEN]
+    if open_now:
+        worst = max((Severity(f.severity) for f in open_now), key=lambda s: s.rank).value
+        count = f"{len(open_now)} open finding{'s' if len(open_now) != 1 else ''}"
+        title = f"{count} (worst: {worst})"
+    elif shortfall:
+        title = "No open findings"
     else:
-        worst = max((Severity(f.severity) for f in published), key=lambda s: s.rank).value
-        title = f"{len(published)} finding{'s' if len(published) != 1 else ''} (worst: {worst})"
+        title = "No problems found"
+    if shortfall:
+        title += " · not reviewed in depth"
     lines = []
+    if shortfall:
+        lines.append(f"**Not reviewed in depth:** {shortfall}\n")
     if conclusion == "failure" and fail_on is not None:
         lines.append(
             f"Failing: an open finding reaches **{fail_on.value}**, this repository's threshold.\n"
         )
-    if published:
+    limits = [inline_text(text, 2000) for text in limitations if text]
+    if limits:
+        lines.append("**Limitations:** " + " ".join(limits) + "\n")
+    if open_now:
         lines += ["| Severity | Where | Finding |", "| --- | --- | --- |"]
-        for finding in published[:50]:
-            title_cell = finding.title.replace("|", "\\|")
+        for finding in open_now[:50]:
+            title_cell = inline_text(finding.title).replace("|", "\\|")
             severity = Severity(finding.severity).value
-            lines.append(f"| {severity} | `{location(finding)}` | {title_cell} |")
-        if len(published) > 50:
-            lines.append(f"\n… and {len(published) - 50} more on the dashboard.")
+            where = code_span(location(finding)).replace("|", "\\|")
+            lines.append(f"| {severity} | {where} | {title_cell} |")
+        if len(open_now) > 50:
+            lines.append(f"\n… and {len(open_now) - 50} more on the dashboard.")
+    elif shortfall:
+        lines.append("No Tasuku finding is open on this pull request.")
     else:
         lines.append("No open finding on the changed lines.")
     return title, _clip("\n".join(lines), MAX_BODY)

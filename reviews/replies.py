@@ -2,8 +2,9 @@
 
 A reply by a person on one of Tasuku's inline comments is recorded and answered in the
 thread by a short job. The static reviewer answers with the rule's documentation and
-how to suppress it; a reply that says the finding is a false positive or won't be fixed
-dismisses it for the rest of the pull request.
+how to suppress it. `@<app> dismiss <reason>` from someone with write access (or the
+author, where the policy allows) dismisses the finding for the rest of the pull
+request; from anyone else it is answered with who may. Free text never dismisses.
 """
 
 from __future__ import annotations
@@ -15,15 +16,16 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from repos import github
+from repos.selectors import effective_config
+from reviews.markers import marker as signed_marker
 from reviews.models import Dismissal, Finding, ThreadReply
-from reviews.threads import says_dismissed
+from reviews.threads import dismiss_command, may_dismiss
 from tasuku.broker import ring
 from webhooks.routing import Outcome
 
 logger = logging.getLogger(__name__)
 
 ANSWER_TASK = "reviews.tasks.reply_answer"
-ANSWER_MARKER = "<!-- tasuku:answer:{} -->"
 MAX_ATTEMPTS = 3
 
 
@@ -53,7 +55,23 @@ def review_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcom
         return Outcome.ignore("a reply in a thread Tasuku did not start")
     login = user.get("login", "")
     body = comment.get("body") or ""
-    dismissal = says_dismissed(body)
+    gateway = github.gateway()
+    reason = dismiss_command(body, gateway.app_slug())
+    dismissal, role = False, ""
+    if reason is not None:
+        pull_request = finding.pull_request
+        repository = pull_request.repository
+        dismissal, role = may_dismiss(
+            gateway,
+            {
+                "installation_id": repository.installation.github_id,
+                "repository_id": repository.github_id,
+                "full_name": repository.full_name,
+            },
+            login,
+            author=pull_request.author_login,
+            author_allowed=effective_config(repository).author_may_dismiss,
+        )
     try:
         with transaction.atomic():
             reply = ThreadReply.objects.create(
@@ -67,12 +85,20 @@ def review_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcom
                 Dismissal.objects.get_or_create(
                     pull_request=finding.pull_request,
                     fingerprint=finding.fingerprint,
-                    defaults={"login": login, "reason": f"replied: {body[:300]}"},
+                    defaults={
+                        "login": login,
+                        "how": Dismissal.How.COMMAND,
+                        "role": role,
+                        "reason": reason or "no reason given",
+                    },
                 )
             ring(ANSWER_TASK, reply.pk, name=f"reply-{reply.pk}")
     except IntegrityError:
         return Outcome.ignore("this reply is recorded already")
-    what = "dismissed" if dismissal else "replied on"
+    if reason is not None and not dismissal:
+        what = "asked to dismiss (no right to)"
+    else:
+        what = "dismissed" if dismissal else "replied on"
     return Outcome(f"{login} {what} “{finding.title}”; an answer is queued")
 
 
@@ -92,7 +118,7 @@ def replies_sweep(*, older_than_seconds: int = 120) -> int:
     return sum(ring_now(ANSWER_TASK, pk, name=f"reply-{pk}") for pk in due)
 
 
-def static_answer(finding: Finding, reply: ThreadReply) -> str:
+def static_answer(finding: Finding, reply: ThreadReply, slug: str = "") -> str:
     """What the static reviewer says back: where the rule is documented, and how to
     silence it on this line if it does not apply."""
     rule = finding.rule or ""
@@ -117,7 +143,19 @@ def static_answer(finding: Finding, reply: ThreadReply) -> str:
         lines = ["This finding came from the reviewer's own analysis."]
     if reply.dismissal:
         lines.append(
-            f"Noted, @{reply.login}: this finding will not be raised again on this pull request."
+            f"Dismissed by {reply.login}: this finding will not be raised again on this pull "
+            "request."
+        )
+    elif slug and dismiss_command(reply.body, slug) is not None:
+        lines.append(
+            "Not dismissed: only people with write access to this repository (or the pull "
+            "request's author, where the repository allows it) can dismiss a finding. It "
+            "stays open."
+        )
+    elif slug:
+        lines.append(
+            f"Replies are read, not taken as decisions: someone with write access can dismiss "
+            f"this finding with `@{slug} dismiss <reason>`, or by resolving the thread."
         )
     return "\n\n".join(lines)
 
@@ -134,10 +172,11 @@ def reply_answer(reply_pk: int) -> str:
     ).get(pk=reply_pk)
     finding = reply.finding
     repository = finding.pull_request.repository
-    text = static_answer(finding, reply)
-    marker = ANSWER_MARKER.format(reply.github_comment_id)
+    gateway = github.gateway()
+    text = static_answer(finding, reply, gateway.app_slug())
+    marker = signed_marker("answer", reply.github_comment_id)
     try:
-        posted = github.gateway().comment_reply(
+        posted = gateway.comment_reply(
             installation_id=repository.installation.github_id,
             repository_id=repository.github_id,
             full_name=repository.full_name,

@@ -46,6 +46,11 @@ def pull_request_sync(*, repository: Repository, data: dict[str, Any]) -> PullRe
             "base_sha": base.get("sha", ""),
             "base_ref": base.get("ref", ""),
             "html_url": data.get("html_url") or "",
+            **(
+                {"changed_files": int(data["changed_files"])}
+                if data.get("changed_files") is not None
+                else {}
+            ),
         },
     )
     return pull_request
@@ -171,6 +176,48 @@ def runs_create(
     ]
 
 
+def admission_for(
+    pull_request: PullRequest, *, action: str, config: EffectiveConfig, explicit: bool = False
+) -> Admission:
+    """The one admission decision, for every way a review is asked for: pull request
+    events, comment commands, review requests, re-runs and the dashboard's buttons
+    (`explicit`: a person asked for this head, so the policy's event toggles and its
+    draft rule do not apply; every other rule does, the file limit included)."""
+    repository = pull_request.repository
+    installation = repository.installation
+    changed_files = pull_request.changed_files
+    if changed_files is None:
+        changed_files = (
+            github.gateway()
+            .pull_request_get(
+                installation_id=installation.github_id,
+                repository_id=repository.github_id,
+                full_name=repository.full_name,
+                number=pull_request.number,
+            )
+            .changed_files
+        )
+
+    def accessible() -> bool:
+        reachable = github.gateway().repository_installation_id(repository.full_name)
+        return reachable == installation.github_id
+
+    return admission_decide(
+        facts=PullRequestFacts(
+            action=action,
+            draft=pull_request.draft,
+            author_login=pull_request.author_login,
+            author_type=pull_request.author_type,
+            changed_files=int(changed_files),
+        ),
+        config=config,
+        installation_active=installation.active,
+        repository_enabled=repository.enabled,
+        repository_accessible=accessible,
+        explicit=explicit,
+    )
+
+
 def run_check_ensure(
     run: ReviewRun,
     *,
@@ -211,6 +258,10 @@ def run_check_ensure(
     )
     # Only the first writer records the id; a concurrent duplicate attempt keeps it.
     ReviewRun.objects.filter(pk=run.pk, check_run_id__isnull=True).update(check_run_id=check.id)
+    if conclusion and output is not None and not found:
+        ReviewRun.objects.filter(pk=run.pk).update(
+            check_conclusion=conclusion, check_title=output.title[:255]
+        )
     run.check_run_id = check.id
     return check.id
 
@@ -273,36 +324,7 @@ def pull_request_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
         return Outcome.ignore(f"pull_request.{action} does not trigger a review")
 
     config = effective_config(repository)
-    changed_files = pr_data.get("changed_files")
-    if changed_files is None:
-        changed_files = (
-            github.gateway()
-            .pull_request_get(
-                installation_id=installation.github_id,
-                repository_id=repository.github_id,
-                full_name=repository.full_name,
-                number=pull_request.number,
-            )
-            .changed_files
-        )
-
-    def accessible() -> bool:
-        reachable = github.gateway().repository_installation_id(repository.full_name)
-        return reachable == installation.github_id
-
-    admission = admission_decide(
-        facts=PullRequestFacts(
-            action=action,
-            draft=pull_request.draft,
-            author_login=pull_request.author_login,
-            author_type=pull_request.author_type,
-            changed_files=int(changed_files),
-        ),
-        config=config,
-        installation_active=installation.active,
-        repository_enabled=repository.enabled,
-        repository_accessible=accessible,
-    )
+    admission = admission_for(pull_request, action=action, config=config)
     if not admission.admitted and admission.check is None:
         return Outcome(f"skipped {label}: {admission.reason}", decision=Decision.SKIPPED)
 

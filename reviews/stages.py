@@ -172,6 +172,7 @@ def validate(
             min_severity=config.min_severity,
             min_confidence=config.min_confidence,
             comment_limit=config.comment_limit,
+            filtered={f.path: f.reason for f in core.filtered},
         ),
         history,
     )

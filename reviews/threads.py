@@ -5,10 +5,15 @@ After each review of a pull request that had earlier open findings:
 - gone and its code still there → a "Verified fixed in <sha>" reply, then the thread
   is resolved; gone because its code was removed → an "Outdated" reply, then resolved;
 - not re-examined (incremental, lines untouched) → current.
-A person who resolves one of Tasuku's threads while the problem is still there, or says
-in a reply that it is a false positive or won't be fixed, has dismissed it: it is never
-posted again on that pull request. Threads and replies by people are never touched.
-Every step is keyed (hidden markers, thread state), so a retry repeats nothing.
+Only someone who may decide about the code silences a finding, and only by an explicit
+act: a person with write access (asked of GitHub) or — where the policy allows — the
+pull request's author, resolving the thread while the problem is still there or
+replying `@<app> dismiss <reason>`. Free text never dismisses ("Is this intended?" is a
+question, "NOT a false positive" a denial). A thread resolved by someone without that
+right is reopened with a reply saying who may. A dismissed finding is never posted again
+on that pull request; each dismissal records who, how and why. Threads and replies by
+people are never touched. Every step is keyed (signed markers on Tasuku's own posts,
+thread state), so a retry repeats nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from repos.github import GitHubError, GitHubGateway, ThreadInfo
+from repos.github.conversation import WRITE_ROLES
 from reviews.diff import Diff
+from reviews.markers import is_ours
+from reviews.markers import marker as signed_marker
 from reviews.models import Dismissal, Finding, FindingState, Review, ReviewRun
 from reviews.reconcile import (
     ACCEPTED,
@@ -30,23 +38,47 @@ from reviews.reconcile import (
     RESOLVED,
     Decision,
     Earlier,
+    line_moved,
     reconcile,
 )
 
 logger = logging.getLogger(__name__)
 
-REPLY_MARKER = "<!-- tasuku:reconcile:{}:{} -->"
-DISMISSAL_WORDS = re.compile(
-    r"\b(false[ -]positive|won'?t fix|wontfix|not a (bug|problem|issue)|not an issue|by design|"
-    r"intended|intentional|working as intended|ignore (this|it)|acceptable risk|not applicable|"
-    r"n/a|disagree)\b",
-    re.IGNORECASE,
-)
+QUOTED_OR_CODE = re.compile(r"(?ms)^ {0,3}(`{3,}|~{3,}).*?^ {0,3}\1[ \t]*$|`[^`\n]*`|^ {0,3}>.*?$")
 
 
-def says_dismissed(text: str) -> bool:
-    """Whether a person's reply dismisses the finding it answers."""
-    return bool(DISMISSAL_WORDS.search(text or ""))
+def dismiss_command(text: str | None, slug: str) -> str | None:
+    """The reason given in `@<slug> dismiss <reason>`, if the reply gives that command
+    ("" when it gives no reason); None when it does not. Quoted lines and code are not
+    commands: quoting someone else's command repeats nothing."""
+    plain = QUOTED_OR_CODE.sub(" ", text or "")
+    match = re.search(
+        rf"(?<![\w/-])@{re.escape(slug)}(?:\[bot\])?[ \t]+dismiss\b[ \t:,-]*([^\n]*)",
+        plain,
+        re.IGNORECASE,
+    )
+    if match is None:
+        return None
+    return match.group(1).strip()[:500]
+
+
+def may_dismiss(
+    gateway: GitHubGateway, where: dict, login: str, *, author: str, author_allowed: bool
+) -> tuple[bool, str]:
+    """(whether `login` may silence a finding on this pull request, in what capacity):
+    write access or above, asked of GitHub; or the pull request's author where the
+    policy allows it."""
+    if not login:
+        return False, "unknown"
+    if author_allowed and login.lower() == (author or "").lower():
+        return True, "author"
+    try:
+        role = gateway.collaborator_role(**where, login=login)
+    except GitHubError as exc:
+        if not exc.permanent:
+            raise
+        return False, "unknown"
+    return role in WRITE_ROLES, role
 
 
 @dataclass
@@ -85,7 +117,10 @@ def earlier_open(review: Review | None, head_sha: str) -> list[Finding]:
 class Conversation:
     threads: list[ThreadInfo] = field(default_factory=list)
     dismissed: dict[str, str] = field(default_factory=dict)  # fingerprint -> who
-    resolved_by_person: dict[str, str] = field(default_factory=dict)  # fingerprint -> who
+    # fingerprint -> (who, their role): resolved by someone who may dismiss
+    resolved_by_person: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # fingerprint -> (thread, who): resolved by someone without the right to dismiss
+    unauthorised: dict[str, tuple[ThreadInfo, str]] = field(default_factory=dict)
 
 
 def conversation_read(
@@ -96,39 +131,65 @@ def conversation_read(
     earlier: list[Finding],
     bot: str,
 ) -> Conversation:
-    """Read the pull request's threads; record as dismissed the earlier findings where a
-    person's reply says they are not to be fixed, and note the threads a person resolved.
-    `dismissed` holds every dismissed fingerprint of the PR with who dismissed it."""
+    """Read the pull request's threads. An earlier finding is dismissed where someone
+    who may (see `may_dismiss`) replied `@<app> dismiss <reason>`; a thread resolved by
+    someone who may is noted (a dismissal if the problem is still there), one resolved
+    by anyone else is noted to be reopened. `dismissed` holds every dismissed
+    fingerprint of the PR with who dismissed it."""
     found = Conversation()
     if earlier:
         found.threads = gateway.review_threads(**where, number=number)
-    by_comment = {t.first.id: t for t in found.threads if t.first is not None}
+    by_comment = {
+        t.first.id: t
+        for t in found.threads
+        if t.first is not None and is_ours(t.first.author_login, t.first.author_type, bot)
+    }
+    config = run.config or {}
+    author = run.pull_request.author_login
+    allowed = bool(config.get("author_may_dismiss"))
+
+    def permitted(login: str) -> tuple[bool, str]:
+        return may_dismiss(gateway, where, login, author=author, author_allowed=allowed)
+
     for finding in earlier:
         thread = by_comment.get(finding.github_comment_id or -1)
         if thread is None:
             continue
-        people = [
-            c for c in thread.comments[1:] if c.author_type != "Bot" and c.author_login != bot
-        ]
-        for comment in people:
-            if says_dismissed(comment.body):
-                _dismiss(run, finding, comment.author_login, f"replied: {comment.body[:300]}")
+        for comment in thread.comments[1:]:
+            if is_ours(comment.author_login, comment.author_type, bot):
+                continue
+            reason = dismiss_command(comment.body, bot)
+            if reason is None:
+                continue
+            ok, role = permitted(comment.author_login)
+            if ok:
+                _dismiss(run, finding, comment.author_login, Dismissal.How.COMMAND,
+                         reason or "no reason given", role=role)  # fmt: skip
                 break
-        if thread.is_resolved and thread.resolved_by and thread.resolved_by != bot:
-            found.resolved_by_person[finding.fingerprint] = thread.resolved_by
+        resolver = thread.resolved_by
+        if thread.is_resolved and resolver and resolver.lower() != bot.lower():
+            ok, role = permitted(resolver)
+            if ok:
+                found.resolved_by_person[finding.fingerprint] = (resolver, role)
+            else:
+                found.unauthorised[finding.fingerprint] = (thread, resolver)
     found.dismissed = dict(
         Dismissal.objects.filter(pull_request=run.pull_request).values_list("fingerprint", "login")
     )
     return found
 
 
-def _dismiss(run: ReviewRun, finding: Finding, login: str, reason: str) -> None:
+def _dismiss(
+    run: ReviewRun, finding: Finding, login: str, how: str, reason: str, *, role: str = ""
+) -> None:
     try:
         with transaction.atomic():
             Dismissal.objects.create(
                 pull_request=run.pull_request,
                 fingerprint=finding.fingerprint,
                 login=login,
+                how=how,
+                role=role,
                 reason=reason,
             )
     except IntegrityError:
@@ -157,10 +218,17 @@ def decide(
 
 
 def carry(
-    review: Review, earlier: list[Finding], decisions: dict[str, Decision], talk: Conversation
+    review: Review,
+    earlier: list[Finding],
+    decisions: dict[str, Decision],
+    talk: Conversation,
+    *,
+    since_previous: Diff | None = None,
 ) -> None:
     """Carry current findings onto the new review (keeping their identity and thread);
-    a person who resolved a thread of a problem still there has dismissed it."""
+    someone who may dismiss and resolved a thread of a problem still there has
+    dismissed it. A finding carried unexamined is moved to where its lines are at the
+    new head (`since_previous`: the diff from the earlier head)."""
     new = {f.fingerprint: f for f in review.findings.all()}
     dismissed = talk.dismissed
     with transaction.atomic():
@@ -168,9 +236,10 @@ def carry(
             decision = decisions[finding.fingerprint]
             if decision.state != CURRENT:
                 continue
-            person = talk.resolved_by_person.get(finding.fingerprint)
+            person, role = talk.resolved_by_person.get(finding.fingerprint, ("", ""))
             if person and finding.fingerprint not in dismissed:
-                _dismiss(review.run, finding, person, "resolved the thread without a code change")
+                _dismiss(review.run, finding, person, Dismissal.How.RESOLVED,
+                         "resolved the thread while the problem was still there", role=role)  # fmt: skip
                 dismissed[finding.fingerprint] = person
             successor = new.get(finding.fingerprint)
             if successor is None:
@@ -180,6 +249,10 @@ def carry(
                 successor.review = review
                 successor.carried_to = None
                 successor.published = False
+                if successor.side == "RIGHT":
+                    start = line_moved(since_previous, successor.path, successor.start_line)
+                    shift = start - successor.start_line
+                    successor.start_line, successor.end_line = start, successor.end_line + shift
                 successor.save()
             if finding.fingerprint in dismissed:
                 Finding.objects.filter(pk=successor.pk).update(
@@ -218,6 +291,7 @@ def close_threads(
     """Reply on and resolve the thread of each earlier finding that is gone. Returns
     notes (what could not be done, and why)."""
     notes: list[str] = []
+    slug = gateway.app_slug()
     by_comment = {t.first.id: t for t in threads if t.first is not None}
     short = run.head_sha[:7]
     for finding in earlier:
@@ -228,8 +302,12 @@ def close_threads(
         thread = by_comment.get(finding.github_comment_id or -1)
         if thread is None:
             continue
-        marker = REPLY_MARKER.format(finding.fingerprint, short)
-        if not any(marker in c.body for c in thread.comments):
+        marker = signed_marker("reconcile", f"{finding.fingerprint}-{short}")
+        if not any(
+            marker in c.body
+            for c in thread.comments
+            if is_ours(c.author_login, c.author_type, slug)
+        ):
             if decision.state == ACCEPTED:
                 text = f"Resolved in {short}: {decision.reason}."
             elif decision.state == RESOLVED:
@@ -254,4 +332,63 @@ def close_threads(
                     raise
                 notes.append(f"could not resolve the thread of “{finding.title}”: {exc.message}")
                 logger.warning("run %s: %s", run.pk, exc.message)
+    return notes
+
+
+def thread_reopen(
+    gateway: GitHubGateway, where: dict, number: int, thread: ThreadInfo, text: str, key: str
+) -> list[str]:
+    """Say `text` in one of Tasuku's threads (once: keyed by `key`) and reopen it if it is
+    resolved. Returns notes (what GitHub refused)."""
+    slug = gateway.app_slug()
+    marker = signed_marker("reconcile", key)
+    if not any(
+        marker in c.body for c in thread.comments if is_ours(c.author_login, c.author_type, slug)
+    ):
+        gateway.comment_reply(
+            **where, number=number, comment_id=thread.first.id, body=f"{text}\n\n{marker}",
+            marker=marker,
+        )  # fmt: skip
+    if thread.is_resolved:
+        try:
+            gateway.thread_resolve(**where, thread_id=thread.id, resolved=False)
+        except GitHubError as exc:
+            if not exc.permanent:
+                raise
+            return [f"could not reopen a thread: {exc.message}"]
+    return []
+
+
+def reopen_unauthorised(
+    gateway: GitHubGateway,
+    where: dict,
+    number: int,
+    run: ReviewRun,
+    earlier: list[Finding],
+    decisions: dict[str, Decision],
+    talk: Conversation,
+) -> list[str]:
+    """Reopen each thread that someone without the right to dismiss resolved while its
+    problem is still there, saying who may."""
+    slug = gateway.app_slug()
+    short = run.head_sha[:7]
+    allowed = bool((run.config or {}).get("author_may_dismiss"))
+    who_may = "people with write access" + (" and the author" if allowed else "")
+    notes: list[str] = []
+    for finding in earlier:
+        found = talk.unauthorised.get(finding.fingerprint)
+        decision = decisions.get(finding.fingerprint)
+        if found is None or decision is None or decision.state != CURRENT:
+            continue
+        if finding.fingerprint in talk.dismissed:
+            continue
+        thread, resolver = found
+        text = (
+            f"Reopened: this finding is still open at {short}. Only {who_may} can dismiss "
+            f"a finding here ({resolver} resolved this thread): resolve it, or reply "
+            f"`@{slug} dismiss <reason>`."
+        )
+        notes += thread_reopen(
+            gateway, where, number, thread, text, f"{finding.fingerprint}-reopened-{short}"
+        )
     return notes

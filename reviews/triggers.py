@@ -17,14 +17,19 @@ from repos import github
 from repos.models import Installation, Repository, Reviewer
 from repos.policy import Trigger
 from repos.selectors import effective_config
+from reviews.markers import marker as signed_marker
 from reviews.models import Notice, PullRequest, ReviewRun
-from reviews.services import repository_from_payload, run_check_ensure, run_request
+from reviews.services import (
+    admission_for,
+    repository_from_payload,
+    run_check_ensure,
+    run_request,
+)
 from webhooks.routing import Decision, Outcome
 
 logger = logging.getLogger(__name__)
 
 WRITE_ACCESS = ("OWNER", "MEMBER", "COLLABORATOR")
-COMMAND_MARKER = "<!-- tasuku:command:{} -->"
 
 
 def help_text(slug: str) -> str:
@@ -32,6 +37,7 @@ def help_text(slug: str) -> str:
         f"Tasuku's commands (from people with write access to this repository):\n\n"
         f"- `@{slug} review` — review the changes since the last review\n"
         f"- `@{slug} full review` — review the whole pull request again\n"
+        f"- `@{slug} dismiss <reason>` — in a finding's thread: dismiss that finding\n"
         f"- `@{slug} help` — this list"
     )
 
@@ -79,6 +85,7 @@ def pull_request_refresh(
             "base_sha": info.base_sha,
             "base_ref": info.base_ref,
             "html_url": info.html_url,
+            "changed_files": info.changed_files,
         },
     )
     return pull_request
@@ -106,6 +113,9 @@ def runs_request_for(
         reviewers = list(Reviewer.objects.filter(slug__in=slugs).order_by("slug"))
     if not reviewers:
         return [], "no enabled reviewer on this repository's policy"
+    admission = admission_for(pull_request, action=trigger.value, config=config, explicit=True)
+    if not admission.admitted:
+        return [], admission.reason
     runs = []
     for reviewer in reviewers:
         run, created = run_request(
@@ -123,7 +133,7 @@ def runs_request_for(
 def _answer(
     installation: Installation, repository: Repository, number: int, body: str, key: str
 ) -> None:
-    marker = COMMAND_MARKER.format(key)
+    marker = signed_marker("command", key)
     github.gateway().issue_comment_create(
         installation_id=installation.github_id,
         repository_id=repository.github_id,

@@ -43,6 +43,8 @@ class GateConfig:
     min_severity: Severity = Severity.LOW
     min_confidence: float = 0.5
     comment_limit: int = 25
+    # path -> why it is not reviewed (excluded by default or by the policy's globs)
+    filtered: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -263,7 +265,8 @@ def gate(
             evidence=finding.evidence,
             suggestion=finding.suggestion,
             confidence=finding.confidence,
-            blocking=finding.blocking,
+            # Blocking means it says how it fails; one that does not is a nit.
+            blocking=finding.blocking and bool(finding.evidence.strip()),
             rule=finding.rule,
             fingerprint=identity,
             raw=data,
@@ -346,6 +349,10 @@ def _locate(result: Validated, diff: Diff, config: GateConfig, seen: dict[tuple,
     file = diff.get(path)
     if file is None:
         return replace(result, state=SUPPRESSED, reason="path is not part of the pull request")
+    if path in config.filtered:
+        return replace(
+            result, state=SUPPRESSED, reason=f"on a path not reviewed ({config.filtered[path]})"
+        )
 
     narrowed = _narrow(file, result.side, result.start_line, result.end_line)
     if narrowed is None:

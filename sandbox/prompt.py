@@ -41,7 +41,8 @@ How to review:
 - Raise findings only on lines the pull request adds (the added line ranges are listed
   per file); what the base already had is not this change's problem.
 - Each finding says what goes wrong: the input or situation, what happens, and why it
-  matters. A finding is `blocking` only when it says how the code fails.
+  matters. A finding is `blocking` only when its `evidence` says how the code fails
+  (the input, what happens); a blocking finding without evidence is published as a nit.
 - No comments on style, formatting or naming unless the reviewer's rules ask for them.
 - Severity: critical (exploitable or data-destroying), high (will break in normal use),
   medium (breaks in plausible cases), low (minor risk), info (worth knowing).

@@ -21,6 +21,10 @@ cache_lock = threading.Lock()
 token_cache: dict[tuple[Any, ...], InstallationToken] = {}
 # (base_url, app_id, installation_id) -> (time.monotonic() when read, granted permissions)
 permissions_cache: dict[tuple[Any, ...], tuple[float, dict[str, str]]] = {}
+# (base_url, repository, login) -> (time.monotonic() when read, role): who may silence a
+# finding is asked of GitHub, and remembered only briefly (access can be taken away).
+roles_cache: dict[tuple[Any, ...], tuple[float, str]] = {}
+ROLE_TTL_SECONDS = 60
 
 
 def token_key(
@@ -86,5 +90,6 @@ def caches_clear() -> None:
     with cache_lock:
         token_cache.clear()
         permissions_cache.clear()
+        roles_cache.clear()
         _client_cache.clear()
     integration_client.cache_clear()

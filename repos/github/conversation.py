@@ -5,10 +5,13 @@ A mixin of `GitHubGateway`: every call still goes through its retry loop."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from github import Github
 
+from repos.github.clients import ROLE_TTL_SECONDS, cache_lock, roles_cache
 from repos.github.schemas import (
     IssueCommentInfo,
     ReviewCommentInfo,
@@ -42,6 +45,10 @@ RESOLVE_MUTATION = (
     "mutation($threadId: ID!) { resolveReviewThread(input: {threadId: $threadId})"
     " { thread { id isResolved } } }"
 )
+UNRESOLVE_MUTATION = (
+    "mutation($threadId: ID!) { unresolveReviewThread(input: {threadId: $threadId})"
+    " { thread { id isResolved } } }"
+)
 
 
 def _thread(node: dict[str, Any]) -> ThreadInfo:
@@ -65,7 +72,52 @@ def _thread(node: dict[str, Any]) -> ThreadInfo:
     )
 
 
+# Roles that may decide about the code: GitHub's "write access or above".
+WRITE_ROLES = ("admin", "maintain", "write")
+
+
 class ConversationCalls:
+    def collaborator_role(
+        self: GitHubGateway,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        login: str,
+    ) -> str:
+        """`login`'s role on the repository: admin, maintain, write, triage, read or none
+        (a custom role counts as its base). Asked of GitHub — a webhook's
+        `author_association` is no answer: members whose membership is private arrive
+        as CONTRIBUTOR — and remembered for a minute."""
+        key = (self.creds.base_url, full_name.lower(), login.lower())
+        with cache_lock:
+            cached = roles_cache.get(key)
+        if cached is not None and time.monotonic() - cached[0] < ROLE_TTL_SECONDS:
+            return cached[1]
+        owner, name = full_name.split("/", 1)
+
+        def get(client: Github) -> str:
+            # Reference: https://docs.github.com/rest/collaborators/collaborators#get-repository-permissions-for-a-user
+            _, data = client.requester.requestJsonAndCheck(
+                "GET", f"/repos/{owner}/{name}/collaborators/{quote(login, safe='')}/permission"
+            )
+            role = (data.get("role_name") or "").lower()
+            legacy = (data.get("permission") or "none").lower()
+            return role if role in (*WRITE_ROLES, "triage", "read") else legacy
+
+        role = self._repo_call(
+            f"read {login}'s permission on {full_name}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"metadata": "read"},
+            fn=get,
+        )
+        with cache_lock:
+            if len(roles_cache) > 4096:
+                roles_cache.clear()
+            roles_cache[key] = (time.monotonic(), role)
+        return role
+
     def review_threads(
         self: GitHubGateway,
         *,
@@ -114,16 +166,21 @@ class ConversationCalls:
         repository_id: int | None,
         full_name: str,
         thread_id: str,
+        resolved: bool = True,
     ) -> None:
-        """Resolve a review thread. GitHub requires Contents: write for this (Pull
-        requests: write is not enough) and refuses with HTTP 200 and a FORBIDDEN error."""
+        """Resolve a review thread (or, with `resolved=False`, reopen it). GitHub requires
+        Contents: write for this (Pull requests: write is not enough) and refuses with
+        HTTP 200 and a FORBIDDEN error."""
 
         def resolve(client: Github) -> None:
             # Reference: https://docs.github.com/graphql/reference/mutations#resolvereviewthread
-            client.requester.graphql_query(RESOLVE_MUTATION, {"threadId": thread_id})
+            # Reference: https://docs.github.com/graphql/reference/mutations#unresolvereviewthread
+            client.requester.graphql_query(
+                RESOLVE_MUTATION if resolved else UNRESOLVE_MUTATION, {"threadId": thread_id}
+            )
 
         self._repo_call(
-            f"resolve review thread {thread_id} on {full_name}",
+            f"{'resolve' if resolved else 'reopen'} review thread {thread_id} on {full_name}",
             installation_id=installation_id,
             repository_id=repository_id,
             permissions={"pull_requests": "write", "contents": "write"},
@@ -156,8 +213,10 @@ class ConversationCalls:
 
         def find(client: Github) -> ReviewCommentInfo | None:
             for comment in self._pull_list(client, full_name, number, "comments"):
-                if comment.get("in_reply_to_id") == comment_id and marker in (
-                    comment.get("body") or ""
+                if (
+                    comment.get("in_reply_to_id") == comment_id
+                    and marker in (comment.get("body") or "")
+                    and self.posted_by_us(comment.get("user"))
                 ):
                     return review_comment_info(comment)
             return None
@@ -230,7 +289,7 @@ class ConversationCalls:
                     "GET", url, parameters={"per_page": 100, "page": page}
                 )
                 for item in data:
-                    if marker in (item.get("body") or ""):
+                    if marker in (item.get("body") or "") and self.posted_by_us(item.get("user")):
                         return info(item)
                 if len(data) < 100:
                     return None

@@ -160,6 +160,13 @@ class GitHubGateway(ConversationCalls, CheckCalls, ActionsCalls):
             _slugs[key] = self._app_call("read the App", lambda: self._integration().get_app().slug)
         return _slugs[key]
 
+    def posted_by_us(self, user: dict[str, Any] | None) -> bool:
+        """Whether a REST `user` object is this App's bot: the only author whose hidden
+        markers Tasuku trusts (a person can copy one into a post of their own)."""
+        user = user or {}
+        login = (user.get("login") or "").lower()
+        return user.get("type") == "Bot" and login == f"{self.app_slug().lower()}[bot]"
+
     def repository_installation_id(self, full_name: str) -> int | None:
         """The id of the installation through which the App reaches `full_name`, or None
         when the App cannot reach it (uninstalled, or the repository was deselected)."""
@@ -491,7 +498,7 @@ class GitHubGateway(ConversationCalls, CheckCalls, ActionsCalls):
 
         def find(client: Github) -> ReviewInfo | None:
             for review in self._pull_list(client, full_name, number, "reviews"):
-                if marker in (review.get("body") or ""):
+                if marker in (review.get("body") or "") and self.posted_by_us(review.get("user")):
                     return review_info(review)
             return None
 
@@ -514,14 +521,17 @@ class GitHubGateway(ConversationCalls, CheckCalls, ActionsCalls):
         number: int,
         marker: str,
     ) -> ReviewInfo | None:
-        """The review on the pull request whose body carries `marker`, if any."""
+        """This App's review on the pull request whose body carries `marker`, if any
+        (a copy of the marker in someone else's review is ignored)."""
         for review in self.reviews_list(
             installation_id=installation_id,
             repository_id=repository_id,
             full_name=full_name,
             number=number,
         ):
-            if marker in review.body:
+            if marker in review.body and self.posted_by_us(
+                {"login": review.user_login, "type": review.user_type}
+            ):
                 return review
         return None
 

@@ -179,6 +179,7 @@ class ReviewInfo(BaseModel):
     state: str = ""
     commit_id: str | None = None
     user_login: str = ""
+    user_type: str = ""
     html_url: str = ""
 
 
@@ -203,6 +204,7 @@ def review_info(data: dict[str, Any]) -> ReviewInfo:
         state=data.get("state") or "",
         commit_id=data.get("commit_id"),
         user_login=(data.get("user") or {}).get("login", ""),
+        user_type=(data.get("user") or {}).get("type", ""),
         html_url=data.get("html_url") or "",
     )
 

@@ -30,6 +30,7 @@ from repos.github import GitHubError
 from repos.models import Repository, Reviewer
 from repos.policy import Engine, Trigger
 from repos.selectors import effective_config, reviewer_config
+from reviews.markers import marker as signed_marker
 from reviews.models import (
     RUN_FINAL_STATES,
     Finding,
@@ -65,7 +66,6 @@ LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")
 SHA = re.compile(r"^[0-9a-f]{7,40}$")
 COUNTED_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
 ANSWER_TASK = "reviews.tasks.answer_post"
-ANSWER_MARKER = "<!-- tasuku:answer:{} -->"
 MAX_PULLS = 20
 
 
@@ -747,7 +747,7 @@ def answer_post(answer_pk: int) -> str:
     if answer.posting == Answer.Posting.POSTED:
         return "already posted"
     tpr = answer.task_pull
-    marker = ANSWER_MARKER.format(answer.pk)
+    marker = signed_marker("author-answer", answer.pk)
     body = f"{answer_text(answer)}\n\n{marker}"
     poster = author_poster()
     reply_to = None

@@ -111,7 +111,7 @@ def set_policy(**values):
 def test_three_pushes_one_thread_per_problem(world, deliver):
     # Push 1: A, B, C.
     deliver(world, "opened")
-    set_policy(auto_approve=True)
+    set_policy(auto_approve=True, approve_with_nits=True)  # C, a nit, stays open
     first = world.fake.review_comments_of(REPO, NUMBER)
     assert sorted((c["path"], c["line"]) for c in first) == [
         ("app/payments.py", 6),
@@ -188,7 +188,7 @@ def test_no_approval_when_disabled(world, deliver):
 
 def test_no_approval_when_the_head_moved_during_the_review(world, deliver, client, test_app):
     deliver(world, "opened")
-    set_policy(auto_approve=True)
+    set_policy(auto_approve=True, approve_with_nits=True)  # C, a nit, stays open
     before = world.push({"app/payments.py": PAYMENTS_2, "app/tools.py": TOOLS_2})
     body = pull_request_payload(
         world.fake, world.repo, world.pull, action="synchronize", before=before
@@ -217,7 +217,7 @@ def test_no_approval_when_the_head_moved_during_the_review(world, deliver, clien
 
 def test_no_approval_on_a_draft(world, deliver):
     deliver(world, "opened")
-    set_policy(auto_approve=True, review_drafts=True)
+    set_policy(auto_approve=True, approve_with_nits=True, review_drafts=True)
     world.pull.draft = True
     before = world.push({"app/payments.py": PAYMENTS_2, "app/tools.py": TOOLS_2})
     deliver(world, "synchronize", before=before)
@@ -227,7 +227,7 @@ def test_no_approval_on_a_draft(world, deliver):
 
 def test_tasukus_earlier_approval_is_dismissed_when_findings_open_again(world, deliver):
     deliver(world, "opened")
-    set_policy(auto_approve=True)
+    set_policy(auto_approve=True, approve_with_nits=True)  # C, a nit, stays open
     before = world.push({"app/payments.py": PAYMENTS_2, "app/tools.py": TOOLS_2})
     deliver(world, "synchronize", before=before)
     approval = main_reviews(world)[-1]
@@ -238,9 +238,12 @@ def test_tasukus_earlier_approval_is_dismissed_when_findings_open_again(world, d
     assert main_reviews(world)[-1]["state"] == "COMMENTED"
 
 
-def test_a_person_resolving_a_thread_without_a_code_change_dismisses_it_for_good(world, deliver):
+def test_a_maintainer_resolving_a_thread_without_a_code_change_dismisses_it_for_good(
+    world, deliver
+):
     deliver(world, "opened")
     c = thread_of(world, "deploy.sh", 3)
+    world.fake.add_collaborator(REPO, "maria", "write")
     world.fake.person_resolves(REPO, c["id"], login="maria")
     before = world.push({"app/payments.py": PAYMENTS_2})
     deliver(world, "synchronize", before=before)
@@ -263,19 +266,23 @@ def test_a_person_resolving_a_thread_without_a_code_change_dismisses_it_for_good
     assert shell.state == "suppressed" and shell.suppression_reason == "dismissed by maria"
 
 
-def test_a_reply_saying_false_positive_dismisses_the_finding(world, deliver):
+def test_a_dismiss_command_from_a_maintainer_found_at_the_next_review_dismisses_it(world, deliver):
+    # The reply's webhook never arrived: the next review reads the thread itself.
     deliver(world, "opened")
     c = thread_of(world, "deploy.sh", 3)
+    world.fake.add_collaborator(REPO, "maria", "write")
     world.fake.person_comment(
         REPO,
         NUMBER,
         login="maria",
-        body="This is a false positive: TARGET_DIR never has spaces.",
+        body="@tasuku-test dismiss TARGET_DIR never has spaces.",
         reply_to=c["first"],
     )
     before = world.push({"app/payments.py": PAYMENTS_2})
     deliver(world, "synchronize", before=before)
-    assert Dismissal.objects.get().reason.startswith("replied: This is a false positive")
+    dismissal = Dismissal.objects.get()
+    assert (dismissal.login, dismissal.how, dismissal.role) == ("maria", "command", "write")
+    assert dismissal.reason == "TARGET_DIR never has spaces."
 
 
 def test_a_crash_during_reconciliation_then_a_retry_posts_no_second_reply_or_resolution(

@@ -1,6 +1,5 @@
 from reviews.diff import diff_parse
 from reviews.rendering import (
-    RUN_MARKER,
     ReviewContext,
     check_conclusion,
     comment_body,
@@ -8,6 +7,7 @@ from reviews.rendering import (
     fence_for,
     markers_in,
     review_body,
+    run_marker,
 )
 from reviews.validation import GateConfig, gate
 from sandbox.contract import ReviewSummary, Severity
@@ -70,7 +70,7 @@ def test_the_review_body_carries_the_run_marker_and_stays_under_githubs_limit():
     )
     body = review_body(ReviewSummary(), many, context, inline=many, body_only=True)
     assert len(body) <= 60_000
-    assert body.endswith(RUN_MARKER.format(9))
+    assert body.endswith(run_marker(9))
 
 
 def test_the_check_fails_only_while_an_open_finding_reaches_the_threshold():

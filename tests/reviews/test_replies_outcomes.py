@@ -80,15 +80,28 @@ def test_the_same_reply_delivered_twice_is_answered_once(world, client, test_app
     assert [c["user"]["type"] for c in thread["comments"]] == ["Bot", "User", "Bot"]
 
 
-def test_a_reply_calling_it_a_false_positive_dismisses_it_and_is_acknowledged(
+def test_a_dismiss_command_from_a_writer_dismisses_it_and_is_acknowledged(world, client, test_app):
+    world.fake.add_collaborator(REPO, "maria", "write")
+    parent = our_comment(world, "deploy.sh")
+    post_webhook(client, "pull_request_review_comment",
+                 reply_payload(world, parent, body="@tasuku-test dismiss this path is fixed."),
+                 secret=test_app.webhook_secret)  # fmt: skip
+    drain_queue()
+    dismissal = Dismissal.objects.get()
+    assert (dismissal.login, dismissal.reason) == ("maria", "this path is fixed.")
+    assert "will not be raised again" in ThreadReply.objects.get().answer
+
+
+def test_a_reply_calling_it_a_false_positive_is_answered_not_taken_as_a_dismissal(
     world, client, test_app
 ):
+    world.fake.add_collaborator(REPO, "maria", "write")
     parent = our_comment(world, "deploy.sh")
     post_webhook(client, "pull_request_review_comment", reply_payload(world, parent, body="False positive, this path is fixed."),
                  secret=test_app.webhook_secret)  # fmt: skip
     drain_queue()
-    assert Dismissal.objects.get().login == "maria"
-    assert "will not be raised again" in ThreadReply.objects.get().answer
+    assert not Dismissal.objects.exists()
+    assert "@tasuku-test dismiss <reason>" in ThreadReply.objects.get().answer
 
 
 def test_replies_on_peoples_own_threads_and_by_bots_are_left_alone(world, client, test_app):
@@ -116,10 +129,11 @@ def test_closing_a_pull_request_records_each_findings_fate_and_the_repository_me
                  secret=test_app.webhook_secret)  # fmt: skip
     drain_queue()
     parent = our_comment(world, "deploy.sh")
+    world.fake.add_collaborator(REPO, "maria", "admin")
     post_webhook(
         client,
         "pull_request_review_comment",
-        reply_payload(world, parent, body="won't fix"),
+        reply_payload(world, parent, body="@tasuku-test dismiss won't fix"),
         secret=test_app.webhook_secret,
     )
     drain_queue()

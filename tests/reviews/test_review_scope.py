@@ -135,7 +135,7 @@ def test_generated_files_fixtures_and_lock_files_are_filtered_with_their_reason(
     assert "`api/client.py` (generated file)" in body
 
 
-def test_a_docs_only_change_is_trivial_and_gets_a_success_check_without_a_deep_review(
+def test_a_docs_only_change_is_trivial_and_gets_a_neutral_check_without_a_deep_review(
     fake_github, deliver
 ):
     world = world_build(fake_github, head_files={
@@ -147,10 +147,12 @@ def test_a_docs_only_change_is_trivial_and_gets_a_success_check_without_a_deep_r
     assert run.status == RunStatus.COMPLETED
     assert run.reason.startswith("trivial: Low risk")
     check = world.fake.check_runs_of(REPO)[0]
+    # Nobody looked in depth: never `success`, and the check says why.
     assert (check.conclusion, check.output["title"]) == (
-        "success",
-        "Low risk: not reviewed in depth",
+        "neutral",
+        "No open findings · not reviewed in depth",
     )
+    assert "triage found this change trivial" in check.output["summary"]
     assert world.fake.reviews_of(REPO, 7) == []
     review = Review.objects.get(run=run)
     assert review.triage["verdict"] == "trivial" and review.engine == "triage"
@@ -172,7 +174,7 @@ def test_a_code_change_is_substantive(fake_github, deliver):
     assert "app/payments.py" in review.triage["risk_areas"]
 
 
-def test_past_the_monthly_budget_the_review_is_incomplete_and_the_check_neutral(
+def test_past_the_monthly_budget_the_review_is_incomplete_and_the_check_follows_open_findings(
     fake_github, deliver
 ):
     world = world_build(fake_github)
@@ -191,10 +193,11 @@ def test_past_the_monthly_budget_the_review_is_incomplete_and_the_check_neutral(
     assert review.state == "incomplete"
     assert "budget" in review.incomplete_reason
     check = world.fake.check_runs_of(REPO)[-1]
-    assert (check.conclusion, check.output["title"]) == (
-        "neutral",
-        "Not reviewed: the monthly review budget is spent",
-    )
+    # The first push's findings (a key, shell=True) are still open: carried, failing.
+    assert check.conclusion == "failure"
+    assert check.output["title"].endswith("· not reviewed in depth")
+    assert "monthly budget for reviews" in check.output["summary"]
+    assert review.findings.filter(state="open").exists()
     assert len(world.fake.reviews_of(REPO, 7)) == 1  # only the first push's review
     assert BudgetAlert.objects.count() == 1
 

@@ -118,7 +118,15 @@ def test_the_comment_limit_keeps_the_most_severe_deterministically():
 def test_the_order_is_severity_then_blocking_then_confidence_then_place():
     findings = [
         raw(start_line=2, end_line=2, title="A", severity="high", blocking=False, confidence=0.9),
-        raw(start_line=3, end_line=3, title="B", severity="high", blocking=True, confidence=0.6),
+        raw(
+            start_line=3,
+            end_line=3,
+            title="B",
+            severity="high",
+            blocking=True,
+            confidence=0.6,
+            evidence="`x` is None here and `x.y` raises",
+        ),  # fmt: skip
         raw(start_line=4, end_line=4, title="C", severity="critical", confidence=0.5),
     ]
     assert [f.title for f in run(findings)] == ["C", "B", "A"]

@@ -134,3 +134,31 @@ class AppsRoutes:
 
     def _get_repo(self, request: Request) -> Response:
         return 200, self._repo_json(self._repo_for_token(request, "metadata", "read")), {}
+
+    # Roles as GitHub's permission endpoint folds them into the legacy `permission`.
+    LEGACY_PERMISSION = {"admin": "admin", "maintain": "write", "write": "write",
+                         "triage": "read", "read": "read", "none": "none"}  # fmt: skip
+
+    def _collaborator_permission(self, request: Request) -> Response:
+        # Reference: https://docs.github.com/rest/collaborators/collaborators#get-repository-permissions-for-a-user
+        # Metadata: read is enough. Someone who is not a collaborator reads a public
+        # repository (`read`) and nothing of a private one (`none`).
+        repo = self._repo_for_token(request, "metadata", "read")
+        login = request.params["username"]
+        role = repo.collaborators.get(login, "none" if repo.private else "read")
+        user = self._user_json(login, "User", abs(hash(login)) % 10**6)
+        return 200, {
+            "permission": self.LEGACY_PERMISSION[role],
+            "role_name": role,
+            "user": {**user, "permissions": {
+                "admin": role == "admin", "maintain": role in ("admin", "maintain"),
+                "push": role in ("admin", "maintain", "write"),
+                "triage": role in ("admin", "maintain", "write", "triage"),
+                "pull": role != "none"}, "role_name": role},
+        }, {}  # fmt: skip
+
+    def add_collaborator(self, full_name: str, login: str, role: str = "write") -> None:
+        """Test helper: give `login` a role on the repository."""
+        assert role in self.LEGACY_PERMISSION, role
+        with self.lock:
+            self.repos[full_name].collaborators[login] = role

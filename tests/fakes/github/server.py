@@ -423,6 +423,12 @@ class FakeGitHubBase:
             ("GET", owner_repo + r"/installation", "jwt", self._get_repo_installation),
             ("GET", r"/installation/repositories", "token", self._list_installation_repos),
             ("GET", owner_repo, "token", self._get_repo),
+            (
+                "GET",
+                owner_repo + r"/collaborators/(?P<username>[^/]+)/permission",
+                "token",
+                self._collaborator_permission,
+            ),
             ("GET", owner_repo + r"/pulls/(?P<number>\d+)", "token", self._get_pull),
             ("GET", owner_repo + r"/pulls/(?P<number>\d+)/files", "token", self._list_pull_files),
             ("GET", owner_repo + r"/pulls/(?P<number>\d+)/reviews", "token", self._list_reviews),

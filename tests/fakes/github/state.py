@@ -157,6 +157,9 @@ class Repo:
     statuses: list[dict[str, Any]] = field(default_factory=list)  # commit statuses, oldest first
     # installations of other Apps that were also given this repository
     other_installation_ids: set[int] = field(default_factory=set)
+    # login -> role: admin | maintain | write | triage | read (collaborators, teams and
+    # organisation base permissions folded into one, as GitHub's permission endpoint does)
+    collaborators: dict[str, str] = field(default_factory=dict)
 
     @property
     def installation_ids(self) -> set[int]:

@@ -35,6 +35,8 @@ def finding(path: str, line: int, title: str, *, blocking: bool, severity: str) 
         "category": "security" if blocking else "robustness", "title": title,
         "body": f"{title}: this is what goes wrong, and when.", "confidence": 0.9,
         "blocking": blocking,
+        # A blocking finding states how it fails (without it, it is published as a nit).
+        "evidence": f"{path}:{line} fails like this: {title}." if blocking else "",
     }  # fmt: skip
 
 
