@@ -29,7 +29,17 @@ from reviews.budget import Budget, budget_alert, installation_budget
 from reviews.diff import diff_parse
 from reviews.escaping import code_span
 from reviews.markers import is_ours
-from reviews.models import Finding, Review, ReviewRun, ReviewState, RunStatus, Stage
+from reviews.models import (
+    Dismissal,
+    Finding,
+    FindingState,
+    PullRequest,
+    Review,
+    ReviewRun,
+    ReviewState,
+    RunStatus,
+    Stage,
+)
 from reviews.reconcile import ACCEPTED, CURRENT, Decision
 from reviews.rendering import (
     BODY_ONLY_NOTE,
@@ -901,3 +911,60 @@ def reopen_returned(ctx: Context, back: list[Validated], by_fingerprint: dict) -
             ctx.gateway, ctx.where, number, thread, text, f"{finding.fingerprint}-back-{short}"
         )
     return notes
+
+
+def gate_refresh(pull_request_pk: int, reviewer_pk: int) -> str:
+    """A finding was dismissed between pushes: conclude the check run of the pull
+    request's current head again, from the findings open on it now. Only the last
+    completed run of that head is touched; a run still to come concludes by itself."""
+    pull_request = PullRequest.objects.select_related("repository__installation").get(
+        pk=pull_request_pk
+    )
+    run = (
+        ReviewRun.objects.filter(
+            pull_request=pull_request,
+            reviewer_id=reviewer_pk,
+            head_sha=pull_request.head_sha,
+            status=RunStatus.COMPLETED,
+            review_pass__isnull=True,
+            check_run_id__isnull=False,
+            review__isnull=False,
+        )
+        .select_related("review")
+        .order_by("-pk")
+        .first()
+    )
+    if run is None:
+        return "no completed review of the head"
+    review = run.review
+    dismissed = dict(
+        Dismissal.objects.filter(pull_request=pull_request).values_list("fingerprint", "login")
+    )
+    for finding in review.findings.filter(state=OPEN, fingerprint__in=dismissed):
+        Finding.objects.filter(pk=finding.pk).update(
+            state=FindingState.SUPPRESSED,
+            suppression_reason=f"dismissed by {dismissed[finding.fingerprint]}",
+        )
+    open_now = list(review.findings.filter(state=OPEN))
+    config = EffectiveConfig.model_validate(run.config)
+    in_full = review.state == ReviewState.COMPLETE and review.engine != "triage"
+    shortfall = "" if in_full else "this head was not reviewed in full (the run page says why)."
+    conclusion = check_conclusion(open_now, config.fail_check_on, in_full=in_full)
+    title, summary = check_output(
+        open_now, conclusion, config.fail_check_on, shortfall=shortfall,
+        limitations=review.limitations,
+    )  # fmt: skip
+    if (conclusion, title[:255]) == (run.check_conclusion, run.check_title):
+        return "unchanged"
+    repository = pull_request.repository
+    github.gateway().check_run_update(
+        installation_id=repository.installation.github_id,
+        repository_id=repository.github_id,
+        full_name=repository.full_name,
+        check_run_id=run.check_run_id,
+        conclusion=conclusion,
+        output=CheckRunOutput(title=title[:255], summary=summary),
+        details_url=details_url(run),
+    )
+    check_recorded(run.pk, conclusion, title)
+    return conclusion

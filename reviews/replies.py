@@ -19,6 +19,7 @@ from repos import github
 from repos.selectors import effective_config
 from reviews.markers import marker as signed_marker
 from reviews.models import Dismissal, Finding, ThreadReply
+from reviews.pipeline import gate_refresh
 from reviews.threads import dismiss_command, may_dismiss
 from tasuku.broker import ring
 from webhooks.routing import Outcome
@@ -196,4 +197,12 @@ def reply_answer(reply_pk: int) -> str:
     ThreadReply.objects.filter(pk=reply.pk).update(
         status=ThreadReply.Status.ANSWERED, answer=text, answer_comment_id=posted.id, error=""
     )
+    if reply.dismissal:
+        # The dismissed finding no longer counts: the head's check says so now, not at
+        # the next push.
+        try:
+            gate_refresh(finding.pull_request_id, finding.review.reviewer_id)
+        except github.GitHubError as exc:
+            # The answer stands; the next review of the pull request concludes it.
+            logger.warning("reply %s: could not conclude the check again: %s", reply.pk, exc)
     return "answered"

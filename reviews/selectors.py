@@ -20,6 +20,7 @@ from reviews.charts import Day
 from reviews.diagnosis import STAGE_MEANING, STAGES, Advice, diagnose, known_causes
 from reviews.models import (
     BudgetAlert,
+    Dismissal,
     Finding,
     FindingOutcome,
     FindingState,
@@ -420,3 +421,23 @@ def repository_pull_requests(repository: Repository, *, limit: int = 50) -> list
     )
     runs = ReviewRun.objects.in_bulk([p.latest_run for p in pulls if p.latest_run])
     return [{"pull_request": p, "run": runs.get(p.latest_run)} for p in pulls]
+
+
+def pull_request_dismissals(pull_request: PullRequest) -> list[dict]:
+    """Who silenced which finding on the pull request, how, in what capacity and why."""
+    titles = dict(
+        Finding.objects.filter(pull_request=pull_request)
+        .order_by("fingerprint", "-pk")
+        .values_list("fingerprint", "title")
+    )
+    return [
+        {
+            "title": titles.get(d.fingerprint, d.fingerprint),
+            "login": d.login,
+            "how": d.get_how_display(),
+            "role": d.role,
+            "reason": d.reason,
+            "at": d.created_at,
+        }
+        for d in Dismissal.objects.filter(pull_request=pull_request).order_by("created_at", "pk")
+    ]

@@ -86,6 +86,7 @@ def pull_request_detail(request: HttpRequest, owner: str, name: str, number: int
             "states": FindingState.values,
             "severities": [s.value for s in Severity],
             "reviewers": reviewers,
+            "dismissals": selectors.pull_request_dismissals(pull_request),
             "may_act": may_act(request.user),
         },
     )

@@ -30,6 +30,7 @@ from repos.github import GitHubError
 from repos.models import Repository, Reviewer
 from repos.policy import Engine, Trigger
 from repos.selectors import effective_config, reviewer_config
+from reviews.escaping import block_text, inline_text
 from reviews.markers import marker as signed_marker
 from reviews.models import (
     RUN_FINAL_STATES,
@@ -748,7 +749,8 @@ def answer_post(answer_pk: int) -> str:
         return "already posted"
     tpr = answer.task_pull
     marker = signed_marker("author-answer", answer.pk)
-    body = f"{answer_text(answer)}\n\n{marker}"
+    # The caller's words are data: escaped like everything else Tasuku posts.
+    body = f"{block_text(answer_text(answer))}\n\n{marker}"
     poster = author_poster()
     reply_to = None
     if answer.comment is not None and answer.comment.kind == TaskComment.Kind.REVIEW_COMMENT:
@@ -770,7 +772,9 @@ def answer_post(answer_pk: int) -> str:
             posted = poster.reply(tpr.repository.full_name, tpr.number, reply_to, body, marker)
         else:
             if answer.comment is not None:
-                quoted = "\n".join(f"> {line}" for line in answer.comment.body.splitlines()[:3])
+                quoted = "\n".join(
+                    f"> {inline_text(line, 300)}" for line in answer.comment.body.splitlines()[:3]
+                )
                 body = f"{quoted}\n\n{body}" if quoted else body
             posted = poster.comment(tpr.repository.full_name, tpr.number, body, marker)
     except GitHubError as exc:

@@ -9,7 +9,7 @@ import pytest
 
 from reviews import engines
 from reviews.models import Finding, ReviewRun, RunStatus
-from tests.fakes.github import Pull, PullFile
+from tests.fakes.github import Pull
 from tests.helpers import drain_queue, post_webhook, pull_request_payload
 
 pytestmark = pytest.mark.django_db
@@ -103,12 +103,7 @@ def test_gitattributes_filters_line_ends_and_diff_drivers_change_nothing(fake_gi
 
 def test_a_latin1_file_is_reviewed_and_the_run_completes(fake_github, open_pull):
     latin1 = ("# Déjà vu: naïve café\n" + SHELL_TRUE).encode("latin-1")
-    # The fake GitHub lists a pull request's files by decoding git's output as strict
-    # UTF-8 (tests/fakes/github/git.py): give it the file list GitHub would show.
-    text = latin1.decode("utf-8", errors="replace")
-    patch = "@@ -0,0 +1,6 @@\n" + "".join(f"+{line}\n" for line in text.splitlines())
-    listed = PullFile(filename="legacy.py", status="added", additions=6, patch=patch)
-    run, _ = open_pull({"legacy.py": latin1}, files=[listed])
+    run, _ = open_pull({"legacy.py": latin1})
     comments, body, conclusion = posted(fake_github)
     assert ("legacy.py", 6) in comments
     assert conclusion == "failure"
@@ -120,3 +115,18 @@ def test_a_file_over_the_size_limit_is_named_in_the_reviews_limitations(fake_git
     run, _ = open_pull({"data/big.py": big, "app.py": "VALUE = 1\n"})
     _, body, _ = posted(fake_github)
     assert "Not checked (larger than 2 MB)" in body and "data/big.py" in body
+
+
+QUOTED_NAMES = ['q"uote.py', "tab\there.py", "new\nline.py", "back\\slash.py", "ünïcödé.py",
+                "sp ace.py", "x b/y.py"]  # fmt: skip
+
+
+def test_names_git_quotes_are_reviewed_and_commented_on_their_own_path(fake_github, open_pull):
+    run, _ = open_pull({name: SHELL_TRUE for name in QUOTED_NAMES})
+    comments, _, conclusion = posted(fake_github)
+    assert {(name, 5) for name in QUOTED_NAMES} <= comments
+    assert conclusion == "failure"
+    stored = set(
+        Finding.objects.filter(review__run=run, state="open").values_list("path", flat=True)
+    )
+    assert set(QUOTED_NAMES) <= stored

@@ -144,11 +144,6 @@ def anchored_paths(result, diff) -> set[tuple[str, int]]:
     return {(v.path, v.start_line) for v in validated if v.state == "open"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reviews/validation.py (not this change's) refuses any path with a backslash "
-    "as 'outside the repository'; on git and GitHub it is an ordinary character",
-)
 def test_a_finding_on_a_name_with_a_backslash_is_anchored(hostile_checkout):
     checkout, _ = hostile_checkout
     diff = diff_parse(checkout.diff)

@@ -67,7 +67,7 @@ class GitRepo:
         )
         if completed.returncode != 0:
             raise RuntimeError(f"git {' '.join(args)} failed: {completed.stderr.decode()}")
-        return completed.stdout.decode()
+        return completed.stdout.decode(errors="replace")
 
     def commit(
         self,
@@ -144,31 +144,46 @@ class GitRepo:
         return sha
 
     def diff_files(self, base: str, head: str) -> list[PullFile]:
-        """The pull request's files as GitHub lists them: from the merge base to the head."""
-        from unidiff import PatchSet
-
+        """The pull request's files as GitHub lists them: from the merge base to the head.
+        Names come from git's NUL-separated output, never a parsed (quoted) diff header."""
         merge_base = self.git("merge-base", base, head).strip() or base
-        text = self.git(
-            "-c", "core.quotePath=false", "diff", "--no-color", "--find-renames", merge_base, head
-        )
+        raw = self.git("diff", "--name-status", "-z", "--find-renames", merge_base, head)
+        counts = self.git("diff", "--numstat", "-z", "--find-renames", merge_base, head)
+        fields = raw.split("\0")
+        numbers = iter(counts.split("\0"))
         files = []
-        for patched in PatchSet(text):
-            status = (
-                "added" if patched.is_added_file
-                else "removed" if patched.is_removed_file
-                else "renamed" if patched.is_rename
-                else "modified"
-            )  # fmt: skip
-            path = patched.path
-            patch = "".join(str(hunk) for hunk in patched) if not patched.is_binary_file else None
+        index = 0
+        while index < len(fields) and fields[index]:
+            code = fields[index]
+            if code.startswith(("R", "C")):
+                previous, path = fields[index + 1], fields[index + 2]
+                index += 3
+            else:
+                previous, path = None, fields[index + 1]
+                index += 2
+            added, removed, rest = next(numbers).split("\t", 2)
+            if not rest:  # a rename: the two names follow as fields of their own
+                next(numbers), next(numbers)
+            status = {"A": "added", "D": "removed", "R": "renamed", "C": "copied"}.get(
+                code[0], "modified"
+            )
+            binary = added == "-"
+            patch = None
+            if not binary:
+                names = [previous, path] if previous else [path]
+                text = self.git(
+                    "diff", "--no-color", "--find-renames", merge_base, head, "--", *names
+                )
+                start = text.find("\n@@ ")
+                patch = text[start + 1 :] if start >= 0 else None
             files.append(
                 PullFile(
                     filename=path,
                     status=status,
-                    additions=patched.added,
-                    deletions=patched.removed,
+                    additions=0 if binary else int(added),
+                    deletions=0 if binary else int(removed),
                     patch=patch or None,
-                    previous_filename=patched.source_file[2:] if status == "renamed" else None,
+                    previous_filename=previous if status == "renamed" else None,
                 )
             )
         return files
