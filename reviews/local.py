@@ -22,7 +22,7 @@ from reviews import engines, stages, threads
 from reviews.diff import diff_parse
 from reviews.models import Finding, PullRequest, Review, ReviewRun, RunStatus, Stage
 from reviews.pipeline import persist, previous_head
-from reviews.reconcile import CURRENT
+from reviews.reconcile import CURRENT, Decision
 from reviews.runs import Heartbeat, run_attempt_failed, run_claim, run_finish, run_stage
 from reviews.validation import History
 from sandbox.workspace import Workspace
@@ -221,7 +221,9 @@ def _review(run, held, beat, root: Path, config, base_sha: str, head_sha: str) -
         incomplete = result.incomplete if result else ""
         review = persist(run, core, result=result, incomplete=incomplete)
         rulings = {r.id for r in result.rulings if r.still_open} if result else set()
-        reconciled = [] if incomplete else _reconcile(run, review, previous, checkout, rulings)
+        reconciled = _reconcile(
+            run, review, previous, checkout, rulings, examined=result is not None and not incomplete
+        )
     status_reason = (
         "trivial: " + core.verdict.summary if core.stopped == "trivial" and core.verdict else ""
     )
@@ -235,25 +237,38 @@ def _review(run, held, beat, root: Path, config, base_sha: str, head_sha: str) -
 
 
 def _reconcile(
-    run: ReviewRun, review: Review, previous: str | None, checkout, still_open: set[str]
+    run: ReviewRun,
+    review: Review,
+    previous: str | None,
+    checkout,
+    still_open: set[str],
+    *,
+    examined: bool,
 ) -> list[Finding]:
     """Carry on, resolve or outdate the previous local review's open findings (the same
-    decisions as on GitHub, with no threads to answer)."""
+    decisions as on GitHub, with no threads to answer). A review whose engine did not run
+    to the end (`examined` false: triaged trivial, incomplete) decides nothing: every
+    earlier open finding is carried, its lines moved to where they are now."""
     earlier = threads.earlier_open(threads.previous_review(run, previous), run.head_sha)
     since_previous = (
         diff_parse(checkout.previous_diff) if checkout.previous_diff is not None else None
     )
-    found_again = set(
-        review.findings.exclude(category="invalid").values_list("fingerprint", flat=True)
-    ) | (still_open & {f.fingerprint for f in earlier})
-    decisions = threads.decide(
-        run,
-        earlier,
-        found_again,
-        since_previous=since_previous,
-        incremental=bool(checkout.incremental_since),
+    if examined:
+        found_again = set(
+            review.findings.exclude(category="invalid").values_list("fingerprint", flat=True)
+        ) | (still_open & {f.fingerprint for f in earlier})
+        decisions = threads.decide(
+            run,
+            earlier,
+            found_again,
+            since_previous=since_previous,
+            incremental=bool(checkout.incremental_since),
+        )
+    else:
+        decisions = {f.fingerprint: Decision(CURRENT, "not re-examined") for f in earlier}
+    threads.carry(
+        review, earlier, decisions, threads.Conversation(), since_previous=since_previous
     )
-    threads.carry(review, earlier, decisions, threads.Conversation())
     reconciled = []
     for finding in earlier:
         decision = decisions[finding.fingerprint]

@@ -195,3 +195,30 @@ def test_an_unchanged_finding_keeps_its_identity_across_reviews(repo):
     assert older.fingerprint == newer.fingerprint
     assert older.carried_to_id == newer.pk
     assert newer.first_seen_sha == older.review.head_sha
+
+
+def test_findings_carried_past_a_trivial_change_are_at_their_new_lines_in_every_output(repo):
+    _, before = review(repo, "--format", "json")
+    was = {(f["path"], f["title"]): f["start_line"] for f in json.loads(before)["findings"]}
+    assert any(path == "pay.py" for path, _ in was)
+    commit(repo, {"pay.py": "# Payments.\n# Refunds.\n" + PAY}, "comments only")
+    expected = {key: line + 2 if key[0] == "pay.py" else line for key, line in was.items()}
+
+    code, out = review(repo, "--format", "json", "--fail-on", "high")
+    data = json.loads(out)
+    assert data["review"]["triage"]["verdict"] == "trivial"
+    assert code == 1  # the carried findings still fail the gate
+    assert {(f["path"], f["title"]): f["start_line"] for f in data["findings"]} == expected
+
+    _, sarif = review(repo, "--format", "sarif")
+    located = {
+        (
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            r["locations"][0]["physicalLocation"]["region"]["startLine"],
+        )
+        for r in json.loads(sarif)["runs"][0]["results"]
+    }
+    assert located == {(path, line) for (path, _), line in expected.items()}
+    _, text = review(repo)
+    for (path, _), line in expected.items():
+        assert f"{path}:{line}" in text
