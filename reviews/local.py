@@ -266,9 +266,7 @@ def _reconcile(
         )
     else:
         decisions = {f.fingerprint: Decision(CURRENT, "not re-examined") for f in earlier}
-    threads.carry(
-        review, earlier, decisions, threads.Conversation(), since_previous=since_previous
-    )
+    threads.carry(review, earlier, decisions, threads.Conversation(), since_previous=since_previous)
     reconciled = []
     for finding in earlier:
         decision = decisions[finding.fingerprint]

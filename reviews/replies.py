@@ -16,11 +16,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from repos import github
+from repos.github import ThreadComment, ThreadInfo
 from repos.selectors import effective_config
+from reviews.markers import is_ours
 from reviews.markers import marker as signed_marker
-from reviews.models import Dismissal, Finding, ThreadReply
+from reviews.models import Dismissal, Finding, FindingState, ThreadReply
 from reviews.pipeline import gate_refresh
-from reviews.threads import dismiss_command, may_dismiss
+from reviews.threads import dismiss_command, may_dismiss, thread_reopen
 from tasuku.broker import ring
 from webhooks.routing import Outcome
 
@@ -206,3 +208,84 @@ def reply_answer(reply_pk: int) -> str:
             # The answer stands; the next review of the pull request concludes it.
             logger.warning("reply %s: could not conclude the check again: %s", reply.pk, exc)
     return "answered"
+
+
+def thread_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    """`pull_request_review_thread.resolved` on one of Tasuku's threads: resolving it is
+    a dismissal when the person who did may dismiss (the head's check is concluded again
+    at once); anyone else's resolution is undone at once, with a reply saying who may.
+    Tasuku's own resolutions, and threads it did not start, are left alone."""
+    action = payload.get("action")
+    if action != "resolved":
+        return Outcome.ignore(f"pull_request_review_thread.{action} needs no action")
+    thread = payload.get("thread") or {}
+    comments = thread.get("comments") or []
+    sender = payload.get("sender") or {}
+    gateway = github.gateway()
+    slug = gateway.app_slug()
+    if not comments or is_ours(sender.get("login"), sender.get("type"), slug):
+        return Outcome.ignore("Tasuku resolved its own thread")
+    first = comments[0]
+    if not is_ours(
+        (first.get("user") or {}).get("login"), (first.get("user") or {}).get("type"), slug
+    ):
+        return Outcome.ignore("a thread Tasuku did not start")
+    finding = (
+        Finding.objects.filter(
+            github_comment_id=first.get("id"),
+            pull_request__repository__github_id=(payload.get("repository") or {}).get("id"),
+        )
+        .select_related("pull_request__repository__installation", "review")
+        .order_by("-pk")
+        .first()
+    )
+    if finding is None or finding.state != FindingState.OPEN:
+        return Outcome.ignore("not an open finding's thread")
+    pull_request = finding.pull_request
+    repository = pull_request.repository
+    where = {
+        "installation_id": repository.installation.github_id,
+        "repository_id": repository.github_id,
+        "full_name": repository.full_name,
+    }
+    login = sender.get("login", "")
+    allowed = effective_config(repository).author_may_dismiss
+    ok, role = may_dismiss(gateway, where, login, author=pull_request.author_login,
+                           author_allowed=allowed)  # fmt: skip
+    if ok:
+        Dismissal.objects.get_or_create(
+            pull_request=pull_request,
+            fingerprint=finding.fingerprint,
+            defaults={"login": login, "how": Dismissal.How.RESOLVED, "role": role,
+                      "reason": "resolved the thread while the problem was still there"},
+        )  # fmt: skip
+        gate_refresh(pull_request.pk, finding.review.reviewer_id)
+        return Outcome(f"{login} dismissed “{finding.title}” by resolving its thread")
+    info = ThreadInfo(
+        id=thread.get("node_id") or "",
+        is_resolved=True,
+        is_outdated=False,
+        comments=[
+            ThreadComment(
+                id=c["id"],
+                body=c.get("body") or "",
+                author_login=(c.get("user") or {}).get("login", ""),
+                author_type=(c.get("user") or {}).get("type", ""),
+            )  # fmt: skip
+            for c in comments
+            if c.get("id")
+        ],
+    )
+    who_may = "people with write access" + (" and the author" if allowed else "")
+    text = (
+        f"Reopened: this finding is still open. Only {who_may} can dismiss a finding here "
+        f"({login} resolved this thread): resolve it, or reply `@{slug} dismiss <reason>`."
+    )
+    notes = thread_reopen(
+        gateway, where, pull_request.number, info, text,
+        f"{finding.fingerprint}-reopened-{delivery_id}",
+    )  # fmt: skip
+    return Outcome(
+        f"reopened “{finding.title}”: {login} may not dismiss it"
+        + (f" ({notes[0]})" if notes else "")
+    )

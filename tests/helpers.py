@@ -334,3 +334,24 @@ def workflow_run_payload(
     )
     data["sender"] = {**data["sender"], **run_json["triggering_actor"]}
     return data
+
+
+def thread_resolved_payload(
+    fake: FakeGitHub, repo: Repo, pull: Pull, thread: dict[str, Any], *, login: str
+) -> dict[str, Any]:
+    """A recorded `pull_request_review_thread.resolved` payload rewritten to describe a
+    thread of the fake GitHub (as `threads_of` lists it) resolved by `login`; the fake's
+    thread state is resolved too."""
+    fake.person_resolves(repo.full_name, thread["id"], login=login)
+    data = payload("pull_request_review_thread", "resolved")
+    data["thread"] = {
+        "node_id": thread["id"],
+        "comments": [
+            {k: v for k, v in c.items() if not k.startswith("_")} for c in thread["comments"]
+        ],
+    }
+    data["pull_request"] = fake._pull_json(repo, pull)
+    data["repository"] = fake._repo_json(repo)
+    data["installation"] = {"id": repo.installation_id}
+    data["sender"] = {**data["sender"], "login": login, "type": "User"}
+    return data

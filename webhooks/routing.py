@@ -44,6 +44,7 @@ HANDLERS: dict[str, str] = {
     "status": "reviews.passes.events.status_event",
     "pull_request_review_comment": "reviews.passes.events.review_comment_event",
     "pull_request_review": "reviews.passes.events.pull_request_review_event",
+    "pull_request_review_thread": "reviews.replies.thread_event",
     "workflow_run": "reviews.actions.workflow_run_event",
 }
 
@@ -53,9 +54,6 @@ IGNORED: dict[str, str] = {
     "ping": "GitHub's test delivery: the webhook works",
     "workflow_job": "workflow jobs do not change what Tasuku reviews",
     "push": "pushes are reviewed through their pull requests (pull_request.synchronize)",
-    "pull_request_review_thread": (
-        "thread resolutions are read from GitHub when the pull request is next reviewed"
-    ),
     "github_app_authorization": "user authorizations are not used",
     "installation_target": "account renames need no action",
     "repository": "repository settings changes need no action",

@@ -582,3 +582,59 @@ def claude_reviewer(settings, fake_anthropic, deliver):
     Reviewer.objects.create(slug="claude", engine="anthropic", model="claude-sonnet-5-5",
                             default_for_new_repositories=True)  # fmt: skip
     return fake_anthropic, deliver
+
+
+# --- A thread resolved between pushes: decided at once ----------------------------------
+
+
+@pytest.fixture
+def resolve(client, test_app):
+    from tests.helpers import thread_resolved_payload
+
+    def send(world, thread, login):
+        body = thread_resolved_payload(world.fake, world.repo, world.pull, thread, login=login)
+        response = post_webhook(
+            client, "pull_request_review_thread", body, secret=test_app.webhook_secret
+        )
+        assert response.status_code == 202
+        drain_queue()
+
+    return send
+
+
+def test_a_thread_resolved_by_someone_without_the_right_is_reopened_at_once(
+    world, deliver, resolve
+):
+    deliver(world)
+    key = thread_at(world, "app/payments.py", AWS_KEY_LINE)
+    resolve(world, key, world.pull.author_login)  # GitHub lets the author resolve threads
+    thread = thread_at(world, "app/payments.py", AWS_KEY_LINE)
+    assert not thread["isResolved"]
+    assert thread["comments"][-1]["body"].startswith("Reopened: this finding is still open")
+    assert not Dismissal.objects.exists()
+    assert last_check(world).conclusion == "failure"
+
+
+def test_a_thread_resolved_by_a_maintainer_dismisses_and_concludes_the_check_at_once(
+    world, deliver, resolve
+):
+    deliver(world)
+    world.fake.add_collaborator(REPO, "lead", "admin")
+    for line in (AWS_KEY_LINE, SHELL_TRUE_LINE):
+        resolve(world, thread_at(world, "app/payments.py", line), "lead")
+    assert Dismissal.objects.filter(how="resolved", role="admin").count() == 2
+    check = last_check(world)
+    assert check.conclusion == "success"  # only the low nit is open now
+    assert thread_at(world, "app/payments.py", AWS_KEY_LINE)["isResolved"]
+
+
+def test_tasukus_own_resolution_is_not_a_dismissal(world, deliver, client, test_app):
+    from tests.helpers import thread_resolved_payload
+
+    deliver(world)
+    shell = thread_at(world, "app/payments.py", SHELL_TRUE_LINE)
+    body = thread_resolved_payload(world.fake, world.repo, world.pull, shell, login="x")
+    body["sender"] = {**body["sender"], "login": f"{SLUG}[bot]", "type": "Bot"}
+    post_webhook(client, "pull_request_review_thread", body, secret=test_app.webhook_secret)
+    drain_queue()
+    assert not Dismissal.objects.exists()
