@@ -638,3 +638,32 @@ def test_tasukus_own_resolution_is_not_a_dismissal(world, deliver, client, test_
     post_webhook(client, "pull_request_review_thread", body, secret=test_app.webhook_secret)
     drain_queue()
     assert not Dismissal.objects.exists()
+
+
+@pytest.mark.parametrize("stop", ["triage model", "step ceiling"])
+def test_a_model_review_that_stops_early_keeps_a_failing_check_failing(
+    world, claude_reviewer, stop
+):
+    from repos.models import Reviewer
+    from tests.fakes.models import Loop, ToolCall
+
+    claude, deliver_ = claude_reviewer
+    claude.script(ToolCall("submit_review", {"findings": [MODEL_FINDING]}))
+    first = deliver_(world)
+    assert last_check(world).conclusion == "failure"
+    if stop == "triage model":
+        Reviewer.objects.filter(slug="claude").update(triage_model="claude-haiku-5-5")
+        claude.script(ToolCall("submit_triage", {"verdict": "trivial", "summary": "Docs.",
+                                                  "risk_areas": []}))  # fmt: skip
+    else:
+        Reviewer.objects.filter(slug="claude").update(step_limit=2)
+        claude.script(Loop(ToolCall("list_directory", {})))
+    previous = world.pull.head_sha
+    world.push({"app/util.py": "def util():\n    return 1\n"})
+    run = deliver_(world, "synchronize", before=previous)
+    assert run.pk != first.pk
+    check = last_check(world)
+    assert check.head_sha == world.pull.head_sha
+    assert check.conclusion == "failure"
+    assert check.output["title"] == "1 open finding (worst: high) · not reviewed in depth"
+    assert open_titles(run) == ["Order id reaches a shell"]
