@@ -248,14 +248,21 @@ def pipeline(ctx: Context) -> str:
     if approval_withheld(ctx, open_now):
         notes += approvals_dismiss(ctx)
     Review.objects.filter(pk=review.pk).update(approved=approved, notes=notes)
-    gate_complete(ctx, open_now, limitations=result.summary.limitations)
+    gate_complete(
+        ctx, open_now, limitations=result.summary.limitations, unread=len(result.summary.unread)
+    )
     ctx.beat.check()
     run_finish(ctx.held, status=RunStatus.COMPLETED)
     return RunStatus.COMPLETED
 
 
 def gate_complete(
-    ctx: Context, open_now: list[Finding], *, shortfall: str = "", limitations=()
+    ctx: Context,
+    open_now: list[Finding],
+    *,
+    shortfall: str = "",
+    limitations: tuple[str, ...] | list[str] = (),
+    unread: int = 0,
 ) -> None:
     """Complete the check run from every open finding of this reviewer on the pull
     request at this head (the review's own and those it carried), whatever path the
@@ -263,8 +270,9 @@ def gate_complete(
     fail_on = ctx.config.fail_check_on
     conclusion = check_conclusion(open_now, fail_on, in_full=not shortfall)
     title, summary = check_output(
-        open_now, conclusion, fail_on, shortfall=shortfall, limitations=limitations
-    )
+        open_now, conclusion, fail_on, shortfall=shortfall, limitations=limitations,
+        unread=unread,
+    )  # fmt: skip
     check_complete(ctx, conclusion, title, summary)
 
 

@@ -143,6 +143,12 @@ def review_body(
             f"Reviewed {span}: **{len(published)} finding{'s' if len(published) != 1 else ''}**"
             + (f", {blocking} blocking." if blocking else ".")
         )
+    elif summary.unread:
+        count = len(summary.unread)
+        parts.append(
+            f"Reviewed {span}: no problems found in the files it read; {count} changed "
+            f"file{'s' if count != 1 else ''} could not be read (see *Limitations*)."
+        )
     elif context.still_open:
         parts.append(f"Reviewed {span}: no new problems in the changed lines.")
     else:
@@ -233,9 +239,11 @@ def check_output(
     *,
     shortfall: str = "",
     limitations: Iterable[str] = (),
+    unread: int = 0,
 ) -> tuple[str, str]:
     """(title, summary) of a completed check run. `shortfall` says why the head was not
-    reviewed in full; `limitations` name what the review could not read."""
+    reviewed in full; `limitations` name what the review could not read (`unread`: how
+    many changed files)."""
     open_now = [f for f in findings if f.state == OPEN]
     if open_now:
         worst = max((Severity(f.severity) for f in open_now), key=lambda s: s.rank).value
@@ -243,6 +251,8 @@ def check_output(
         title = f"{count} (worst: {worst})"
     elif shortfall:
         title = "No open findings"
+    elif unread:
+        title = f"No problems found in what was read ({unread} file{'s' if unread != 1 else ''} not read)"
     else:
         title = "No problems found"
     if shortfall:

@@ -214,6 +214,9 @@ class ReviewSummary(BaseModel):
     context_sources: list[str] = Field(default_factory=list, max_length=50)
     confidence: float = Field(default=0.8, ge=0, le=1)
     limitations: list[str] = Field(default_factory=list, max_length=50)
+    # Changed files the engine could not read (too large, binary, unreadable), each with
+    # why: a review never says it found nothing in a file it did not read.
+    unread: list[OmittedPart] = Field(default_factory=list, max_length=1000)
 
 
 class Ruling(BaseModel):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sandbox.contract import MAX_FINDINGS, ReviewJob, ReviewResult, ReviewSummary
+from sandbox.contract import MAX_FINDINGS, OmittedPart, ReviewJob, ReviewResult, ReviewSummary
 from sandbox.engines.static import hygiene, ruff, secrets, shellcheck
 from sandbox.engines.static.common import Skipped, select, shown
 
@@ -74,6 +74,7 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
             context_sources=["the checkout at the pull request's head"],
             confidence=0.9,
             limitations=limitations,
+            unread=[OmittedPart(path=s.path, reason=s.reason) for s in skipped[:1000]],
         ),
     )
 
