@@ -922,9 +922,9 @@ def comment_record(
     login = user.get("login", "")
     if login in tasuku_logins:
         return 0
+    # Who wrote it decides, never what it says: a person's comment that carries a copy
+    # of one of Tasuku's markers is feedback like any other.
     body = comment.get("body") or ""
-    if "<!-- tasuku:" in body:
-        return 0  # posted by Tasuku (as the reviewer or as the author)
     recorded = 0
     for tpr in task_pulls_for(repository, number):
         task = tpr.task
