@@ -300,6 +300,24 @@ class RepositoryPolicy(models.Model):
     def __str__(self) -> str:
         return f"policy of {self.repository}"
 
+    def clean(self) -> None:
+        known = {s.value for s in Severity}
+        if (
+            self.fail_check_on in known
+            and self.min_severity in known
+            and not Severity(self.fail_check_on).at_least(Severity(self.min_severity))
+        ):
+            raise ValidationError(
+                {
+                    "min_severity": (
+                        f"A {self.fail_check_on} finding fails the check, but findings below "
+                        f"{self.min_severity} are not published: the check would fail on a "
+                        f"finding nobody can see. Set min severity to {self.fail_check_on} "
+                        "or lower, or raise fail check on."
+                    )
+                }
+            )
+
 
 class SecondaryRepository(models.Model):
     """Another repository mounted read-only beside the checkout, at a pinned commit."""

@@ -13,7 +13,7 @@ from decimal import Decimal
 from enum import StrEnum
 
 import pathspec
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sandbox.contract import Severity, Strictness
 
@@ -130,6 +130,15 @@ class EffectiveConfig(BaseModel):
     degrade_over_budget: bool = Defaults.DEGRADE_OVER_BUDGET
     reviewers: tuple[ReviewerConfig, ...] = ()
     secondary_repositories: tuple[SecondaryRepositoryConfig, ...] = ()
+
+    @model_validator(mode="after")
+    def _failing_findings_are_published(self) -> EffectiveConfig:
+        """A finding that fails the check is never kept off the pull request: a
+        `min_severity` above `fail_check_on` (the admin refuses it; a policy saved
+        before that rule may have it) is lowered to it."""
+        if self.fail_check_on is not None and not self.fail_check_on.at_least(self.min_severity):
+            object.__setattr__(self, "min_severity", self.fail_check_on)
+        return self
 
     def author_excluded(self, login: str) -> bool:
         """Whether `login` matches one of the excluded-author patterns (`*` wildcards,

@@ -30,7 +30,9 @@ HTML_START = re.compile(r"<(?=[A-Za-z/!?])")
 BARE_URL = re.compile(r"(?i)\b(https?|ftp|mailto|javascript|data)(:)")
 WWW = re.compile(r"(?i)\bwww\.")
 FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
-CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
+# A code span as Markdown reads one: a backtick run, then text that crosses no blank
+# line, then a run of exactly the same length.
+CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)", re.DOTALL)
 # Control characters other than tab and newline; bidirectional overrides, which can
 # make a line read differently from what it says.
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
@@ -83,8 +85,10 @@ def _inert_links(text: str) -> str:
 
 def inline_text(text: str | None, limit: int = INLINE_LIMIT) -> str:
     """One line of data, safe anywhere in Markdown: a title, a category, a table cell."""
-    text = " ".join(_clean(text or "").split())
-    return _bounded(_outside_code(text, lambda part: _inert_links(_prose(part))), limit)
+    # Bounded before escaping: a cut made afterwards could fall inside a code span and
+    # leave what follows it raw.
+    text = _bounded(" ".join(_clean(text or "").split()), limit)
+    return _outside_code(text, lambda part: _inert_links(_prose(part)))
 
 
 def block_text(text: str | None, limit: int = BLOCK_LIMIT) -> str:
@@ -101,6 +105,8 @@ def block_text(text: str | None, limit: int = BLOCK_LIMIT) -> str:
 
     for line in text.split("\n"):
         fence = FENCE_LINE.match(line)
+        if fence and fence.group(1)[0] == "`" and "`" in line[fence.end() :]:
+            fence = None  # a backtick fence's info string has no backtick: this is prose
         if fence and not inside:
             flush()
             inside, opener = True, fence.group(1)

@@ -97,12 +97,15 @@ def paths_filter(
     policy_globs: Iterable[str] = (),
     binary: Iterable[str] = (),
     head: Callable[[str], str | None] | None = None,
+    added: Callable[[str], str] | None = None,
 ) -> tuple[list[str], list[Filtered]]:
     """Split `paths` into those to review and those filtered out, each with its reason.
 
     `head(path)`, when given, returns the start of the file's new version, so that a
     file marked as generated (`@generated`, `Code generated … DO NOT EDIT`) is filtered
-    whatever its name.
+    whatever its name — unless the pull request itself wrote the marker (`added(path)`:
+    the lines the change adds to the file): a pull request cannot take its own code
+    out of review by saying it is generated.
     """
     policy = pathspec.GitIgnoreSpec.from_lines(list(policy_globs))
     binary_paths = set(binary)
@@ -122,7 +125,11 @@ def paths_filter(
         if reason is None and head is not None:
             text = head(path)
             if text and generated_marker(text):
-                reason = "generated file"
+                written_here = added is not None and any(
+                    p.search(line) for line in added(path).splitlines() for p in GENERATED_MARKERS
+                )
+                if not written_here:
+                    reason = "generated file"
         if reason is None:
             kept.append(path)
         else:

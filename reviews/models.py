@@ -213,6 +213,9 @@ class RunAttempt(models.Model):
 class ReviewState(models.TextChoices):
     COMPLETE = "complete", "complete"
     INCOMPLETE = "incomplete", "incomplete"  # budget or step ceiling: never an incremental base
+    # Triaged trivial, the engine not run: its earlier findings carried, but it looked at
+    # nothing, so it is never an incremental base (the next review covers its changes).
+    TRIAGED = "triaged", "triaged, not reviewed in depth"
 
 
 class Review(models.Model):
@@ -227,6 +230,9 @@ class Review(models.Model):
         max_length=16, choices=ReviewState.choices, default=ReviewState.COMPLETE
     )
     incomplete_reason = models.TextField(blank=True)
+    shortfall = models.TextField(
+        blank=True, help_text="Why the head was not reviewed in full, when it was not."
+    )
     incremental_since = models.CharField(max_length=40, blank=True)
     triage = models.JSONField(default=dict, blank=True)
     guidelines = models.JSONField(default=list, blank=True, help_text="Guideline packs used.")

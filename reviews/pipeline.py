@@ -249,8 +249,10 @@ def pipeline(ctx: Context) -> str:
         notes += approvals_dismiss(ctx)
     Review.objects.filter(pk=review.pk).update(approved=approved, notes=notes)
     gate_complete(
-        ctx, open_now, limitations=result.summary.limitations, unread=len(result.summary.unread)
-    )
+        ctx, review, open_now, limitations=result.summary.limitations,
+        unread=len(result.unread),
+        shortfall=f"part of the review did not run: {result.partial}" if result.partial else "",
+    )  # fmt: skip
     ctx.beat.check()
     run_finish(ctx.held, status=RunStatus.COMPLETED)
     return RunStatus.COMPLETED
@@ -258,6 +260,7 @@ def pipeline(ctx: Context) -> str:
 
 def gate_complete(
     ctx: Context,
+    review: Review,
     open_now: list[Finding],
     *,
     shortfall: str = "",
@@ -266,7 +269,14 @@ def gate_complete(
 ) -> None:
     """Complete the check run from every open finding of this reviewer on the pull
     request at this head (the review's own and those it carried), whatever path the
-    run took. A head not reviewed in full (`shortfall` says why) is never `success`."""
+    run took. A head not reviewed in full (`shortfall` says why; a changed file the
+    engine could not read is one reason) is never `success`."""
+    if unread and not shortfall:
+        shortfall = (
+            f"{unread} changed file{'s' if unread != 1 else ''} could not be read "
+            "(the limitations name them)."
+        )
+    Review.objects.filter(pk=review.pk).update(shortfall=shortfall)
     fail_on = ctx.config.fail_check_on
     conclusion = check_conclusion(open_now, fail_on, in_full=not shortfall)
     title, summary = check_output(
@@ -420,7 +430,8 @@ def approvals_dismiss(ctx: Context) -> list[str]:
 def previous_head(run: ReviewRun) -> str | None:
     """The head of the last complete review of this pull request by this reviewer: the
     base of an incremental review. A full-review command, or no such review, means none;
-    an incomplete review (budget, step ceiling) is never a base."""
+    an incomplete review (budget, step ceiling) or one triaged trivial (the engine did
+    not look) is never a base: what it did not look at, the next review does."""
     if run.trigger == Trigger.FULL_REVIEW_COMMAND:
         return None
     return (
@@ -477,7 +488,7 @@ def stop_early(
         )
         why = "the review budget is spent"
     open_now = carry_unexamined(ctx, review, earlier, checkout, why)
-    gate_complete(ctx, open_now, shortfall=shortfall)
+    gate_complete(ctx, review, open_now, shortfall=shortfall)
     ctx.beat.check()
     run_finish(ctx.held, status=RunStatus.COMPLETED, reason=reason)
     return RunStatus.COMPLETED
@@ -696,7 +707,7 @@ def stop_incomplete(
     review = persist(ctx.run, core, result=result, incomplete=result.incomplete)
     open_now = carry_unexamined(ctx, review, earlier, checkout, "the review was incomplete")
     gate_complete(
-        ctx, open_now,
+        ctx, review, open_now,
         shortfall=f"the {ctx.run.reviewer.slug} reviewer {result.incomplete}. Nothing was "
         "posted; earlier findings stand. An operator can raise its limits and run it again "
         f"from the [run page]({dashboard_url(ctx.run)}).",
@@ -726,7 +737,13 @@ def persist(
                 "base_sha": run.incremental_since or run.base_sha,
                 "head_sha": run.head_sha,
                 "incremental_since": run.incremental_since,
-                "state": ReviewState.INCOMPLETE if incomplete else ReviewState.COMPLETE,
+                "state": (
+                    ReviewState.INCOMPLETE
+                    if incomplete
+                    else ReviewState.TRIAGED
+                    if core.stopped == "trivial"
+                    else ReviewState.COMPLETE
+                ),
                 "incomplete_reason": incomplete,
                 "triage": core.verdict.as_dict() if core.verdict else {},
                 "guidelines": core.packs,
@@ -820,6 +837,7 @@ def publish(
         omitted=tuple((o["path"], o["reason"]) for o in run.omitted),
         guidelines=tuple(review.guidelines),
         still_open=still_open,
+        unread=len(result.unread),
     )
     posted = ctx.gateway.review_find(**ctx.where, number=number, marker=marker)
     if posted is None:
@@ -955,9 +973,10 @@ def gate_refresh(pull_request_pk: int, reviewer_pk: int) -> str:
         )
     open_now = list(review.findings.filter(state=OPEN))
     config = EffectiveConfig.model_validate(run.config)
-    in_full = review.state == ReviewState.COMPLETE and review.engine != "triage"
-    shortfall = "" if in_full else "this head was not reviewed in full (the run page says why)."
-    conclusion = check_conclusion(open_now, config.fail_check_on, in_full=in_full)
+    shortfall = review.shortfall
+    if review.state != ReviewState.COMPLETE and not shortfall:
+        shortfall = "this head was not reviewed in full (the run page says why)."
+    conclusion = check_conclusion(open_now, config.fail_check_on, in_full=not shortfall)
     title, summary = check_output(
         open_now, conclusion, config.fail_check_on, shortfall=shortfall,
         limitations=review.limitations,

@@ -104,7 +104,16 @@ def reconcile(
         if item.path in deleted_files:
             decisions[item.fingerprint] = Decision(OUTDATED, f"the file was removed in {short}")
             continue
-        if diff is None:
+        if item.side != "RIGHT":
+            # On removed lines: numbered on the base, not on either head, so the diff
+            # between the heads cannot say whether it was touched. Only a full review
+            # that no longer finds it settles it.
+            if incremental:
+                reason = "not re-examined: it is on removed lines"
+                decisions[item.fingerprint] = Decision(CURRENT, reason)
+                continue
+            changed, deleted, gone = True, False, False
+        elif diff is None:
             changed, deleted, gone = True, False, False
         else:
             changed, deleted, gone = _touched(diff, item)

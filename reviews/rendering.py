@@ -119,6 +119,7 @@ class ReviewContext:
     omitted: tuple[tuple[str, str], ...] = ()
     guidelines: tuple[str, ...] = ()
     still_open: int = 0  # earlier findings still open on the pull request
+    unread: int = 0  # changed files the engine could not read
 
 
 def review_body(
@@ -143,8 +144,8 @@ def review_body(
             f"Reviewed {span}: **{len(published)} finding{'s' if len(published) != 1 else ''}**"
             + (f", {blocking} blocking." if blocking else ".")
         )
-    elif summary.unread:
-        count = len(summary.unread)
+    elif context.unread:
+        count = context.unread
         parts.append(
             f"Reviewed {span}: no problems found in the files it read; {count} changed "
             f"file{'s' if count != 1 else ''} could not be read (see *Limitations*)."
@@ -249,10 +250,10 @@ def check_output(
         worst = max((Severity(f.severity) for f in open_now), key=lambda s: s.rank).value
         count = f"{len(open_now)} open finding{'s' if len(open_now) != 1 else ''}"
         title = f"{count} (worst: {worst})"
-    elif shortfall:
-        title = "No open findings"
     elif unread:
         title = f"No problems found in what was read ({unread} file{'s' if unread != 1 else ''} not read)"
+    elif shortfall:
+        title = "No open findings"
     else:
         title = "No problems found"
     if shortfall:

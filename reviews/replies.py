@@ -74,6 +74,7 @@ def review_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcom
             login,
             author=pull_request.author_login,
             author_allowed=effective_config(repository).author_may_dismiss,
+            user_type=user.get("type") or "",
         )
     try:
         with transaction.atomic():
@@ -251,7 +252,7 @@ def thread_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
     login = sender.get("login", "")
     allowed = effective_config(repository).author_may_dismiss
     ok, role = may_dismiss(gateway, where, login, author=pull_request.author_login,
-                           author_allowed=allowed)  # fmt: skip
+                           author_allowed=allowed, user_type=sender.get("type") or "")  # fmt: skip
     if ok:
         Dismissal.objects.get_or_create(
             pull_request=pull_request,

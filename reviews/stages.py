@@ -71,6 +71,19 @@ def head_reader(root: Path) -> Callable[[str], str | None]:
     return read
 
 
+def added_text(diff: Diff, path: str) -> str:
+    """The lines the diff adds to `path`, without their `+`."""
+    file = diff.get(path)
+    if file is None:
+        return ""
+    return "\n".join(
+        line[1:]
+        for hunk in file.hunks
+        for line in hunk.text.splitlines()[1:]
+        if line.startswith("+")
+    )
+
+
 def tree_paths(root: Path) -> list[str]:
     found: list[str] = []
     for directory, dirnames, filenames in os.walk(root):
@@ -92,6 +105,7 @@ def prepare(checkout: Checkout, config: EffectiveConfig) -> Core:
         policy_globs=config.excluded_paths,
         binary=[f.path for f in diff.files if f.binary],
         head=read,
+        added=lambda path: added_text(diff, path),
     )
     changed = [p for p in reviewed if diff.get(p) and diff.get(p).status != "deleted"]
     packs = guidelines.detect(changed, tree_paths(checkout.root), read) if changed else []

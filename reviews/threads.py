@@ -49,13 +49,14 @@ QUOTED_OR_CODE = re.compile(r"(?ms)^ {0,3}(`{3,}|~{3,}).*?^ {0,3}\1[ \t]*$|`[^`\
 
 def dismiss_command(text: str | None, slug: str) -> str | None:
     """The reason given in `@<slug> dismiss <reason>`, if the reply gives that command
-    ("" when it gives no reason); None when it does not. Quoted lines and code are not
-    commands: quoting someone else's command repeats nothing."""
+    at the start of one of its lines ("" when it gives no reason); None when it does
+    not. A sentence that mentions the command ("nobody @app dismiss this") is not one;
+    quoted lines and code are not commands: quoting someone else's repeats nothing."""
     plain = QUOTED_OR_CODE.sub(" ", text or "")
     match = re.search(
-        rf"(?<![\w/-])@{re.escape(slug)}(?:\[bot\])?[ \t]+dismiss\b[ \t:,-]*([^\n]*)",
+        rf"^[ \t]*@{re.escape(slug)}(?:\[bot\])?[ \t]+dismiss\b[ \t:,-]*([^\n]*)",
         plain,
-        re.IGNORECASE,
+        re.IGNORECASE | re.MULTILINE,
     )
     if match is None:
         return None
@@ -63,13 +64,20 @@ def dismiss_command(text: str | None, slug: str) -> str | None:
 
 
 def may_dismiss(
-    gateway: GitHubGateway, where: dict, login: str, *, author: str, author_allowed: bool
+    gateway: GitHubGateway,
+    where: dict,
+    login: str,
+    *,
+    author: str,
+    author_allowed: bool,
+    user_type: str = "User",
 ) -> tuple[bool, str]:
     """(whether `login` may silence a finding on this pull request, in what capacity):
-    write access or above, asked of GitHub; or the pull request's author where the
-    policy allows it."""
-    if not login:
-        return False, "unknown"
+    a person (never a bot or an App: GraphQL drops a bot's `[bot]`, so its login could
+    be a person's) with write access or above, asked of GitHub; or the pull request's
+    author where the policy allows it."""
+    if not login or user_type != "User":
+        return False, "not a person" if login else "unknown"
     if author_allowed and login.lower() == (author or "").lower():
         return True, "author"
     try:
@@ -148,8 +156,10 @@ def conversation_read(
     author = run.pull_request.author_login
     allowed = bool(config.get("author_may_dismiss"))
 
-    def permitted(login: str) -> tuple[bool, str]:
-        return may_dismiss(gateway, where, login, author=author, author_allowed=allowed)
+    def permitted(login: str, user_type: str) -> tuple[bool, str]:
+        return may_dismiss(
+            gateway, where, login, author=author, author_allowed=allowed, user_type=user_type
+        )
 
     for finding in earlier:
         thread = by_comment.get(finding.github_comment_id or -1)
@@ -161,14 +171,14 @@ def conversation_read(
             reason = dismiss_command(comment.body, bot)
             if reason is None:
                 continue
-            ok, role = permitted(comment.author_login)
+            ok, role = permitted(comment.author_login, comment.author_type)
             if ok:
                 _dismiss(run, finding, comment.author_login, Dismissal.How.COMMAND,
                          reason or "no reason given", role=role)  # fmt: skip
                 break
         resolver = thread.resolved_by
-        if thread.is_resolved and resolver and resolver.lower() != bot.lower():
-            ok, role = permitted(resolver)
+        if thread.is_resolved and resolver and not is_ours(resolver, thread.resolved_by_type, bot):
+            ok, role = permitted(resolver, thread.resolved_by_type)
             if ok:
                 found.resolved_by_person[finding.fingerprint] = (resolver, role)
             else:

@@ -284,11 +284,9 @@ def gate(
             if id(result) in chosen:
                 result = replace(result, published=True)
             else:
-                result = replace(
-                    result,
-                    state=SUPPRESSED,
-                    reason=f"over the comment limit ({config.comment_limit})",
-                )
+                # Still open: it counts in the gate and is carried to later reviews; it
+                # is only not posted inline (the check's summary lists it).
+                result = replace(result, reason=f"over the comment limit ({config.comment_limit})")
         final.append(result)
     return sorted(final, key=lambda r: (r.state != OPEN, *_sort_key(r)))
 
@@ -302,7 +300,11 @@ def _history(result: Validated, history: History) -> Validated:
         )
     if result.fingerprint in history.earlier:
         return result
-    if history.untouched(result.path, result.start_line, result.end_line):
+    # A finding on removed lines (LEFT) counts lines of the base, which the diff between
+    # two heads does not number: it is never taken for "already there".
+    if result.side == Side.RIGHT and history.untouched(
+        result.path, result.start_line, result.end_line
+    ):
         if result.severity == Severity.CRITICAL:
             # In a review pass a critical finding may block wherever it is; otherwise
             # it is posted but blocks nothing the previous review let through.

@@ -214,9 +214,6 @@ class ReviewSummary(BaseModel):
     context_sources: list[str] = Field(default_factory=list, max_length=50)
     confidence: float = Field(default=0.8, ge=0, le=1)
     limitations: list[str] = Field(default_factory=list, max_length=50)
-    # Changed files the engine could not read (too large, binary, unreadable), each with
-    # why: a review never says it found nothing in a file it did not read.
-    unread: list[OmittedPart] = Field(default_factory=list, max_length=1000)
 
 
 class Ruling(BaseModel):
@@ -270,4 +267,11 @@ class ReviewResult(BaseModel):
     # Set when the engine stopped at a bound (steps, cost cap, deadline) without
     # finishing its review: the review is recorded incomplete, with this reason.
     incomplete: str = ""
+    # Set when the engine reviewed, but part of its review failed (one checker ran out
+    # of memory, say): the findings it has are published, and the check is never
+    # `success` — this says what did not run, and why.
+    partial: str = Field(default="", max_length=2000)
+    # Changed files the engine could not read (too large, binary, unreadable), each with
+    # why: a review never says it found nothing in a file it did not read.
+    unread: list[OmittedPart] = Field(default_factory=list, max_length=1000)
     transcript: list[TranscriptEntry] = Field(default_factory=list, max_length=MAX_TRANSCRIPT)

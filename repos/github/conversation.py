@@ -31,7 +31,7 @@ query($owner: String!, $name: String!, $number: Int!, $first: Int!, $cursor: Str
         pageInfo { hasNextPage endCursor }
         nodes {
           id isResolved isOutdated path line
-          resolvedBy { login }
+          resolvedBy { __typename login }
           comments(first: 100) {
             nodes { id fullDatabaseId body author { __typename login } }
           }
@@ -59,6 +59,7 @@ def _thread(node: dict[str, Any]) -> ThreadInfo:
         path=node.get("path") or "",
         line=node.get("line"),
         resolved_by=(node.get("resolvedBy") or {}).get("login"),
+        resolved_by_type=(node.get("resolvedBy") or {}).get("__typename", ""),
         comments=[
             ThreadComment(
                 id=int(c["fullDatabaseId"]),

@@ -240,6 +240,7 @@ class ThreadInfo(BaseModel):
     path: str = ""
     line: int | None = None
     resolved_by: str | None = None
+    resolved_by_type: str = ""  # User | Bot | … (GraphQL's typename of the resolver)
     comments: list[ThreadComment] = []
 
     @property

@@ -249,3 +249,19 @@ class TestAdmin:
             "/admin/reviews/pullrequest/",
         ):
             assert admin_client.get(url).status_code == 200, url
+
+
+def test_a_min_severity_above_the_failing_severity_is_refused():
+    # The check would fail on a finding that is never published.
+    policy = RepositoryFactory().policy
+    policy.min_severity, policy.fail_check_on = "critical", "high"
+    assert "min_severity" in _errors(policy)
+    policy.fail_check_on = "never"
+    assert "min_severity" not in _errors(policy)
+
+
+def test_a_stored_policy_that_would_hide_a_failing_finding_publishes_it():
+    from repos.policy import EffectiveConfig
+
+    config = EffectiveConfig(min_severity="critical", fail_check_on="high")
+    assert config.min_severity.value == "high"

@@ -117,7 +117,10 @@ def test_a_file_over_the_size_limit_is_named_in_the_reviews_limitations(fake_git
     assert "Not checked (larger than 2 MB)" in body and "data/big.py" in body
     assert "no problems found in the files it read; 1 changed file could not be read" in body
     [check] = fake_github.check_runs_of(REPO)
-    assert check.output["title"] == "No problems found in what was read (1 file not read)"
+    assert check.conclusion == "neutral"  # a file nobody read: never success
+    assert check.output["title"] == (
+        "No problems found in what was read (1 file not read) · not reviewed in depth"
+    )
     assert "data/big.py" in check.output["summary"]
 
 

@@ -74,8 +74,8 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
             context_sources=["the checkout at the pull request's head"],
             confidence=0.9,
             limitations=limitations,
-            unread=[OmittedPart(path=s.path, reason=s.reason) for s in skipped[:1000]],
         ),
+        unread=[OmittedPart(path=s.path, reason=s.reason) for s in skipped[:1000]],
     )
 
 

@@ -96,7 +96,13 @@ class ThreadsRoutes:
             "line": None if outdated else first["line"],
             "originalLine": first["original_line"],
             "diffSide": first["side"],
-            "resolvedBy": {"login": thread["resolvedBy"]} if thread["resolvedBy"] else None,
+            # An Actor: a bot's login has no "[bot]"; its typename tells it from a person.
+            "resolvedBy": {
+                "__typename": thread.get("resolvedByType") or "User",
+                "login": thread["resolvedBy"],
+            }
+            if thread["resolvedBy"]
+            else None,
             "viewerCanResolve": True,
             "comments": {
                 "totalCount": len(comments),
@@ -183,6 +189,7 @@ class ThreadsRoutes:
         thread = found.threads[thread_id]
         thread["isResolved"] = resolve
         thread["resolvedBy"] = self._bot_login(token) if resolve else None
+        thread["resolvedByType"] = "Bot" if resolve else None
         return 200, {"data": {field: {"thread": {"id": thread_id, "isResolved": resolve}}}}, {}
 
     def _bot_login(self, token) -> str:
@@ -397,7 +404,7 @@ class ThreadsRoutes:
     def person_resolves(self, full_name: str, thread_id: str, *, login: str) -> None:
         with self.lock:  # type: ignore[attr-defined]
             thread = self.repos[full_name].threads[thread_id]  # type: ignore[attr-defined]
-            thread.update(isResolved=True, resolvedBy=login)
+            thread.update(isResolved=True, resolvedBy=login, resolvedByType="User")
 
     def threads_of(self, full_name: str, number: int) -> list[dict[str, Any]]:
         """Test helper: each thread with its comments (oldest first)."""
