@@ -91,6 +91,18 @@ class FileDiff:
             ranges.append(LineRange(start=start, end=previous))
         return tuple(ranges)
 
+    def line_text(self, line: int) -> str | None:
+        """The text of head-side `line` (added or context), if a hunk shows it."""
+        for hunk in self.hunks:
+            if line in hunk.added or line in hunk.context_target:
+                number = hunk.target_start
+                for text in hunk.text.splitlines()[1:]:
+                    if text.startswith(("+", " ")):
+                        if number == line:
+                            return text[1:]
+                        number += 1
+        return None
+
     def changed_file(self) -> ChangedFile:
         return ChangedFile(
             path=self.path,

@@ -53,8 +53,9 @@ def _clean(text: str) -> str:
 
 
 def _prose(text: str) -> str:
-    """Outside code: no raw HTML, no live mention."""
-    text = HTML_START.sub("&lt;", text)
+    """Outside code: no raw HTML, no live mention, and no lone backtick (it could pair
+    with one of Tasuku's own further on and swallow what lies between)."""
+    text = HTML_START.sub("&lt;", text).replace("`", "\\`")
     return MENTION.sub("@" + ZWSP, text)
 
 

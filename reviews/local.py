@@ -215,7 +215,15 @@ def _review(run, held, beat, root: Path, config, base_sha: str, head_sha: str) -
                                         run_name=f"tasuku-run-{run.pk}-{held.attempt}")  # fmt: skip
             if not result.incomplete:
                 run_stage(held, Stage.VALIDATION)
-                history = History(earlier=frozenset(f.fingerprint for f in earlier))
+                since = (
+                    diff_parse(checkout.previous_diff)
+                    if checkout.previous_diff is not None
+                    else None
+                )
+                history = History(
+                    earlier=frozenset(f.fingerprint for f in earlier),
+                    positions=threads.positions(run, earlier, {}, since, previous),
+                )
                 stages.validate(core, result, config, history)
         beat.check()
         incomplete = result.incomplete if result else ""

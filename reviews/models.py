@@ -319,6 +319,9 @@ class Finding(models.Model):
     blocking = models.BooleanField(default=False)
     rule = models.CharField(max_length=200, blank=True)
     fingerprint = models.CharField(max_length=64)
+    code_digest = models.CharField(
+        max_length=16, blank=True, help_text="A digest of the code at its first line."
+    )
     state = models.CharField(max_length=16, choices=FindingState.choices, default=FindingState.OPEN)
     suppression_reason = models.TextField(blank=True)
     published = models.BooleanField(

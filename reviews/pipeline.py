@@ -212,6 +212,7 @@ def pipeline(ctx: Context) -> str:
         earlier=frozenset(f.fingerprint for f in earlier),
         since_previous=since_previous,
         untouched_as_nits=bool(run.review_pass_id),
+        positions=threads.positions(run, earlier, talk.dismissed, since_previous, previous),
     )
     validated = stages.validate(core, result, ctx.config, history)
     review = persist(ctx.run, core, result=result)
@@ -791,6 +792,7 @@ def _finding_row(review: Review, run: ReviewRun, v: Validated) -> Finding:
         blocking=v.blocking,
         rule=v.rule or "",
         fingerprint=v.fingerprint,
+        code_digest=v.code_digest,
         state=v.state,
         suppression_reason=v.reason,
         published=v.published,

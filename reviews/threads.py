@@ -402,3 +402,38 @@ def reopen_unauthorised(
             gateway, where, number, thread, text, f"{finding.fingerprint}-reopened-{short}"
         )
     return notes
+
+
+def positions(
+    run: ReviewRun,
+    earlier: list[Finding],
+    dismissed: dict[str, str],
+    since_previous: Diff | None,
+    previous_sha: str | None,
+) -> dict[str, tuple[str, int, str]]:
+    """Where each earlier open finding, and each dismissed one, is at this head
+    (fingerprint -> (path, line)): its lines at the previous head moved through the
+    diff since, and the digest of its code. A dismissed finding no longer carried is
+    placed by its latest row."""
+    found: dict[str, tuple[str, int, str]] = {
+        f.fingerprint: (f.path, line_moved(since_previous, f.path, f.start_line), f.code_digest)
+        for f in earlier
+        if f.side == "RIGHT"
+    }
+    missing = set(dismissed) - set(found)
+    if missing:
+        rows = (
+            Finding.objects.filter(
+                pull_request=run.pull_request, fingerprint__in=missing, side="RIGHT"
+            )
+            .select_related("review")
+            .order_by("fingerprint", "-pk")
+        )
+        for row in rows:
+            if row.fingerprint in found:
+                continue
+            line = row.start_line
+            if row.review.head_sha == previous_sha:
+                line = line_moved(since_previous, row.path, line)
+            found[row.fingerprint] = (row.path, line, row.code_digest)
+    return found

@@ -56,11 +56,16 @@ class History:
     - `since_previous`: the diff from the previous review's head to this one. A *new*
       finding on lines it does not touch was already there when the previous review
       looked: it is a nit at most, and posted only when critical (no drip-feed).
+    - `positions`: fingerprint -> (path, line at this head, code digest) of the earlier
+      and the dismissed findings: a finding keeps a known identity only when it is on
+      the same code (or within a few lines of where that code now is), so a new problem
+      of the same kind never inherits another's dismissal (or its thread).
     """
 
     dismissed: dict[str, str] = field(default_factory=dict)
     earlier: frozenset[str] = frozenset()
     since_previous: Diff | None = None
+    positions: dict[str, tuple[str, int, str]] = field(default_factory=dict)
     # Review passes: a new finding on untouched code is still posted, as a nit (the
     # author answers every finding; hiding it would only defer it).
     untouched_as_nits: bool = False
@@ -92,6 +97,9 @@ class Validated:
     fingerprint: str
     state: str = OPEN
     reason: str = ""
+    # What the code at the finding's first line says (a digest of it, whitespace
+    # ignored): with the fingerprint, it tells one occurrence of a problem from another.
+    code_digest: str = ""
     original_lines: tuple[int, int] | None = None  # where the engine pointed, if narrowed
     suggestion_applies: bool = False  # a ```suggestion block can replace the lines
     published: bool = False  # chosen for an inline comment (within the comment limit)
@@ -224,16 +232,17 @@ def gate(
             continue
         parsed.append((finding, data, ""))
 
-    # Occurrence indexes: true repeats of one problem in one file, in line order.
+    # Occurrence indexes: true repeats of one problem in one file.
     groups: dict[tuple[str, str, str], list[Finding]] = defaultdict(list)
     for finding, _, _ in parsed:
         if finding is not None:
             groups[(finding.path, finding.category, normalise_title(finding.title))].append(finding)
     occurrence: dict[int, int] = {}
     for members in groups.values():
-        for index, finding in enumerate(
-            sorted(members, key=lambda f: (f.start_line, f.end_line, f.side))
-        ):
+        ordered = sorted(members, key=lambda f: (f.start_line, f.end_line, f.side))
+        known = history.positions if history is not None else {}
+        digests = [code_digest(diff, f.path, f.start_line) for f in ordered]
+        for finding, index in zip(ordered, _occurrences(ordered, digests, known), strict=True):
             occurrence[id(finding)] = index
 
     results: list[Validated] = []
@@ -271,6 +280,7 @@ def gate(
             blocking=finding.blocking and bool(finding.evidence.strip()),
             rule=finding.rule,
             fingerprint=identity,
+            code_digest=code_digest(diff, finding.path, finding.start_line),
             raw=data,
         )
         located = _locate(result, diff, config, seen)
@@ -289,6 +299,56 @@ def gate(
                 result = replace(result, reason=f"over the comment limit ({config.comment_limit})")
         final.append(result)
     return sorted(final, key=lambda r: (r.state != OPEN, *_sort_key(r)))
+
+
+NEAR_LINES = 3  # a known finding moved by its own edit stays within this many lines
+
+
+def code_digest(diff: Diff, path: str, line: int) -> str:
+    """A short digest of the text of head-side `line` of `path`, if the diff shows it."""
+    file = diff.get(path)
+    text = file.line_text(line) if file is not None else None
+    if text is None or not text.strip():
+        return ""
+    return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()[:16]
+
+
+def _occurrences(
+    ordered: list[Finding], digests: list[str], known: dict[str, tuple[str, int, str]]
+) -> list[int]:
+    """The occurrence index of each of a file's findings of one kind (in line order).
+    With no history, their order. Otherwise an identity already known (an earlier or a
+    dismissed finding, at its line at this head) goes to a finding on the same code, or
+    else to one within a few lines of it; the others get indexes no known identity has,
+    so a new problem is never taken for a known one because it has the same kind."""
+    first = ordered[0]
+    candidates = {
+        fingerprint(first.path, first.category, first.title, i): i
+        for i in range(len(ordered) + len(known))
+    }
+    here = [
+        (candidates[fp], line, digest)
+        for fp, (path, line, digest) in known.items()
+        if path == first.path and fp in candidates
+    ]
+    if not here:
+        return list(range(len(ordered)))
+    assigned: dict[int, int] = {}
+    used: set[int] = set()
+    pairs = []
+    for position, f in enumerate(ordered):
+        for index, line, digest in here:
+            same = bool(digest) and digest == digests[position]
+            distance = abs(f.start_line - line)
+            if same or distance <= NEAR_LINES:
+                pairs.append((not same, distance, position, index))
+    for _, _, position, index in sorted(pairs):
+        if position not in assigned and index not in used:
+            assigned[position] = index
+            used.add(index)
+    reserved = {index for index, _, _ in here}
+    free = (i for i in range(len(ordered) + len(reserved) + 1) if i not in reserved)
+    return [assigned[p] if p in assigned else next(free) for p in range(len(ordered))]
 
 
 def _history(result: Validated, history: History) -> Validated:

@@ -169,3 +169,34 @@ def _outside_code(text: str) -> str:
 
 def test_run_marker_is_the_review_kind():
     assert marker_of(run_marker(12), "review") == "run-12"
+
+
+IMG = "<img src=https://evil.example/t.png>"
+
+
+def test_a_code_span_does_not_cross_a_blank_line():
+    # Markdown ends a code span at a blank line: what follows is prose, and escaped.
+    text = block_text("see `x\n\n</details>\n\n@acme/team <img src=x>\n\nend`")
+    assert "</details>" not in text and "<img" not in text
+    assert "@acme/team" not in text
+
+
+def test_a_backtick_fence_whose_info_string_has_a_backtick_is_prose():
+    text = block_text("```x`y\n</details>\n@acme/team\n<img src=x>")
+    assert "</details>" not in text and "@acme/team" not in text
+
+
+def test_a_long_title_is_cut_before_it_is_escaped():
+    # Padding that doubles when escaped cannot push a code span's closing backtick past
+    # the cut and leave a tag raw.
+    for n in range(0, 220, 7):
+        out = inline_text("[" * n + f" `{IMG}` " + "z" * 30)
+        assert IMG not in _outside_code(out.replace("\\`", "")), out
+
+
+def test_evidence_cannot_close_tasukus_details():
+    [finding] = gate([dict(path="a.py", start_line=2, end_line=2, severity="high", category="c",
+                           title="t", body="b", blocking=True,
+                           evidence="`x\n\n</details>\n\n@acme/team\n\ny`")], DIFF, GateConfig())  # fmt: skip
+    body = comment_body(finding)
+    assert body.count("</details>") == 1

@@ -140,9 +140,7 @@ def test_generated_files_fixtures_and_lock_files_are_filtered_with_their_reason(
     assert "`api/client.py` (generated file)" in body
 
 
-def test_a_generated_marker_the_pull_request_writes_itself_filters_nothing(
-    fake_github, deliver
-):
+def test_a_generated_marker_the_pull_request_writes_itself_filters_nothing(fake_github, deliver):
     world = world_build(fake_github, head_files={
         **HEAD_FILES,
         "api/client.py": "# @generated\nimport subprocess\nsubprocess.call(x, shell=True)\n",
