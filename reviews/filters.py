@@ -26,9 +26,8 @@ DEFAULT_EXCLUDES: dict[str, tuple[str, ...]] = {
         "vendor/", "third_party/", "third-party/", "node_modules/", "bower_components/",
         "Pods/", ".yarn/", "site-packages/", "__vendor__/",
     ),
-    "build output": (
-        "dist/", "build/", "out/", "target/", ".next/", ".nuxt/", "coverage/",
-        "__pycache__/", "*.pyc", "*.class", "*.o", "*.so", "*.dll", "*.exe", "*.jar",
+    "build output": (  # dist/, build/, out/, target/, coverage/: see BUILD_DIRS
+        ".next/", ".nuxt/", "__pycache__/", "*.pyc", "*.class", "*.o", "*.so", "*.dll", "*.exe", "*.jar",
     ),
     "minified file or source map": ("*.min.js", "*.min.css", "*.min.mjs", "*.map", "*-min.js"),
     "generated file": (
@@ -45,6 +44,45 @@ DEFAULT_EXCLUDES: dict[str, tuple[str, ...]] = {
         "*.sqlite", "*.sqlite3", "*.db", "*.bin", "*.wasm",
     ),
 }  # fmt: skip
+
+
+# Build output folders are build output only where a build writes them: at the
+# repository root or beside the manifest of the project that builds them. Anywhere else
+# (`lib/ansible/modules/coverage/x.py`, `src/target/thing.py`) they are source.
+PACKAGE_MANIFESTS = (
+    "package.json",
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "Cargo.toml",
+    "pom.xml",
+    "build.gradle",
+    "build.gradle.kts",
+    "build.sbt",
+    "go.mod",
+    "composer.json",
+    "Gemfile",
+    "mix.exs",
+    "pubspec.yaml",
+    "CMakeLists.txt",
+    "Makefile",
+    "meson.build",
+    "angular.json",
+    "tsconfig.json",
+    "vite.config.js",
+    "vite.config.ts",
+    "webpack.config.js",
+)
+JVM_OR_RUST_MANIFESTS = ("Cargo.toml", "pom.xml", "build.gradle", "build.gradle.kts", "build.sbt")
+# folder name -> (manifests it may sit beside, whether the repository root is enough)
+BUILD_DIRS: dict[str, tuple[tuple[str, ...], bool]] = {
+    "dist": (PACKAGE_MANIFESTS, True),
+    "build": (PACKAGE_MANIFESTS, True),
+    "out": (PACKAGE_MANIFESTS, True),
+    "coverage": (PACKAGE_MANIFESTS, True),
+    "target": (JVM_OR_RUST_MANIFESTS, False),
+}  # fmt: skip
+BUILD_FAMILY = "build output"
 
 
 # Markers a generator writes at the top of what it generates.
@@ -71,16 +109,63 @@ def generated_marker(head: str) -> bool:
 
 @dataclass(frozen=True)
 class Filtered:
+    """A path not reviewed: `reason` is the family (lock file, build output …, or the
+    repository's policy), `rule` the glob or test that matched it."""
+
     path: str
     reason: str
+    rule: str = ""
+
+    @property
+    def described(self) -> str:
+        return f"{self.reason}: {self.rule}" if self.rule else self.reason
 
 
 @cache
-def _default_specs() -> tuple[tuple[str, pathspec.GitIgnoreSpec], ...]:
+def _default_specs() -> tuple[tuple[str, tuple[str, ...], pathspec.GitIgnoreSpec], ...]:
     return tuple(
-        (family, pathspec.GitIgnoreSpec.from_lines(patterns))
+        (family, patterns, pathspec.GitIgnoreSpec.from_lines(patterns))
         for family, patterns in DEFAULT_EXCLUDES.items()
     )
+
+
+def _matched(
+    spec: pathspec.GitIgnoreSpec, lines: list[str] | tuple[str, ...], path: str
+) -> str | None:
+    """The pattern that decided that `spec` excludes `path` (gitignore: the last match)."""
+    result = spec.check_file(path)
+    if not result.include:
+        return None
+    return lines[result.index].strip() if result.index is not None else ""
+
+
+def _manifests(tree: Iterable[str]) -> dict[str, set[str]]:
+    """Folder ("" for the root) -> the manifest file names in it."""
+    found: dict[str, set[str]] = {}
+    wanted = set(PACKAGE_MANIFESTS) | set(JVM_OR_RUST_MANIFESTS)
+    for path in tree:
+        folder, _, name = path.rpartition("/")
+        if name in wanted:
+            found.setdefault(folder, set()).add(name)
+    return found
+
+
+def build_output(path: str, manifests: dict[str, set[str]], *, tree_known: bool) -> str | None:
+    """The rule that makes `path` build output, if one does: a build folder at the root
+    or beside its project's manifest (the outermost such folder is named)."""
+    parts = path.split("/")[:-1]
+    for depth, name in enumerate(parts):
+        if name not in BUILD_DIRS:
+            continue
+        beside, root_enough = BUILD_DIRS[name]
+        parent = "/".join(parts[:depth])
+        here = sorted(manifests.get(parent, set()) & set(beside))
+        if here:
+            where = f"{parent}/{here[0]}" if parent else here[0]
+            return f"{name}/ beside {where}"
+        if parent == "" and (root_enough or not tree_known):
+            return f"{name}/ at the repository root"
+    return None
 
 
 @cache
@@ -98,6 +183,7 @@ def paths_filter(
     binary: Iterable[str] = (),
     head: Callable[[str], str | None] | None = None,
     added: Callable[[str], str] | None = None,
+    tree: Iterable[str] = (),
 ) -> tuple[list[str], list[Filtered]]:
     """Split `paths` into those to review and those filtered out, each with its reason.
 
@@ -106,22 +192,39 @@ def paths_filter(
     whatever its name — unless the pull request itself wrote the marker (`added(path)`:
     the lines the change adds to the file): a pull request cannot take its own code
     out of review by saying it is generated.
+
+    `tree`: every path of the head's tree, to tell where the package manifests are (a
+    `dist/`, `build/`, `out/` or `coverage/` folder is build output at the root or beside
+    a package manifest, `target/` beside Cargo.toml, pom.xml or build.gradle). Without it
+    only the manifests among `paths` are known, and build folders at the root (`target/`
+    included) are filtered.
     """
-    policy = pathspec.GitIgnoreSpec.from_lines(list(policy_globs))
+    paths = list(paths)
+    policy_lines = list(policy_globs)
+    policy = pathspec.GitIgnoreSpec.from_lines(policy_lines)
     binary_paths = set(binary)
+    tree = list(tree)
+    manifests = _manifests([*tree, *paths])
     kept: list[str] = []
     filtered: list[Filtered] = []
     for path in paths:
         reason = None
-        if policy.match_file(path):
-            reason = "excluded by the repository's policy"
+        rule = ""
+        policy_rule = _matched(policy, policy_lines, path)
+        if policy_rule is not None:
+            reason, rule = "excluded by the repository's policy", policy_rule
         elif _any_default().match_file(path):
-            for family, spec in _default_specs():
-                if spec.match_file(path):
-                    reason = family
+            for family, patterns, spec in _default_specs():
+                matched = _matched(spec, patterns, path)
+                if matched is not None:
+                    reason, rule = family, matched
                     break
+        if reason is None:
+            built = build_output(path, manifests, tree_known=bool(tree))
+            if built is not None:
+                reason, rule = BUILD_FAMILY, built
         if reason is None and path in binary_paths:
-            reason = "image or binary"
+            reason, rule = "image or binary", "binary in the diff"
         if reason is None and head is not None:
             text = head(path)
             if text and generated_marker(text):
@@ -129,9 +232,9 @@ def paths_filter(
                     p.search(line) for line in added(path).splitlines() for p in GENERATED_MARKERS
                 )
                 if not written_here:
-                    reason = "generated file"
+                    reason, rule = "generated file", "a generated marker in its first lines"
         if reason is None:
             kept.append(path)
         else:
-            filtered.append(Filtered(path, reason))
+            filtered.append(Filtered(path, reason, rule))
     return kept, filtered

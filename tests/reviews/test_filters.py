@@ -27,6 +27,91 @@ def test_default_exclusions_by_family(path, reason):
     kept, filtered = paths_filter([path])
     assert kept == []
     assert [(f.path, f.reason) for f in filtered] == [(path, reason)]
+    assert filtered[0].rule  # and the glob or test that matched
+
+
+@pytest.mark.parametrize(
+    ("path", "rule"),
+    [
+        ("web/yarn.lock", "yarn.lock"),
+        ("vendor/github.com/x/y.go", "vendor/"),
+        ("static/app.min.js", "*.min.js"),
+        ("api/service.pb.go", "*.pb.go"),
+        ("tests/__snapshots__/view.txt", "__snapshots__/"),
+        ("docs/logo.png", "*.png"),
+        ("app/__pycache__/x.pyc", "*.pyc"),  # the last matching glob decides
+    ],
+)
+def test_each_filtered_file_names_the_glob_that_filtered_it(path, rule):
+    _, filtered = paths_filter([path])
+    assert filtered[0].rule == rule
+    assert filtered[0].described == f"{filtered[0].reason}: {rule}"
+
+
+TREE = [
+    "README.md",
+    "web/package.json",
+    "web/src/app.ts",
+    "crates/core/Cargo.toml",
+    "crates/core/src/lib.rs",
+    "service/pom.xml",
+    "lib/ansible/modules/coverage/x.py",
+    "src/target/thing.py",
+    "pkg/pyproject.toml",
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "rule"),
+    [
+        ("dist/app.js", "dist/ at the repository root"),
+        ("build/lib/x.py", "build/ at the repository root"),
+        ("coverage/lcov.info", "coverage/ at the repository root"),
+        ("web/dist/app.js", "dist/ beside web/package.json"),
+        ("web/coverage/lcov-report/index.js", "coverage/ beside web/package.json"),
+        ("crates/core/target/debug/build.rs", "target/ beside crates/core/Cargo.toml"),
+        ("service/target/classes/App.java", "target/ beside service/pom.xml"),
+        ("pkg/build/lib/pkg/x.py", "build/ beside pkg/pyproject.toml"),
+    ],
+)
+def test_build_output_is_filtered_where_a_build_writes_it(path, rule):
+    kept, filtered = paths_filter([path], tree=TREE)
+    assert kept == []
+    assert [(f.path, f.reason, f.rule) for f in filtered] == [(path, "build output", rule)]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "lib/ansible/modules/coverage/x.py",  # a module about coverage
+        "src/target/thing.py",  # no Cargo.toml or pom.xml beside it
+        "target/thing.py",  # the root has no Cargo.toml, pom.xml or build.gradle
+        "web/src/dist/helpers.ts",  # web/src has no manifest
+        "docs/build/index.md",
+        "tools/out/report.py",
+    ],
+)
+def test_a_build_folder_name_elsewhere_is_source_and_reviewed(path):
+    kept, filtered = paths_filter([path], tree=TREE)
+    assert kept == [path]
+    assert filtered == []
+
+
+def test_without_a_tree_build_folders_count_at_the_root_or_beside_a_changed_manifest():
+    kept, filtered = paths_filter(
+        [
+            "target/x.rs",
+            "src/target/thing.py",
+            "lib/coverage/x.py",
+            "app/Cargo.toml",
+            "app/target/y",
+        ]
+    )
+    assert kept == ["src/target/thing.py", "lib/coverage/x.py", "app/Cargo.toml"]
+    assert [(f.path, f.rule) for f in filtered] == [
+        ("target/x.rs", "target/ at the repository root"),
+        ("app/target/y", "target/ beside app/Cargo.toml"),
+    ]
 
 
 def test_source_files_are_kept():
@@ -41,11 +126,21 @@ def test_the_policys_globs_use_gitignore_semantics_and_win():
         policy_globs=["/docs/", "!/docs/keep.md"],
     )
     assert kept == ["docs/keep.md", "src/docs/x.py", "app.py"]
-    assert [(f.path, f.reason) for f in filtered] == [
-        ("docs/guide.md", "excluded by the repository's policy")
+    assert [(f.path, f.reason, f.rule) for f in filtered] == [
+        ("docs/guide.md", "excluded by the repository's policy", "/docs/")
     ]
 
 
 def test_binary_files_from_the_diff_are_filtered():
     kept, filtered = paths_filter(["data/blob.dat"], binary=["data/blob.dat"])
     assert kept == [] and filtered[0].reason == "image or binary"
+    assert filtered[0].rule == "binary in the diff"
+
+
+def test_a_generated_marker_is_named_as_the_rule():
+    kept, filtered = paths_filter(["api/client.py"], head=lambda p: "# @generated\n")
+    assert kept == []
+    assert (filtered[0].reason, filtered[0].rule) == (
+        "generated file",
+        "a generated marker in its first lines",
+    )
