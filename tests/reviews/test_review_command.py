@@ -98,8 +98,12 @@ def test_json_has_the_review_and_every_finding_with_the_documented_keys(repo):
     assert data["review"]["base"] == git(repo, "rev-parse", "main")
     assert data["review"]["incremental"] is False
     keys = {"path", "start_line", "end_line", "side", "severity", "category", "title", "body", "evidence",
-            "suggestion", "confidence", "blocking", "fingerprint", "state", "suppression_reason"}  # fmt: skip
+            "suggestion", "confidence", "blocking", "fingerprint", "state", "suppression_reason",
+            "rule", "first_seen_sha", "original_start_line", "original_end_line", "fix"}  # fmt: skip
     assert data["findings"] and all(set(f) == keys for f in data["findings"])
+    assert all(
+        f["rule"] and f["first_seen_sha"] == data["review"]["head"] for f in data["findings"]
+    )
 
 
 def test_sarif_is_valid_sarif_2_1_0(repo):
@@ -116,6 +120,66 @@ def test_sarif_is_valid_sarif_2_1_0(repo):
     }
     assert {r["level"] for r in results} == {"error", "note"}
     assert all(r["partialFingerprints"]["tasuku/v1"] for r in results)
+    # no remote: the repository is its root's file:// URI
+    provenance = log["runs"][0]["versionControlProvenance"][0]
+    assert provenance["repositoryUri"] == repo.resolve().as_uri()
+    assert log["runs"][0]["originalUriBaseIds"]["SRCROOT"]["uri"] == repo.resolve().as_uri() + "/"
+
+
+def test_sarif_fixes_apply_to_the_head_files(repo):
+    from tests.reviews.test_reports import apply_fixes, schema
+
+    _, out = review(repo, "--format", "sarif")
+    log = json.loads(out)
+    jsonschema.validate(log, schema())
+    fixed = [r for r in log["runs"][0]["results"] if r.get("fixes")]
+    assert fixed  # shellcheck's quoting fix for deploy.sh
+    files = {p: (repo / p).read_text() for p in ("pay.py", "deploy.sh")}
+    applied = apply_fixes(log, files)
+    assert applied["deploy.sh"] == '#!/bin/bash\ncp a "$DEST"\n'
+
+
+def test_the_repository_uri_is_the_origin_without_credentials(repo):
+    git(
+        repo,
+        "remote",
+        "add",
+        "origin",
+        "https://x-access-token:ghp_secret@github.com/acme/shop.git",
+    )
+    _, out = review(repo, "--format", "sarif")
+    assert "ghp_secret" not in out
+    log = json.loads(out)
+    assert (
+        log["runs"][0]["versionControlProvenance"][0]["repositoryUri"]
+        == "https://github.com/acme/shop.git"
+    )
+
+
+def test_paths_that_need_encoding_are_relative_uri_references(repo):
+    commit(repo, {"my scripts/#1 déploy.sh": "#!/bin/bash\ncp a $DEST\n"}, "odd name")
+    _, out = review(repo, "--format", "sarif")
+    from tests.reviews.test_reports import schema
+
+    log = json.loads(out)
+    jsonschema.validate(log, schema())
+    uris = {
+        r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        for r in log["runs"][0]["results"]
+    }
+    assert "my%20scripts/%231%20d%C3%A9ploy.sh" in uris
+
+
+def test_filtered_files_name_their_rule_in_every_format(repo):
+    commit(repo, {"web/package.json": "{}\n", "web/dist/app.js": "var x = 1;\n",
+                  "lib/coverage/report.py": "import subprocess\nsubprocess.call(input(), shell=True)\n"},
+           "build output and a coverage module")  # fmt: skip
+    _, text = review(repo)
+    assert "Not reviewed: web/dist/app.js (build output: dist/ beside web/package.json)" in text
+    assert "lib/coverage/report.py:2" in text  # a module named coverage is reviewed
+    _, out = review(repo, "--format", "json")
+    assert {"path": "web/dist/app.js", "reason": "build output",
+            "rule": "dist/ beside web/package.json"} in json.loads(out)["review"]["filtered"]  # fmt: skip
 
 
 def test_exit_code_1_when_a_finding_reaches_fail_on(repo):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
@@ -13,6 +16,55 @@ from django.db import DatabaseError
 from reviews.local import LocalReview, LocalReviewError, local_review
 from reviews.reports import fails, report_json, report_sarif, report_text
 from sandbox.contract import Severity
+
+
+def _git(repo: Path, *args: str) -> str | None:
+    completed = subprocess.run(  # noqa: S603
+        ["git", "-C", str(repo), *args],  # noqa: S607
+        capture_output=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        return None
+    try:
+        return completed.stdout.decode("utf-8")
+    except UnicodeDecodeError:
+        return None  # not UTF-8: no columns to count
+
+
+SCP_LIKE = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>(?!/).*)$")
+
+
+def remote_uri(url: str, root: Path) -> str | None:
+    """A remote URL as an absolute URI with no credentials: `https://token@host/x` loses
+    its user and password, `git@host:owner/name.git` becomes `ssh://host/owner/name.git`,
+    a local path a `file://` URI. None when it cannot be one."""
+    url = url.strip()
+    if not url:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme and parts.netloc and len(parts.scheme) > 1:
+        host = parts.hostname or ""
+        if not host:
+            return None
+        netloc = host if ":" not in host else f"[{host}]"
+        if parts.port:
+            netloc += f":{parts.port}"
+        return urlunsplit(
+            (parts.scheme.lower(), netloc, quote(parts.path, safe="/%~:@!$&'()*+,;="), "", "")
+        )
+    if parts.scheme == "file":
+        return urlunsplit(("file", "", quote(parts.path, safe="/%"), "", ""))
+    match = SCP_LIKE.match(url)
+    if match and not Path(url).exists():
+        return f"ssh://{match['host']}/{quote(match['path'], safe='/%~')}"
+    return (root / url).resolve().as_uri()
+
+
+def repository_uri(root: Path) -> str:
+    """The repository's origin as a URI, else the `file://` URI of its root."""
+    url = _git(root, "remote", "get-url", "origin")
+    return (remote_uri(url, root) if url else None) or root.as_uri()
 
 
 def _version() -> str:
@@ -61,12 +113,18 @@ class Command(BaseCommand):
             stage = getattr(exc, "stage", "") or "review"
             raise CommandError(f"the review failed at {stage}: {exc}", returncode=2) from exc
 
-        review, findings = self.as_data(result)
+        top = _git(Path(options["repo"]).expanduser(), "rev-parse", "--show-toplevel")
+        root = Path(top.strip()) if top else Path(options["repo"]).expanduser().resolve()
+        review, findings = self.as_data(result, root=root)
+
+        def source(path: str) -> str | None:
+            return _git(root, "show", f"{result.head_sha}:{path}")
+
         output = options["format"]
         if output == "json":
-            self.stdout.write(report_json(review, findings))
+            self.stdout.write(report_json(review, findings, source=source))
         elif output == "sarif":
-            self.stdout.write(report_sarif(review, findings, version=_version()))
+            self.stdout.write(report_sarif(review, findings, version=_version(), source=source))
         else:
             self.stdout.write(report_text(review, findings), ending="")
         threshold = Severity(options["fail_on"]) if options["fail_on"] else None
@@ -74,11 +132,15 @@ class Command(BaseCommand):
             sys.exit(1)
 
     @staticmethod
-    def as_data(result: LocalReview) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def as_data(
+        result: LocalReview, *, root: Path | None = None
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         run, review = result.run, result.review
+        rules = {f.path: f.rule for f in result.core.filtered} if result.core else {}
         data = {
             "repository": run.pull_request.repository.full_name,
-            "repository_uri": Path(run.pull_request.repository.full_name).as_posix(),
+            "repository_uri": repository_uri(root) if root else "",
+            "root_uri": root.as_uri() + "/" if root else "",
             "run": run.pk,
             "base": result.base_sha,
             "head": result.head_sha,
@@ -95,7 +157,10 @@ class Command(BaseCommand):
             "confidence": review.confidence,
             "limitations": review.limitations,
             "reviewed": run.reviewed,
-            "filtered": run.filtered,
+            "filtered": [
+                {"path": path, "reason": reason, "rule": rules.get(path, "")}
+                for path, reason, *_ in run.filtered
+            ],
             "omitted": run.omitted,
         }
         findings = []
@@ -119,6 +184,8 @@ class Command(BaseCommand):
                     "suppression_reason": finding.suppression_reason or finding.resolution,
                     "rule": finding.rule,
                     "first_seen_sha": finding.first_seen_sha,
+                    "original_start_line": finding.original_start_line,
+                    "original_end_line": finding.original_end_line,
                 }
             )
         return data, findings
