@@ -189,7 +189,7 @@ def _review(run, held, beat, root: Path, config, base_sha: str, head_sha: str) -
         checkout = workspace.checkout_local(
             repository=root, head_sha=head_sha, base_sha=base_sha, previous_sha=previous
         )
-        core = stages.prepare(checkout, config)
+        core = stages.prepare(checkout, config, config.reviewers[0])
         ReviewRun.objects.filter(pk=run.pk).update(
             sanitised=checkout.removed,
             reviewed=core.reviewed,

@@ -156,18 +156,20 @@ def pipeline(ctx: Context) -> str:
     ctx.stage(Stage.CLONE)
     with Workspace(settings.TASUKU_WORKSPACE_ROOT) as workspace:
         checkout = clone(ctx, workspace, previous)
-        core = stages.prepare(checkout, ctx.config)
+        reviewer = next(r for r in ctx.config.reviewers if r.slug == run.reviewer.slug)
+        core = stages.prepare(checkout, ctx.config, reviewer)
         _record_scope(run, checkout, core)
         installation = ctx.repository.installation
         budget = installation_budget(installation)
         budget_alert(installation, budget)
         # A result a GitHub Actions runner posted back: the engine has run (and spent).
         stored = actions.stored_result(run)
-        if stored is None and (core.stopped or stages.budget_gate(core, budget, ctx.config)):
+        if stored is None and (
+            core.stopped or stages.budget_gate(core, budget, ctx.config, reviewer)
+        ):
             return stop_early(ctx, core, checkout, budget, previous)
 
         ctx.stage(Stage.SANDBOX)
-        reviewer = next(r for r in ctx.config.reviewers if r.slug == run.reviewer.slug)
         earlier = threads.earlier_open(threads.previous_review(run, previous), run.head_sha)
         job = stages.job_build(
             core, checkout=checkout, reviewer=reviewer, config=ctx.config, job_id=str(run.pk),

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repos.policy import EffectiveConfig, ReviewerConfig
+from repos.policy import EffectiveConfig, Engine, ReviewerConfig
 from reviews import guidelines
 from reviews.budget import Budget
 from reviews.compression import Compressed, compress
@@ -96,31 +96,51 @@ def tree_paths(root: Path) -> list[str]:
     return found
 
 
-def prepare(checkout: Checkout, config: EffectiveConfig) -> Core:
-    """Filters, guideline packs and triage over a checkout."""
+def paid(reviewer: ReviewerConfig | None) -> bool:
+    """Whether the reviewer's engine costs money to run (every engine but `static`)."""
+    return reviewer is None or reviewer.engine != Engine.STATIC
+
+
+def prepare(
+    checkout: Checkout, config: EffectiveConfig, reviewer: ReviewerConfig | None = None
+) -> Core:
+    """Filters, guideline packs and triage over a checkout. Triage gates spend, not
+    safety: a trivial verdict stops only an engine that costs money; the free static
+    engine reviews every change, documentation and comments included (a secret in a
+    README or a `#` comment is still a secret)."""
     diff = diff_parse(checkout.diff)
     read = head_reader(checkout.root)
+    tree = tree_paths(checkout.root)
     reviewed, filtered = paths_filter(
         diff.paths,
         policy_globs=config.excluded_paths,
         binary=[f.path for f in diff.files if f.binary],
         head=read,
         added=lambda path: added_text(diff, path),
+        tree=tree,
     )
     changed = [p for p in reviewed if diff.get(p) and diff.get(p).status != "deleted"]
-    packs = guidelines.detect(changed, tree_paths(checkout.root), read) if changed else []
+    packs = guidelines.detect(changed, tree, read) if changed else []
     core = Core(diff=diff, reviewed=reviewed, filtered=filtered, packs=packs)
     if checkout.anchor_diff is not None:
         core.anchors = diff_parse(checkout.anchor_diff)
     if config.triage_enabled:
         core.verdict = triage_rule(diff, reviewed, whitespace_only=checkout.whitespace_only)
-        if core.verdict.trivial:
+        if core.verdict.trivial and paid(reviewer):
             core.stopped = "trivial"
     return core
 
 
-def budget_gate(core: Core, budget: Budget | None, config: EffectiveConfig) -> bool:
-    """Past the installation's monthly cap with degrade on, the engine does not run."""
+def budget_gate(
+    core: Core,
+    budget: Budget | None,
+    config: EffectiveConfig,
+    reviewer: ReviewerConfig | None = None,
+) -> bool:
+    """Past the installation's monthly cap with degrade on, an engine that costs money
+    does not run (the static engine costs nothing: it always runs)."""
+    if not paid(reviewer):
+        return False
     if budget is not None and budget.exhausted and config.degrade_over_budget and not core.stopped:
         core.stopped = "budget"
         return True

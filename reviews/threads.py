@@ -263,6 +263,10 @@ def carry(
                     start = line_moved(since_previous, successor.path, successor.start_line)
                     shift = start - successor.start_line
                     successor.start_line, successor.end_line = start, successor.end_line + shift
+                    if successor.original_start_line is not None:
+                        successor.original_start_line += shift
+                    if successor.original_end_line is not None:
+                        successor.original_end_line += shift
                 successor.save()
             if finding.fingerprint in dismissed:
                 Finding.objects.filter(pk=successor.pk).update(

@@ -37,7 +37,8 @@ COMMENT_PREFIXES: dict[str, tuple[str, ...]] = {
     "//": (".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs", ".java", ".kt", ".kts", ".scala", ".go", ".rs", ".c", ".h", ".cc", ".cpp", ".hpp", ".cs", ".swift", ".php", ".dart"),
     "--": (".sql", ".lua", ".hs"),
 }  # fmt: skip
-BLOCK_COMMENT = re.compile(r"^(/\*.*|\*.*|.*\*/|<!--.*|.*-->)$")
+# Lines of a C-style block comment: its opening, a `*` continuation, its closing alone.
+BLOCK_COMMENT = re.compile(r"^(/\*.*|\*(\s.*)?|\*/)$")
 VERSION_LINE = re.compile(
     r"""^\s*(
         "version"\s*:\s*"[^"]*",?                       # package.json, composer.json
@@ -101,9 +102,15 @@ def _changed_lines(file: FileDiff) -> list[str]:
 
 
 def _is_docs(path: str) -> bool:
+    """Documentation by its suffix; or a LICENSE/CHANGES-like name, or a file in a docs
+    folder, with no suffix or a documentation one — never code (`changes.py` and
+    `docs/deploy.py` are code)."""
     pure = PurePosixPath(path)
-    if pure.suffix.lower() in DOC_SUFFIXES:
+    suffix = pure.suffix.lower()
+    if suffix in DOC_SUFFIXES:
         return True
+    if suffix:
+        return False
     if pure.stem.lower() in DOC_NAMES:
         return True
     return bool(set(p.lower() for p in pure.parts[:-1]) & DOC_DIRS)
@@ -115,8 +122,10 @@ def _comments_only(file: FileDiff) -> bool:
     if not prefixes:
         return False
     lines = _changed_lines(file)
+    block = "//" in prefixes  # the languages whose comments are `//` also have `/* */`
     return bool(lines) and all(
-        not line or line.startswith(prefixes) or BLOCK_COMMENT.match(line) for line in lines
+        not line or line.startswith(prefixes) or (block and BLOCK_COMMENT.match(line))
+        for line in lines
     )
 
 

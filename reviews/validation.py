@@ -187,8 +187,26 @@ def _narrow(file: FileDiff, side: Side, start: int, end: int) -> tuple[int, int]
     return first, last
 
 
+# How much a kind of finding is worth a comment, beside its severity and confidence:
+# likely bugs and real secrets first, style and guesses last.
+CATEGORY_WEIGHTS = {
+    "security": 1.0, "secret": 1.0, "bug": 1.0, "correctness": 1.0, "data-loss": 1.0,
+    "concurrency": 0.9, "robustness": 0.8, "performance": 0.7, "maintainability": 0.5,
+    "style": 0.4, "docs": 0.4, "documentation": 0.4, "naming": 0.4,
+}  # fmt: skip
+DEFAULT_CATEGORY_WEIGHT = 0.8
+
+
+def usefulness(finding: Validated) -> float:
+    """(severity rank + 1) × confidence × the category's weight: what the comment limit
+    is spent on first, so it is never spent on noise while a likely bug waits."""
+    weight = CATEGORY_WEIGHTS.get(finding.category.lower(), DEFAULT_CATEGORY_WEIGHT)
+    return (finding.severity.rank + 1) * finding.confidence * weight
+
+
 def _sort_key(finding: Validated) -> tuple:
     return (
+        -round(usefulness(finding), 6),
         -finding.severity.rank,
         not finding.blocking,
         -finding.confidence,

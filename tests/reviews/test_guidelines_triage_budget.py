@@ -102,6 +102,13 @@ def _diff(path, removed, added):
             TRIVIAL,
         ),
         (_diff("app.py", ["x = 1"], ["x = 2"]), "app.py", SUBSTANTIVE),
+        # Code is code whatever its name or folder, and a `*/` at the end of a Python
+        # line does not make it a comment.
+        (_diff("app/changes.py", ["x = 1"], ["x = 2"]), "app/changes.py", SUBSTANTIVE),
+        (_diff("docs/deploy.py", ["x = 1"], ["x = 2"]), "docs/deploy.py", SUBSTANTIVE),
+        (_diff("app.py", [], ['KEY = "AKIA"  # */']), "app.py", SUBSTANTIVE),
+        (_diff("ui.ts", [], ["call(); */"]), "ui.ts", SUBSTANTIVE),
+        (_diff("docs/Makefile", ["a"], ["b"]), "docs/Makefile", TRIVIAL),
         (_diff("app.py", ["# note"], ["# note", "os.remove(path)"]), "app.py", SUBSTANTIVE),
         (
             _diff("package.json", ['"version": "1"'], ['"version": "2"', '"main": "x.js"']),

@@ -114,7 +114,7 @@ def tasuku_reviews(world):
     ],
     ids=["docs-only", "comment-only", "empty"],
 )
-def test_a_push_triage_finds_trivial_keeps_a_failing_check_failing(world, deliver, files):
+def test_a_docs_comment_or_empty_push_keeps_a_failing_check_failing(world, deliver, files):
     first = deliver(world)
     assert last_check(world).conclusion == "failure"
     before = open_titles(first)
@@ -124,28 +124,58 @@ def test_a_push_triage_finds_trivial_keeps_a_failing_check_failing(world, delive
     world.push(files, message="docs")
     run = deliver(world, "synchronize", before=previous)
 
-    assert run.reason.startswith("trivial")
+    # Triage gates spend, not safety: the free static engine reviewed the push anyway.
+    assert Review.objects.get(run=run).engine == "static"
     check = last_check(world)
     assert check.head_sha == world.pull.head_sha
     assert check.conclusion == "failure", check.output
-    assert "not reviewed in depth" in check.output["title"]
-    assert "Not reviewed in depth" in check.output["summary"]
     assert KEY_TITLE in check.output["summary"]
-    assert open_titles(run) == before  # carried onto the trivial review, still open
-    # The carried findings keep their threads, and the next full review starts from them.
+    assert open_titles(run) == before  # carried onto the new review, still open
     carried = Finding.objects.get(review__run=run, title__contains=KEY_TITLE)
-    assert carried.github_comment_id is not None
+    assert carried.github_comment_id is not None  # the same thread
 
 
-def test_a_trivial_push_on_a_clean_pull_request_is_neutral_never_success(fake_github, deliver):
-    world = world_build(
-        fake_github, head_files={"app/payments.py": "def refund(order_id):\n    return order_id\n"}
-    )
-    deliver(world)
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"README.md": "# Shop\n\nSells widgets, gadgets and gizmos.\n"},
+        {"app/payments.py": "# Payments.\n" + PAYMENTS},
+        {},
+    ],
+    ids=["docs-only", "comment-only", "empty"],
+)
+def test_a_push_triage_keeps_from_a_model_keeps_a_failing_check_failing(
+    world, claude_reviewer, files
+):
+    from tests.fakes.models import ToolCall
+
+    claude, deliver_ = claude_reviewer
+    claude.script(ToolCall("submit_review", {"findings": [MODEL_FINDING]}))
+    deliver_(world)
+    assert last_check(world).conclusion == "failure"
+    previous = world.pull.head_sha
+    world.push(files, message="docs")
+    requests = len(claude.model_requests)
+    run = deliver_(world, "synchronize", before=previous)
+    assert run.reason.startswith("trivial")
+    assert len(claude.model_requests) == requests  # no model was paid for it
+    check = last_check(world)
+    assert check.conclusion == "failure", check.output
+    assert check.output["title"] == "1 open finding (worst: high) · not reviewed in depth"
+    assert "Not reviewed in depth" in check.output["summary"]
+    assert open_titles(run) == ["Order id reaches a shell"]
+
+
+def test_a_trivial_push_on_a_clean_pull_request_is_neutral_never_success(world, claude_reviewer):
+    from tests.fakes.models import ToolCall
+
+    claude, deliver_ = claude_reviewer
+    claude.script(ToolCall("submit_review", {"findings": []}))
+    deliver_(world)
     assert last_check(world).conclusion == "success"  # reviewed in full, nothing found
     previous = world.pull.head_sha
     world.push({"README.md": "# Shop\n\nTypo fixed.\n"})
-    deliver(world, "synchronize", before=previous)
+    deliver_(world, "synchronize", before=previous)
     check = last_check(world)
     assert check.conclusion == "neutral"
     assert check.output["title"] == "No open findings · not reviewed in depth"
@@ -156,7 +186,6 @@ def test_a_comment_only_push_moves_carried_findings_to_their_new_lines(world, de
     previous = world.pull.head_sha
     world.push({"app/payments.py": "# Payments.\n# Refunds.\n" + PAYMENTS})
     run = deliver(world, "synchronize", before=previous)
-    assert run.reason.startswith("trivial")
     old = Finding.objects.get(review__run=first, title__contains="shell=True")
     new = Finding.objects.get(review__run=run, title__contains="shell=True")
     assert (old.start_line, new.start_line) == (SHELL_TRUE_LINE, SHELL_TRUE_LINE + 2)
@@ -165,22 +194,38 @@ def test_a_comment_only_push_moves_carried_findings_to_their_new_lines(world, de
     assert f"app/payments.py:{SHELL_TRUE_LINE + 2}" in last_check(world).output["summary"]
 
 
-def test_the_budget_stop_carries_open_findings_too(world, deliver):
+def test_the_budget_stop_carries_open_findings_too(world, claude_reviewer):
+    from decimal import Decimal
+
+    from repos.models import Installation
+    from tests.fakes.models import ToolCall
+
+    claude, deliver_ = claude_reviewer
+    claude.script(ToolCall("submit_review", {"findings": [MODEL_FINDING]}))
+    deliver_(world)
+    Installation.objects.update(monthly_budget_usd=Decimal("0"))
+    previous = world.pull.head_sha
+    world.push({"app/util.py": "def util():\n    return 1\n"})
+    run = deliver_(world, "synchronize", before=previous)
+    assert run.reason.startswith("this month's review budget is spent")
+    check = last_check(world)
+    assert check.conclusion == "failure"
+    assert "budget" in check.output["summary"]
+    assert open_titles(run) == ["Order id reaches a shell"]
+
+
+def test_the_free_static_reviewer_is_never_stopped_by_the_budget(world, deliver):
     from decimal import Decimal
 
     from repos.models import Installation
 
     deliver(world)
     Installation.objects.update(monthly_budget_usd=Decimal("0"))
-    set_policy(triage_enabled=False)
     previous = world.pull.head_sha
-    world.push({"app/util.py": "def util():\n    return 1\n"})
+    world.push({"app/more.py": "import subprocess\nsubprocess.call(input(), shell=True)\n"})
     run = deliver(world, "synchronize", before=previous)
-    assert run.reason.startswith("this month's review budget is spent")
-    check = last_check(world)
-    assert check.conclusion == "failure"
-    assert "budget" in check.output["summary"]
-    assert any(KEY_TITLE in t for t in open_titles(run))
+    assert Review.objects.get(run=run).state == "complete"
+    assert Finding.objects.filter(review__run=run, path="app/more.py", state="open").exists()
 
 
 # --- 2. Who may silence a finding, and how ----------------------------------------------

@@ -151,17 +151,43 @@ def test_a_generated_marker_the_pull_request_writes_itself_filters_nothing(fake_
     assert Finding.objects.filter(review__run=run, path="api/client.py", state="open").exists()
 
 
-def test_a_docs_only_change_is_trivial_and_gets_a_neutral_check_without_a_deep_review(
+DOCS_ONLY = {
+    "README.md": "# Shop\n\nSells widgets and gadgets.\n",
+    "docs/guide.md": "How to refund.\n",
+    "app/legacy.py": "# Runs commands (legacy)\n" + BASE_FILES["app/legacy.py"],
+}
+
+
+def test_a_docs_only_change_is_triaged_trivial_and_still_checked_by_the_free_static_engine(
     fake_github, deliver
 ):
     world = world_build(fake_github, head_files={
-        "README.md": "# Shop\n\nSells widgets and gadgets.\n",
-        "docs/guide.md": "How to refund.\n",
-        "app/legacy.py": "# Runs commands (legacy)\n" + BASE_FILES["app/legacy.py"],
+        **DOCS_ONLY, "docs/guide.md": "Token: ghp_16C7e42F292c6912E7710c838347Ae178B4a\n",
     })  # fmt: skip
+    run = deliver(world)
+    review = Review.objects.get(run=run)
+    assert review.triage["verdict"] == "trivial" and review.engine == "static"
+    # A secret in the documentation is still a secret.
+    assert Finding.objects.filter(review=review, path="docs/guide.md", state="open").exists()
+    assert world.fake.check_runs_of(REPO)[0].conclusion == "failure"
+
+
+def test_a_docs_only_change_is_not_shown_to_a_paid_model_and_the_check_says_so(
+    fake_github, deliver, settings, fake_anthropic
+):
+    from repos.models import Reviewer
+    from tests.fakes.models import ANTHROPIC_TEST_KEY
+
+    settings.ANTHROPIC_BASE_URL = fake_anthropic.base_url
+    settings.ANTHROPIC_API_KEY = ANTHROPIC_TEST_KEY
+    Reviewer.objects.update(default_for_new_repositories=False)
+    Reviewer.objects.create(slug="claude", engine="anthropic", model="claude-sonnet-5-5",
+                            default_for_new_repositories=True)  # fmt: skip
+    world = world_build(fake_github, head_files=DOCS_ONLY)
     run = deliver(world)
     assert run.status == RunStatus.COMPLETED
     assert run.reason.startswith("trivial: Low risk")
+    assert fake_anthropic.model_requests == []
     check = world.fake.check_runs_of(REPO)[0]
     # Nobody looked in depth: never `success`, and the check says why.
     assert (check.conclusion, check.output["title"]) == (
@@ -191,8 +217,20 @@ def test_a_code_change_is_substantive(fake_github, deliver):
 
 
 def test_past_the_monthly_budget_the_review_is_incomplete_and_the_check_follows_open_findings(
-    fake_github, deliver
+    fake_github, deliver, settings, fake_anthropic
 ):
+    from repos.models import Reviewer
+    from tests.fakes.models import ANTHROPIC_TEST_KEY, ToolCall
+
+    settings.ANTHROPIC_BASE_URL = fake_anthropic.base_url
+    settings.ANTHROPIC_API_KEY = ANTHROPIC_TEST_KEY
+    Reviewer.objects.update(default_for_new_repositories=False)
+    Reviewer.objects.create(slug="claude", engine="anthropic", model="claude-sonnet-5-5",
+                            default_for_new_repositories=True)  # fmt: skip
+    shell = {"path": "app/payments.py", "start_line": 8, "end_line": 8, "severity": "high",
+             "category": "security", "title": "Order id reaches a shell",
+             "evidence": "`1; rm -rf /` runs", "confidence": 0.9, "blocking": True}  # fmt: skip
+    fake_anthropic.script(ToolCall("submit_review", {"findings": [shell]}))
     world = world_build(fake_github)
     deliver(world)  # creates the installation and repository rows
     installation = Repository.objects.get().installation
@@ -209,7 +247,7 @@ def test_past_the_monthly_budget_the_review_is_incomplete_and_the_check_follows_
     assert review.state == "incomplete"
     assert "budget" in review.incomplete_reason
     check = world.fake.check_runs_of(REPO)[-1]
-    # The first push's findings (a key, shell=True) are still open: carried, failing.
+    # The first push's finding (shell=True) is still open: carried, failing.
     assert check.conclusion == "failure"
     assert check.output["title"].endswith("· not reviewed in depth")
     assert "monthly budget for reviews" in check.output["summary"]

@@ -116,7 +116,7 @@ def test_the_comment_limit_keeps_the_most_severe_deterministically():
     assert (over.state, over.reason) == (OPEN, "over the comment limit (2)")
 
 
-def test_the_order_is_severity_then_blocking_then_confidence_then_place():
+def test_the_order_is_usefulness_then_severity_then_blocking_then_confidence_then_place():
     findings = [
         raw(start_line=2, end_line=2, title="A", severity="high", blocking=False, confidence=0.9),
         raw(
@@ -130,7 +130,25 @@ def test_the_order_is_severity_then_blocking_then_confidence_then_place():
         ),  # fmt: skip
         raw(start_line=4, end_line=4, title="C", severity="critical", confidence=0.5),
     ]
-    assert [f.title for f in run(findings)] == ["C", "B", "A"]
+    # usefulness = (severity rank + 1) × confidence × category weight: A 3.6, C 2.5, B 2.4
+    assert [f.title for f in run(findings)] == ["A", "C", "B"]
+    # Equal usefulness: the more severe first, then blocking.
+    tied = [
+        raw(start_line=2, end_line=2, title="D", severity="medium", confidence=1.0),
+        raw(start_line=3, end_line=3, title="E", severity="high", confidence=0.75),
+    ]
+    assert [f.title for f in run(tied)] == ["E", "D"]
+
+
+def test_the_comment_limit_goes_to_likely_bugs_before_style():
+    findings = [
+        raw(start_line=2, end_line=2, title="Style", severity="medium", category="style",
+            confidence=0.9),
+        raw(start_line=3, end_line=3, title="Bug", severity="medium", category="bug",
+            confidence=0.8),
+    ]  # fmt: skip
+    results = {f.title: f for f in run(findings, comment_limit=1)}
+    assert results["Bug"].published and not results["Style"].published
 
 
 def test_a_suggestion_applies_only_to_the_exact_lines_it_was_written_for():
