@@ -209,6 +209,13 @@ TASUKU_WEBHOOK_MAX_BYTES = 25 * 1024 * 1024
 # worker's task timeout, which stays below the broker's redelivery time (reviews/checks.py).
 TASUKU_SANDBOX_TIMEOUT = env.str("TASUKU_SANDBOX_TIMEOUT", default="1800")
 TASUKU_WORKERS = env.str("TASUKU_WORKERS", default="2")
+# Address space (MB) of an engine the local runner starts, and of each process it starts.
+TASUKU_SANDBOX_MEMORY_MB = env.str("TASUKU_SANDBOX_MEMORY_MB", default="6144")
+# Address space (MB) of each checker process of the static reviewer (ruff, shellcheck on
+# one script). shellcheck's Haskell heap needs about 1.7 times its resident peak in address
+# space (~2.9 GB resident on nvm's 4,000-line nvm.sh). One that runs out makes the review
+# partial, never failed. Capped by TASUKU_SANDBOX_MEMORY_MB, which the checkers inherit.
+TASUKU_STATIC_CHECKER_MEMORY_MB = env.str("TASUKU_STATIC_CHECKER_MEMORY_MB", default="6144")
 Q_TIMEOUT = env.str("Q_TIMEOUT", default="2700")
 Q_RETRY = env.str("Q_RETRY", default="2880")
 

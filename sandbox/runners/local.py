@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -26,12 +26,41 @@ from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.errors import ProviderError, SandboxError, StageError
 
 MAX_OUTPUT = 20 * 1024 * 1024
+DEFAULT_MEMORY_MB = 6144
+
+
+def _setting(name: str) -> str:
+    """A setting from Django's settings when they are configured (the worker), else from
+    the environment (the Actions runner imports no Django)."""
+    try:
+        from django.conf import settings
+
+        if settings.configured and hasattr(settings, name):
+            return str(getattr(settings, name))
+    except ImportError:
+        pass
+    return os.environ.get(name, "")
+
+
+def _megabytes(name: str, default: int) -> int:
+    raw = _setting(name).strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else default
+
+
+def default_memory_bytes() -> int:
+    """TASUKU_SANDBOX_MEMORY_MB: the address space of the engine and of each process it
+    starts (a checker such as shellcheck inherits it as its ceiling)."""
+    return _megabytes("TASUKU_SANDBOX_MEMORY_MB", DEFAULT_MEMORY_MB) * 1024 * 1024
+
+
+# Settings an engine reads from its environment (none is a secret).
+ENGINE_SETTINGS = ("TASUKU_STATIC_CHECKER_MEMORY_MB",)
 
 
 @dataclass(frozen=True)
 class Limits:
     wall_seconds: int = 1800
-    memory_bytes: int = 4 * 1024**3
+    memory_bytes: int = field(default_factory=default_memory_bytes)
     cpu_seconds: int = 1800
     file_bytes: int = 512 * 1024**2
 
@@ -117,13 +146,14 @@ def engine_run(
     allow_env: dict[str, str] | None = None,
 ) -> ReviewResult:
     """Run `engine` on `checkout` and return its validated `ReviewResult`."""
+    passed = {name: value for name in ENGINE_SETTINGS if (value := _setting(name).strip())}
     with tempfile.TemporaryDirectory(prefix="tasuku-home-") as home:
         completed = sandboxed_run(
             [sys.executable, "-I", "-m", "sandbox.run_engine", engine],
             cwd=checkout,
             stdin=job.model_dump_json().encode(),
             limits=limits,
-            env=scrubbed_environment(home, allow_env),
+            env=scrubbed_environment(home, {**passed, **(allow_env or {})}),
             what=f"the {engine} engine",
         )
     if completed.returncode != 0:

@@ -76,7 +76,7 @@ def test_a_syntax_error_is_critical_and_reported_once(checkout):
 
 
 def test_secrets_on_added_lines_are_critical(checkout):
-    write(checkout, "settings.py", 'DEBUG = True\nAWS = "AKIAIOSFODNN7EXAMPLE"\n')
+    write(checkout, "settings.py", 'DEBUG = True\nAWS = "AKIAZ2Q7WJ4KXN5BL3TP"\n')
     found = [f for f in findings(checkout, added("settings.py", 2)) if f["category"] == "secret"]
     assert found[0]["title"] == "Secret committed: AWS Access Key"
     assert found[0]["severity"] == "critical"

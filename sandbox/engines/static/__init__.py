@@ -13,7 +13,8 @@ from pathlib import Path
 
 from sandbox.contract import MAX_FINDINGS, OmittedPart, ReviewJob, ReviewResult, ReviewSummary
 from sandbox.engines.static import hygiene, ruff, secrets, shellcheck
-from sandbox.engines.static.common import Skipped, select, shown
+from sandbox.engines.static.common import CheckerFailed, Skipped, select, shown
+from sandbox.engines.static.dedupe import dedupe
 
 CHECKERS = (
     ("Python (ruff: pyflakes, bugbear, bandit rules, syntax)", ruff.check),
@@ -29,14 +30,17 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
     areas, versions = [], []
     # The checkers are independent (two are external programs): run them side by side.
     with ThreadPoolExecutor(max_workers=len(CHECKERS)) as pool:
-        outcomes = list(pool.map(lambda checker: checker[1](root, files), CHECKERS))
+        outcomes = list(pool.map(lambda checker: _run(*checker, root, files), CHECKERS))
     partly: list[Skipped] = []
-    for (area, _), (found, version, missed) in zip(CHECKERS, outcomes, strict=True):
+    failures: list[str] = []
+    for (area, _), (found, version, missed, failed) in zip(CHECKERS, outcomes, strict=True):
         if version:
             areas.append(area)
             versions.append(version)
         findings.extend(found)
         partly.extend(missed)
+        failures.extend(failed)
+    findings = dedupe(findings)
     dropped = 0
     if len(findings) > MAX_FINDINGS:
         # Keep the most severe; the contract bounds what one review may return.
@@ -76,7 +80,43 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
             limitations=limitations,
         ),
         unread=[OmittedPart(path=s.path, reason=s.reason) for s in skipped[:1000]],
+        partial=_partial(failures),
     )
+
+
+NAMES = {"Python": "ruff", "Shell": "shellcheck", "Secrets": "detect-secrets", "Diff": "hygiene"}
+
+
+def _run(area: str, checker, root: Path, files) -> tuple[list, str, list[Skipped], list[str]]:
+    """A checker's findings, version, what it did not check, and why it failed: a
+    checker that fails (out of memory, timeout, crash, bad output) loses its own
+    findings, never the others'."""
+    try:
+        found, version, missed = checker(root, files)
+    except CheckerFailed as exc:
+        return [], "", [], [str(exc)]
+    except MemoryError:
+        return [], "", [], [f"the {_name(area)} checker ran out of memory"]
+    except Exception as exc:  # noqa: BLE001 - one checker's bug is not the review's end
+        name = _name(area)
+        return [], "", [], [f"the {name} checker failed ({type(exc).__name__}: {exc})"[:500]]
+    return found, version, missed, [s.failure for s in missed if s.failure]
+
+
+def _name(area: str) -> str:
+    return NAMES.get(area.split(" ", 1)[0], area)
+
+
+def _partial(failures: list[str]) -> str:
+    """What failed, and that the rest stands: `shellcheck ran out of memory on
+    "deploy/install.sh" (limit 6144 MB). Its findings there are missing; ...`."""
+    if not failures:
+        return ""
+    text = "; ".join(dict.fromkeys(failures))
+    tail = ". Its findings there are missing; every other checker's are reported."
+    if len(text) + len(tail) > 2000:
+        text = text[: 2000 - len(tail) - 1] + "…"
+    return text + tail
 
 
 NAMED = 10  # paths named per limitation; the rest are counted

@@ -8,6 +8,11 @@ File names are data: a tool is given them after `--` and as `./name`, so a name 
 from __future__ import annotations
 
 import json
+import os
+import resource
+import signal
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +32,85 @@ class Skipped:
 
     path: str
     reason: str
+    # Set when a checker failed on this file (out of memory, timeout, crash): a sentence
+    # naming the checker and why. The review is then partial, never a success.
+    failure: str = ""
+
+
+class CheckerFailed(Exception):  # noqa: N818 - it is an outcome, not a programming error
+    """A checker could not finish (out of memory, timed out, crashed, unreadable output);
+    the message is a sentence naming the checker and why."""
+
+
+DEFAULT_CHECKER_MEMORY_MB = 6144
+CHECKER_TIMEOUT = 300
+# Run as the checker's parent: set the address-space limit, then become the checker.
+# (A preexec_fn is not safe in a process with threads; the checkers run side by side.)
+_LIMITED = (
+    "import os, resource, sys\n"
+    "n = int(sys.argv[1])\n"
+    "resource.setrlimit(resource.RLIMIT_AS, (n, n))\n"
+    "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def checker_memory_bytes() -> int:
+    """Address space each checker process may use: TASUKU_STATIC_CHECKER_MEMORY_MB (the
+    runner passes the setting through), never above the limit this process has."""
+    raw = os.environ.get("TASUKU_STATIC_CHECKER_MEMORY_MB", "").strip()
+    megabytes = int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_CHECKER_MEMORY_MB
+    wanted = megabytes * 1024 * 1024
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    return wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+
+
+def run_checker(
+    name: str, command: list[str], *, cwd: Path, on: str, ok: tuple[int, ...] = (0,)
+) -> subprocess.CompletedProcess:
+    """`command` under the checker memory limit and a timeout. A failure raises
+    CheckerFailed with a sentence: `shellcheck ran out of memory on "deploy/install.sh"`."""
+    limit = checker_memory_bytes()
+    try:
+        completed = subprocess.run(  # noqa: S603
+            [sys.executable, "-I", "-S", "-c", _LIMITED, str(limit), *command],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+            timeout=CHECKER_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired:
+        raise CheckerFailed(f"{name} did not finish within {CHECKER_TIMEOUT}s on {on}") from None
+    except OSError as exc:
+        raise CheckerFailed(f"{name} could not be started on {on}: {exc}") from None
+    code = completed.returncode
+    if code in ok:
+        return completed
+    stderr = completed.stderr.decode(errors="replace")
+    megabytes = limit // (1024 * 1024)
+    if code == 251 or any(
+        text in stderr.lower()
+        for text in ("out of memory", "memory allocation of", "cannot allocate memory")
+    ):
+        # 251: the Haskell runtime's heap exhausted (shellcheck); Rust aborts with
+        # "memory allocation of N bytes failed" (ruff).
+        raise CheckerFailed(f"{name} ran out of memory on {on} (limit {megabytes} MB)")
+    if code < 0:
+        signame = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+        raise CheckerFailed(
+            f"{name} crashed on {on} ({signame}; the memory limit is {megabytes} MB)"
+        )
+    tail = (stderr.strip().splitlines() or ["no output"])[-1][:300]
+    raise CheckerFailed(f"{name} failed on {on} (exit {code}: {tail})")
+
+
+def parsed_json(name: str, output: bytes, on: str, empty: str):
+    """A checker's JSON output; output that is not JSON is the checker's failure."""
+    try:
+        return json.loads(output or empty)
+    except ValueError:
+        raise CheckerFailed(f"{name} wrote output that is not JSON on {on}") from None
 
 
 def argument(path: str) -> str:
@@ -165,4 +249,37 @@ def quote_line(target: Target, line: int) -> str:
     try:
         return target.lines[line - 1].strip()[:300]
     except IndexError:
+        return ""
+
+
+def interpreter(target: Target) -> str:
+    """The program a `#!` line names (`bash` for `#!/usr/bin/env -S bash -e`), else ""."""
+    first = target.lines[0] if target.lines else ""
+    if not first.startswith("#!"):
+        return ""
+    words = first[2:].split()
+    if words and Path(words[0]).name == "env":
+        words = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+    return Path(words[0]).name if words else ""
+
+
+TEST_FOLDERS = {
+    "test", "tests", "__tests__", "testdata", "test_data", "testing", "fixture", "fixtures",
+    "__fixtures__", "spec", "specs", "example", "examples", "sample", "samples",
+}  # fmt: skip
+
+
+def test_path(path: str) -> bool:
+    """Whether `path` is in a folder of tests, fixtures or examples (`tests/`, `spec/`,
+    `testdata/`, `examples/` …), where credentials are mostly made up."""
+    return any(part.lower() in TEST_FOLDERS for part in Path(path).parts[:-1])
+
+
+def version_of(name: str, program: str, cwd: Path) -> str:
+    """`program --version`'s output; a failure here costs no findings."""
+    try:
+        return run_checker(name, [program, "--version"], cwd=cwd, on="--version").stdout.decode(
+            errors="replace"
+        )
+    except CheckerFailed:
         return ""

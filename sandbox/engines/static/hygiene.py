@@ -7,9 +7,10 @@ import re
 from pathlib import Path
 
 from sandbox.contract import Finding, Severity
-from sandbox.engines.static.common import Skipped, Target, finding, quote_line
+from sandbox.engines.static.common import Skipped, Target, finding, quote_line, test_path
 
 CONFLICT = re.compile(r"^(<{7}( |$)|={7}$|>{7}( |$)|\|{7}( |$))")
+OURS, THEIRS = re.compile(r"^<{7}( |$)"), re.compile(r"^>{7}( |$)")
 PRIVATE_KEY = re.compile(
     r"-----BEGIN ((RSA|EC|DSA|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY( BLOCK)?-----"
 )
@@ -40,18 +41,25 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
             if CONFLICT.match(text):
                 markers.append(number)
             elif PRIVATE_KEY.search(text):
+                fixture = test_path(target.path)
                 findings.append(
                     finding(
                         target=target,
                         start=number,
-                        severity=Severity.CRITICAL,
+                        severity=Severity.MEDIUM if fixture else Severity.CRITICAL,
                         category="secret",
-                        title="Private key committed",
+                        title="Private key in test data" if fixture else "Private key committed",
                         body=(
                             "A private key is committed: anyone who can read the repository, its "
                             "forks or its history can impersonate its owner. Remove it, revoke "
                             "and replace the key (it stays in git history), and load keys from a "
                             "secret store."
+                        )
+                        + (
+                            "\n\nIt is in a test or fixture folder, where keys are mostly "
+                            "made up for the tests; check it is not a real one."
+                            if fixture
+                            else ""
                         ),
                         evidence=f"hygiene: `{text.strip()[:80]}` on line {number}",
                         rule="hygiene:private-key",
@@ -77,6 +85,7 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
                         confidence=0.95,
                     )  # fmt: skip
                 )
+        markers = _conflict(lines, markers)
         if markers:
             findings.append(
                 finding(
@@ -96,3 +105,23 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
                 )  # fmt: skip
             )
     return findings, "hygiene checks", []
+
+
+def _conflict(lines: list[str], added: list[int]) -> list[int]:
+    """The added marker lines of real conflicts: `<<<<<<<`, then `=======`, then
+    `>>>>>>>`, in that order in the file. A lone `=======` (a reStructuredText or
+    Markdown underline) or `>>>>>>>` (a quoted reply) is no conflict."""
+    blocks: list[list[int]] = []
+    opened: list[int] | None = None
+    for number, text in enumerate(lines, start=1):
+        if OURS.match(text):
+            opened = [number]
+        elif opened is None:
+            continue
+        elif text == "=======" and len(opened) == 1 or text.startswith("|||||||"):
+            opened.append(number)
+        elif THEIRS.match(text) and any(lines[n - 1] == "=======" for n in opened):
+            blocks.append([*opened, number])
+            opened = None
+    wanted = set(added)
+    return sorted(n for block in blocks if wanted.intersection(block) for n in block if n in wanted)

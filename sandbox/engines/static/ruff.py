@@ -3,8 +3,8 @@ errors. A safe fix ruff offers becomes the finding's suggestion."""
 
 from __future__ import annotations
 
-import json
-import subprocess
+import re
+import tomllib
 from pathlib import Path
 
 from sandbox.contract import Finding, Severity
@@ -13,9 +13,16 @@ from sandbox.engines.static.common import (
     Target,
     argument,
     finding,
+    interpreter,
+    parsed_json,
     quote_line,
+    run_checker,
+    shown,
+    test_path,
     utf8_copies,
+    version_of,
 )
+from sandbox.engines.static.secrets import placeholder
 from sandbox.engines.static.tools import tool
 
 SELECT = "F,B,S,E9"
@@ -109,12 +116,19 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
     if not python:
         return [], "", []
     by_path = {t.path: t for t in python}
-    # ruff reads only UTF-8: a file that is not is checked as `Target.text` reads it.
-    items = _run(root, [t.path for t in python if t.utf8])
-    others = [t for t in python if not t.utf8]
-    if others:
-        with utf8_copies(others) as scratch:
-            items += _run(scratch, [t.path for t in others])
+    # Each file with the Python version its project declares (nearest pyproject.toml's
+    # requires-python, else ruff.toml's target-version), one ruff run per version.
+    versions: dict[str, list[Target]] = {}
+    for target in python:
+        versions.setdefault(target_version(root, target.path), []).append(target)
+    items = []
+    for version, group in sorted(versions.items()):
+        # ruff reads only UTF-8: a file that is not is checked as `Target.text` reads it.
+        items += _run(root, [t.path for t in group if t.utf8], version)
+        others = [t for t in group if not t.utf8]
+        if others:
+            with utf8_copies(others) as scratch:
+                items += _run(scratch, [t.path for t in others], version)
     findings = []
     skipped: list[Skipped] = []
     syntax_reported: set[str] = set()
@@ -134,6 +148,11 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
                 continue  # the first syntax error of a file is the one that matters
             syntax_reported.add(path)
         severity, category, explanation = _classify(code)
+        if code in PASSWORDS and severity.at_least(Severity.MEDIUM):
+            why = _made_up(target, item["location"]["row"])
+            if why:
+                severity = Severity.MEDIUM
+                explanation = f"{explanation or item['message'] + '.'} {why}"
         suggestion = None
         fix = _suggestion(target, item.get("fix"))
         if fix is not None and fix[0] <= start and end <= fix[1] and target.touches(fix[0], fix[1]):
@@ -158,36 +177,97 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
                 suggestion=suggestion,
             )  # fmt: skip
         )
-    version = subprocess.run(
-        [tool("ruff"), "--version"], capture_output=True, text=True, check=False
-    ).stdout.strip()  # noqa: S603
-    return findings, version, skipped
+    return findings, version_of("ruff", tool("ruff"), root).strip() or "ruff", skipped
 
 
-def _run(root: Path, paths: list[str]) -> list[tuple[str, dict]]:
-    """ruff over `paths` (relative to `root`): (path, diagnostic) pairs."""
+def _run(root: Path, paths: list[str], version: str) -> list[tuple[str, dict]]:
+    """ruff over `paths` (relative to `root`): (path, diagnostic) pairs. `--isolated`:
+    the project's ruff configuration selects nothing; only its Python version is used."""
     if not paths:
         return []
     command = [
         tool("ruff"), "check", "--isolated", "--no-cache", "--exit-zero",
         "--output-format", "json", "--select", SELECT, "--ignore", IGNORE,
-        "--target-version", "py311", "--", *(argument(p) for p in sorted(paths)),
+        "--target-version", version, "--", *(argument(p) for p in sorted(paths)),
     ]  # fmt: skip
-    completed = subprocess.run(command, cwd=root, capture_output=True, check=False, timeout=300)  # noqa: S603
-    if completed.returncode != 0:
-        raise RuntimeError(
-            f"ruff failed ({completed.returncode}): "
-            + completed.stderr.decode(errors="replace").strip()[:500]
-        )
+    on = shown(paths[0]) if len(paths) == 1 else f"{len(paths)} files"
+    completed = run_checker("ruff", command, cwd=root, on=on)
     base = root.resolve()
     found = []
-    for item in json.loads(completed.stdout or b"[]"):
+    for item in parsed_json("ruff", completed.stdout, on, "[]"):
         found.append((str(Path(item["filename"]).resolve().relative_to(base)), item))
     return found
 
 
+PASSWORDS = {"S105", "S106", "S107"}
+LITERAL = re.compile(r"""(?:'([^'\\]*)'|"([^"\\]*)")""")
+
+
+def _made_up(target: Target, row: int) -> str:
+    """Why a hard-coded password is likely not a real one (a placeholder such as
+    `changeme`, or a test or fixture file), else ""."""
+    literals = [a or b for a, b in LITERAL.findall(quote_line(target, row))]
+    if any(placeholder(value) for value in literals):
+        return (
+            "The value looks like a placeholder, not a live password; check it is not a real one."
+        )
+    if test_path(target.path):
+        return "It is in a test or fixture folder, where passwords are mostly made up."
+    return ""
+
+
 def _python_shebang(target: Target) -> bool:
-    if "." in Path(target.path).name:
-        return False
-    first = target.lines[0] if target.lines else ""
-    return first.startswith("#!") and "python" in first
+    return interpreter(target).startswith("python")
+
+
+DEFAULT_VERSION = "py312"
+SUPPORTED = range(7, 15)  # py37 … py314, what ruff accepts
+MINIMUM = re.compile(r"(?:>=|~=|==|>)\s*3\.(\d+)")
+
+
+def _declared(folder: Path) -> str | None:
+    """The Python version a folder's project declares, as ruff spells it (`py310`)."""
+    pyproject = folder / "pyproject.toml"
+    try:
+        data = tomllib.loads(pyproject.read_text()) if pyproject.is_file() else {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        data = {}
+    project = data.get("project")
+    requires = project.get("requires-python") if isinstance(project, dict) else None
+    if isinstance(requires, str):
+        minors = [int(m) for m in MINIMUM.findall(requires)]
+        if minors and min(minors) in SUPPORTED:
+            return f"py3{min(minors)}"
+    tool_section = data.get("tool")
+    ruff_section = tool_section.get("ruff") if isinstance(tool_section, dict) else None
+    candidates = [ruff_section] if isinstance(ruff_section, dict) else []
+    for name in ("ruff.toml", ".ruff.toml"):
+        path = folder / name
+        try:
+            if path.is_file() and not path.is_symlink():
+                candidates.append(tomllib.loads(path.read_text()))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue
+    for config in candidates:
+        version = config.get("target-version")
+        if (
+            isinstance(version, str)
+            and re.fullmatch(r"py3\d{1,2}", version)
+            and int(version[3:]) in SUPPORTED
+        ):
+            return version
+    return None
+
+
+def target_version(root: Path, path: str) -> str:
+    """The Python version of the project `path` belongs to: the nearest folder, from
+    the file's up to the checkout's root, that declares one; else py312."""
+    folder = (root / path).parent
+    while True:
+        if not folder.is_symlink():
+            declared = _declared(folder)
+            if declared:
+                return declared
+        if folder == root or root not in folder.parents:
+            return DEFAULT_VERSION
+        folder = folder.parent

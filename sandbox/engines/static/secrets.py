@@ -3,15 +3,71 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from sandbox.contract import Finding, Severity
-from sandbox.engines.static.common import Skipped, Target, finding, utf8_copies
+from sandbox.engines.static.common import Skipped, Target, finding, test_path, utf8_copies
 
 # Private keys are reported by the hygiene checks, with the key's own words.
 SKIP_TYPES = {"Private Key"}
 # Heuristics that guess from the look of a string are less certain than a known format.
-GUESSES = {"Base64 High Entropy String", "Hex High Entropy String", "Secret Keyword"}
+ENTROPY = {"Base64 High Entropy String", "Hex High Entropy String"}
+KEYWORD = "Secret Keyword"
+GUESSES = ENTROPY | {KEYWORD}
+DOCUMENTS = (".md", ".markdown", ".rst", ".txt", ".adoc")
+# Values documentation and tests use in place of a credential: AWS's documented example
+# keys (AKIAIOSFODNN7EXAMPLE …), `changeme`, `xxxx`, `<your-token>`, `sk_test_…`.
+PLACEHOLDER = re.compile(
+    r"example|changeme|change_me|change-me|placeholder|dummy|sample|fake|redacted|"
+    r"xxxx|\*\*\*\*|your[-_ ]?|<[^>]*>|\{\{|\$\{|_test_|^test|test$|insert|replace[-_]?me",
+    re.IGNORECASE,
+)
+
+
+def placeholder(value: str | None) -> bool:
+    """Whether a detected value is a known example or placeholder, not a credential."""
+    if not value:
+        return False
+    if len(set(value.lower())) <= 2:  # `xxxxxxxx`, `00000000`, `abababab`
+        return True
+    return bool(PLACEHOLDER.search(value))
+
+
+def grade(
+    kind: str, path: str, value: str | None, *, keyword: bool
+) -> tuple[Severity, float, str, str]:
+    """(severity, confidence, title, why) for a detected secret. A known format is
+    critical; an example value or a test fixture's is medium, saying why; a guess from
+    a keyword is low and below the default confidence floor; from entropy, medium (a
+    nit in documentation)."""
+    if kind not in GUESSES:
+        if placeholder(value):
+            return (Severity.MEDIUM, 0.6, f"Example credential committed: {kind}",
+                    "The value looks like a documented example or placeholder, not a live "
+                    "credential; check it is not a real one.")  # fmt: skip
+        if test_path(path):
+            return (Severity.MEDIUM, 0.7, f"Credential in test data: {kind}",
+                    "It is in a test or fixture folder, where credentials are mostly made "
+                    "up; check it is not a real one.")  # fmt: skip
+        return Severity.CRITICAL, 0.95, f"Secret committed: {kind}", ""
+    title = f"Possible secret committed: {kind}"
+    if kind == KEYWORD and not keyword:
+        return (Severity.LOW, 0.4, title,
+                "Only the name suggests a secret (a keyword such as `password` or `token`); "
+                "the value may be harmless.")  # fmt: skip
+    if placeholder(value) or test_path(path):
+        return (Severity.LOW, 0.4, title,
+                "The value looks like a placeholder, or it is in a test or fixture folder.")  # fmt: skip
+    if path.lower().endswith(DOCUMENTS):
+        return (Severity.LOW, 0.5, title,
+                "A random-looking string in documentation is often an example.")  # fmt: skip
+    return (
+        Severity.MEDIUM,
+        0.7 if keyword else 0.6,
+        title,
+        "A random-looking string, guessed from its entropy.",
+    )
 
 
 def _scan(root: Path, files: list[Target]) -> dict:
@@ -42,38 +98,46 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
             with utf8_copies(others) as scratch:
                 found.update(_scan(scratch, others))
         by_path = {t.path: t for t in files}
-        reported: set[tuple[str, int]] = set()
         for path, secrets in found.items():
             target = by_path.get(path)
             if target is None:
                 continue
-            for secret in sorted(secrets, key=lambda s: (s.line_number, s.type not in GUESSES)):
+            by_line: dict[int, list] = {}
+            for secret in secrets:
                 if secret.type in SKIP_TYPES or not target.touches(
                     secret.line_number, secret.line_number
                 ):
                     continue
-                guess = secret.type in GUESSES
-                if (path, secret.line_number) in reported:
-                    continue  # one finding per line, the most specific detector first
-                reported.add((path, secret.line_number))
+                by_line.setdefault(secret.line_number, []).append(secret)
+            for line, here in sorted(by_line.items()):
+                # One finding per line: a known format wins over a guess from a keyword
+                # or from entropy; a keyword and entropy agreeing are more certain.
+                here.sort(key=lambda s: (s.type in GUESSES, s.type == KEYWORD, s.type))
+                secret = here[0]
+                kinds = {s.type for s in here}
+                agreed = KEYWORD in kinds and bool(kinds & ENTROPY)
+                severity, confidence, title, why = grade(
+                    secret.type, path, secret.secret_value, keyword=agreed
+                )
+                body = (
+                    f"This line contains what looks like a secret ({secret.type}). Anyone with "
+                    "read access to the repository, its forks or its history can use it. "
+                    "Remove it, rotate the credential (it stays in git history), and load "
+                    "it from the environment or a secret store instead."
+                )
+                if why:
+                    body += f"\n\n{why} A line marked `# pragma: allowlist secret` is not reported."
                 findings.append(
                     finding(
                         target=target,
-                        start=secret.line_number,
-                        severity=Severity.HIGH if guess else Severity.CRITICAL,
+                        start=line,
+                        severity=severity,
                         category="secret",
-                        title=f"Possible secret committed: {secret.type}"
-                        if guess
-                        else f"Secret committed: {secret.type}",
-                        body=(
-                            f"This line contains what looks like a secret ({secret.type}). Anyone with "
-                            "read access to the repository, its forks or its history can use it. "
-                            "Remove it, rotate the credential (it stays in git history), and load "
-                            "it from the environment or a secret store instead."
-                        ),
-                        evidence=f"detect-secrets: {secret.type} on line {secret.line_number}",
+                        title=title,
+                        body=body,
+                        evidence=f"detect-secrets: {', '.join(sorted(kinds))} on line {line}",
                         rule=f"detect-secrets:{secret.type}",
-                        confidence=0.6 if guess else 0.95,
+                        confidence=confidence,
                     )
                 )
     return findings, f"detect-secrets {VERSION}", []

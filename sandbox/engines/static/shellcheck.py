@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
+import os
+import re
 from pathlib import Path
 
 from sandbox.contract import Finding, Severity
-from sandbox.engines.static.common import Skipped, Target, argument, finding, quote_line
+from sandbox.engines.static.common import (
+    MAX_FILE_BYTES,
+    CheckerFailed,
+    Skipped,
+    Target,
+    argument,
+    finding,
+    interpreter,
+    parsed_json,
+    quote_line,
+    run_checker,
+    shown,
+    version_of,
+)
 from sandbox.engines.static.tools import tool
 
 LEVELS = {
@@ -24,18 +37,71 @@ EXPLAIN = {
     2155: "Declaring and assigning at once hides the exit status of the command: a failure goes unnoticed.",
     2068: "Unquoted, `$@` splits arguments that contain spaces into several.",
 }  # fmt: skip
-SHELLS = ("sh", "bash", "dash", "ksh")
+SHELLS = {"sh", "bash", "dash", "ksh", "mksh", "ash", "busybox", "bats"}
+EXTENSIONS = (".sh", ".bash", ".ksh", ".dash", ".bats")
+MAX_SOURCED = 200  # files followed through `source` per script, before giving up on -x
+# `source x`, `. x`, and the directives that name a file or folder to read.
+SOURCE = re.compile(r"(?:^|[\s;&|(`{])(?:source|\.)[ \t]+(['\"]?)([^\s;&|)'\"`]+)\1")
+DIRECTIVE = re.compile(r"#\s*shellcheck\s.*?\bsource(?:-path)?=(\S+)")
 
 
 def _is_shell(target: Target) -> bool:
-    if target.path.endswith((".sh", ".bash", ".ksh")):
+    """A shell script by its extension or its `#!` line, whatever else its name has
+    (`install.nvm.sh`, `my.script` with `#!/bin/bash`)."""
+    if target.path.lower().endswith(EXTENSIONS):
         return True
-    if "." in Path(target.path).name or not target.lines:
+    return interpreter(target) in SHELLS
+
+
+def _inside(root: Path, candidate: Path) -> bool | None:
+    """Whether `candidate` is a regular file inside `root` reached without a symbolic
+    link (True), is outside or not a plain file (False), or does not exist (None)."""
+    try:
+        if not os.path.lexists(candidate):
+            return None
+        relative = candidate.relative_to(root)
+    except ValueError:
         return False
-    first = target.lines[0]
-    return first.startswith("#!") and any(
-        first.rstrip().endswith(s) or f"/{s} " in first for s in SHELLS
-    )
+    here = root
+    for part in relative.parts:
+        here = here / part
+        if part == ".." or here.is_symlink():
+            return False
+    return here.is_file()
+
+
+def _follows_only_inside(root: Path, script: Path) -> bool:
+    """Whether every file shellcheck -x could read from `script` (literal `source`
+    arguments and `source=`/`source-path=` directives, followed through the files they
+    name) is a regular file of the checkout: -x never reads outside it."""
+    seen: set[Path] = set()
+    queue = [script]
+    while queue:
+        current = queue.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if len(seen) > MAX_SOURCED:
+            return False
+        try:
+            text = current.read_bytes()[:MAX_FILE_BYTES].decode("utf-8", errors="replace")
+        except OSError:
+            return False
+        names = [m.group(2) for m in SOURCE.finditer(text)]
+        names += [m.group(1).strip("'\"") for m in DIRECTIVE.finditer(text)]
+        for name in names:
+            if name in ("/dev/null", "SCRIPTDIR") or "$" in name or "`" in name:
+                continue  # nothing to read, or not a name shellcheck can resolve
+            if name.startswith(("/", "~")):
+                return False
+            for base in (current.parent, root):
+                candidate = Path(os.path.normpath(base / name))
+                where = _inside(root, candidate)
+                if where is False or ".." in Path(name).parts and where is None:
+                    return False
+                if where and candidate.suffix not in (".md", ".txt"):
+                    queue.append(candidate)
+    return True
 
 
 def _suggestion(target: Target, line: int, fix: dict | None) -> str | None:
@@ -55,23 +121,38 @@ def _suggestion(target: Target, line: int, fix: dict | None) -> str | None:
 
 
 def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Skipped]]:
-    scripts = {t.path: t for t in files if _is_shell(t)}
+    scripts = sorted((t for t in files if _is_shell(t)), key=lambda t: t.path)
     if not scripts:
         return [], "", []
+    findings: list[Finding] = []
+    failed: list[Skipped] = []
+    base = root.resolve()
+    # One script at a time: a huge script that exhausts the memory limit loses only its
+    # own findings.
+    for target in scripts:
+        try:
+            findings.extend(_check_one(base, target))
+        except CheckerFailed as exc:
+            failed.append(Skipped(target.path, "shellcheck failed on it", failure=str(exc)))
+    text = version_of("shellcheck", tool("shellcheck"), root)
+    version_line = next((v for v in text.splitlines() if v.startswith("version:")), "version: ?")
+    return findings, "shellcheck " + version_line.split(":", 1)[1].strip(), failed
+
+
+def _check_one(root: Path, target: Target) -> list[Finding]:
     # As `./name`, after `--`: a script named `--severity=error.sh` or `-` is a file.
-    by_argument = {argument(path): target for path, target in scripts.items()}
-    command = [tool("shellcheck"), "--format", "json1", "--norc", "--", *sorted(by_argument)]
-    completed = subprocess.run(command, cwd=root, capture_output=True, check=False, timeout=300)  # noqa: S603
-    if completed.returncode not in (0, 1):
-        raise RuntimeError(
-            f"shellcheck failed ({completed.returncode}): "
-            + completed.stderr.decode(errors="replace").strip()[:500]
-        )
+    name = argument(target.path)
+    command = [tool("shellcheck"), "--format", "json1", "--norc"]
+    if _follows_only_inside(root, root / target.path):
+        # Sourced files are read from the script's folder and the checkout's root.
+        command += ["--external-sources", "--source-path=SCRIPTDIR", f"--source-path={root}"]
+    command += ["--", name]
+    completed = run_checker("shellcheck", command, cwd=root, on=shown(target.path), ok=(0, 1))
+    report = parsed_json("shellcheck", completed.stdout, shown(target.path), "{}")
     findings = []
-    for item in json.loads(completed.stdout or b"{}").get("comments", []):
-        target = by_argument.get(item["file"])
-        if target is None or not target.touches(item["line"], item["endLine"]):
-            continue
+    for item in report.get("comments", []):
+        if item.get("file") != name or not target.touches(item["line"], item["endLine"]):
+            continue  # a sourced file's problem is reported on that file, if it changed
         code = item["code"]
         severity = LEVELS.get(item["level"], Severity.LOW)
         explanation = EXPLAIN.get(code)
@@ -93,8 +174,4 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
                 suggestion=suggestion,
             )  # fmt: skip
         )
-    version = subprocess.run(
-        [tool("shellcheck"), "--version"], capture_output=True, text=True, check=False
-    ).stdout  # noqa: S603
-    version_line = next((v for v in version.splitlines() if v.startswith("version:")), "version: ?")
-    return findings, "shellcheck " + version_line.split(":", 1)[1].strip(), []
+    return findings

@@ -1,0 +1,395 @@
+"""The static reviewer earns every comment: a failing checker makes the review partial
+(never a failed engine), hygiene and secrets are right, ruff reads the project's Python
+version, shellcheck follows sources inside the checkout only, one finding per problem."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandbox.contract import ChangedFile, LineRange, ReviewJob
+from sandbox.engines.static import common, ruff, secrets, shellcheck
+from sandbox.engines.static import review as static_review
+from sandbox.runners.local import Limits, default_memory_bytes, engine_run
+
+
+def job(*files: ChangedFile) -> ReviewJob:
+    return ReviewJob(
+        job_id="1", repository="a/b", pull_request=1, base_sha="a" * 40, head_sha="b" * 40,
+        changed_files=files,
+    )  # fmt: skip
+
+
+def added(path: str, *lines: int) -> ChangedFile:
+    return ChangedFile(
+        path=path, status="added", added=tuple(LineRange(start=n, end=n) for n in lines)
+    )
+
+
+def every(path: str, text: str) -> ChangedFile:
+    return added(path, *range(1, text.count("\n") + 2))
+
+
+def write(root: Path, files: dict[str, str]) -> tuple[ChangedFile, ...]:
+    changed = []
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+        changed.append(every(path, text))
+    return tuple(changed)
+
+
+def review(root: Path, files: dict[str, str]):
+    return static_review(job(*write(root, files)), root)
+
+
+def rules(result) -> set[tuple[str, str]]:
+    return {(f["path"], f["rule"]) for f in result.findings}
+
+
+def big_script(functions: int) -> str:
+    out = ["#!/usr/bin/env bash"]
+    for i in range(functions):
+        out += [
+            f"f_{i}() {{",
+            f"  local V_{i} A_{i}",
+            f"  V_{i}=\"$(command printf '%s' \"${{1-}}\" | command sed -e 's/^v//')\"",
+            f"  case \"${{V_{i}}}\" in",
+            f"    a*|b*) A_{i}=$(f_{max(i - 1, 0)} $V_{i}) ;;",
+            f"    *) if [ -n \"$A_{i}\" ] && [ \"_$V_{i}\" = '_x' ]; then echo $A_{i}; fi ;;",
+            "  esac",
+            f"  while read -r l; do [ -z \"$l\" ] && continue; echo \"${{l%%:*}}\" $V_{i}; done < <(ls)",
+            f"  for x in $(seq 1 $V_{i}); do A_{i}=\"${{A_{i}}}${{x}}\"; done",
+            f"  [[ $A_{i} =~ ^[0-9]+$ ]] && return 0 || return 1",
+            "}",
+        ]  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def fake_tool(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "fake-tool"
+    path.write_text(f"#!{sys.executable}\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+# --- 1. A checker that fails makes the review partial --------------------------------
+
+
+def test_a_script_that_exhausts_the_memory_limit_loses_only_its_own_findings(tmp_path, monkeypatch):
+    # 150 MB is enough for shellcheck on a small script, not on a 1,300-line one.
+    monkeypatch.setenv("TASUKU_STATIC_CHECKER_MEMORY_MB", "150")
+    result = review(
+        tmp_path,
+        {
+            "deploy/install.sh": big_script(120),
+            "small.sh": "#!/bin/bash\ncp a $DEST\n",
+            "keys.txt": 'aws = "AKIAZ2Q7WJ4KXN5BL3TP"\n',
+        },
+    )
+    found = rules(result)
+    assert ("small.sh", "shellcheck:SC2086") in found
+    assert ("keys.txt", "detect-secrets:AWS Access Key") in found
+    assert not any(path == "deploy/install.sh" for path, _ in found)
+    assert result.partial.startswith(
+        'shellcheck ran out of memory on "deploy/install.sh" (limit 150 MB)'
+    )
+    assert any("deploy/install.sh" in line for line in result.summary.limitations)
+
+
+def test_the_default_checker_limit_fits_shellcheck_on_a_big_script(tmp_path, monkeypatch):
+    monkeypatch.delenv("TASUKU_STATIC_CHECKER_MEMORY_MB", raising=False)
+    assert common.checker_memory_bytes() >= min(6144 * 1024**2, _hard_limit())
+    result = review(tmp_path, {"deploy/install.sh": big_script(120)})
+    assert result.partial == ""
+    assert ("deploy/install.sh", "shellcheck:SC2086") in rules(result)
+
+
+def _hard_limit() -> int:
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    return sys.maxsize if hard == resource.RLIM_INFINITY else hard
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)", "crashed on"),
+        ("print('not json at all')", "wrote output that is not JSON"),
+        ("import sys\nsys.stderr.write('internal error\\n')\nsys.exit(3)", "failed on"),
+        ("import sys\nsys.stderr.write('memory allocation of 99 bytes failed\\n')\nsys.exit(134)",
+         "ran out of memory"),
+    ],
+)  # fmt: skip
+def test_a_ruff_that_crashes_or_talks_nonsense_makes_the_review_partial(
+    tmp_path, monkeypatch, body, says
+):
+    monkeypatch.setattr(ruff, "tool", lambda name: fake_tool(tmp_path / "..", body))
+    result = review(tmp_path, {"app.py": "import os\n", "run.sh": "#!/bin/sh\nrm -rf $DIR/x\n"})
+    assert ("run.sh", "shellcheck:SC2086") in rules(result)
+    assert not any(rule.startswith("ruff:") for _, rule in rules(result))
+    assert result.partial.startswith("ruff ") and says in result.partial
+
+
+def test_a_checker_that_times_out_makes_the_review_partial(tmp_path, monkeypatch):
+    monkeypatch.setattr(common, "CHECKER_TIMEOUT", 1)
+    monkeypatch.setattr(
+        shellcheck, "tool", lambda name: fake_tool(tmp_path / "..", "import time\ntime.sleep(30)")
+    )
+    result = review(tmp_path, {"run.sh": "#!/bin/sh\necho $X\n", "app.py": "import os\n"})
+    assert ("app.py", "ruff:F401") in rules(result)
+    assert result.partial.startswith('shellcheck did not finish within 1s on "run.sh"')
+
+
+def test_a_checker_that_raises_is_a_partial_review_not_a_failed_engine(tmp_path, monkeypatch):
+    def broken(root, files):
+        raise MemoryError
+
+    monkeypatch.setattr(secrets, "check", broken)
+    monkeypatch.setattr(
+        "sandbox.engines.static.CHECKERS",
+        tuple((area, broken if area.startswith("Secrets") else check)
+              for area, check in __import__("sandbox.engines.static").engines.static.CHECKERS),
+    )  # fmt: skip
+    result = review(tmp_path, {"app.py": "import os\n"})
+    assert ("app.py", "ruff:F401") in rules(result)
+    assert "the detect-secrets checker ran out of memory" in result.partial
+
+
+def test_the_limits_are_settings_passed_to_the_engine(tmp_path, monkeypatch, settings):
+    settings.TASUKU_SANDBOX_MEMORY_MB = "5000"
+    assert default_memory_bytes() == 5000 * 1024**2
+    assert Limits().memory_bytes == 5000 * 1024**2
+    settings.TASUKU_STATIC_CHECKER_MEMORY_MB = "150"
+    files = write(tmp_path, {"deploy/install.sh": big_script(120), "app.py": "import os\n"})
+    result = engine_run("static", job(*files), tmp_path)
+    assert "shellcheck ran out of memory" in result.partial
+    assert ("app.py", "ruff:F401") in rules(result)
+
+
+# --- 2. Conflict markers only in order -------------------------------------------------
+
+
+def test_a_lone_rst_underline_is_not_a_conflict(tmp_path):
+    result = review(
+        tmp_path,
+        {
+            "docs/index.rst": "Title\n=======\n\nText.\n",
+            "notes.md": "> quoted\n>>>>>>> reply\n=======\n",
+            "half.txt": "=======\n>>>>>>> other\n<<<<<<< HEAD\n",
+        },
+    )
+    assert not any(rule == "hygiene:conflict-marker" for _, rule in rules(result))
+
+
+def test_markers_in_order_are_a_conflict(tmp_path):
+    result = review(
+        tmp_path, {"app.txt": "Title\n=======\n<<<<<<< HEAD\na\n=======\nb\n>>>>>>> topic\n"}
+    )
+    [conflict] = [f for f in result.findings if f["rule"] == "hygiene:conflict-marker"]
+    assert (conflict["start_line"], conflict["end_line"]) == (3, 7)
+    assert "3, 5, 7" in conflict["evidence"]
+
+
+# --- 3. ruff's Python version is the project's ----------------------------------------
+
+PY312 = "type Point = tuple[int, int]\n"
+
+
+def test_python_3_12_syntax_is_not_a_syntax_error_by_default(tmp_path):
+    assert not any("invalid-syntax" in r for _, r in rules(review(tmp_path, {"a.py": PY312})))
+
+
+def test_requires_python_of_the_nearest_pyproject_is_the_target(tmp_path):
+    result = review(
+        tmp_path,
+        {
+            "pyproject.toml": '[project]\nname = "x"\nrequires-python = ">=3.12"\n',
+            "legacy/pyproject.toml": '[project]\nrequires-python = ">=3.9, <4"\n',
+            "legacy/old.py": PY312,
+            "src/new.py": PY312,
+        },
+    )
+    found = rules(result)
+    assert ("legacy/old.py", "ruff:invalid-syntax") in found
+    assert ("src/new.py", "ruff:invalid-syntax") not in found
+    assert ruff.target_version(tmp_path, "legacy/old.py") == "py39"
+
+
+def test_ruff_toml_target_version_is_used_and_its_rules_are_not(tmp_path):
+    write(
+        tmp_path,
+        {"ruff.toml": 'target-version = "py310"\n[lint]\nselect = ["ALL"]\n', "x.py": ""},
+    )
+    assert ruff.target_version(tmp_path, "x.py") == "py310"
+    result = review(tmp_path, {"m.py": "def f(a):\n    return a\n"})
+    assert result.findings == []  # "ALL" would flag missing annotations and docstrings
+
+
+def test_a_python_script_with_dots_in_its_name_is_found_by_its_shebang(tmp_path):
+    result = review(tmp_path, {"bin/tool.cli": "#!/usr/bin/env python3\nimport os\n"})
+    assert ("bin/tool.cli", "ruff:F401") in rules(result)
+
+
+# --- 4. shellcheck: every script, sources inside the checkout -------------------------
+
+
+def test_scripts_with_dots_in_their_names_are_checked(tmp_path):
+    result = review(
+        tmp_path,
+        {
+            "install.nvm.sh": "#!/bin/bash\necho $A\n",
+            "my.script": "#!/usr/bin/env -S bash -e\necho $B\n",
+            "tool.ksh": "echo $C\n",
+            "notes.txt": "echo $D\n",
+        },
+    )
+    found = rules(result)
+    assert ("install.nvm.sh", "shellcheck:SC2086") in found
+    assert ("my.script", "shellcheck:SC2086") in found
+    assert ("tool.ksh", "shellcheck:SC2086") in found
+    assert not any(path == "notes.txt" for path, _ in found)
+
+
+def test_sources_inside_the_checkout_are_followed(tmp_path):
+    result = review(
+        tmp_path,
+        {
+            "scripts/lib/common.sh": "greet() { echo hi; }\n",
+            "scripts/run.sh": "#!/bin/bash\n. ./lib/common.sh\nsource scripts/lib/common.sh\ngreet\n",
+        },
+    )
+    assert ("scripts/run.sh", "shellcheck:SC1091") not in rules(result)
+
+
+def test_sources_outside_the_checkout_are_never_followed(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.sh").write_text("x=1\n")
+    root = tmp_path / "repo"
+    root.mkdir()
+    os.symlink(outside / "secret.sh", root / "link.sh")
+    assert not shellcheck._follows_only_inside(root, _script(root, "a.sh", "source /etc/profile\n"))
+    assert not shellcheck._follows_only_inside(
+        root, _script(root, "b.sh", ". ../outside/secret.sh\n")
+    )
+    assert not shellcheck._follows_only_inside(root, _script(root, "c.sh", ". ./link.sh\n"))
+    assert not shellcheck._follows_only_inside(
+        root, _script(root, "d.sh", "# shellcheck source-path=/etc\n. profile\n")
+    )
+    # Through a file inside that sources one outside.
+    _script(root, "lib.sh", "source /etc/profile\n")
+    assert not shellcheck._follows_only_inside(root, _script(root, "e.sh", ". ./lib.sh\n"))
+    assert shellcheck._follows_only_inside(root, _script(root, "f.sh", '. "$HOME/x"\n'))
+    result = static_review(job(every("a.sh", "#!/bin/bash\nsource /etc/profile\n")), root)
+    assert ("a.sh", "shellcheck:SC1091") in rules(result)  # not followed
+
+
+def _script(root: Path, name: str, text: str) -> Path:
+    (root / name).write_text("#!/bin/bash\n" + text)
+    return root / name
+
+
+# --- 5. Secrets where they hide --------------------------------------------------------
+
+
+def _secret(result, path):
+    return [f for f in result.findings if f["path"] == path and f["category"] == "secret"]
+
+
+def test_a_specific_detector_wins_over_a_keyword(tmp_path):
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    result = review(tmp_path, {"cfg.yml": f"github_token: {token}\n"})
+    [found] = _secret(result, "cfg.yml")
+    assert found["title"] == "Secret committed: GitHub Token"
+    assert (found["severity"], found["blocking"]) == ("critical", True)
+    assert found["confidence"] >= 0.9
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'AWS = "AKIAIOSFODNN7EXAMPLE"',
+        'secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"',
+        'password = "changeme"',
+        'api_key = "xxxxxxxxxxxxxxxx"',
+        'token = "<your-token>"',
+    ],
+)
+def test_placeholders_are_not_blocking(tmp_path, line):
+    result = review(tmp_path, {"conf.py": line + "\n"})
+    for found in _secret(result, "conf.py"):
+        assert found["severity"] in ("medium", "low") and not found["blocking"], found
+
+
+def test_a_documented_example_key_is_reported_medium_saying_why(tmp_path):
+    [found] = _secret(review(tmp_path, {"conf.cfg": "aws = AKIAIOSFODNN7EXAMPLE\n"}), "conf.cfg")
+    assert (found["severity"], found["blocking"]) == ("medium", False)
+    assert "example" in found["body"]
+
+
+def test_a_key_under_tests_or_fixtures_is_medium(tmp_path):
+    key = 'aws = "AKIAZ2Q7WJ4KXN5BL3TP"\n'
+    result = review(
+        tmp_path, {"tests/conf.py": key, "spec/fixtures/c.txt": key, "app/conf.py": key}
+    )
+    assert _secret(result, "tests/conf.py")[0]["severity"] == "medium"
+    assert _secret(result, "spec/fixtures/c.txt")[0]["severity"] == "medium"
+    assert _secret(result, "app/conf.py")[0]["severity"] == "critical"
+
+
+def test_a_private_key_in_a_fixture_is_medium(tmp_path):
+    key = "-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----\n"
+    result = review(tmp_path, {"tests/fixtures/id_rsa": key, "deploy/id_rsa": key})
+    assert _secret(result, "tests/fixtures/id_rsa")[0]["severity"] == "medium"
+    assert _secret(result, "deploy/id_rsa")[0]["severity"] == "critical"
+
+
+def test_a_keyword_only_guess_is_low_and_below_the_confidence_floor(tmp_path):
+    [found] = _secret(review(tmp_path, {"app.yml": "password: hunter2\n"}), "app.yml")
+    assert found["rule"] == "detect-secrets:Secret Keyword"
+    assert (found["severity"], found["blocking"]) == ("low", False)
+    assert found["confidence"] < 0.5
+
+
+def test_high_entropy_in_documentation_is_a_nit(tmp_path):
+    value = "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MGFiY2RlZmdoaWprbG1ub3A="
+    result = review(tmp_path, {"docs/guide.md": f'Set `"{value}"` here.\n'})
+    [found] = _secret(result, "docs/guide.md")
+    assert found["severity"] == "low" and not found["blocking"]
+
+
+def test_secrets_in_readme_and_comments_are_found(tmp_path):
+    key = "AKIAZ2Q7WJ4KXN5BL3TP"
+    result = review(
+        tmp_path, {"README.md": f"Use `{key}`.\n", "run.py": f"# the key: {key}\nx = 1\n"}
+    )
+    assert _secret(result, "README.md")[0]["severity"] == "critical"
+    assert _secret(result, "run.py")[0]["severity"] == "critical"
+
+
+def test_pragma_allowlist_secret_is_honoured(tmp_path):
+    key = "AKIAZ2Q7WJ4KXN5BL3TP"
+    result = review(tmp_path, {"a.cfg": f"k = {key}  # pragma: allowlist secret\nj = {key}\n"})
+    assert [f["start_line"] for f in _secret(result, "a.cfg")] == [2]
+
+
+# --- 6. One finding per problem -------------------------------------------------------
+
+
+def test_ruff_and_a_detect_secrets_guess_on_one_line_are_one_finding_ruffs(tmp_path):
+    result = review(tmp_path, {"app.py": 'password = "s3cr3t-Value-9"\n'})
+    on_line = [f["rule"] for f in result.findings if f["start_line"] == 1]
+    assert on_line == ["ruff:S105"]
+
+
+def test_ruff_and_a_specific_detector_on_one_line_are_one_finding_the_detectors(tmp_path):
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    result = review(tmp_path, {"app.py": f'token = "{token}"\n'})
+    on_line = [f["rule"] for f in result.findings if f["start_line"] == 1]
+    assert on_line == ["detect-secrets:GitHub Token"]
