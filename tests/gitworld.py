@@ -19,7 +19,7 @@ BASE_FILES: dict[str, str | Symlink | None] = {
 
 PAYMENTS = """import subprocess
 
-AWS_ACCESS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"
+AWS_ACCESS_KEY_ID = "AKIAZ2Q7WJ4KXN5BL3TP"
 
 
 def refund(order_id):

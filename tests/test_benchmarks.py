@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("pipeline.py", ["--files", "60", "--engine"], "static engine on"),
         ("large_pr.py", ["--files", "60", "--runs", "1"], "peak memory"),
         ("agent_tools.py", ["--files", "60"], "search_code rare pattern"),
+        ("static_quality.py", ["--cases", "2"], "recall against the bare tools"),
     ],
 )
 def test_a_benchmark_script_runs(script, args, expect):

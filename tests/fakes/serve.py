@@ -64,7 +64,7 @@ PUSHES = [
     (
         "fix the shell command in app/payments.py",
         {
-            "app/payments.py": 'import subprocess\n\nAWS_ACCESS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"\n\n\n'
+            "app/payments.py": 'import subprocess\n\nAWS_ACCESS_KEY_ID = "AKIAZ2Q7WJ4KXN5BL3TP"\n\n\n'
             "def refund(order_id):\n"
             '    return subprocess.call(["refund", "--order", str(order_id)])\n'
         },

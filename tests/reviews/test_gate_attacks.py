@@ -19,7 +19,7 @@ world, deliver, reply, claude_reviewer = (
 pytestmark = pytest.mark.django_db
 
 CLEAN = {"app/payments.py": "def refund(order_id):\n    return order_id\n"}
-SECRET_LINE = 'AWS_ACCESS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"'
+SECRET_LINE = 'AWS_ACCESS_KEY_ID = "AKIAZ2Q7WJ4KXN5BL3TP"'
 NO_KEY = PAYMENTS.replace(SECRET_LINE + "\n", "")
 UTIL = {"app/util.py": "def util():\n    return 1\n"}
 
@@ -98,7 +98,7 @@ def test_findings_past_the_comment_limit_stay_open_and_keep_the_check_failing(fa
     shell = Finding.objects.get(review__run=first, title__contains="shell=True")
     assert (shell.state, shell.suppression_reason) == ("open", "over the comment limit (1)")
     previous = world.pull.head_sha
-    world.push({"app/payments.py": PAYMENTS.replace('"AKIAIOSFODNN7EXAMPLE"', "None")})
+    world.push({"app/payments.py": PAYMENTS.replace('"AKIAZ2Q7WJ4KXN5BL3TP"', "None")})
     run = deliver(world, "synchronize", before=previous)
     check = last_check(world)
     assert check.conclusion == "failure"

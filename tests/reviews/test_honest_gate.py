@@ -414,7 +414,7 @@ def test_a_copied_finding_marker_does_not_stop_the_comment_or_steal_its_thread(w
     assert ours(comment)
     # Fixed later: Tasuku answers in its own thread, never the author's.
     previous = world.pull.head_sha
-    world.push({"app/payments.py": PAYMENTS.replace('"AKIAIOSFODNN7EXAMPLE"', "None")})
+    world.push({"app/payments.py": PAYMENTS.replace('"AKIAZ2Q7WJ4KXN5BL3TP"', "None")})
     deliver(world, "synchronize", before=previous)
     theirs = [
         t for t in world.fake.threads_of(REPO, world.pull.number) if not ours(t["comments"][0])

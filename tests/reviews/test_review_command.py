@@ -17,7 +17,7 @@ from reviews.models import Finding, ReviewRun
 
 pytestmark = pytest.mark.django_db
 
-PAY = 'import subprocess\nAWS = "AKIAIOSFODNN7EXAMPLE"\n\n\ndef refund(o):\n    cmd = f"refund {o}"\n    return subprocess.call(cmd, shell=True)\n'
+PAY = 'import subprocess\nAWS = "AKIAZ2Q7WJ4KXN5BL3TP"\n\n\ndef refund(o):\n    cmd = f"refund {o}"\n    return subprocess.call(cmd, shell=True)\n'
 
 
 def git(repo: Path, *args: str) -> str:

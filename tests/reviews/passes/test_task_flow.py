@@ -29,7 +29,7 @@ PAYMENTS_FIXED_SHELL = PAYMENTS.replace(
     '    return subprocess.call(["refund", "--order", str(order_id)])\n',
 )
 PAYMENTS_FIXED_ALL = PAYMENTS_FIXED_SHELL.replace(
-    'AWS_ACCESS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"\n', ""
+    'AWS_ACCESS_KEY_ID = "AKIAZ2Q7WJ4KXN5BL3TP"\n', ""
 )
 
 
