@@ -41,7 +41,8 @@ class Case:
     name: str
     base: dict[str, str | bytes]
     head: dict[str, str | bytes]
-    # (path, line or 0 for any, rule prefix) -> "worth" | "noise"
+    # (path, line or 0 for any, rule prefix) -> "worth" | "noise" | "nit" (fine to say,
+    # never blocking: a test key, a docs example)
     labels: dict[tuple[str, int, str], str] = field(default_factory=dict)
 
 
@@ -75,8 +76,8 @@ def corpus() -> list[Case]:
         Case("test keys and docs examples", {"README.md": "# Doc\n"}, {
             "tests/fixtures/aws.json": f'{{"key": "{AWS}"}}\n',
             "docs/setup.md": "Set `password = \"changeme\"` in `local.cfg`.\n",
-        }, {("tests/fixtures/aws.json", 0, "detect-secrets"): "noise",
-            ("docs/setup.md", 0, "detect-secrets"): "noise"}),
+        }, {("tests/fixtures/aws.json", 0, "detect-secrets"): "nit",
+            ("docs/setup.md", 0, "detect-secrets"): "nit"}),
         Case("a shell script with a dot in its name", {"README.md": "# x\n"}, {
             "install.nvm.sh": shell + "cp build/app.tar.gz $TARGET_DIR\n",
         }, {("install.nvm.sh", 3, "shellcheck:SC2086"): "worth"}),
@@ -134,6 +135,12 @@ def added_lines(repo: Path, base: str, head: str) -> dict[str, set[int]]:
     return added
 
 
+# What the bare tools say that is not a diagnostic of the code: shellcheck's "not following
+# a sourced file" (it ran without -x, which Tasuku uses), ruff's "could not read" (a file
+# that is not UTF-8; Tasuku reads it with replacement).
+NOT_DIAGNOSTICS = ("shellcheck:SC1091", "ruff:E902")
+
+
 def bare_tools(repo: Path, added: dict[str, set[int]]) -> tuple[set[tuple[str, int, str]], float]:
     """The bare tools' diagnostics on added lines, as (path, line, rule), and their time."""
     sys.path.insert(0, str(ROOT))
@@ -169,7 +176,9 @@ def bare_tools(repo: Path, added: dict[str, set[int]]) -> tuple[set[tuple[str, i
         for secret in secrets:
             found.add((path, secret["line_number"], "detect-secrets"))
     elapsed = time.perf_counter() - started
-    on_added = {(p, n, r) for p, n, r in found if n in added.get(p, set())}
+    on_added = {
+        (p, n, r) for p, n, r in found if n in added.get(p, set()) and r not in NOT_DIAGNOSTICS
+    }
     return on_added, elapsed
 
 
@@ -225,7 +234,7 @@ def main() -> None:
         else:
             cases = [(case, *build(case, where)) for case in corpus()[: args.cases]]
 
-        totals = dict(bare=0, recalled=0, off_line=0, worth=0, noise=0, unlabelled=0,
+        totals = dict(bare=0, recalled=0, off_line=0, worth=0, noise=0, nits=0, unlabelled=0,
                       blocking_noise=0, failed=0, engine_s=0.0, bare_s=0.0)  # fmt: skip
         print(f"{'case':38} {'recall':>8} {'off-line':>8} {'worth':>6} {'noise':>6} {'time':>8}")
         for case, repo, base, head in cases:
@@ -239,6 +248,10 @@ def main() -> None:
                 print(f"{case.name:38} FAILED: {error}")
                 continue
             findings = data["findings"]
+            conflicted = {f["path"] for f in findings if "conflict" in (f["title"] or "").lower()}
+            # Conflict markers make the file unparseable: ruff's syntax errors on them are
+            # the conflict Tasuku reports once.
+            truth = {t for t in truth if not (t[0] in conflicted and t[2] == "ruff:invalid-syntax")}
             reported = {(f["path"], f["start_line"], f.get("rule") or "") for f in findings}
             recalled = sum(
                 1
@@ -252,10 +265,11 @@ def main() -> None:
             published = [f for f in findings if f["state"] == "open"]
             labels = [label_of(case, f) for f in published]
             worth, noise = labels.count("worth"), labels.count("noise")
+            totals["nits"] += labels.count("nit")
             totals["blocking_noise"] += sum(
                 1
                 for f, label in zip(published, labels, strict=True)
-                if label == "noise" and f["blocking"]
+                if label in ("noise", "nit") and f["blocking"]
             )
             totals["bare"] += len(truth)
             totals["recalled"] += recalled
@@ -282,8 +296,9 @@ def main() -> None:
             if labelled
             else "no labelled findings"
         )
+        print(f"nits (test keys, docs examples) published as non-blocking: {totals['nits']}")
         print(f"unlabelled published findings: {totals['unlabelled']}")
-        print(f"blocking findings that are noise: {totals['blocking_noise']} (must be 0)")
+        print(f"blocking findings that are noise or nits: {totals['blocking_noise']} (must be 0)")
         ratio = totals["engine_s"] / totals["bare_s"] if totals["bare_s"] else 0
         print(
             f"time: Tasuku {totals['engine_s']:.1f} s, bare tools {totals['bare_s']:.1f} s"
