@@ -712,3 +712,24 @@ def test_a_model_review_that_stops_early_keeps_a_failing_check_failing(
     assert check.conclusion == "failure"
     assert check.output["title"] == "1 open finding (worst: high) · not reviewed in depth"
     assert open_titles(run) == ["Order id reaches a shell"]
+
+
+def test_a_checker_that_runs_out_of_memory_makes_the_review_partial_never_success(
+    fake_github, deliver, settings
+):
+    from tests.sandbox.test_static_quality import big_script
+
+    # 150 MB is enough for shellcheck on a small script, not on a 1,300-line one.
+    settings.TASUKU_STATIC_CHECKER_MEMORY_MB = "150"
+    world = world_build(fake_github, head_files={
+        "deploy/install.sh": big_script(120), "app/util.py": "import os\n",
+    })  # fmt: skip
+    run = deliver(world)
+    review = Review.objects.get(run=run)
+    assert "shellcheck ran out of memory" in review.shortfall
+    # The other checkers' findings are published; the check says what did not run.
+    assert Finding.objects.filter(review=review, path="app/util.py", state="open").exists()
+    check = last_check(world)
+    assert check.conclusion == "neutral"
+    assert check.output["title"].endswith("· not reviewed in depth")
+    assert "shellcheck ran out of memory" in check.output["summary"]

@@ -129,7 +129,9 @@ def _hard_limit() -> int:
 def test_a_ruff_that_crashes_or_talks_nonsense_makes_the_review_partial(
     tmp_path, monkeypatch, body, says
 ):
-    monkeypatch.setattr(ruff, "tool", lambda name: fake_tool(tmp_path / "..", body))
+    # Written once: rewriting it at every call races with a thread executing it (ETXTBSY).
+    fake = fake_tool(tmp_path / "..", body)
+    monkeypatch.setattr(ruff, "tool", lambda name: fake)
     result = review(tmp_path, {"app.py": "import os\n", "run.sh": "#!/bin/sh\nrm -rf $DIR/x\n"})
     assert ("run.sh", "shellcheck:SC2086") in rules(result)
     assert not any(rule.startswith("ruff:") for _, rule in rules(result))
@@ -138,9 +140,8 @@ def test_a_ruff_that_crashes_or_talks_nonsense_makes_the_review_partial(
 
 def test_a_checker_that_times_out_makes_the_review_partial(tmp_path, monkeypatch):
     monkeypatch.setattr(common, "CHECKER_TIMEOUT", 1)
-    monkeypatch.setattr(
-        shellcheck, "tool", lambda name: fake_tool(tmp_path / "..", "import time\ntime.sleep(30)")
-    )
+    fake = fake_tool(tmp_path / "..", "import time\ntime.sleep(30)")
+    monkeypatch.setattr(shellcheck, "tool", lambda name: fake)
     result = review(tmp_path, {"run.sh": "#!/bin/sh\necho $X\n", "app.py": "import os\n"})
     assert ("app.py", "ruff:F401") in rules(result)
     assert result.partial.startswith('shellcheck did not finish within 1s on "run.sh"')
