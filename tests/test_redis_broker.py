@@ -46,7 +46,9 @@ def test_a_doorbell_goes_through_redis_when_tasuku_redis_url_is_set():
 
         assert "orm" not in settings.Q_CLUSTER and "broker_class" not in settings.Q_CLUSTER
         assert not broker._shares_the_database()
-        queue = get_broker("tasuku-redis-test")
+        import os
+        # A queue of this process's own: CI runs two suites against one Redis at once.
+        queue = get_broker(f"tasuku-redis-test-{os.getpid()}")
         queue.purge_queue()
         broker.async_task("reviews.tasks.run_process", 41, task_name="run-41",
                           broker=queue)
