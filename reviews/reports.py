@@ -183,7 +183,13 @@ def report_text(review: dict[str, Any], findings: list[dict[str, Any]]) -> str:
                  + (f", {len(closed)} resolved or outdated since the last review" if closed else "")
                  + ".")  # fmt: skip
     if review.get("triage", {}).get("verdict") == "trivial":
-        lines.append(f"Triage: trivial — {review['triage']['summary']} Not reviewed in depth.")
+        # Triage stops only an engine that costs money; the static engine still reviewed.
+        depth = (
+            "Not reviewed in depth."
+            if review.get("engine") == "triage"
+            else ("Reviewed all the same (triage only spares a paid model).")
+        )
+        lines.append(f"Triage: trivial — {review['triage']['summary']} {depth}")
     for item in review["filtered"]:
         path, reason, rule = _filtered(item)
         lines.append(

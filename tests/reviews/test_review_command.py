@@ -286,3 +286,12 @@ def test_findings_carried_past_a_trivial_change_are_at_their_new_lines_in_every_
     _, text = review(repo)
     for (path, _), line in expected.items():
         assert f"{path}:{line}" in text
+
+
+def test_a_docs_only_change_is_triaged_trivial_and_still_reviewed_by_the_static_engine(repo):
+    commit(repo, {"README.md": "# Shop\n\nGITHUB_TOKEN=ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8\n"},
+           "docs")  # fmt: skip
+    code, out = review(repo, "--base", "HEAD~1", "--fail-on", "high")
+    assert code == 1
+    assert "README.md:3 critical (blocking)" in out
+    assert "Triage: trivial" in out and "Reviewed all the same" in out
