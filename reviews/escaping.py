@@ -89,7 +89,9 @@ def inline_text(text: str | None, limit: int = INLINE_LIMIT) -> str:
     # Bounded before escaping: a cut made afterwards could fall inside a code span and
     # leave what follows it raw.
     text = _bounded(" ".join(_clean(text or "").split()), limit)
-    return _outside_code(text, lambda part: _inert_links(_prose(part)))
+    # Links first: it doubles backslashes, so the backtick escapes `_prose` adds stay
+    # single (a doubled one would leave the backtick live).
+    return _outside_code(text, lambda part: _prose(_inert_links(part)))
 
 
 def block_text(text: str | None, limit: int = BLOCK_LIMIT) -> str:

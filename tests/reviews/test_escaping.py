@@ -200,3 +200,9 @@ def test_evidence_cannot_close_tasukus_details():
                            evidence="`x\n\n</details>\n\n@acme/team\n\ny`")], DIFF, GateConfig())  # fmt: skip
     body = comment_body(finding)
     assert body.count("</details>") == 1
+
+
+def test_a_lone_backtick_in_a_title_is_escaped_once():
+    # `\\`` would render a literal backslash and leave the backtick live.
+    assert inline_text("a ` b") == "a \\` b"
+    assert inline_text("C:\\path ` x") == "C:\\\\path \\` x"
