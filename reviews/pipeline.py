@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -659,7 +660,17 @@ def clone(ctx: Context, workspace: Workspace, previous: str | None) -> Checkout:
         head_sha=ctx.run.head_sha,
         base_sha=ctx.run.base_sha,
         previous_sha=previous,
+        mirror=mirror_for(ctx.repository),
     )
+
+
+def mirror_for(repository) -> Path | None:
+    """The repository's mirror in the checkout cache, by its GitHub id (a rename keeps
+    it; no two repositories share one), or None with the cache off."""
+    cache = settings.TASUKU_CHECKOUT_CACHE
+    if not cache or cache.lower() == "off":
+        return None
+    return Path(cache) / f"{repository.github_id}.git"
 
 
 def model_triaged(

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from django.conf import settings
+
 from reviews import pipeline, replies, runs
+from sandbox.workspace import mirrors_prune
 
 
 def run_process(run_pk: int) -> str:
@@ -16,6 +21,10 @@ def run_conclude(run_pk: int) -> None:
 def runs_reap() -> dict[str, int]:
     result = runs.runs_reap()
     result["replies"] = replies.replies_sweep()
+    cache = settings.TASUKU_CHECKOUT_CACHE
+    if cache and cache.lower() != "off":
+        days = settings.TASUKU_CHECKOUT_CACHE_DAYS
+        result["mirrors_pruned"] = len(mirrors_prune(Path(cache), days * 86400))
     return result
 
 

@@ -1,5 +1,11 @@
 """The checkout an engine reviews: the pull request's exact head commit, cloned with a
-short-lived read-only token, then sanitised (DESIGN §5).
+short-lived read-only token, then sanitised.
+
+With a checkout cache (`TASUKU_CHECKOUT_CACHE`), each repository has a bare mirror that
+is fetched incrementally — only the commits and blobs it does not hold yet — and each
+review's checkout is a worktree of it: a re-review of a pull request fetches its new
+commits, not the repository again. The mirror is locked while a checkout is made from it;
+one that fails is set aside and the checkout cloned afresh.
 
 The token reaches git through `GIT_CONFIG_*` environment variables as an HTTP header:
 never in a URL, in `.git/config`, on disk or in a log. The diff is computed locally
@@ -10,12 +16,16 @@ removed. The workspace is deleted on exit, also when the review fails.
 from __future__ import annotations
 
 import base64
+import fcntl
 import logging
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +38,13 @@ logger = logging.getLogger(__name__)
 AGENT_FILES = {"claude.md", "claude.local.md", "agents.md", "agents.override.md", ".mcp.json"}
 AGENT_DIRS = {".claude", ".codex", ".git"}
 GIT_TIMEOUT = 600
+# How long a checkout waits for another run's use of the same mirror (a fetch and a
+# checkout: seconds, rarely minutes) before it clones afresh instead.
+MIRROR_WAIT = 300
+# Packs a mirror may gather (one per fetch) before they are repacked into one.
+MIRROR_PACKS = 32
+# Commits a mirror keeps a ref to (the heads and bases of recent reviews).
+MIRROR_REFS = 200
 COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # Every diff: names unquoted (git still quotes a name with a quote, a backslash or a
 # control character: reviews/diff.py reads those), no colour, and no program or
@@ -89,32 +106,34 @@ class Workspace:
         head_sha: str,
         base_sha: str,
         previous_sha: str | None = None,
+        mirror: Path | None = None,
     ) -> Checkout:
         """Fetch the head and base commits (history without blobs) from GitHub, then
-        diff, check out the head and sanitise (see `_prepare`)."""
+        diff, check out the head and sanitise (see `_prepare`). With `mirror`, through
+        that repository's checkout cache (see the module's docstring)."""
         assert self.path is not None, "use Workspace as a context manager"
         _commit_ids(head_sha, base_sha, previous_sha)
+        env = _git_env(token, self.path)
         root = self.path / "checkout"
-        root.mkdir()
-        git = _Git(root, _git_env(token, self.path))
-        git("init", "--quiet")
-        git("remote", "add", "origin", clone_url)
-        git(
-            "fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", head_sha, base_sha,
-            what="fetch the pull request's commits",
-        )  # fmt: skip
-        if previous_sha and previous_sha not in (head_sha, base_sha):
-            # After a force push the old head may be gone from GitHub: then it is no base.
-            git(
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--filter=blob:none",
-                "origin",
-                previous_sha,
-                check=False,
-            )
-        return _prepare(git, root, head_sha=head_sha, base_sha=base_sha, previous_sha=previous_sha)
+        shas = {"head_sha": head_sha, "base_sha": base_sha, "previous_sha": previous_sha}
+        broken = False
+        if mirror is not None:
+            try:
+                return _from_mirror(mirror, root, env, clone_url, **shas)
+            except _MirrorBusy:
+                logger.info("checkout cache %s is busy: cloning afresh", mirror)
+            except (CloneError, OSError) as exc:
+                if isinstance(exc, CloneError) and exc.permanent:
+                    raise
+                logger.warning("checkout cache %s failed (%s): cloning afresh", mirror, exc)
+                broken = True
+            if root.exists():
+                _remove_tree(root)
+        checkout = _clone_fresh(root, env, clone_url, **shas)
+        if broken and mirror is not None:
+            # GitHub served the clone: the mirror, not the network, was at fault.
+            mirror_discard(mirror)
+        return checkout
 
     def checkout_local(
         self, *, repository: Path, head_sha: str, base_sha: str, previous_sha: str | None = None
@@ -126,9 +145,152 @@ class Workspace:
         env = _git_env("", self.path, authenticate=False)
         _Git(self.path, env)("clone", "--quiet", "--no-checkout", "--shared", str(repository), str(root),
                             what="copy the repository")  # fmt: skip
+        _attributes_neutralise(root / ".git")
         return _prepare(
             _Git(root, env), root, head_sha=head_sha, base_sha=base_sha, previous_sha=previous_sha
         )
+
+
+def _clone_fresh(
+    root: Path,
+    env: dict[str, str],
+    clone_url: str,
+    *,
+    head_sha: str,
+    base_sha: str,
+    previous_sha: str | None,
+) -> Checkout:
+    """A repository of the review's own, fetched from GitHub for this checkout alone."""
+    root.mkdir()
+    git = _Git(root, env)
+    git("init", "--quiet")
+    git("remote", "add", "origin", clone_url)
+    _attributes_neutralise(root / ".git")
+    git(
+        "fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", head_sha, base_sha,
+        what="fetch the pull request's commits",
+    )  # fmt: skip
+    if previous_sha and previous_sha not in (head_sha, base_sha):
+        # After a force push the old head may be gone from GitHub: then it is no base.
+        git("fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", previous_sha,
+            check=False)  # fmt: skip
+    return _prepare(git, root, head_sha=head_sha, base_sha=base_sha, previous_sha=previous_sha)
+
+
+class _MirrorBusy(Exception):
+    """Another run held the repository's mirror for longer than MIRROR_WAIT."""
+
+
+def _from_mirror(
+    mirror: Path,
+    root: Path,
+    env: dict[str, str],
+    clone_url: str,
+    *,
+    head_sha: str,
+    base_sha: str,
+    previous_sha: str | None,
+) -> Checkout:
+    """The checkout as a worktree of the repository's bare mirror, fetching into the
+    mirror only what it lacks. Each fetched commit is kept under `refs/tasuku/<sha>`: a
+    fetch offers those as what it has, so GitHub sends only the new history (a mirror
+    without refs would be sent everything again), and they keep the objects from being
+    pruned. Blobs arrive as the diff and the checkout need them, into the mirror."""
+    mirror.parent.mkdir(parents=True, exist_ok=True)
+    with _mirror_locked(mirror):
+        git = _Git(mirror, env)
+        if not (mirror / "HEAD").is_file():
+            if mirror.exists():
+                _remove_tree(mirror)
+            _Git(mirror.parent, env)("init", "--quiet", "--bare", str(mirror),
+                                     what="create the checkout cache")  # fmt: skip
+            # Tidied here, under the lock, never by a background gc.
+            git("config", "gc.auto", "0")
+            git("config", "maintenance.auto", "false")
+            git("remote", "add", "origin", clone_url)
+        else:
+            git("remote", "set-url", "origin", clone_url)  # the repository may be renamed
+        _attributes_neutralise(mirror)  # a worktree reads its common directory's info/
+        git(
+            "fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", head_sha, base_sha,
+            what="fetch the pull request's commits",
+        )  # fmt: skip
+        kept = [head_sha, base_sha]
+        if previous_sha and previous_sha not in kept:
+            git("fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", previous_sha,
+                check=False)  # fmt: skip
+            kept.append(previous_sha)
+        for sha in kept:
+            git("update-ref", f"refs/tasuku/{sha}", sha, check=False)  # absent: not kept
+        git("worktree", "prune")
+        git("worktree", "add", "--quiet", "--detach", "--no-checkout", str(root), head_sha,
+            what="make the checkout")  # fmt: skip
+        checkout = _prepare(
+            _Git(root, env), root, head_sha=head_sha, base_sha=base_sha, previous_sha=previous_sha
+        )
+        _mirror_tidy(git, mirror)
+    return checkout
+
+
+@contextmanager
+def _mirror_locked(mirror: Path, wait: float | None = None) -> Iterator[None]:
+    lock = mirror.with_name(mirror.name + ".lock")
+    with open(lock, "a") as handle:
+        deadline = time.monotonic() + (MIRROR_WAIT if wait is None else wait)
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise _MirrorBusy(str(mirror)) from None
+                time.sleep(0.1)
+        try:
+            os.utime(lock)  # when the mirror was last used (see mirrors_prune)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _mirror_tidy(git: _Git, mirror: Path) -> None:
+    """Keep the MIRROR_REFS most recent commits' refs, and fold the packs fetches leave
+    into one when they pile up (objects no kept ref reaches go then)."""
+    refs = git("for-each-ref", "--sort=-committerdate", "--format=%(refname)",
+               "refs/tasuku/").split()  # fmt: skip
+    for ref in refs[MIRROR_REFS:]:
+        git("update-ref", "-d", ref, check=False)
+    if len(list((mirror / "objects" / "pack").glob("*.pack"))) > MIRROR_PACKS:
+        git("repack", "-a", "-d", "-q", check=False)
+
+
+def mirror_discard(mirror: Path) -> bool:
+    """Remove a mirror (it failed, or has not been used for long), unless a run is using
+    it. The next review of its repository makes a new one."""
+    try:
+        with _mirror_locked(mirror, wait=0):
+            if mirror.exists():
+                _remove_tree(mirror)
+            return True
+    except (_MirrorBusy, OSError):
+        return False
+
+
+def mirrors_prune(root: Path, max_age_seconds: float) -> list[str]:
+    """Remove the mirrors under `root` that no review has used for `max_age_seconds`."""
+    removed: list[str] = []
+    if not root.is_dir():
+        return removed
+    now = time.time()
+    for lock in root.glob("*.git.lock"):
+        mirror = lock.with_name(lock.name.removesuffix(".lock"))
+        try:
+            idle = now - lock.stat().st_mtime
+        except OSError:
+            continue
+        if idle > max_age_seconds and mirror_discard(mirror):
+            lock.unlink(missing_ok=True)
+            removed.append(mirror.name)
+    return removed
 
 
 def _prepare(
@@ -143,7 +305,6 @@ def _prepare(
     base, never as a three-dot compare that would pull in upstream changes.
     """
     _commit_ids(head_sha, base_sha, previous_sha)
-    _attributes_neutralise(root)
     found = git("merge-base", head_sha, base_sha, check=False)
     merge_base = found.strip() or base_sha
     incremental = None
@@ -207,8 +368,8 @@ def _commit_ids(*shas: str | None) -> None:
             raise CloneError(f"Not a commit id: {sha[:80]!r}.", permanent=True)
 
 
-def _attributes_neutralise(root: Path) -> None:
-    info = root / ".git" / "info"
+def _attributes_neutralise(git_dir: Path) -> None:
+    info = git_dir / "info"
     info.mkdir(parents=True, exist_ok=True)
     (info / "attributes").write_text(NEUTRAL_ATTRIBUTES)
 
@@ -335,7 +496,8 @@ def sanitise(root: Path) -> list[str]:
                     continue
             if name.lower() in AGENT_FILES or name.lower() == ".git":
                 path.unlink()
-                removed.append(relative)
+                if name != ".git" or here != root:  # a worktree's own link always goes
+                    removed.append(relative)
     return sorted(removed)
 
 

@@ -10,6 +10,7 @@ traceback in the middle of a review.
 from __future__ import annotations
 
 import secrets
+import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -273,6 +274,13 @@ TASUKU_RUN_DEADLINE_SECONDS = 45 * 60
 TASUKU_METRICS_TOKEN = env.str("TASUKU_METRICS_TOKEN", default="")
 # Where workspaces are created (a fresh folder per run, removed afterwards).
 TASUKU_WORKSPACE_ROOT = env.str("TASUKU_WORKSPACE_ROOT", default="") or None
+# The checkout cache: a bare mirror per repository, fetched incrementally, that each
+# review's checkout is made from (sandbox/workspace.py). `off` clones every review afresh.
+# Safe to delete at any time; a mirror no review used for TASUKU_CHECKOUT_CACHE_DAYS goes.
+TASUKU_CHECKOUT_CACHE = env.str("TASUKU_CHECKOUT_CACHE", default="") or str(
+    Path(TASUKU_WORKSPACE_ROOT or tempfile.gettempdir()) / "tasuku-mirrors"
+)
+TASUKU_CHECKOUT_CACHE_DAYS = _positive_int(env.str("TASUKU_CHECKOUT_CACHE_DAYS", default="14"), 14)
 
 # --- Model reviewers ----------------------------------------------------------------------
 # Site-wide keys and servers for the model engines; a reviewer's own key or base URL (set

@@ -39,11 +39,13 @@ def fake_github_server(test_app: TestApp) -> Iterator[FakeGitHub]:
 
 @pytest.fixture
 def fake_github(
-    fake_github_server: FakeGitHub, test_app: TestApp, settings
+    fake_github_server: FakeGitHub, test_app: TestApp, settings, tmp_path_factory
 ) -> Iterator[FakeGitHub]:
     """The fake GitHub, emptied, with the test App registered, and Tasuku configured
-    to talk to it."""
+    to talk to it (with a checkout cache of the test's own: its repositories' ids are
+    the next test's too)."""
     fake = fake_github_server
+    settings.TASUKU_CHECKOUT_CACHE = str(tmp_path_factory.mktemp("mirrors"))
     fake.reset()
     fake.add_app(test_app.app_id, test_app.public_key, test_app.slug)
     settings.GITHUB_API_URL = fake.url

@@ -1,6 +1,8 @@
 """Test settings: the product's settings with the GitHub App blanked (each test that
 needs it points it at the fake GitHub server) and waits shortened."""
 
+import tempfile
+
 from tasuku.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -21,5 +23,8 @@ GITHUB_MAX_RATE_LIMIT_WAIT = "3"
 GITHUB_SECONDS_BETWEEN_REQUESTS = None
 GITHUB_SECONDS_BETWEEN_WRITES = None
 TASUKU_BASE_URL = "http://tasuku.test"
+# A checkout cache of the test process's own (tests that use the fake GitHub get one of
+# their own test's: tests/conftest.py).
+TASUKU_CHECKOUT_CACHE = tempfile.mkdtemp(prefix="tasuku-test-mirrors-")
 ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost", "tasuku.test"]
 TASUKU_ENABLE_NEW_REPOSITORIES = True

@@ -1,0 +1,190 @@
+"""The checkout cache: one bare mirror per repository, fetched incrementally; each
+review's checkout is a worktree of it, exactly what a fresh clone gives."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from repos import github
+from sandbox import workspace as workspace_module
+from sandbox.errors import CloneError
+from sandbox.workspace import Workspace, mirror_discard, mirrors_prune
+from tests.gitworld import REPO, REPO_ID, world_build
+
+
+def _objects(mirror: Path) -> int:
+    out = subprocess.run(
+        ["git", "count-objects", "-v"], cwd=mirror, capture_output=True, text=True, check=True
+    ).stdout
+    counts = dict(line.split(": ") for line in out.splitlines())
+    return int(counts["count"]) + int(counts["in-pack"])
+
+
+def _checkout(fake, tmp_path, head, base, previous=None, *, mirror=None):
+    token = github.gateway().contents_token(installation_id=41, repository_id=REPO_ID)
+    with Workspace(str(tmp_path)) as ws:
+        checkout = ws.checkout(
+            clone_url=f"{fake.url}/{REPO}.git", token=token, head_sha=head, base_sha=base,
+            previous_sha=previous, mirror=mirror,
+        )  # fmt: skip
+        files = {
+            str(p.relative_to(checkout.root)): p.read_bytes()
+            for p in sorted(checkout.root.rglob("*"))
+            if p.is_file()
+        }
+        facts = (checkout.diff, checkout.pull_request_files, checkout.whitespace_only,
+                 checkout.incremental_since, checkout.previous_diff, checkout.anchor_diff,
+                 checkout.merge_base, checkout.removed)  # fmt: skip
+    return facts, files
+
+
+@pytest.fixture
+def history(fake_github):
+    """A pull request on a repository with some history (so that a fetch of everything
+    and a fetch of one new commit differ plainly)."""
+    world = world_build(fake_github)
+    for n in range(12):
+        world.base = world.git.commit(
+            {f"lib/mod{n}.py": f"VALUE = {n}\n" * 20}, parent=world.base, branch="main"
+        )
+    world.pull.base_sha = world.base
+    world.head = world.push({"app/payments.py": "print('rebased')\n"})
+    return world
+
+
+def test_a_checkout_from_the_mirror_is_the_checkout_a_fresh_clone_gives(
+    fake_github, history, tmp_path
+):
+    mirror = tmp_path / "mirrors" / "9001.git"
+    first = history.head
+    assert _checkout(fake_github, tmp_path, first, history.base, mirror=mirror) == _checkout(
+        fake_github, tmp_path, first, history.base
+    )
+    second = history.push({"app/payments.py": "print('second')\n", "notes.txt": "x\n"})
+    # An incremental review of the new commit, from the warm mirror and afresh.
+    assert _checkout(fake_github, tmp_path, second, history.base, first, mirror=mirror) == (
+        _checkout(fake_github, tmp_path, second, history.base, first)
+    )
+    assert not (tmp_path / "checkout").exists()
+    assert {p.name for p in tmp_path.iterdir()} == {"mirrors"}  # workspaces are gone
+
+
+def test_a_re_review_fetches_only_what_the_mirror_lacks(fake_github, history, tmp_path):
+    mirror = tmp_path / "mirrors" / "9001.git"
+    _checkout(fake_github, tmp_path, history.head, history.base, mirror=mirror)
+    cold = _objects(mirror)
+    second = history.push({"app/payments.py": "print('second')\n"})
+    _checkout(fake_github, tmp_path, second, history.base, history.head, mirror=mirror)
+    # one commit, its root and app/ trees, the changed blob
+    assert 0 < _objects(mirror) - cold <= 5
+    assert cold > 40  # what a fresh clone fetches every time
+    # The same head again fetches nothing.
+    before = _objects(mirror)
+    _checkout(fake_github, tmp_path, second, history.base, second, mirror=mirror)
+    assert _objects(mirror) == before
+    worktrees = mirror / "worktrees"
+    assert not worktrees.exists() or len(list(worktrees.iterdir())) <= 1
+
+
+def test_the_pull_requests_attributes_do_not_change_the_checkout_from_the_mirror(
+    fake_github, tmp_path
+):
+    world = world_build(
+        fake_github,
+        head_files={".gitattributes": "*.txt text eol=crlf\n", "a.txt": "one\ntwo\n"},
+    )
+    _, files = _checkout(fake_github, tmp_path, world.head, world.base,
+                         mirror=tmp_path / "m" / "1.git")  # fmt: skip
+    assert files["a.txt"] == b"one\ntwo\n"
+    assert ".git" not in files  # the worktree's link to the mirror is gone, unreported
+
+
+def test_the_token_lands_nowhere_in_the_mirror(fake_github, history, tmp_path):
+    mirror = tmp_path / "mirrors" / "9001.git"
+    _checkout(fake_github, tmp_path, history.head, history.base, mirror=mirror)
+    token = github.gateway().contents_token(installation_id=41, repository_id=REPO_ID)
+    for path in mirror.rglob("*"):
+        if path.is_file():
+            assert token.encode() not in path.read_bytes(), path
+    assert "x-access-token" not in (mirror / "config").read_text()
+
+
+def test_a_broken_mirror_is_set_aside_and_the_review_cloned_afresh(fake_github, history, tmp_path):
+    mirror = tmp_path / "mirrors" / "9001.git"
+    expected = _checkout(fake_github, tmp_path, history.head, history.base)
+    _checkout(fake_github, tmp_path, history.head, history.base, mirror=mirror)
+    for pack in (mirror / "objects" / "pack").iterdir():
+        pack.write_bytes(b"garbage")  # a disk fault
+    assert _checkout(fake_github, tmp_path, history.head, history.base, mirror=mirror) == expected
+    assert not mirror.exists()  # discarded; the next review makes a new one
+    assert _checkout(fake_github, tmp_path, history.head, history.base, mirror=mirror) == expected
+    assert (mirror / "HEAD").is_file()
+
+
+def test_a_busy_mirror_does_not_hold_a_review_up_nor_is_it_discarded(
+    fake_github, history, tmp_path, monkeypatch
+):
+    mirror = tmp_path / "mirrors" / "9001.git"
+    _checkout(fake_github, tmp_path, history.head, history.base, mirror=mirror)
+    monkeypatch.setattr(workspace_module, "MIRROR_WAIT", 0.3)
+    with open(mirror.with_name("9001.git.lock"), "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another worker is fetching
+        facts, files = _checkout(fake_github, tmp_path, history.head, history.base, mirror=mirror)
+    assert b"rebased" in files["app/payments.py"]
+    assert (mirror / "HEAD").is_file()
+
+
+def test_a_commit_gone_from_github_is_still_a_permanent_error_with_a_mirror(
+    fake_github, history, tmp_path
+):
+    mirror = tmp_path / "mirrors" / "9001.git"
+    with pytest.raises(CloneError) as caught:
+        _checkout(fake_github, tmp_path, "f" * 40, history.base, mirror=mirror)
+    assert caught.value.permanent
+
+
+def test_reviews_of_one_repository_at_once_share_its_mirror(fake_github, history, tmp_path):
+    mirror = tmp_path / "mirrors" / "9001.git"
+    second = history.push({"app/payments.py": "print('second')\n"})
+    results: dict[str, bytes] = {}
+    errors: list[BaseException] = []
+
+    def review(head: str) -> None:
+        try:
+            _, files = _checkout(fake_github, tmp_path, head, history.base, mirror=mirror)
+            results[head] = files["app/payments.py"]
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=review, args=(h,)) for h in (history.head, second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert results == {history.head: b"print('rebased')\n", second: b"print('second')\n"}
+
+
+def test_idle_mirrors_are_pruned_and_busy_or_recent_ones_kept(tmp_path):
+    root = tmp_path / "mirrors"
+    for name in ("1.git", "2.git", "3.git"):
+        (root / name).mkdir(parents=True)
+        (root / name / "HEAD").write_text("ref: refs/heads/main\n")
+        (root / f"{name}.lock").touch()
+    old = time.time() - 30 * 86400
+    os.utime(root / "1.git.lock", (old, old))
+    os.utime(root / "2.git.lock", (old, old))
+    with open(root / "2.git.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # in use right now
+        assert mirrors_prune(root, 14 * 86400) == ["1.git"]
+    assert not (root / "1.git").exists() and not (root / "1.git.lock").exists()
+    assert (root / "2.git").exists() and (root / "3.git").exists()
+    assert mirrors_prune(tmp_path / "none", 1) == []
+    assert mirror_discard(root / "3.git") and not (root / "3.git").exists()
