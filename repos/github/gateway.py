@@ -22,6 +22,7 @@ from repos.github.clients import (
     token_cache,
     token_key,
 )
+from repos.github.commits import CommitCalls
 from repos.github.config import AppCredentials, RetryPolicy, credentials, retry_policy
 from repos.github.conversation import ConversationCalls
 from repos.github.errors import GitHubError, classify
@@ -53,7 +54,7 @@ PERMISSIONS_TTL_SECONDS = 300.0
 _slugs: dict[tuple[str, int], str] = {}
 
 
-class GitHubGateway(ConversationCalls, CheckCalls, ActionsCalls):
+class GitHubGateway(ConversationCalls, CheckCalls, CommitCalls, ActionsCalls):
     """One App's view of GitHub. Cheap to create; tokens and clients are cached per
     process (never on disk: they are credentials)."""
 

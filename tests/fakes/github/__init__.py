@@ -27,6 +27,9 @@ faithful where Tasuku's correctness depends on it:
   and (`oidc`) the OIDC issuer of the runs' jobs: discovery, JWKS, key rotation, tokens
   minted for a run (`oidc_token`, or through `actions_runner_env` as a job asks) and
   forged ones.
+- Merge queues (`merge_queue`): merge groups built in a git-backed repository's history
+  (`merge_queue_enqueue`, `merge_queue_merge`), commits compared as GitHub compares them,
+  and the pull requests associated with a commit.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from tests.fakes.github.actions import ActionsRoutes, ActionsRun, Workflow
 from tests.fakes.github.apps import AppsRoutes
 from tests.fakes.github.checks import ChecksRoutes
 from tests.fakes.github.git import GitRepo, GitRoutes, Symlink
+from tests.fakes.github.merge_queue import MergeQueueRoutes
 from tests.fakes.github.oidc import OidcKey, OidcRoutes
 from tests.fakes.github.pulls import PullsRoutes
 from tests.fakes.github.server import FakeGitHubBase, _Handler
@@ -57,6 +61,7 @@ class FakeGitHub(
     # first: these extend the base's __init__ and reset
     ActionsRoutes,
     OidcRoutes,
+    MergeQueueRoutes,
     FakeGitHubBase,
     AppsRoutes,
     PullsRoutes,

@@ -93,7 +93,8 @@ class ChecksRoutes:
         for key in ("name", "head_sha"):
             if not body.get(key):
                 raise HTTPError(422, f'Invalid request.\n\n"{key}" wasn\'t supplied.')
-        if body["head_sha"] not in repo.commits:
+        # Any commit of the repository, a pull request's head or not (a merge group's).
+        if body["head_sha"] not in repo.commits and not self._is_commit(repo, body["head_sha"]):
             raise HTTPError(422, f"No commit found for SHA: {body['head_sha']}")
         fields = self._check_run_fields(body, None)
         token = request.token
