@@ -130,14 +130,15 @@ def test_dispatch_refusals_carry_githubs_messages(world):
     body = {"ref": "main", "inputs": {"tasuku_run_id": "1"}}
     assert refused(world, body, workflow="nope.yml") == (404, "Not Found")
     assert refused(world, {**body, "ref": "nope"}) == (422, "No ref found for: nope")
-    assert refused(world, {"inputs": {}})[0] == 422
+    with world.contract.tolerated():  # requests GitHub's description refuses, on purpose
+        assert refused(world, {"inputs": {}})[0] == 422
+        many = {f"i{n}": "x" for n in range(26)}
+        status, message = refused(world, {**body, "inputs": many})
     assert refused(world, {**body, "inputs": {"tasuku_run_id": "1", "x": "2"}}) == (
         422,
         'Unexpected inputs provided: ["x"]',
     )
     assert refused(world, {"ref": "main"}) == (422, "Required input 'tasuku_run_id' not provided")
-    many = {f"i{n}": "x" for n in range(26)}
-    status, message = refused(world, {**body, "inputs": many})
     assert (status, "25" in message) == (422, True)
     assert refused(world, body, permissions={"actions": "read"}) == (
         403,

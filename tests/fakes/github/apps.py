@@ -21,16 +21,7 @@ class AppsRoutes:
     def _get_app(self, request: Request) -> Response:
         app = request.app
         assert app is not None
-        return (
-            200,
-            {
-                "id": app.id,
-                "slug": app.slug,
-                "name": app.name,
-                "owner": self._user_json("tasuku-org", "Organization"),
-            },
-            {},
-        )
+        return 200, self._app_json(app), {}
 
     def _list_installations(self, request: Request) -> Response:
         assert request.app is not None

@@ -11,6 +11,7 @@ import re
 import time
 from typing import Any
 
+from tests.fakes.github import shapes
 from tests.fakes.github.git import GitRepo
 from tests.fakes.github.state import (
     HTTPError,
@@ -73,6 +74,34 @@ def position_to_line(patch: str, position: int) -> tuple[int, str] | None:
         elif text.startswith("-"):
             old += 1
         elif not text.startswith("\\"):
+            old += 1
+            new += 1
+    return None
+
+
+def line_to_position(patch: str | None, line: int | None, side: str) -> int | None:
+    """The legacy `position` of `line` on `side` (the inverse of `position_to_line`)."""
+    if not patch or line is None:
+        return None
+    old = new = 0
+    for index, text in enumerate(patch.splitlines()):
+        match = HUNK_RE.match(text)
+        if match:
+            old, new = int(match.group(1)), int(match.group(3))
+            continue
+        if text.startswith("\\"):
+            continue
+        if text.startswith("+"):
+            if side == "RIGHT" and new == line:
+                return index
+            new += 1
+        elif text.startswith("-"):
+            if side == "LEFT" and old == line:
+                return index
+            old += 1
+        else:
+            if (side == "RIGHT" and new == line) or (side == "LEFT" and old == line):
+                return index
             old += 1
             new += 1
     return None
@@ -151,18 +180,36 @@ class PullsRoutes:
 
     def _review_json(self, repo: Repo, review: dict[str, Any]) -> dict[str, Any]:
         url = self.url  # type: ignore[attr-defined]
+        number = review["_number"]
         return {
             **{k: v for k, v in review.items() if not k.startswith("_")},
-            "html_url": f"{url}/{repo.full_name}/pull/{review['_number']}#pullrequestreview-{review['id']}",
-            "pull_request_url": f"{url}/repos/{repo.full_name}/pulls/{review['_number']}",
+            "html_url": f"{url}/{repo.full_name}/pull/{number}#pullrequestreview-{review['id']}",
+            "pull_request_url": f"{url}/repos/{repo.full_name}/pulls/{number}",
+            "_links": shapes.review_links(url, repo.full_name, number, review["id"]),
         }
 
     def _comment_json(self, repo: Repo, comment: dict[str, Any]) -> dict[str, Any]:
         url = self.url  # type: ignore[attr-defined]
+        number = comment["_number"]
+        if "original_position" not in comment:
+            # The legacy diff position, as GitHub records it when the comment is made.
+            pull = repo.pulls[number]
+            files = {f.filename: f for f in self._files_of(repo, pull)}
+            file = files.get(comment.get("path") or "")
+            position = line_to_position(
+                file.patch if file else None, comment.get("line"), comment.get("side") or "RIGHT"
+            )
+            # (1 for a comment a test placed off the diff, which GitHub would have refused)
+            comment["original_position"] = comment["position"] = position or 1
         return {
             **{k: v for k, v in comment.items() if not k.startswith("_")},
-            "html_url": f"{url}/{repo.full_name}/pull/{comment['_number']}#discussion_r{comment['id']}",
+            "html_url": f"{url}/{repo.full_name}/pull/{number}#discussion_r{comment['id']}",
             "url": f"{url}/repos/{repo.full_name}/pulls/comments/{comment['id']}",
+            "pull_request_url": f"{url}/repos/{repo.full_name}/pulls/{number}",
+            "_links": shapes.review_comment_links(url, repo.full_name, number, comment["id"]),
+            "reactions": shapes.reactions(
+                f"{url}/repos/{repo.full_name}/pulls/comments/{comment['id']}/reactions"
+            ),
         }
 
     def _anchor(self, files: dict[str, PullFile], comment: dict[str, Any]) -> dict[str, Any]:

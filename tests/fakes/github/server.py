@@ -17,8 +17,11 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import jwt
 
+from tests.fakes.github import shapes
+from tests.fakes.github.contract import Contract
 from tests.fakes.github.git import GitRepo
 from tests.fakes.github.state import (
+    DEFAULT_PERMISSIONS,
     DOCS,
     PERMISSION_LEVELS,
     App,
@@ -51,6 +54,7 @@ class FakeGitHubBase:
         self.check_runs: dict[int, tuple[str, CheckRun]] = {}  # id -> (repo full name, run)
         self.injections: list[Injection] = []
         self.calls: list[Call] = []
+        self.contract = Contract()  # checks every exchange against GitHub's description
         self._ids = iter(range(10_000_000, 100_000_000))
         self.git_root = Path(tempfile.mkdtemp(prefix="fake-github-git-"))
         self.routes: list[Route] = []
@@ -87,6 +91,7 @@ class FakeGitHubBase:
             self.check_runs.clear()
             self.injections.clear()
             self.calls.clear()
+            self.contract.clear()
             self.token_ttl = self._initial_token_ttl  # a test may have shortened it
 
     # --- state set-up for tests ---
@@ -247,6 +252,7 @@ class FakeGitHubBase:
             body = None
         method = handler.command
         headers = {k.lower(): v for k, v in handler.headers.items()}
+        handler.contract_exchange = self.contract.request(method, path, query, body, raw)
 
         injection = self._take_injection(method, path)
         if injection and not injection.after:
@@ -302,6 +308,12 @@ class FakeGitHubBase:
         else:
             data = b"" if payload is None else json.dumps(payload).encode()
             content_type = "application/json; charset=utf-8"
+        self.contract.response(
+            getattr(handler, "contract_exchange", None),
+            status,
+            payload,
+            json_body=not isinstance(payload, RawBody),
+        )
         handler.send_response(status)
         handler.send_header("Content-Type", content_type)
         handler.send_header("Content-Length", str(len(data)))
@@ -517,70 +529,121 @@ class FakeGitHubBase:
     # --- JSON shapes ---
 
     def _user_json(self, login: str, kind: str = "User", user_id: int = 1) -> dict[str, Any]:
-        return {
-            "login": login,
-            "id": user_id,
-            "node_id": f"U_{user_id}",
-            "type": kind,
-            "site_admin": False,
-            "url": f"{self.url}/users/{login}",
-            "html_url": f"{self.url}/{login}",
-        }
+        return shapes.user(self.url, login, kind, user_id)
+
+    def _app_json(self, app: App) -> dict[str, Any]:
+        """The App as GitHub shows it (`integration`), owned by the organization that
+        registered it."""
+        return shapes.integration(
+            self.url,
+            app_id=app.id,
+            slug=app.slug,
+            name=app.name,
+            owner=self._user_json("tasuku-org", "Organization", 1000),
+            permissions=DEFAULT_PERMISSIONS,
+            events=["check_run", "check_suite", "pull_request", "pull_request_review"],
+        )
 
     def _installation_json(self, installation: Installation) -> dict[str, Any]:
+        account = self._user_json(
+            installation.account_login, installation.account_type, installation.account_id
+        )
         return {
             "id": installation.id,
+            "client_id": f"Iv1.{installation.app_id:016x}",
             "app_id": installation.app_id,
             "app_slug": self.apps[installation.app_id].slug,
-            "account": self._user_json(
-                installation.account_login, installation.account_type, installation.account_id
-            ),
+            "account": account,
             "repository_selection": installation.repository_selection,
             "permissions": installation.permissions,
             "events": ["pull_request", "installation_repositories"],
+            "target_id": installation.account_id,
             "target_type": installation.account_type,
+            "single_file_name": None,
+            "has_multiple_single_files": False,
+            "single_file_paths": [],
             "access_tokens_url": f"{self.url}/app/installations/{installation.id}/access_tokens",
             "repositories_url": f"{self.url}/installation/repositories",
             "html_url": f"{self.url}/settings/installations/{installation.id}",
             "created_at": "2026-01-01T00:00:00Z",
             "updated_at": "2026-01-01T00:00:00Z",
             "suspended_at": "2026-01-02T00:00:00Z" if installation.suspended else None,
+            "suspended_by": account if installation.suspended else None,
         }
 
     def _repo_json(self, repo: Repo) -> dict[str, Any]:
-        return {
-            "id": repo.id,
-            "node_id": f"R_{repo.id}",
-            "name": repo.name,
-            "full_name": repo.full_name,
-            "private": repo.private,
-            "owner": self._user_json(repo.owner, repo.owner_type, repo.owner_id),
-            "default_branch": repo.default_branch,
-            "url": f"{self.url}/repos/{repo.full_name}",
-            "html_url": f"{self.url}/{repo.full_name}",
-            "clone_url": f"{self.url}/{repo.full_name}.git",
-        }
+        return shapes.repository(
+            self.url,
+            repo_id=repo.id,
+            full_name=repo.full_name,
+            private=repo.private,
+            owner=self._user_json(repo.owner, repo.owner_type, repo.owner_id),
+            default_branch=repo.default_branch,
+        )
 
     def _pull_json(self, repo: Repo, pull: Pull) -> dict[str, Any]:
-        base = f"{self.url}/repos/{repo.full_name}/pulls/{pull.number}"
         files = self._files_of(repo, pull)  # type: ignore[attr-defined]
+        owner = self._user_json(repo.owner, repo.owner_type, repo.owner_id)
+        closed_at = None if pull.state == "open" else shapes.CREATED_AT
         return {
+            **shapes.pull_urls(self.url, repo.full_name, pull.number, pull.head_sha),
             "id": pull.id,
             "node_id": f"PR_{pull.id}",
             "number": pull.number,
             "state": pull.state,
+            "locked": False,
             "title": pull.title,
             "body": pull.body,
             "draft": pull.draft,
-            "merged": pull.merged,
             "user": self._user_json(pull.author_login, pull.author_type, pull.author_id),
-            "head": {"sha": pull.head_sha, "ref": pull.head_ref, "repo": self._repo_json(repo)},
-            "base": {"sha": pull.base_sha, "ref": pull.base_ref, "repo": self._repo_json(repo)},
+            "labels": [],
+            "milestone": None,
+            "active_lock_reason": None,
+            "created_at": shapes.CREATED_AT,
+            "updated_at": shapes.CREATED_AT,
+            "closed_at": closed_at,
+            "merged_at": closed_at if pull.merged else None,
+            "merge_commit_sha": None,
+            "assignee": None,
+            "assignees": [],
+            "requested_reviewers": [
+                self._user_json(login, "User", abs(hash(login)) % 10**6)
+                for login in pull.requested_reviewers
+            ],
+            "requested_teams": [],
+            "head": {
+                "label": f"{repo.owner}:{pull.head_ref}",
+                "ref": pull.head_ref,
+                "sha": pull.head_sha,
+                "user": owner,
+                "repo": self._repo_json(repo),
+            },
+            "base": {
+                "label": f"{repo.owner}:{pull.base_ref}",
+                "ref": pull.base_ref,
+                "sha": pull.base_sha,
+                "user": owner,
+                "repo": self._repo_json(repo),
+            },
+            "_links": shapes.pull_links(self.url, repo.full_name, pull.number, pull.head_sha),
+            "author_association": "NONE",
+            "auto_merge": None,
+            "merged": pull.merged,
+            "mergeable": None,  # GitHub computes it in the background: null until then
+            "rebaseable": None,
+            "mergeable_state": "unknown",
+            "merged_by": None,
+            "comments": sum(
+                1 for c in repo.issue_comments.values() if c.get("_number") == pull.number
+            ),
+            "review_comments": sum(
+                1 for c in repo.review_comments.values() if c.get("_number") == pull.number
+            ),
+            "maintainer_can_modify": False,
+            "commits": 1,
             "changed_files": len(files),
             "additions": sum(f.additions for f in files),
             "deletions": sum(f.deletions for f in files),
-            "url": base,
-            "html_url": f"{self.url}/{repo.full_name}/pull/{pull.number}",
         }
 
     def _pull_ref_json(self, repo: Repo, pull: Pull) -> dict[str, Any]:
@@ -594,7 +657,17 @@ class FakeGitHubBase:
             "base": {"ref": pull.base_ref, "sha": pull.base_sha, "repo": ref_repo},
         }
 
+    def _check_suite_id(self, full_name: str, app_id: int, head_sha: str) -> int:
+        """The check suite of an App's runs on a commit (GitHub makes one per App and
+        commit by default)."""
+        suites = self.__dict__.setdefault("_check_suite_ids", {})
+        key = (full_name, app_id, head_sha)
+        if key not in suites:
+            suites[key] = self.next_id()
+        return suites[key]
+
     def _check_run_json(self, full_name: str, run: CheckRun) -> dict[str, Any]:
+        url = f"{self.url}/repos/{full_name}/check-runs/{run.id}"
         return {
             "id": run.id,
             "node_id": f"CR_{run.id}",
@@ -611,15 +684,17 @@ class FakeGitHubBase:
                 "summary": run.output.get("summary"),
                 "text": run.output.get("text"),
                 "annotations_count": len(run.annotations),
+                "annotations_url": f"{url}/annotations",
             },
-            "app": {"id": run.app_id, "slug": self.apps[run.app_id].slug},
+            "check_suite": {"id": self._check_suite_id(full_name, run.app_id, run.head_sha)},
+            "app": self._app_json(self.apps[run.app_id]),
             # "Pull requests that are open with a head_sha or head_branch that matches the check."
             "pull_requests": [
                 self._pull_ref_json(self.repos[full_name], pull)
                 for pull in self.repos[full_name].pulls.values()
                 if pull.head_sha == run.head_sha and pull.state == "open"
             ],
-            "url": f"{self.url}/repos/{full_name}/check-runs/{run.id}",
+            "url": url,
             "html_url": f"{self.url}/{full_name}/runs/{run.id}",
         }
 

@@ -12,6 +12,7 @@ import base64
 import time
 from typing import Any
 
+from tests.fakes.github.contract import selection
 from tests.fakes.github.pulls import commentable
 from tests.fakes.github.state import (
     PERMISSION_LEVELS,
@@ -48,11 +49,19 @@ class ThreadsRoutes:
         if not query:
             raise HTTPError(400, "A query attribute must be specified and must be a string.")
         if "resolveReviewThread" in query or "unresolveReviewThread" in query:
-            return self._graphql_resolve(
+            answer = self._graphql_resolve(
                 token, variables, resolve="unresolveReviewThread" not in query
             )
-        if "reviewThreads" in query:
-            return self._graphql_threads(token, variables)
+        elif "reviewThreads" in query:
+            answer = self._graphql_threads(token, variables)
+        else:
+            answer = None
+        if answer is not None:
+            status, payload, headers = answer
+            if isinstance(payload, dict) and "data" in payload and "errors" not in payload:
+                # GitHub answers exactly the fields the document selects, no more.
+                payload = {**payload, "data": selection(query, variables, payload["data"])}
+            return status, payload, headers
         return (
             200,
             {
@@ -300,6 +309,7 @@ class ThreadsRoutes:
     def _issue_comment_json(self, repo: Repo, comment: dict[str, Any]) -> dict[str, Any]:
         url = self.url  # type: ignore[attr-defined]
         return {**{k: v for k, v in comment.items() if not k.startswith("_")},
+                "url": f"{url}/repos/{repo.full_name}/issues/comments/{comment['id']}",
                 "html_url": f"{url}/{repo.full_name}/pull/{comment['_number']}#issuecomment-{comment['id']}",
                 "issue_url": f"{url}/repos/{repo.full_name}/issues/{comment['_number']}"}  # fmt: skip
 
