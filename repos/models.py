@@ -48,6 +48,10 @@ class Installation(models.Model):
         default=Defaults.DEGRADE_OVER_BUDGET,
         help_text="Past the cap, stop after triage and record the review incomplete.",
     )
+    # GitHub rate-limited a call for this installation: every queue's work for it waits
+    # until then (tasuku/durable.py), and the last wait is kept for the status page.
+    quiet_until = models.DateTimeField(null=True, blank=True)
+    quiet_reason = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -9,6 +9,8 @@ OPENAI_API_KEY (and OPENAI_BASE_URL). Never a GitHub credential.
 
 from __future__ import annotations
 
+import hashlib
+from importlib import metadata
 from pathlib import Path
 
 from django.conf import settings
@@ -25,6 +27,20 @@ PROVIDER_ENV = {
     "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
     "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
 }
+
+
+def job_digest(job: ReviewJob, reviewer: Reviewer) -> str:
+    """What identifies the engine's work: everything the engine is given but the job's
+    id and the earlier findings (those come from the review whose result a same-head
+    re-review would reuse), with the reviewer's engine and runner and Tasuku's version.
+    Two jobs with one digest get the same review from the engine."""
+    try:
+        version = metadata.version("tasuku")
+    except metadata.PackageNotFoundError:  # a checkout that was never installed
+        version = "unknown"
+    given = job.model_dump_json(exclude={"job_id", "earlier_findings"})
+    text = f"{version}\0{reviewer.engine}\0{reviewer.runner}\0{given}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def model_price(model: str) -> Price | None:
@@ -113,6 +129,11 @@ def docker_engine_run(
     # Model engines reach their API through the operator's egress network and proxy; the
     # static engine gets no network at all.
     model_engine = config.engine != Engine.STATIC
+    if not model_engine:
+        env = {
+            **env,
+            "TASUKU_STATIC_CHECKER_MEMORY_MB": str(checker_megabytes(limits.memory_bytes)),
+        }
     return docker_runner.engine_run(
         config.engine,
         job,
@@ -124,6 +145,16 @@ def docker_engine_run(
         network=(settings.TASUKU_DOCKER_NETWORK or None) if model_engine else None,
         proxy=(settings.TASUKU_DOCKER_PROXY or None) if model_engine else None,
     )
+
+
+def checker_megabytes(container_bytes: int) -> int:
+    """The static engine's checker limit in a container: TASUKU_STATIC_CHECKER_MEMORY_MB,
+    but at most three quarters of the container's memory, so that a checker that needs
+    more fails its own allocation (the review is partial) before the container's memory
+    limit kills the engine with every other checker's findings."""
+    raw = str(settings.TASUKU_STATIC_CHECKER_MEMORY_MB).strip()
+    wanted = int(raw) if raw.isdigit() and int(raw) > 0 else 6144
+    return max(1, min(wanted, container_bytes * 3 // 4 // (1024 * 1024)))
 
 
 def conversation_for(engine: str):

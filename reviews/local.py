@@ -13,6 +13,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from repos.models import Installation, Repository, Reviewer
 from repos.policy import Trigger
@@ -21,7 +22,7 @@ from repos.services import policy_create_default
 from reviews import engines, stages, threads
 from reviews.diff import diff_parse
 from reviews.models import Finding, PullRequest, Review, ReviewRun, RunStatus, Stage
-from reviews.pipeline import persist, previous_head
+from reviews.pipeline import persist, previous_head, result_reusable
 from reviews.reconcile import CURRENT, Decision
 from reviews.runs import Heartbeat, run_attempt_failed, run_claim, run_finish, run_stage
 from reviews.validation import History
@@ -43,6 +44,7 @@ class LocalReview:
     head_sha: str
     incremental_since: str | None
     reconciled: list[Finding]  # earlier findings this review resolved or outdated
+    reused_from: int | None = None  # the run whose engine result this review reused
 
 
 def _git(repo: Path, *args: str) -> str | None:
@@ -198,6 +200,7 @@ def _review(run, held, beat, root: Path, config, base_sha: str, head_sha: str) -
         )
         run.refresh_from_db()
         result = None
+        reused_from = None
         if not core.stopped:
             run_stage(held, Stage.SANDBOX)
             reviewer = config.reviewers[0]
@@ -208,11 +211,21 @@ def _review(run, held, beat, root: Path, config, base_sha: str, head_sha: str) -
                 title=run.pull_request.title, deadline_seconds=int(settings.TASUKU_SANDBOX_TIMEOUT),
                 price=engines.model_price(reviewer.model), earlier=engines.earlier_for_job(earlier),
             )  # fmt: skip
+            digest = engines.job_digest(job, run.reviewer)
+            # The same branch head reviewed again with nothing changed: the engine's
+            # earlier result (the validation below is this review's own).
+            result, reused_from = result_reusable(run, digest, include_self=True)
             ReviewRun.objects.filter(pk=run.pk).update(
-                omitted=[o.model_dump() for o in job.omitted]
+                omitted=[o.model_dump() for o in job.omitted],
+                job_digest=digest,
+                **({} if result else {"runner_result": None}),
             )
-            result = engines.engine_run(run.reviewer, reviewer, job, checkout.root,
-                                        run_name=f"tasuku-run-{run.pk}-{held.attempt}")  # fmt: skip
+            if result is None:
+                result = engines.engine_run(run.reviewer, reviewer, job, checkout.root,
+                                            run_name=f"tasuku-run-{run.pk}-{held.attempt}")  # fmt: skip
+                ReviewRun.objects.filter(pk=run.pk).update(
+                    runner_result=result.model_dump(mode="json"), result_received_at=timezone.now()
+                )
             if not result.incomplete:
                 run_stage(held, Stage.VALIDATION)
                 since = (
@@ -240,7 +253,7 @@ def _review(run, held, beat, root: Path, config, base_sha: str, head_sha: str) -
     run_finish(held, status=RunStatus.COMPLETED, reason=status_reason)
     run.refresh_from_db()
     return LocalReview(
-        run, review, core, base_sha, head_sha, checkout.incremental_since, reconciled
+        run, review, core, base_sha, head_sha, checkout.incremental_since, reconciled, reused_from
     )
 
 

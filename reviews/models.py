@@ -86,6 +86,12 @@ class ReviewRun(models.Model):
     # What Tasuku last told GitHub the check concluded, as sent: what the pull request shows.
     check_conclusion = models.CharField(max_length=20, blank=True)
     check_title = models.CharField(max_length=255, blank=True)
+    # The check run's final state waits here until GitHub accepts it (reviews/conclusions.py):
+    # the summary to send, when it is due again (empty once sent), tries and the last error.
+    check_summary = models.TextField(blank=True)
+    check_due_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    check_sends = models.PositiveSmallIntegerField(default=0)
+    check_error = models.TextField(blank=True)
     delivery = models.ForeignKey(
         "webhooks.WebhookDelivery",
         on_delete=models.SET_NULL,
@@ -125,8 +131,14 @@ class ReviewRun(models.Model):
     dispatched_at = models.DateTimeField(null=True, blank=True)
     job = models.JSONField(null=True, blank=True, help_text="The ReviewJob served to the runner.")
     job_fetched_at = models.DateTimeField(null=True, blank=True)
+    # The engine's result, whichever runner produced it (the actions runner posts it,
+    # once): a retried attempt publishes it instead of running (and paying for) the
+    # engine again, and a later run with the same job reuses it.
     runner_result = models.JSONField(
-        null=True, blank=True, help_text="The ReviewResult the runner posted, once."
+        null=True, blank=True, help_text="The ReviewResult the engine returned, kept."
+    )
+    job_digest = models.CharField(
+        max_length=64, blank=True, db_index=True, help_text="What identifies the engine's job."
     )
     result_received_at = models.DateTimeField(null=True, blank=True)
 
@@ -186,6 +198,8 @@ class AttemptOutcome(models.TextChoices):
     LOST = "lost", "lost"  # the worker stopped heartbeating (killed, crashed, partitioned)
     CANCELLED = "cancelled", "cancelled"
     SKIPPED = "skipped", "skipped"
+    # GitHub rate-limited it: put off until the limit lifts, not counted as a try.
+    DEFERRED = "deferred", "deferred"
 
 
 class RunAttempt(models.Model):

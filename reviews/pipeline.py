@@ -27,6 +27,7 @@ from repos.models import RepoMemory
 from repos.policy import EffectiveConfig, ReviewerConfig, Runner, Trigger
 from reviews import actions, engines, stages, threads
 from reviews.budget import Budget, budget_alert, installation_budget
+from reviews.conclusions import REFUSED, check_final, conclusion_send
 from reviews.diff import diff_parse
 from reviews.escaping import code_span
 from reviews.markers import is_ours
@@ -81,6 +82,7 @@ class Context:
     config: EffectiveConfig
     gateway: GitHubGateway
     repository_info: Any = None  # the repository as GitHub described it when cloned
+    reused_from: int | None = None  # the run whose engine result this run reuses
 
     @property
     def repository(self):
@@ -156,21 +158,13 @@ def pipeline(ctx: Context) -> str:
 
     ctx.stage(Stage.CLONE)
     with Workspace(settings.TASUKU_WORKSPACE_ROOT) as workspace:
-        checkout = clone(ctx, workspace, previous)
+        checkout = clone(ctx, workspace, previous, scope_since(run, previous))
         reviewer = next(r for r in ctx.config.reviewers if r.slug == run.reviewer.slug)
         core = stages.prepare(checkout, ctx.config, reviewer)
         _record_scope(run, checkout, core)
         installation = ctx.repository.installation
         budget = installation_budget(installation)
         budget_alert(installation, budget)
-        # A result a GitHub Actions runner posted back: the engine has run (and spent).
-        stored = actions.stored_result(run)
-        if stored is None and (
-            core.stopped or stages.budget_gate(core, budget, ctx.config, reviewer)
-        ):
-            return stop_early(ctx, core, checkout, budget, previous)
-
-        ctx.stage(Stage.SANDBOX)
         earlier = threads.earlier_open(threads.previous_review(run, previous), run.head_sha)
         job = stages.job_build(
             core, checkout=checkout, reviewer=reviewer, config=ctx.config, job_id=str(run.pk),
@@ -181,7 +175,21 @@ def pipeline(ctx: Context) -> str:
                 earlier, answers=pass_answers(run, earlier), rulings=pass_rulings(run, earlier)
             ),
         )  # fmt: skip
-        ReviewRun.objects.filter(pk=run.pk).update(omitted=[o.model_dump() for o in job.omitted])
+        digest = engines.job_digest(job, run.reviewer)
+        ReviewRun.objects.filter(pk=run.pk).update(
+            omitted=[o.model_dump() for o in job.omitted], job_digest=digest
+        )
+        # The engine has run for this run already (an earlier attempt, or the Actions
+        # runner posted it), or for the same job before: its result, paid once.
+        stored = actions.stored_result(run)
+        if stored is None:
+            stored, ctx.reused_from = result_reusable(run, digest)
+        if stored is None and (
+            core.stopped or stages.budget_gate(core, budget, ctx.config, reviewer)
+        ):
+            return stop_early(ctx, core, checkout, budget, previous)
+
+        ctx.stage(Stage.SANDBOX)
         if stored is None and model_triaged(ctx, core, reviewer, job):
             return stop_early(ctx, core, checkout, budget, previous)
         if stored is not None:
@@ -197,6 +205,9 @@ def pipeline(ctx: Context) -> str:
                 job,
                 checkout.root,
                 run_name=f"tasuku-run-{run.pk}-{ctx.held.attempt}",
+            )
+            ReviewRun.objects.filter(pk=run.pk).update(
+                runner_result=result.model_dump(mode="json"), result_received_at=timezone.now()
             )
     if result.incomplete:
         return stop_incomplete(ctx, core, result, earlier, checkout)
@@ -238,6 +249,9 @@ def pipeline(ctx: Context) -> str:
     ctx.stage(Stage.PUBLICATION)
     open_now = list(review.findings.filter(state=OPEN))
     approve, notes = approval_decide(ctx, open_now)
+    if ctx.reused_from:
+        notes.insert(0, f"the engine's result is run {ctx.reused_from}'s: the same job "
+                        "(head, base, configuration and reviewer), so the engine did not run again")  # fmt: skip
     approved = publish(
         ctx, review, result, validated, approve=approve, notes=notes, carried=earlier_ids,
         still_open=sum(1 for f in open_now if f.fingerprint in earlier_ids),
@@ -421,14 +435,66 @@ def approvals_dismiss(ctx: Context) -> list[str]:
     notes = []
     for posted in ctx.gateway.reviews_list(**ctx.where, number=number):
         if posted.id in ours and posted.state == "APPROVED":
-            ctx.gateway.review_dismiss(
-                **ctx.where,
-                number=number,
-                review_id=posted.id,
-                message=f"Tasuku has open findings on {run.head_sha[:7]}; its approval no longer stands.",
-            )
+            try:
+                ctx.gateway.review_dismiss(
+                    **ctx.where,
+                    number=number,
+                    review_id=posted.id,
+                    message=f"Tasuku has open findings on {run.head_sha[:7]}; its approval no longer stands.",
+                )
+            except GitHubError as exc:
+                if not exc.permanent:
+                    raise
+                # Branch protection can forbid dismissals; the review is posted, the check
+                # fails on the findings: a note for the run page, not a failed run.
+                notes.append(
+                    f"could not dismiss Tasuku's earlier approval {posted.id}: {exc} — "
+                    "dismiss it on GitHub (branch protection may forbid the App to)"
+                )
+                continue
             notes.append(f"dismissed Tasuku's earlier approval {posted.id}")
     return notes
+
+
+# A person who asks for a full review, an operator's "run again", and every pass of a
+# review-pass task get the engine anew, whatever it said before.
+FRESH_LOOK = {Trigger.FULL_REVIEW_COMMAND, Trigger.RERUN, Trigger.MANUAL, Trigger.REVIEW_PASS}
+
+
+def result_reusable(
+    run: ReviewRun, digest: str, *, include_self: bool = False
+) -> tuple[ReviewResult | None, int | None]:
+    """The result of a complete, whole review by this reviewer of this pull request whose
+    job was this one (same head, base, files, configuration: the same digest), as a
+    result that cost nothing this time; (None, None) when there is none or the run asks
+    for a fresh look. Validation, reconciliation and the check run are this run's own:
+    what people dismissed since still counts. `include_self`: a local review's run is
+    its branch head's, executed again (its digest not yet updated to this job's)."""
+    if run.trigger in FRESH_LOOK or run.review_pass_id:
+        return None, None
+    candidates = ReviewRun.objects.all() if include_self else ReviewRun.objects.exclude(pk=run.pk)
+    earlier = (
+        candidates.filter(
+            pull_request=run.pull_request,
+            reviewer=run.reviewer,
+            job_digest=digest,
+            runner_result__isnull=False,
+            review__state=ReviewState.COMPLETE,
+        )
+        .order_by("-pk")
+        .values_list("pk", "runner_result")
+        .first()
+    )
+    if earlier is None:
+        return None, None
+    result = ReviewResult.model_validate(earlier[1])
+    if result.incomplete or result.partial or result.unread:
+        return None, None  # what it could not do, another run might
+    free = result.usage.model_copy(
+        update={"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "steps": 0,
+                "duration_seconds": 0.0}
+    )  # fmt: skip
+    return result.model_copy(update={"usage": free, "transcript": []}), earlier[0]
 
 
 def previous_head(run: ReviewRun) -> str | None:
@@ -447,6 +513,28 @@ def previous_head(run: ReviewRun) -> str | None:
         .values_list("head_sha", flat=True)
         .first()
     )
+
+
+def scope_since(run: ReviewRun, previous: str | None) -> str | None:
+    """Where the review's scope starts. The same head reviewed again (nothing pushed since
+    the last complete review) keeps the scope that review had — its increment, or the
+    whole pull request — so that its job is the same one and the engine's result is
+    reused; otherwise the previous review's head."""
+    if previous is None or previous != run.head_sha:
+        return previous
+    since = (
+        Review.objects.filter(
+            pull_request=run.pull_request,
+            reviewer=run.reviewer,
+            state=ReviewState.COMPLETE,
+            head_sha=previous,
+        )
+        .exclude(run=run)
+        .order_by("-created_at", "-pk")
+        .values_list("incremental_since", flat=True)
+        .first()
+    )
+    return since or previous
 
 
 def _record_scope(run: ReviewRun, checkout: Checkout, core: stages.Core) -> None:
@@ -574,80 +662,44 @@ def check_dispatched(ctx: Context) -> None:
 
 
 def check_complete(ctx: Context, conclusion: str, title: str, summary: str) -> None:
+    """The run's check run concludes: recorded on the run, then sent. GitHub not taking
+    it now does not fail the review (the reaper sends it again until GitHub accepts it:
+    reviews/conclusions.py); a refusal does."""
     if ctx.run.review_pass_id:
         return
-    try:
-        ctx.gateway.check_run_update(
-            **ctx.where,
-            check_run_id=_check_id(ctx),
-            conclusion=conclusion,
-            output=CheckRunOutput(title=title[:255], summary=summary),
-            details_url=details_url(ctx.run),
-        )
-    except GitHubError as exc:
-        raise StageError(str(exc), permanent=exc.permanent, stage=Stage.PUBLICATION) from exc
-    check_recorded(ctx.run.pk, conclusion, title)
-
-
-def check_recorded(run_pk: int, conclusion: str, title: str) -> None:
-    """Keep what the check run was told, as GitHub shows it, for the run page."""
-    ReviewRun.objects.filter(pk=run_pk).update(check_conclusion=conclusion, check_title=title[:255])
+    if check_final(ctx.run.pk, conclusion, title, summary) == REFUSED:
+        error = ReviewRun.objects.values_list("check_error", flat=True).get(pk=ctx.run.pk)
+        raise StageError(error, permanent=True, stage=Stage.PUBLICATION)
 
 
 def run_check_conclude(run_pk: int) -> None:
-    """Complete the check run of a run that ended without reaching publication: failed
-    (`failure`) or superseded while it waited (`cancelled`) — never `success`."""
-    run = ReviewRun.objects.select_related(
-        "pull_request__repository__installation", "reviewer"
-    ).get(pk=run_pk)
-    if run.review_pass_id:
+    """Send a conclusion that is due; else complete the check run of a run that ended
+    without reaching publication: failed (`failure`) or superseded while it waited
+    (`cancelled`) — never `success`."""
+    run = ReviewRun.objects.filter(pk=run_pk).first()
+    if run is None or run.review_pass_id:
         return  # no check run
-    if run.status == RunStatus.CANCELLED:
-        _conclude_cancelled(run)
-        return
-    if run.status != RunStatus.FAILED:
-        return
-    repository = run.pull_request.repository
-    check_id = run_check_ensure(run, created=False, installation=repository.installation)
-    github.gateway().check_run_update(
-        installation_id=repository.installation.github_id,
-        repository_id=repository.github_id,
-        full_name=repository.full_name,
-        check_run_id=check_id,
-        conclusion="failure",
-        output=CheckRunOutput(
-            title=f"Review failed at {run.stage or 'its start'}"[:255],
-            summary=(
-                f"Tasuku could not review this commit: {run.reason}\n\n"
-                f"An operator can retry it from the [run page]({dashboard_url(run)})."
-            ),
-        ),
-        details_url=details_url(run),
-    )
-    check_recorded(run.pk, "failure", f"Review failed at {run.stage or 'its start'}")
-
-
-def _conclude_cancelled(run: ReviewRun) -> None:
-    repository = run.pull_request.repository
-    if not run.check_run_id:
-        return  # never shown on GitHub
-    title = f"Superseded by {run.superseded_by[:7]}" if run.superseded_by else "Cancelled"
-    github.gateway().check_run_update(
-        installation_id=repository.installation.github_id,
-        repository_id=repository.github_id,
-        full_name=repository.full_name,
-        check_run_id=run.check_run_id,
-        conclusion="cancelled",
-        output=CheckRunOutput(title=title, summary=f"This commit was not reviewed: {run.reason}."),
-        details_url=details_url(run),
-    )
-    check_recorded(run.pk, "cancelled", title)
+    if run.check_due_at is not None:
+        conclusion_send(run_pk)
+    elif run.status == RunStatus.CANCELLED and run.check_run_id:  # else never shown on GitHub
+        title = f"Superseded by {run.superseded_by[:7]}" if run.superseded_by else "Cancelled"
+        check_final(run.pk, "cancelled", title, f"This commit was not reviewed: {run.reason}.")
+    elif run.status == RunStatus.FAILED:
+        check_final(
+            run.pk,
+            "failure",
+            f"Review failed at {run.stage or 'its start'}",
+            f"Tasuku could not review this commit: {run.reason}\n\n"
+            f"An operator can retry it from the [run page]({dashboard_url(run)}).",
+        )
 
 
 # --- Workspace and engine -----------------------------------------------------------------
 
 
-def clone(ctx: Context, workspace: Workspace, previous: str | None) -> Checkout:
+def clone(
+    ctx: Context, workspace: Workspace, previous: str | None, since: str | None = None
+) -> Checkout:
     info = ctx.gateway.repository_get(**ctx.where)
     ctx.repository_info = info
     token = ctx.gateway.contents_token(
@@ -660,6 +712,7 @@ def clone(ctx: Context, workspace: Workspace, previous: str | None) -> Checkout:
         head_sha=ctx.run.head_sha,
         base_sha=ctx.run.base_sha,
         previous_sha=previous,
+        since_sha=since,
         mirror=mirror_for(ctx.repository),
     )
 
@@ -998,15 +1051,5 @@ def gate_refresh(pull_request_pk: int, reviewer_pk: int) -> str:
     )  # fmt: skip
     if (conclusion, title[:255]) == (run.check_conclusion, run.check_title):
         return "unchanged"
-    repository = pull_request.repository
-    github.gateway().check_run_update(
-        installation_id=repository.installation.github_id,
-        repository_id=repository.github_id,
-        full_name=repository.full_name,
-        check_run_id=run.check_run_id,
-        conclusion=conclusion,
-        output=CheckRunOutput(title=title[:255], summary=summary),
-        details_url=details_url(run),
-    )
-    check_recorded(run.pk, conclusion, title)
+    check_final(run.pk, conclusion, title, summary)
     return conclusion

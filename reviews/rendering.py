@@ -20,8 +20,12 @@ from sandbox.contract import ReviewSummary, Severity, Side
 BODY_ONLY_NOTE = (
     "GitHub did not accept inline comments on these lines, so the findings are listed here."
 )
-# GitHub refuses bodies over 65,536 characters; leave room for multibyte text.
-MAX_BODY = 60_000
+# GitHub's limits: a review or comment body 65,536 characters (reported to be counted in
+# bytes too: bytes are never fewer than characters, so counting bytes fits both), a check
+# run's summary 65,535 bytes.
+MAX_BODY_BYTES = 65_536
+MAX_SUMMARY_BYTES = 65_535
+CUT = "\n\n… (cut to fit GitHub's limit)"
 
 
 def fence_for(text: str) -> str:
@@ -30,8 +34,13 @@ def fence_for(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 40] + "\n\n… (cut to fit GitHub's limit)"
+def clip_bytes(text: str, limit: int) -> str:
+    """`text` in at most `limit` bytes of UTF-8, cut at a character boundary with a note
+    when it does not fit."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    return data[: limit - len(CUT.encode())].decode("utf-8", "ignore") + CUT
 
 
 def location(finding: Validated) -> str:
@@ -81,7 +90,7 @@ def comment_body(finding: Validated) -> str:
         else:
             parts += ["", "Suggested fix:", "", fence, finding.suggestion, fence]
     signed = finding_marker(finding.fingerprint)
-    return _clip("\n".join(parts), MAX_BODY - len(signed) - 2) + "\n\n" + signed
+    return clip_bytes("\n".join(parts), MAX_BODY_BYTES - len(signed.encode()) - 2) + "\n\n" + signed
 
 
 def comment_payload(finding: Validated) -> dict[str, Any]:
@@ -216,7 +225,7 @@ def review_body(
         )
     parts += ["", "</details>", "", f"[Run details]({context.dashboard_url})"]
     signed = run_marker(context.run_id)
-    return _clip("\n".join(parts), MAX_BODY - len(signed) - 2) + "\n\n" + signed
+    return clip_bytes("\n".join(parts), MAX_BODY_BYTES - len(signed.encode()) - 2) + "\n\n" + signed
 
 
 def check_conclusion(
@@ -281,4 +290,4 @@ def check_output(
         lines.append("No Tasuku finding is open on this pull request.")
     else:
         lines.append("No open finding on the changed lines.")
-    return title, _clip("\n".join(lines), MAX_BODY)
+    return title, clip_bytes("\n".join(lines), MAX_SUMMARY_BYTES)

@@ -182,6 +182,10 @@ def report_text(review: dict[str, Any], findings: list[dict[str, Any]]) -> str:
                  + (f", {suppressed} suppressed" if suppressed else "")
                  + (f", {len(closed)} resolved or outdated since the last review" if closed else "")
                  + ".")  # fmt: skip
+    if review.get("reused_from"):
+        lines.append(
+            f"Nothing changed since run {review['reused_from']}: its engine result was reused."
+        )
     if review.get("triage", {}).get("verdict") == "trivial":
         # Triage stops only an engine that costs money; the static engine still reviewed.
         depth = (

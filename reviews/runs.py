@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import socket
 import threading
 import traceback
@@ -30,6 +29,7 @@ from reviews.models import (
     RunAttempt,
     RunStatus,
 )
+from tasuku import durable
 from tasuku.broker import ring, ring_now
 
 logger = logging.getLogger(__name__)
@@ -90,6 +90,17 @@ def run_claim(
     """
     now = now or timezone.now()
     worker = worker or worker_name()
+    installation = (
+        ReviewRun.objects.filter(pk=run_pk)
+        .values_list("pull_request__repository__installation__github_id", flat=True)
+        .first()
+    )
+    waiting = durable.quiet_until(installation, now)
+    if waiting is not None:
+        # GitHub rate-limited this installation: the run waits for the reset (the reaper
+        # rings it then), without spending an attempt.
+        ReviewRun.objects.filter(pk=run_pk, status=RunStatus.QUEUED).update(next_attempt_at=waiting)
+        return None
     busy = ReviewRun.objects.filter(
         pull_request=OuterRef("pull_request"), status=RunStatus.RUNNING
     ).exclude(pk=run_pk)
@@ -200,12 +211,18 @@ def run_finish(held: Held, *, status: str, reason: str = "", superseded_by: str 
 
 def run_attempt_failed(held: Held, exc: BaseException, *, stage: str, final: bool = False) -> str:
     """Record a failed attempt: a transient error is retried with exponential backoff and
-    jitter until MAX_ATTEMPTS; a permanent one (or the last attempt) fails the run."""
+    jitter until MAX_ATTEMPTS; a permanent one (or the last attempt) fails the run. An
+    attempt that met a GitHub rate limit is deferred until the limit lifts, and does not
+    count (tasuku/durable.py)."""
     now = timezone.now()
     permanent = bool(getattr(exc, "permanent", False))
     error = f"{type(exc).__name__}: {exc}"
     if not hasattr(exc, "permanent"):
         error += "\n\n" + "".join(traceback.format_exception(exc)[-8:])
+    if not final and not permanent:
+        deferred = _run_deferred(held, exc, stage=stage, error=error, now=now)
+        if deferred is not None:
+            return deferred
     final = final or permanent or held.attempt >= MAX_ATTEMPTS
     with transaction.atomic():
         if final:
@@ -217,13 +234,11 @@ def run_attempt_failed(held: Held, exc: BaseException, *, stage: str, final: boo
                 lease_expires_at=None,
             )
         else:
-            delay = RETRY_BACKOFF * (2 ** (held.attempt - 1))
-            delay += timedelta(seconds=random.uniform(0, delay.total_seconds() / 2))  # noqa: S311
             changed = _held(held).update(
                 status=RunStatus.QUEUED,
                 stage=stage,
                 reason=f"retrying after: {exc}"[:2000],
-                next_attempt_at=now + delay,
+                next_attempt_at=now + durable.backoff(held.attempt, RETRY_BACKOFF),
                 lease_expires_at=None,
             )
         if changed:
@@ -235,6 +250,47 @@ def run_attempt_failed(held: Held, exc: BaseException, *, stage: str, final: boo
     if not changed:
         return "lost"
     return RunStatus.FAILED if final else RunStatus.QUEUED
+
+
+def _run_deferred(
+    held: Held, exc: BaseException, *, stage: str, error: str, now: datetime
+) -> str | None:
+    """Put the run off until GitHub's rate limit lifts, when `exc` is one: queued again
+    for then, the attempt given back, the installation quiet meanwhile."""
+    row = (
+        ReviewRun.objects.filter(pk=held.run_pk)
+        .values("created_at", "pull_request__repository__installation__github_id")
+        .first()
+    )
+    if row is None:
+        return None
+    deferrals = RunAttempt.objects.filter(
+        run_id=held.run_pk, outcome=AttemptOutcome.DEFERRED
+    ).count()
+    wait = durable.deferral(exc, deferrals=deferrals, since=row["created_at"], now=now)
+    if wait is None:
+        return None
+    until = now + wait
+    reason = f"waiting until {until:%H:%M:%S} UTC for GitHub's rate limit: {exc}"
+    with transaction.atomic():
+        changed = _held(held).update(
+            status=RunStatus.QUEUED,
+            stage=stage,
+            reason=reason[:2000],
+            next_attempt_at=until,
+            lease_expires_at=None,
+            attempts=F("attempts") - 1,
+            # The run's 45-minute clock restarts when it runs again: waiting is not running.
+            started_at=None,
+        )
+        if changed:
+            _attempt_end(held.run_pk, outcome=AttemptOutcome.DEFERRED, now=now,
+                         stage=stage, error=error[:20000])  # fmt: skip
+    durable.installation_quiet(
+        row["pull_request__repository__installation__github_id"], until, str(exc)
+    )
+    logger.warning("run %s deferred at %s until %s: %s", held.run_pk, stage, until, exc)
+    return RunStatus.QUEUED if changed else "lost"
 
 
 def _attempt_end(

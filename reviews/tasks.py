@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from reviews import pipeline, replies, runs
+from reviews import conclusions, pipeline, replies, runs
 from sandbox.workspace import mirrors_prune
 
 
@@ -21,6 +21,10 @@ def run_conclude(run_pk: int) -> None:
 def runs_reap() -> dict[str, int]:
     result = runs.runs_reap()
     result["replies"] = replies.replies_sweep()
+    result["checks_due"] = conclusions.conclusions_sweep()
+    from reviews.passes.services import answers_sweep
+
+    result["answers"] = answers_sweep()
     cache = settings.TASUKU_CHECKOUT_CACHE
     if cache and cache.lower() != "off":
         days = settings.TASUKU_CHECKOUT_CACHE_DAYS

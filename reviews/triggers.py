@@ -14,6 +14,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from repos import github
+from repos.github.conversation import WRITE_ROLES
 from repos.models import Installation, Repository, Reviewer
 from repos.policy import Trigger
 from repos.selectors import effective_config
@@ -30,6 +31,29 @@ from webhooks.routing import Decision, Outcome
 logger = logging.getLogger(__name__)
 
 WRITE_ACCESS = ("OWNER", "MEMBER", "COLLABORATOR")
+
+
+def _may_command(installation, repository, login: str, association: str | None) -> bool:
+    """Write access or above. The webhook's `author_association` can say yes (an owner,
+    member or collaborator), but not no: a member whose organisation membership is
+    private arrives as CONTRIBUTOR — then GitHub's collaborator permission decides
+    (cached for a minute). A transient GitHub error raises: the delivery is retried."""
+    if association in WRITE_ACCESS:
+        return True
+    if not login:
+        return False
+    try:
+        role = github.gateway().collaborator_role(
+            installation_id=installation.github_id,
+            repository_id=repository.github_id,
+            full_name=repository.full_name,
+            login=login,
+        )
+    except github.GitHubError as exc:
+        if not exc.permanent:
+            raise
+        return False
+    return role in WRITE_ROLES
 
 
 def help_text(slug: str) -> str:
@@ -174,7 +198,7 @@ def issue_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome
     if command is None:
         return Outcome.ignore("the comment does not address Tasuku")
     login = user.get("login", "")
-    if comment.get("author_association") not in WRITE_ACCESS:
+    if not _may_command(installation, repository, login, comment.get("author_association")):
         pull_request = PullRequest.objects.filter(repository=repository, number=number).first()
         if pull_request is None:
             pull_request = pull_request_refresh(installation, repository, number)

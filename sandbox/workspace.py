@@ -106,16 +106,20 @@ class Workspace:
         head_sha: str,
         base_sha: str,
         previous_sha: str | None = None,
+        since_sha: str | None = None,
         mirror: Path | None = None,
     ) -> Checkout:
         """Fetch the head and base commits (history without blobs) from GitHub, then
         diff, check out the head and sanitise (see `_prepare`). With `mirror`, through
-        that repository's checkout cache (see the module's docstring)."""
+        that repository's checkout cache (see the module's docstring). `since_sha`: where
+        the review's scope starts when it is not the previous review's head (see
+        `_prepare`)."""
         assert self.path is not None, "use Workspace as a context manager"
-        _commit_ids(head_sha, base_sha, previous_sha)
+        _commit_ids(head_sha, base_sha, previous_sha, since_sha)
         env = _git_env(token, self.path)
         root = self.path / "checkout"
-        shas = {"head_sha": head_sha, "base_sha": base_sha, "previous_sha": previous_sha}
+        shas = {"head_sha": head_sha, "base_sha": base_sha, "previous_sha": previous_sha,
+                "since_sha": since_sha}  # fmt: skip
         broken = False
         if mirror is not None:
             try:
@@ -159,6 +163,7 @@ def _clone_fresh(
     head_sha: str,
     base_sha: str,
     previous_sha: str | None,
+    since_sha: str | None = None,
 ) -> Checkout:
     """A repository of the review's own, fetched from GitHub for this checkout alone."""
     root.mkdir()
@@ -174,7 +179,8 @@ def _clone_fresh(
         # After a force push the old head may be gone from GitHub: then it is no base.
         git("fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", previous_sha,
             check=False)  # fmt: skip
-    return _prepare(git, root, head_sha=head_sha, base_sha=base_sha, previous_sha=previous_sha)
+    return _prepare(git, root, head_sha=head_sha, base_sha=base_sha, previous_sha=previous_sha,
+                    since_sha=since_sha)  # fmt: skip
 
 
 class _MirrorBusy(Exception):
@@ -190,6 +196,7 @@ def _from_mirror(
     head_sha: str,
     base_sha: str,
     previous_sha: str | None,
+    since_sha: str | None = None,
 ) -> Checkout:
     """The checkout as a worktree of the repository's bare mirror, fetching into the
     mirror only what it lacks. Each fetched commit is kept under `refs/tasuku/<sha>`: a
@@ -225,9 +232,8 @@ def _from_mirror(
         git("worktree", "prune")
         git("worktree", "add", "--quiet", "--detach", "--no-checkout", str(root), head_sha,
             what="make the checkout")  # fmt: skip
-        checkout = _prepare(
-            _Git(root, env), root, head_sha=head_sha, base_sha=base_sha, previous_sha=previous_sha
-        )
+        checkout = _prepare(_Git(root, env), root, head_sha=head_sha, base_sha=base_sha,
+                            previous_sha=previous_sha, since_sha=since_sha)  # fmt: skip
         _mirror_tidy(git, mirror)
     return checkout
 
@@ -294,7 +300,13 @@ def mirrors_prune(root: Path, max_age_seconds: float) -> list[str]:
 
 
 def _prepare(
-    git: _Git, root: Path, *, head_sha: str, base_sha: str, previous_sha: str | None
+    git: _Git,
+    root: Path,
+    *,
+    head_sha: str,
+    base_sha: str,
+    previous_sha: str | None,
+    since_sha: str | None = None,
 ) -> Checkout:
     """Diff and check out `head_sha`, then sanitise.
 
@@ -302,21 +314,24 @@ def _prepare(
     when that commit is still an ancestor of the head — only the new commits are
     reviewed. Otherwise (first review, force push, rebase) it starts at the merge base
     of the head and the pull request's base: a rebase is reviewed whole against the
-    base, never as a three-dot compare that would pull in upstream changes.
+    base, never as a three-dot compare that would pull in upstream changes. `since_sha`,
+    when given, is where the scope starts instead (the same head reviewed again keeps the
+    scope its last review had); `previous_diff` is always from `previous_sha`.
     """
-    _commit_ids(head_sha, base_sha, previous_sha)
+    _commit_ids(head_sha, base_sha, previous_sha, since_sha)
     found = git("merge-base", head_sha, base_sha, check=False)
     merge_base = found.strip() or base_sha
     incremental = None
+    start_at = since_sha or previous_sha
     if (
-        previous_sha
-        and previous_sha != head_sha
+        start_at
+        and start_at != head_sha
         and (
-            git("merge-base", "--is-ancestor", previous_sha, head_sha, check=False, returncode=True)
+            git("merge-base", "--is-ancestor", start_at, head_sha, check=False, returncode=True)
             == "0"
         )
     ):
-        incremental = previous_sha
+        incremental = start_at
     start = incremental or merge_base
     names = git(*DIFF, "--name-only", "-z", "--no-renames", merge_base, head_sha, "--",
                 what="list the pull request's files")  # fmt: skip
@@ -330,14 +345,14 @@ def _prepare(
     previous_diff = None
     anchor_diff = None
     if incremental:
-        previous_diff = diff
         anchor_diff = git(*DIFF, "--find-renames", "--unified=3", merge_base, head_sha, "--",
                           what="compute the pull request's diff")  # fmt: skip
-    elif previous_sha and previous_sha == head_sha:
+    if previous_sha and previous_sha == head_sha:
         previous_diff = ""  # the same head again: nothing changed since the last review
+    elif incremental and incremental == previous_sha:
+        previous_diff = diff
     elif (
         previous_sha
-        and previous_sha != head_sha
         and git("cat-file", "-e", f"{previous_sha}^{{commit}}", check=False, returncode=True) == "0"
     ):
         previous_diff = git(*DIFF, "--no-renames", previous_sha, head_sha, "--",

@@ -35,6 +35,8 @@ class WebhookDelivery(models.Model):
         max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.RECEIVED
     )
     attempts = models.PositiveSmallIntegerField(default=0)
+    # Attempts that met a GitHub rate limit and were put off until it lifted (not failures).
+    deferrals = models.PositiveSmallIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     locked_until = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)

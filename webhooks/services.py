@@ -10,7 +10,6 @@ worker must win a conditional update before it processes anything.
 from __future__ import annotations
 
 import logging
-import random
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,6 +21,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from tasuku import durable
 from tasuku.broker import ring, ring_now
 from webhooks.models import DELIVERY_DUE_STATES, DeliveryStatus, WebhookDelivery
 from webhooks.routing import route
@@ -85,6 +85,7 @@ def delivery_record(
         "received_at": now,
         "status": DeliveryStatus.IGNORED if ping else DeliveryStatus.RECEIVED,
         "attempts": 0,
+        "deferrals": 0,
         "next_attempt_at": None if ping else now + DOORBELL_GRACE,
         "locked_until": None,
         "last_error": "",
@@ -167,6 +168,19 @@ def delivery_claim(delivery_pk: int, *, now: datetime | None = None) -> WebhookD
     the row count says whether this worker won.
     """
     now = now or timezone.now()
+    installation = (
+        WebhookDelivery.objects.filter(pk=delivery_pk)
+        .values_list("installation_id", flat=True)
+        .first()
+    )
+    waiting = durable.quiet_until(installation, now)
+    if waiting is not None:
+        # GitHub rate-limited this installation: the delivery waits for the reset (the
+        # sweeper rings it then), without spending an attempt.
+        WebhookDelivery.objects.filter(pk=delivery_pk, status__in=DELIVERY_DUE_STATES).update(
+            next_attempt_at=waiting
+        )
+        return None
     won = (
         WebhookDelivery.objects.filter(pk=delivery_pk)
         .filter(
@@ -232,14 +246,28 @@ def delivery_attempt_failed(delivery: WebhookDelivery, exc: BaseException) -> st
         # An unexpected exception: keep where it happened for whoever reads the error.
         error += "\n\n" + "".join(traceback.format_exception(exc)[-6:])
     now = timezone.now()
-    if permanent or delivery.attempts >= MAX_ATTEMPTS:
+    wait = (
+        None
+        if permanent
+        else durable.deferral(
+            exc, deferrals=delivery.deferrals, since=delivery.received_at, now=now
+        )
+    )
+    if wait is not None:
+        # A rate limit: put off until it lifts, the attempt given back (not a failure).
+        status = DeliveryStatus.RETRYING
+        fields: dict[str, Any] = {
+            "next_attempt_at": now + wait,
+            "attempts": F("attempts") - 1,
+            "deferrals": F("deferrals") + 1,
+        }
+        durable.installation_quiet(delivery.installation_id, now + wait, str(exc))
+    elif permanent or delivery.attempts >= MAX_ATTEMPTS:
         status = DeliveryStatus.FAILED
-        fields: dict[str, Any] = {"next_attempt_at": None, "processed_at": now}
+        fields = {"next_attempt_at": None, "processed_at": now}
     else:
         status = DeliveryStatus.RETRYING
-        delay = RETRY_BACKOFF * (2 ** (delivery.attempts - 1))
-        jitter = timedelta(seconds=random.uniform(0, delay.total_seconds() / 2))  # noqa: S311
-        fields = {"next_attempt_at": now + delay + jitter}
+        fields = {"next_attempt_at": now + durable.backoff(delivery.attempts, RETRY_BACKOFF)}
     WebhookDelivery.objects.filter(
         pk=delivery.pk, status=DeliveryStatus.PROCESSING, attempts=delivery.attempts
     ).update(status=status, last_error=error[:20000], locked_until=None, **fields)

@@ -7,11 +7,13 @@ worker does the rest, so GitHub's 10-second answer deadline is never at risk.
 from __future__ import annotations
 
 import json
+import logging
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.core.paginator import Paginator
+from django.db import DatabaseError
 from django.db.models import Count
 from django.http import (
     HttpRequest,
@@ -33,6 +35,8 @@ from webhooks.health import broker_health, database_health
 from webhooks.models import DeliveryStatus, WebhookDelivery
 from webhooks.services import delivery_record, delivery_retry
 from webhooks.signature import signature_valid
+
+logger = logging.getLogger(__name__)
 
 
 def _error(status: int, message: str, **extra: object) -> JsonResponse:
@@ -80,9 +84,18 @@ def github_webhook(request: HttpRequest) -> JsonResponse:
         return _error(400, "body is not a JSON object")
 
     hook_id = request.headers.get("X-GitHub-Hook-ID", "").strip()[:32]
-    recorded = delivery_record(
-        hook_id=hook_id, delivery_id=delivery_id, event=event, text=text, payload=payload
-    )
+    try:
+        recorded = delivery_record(
+            hook_id=hook_id, delivery_id=delivery_id, event=event, text=text, payload=payload
+        )
+    except DatabaseError as exc:
+        # Not stored: say so (503, not 500) so GitHub's delivery log shows a failure that
+        # can be redelivered — GitHub does not retry by itself.
+        logger.error("webhook %s (%s) not stored: the database is unavailable: %s",
+                     delivery_id, event, exc)  # fmt: skip
+        response = _error(503, "the database is unavailable; the delivery was not stored")
+        response["Retry-After"] = "60"
+        return response
     if not recorded.created:
         return JsonResponse({"status": "duplicate", "delivery": delivery_id}, status=200)
     if event == "ping":

@@ -42,6 +42,18 @@ def token_key(
     )
 
 
+# The REST API version Tasuku is written against, sent on every request (GitHub answers
+# an unversioned request with its default version, which may change).
+API_VERSION = "2022-11-28"
+
+
+def _pinned(requester: Any) -> None:
+    """PyGithub's Requester sends `X-GitHub-Api-Version` when it has a version, but its
+    client classes take none: set it on the one requester every object of the client
+    shares."""
+    requester._Requester__apiVersion = API_VERSION
+
+
 @cache
 def integration_client(creds: AppCredentials, policy: RetryPolicy) -> GithubIntegration:
     auth = Auth.AppAuth(
@@ -50,7 +62,7 @@ def integration_client(creds: AppCredentials, policy: RetryPolicy) -> GithubInte
         jwt_expiry=JWT_EXPIRY_SECONDS,
         jwt_issued_at=JWT_ISSUED_AT_OFFSET,
     )
-    return GithubIntegration(
+    integration = GithubIntegration(
         auth=auth,
         base_url=creds.base_url,
         timeout=policy.timeout,
@@ -58,6 +70,8 @@ def integration_client(creds: AppCredentials, policy: RetryPolicy) -> GithubInte
         seconds_between_requests=policy.seconds_between_requests,
         seconds_between_writes=policy.seconds_between_writes,
     )
+    _pinned(integration.requester)
+    return integration
 
 
 _client_cache: dict[tuple[Any, ...], Github] = {}
@@ -80,6 +94,7 @@ def installation_client(creds: AppCredentials, policy: RetryPolicy, token: str) 
                 seconds_between_requests=policy.seconds_between_requests,
                 seconds_between_writes=policy.seconds_between_writes,
             )
+            _pinned(client.requester)
             _client_cache[key] = client
     return client
 

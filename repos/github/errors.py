@@ -45,8 +45,9 @@ def classify(description: str, exc: GithubException) -> GitHubError:
     headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
     message = error_message(exc)
     graphql = graphql_error_types(exc)
-    if "RATE_LIMITED" in graphql:
-        # GraphQL answers its rate limit with HTTP 200 and an error; PyGithub calls it 400.
+    if graphql & {"RATE_LIMITED", "RATE_LIMIT"}:
+        # GraphQL answers its rate limit with HTTP 200 and an error (typed RATE_LIMITED,
+        # and RATE_LIMIT has been seen too); PyGithub calls it 400.
         return GitHubError(
             f"Could not {description}: rate limited by GitHub's GraphQL API ({message})",
             permanent=False,

@@ -272,12 +272,13 @@ class WorkflowInfo(BaseModel):
 
 
 class ActionsRunInfo(BaseModel):
+    # GitHub's schema lets `name` and `status` be null: read as empty, never an error.
     id: int
-    name: str = ""  # the workflow's name
+    name: str | None = ""  # the workflow's name
     display_title: str = ""  # its `run-name`, rendered
     path: str = ""
     event: str = ""
-    status: str  # requested, queued, in_progress, waiting, pending, completed
+    status: str | None = ""  # requested, queued, in_progress, waiting, pending, completed
     conclusion: str | None = None
     head_branch: str | None = None
     head_sha: str = ""

@@ -170,6 +170,9 @@ class Answer(models.Model):
     posting = models.CharField(max_length=16, choices=Posting.choices, default=Posting.QUEUED)
     github_comment_id = models.BigIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # Tries GitHub did not take (5xx, network, rate limit), and when the sweep tries again.
+    tries = models.PositiveSmallIntegerField(default=0)
+    next_try_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

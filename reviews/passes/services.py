@@ -23,6 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from repos import github
@@ -58,7 +59,8 @@ from reviews.passes.models import (
     TaskState,
 )
 from reviews.runs import CONCLUDE_TASK, run_ring
-from tasuku.broker import ring
+from tasuku import durable
+from tasuku.broker import ring, ring_now
 
 logger = logging.getLogger(__name__)
 
@@ -778,13 +780,22 @@ def answer_post(answer_pk: int) -> str:
                 body = f"{quoted}\n\n{body}" if quoted else body
             posted = poster.comment(tpr.repository.full_name, tpr.number, body, marker)
     except GitHubError as exc:
-        if exc.permanent:
+        overdue = timezone.now() - answer.created_at > durable.MAX_DEFERRAL_AGE
+        if exc.permanent or overdue:
             Answer.objects.filter(pk=answer.pk).update(
                 posting=Answer.Posting.FAILED, error=str(exc)[:2000]
             )
             task_stuck(answer.task, f"GitHub refused to post the author's answer on {tpr}: {exc}")
             return "failed"
-        raise
+        # GitHub did not take it now (5xx, network, rate limit): it stays queued and the
+        # sweep rings it again (`answers_sweep`); the marker keeps a second try from
+        # posting it twice.
+        wait = durable.backoff(answer.tries + 1, timedelta(seconds=30),
+                               retry_after=durable.retry_after_of(exc))  # fmt: skip
+        Answer.objects.filter(pk=answer.pk).update(
+            error=str(exc)[:2000], tries=F("tries") + 1, next_try_at=timezone.now() + wait
+        )
+        return "waiting"
     Answer.objects.filter(pk=answer.pk).update(
         posting=Answer.Posting.POSTED, github_comment_id=posted, error=""
     )
@@ -984,6 +995,21 @@ def checks_changed(repository: Repository, head_sha: str) -> int:
     return count
 
 
+def answers_sweep(*, older_than_seconds: int = 60) -> int:
+    """Ring again for the author's answers still waiting to be posted (a lost doorbell,
+    GitHub down when they were tried)."""
+    now = timezone.now()
+    due = (
+        Answer.objects.filter(posting=Answer.Posting.QUEUED)
+        .filter(
+            Q(next_try_at__isnull=True, created_at__lt=now - timedelta(seconds=older_than_seconds))
+            | Q(next_try_at__lte=now)
+        )
+        .values_list("pk", flat=True)[:200]
+    )
+    return sum(ring_now(ANSWER_TASK, pk, name=f"answer-{pk}") for pk in due)
+
+
 def tasks_sweep() -> int:
     """Every minute: conclude passes whose runs have all ended (a run cancelled by a
     push ends no pipeline) and re-read the checks of tasks waiting for them."""
@@ -1012,6 +1038,7 @@ __all__ = [
     "TaskError",
     "action_take",
     "answer_post",
+    "answers_sweep",
     "answers_for_run",
     "answers_record",
     "checks_changed",

@@ -266,3 +266,33 @@ def test_redact_removes_tokens_of_both_formats_and_jwts():
     new = "ghs_4242_" + "x" * 300 + ".abc.def"
     text = f"a {old} b {new} c eyJhbGciOi.eyJpc3MiOjF9.c2lnbmF0dXJl d"
     assert redact(text) == "a [redacted] b [redacted] c [redacted] d"
+
+
+def test_every_request_names_the_rest_api_version_it_was_written_for(world, monkeypatch):
+    import requests
+
+    sent = []
+    real = requests.Session.request
+
+    def recording(self, method, url, *args, **kwargs):
+        sent.append((method, url, dict(kwargs.get("headers") or {})))
+        return real(self, method, url, *args, **kwargs)
+
+    monkeypatch.setattr(requests.Session, "request", recording)
+    github.gateway().pull_request_get(
+        installation_id=11, repository_id=501, full_name="acme/widgets", number=5
+    )
+    # the App's token request (JWT) and the installation's call alike
+    assert {method for method, _, _ in sent} == {"POST", "GET"}
+    assert all(h.get("X-GitHub-Api-Version") == "2022-11-28" for _, _, h in sent), sent
+
+
+def test_graphqls_rate_limit_error_types_are_transient_with_a_wait():
+    from github import GithubException
+
+    from repos.github.errors import classify
+
+    for kind in ("RATE_LIMITED", "RATE_LIMIT"):
+        data = {"errors": [{"type": kind, "message": "API rate limit exceeded"}]}
+        error = classify("list the review threads", GithubException(200, data, {}))
+        assert not error.permanent and error.retry_after == 60.0, kind

@@ -238,6 +238,27 @@ def test_tasukus_earlier_approval_is_dismissed_when_findings_open_again(world, d
     assert main_reviews(world)[-1]["state"] == "COMMENTED"
 
 
+def test_a_dismissal_branch_protection_refuses_is_a_note_not_a_failed_run(world, deliver):
+    from reviews.models import Review
+
+    deliver(world, "opened")
+    set_policy(auto_approve=True, approve_with_nits=True)
+    before = world.push({"app/payments.py": PAYMENTS_2, "app/tools.py": TOOLS_2})
+    deliver(world, "synchronize", before=before)
+    approval = main_reviews(world)[-1]
+    assert approval["state"] == "APPROVED"
+    world.fake.inject(
+        1, status=403, method="PUT", path=r"/reviews/\d+/dismissals$",
+        body={"message": "Dismissing reviews is restricted by branch protection"},
+    )  # fmt: skip
+    before = world.push({"app/debug.py": DEBUG_2})
+    run = deliver(world, "synchronize", before=before)  # completed, not failed
+    assert world.fake.repos[REPO].reviews[approval["id"]]["state"] == "APPROVED"
+    notes = Review.objects.get(run=run).notes
+    assert any(f"could not dismiss Tasuku's earlier approval {approval['id']}" in n for n in notes)
+    assert world.fake.check_runs_of(REPO)[-1].conclusion == "failure"
+
+
 def test_a_maintainer_resolving_a_thread_without_a_code_change_dismisses_it_for_good(
     world, deliver
 ):

@@ -69,7 +69,7 @@ def test_the_review_body_carries_the_run_marker_and_stays_under_githubs_limit():
         dashboard_url="http://t/runs/9/",
     )
     body = review_body(ReviewSummary(), many, context, inline=many, body_only=True)
-    assert len(body) <= 60_000
+    assert len(body.encode()) <= 65_536  # GitHub's limit, counted in bytes
     assert body.endswith(run_marker(9))
 
 
@@ -80,3 +80,18 @@ def test_the_check_fails_only_while_an_open_finding_reaches_the_threshold():
     assert check_conclusion([low], Severity.HIGH) == "success"
     assert check_conclusion([high], None) == "success"
     assert check_conclusion([], Severity.INFO) == "success"
+
+
+def test_bodies_and_summaries_fit_githubs_limits_in_bytes_with_multibyte_text():
+    from reviews.rendering import MAX_SUMMARY_BYTES, check_output, clip_bytes
+
+    text = "漢字" * 40_000  # 240,000 bytes of UTF-8 in 80,000 characters
+    clipped = clip_bytes(text, 65_535)
+    assert len(clipped.encode()) <= 65_535
+    assert clipped.endswith("(cut to fit GitHub's limit)")
+    assert clip_bytes("short", 10) == "short"
+    assert len(clip_bytes("é" * 50, 60).encode()) <= 60  # cut on a character boundary
+    _, summary = check_output(
+        [], "neutral", "high", shortfall="not in full", limitations=["é" * 70_000]
+    )
+    assert len(summary.encode()) <= MAX_SUMMARY_BYTES

@@ -221,3 +221,16 @@ class TestReviewNowButton:
         viewer.user_permissions.add(Permission.objects.get(codename="change_reviewrun"))
         client.force_login(django_user_model.objects.get(pk=viewer.pk))
         assert client.post(self.url(world), {"full": "0"}).status_code == 302
+
+
+def test_a_maintainer_whose_org_membership_is_private_may_give_commands(world, send):
+    """GitHub sends such a member as CONTRIBUTOR; its collaborator permission knows."""
+    opened(world, send)
+    world.fake.add_collaborator(REPO, "quiet-lead", "maintain")
+    comment(world, send, f"@{SLUG} review", login="quiet-lead", association="CONTRIBUTOR")
+    assert ReviewRun.objects.filter(trigger="command").exists()
+    assert not world.fake.issue_comments_of(REPO, world.pull.number)  # no refusal
+    world.fake.add_collaborator(REPO, "reader", "read")
+    comment(world, send, f"@{SLUG} review", login="reader", association="CONTRIBUTOR")
+    [refusal] = world.fake.issue_comments_of(REPO, world.pull.number)
+    assert refusal["body"].startswith("Sorry @reader")

@@ -173,6 +173,30 @@ def test_the_limits_are_settings_passed_to_the_engine(tmp_path, monkeypatch, set
     assert ("app.py", "ruff:F401") in rules(result)
 
 
+def test_in_a_container_a_checker_gets_at_most_three_quarters_of_its_memory(
+    tmp_path, monkeypatch, settings
+):
+    """So that a checker that needs more fails on its own (a partial review) before the
+    container's limit kills the engine and every other checker's findings with it."""
+    from repos.policy import ReviewerConfig
+    from reviews import engines
+    from sandbox.runners import docker as docker_runner
+
+    seen = {}
+    monkeypatch.setattr(docker_runner, "engine_run", lambda *a, **kw: seen.update(kw))
+    settings.TASUKU_DOCKER_MEMORY = "2g"
+    settings.TASUKU_STATIC_CHECKER_MEMORY_MB = "6144"
+    config = ReviewerConfig(slug="static", engine="static", runner="docker")
+    engines.docker_engine_run(config, job(), tmp_path, env={}, seconds=60, name="r")
+    assert seen["allow_env"] == {"TASUKU_STATIC_CHECKER_MEMORY_MB": "1536"}
+    settings.TASUKU_STATIC_CHECKER_MEMORY_MB = "1000"
+    engines.docker_engine_run(config, job(), tmp_path, env={}, seconds=60, name="r")
+    assert seen["allow_env"] == {"TASUKU_STATIC_CHECKER_MEMORY_MB": "1000"}
+    model = ReviewerConfig(slug="claude", engine="anthropic", runner="docker", model="m")
+    engines.docker_engine_run(model, job(), tmp_path, env={"K": "v"}, seconds=60, name="r")
+    assert seen["allow_env"] == {"K": "v"}  # a model engine runs no checkers
+
+
 # --- 2. Conflict markers only in order -------------------------------------------------
 
 

@@ -233,3 +233,19 @@ def test_concurrent_copies_of_one_delivery_store_one_row(fake_github, test_app):
 
     assert sorted(statuses) == [200] * 7 + [202]
     assert WebhookDelivery.objects.filter(delivery_id="race").count() == 1
+
+
+def test_with_the_database_down_a_delivery_gets_503_and_a_retry_after_not_a_500(
+    client, secret, monkeypatch
+):
+    from django.db import OperationalError
+
+    def down(*args, **kwargs):
+        raise OperationalError('connection to server at "127.0.0.1", port 5432 failed')
+
+    monkeypatch.setattr("webhooks.services._delivery_insert", down)
+    body = payload("pull_request", "opened")
+    response = post_webhook(client, "pull_request", body, secret=secret, delivery_id="d-down")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "60"
+    assert "not stored" in response.json()["error"]

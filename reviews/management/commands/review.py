@@ -146,6 +146,7 @@ class Command(BaseCommand):
             "head": result.head_sha,
             "incremental": bool(result.incremental_since),
             "incremental_since": result.incremental_since or "",
+            "reused_from": result.reused_from,
             "state": review.state,
             "engine": review.engine,
             "triage": review.triage,

@@ -1,0 +1,119 @@
+"""A run's check run reaches its final state, whatever GitHub's weather: an outbox.
+
+What the check should say (conclusion, title, summary) is written on the run first; then
+it is sent. A send that GitHub does not accept for a transient reason (5xx, a network
+error, a rate limit) leaves it due, with the next try backed off (at least as long as
+GitHub's `Retry-After` or rate-limit reset asks), and the reaper rings every due one
+again until GitHub accepts it. A newer conclusion recorded meanwhile (a dismissal
+re-concluded the head) replaces the one waiting: the newest is what is sent. So a check
+run is never left `queued` or `in_progress` because GitHub was down when the run ended.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from datetime import datetime, timedelta
+
+from django.db.models import F
+from django.utils import timezone
+
+from repos import github
+from repos.github import CheckRunOutput, GitHubError
+from reviews.models import ReviewRun
+from reviews.rendering import MAX_SUMMARY_BYTES, clip_bytes
+from tasuku.broker import ring_now
+
+logger = logging.getLogger(__name__)
+
+SENT, WAITING, REFUSED, NOTHING = "sent", "waiting", "refused", "nothing due"
+FIRST_WAIT = 30  # seconds before the first resend; doubled each time
+LONGEST_WAIT = 15 * 60
+CONCLUDE_TASK = "reviews.tasks.run_conclude"
+
+
+def conclusion_record(run_pk: int, conclusion: str, title: str, summary: str) -> datetime:
+    """What the run's check run is to say, due now. Returns the due time (the version)."""
+    now = timezone.now()
+    ReviewRun.objects.filter(pk=run_pk).update(
+        check_conclusion=conclusion,
+        check_title=title[:255],
+        check_summary=clip_bytes(summary, MAX_SUMMARY_BYTES),
+        check_due_at=now,
+        check_sends=0,
+        check_error="",
+    )
+    return now
+
+
+def conclusion_send(run_pk: int) -> str:
+    """Send the run's recorded conclusion to GitHub, if one is due. `sent`; `waiting`
+    (GitHub did not take it now: due again later); `refused` (a permanent error: kept on
+    the run, not sent again); or `nothing due`."""
+    from reviews.pipeline import details_url
+    from reviews.services import run_check_ensure
+
+    run = (
+        ReviewRun.objects.select_related("pull_request__repository__installation", "reviewer")
+        .filter(pk=run_pk)
+        .first()
+    )
+    if run is None or run.check_due_at is None:
+        return NOTHING
+    due = run.check_due_at
+    repository = run.pull_request.repository
+    try:
+        check_id = run_check_ensure(run, created=False, installation=repository.installation)
+        github.gateway().check_run_update(
+            installation_id=repository.installation.github_id,
+            repository_id=repository.github_id,
+            full_name=repository.full_name,
+            check_run_id=check_id,
+            conclusion=run.check_conclusion,
+            output=CheckRunOutput(title=run.check_title, summary=run.check_summary),
+            details_url=details_url(run),
+        )
+    except GitHubError as exc:
+        if exc.permanent:
+            ReviewRun.objects.filter(pk=run.pk, check_due_at=due).update(
+                check_due_at=None, check_error=f"GitHub refused the check run: {exc}"[:2000]
+            )
+            logger.error("run %s: GitHub refused its check run's conclusion: %s", run.pk, exc)
+            return REFUSED
+        wait = backoff(run.check_sends, exc.retry_after)
+        ReviewRun.objects.filter(pk=run.pk, check_due_at=due).update(
+            check_due_at=timezone.now() + timedelta(seconds=wait),
+            check_sends=F("check_sends") + 1,
+            check_error=str(exc)[:2000],
+        )
+        logger.warning("run %s: check run not concluded (%s); again in %.0fs", run.pk, exc, wait)
+        return WAITING
+    # Sent. Only this version is done: one recorded meanwhile is still due.
+    ReviewRun.objects.filter(pk=run.pk, check_due_at=due).update(check_due_at=None, check_error="")
+    return SENT
+
+
+def check_final(run_pk: int, conclusion: str, title: str, summary: str) -> str:
+    """Record the run's conclusion and send it (see the module's docstring)."""
+    conclusion_record(run_pk, conclusion, title, summary)
+    return conclusion_send(run_pk)
+
+
+def backoff(sends: int, retry_after: float | None) -> float:
+    """30 s doubling to 15 minutes, with jitter; never sooner than GitHub asked."""
+    base = min(LONGEST_WAIT, FIRST_WAIT * 2**sends)
+    wait = base + random.uniform(0, base / 4)  # noqa: S311 - jitter, not security
+    return max(wait, retry_after or 0)
+
+
+def conclusions_sweep(now: datetime | None = None, limit: int = 200) -> int:
+    """Ring every run whose check conclusion is due (the reaper calls this)."""
+    now = now or timezone.now()
+    due = list(
+        ReviewRun.objects.filter(check_due_at__lte=now)
+        .order_by("check_due_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    for pk in due:
+        ring_now(CONCLUDE_TASK, pk, name=f"conclude-{pk}")
+    return len(due)

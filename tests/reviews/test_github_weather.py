@@ -1,0 +1,219 @@
+"""GitHub's bad days: rate limits put work off until they lift (never a lost review or
+a spent attempt), a check run is concluded however long GitHub refuses it, an author's
+answer is posted once after a 502. Through the real endpoint and worker against the fake;
+"time passing" is the waits moved into the past (the fake's limits are over by then)."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from repos.models import Installation
+from reviews.models import AttemptOutcome, ReviewRun, RunAttempt, RunStatus
+from reviews.runs import runs_reap
+from tests.gitworld import INSTALLATION, REPO, world_build
+from tests.helpers import drain_queue, post_webhook, pull_request_payload
+from webhooks.models import WebhookDelivery
+from webhooks.services import deliveries_sweep
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def world(fake_github):
+    return world_build(fake_github)
+
+
+@pytest.fixture
+def open_pr(client, test_app):
+    def send(world):
+        body = pull_request_payload(world.fake, world.repo, world.pull, action="opened")
+        response = post_webhook(client, "pull_request", body, secret=test_app.webhook_secret)
+        assert response.status_code == 202, response.content
+        drain_queue()
+
+    return send
+
+
+def time_passes() -> None:
+    """Every wait Tasuku recorded is over."""
+    past = timezone.now() - timedelta(seconds=1)
+    Installation.objects.update(quiet_until=past)
+    # (as long ago as the waits were: the reaper's last ring is older than them)
+    ReviewRun.objects.filter(next_attempt_at__isnull=False).update(
+        next_attempt_at=past, rung_at=past - timedelta(seconds=1)
+    )
+    ReviewRun.objects.filter(check_due_at__isnull=False).update(check_due_at=past)
+    WebhookDelivery.objects.filter(next_attempt_at__isnull=False).update(next_attempt_at=past)
+
+
+def sweep() -> None:
+    deliveries_sweep()
+    runs_reap()
+    from reviews.tasks import runs_reap as scheduled_reap
+
+    scheduled_reap()
+    drain_queue()
+
+
+def ours(items):
+    return [i for i in items if i["user"]["type"] == "Bot"]
+
+
+def test_a_secondary_rate_limit_on_the_review_post_waits_and_posts_exactly_one_review(
+    world, open_pr
+):
+    limit = world.fake.rate_limit(1, retry_after=180, method="POST", path=r"/pulls/\d+/reviews$")
+    open_pr(world)
+    run = ReviewRun.objects.get()
+    assert run.status == RunStatus.QUEUED
+    assert run.attempts == 0  # waiting out a limit is not a failed attempt
+    assert run.next_attempt_at >= timezone.now() + timedelta(seconds=170)
+    assert "rate limit" in run.reason
+    [deferred] = RunAttempt.objects.filter(run=run, outcome=AttemptOutcome.DEFERRED)
+    assert deferred.stage == "publication"
+    installation = Installation.objects.get(github_id=INSTALLATION)
+    assert installation.quiet_until >= timezone.now() + timedelta(seconds=170)
+    assert limit.count == 0  # exactly one request went into the limit
+    assert not ours(world.fake.reviews_of(REPO, 7))
+    # Before the reset nothing is sent: the reaper's ring finds the installation quiet.
+    sweep()
+    assert ReviewRun.objects.get().status == RunStatus.QUEUED
+
+    time_passes()
+    sweep()
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, run.reason
+    assert len(ours(world.fake.reviews_of(REPO, 7))) == 1
+    check = world.fake.check_runs_of(REPO)[-1]
+    assert (check.status, check.conclusion) == ("completed", "failure")  # the findings decide
+
+
+def test_a_spent_primary_quota_when_the_delivery_arrives_reviews_after_the_reset(world, open_pr):
+    reset = int(time.time()) + 90
+    world.fake.inject(
+        1, status=403, method="POST", path=rf"/repos/{REPO}/check-runs$",
+        headers={"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "0",
+                 "x-ratelimit-used": "5000", "x-ratelimit-reset": str(reset),
+                 "x-ratelimit-resource": "core"},
+        body={"message": "API rate limit exceeded for installation ID 41.",
+              "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"},
+    )  # fmt: skip
+    open_pr(world)
+    delivery = WebhookDelivery.objects.get(event="pull_request")
+    assert delivery.status == "retrying"
+    assert (delivery.attempts, delivery.deferrals) == (0, 1)
+    assert delivery.next_attempt_at.timestamp() >= reset
+    assert not ReviewRun.objects.filter(status=RunStatus.COMPLETED).exists()
+
+    time_passes()
+    sweep()
+
+    delivery.refresh_from_db()
+    assert delivery.status == "processed", delivery.last_error
+    run = ReviewRun.objects.get()
+    assert run.status == RunStatus.COMPLETED
+    assert len(ours(world.fake.reviews_of(REPO, 7))) == 1
+
+
+def test_a_check_run_github_will_not_update_for_minutes_still_ends_completed(world, open_pr):
+    # The in-progress update goes through; then every PATCH fails (an outage).
+    outage = world.fake.inject(40, status=502, method="PATCH", path=r"/check-runs/\d+$", skip=1)
+    open_pr(world)
+    run = ReviewRun.objects.get()
+    assert run.status == RunStatus.COMPLETED  # the review is published; only the check waits
+    assert len(ours(world.fake.reviews_of(REPO, 7))) == 1
+    assert run.check_due_at is not None and run.check_conclusion == "failure"
+    assert "502" in run.check_error
+    assert world.fake.check_runs_of(REPO)[-1].status == "in_progress"
+    for _ in range(3):  # GitHub still down: the tries back off
+        time_passes()
+        sweep()
+    run.refresh_from_db()
+    assert run.check_due_at is not None and run.check_sends >= 3
+
+    world.fake.injections.remove(outage)  # GitHub is back
+    time_passes()
+    sweep()
+
+    run.refresh_from_db()
+    assert run.check_due_at is None and run.check_error == ""
+    check = world.fake.check_runs_of(REPO)[-1]
+    assert (check.status, check.conclusion) == ("completed", "failure")
+    assert check.output["title"] == run.check_title
+
+
+def test_a_failed_run_whose_check_github_refused_to_conclude_is_concluded_later(
+    world, open_pr, monkeypatch
+):
+    """A permanent failure, with GitHub down as it happens: the `failure` conclusion
+    waits and is sent when GitHub is back (no check left `queued`)."""
+    from sandbox.errors import StageError
+
+    def broken(*args, **kwargs):
+        raise StageError("the sandbox image is missing", permanent=True, stage="sandbox")
+
+    monkeypatch.setattr("reviews.engines.engine_run", broken)
+    outage = world.fake.inject(40, status=503, method="PATCH", path=r"/check-runs/\d+$", skip=1)
+    open_pr(world)
+    run = ReviewRun.objects.get()
+    assert run.status == RunStatus.FAILED
+    assert run.check_due_at is not None and run.check_conclusion == "failure"
+    world.fake.injections.remove(outage)
+    time_passes()
+    sweep()
+    check = world.fake.check_runs_of(REPO)[-1]
+    assert (check.status, check.conclusion) == ("completed", "failure")
+    assert check.output["title"] == "Review failed at sandbox"
+
+
+def test_a_newer_conclusion_replaces_the_one_waiting(world, open_pr):
+    from reviews.conclusions import SENT, check_final, conclusion_send
+
+    open_pr(world)
+    run = ReviewRun.objects.get()
+    outage = world.fake.inject(5, status=502, method="PATCH", path=r"/check-runs/\d+$")
+    assert check_final(run.pk, "failure", "2 open findings", "old") == "waiting"
+    world.fake.injections.remove(outage)
+    from reviews.conclusions import conclusion_record
+
+    conclusion_record(run.pk, "success", "No open findings", "new")
+    assert conclusion_send(run.pk) == SENT
+    check = world.fake.check_runs_of(REPO)[-1]
+    assert (check.conclusion, check.output["summary"]) == ("success", "new")
+    assert conclusion_send(run.pk) == "nothing due"
+
+
+def test_backoff_and_deferral_arithmetic():
+    from tasuku import durable
+
+    now = timezone.now()
+    assert durable.backoff(1, timedelta(seconds=30)) >= timedelta(seconds=30)
+    assert durable.backoff(1, timedelta(seconds=30)) <= timedelta(seconds=45)
+    assert durable.backoff(10, timedelta(seconds=30)) <= timedelta(minutes=22, seconds=30)
+    assert durable.backoff(1, timedelta(seconds=30), retry_after=600) >= timedelta(seconds=600)
+
+    class Limited(Exception):
+        permanent = False
+        retry_after = 5.0
+
+    class Wrapped(Exception):
+        permanent = False
+
+    try:
+        try:
+            raise Limited("secondary")
+        except Limited as inner:
+            raise Wrapped("publication failed") from inner
+    except Wrapped as outer:
+        wrapped = outer
+    # A secondary limit: at least a minute, doubling with each deferral.
+    assert durable.deferral(wrapped, deferrals=0, since=now, now=now) >= timedelta(seconds=60)
+    assert durable.deferral(wrapped, deferrals=2, since=now, now=now) >= timedelta(seconds=240)
+    assert durable.deferral(Wrapped("a 502"), deferrals=0, since=now, now=now) is None
+    old = now - timedelta(hours=25)
+    assert durable.deferral(wrapped, deferrals=0, since=old, now=now) is None  # waited enough
