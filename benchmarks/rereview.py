@@ -205,7 +205,8 @@ def main() -> int:
 
     # The floor: the bare tools on the three changed files.
     work = Path(tempfile.mkdtemp(prefix="tasuku-bench-bare-"))
-    subprocess.run(["git", "clone", "-q", str(git.git_dir), str(work / "c")], check=True)  # noqa: S603, S607
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(git.git_dir), str(work / "c")],  # noqa: S603, S607
+                   check=True)  # fmt: skip
     subprocess.run(["git", "-C", str(work / "c"), "checkout", "-q", head], check=True)  # noqa: S603, S607
     three = changed[:3]
     python = [p for p in three if p.endswith(".py")]
@@ -220,12 +221,14 @@ def main() -> int:
                 capture_output=True,
                 check=False,
             )  # noqa: S603
+        subprocess.run([str(venv_bin / "detect-secrets"), "scan", *three], cwd=work / "c",  # noqa: S603
+                       capture_output=True, check=False)  # fmt: skip
         if shell and shutil.which("shellcheck"):
             subprocess.run(["shellcheck", *shell], cwd=work / "c", capture_output=True,  # noqa: S603, S607
                            check=False)  # fmt: skip
 
     floor, _ = timed(bare)
-    print(f"bare tools on the 3 files                     {floor:6.2f} s")
+    print(f"bare tools on the 3 files (ruff, detect-secrets{', shellcheck' if shell else ''}) {floor:6.2f} s")
     print(f"incremental review / bare tools: {warm / floor:.1f}x with the cache, "
           f"{cold / floor:.1f}x without; same head again: {again / floor:.1f}x")  # fmt: skip
     shutil.rmtree(work, ignore_errors=True)
