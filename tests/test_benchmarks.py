@@ -57,3 +57,16 @@ def test_the_dashboard_benchmark_refuses_to_run_without_a_database_of_its_own():
         capture_output=True, text=True, timeout=60, cwd=ROOT, env=env,
     )  # fmt: skip
     assert done.returncode != 0 and "DATABASE_URL" in done.stderr
+
+
+def test_the_rereview_benchmark_runs_on_a_database_of_its_own(tmp_path):
+    import os
+
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'bench.sqlite3'}"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "rereview.py"), "--files", "40",
+         "--history", "3"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "same head asked again (engine result reused)" in done.stdout
