@@ -111,10 +111,10 @@ def test_a_latin1_file_is_reviewed_and_the_run_completes(fake_github, open_pull)
 
 
 def test_a_file_over_the_size_limit_is_named_in_the_reviews_limitations(fake_github, open_pull):
-    big = "x = 1\n" * 500_000  # 3 MB
+    big = "x = 1\n" * 1_500_000  # 9 MB
     run, _ = open_pull({"data/big.py": big, "app.py": "VALUE = 1\n"})
     _, body, _ = posted(fake_github)
-    assert "Not checked (larger than 2 MB)" in body and "data/big.py" in body
+    assert "Not checked (larger than 8 MB)" in body and "data/big.py" in body
     assert "no problems found in the files it read; 1 changed file could not be read" in body
     [check] = fake_github.check_runs_of(REPO)
     assert check.conclusion == "neutral"  # a file nobody read: never success

@@ -131,7 +131,7 @@ def test_every_file_the_engine_did_not_read_is_named_with_why(tmp_path):
     )  # fmt: skip
     assert [f["path"] for f in result.findings] == ["ok.py"]
     assert result.summary.limitations[1:] == [
-        'Not checked (larger than 2 MB): "big.py".',
+        'Not checked (larger than 8 MB): "big.py".',
         'Not checked (binary (a NUL byte in its first 8 KB)): "blob.py".',
         'Not checked (a symbolic link): "link.py".',
         'Not checked (not in the checkout): "gone.py".',

@@ -128,7 +128,7 @@ def _names(paths: list[str]) -> str:
 
 
 def _unchecked(lead: str, skipped: list[Skipped]) -> list[str]:
-    """One line per reason: `Not checked (larger than 2 MB): "big.json".`"""
+    """One line per reason: `Not checked (larger than 8 MB): "big.json".`"""
     by_reason: dict[str, list[str]] = {}
     for item in skipped:
         by_reason.setdefault(item.reason, []).append(item.path)
