@@ -228,7 +228,9 @@ def main() -> int:
                            check=False)  # fmt: skip
 
     floor, _ = timed(bare)
-    print(f"bare tools on the 3 files (ruff, detect-secrets{', shellcheck' if shell else ''}) {floor:6.2f} s")
+    print(
+        f"bare tools on the 3 files (ruff, detect-secrets{', shellcheck' if shell else ''}) {floor:6.2f} s"
+    )
     print(f"incremental review / bare tools: {warm / floor:.1f}x with the cache, "
           f"{cold / floor:.1f}x without; same head again: {again / floor:.1f}x")  # fmt: skip
     shutil.rmtree(work, ignore_errors=True)
