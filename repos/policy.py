@@ -30,7 +30,9 @@ class Trigger(StrEnum):
     SYNCHRONIZE = "synchronize"
     COMMAND = "command"
     FULL_REVIEW_COMMAND = "full_review_command"
-    REVIEW_REQUESTED = "review_requested"
+    REVIEW_REQUESTED = (
+        "review_requested"  # no longer made (GitHub refuses Apps as reviewers); kept for old runs
+    )
     RERUN = "rerun"
     MANUAL = "manual"
     LOCAL = "local"  # `manage.py review` on a local repository

@@ -317,9 +317,12 @@ def pull_request_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
         harvested = outcomes_harvest(pull_request)
         return Outcome(f"{label} {verb}; {harvested} finding outcomes recorded")
     if action == "review_requested":
-        from reviews.triggers import review_requested
-
-        return review_requested(payload, installation, pull_request, delivery_id=delivery_id)
+        # GitHub does not let an App be a requested reviewer (its bot cannot be picked
+        # under *Reviewers*), so a review request is never one for Tasuku.
+        return Outcome.ignore(
+            "review requests are for people: GitHub does not let an App be requested as a "
+            "reviewer (ask Tasuku with a comment command)"
+        )
     if action not in POLICY_TRIGGERS:
         return Outcome.ignore(f"pull_request.{action} does not trigger a review")
 

@@ -227,43 +227,6 @@ def issue_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome
                    decision=Decision.ADMITTED)  # fmt: skip
 
 
-def review_requested(
-    payload: dict[str, Any],
-    installation: Installation,
-    pull_request: PullRequest,
-    *,
-    delivery_id: int,
-) -> Outcome:
-    """`pull_request.review_requested` for the App's bot: review, then clear the request."""
-    requested = (payload.get("requested_reviewer") or {}).get("login", "")
-    gateway = github.gateway()
-    bot = f"{gateway.app_slug()}[bot]"
-    label = f"{pull_request.repository.full_name}#{pull_request.number}"
-    if requested.lower() != bot.lower():
-        return Outcome.ignore(
-            f"a review was requested from {requested or 'a team'}, not from Tasuku"
-        )
-    runs, refusal = runs_request_for(
-        pull_request, Trigger.REVIEW_REQUESTED, delivery_id=delivery_id
-    )
-    repository = pull_request.repository
-    gateway.review_request_remove(
-        installation_id=installation.github_id,
-        repository_id=repository.github_id,
-        full_name=repository.full_name,
-        number=pull_request.number,
-        reviewers=[requested],
-    )
-    if refusal:
-        return Outcome(
-            f"review requested on {label} but skipped: {refusal}", decision=Decision.SKIPPED
-        )
-    return Outcome(
-        f"review requested on {label}: run {', '.join(str(r.pk) for r in runs)}",
-        decision=Decision.ADMITTED,
-    )
-
-
 def check_run_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
     """`check_run.rerequested` on one of Tasuku's check runs: a new run for that head."""
     action = payload.get("action")
@@ -294,6 +257,49 @@ def check_run_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
         f"re-run of {previous.reviewer.slug} on {label}: run {runs[0].pk}",
         decision=Decision.ADMITTED,
     )
+
+
+def check_suite_rerequested(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    """`check_suite.rerequested` ("Re-run all checks" on Tasuku's suite): a new run for
+    every reviewer whose check is in the suite, on each pull request whose head it is."""
+    suite = payload.get("check_suite") or {}
+    head_sha = str(suite.get("head_sha") or "")
+    found = repository_from_payload(payload)
+    if isinstance(found, Outcome):
+        return found
+    installation, repository = found
+    earlier = (
+        ReviewRun.objects.filter(
+            pull_request__repository=repository,
+            head_sha=head_sha,
+            check_run_id__isnull=False,
+            review_pass__isnull=True,
+        )
+        .select_related("pull_request", "reviewer")
+        .order_by("pk")
+    )
+    reviewers: dict[int, dict[int, Reviewer]] = {}
+    for run in earlier:
+        reviewers.setdefault(run.pull_request.number, {})[run.reviewer_id] = run.reviewer
+    if not reviewers:
+        return Outcome.ignore(f"no Tasuku check on {repository.full_name}@{head_sha[:7]}")
+    said = []
+    admitted = False
+    for number, chosen in sorted(reviewers.items()):
+        pull_request = pull_request_refresh(installation, repository, number)
+        label = f"{repository.full_name}#{number}"
+        if pull_request.head_sha != head_sha:
+            said.append(f"{label} has moved on to {pull_request.head_sha[:7]}")
+            continue
+        runs, refusal = runs_request_for(
+            pull_request, Trigger.RERUN, reviewers=list(chosen.values()), delivery_id=delivery_id
+        )
+        if refusal:
+            said.append(f"re-run on {label} skipped: {refusal}")
+        else:
+            admitted = True
+            said.append(f"re-run on {label}: run {', '.join(str(r.pk) for r in runs)}")
+    return Outcome("; ".join(said), decision=Decision.ADMITTED if admitted else Decision.SKIPPED)
 
 
 def manual_review(pull_request: PullRequest, *, full: bool) -> tuple[list[ReviewRun], str]:

@@ -305,30 +305,3 @@ class ConversationCalls:
             recover=find,
             creates=True,
         )
-
-    def review_request_remove(
-        self: GitHubGateway,
-        *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
-        number: int,
-        reviewers: list[str],
-    ) -> None:
-        owner, name = full_name.split("/", 1)
-
-        def delete(client: Github) -> None:
-            # Reference: https://docs.github.com/rest/pulls/review-requests#remove-requested-reviewers-from-a-pull-request
-            client.requester.requestJsonAndCheck(
-                "DELETE",
-                f"/repos/{owner}/{name}/pulls/{number}/requested_reviewers",
-                input={"reviewers": reviewers},
-            )
-
-        self._repo_call(
-            f"clear the review request on {full_name}#{number}",
-            installation_id=installation_id,
-            repository_id=repository_id,
-            permissions={"pull_requests": "write"},
-            fn=delete,
-        )

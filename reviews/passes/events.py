@@ -92,6 +92,10 @@ def check_run_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
 
 
 def check_suite_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    if payload.get("action") == "rerequested":
+        from reviews.triggers import check_suite_rerequested
+
+        return check_suite_rerequested(payload, delivery_id=delivery_id)
     if payload.get("action") != "completed":
         return Outcome.ignore(f"check_suite.{payload.get('action')} needs no action")
     suite = payload.get("check_suite") or {}

@@ -119,22 +119,19 @@ def test_comments_by_bots_without_a_mention_or_on_issues_are_not_commands(world,
     assert world.fake.issue_comments_of(REPO, world.pull.number) == []
 
 
-def test_a_review_request_for_the_app_reviews_and_clears_the_request(world, send):
+@pytest.mark.parametrize(
+    "reviewer", [{"login": f"{SLUG}[bot]", "type": "Bot"}, {"login": "maria", "type": "User"}]
+)
+def test_a_review_request_is_for_people_and_starts_no_review(world, send, reviewer):
+    """GitHub does not let an App be a requested reviewer: Tasuku is asked by command."""
     opened(world, send, review=False)
     ReviewRun.objects.all().delete()
-    world.pull.requested_reviewers = [f"{SLUG}[bot]", "maria"]
     body = pull_request_payload(world.fake, world.repo, world.pull, action="review_requested",
-                                requested_reviewer={"login": f"{SLUG}[bot]", "type": "Bot"})  # fmt: skip
-    send("pull_request", body)
-    assert ReviewRun.objects.get().trigger == "review_requested"
-    assert world.pull.requested_reviewers == ["maria"]
-
-
-def test_a_review_request_for_someone_else_is_not_for_tasuku(world, send):
-    opened(world, send, review=False)
-    body = pull_request_payload(world.fake, world.repo, world.pull, action="review_requested",
-                                requested_reviewer={"login": "maria", "type": "User"})  # fmt: skip
-    assert send("pull_request", body).status == "ignored"
+                                requested_reviewer=reviewer)  # fmt: skip
+    delivery = send("pull_request", body)
+    assert delivery.status == "ignored"
+    assert "GitHub does not let an App be requested as a reviewer" in delivery.outcome
+    assert not ReviewRun.objects.exists()
 
 
 def test_rerequesting_a_check_run_reviews_that_head_again(world, send):
@@ -155,6 +152,26 @@ def test_rerequesting_a_check_run_reviews_that_head_again(world, send):
     again = ReviewRun.objects.order_by("-id").first()
     assert again.pk != first.pk and again.trigger == "rerun" and again.head_sha == first.head_sha
     assert again.status == RunStatus.COMPLETED
+
+
+def test_re_running_all_checks_reviews_the_head_again_with_each_reviewer(world, send):
+    from tests.helpers import check_suite_payload
+
+    opened(world, send)
+    first = ReviewRun.objects.get()
+    body = check_suite_payload(world.fake, world.repo, head_sha=first.head_sha,
+                               app_slug="tasuku-test", action="rerequested")  # fmt: skip
+    delivery = send("check_suite", body, drain=None)
+    assert delivery.decision == "admitted", delivery.outcome
+    again = ReviewRun.objects.order_by("-id").first()
+    assert again.pk != first.pk and again.trigger == "rerun"
+    assert (again.head_sha, again.reviewer_id) == (first.head_sha, first.reviewer_id)
+    assert again.status == RunStatus.COMPLETED
+    # A suite on a head the pull request has left is not reviewed again.
+    world.push({"app/more.py": "x = 2\n"})
+    delivery = send("check_suite", body, drain=None)
+    assert "has moved on" in delivery.outcome
+    assert ReviewRun.objects.count() == 2
 
 
 def test_repeated_triggers_for_the_same_head_coalesce(world, send):
