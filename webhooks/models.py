@@ -76,3 +76,26 @@ class WebhookDelivery(models.Model):
     @property
     def final(self) -> bool:
         return self.status in DELIVERY_FINAL_STATES
+
+
+class Redelivery(models.Model):
+    """A delivery GitHub could not make to Tasuku (Tasuku was down, or answered an error)
+    and that Tasuku asked GitHub to make again (repos/deliveries.py)."""
+
+    guid = models.CharField(max_length=64, unique=True, help_text="X-GitHub-Delivery.")
+    github_delivery_id = models.BigIntegerField(help_text="The attempt asked to be redone.")
+    event = models.CharField(max_length=64, blank=True)
+    action = models.CharField(max_length=64, blank=True)
+    failed_status = models.CharField(
+        max_length=200, blank=True, help_text="What GitHub recorded of the failed attempt."
+    )
+    asks = models.PositiveSmallIntegerField(default=0)
+    asked_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, help_text="Why asking failed, if it did.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-asked_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"redelivery of {self.guid} ({self.event})"

@@ -32,7 +32,7 @@ from django_q.models import Schedule, Task
 
 from repos.github import missing_settings
 from webhooks.health import broker_health, database_health
-from webhooks.models import DeliveryStatus, WebhookDelivery
+from webhooks.models import DeliveryStatus, Redelivery, WebhookDelivery
 from webhooks.services import delivery_record, delivery_retry
 from webhooks.signature import signature_valid
 
@@ -140,6 +140,7 @@ def status(request: HttpRequest) -> HttpResponse:
             "database": database_health(),
             "broker": broker_health(),
             "schedules": _schedules(),
+            "redeliveries": Redelivery.objects.all()[:20],
             "now": timezone.now(),
             "may_act": may_act(request.user),
         },

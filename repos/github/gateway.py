@@ -26,6 +26,7 @@ from repos.github.commits import CommitCalls
 from repos.github.config import AppCredentials, RetryPolicy, credentials, retry_policy
 from repos.github.conversation import ConversationCalls
 from repos.github.errors import GitHubError, classify
+from repos.github.hooks import HookCalls
 from repos.github.schemas import (
     CheckRunInfo,
     CheckRunOutput,
@@ -54,7 +55,7 @@ PERMISSIONS_TTL_SECONDS = 300.0
 _slugs: dict[tuple[str, int], str] = {}
 
 
-class GitHubGateway(ConversationCalls, CheckCalls, CommitCalls, ActionsCalls):
+class GitHubGateway(ConversationCalls, CheckCalls, CommitCalls, ActionsCalls, HookCalls):
     """One App's view of GitHub. Cheap to create; tokens and clients are cached per
     process (never on disk: they are credentials)."""
 

@@ -16,10 +16,12 @@ def test_setup_schedules_registers_the_sweepers_and_the_reaper_and_is_idempotent
         "webhooks.tasks.deliveries_sweep",
         "reviews.tasks.runs_reap",
         "reviews.tasks.tasks_sweep",
+        "repos.tasks.deliveries_recover",
     }
-    assert len(schedules) == 4
+    assert len(schedules) == 5
     assert all(
-        (s.schedule_type, s.minutes, s.repeats) == (Schedule.MINUTES, 1, -1)
+        (s.schedule_type, s.minutes, s.repeats)
+        == (Schedule.MINUTES, 10 if s.func == "repos.tasks.deliveries_recover" else 1, -1)
         for s in schedules.values()
     )
     reapers = sorted(s.next_run for s in schedules.values() if s.func == "reviews.tasks.runs_reap")

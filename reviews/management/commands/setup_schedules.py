@@ -16,6 +16,8 @@ SCHEDULES: dict[str, tuple[str, int, int]] = {
     "tasuku: reap review runs": ("reviews.tasks.runs_reap", 1, 0),
     "tasuku: reap review runs (half past)": ("reviews.tasks.runs_reap", 1, 30),
     "tasuku: sweep review-pass tasks": ("reviews.tasks.tasks_sweep", 1, 15),
+    # GitHub never redelivers by itself: ask for what it could not deliver.
+    "tasuku: recover missed webhook deliveries": ("repos.tasks.deliveries_recover", 10, 45),
 }
 
 

@@ -30,6 +30,8 @@ faithful where Tasuku's correctness depends on it:
 - Merge queues (`merge_queue`): merge groups built in a git-backed repository's history
   (`merge_queue_enqueue`, `merge_queue_merge`), commits compared as GitHub compares them,
   and the pull requests associated with a commit.
+- The App's webhook delivery log (`hooks`): attempts a test records
+  (`hook_delivery_add`), listed and redelivered as GitHub does.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from tests.fakes.github.actions import ActionsRoutes, ActionsRun, Workflow
 from tests.fakes.github.apps import AppsRoutes
 from tests.fakes.github.checks import ChecksRoutes
 from tests.fakes.github.git import GitRepo, GitRoutes, Symlink
+from tests.fakes.github.hooks import HookRoutes
 from tests.fakes.github.merge_queue import MergeQueueRoutes
 from tests.fakes.github.oidc import OidcKey, OidcRoutes
 from tests.fakes.github.pulls import PullsRoutes
@@ -62,6 +65,7 @@ class FakeGitHub(
     ActionsRoutes,
     OidcRoutes,
     MergeQueueRoutes,
+    HookRoutes,
     FakeGitHubBase,
     AppsRoutes,
     PullsRoutes,
