@@ -7,6 +7,7 @@ import pytest
 
 from repos import github as gateway_module
 from tests.fakes.github import FakeGitHub, rsa_keypair
+from tests.fakes.github.contract import summary as contract_summary
 
 pytest_plugins = ["tests.fakes.models.plugin"]
 
@@ -56,6 +57,16 @@ def fake_github(
     gateway_module.caches_clear()
     yield fake
     gateway_module.caches_clear()
+    # The contract tests: what Tasuku sent and what the fake answered must stay within
+    # GitHub's published description (tests/fakes/github/contract.py).
+    violations = fake.contract.take()
+    if violations:
+        pytest.fail(
+            f"{len(violations)} exchange(s) with the fake GitHub left GitHub's published "
+            "description (tests/contract/; a request is the gateway's, a response the "
+            "fake's):\n  " + "\n  ".join(contract_summary(violations)),
+            pytrace=False,
+        )
 
 
 @pytest.fixture

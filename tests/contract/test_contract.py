@@ -412,3 +412,21 @@ def test_the_vendoring_script_cuts_only_what_is_listed():
     assert "example" in schemas["a"]["properties"]  # a property of that name stays
     assert "example" not in schemas["a"]  # the schema's example goes
     assert "examples" not in cut["components"]
+
+
+def test_a_failure_of_the_check_itself_is_a_violation_not_a_broken_exchange(monkeypatch):
+    def broken() -> object:
+        raise RuntimeError("no description")
+
+    monkeypatch.setattr(contract, "rest_description", broken)
+    violation = one(check("GET", "/repos/acme/widgets"))
+    assert violation.problem == "the contract check failed: RuntimeError('no description')"
+
+
+def test_the_summary_folds_repeats():
+    answer = _installation()
+    del answer["account"]["login"]  # type: ignore[attr-defined]
+    found = check("GET", "/app/installations/7", answer=answer) * 3
+    [line] = contract.summary(found)
+    assert line.endswith("(3 times)")
+    assert line.startswith("GET /app/installations/{installation_id} (apps/get-installation): ")

@@ -44,8 +44,12 @@ def test_it_reads_the_required_checks_of_a_protected_branch(world, fake_github):
 
 def test_contexts_and_checks_are_merged_in_order_once_each(world, fake_github):
     grant(fake_github, administration="read")
+    url = f"{fake_github.url}/repos/{REPO}/branches/main/protection/required_status_checks"
     answer = {
+        "url": url,
+        "strict": False,
         "contexts": ["ci/legacy", "build"],
+        "contexts_url": f"{url}/contexts",
         "checks": [{"context": "build", "app_id": 15368}, {"context": "lint", "app_id": None}],
     }
     fake_github.inject(1, status=200, path=r"/protection/required_status_checks$", body=answer)

@@ -116,6 +116,22 @@ class Violation:
         )
 
 
+def summary(violations: list[Violation]) -> list[str]:
+    """One line per distinct violation (array indices folded: `/check_runs/*/app`), with
+    how often it occurred."""
+    counts: dict[tuple[str, str, str, str], list[Violation]] = {}
+    for v in violations:
+        key = (v.operation, v.part, re.sub(r"/\d+(?=/|$)", "/*", v.pointer), v.problem)
+        counts.setdefault(key, []).append(v)
+    lines = []
+    for (operation, part, pointer, problem), seen in counts.items():
+        times = f" ({len(seen)} times)" if len(seen) > 1 else ""
+        lines.append(
+            f"{operation}: {part} {pointer or '/'}: {problem}  [sent: {seen[0].sent}]{times}"
+        )
+    return lines
+
+
 @dataclass
 class Exchange:
     """One request as the contract sees it, kept until its answer is checked."""
@@ -190,6 +206,36 @@ def _convert(node: Any) -> Any:
     return node
 
 
+def _inline(document: dict[str, Any]) -> dict[str, Any]:
+    """`document` with each schema `$ref` replaced by the (shared) schema it names, so
+    that validating follows no references (several times faster); a recursive schema
+    keeps its `$ref` where it recurs."""
+    prefix = REST_URI + "#/components/schemas/"
+    schemas = document["components"]["schemas"]
+    done: dict[str, Any] = {}
+
+    def walk(node: Any, stack: frozenset[str]) -> Any:
+        if isinstance(node, list):
+            return [walk(item, stack) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if (
+            isinstance(ref, str)
+            and ref.startswith(prefix)
+            and set(node) <= {"$ref", "description", "title"}
+        ):
+            name = ref[len(prefix) :]
+            if name in stack:
+                return node
+            if name not in done:
+                done[name] = walk(schemas[name], stack | {name})
+            return done[name]
+        return {key: walk(value, stack) for key, value in node.items()}
+
+    return walk(document, frozenset())
+
+
 class RestDescription:
     """The vendored OpenAPI operations, with their path matchers and validators."""
 
@@ -203,6 +249,7 @@ class RestDescription:
             for part in parents:
                 node = node[part.replace("~1", "/").replace("~0", "~")]
             node[last] = schema
+        self.document = _inline(self.document)
         resource = Resource(contents=self.document, specification=DRAFT202012)
         self.registry: Registry = Registry().with_resource(REST_URI, resource)
         self.format_checker = _format_checker()
@@ -286,17 +333,15 @@ def _problem(error: ValidationError) -> tuple[str, str]:
         if candidates:
             _, index, subs = min(candidates, key=lambda c: (c[0], c[1]))
             ref = str(alternatives[index].get("$ref", ""))
-            name = ref.rsplit("/", 1)[-1] if ref else f"alternative {index + 1}"
+            name = ref.rsplit("/", 1)[-1] if ref else ""
             required = [s for s in subs if s.validator == "required"]
             if required and len(required) == len(subs):
                 names = [n for s in required for n in s.validator_value if n not in s.instance]
                 pointer = pointer_of(list(required[0].absolute_path))
-                return (
-                    pointer,
-                    f"as {name}: required properties missing: {', '.join(dict.fromkeys(names))}",
-                )
+                missing = f"required properties missing: {', '.join(dict.fromkeys(names))}"
+                return pointer, f"as {name}: {missing}" if name else missing
             pointer, message = _problem(subs[0])
-            return pointer, f"as {name}: {message}"
+            return pointer, f"as {name}: {message}" if name else message
     message = error.message
     if len(message) > 300:
         message = message[:300] + "…"
@@ -519,7 +564,18 @@ class Contract:
         self, method: str, path: str, query: dict[str, list[str]], body: Any, raw: bytes
     ) -> Exchange:
         """Check one request as it arrived (`path` without its query string; `body` the
-        parsed JSON or None); the returned exchange is handed to `response`."""
+        parsed JSON or None); the returned exchange is handed to `response`. A failure of
+        the check itself is a violation too, never a broken exchange."""
+        try:
+            return self._request(method, path, query, body, raw)
+        except Exception as exc:  # noqa: BLE001  (reported, not raised in the server)
+            exchange = Exchange(method, path, f"{method} {path}")
+            self._add(exchange, "request", "", f"the contract check failed: {exc!r:.300}")
+            return exchange
+
+    def _request(
+        self, method: str, path: str, query: dict[str, list[str]], body: Any, raw: bytes
+    ) -> Exchange:
         for name, pattern in ALLOWED:
             if pattern.fullmatch(path):
                 exchange = Exchange(method, path, f"{method} {path} ({name})")
@@ -684,6 +740,14 @@ class Contract:
         it is raw bytes or nothing)."""
         if exchange is None:
             return
+        try:
+            self._response(exchange, status, payload, json_body=json_body)
+        except Exception as exc:  # noqa: BLE001  (reported, not raised in the server)
+            self._add(
+                exchange, f"response {status}", "", f"the contract check failed: {exc!r:.300}"
+            )
+
+    def _response(self, exchange: Exchange, status: int, payload: Any, *, json_body: bool) -> None:
         if exchange.graphql is not None and json_body:
             self._graphql_response(exchange, status, payload)
             return

@@ -294,7 +294,9 @@ class FakeGitHubBase:
             handler.connection.shutdown(2)
             return
         body = injection.body
-        if body is None:
+        if injection.status in (204, 304):
+            body = None  # no content: GitHub sends no body (a 204 dispatch, a 304)
+        elif body is None:
             body = {
                 "message": "Server Error",
                 "documentation_url": DOCS,
