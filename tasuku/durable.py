@@ -4,9 +4,9 @@ conclusions) decides the same way when an attempt fails: when to try again.
 - A transient failure is tried again after an exponential backoff with jitter.
 - A failure GitHub answered with a rate limit (`Retry-After`, or a spent quota with its
   `x-ratelimit-reset`) is *deferred*: tried again no sooner than GitHub asked, and not
-  counted against the row's attempts — waiting out a limit is not a failure. Secondary
-  limits without a time wait at least a minute, then back off exponentially, as GitHub's
-  documentation asks. Deferral has a bound (MAX_DEFERRAL_AGE): a row that has waited
+  counted against the row's attempts — waiting out a limit is not a failure. A limit
+  without a time waits a minute (repos/github/errors.py); one met again after waiting
+  waits at least a minute, doubling each time, as GitHub's documentation asks. Deferral has a bound (MAX_DEFERRAL_AGE): a row that has waited
   a day for GitHub fails the ordinary way.
 - Rate limits hold for the whole installation: the wait is recorded on it
   (`repos.services.installation_quiet`), and every queue's next work for that
@@ -56,9 +56,9 @@ def deferral(
     wait = retry_after_of(exc)
     if wait is None or now - since > MAX_DEFERRAL_AGE:
         return None
-    if wait <= SECONDARY_FLOOR:
-        # A secondary limit (or a reset a moment away): a minute at least, doubling.
-        wait = max(wait, SECONDARY_FLOOR * 2 ** min(deferrals, 4))
+    if deferrals:
+        # Limited again after waiting: a minute at least, doubling each time.
+        wait = max(wait, SECONDARY_FLOOR * 2 ** min(deferrals - 1, 4))
     return timedelta(seconds=wait + random.uniform(0, 5))  # noqa: S311 - spread the wake-ups
 
 
