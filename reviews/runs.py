@@ -255,8 +255,9 @@ def run_attempt_failed(held: Held, exc: BaseException, *, stage: str, final: boo
 def _run_deferred(
     held: Held, exc: BaseException, *, stage: str, error: str, now: datetime
 ) -> str | None:
-    """Put the run off until GitHub's rate limit lifts, when `exc` is one: queued again
-    for then, the attempt given back, the installation quiet meanwhile."""
+    """Put the run off when `exc` is GitHub's weather (a rate limit, GitHub unavailable):
+    queued again for later, the attempt given back; after a rate limit, the installation
+    quiet meanwhile."""
     row = (
         ReviewRun.objects.filter(pk=held.run_pk)
         .values("created_at", "pull_request__repository__installation__github_id")
@@ -267,11 +268,13 @@ def _run_deferred(
     deferrals = RunAttempt.objects.filter(
         run_id=held.run_pk, outcome=AttemptOutcome.DEFERRED
     ).count()
-    wait = durable.deferral(exc, deferrals=deferrals, since=row["created_at"], now=now)
-    if wait is None:
+    found = durable.deferral(exc, deferrals=deferrals, since=row["created_at"], now=now)
+    if found is None:
         return None
+    wait, kind = found
     until = now + wait
-    reason = f"waiting until {until:%H:%M:%S} UTC for GitHub's rate limit: {exc}"
+    what = "GitHub's rate limit" if kind == durable.RATE_LIMIT else "GitHub to answer again"
+    reason = f"waiting until {until:%H:%M:%S} UTC for {what}: {exc}"
     with transaction.atomic():
         changed = _held(held).update(
             status=RunStatus.QUEUED,
@@ -286,9 +289,10 @@ def _run_deferred(
         if changed:
             _attempt_end(held.run_pk, outcome=AttemptOutcome.DEFERRED, now=now,
                          stage=stage, error=error[:20000])  # fmt: skip
-    durable.installation_quiet(
-        row["pull_request__repository__installation__github_id"], until, str(exc)
-    )
+    if kind == durable.RATE_LIMIT:
+        durable.installation_quiet(
+            row["pull_request__repository__installation__github_id"], until, str(exc)
+        )
     logger.warning("run %s deferred at %s until %s: %s", held.run_pk, stage, until, exc)
     return RunStatus.QUEUED if changed else "lost"
 

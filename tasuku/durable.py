@@ -8,6 +8,9 @@ conclusions) decides the same way when an attempt fails: when to try again.
   without a time waits a minute (repos/github/errors.py); one met again after waiting
   waits at least a minute, doubling each time, as GitHub's documentation asks. Deferral has a bound (MAX_DEFERRAL_AGE): a row that has waited
   a day for GitHub fails the ordinary way.
+- A failure that is GitHub being unavailable (5xx, no answer, past the gateway's own
+  retries) is deferred the same way, with a backoff (30 s doubling to 15 minutes): a
+  5xx storm delays work, it does not fail it.
 - Rate limits hold for the whole installation: the wait is recorded on it
   (`repos.services.installation_quiet`), and every queue's next work for that
   installation waits too, rather than hammer the limit the last job met.
@@ -23,6 +26,8 @@ LONGEST_BACKOFF = timedelta(minutes=15)
 # Secondary limits with no time given: a minute at least, then doubling (GitHub's docs:
 # "wait for at least one minute", "increase the time between retries exponentially").
 SECONDARY_FLOOR = 60.0
+OUTAGE_BACKOFF = timedelta(seconds=30)
+RATE_LIMIT, UNAVAILABLE = "rate limit", "GitHub unavailable"
 
 
 def retry_after_of(exc: BaseException | None) -> float | None:
@@ -47,19 +52,42 @@ def backoff(failures: int, base: timedelta, *, retry_after: float | None = None)
     return delay
 
 
+def github_unavailable(exc: BaseException | None) -> bool:
+    """Whether the failure is GitHub being unavailable — a 5xx or no answer from its API
+    (a transient `GitHubError` without a rate limit) — here or in what it was raised from."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if (
+            hasattr(exc, "retry_after")
+            and hasattr(exc, "status")
+            and not getattr(exc, "permanent", True)
+            and (exc.status is None or exc.status >= 500)
+        ):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
 def deferral(
     exc: BaseException, *, deferrals: int, since: datetime, now: datetime
-) -> timedelta | None:
-    """How long to defer a row whose attempt met a rate limit, or None when the failure is
-    not one (or the row has waited long enough: it fails or backs off as usual).
-    `deferrals` counts the earlier deferrals of the row, `since` is when it was made."""
-    wait = retry_after_of(exc)
-    if wait is None or now - since > MAX_DEFERRAL_AGE:
+) -> tuple[timedelta, str] | None:
+    """How long to defer a row whose attempt met GitHub's weather, and which: a rate limit
+    (as long as GitHub asked; a minute at least, doubling, when limited again) or GitHub
+    unavailable (5xx, no answer: 30 s doubling to 15 minutes). None when the failure is
+    neither, or the row has waited MAX_DEFERRAL_AGE: it fails or backs off as usual.
+    `deferrals` counts the row's earlier deferrals, `since` is when it was made."""
+    if now - since > MAX_DEFERRAL_AGE:
         return None
-    if deferrals:
-        # Limited again after waiting: a minute at least, doubling each time.
-        wait = max(wait, SECONDARY_FLOOR * 2 ** min(deferrals - 1, 4))
-    return timedelta(seconds=wait + random.uniform(0, 5))  # noqa: S311 - spread the wake-ups
+    jitter = timedelta(seconds=random.uniform(0, 5))  # noqa: S311 - spread the wake-ups
+    wait = retry_after_of(exc)
+    if wait is not None:
+        if deferrals:
+            wait = max(wait, SECONDARY_FLOOR * 2 ** min(deferrals - 1, 4))
+        return timedelta(seconds=wait) + jitter, RATE_LIMIT
+    if github_unavailable(exc):
+        return backoff(deferrals + 1, OUTAGE_BACKOFF), UNAVAILABLE
+    return None
 
 
 def _installations():

@@ -246,22 +246,25 @@ def delivery_attempt_failed(delivery: WebhookDelivery, exc: BaseException) -> st
         # An unexpected exception: keep where it happened for whoever reads the error.
         error += "\n\n" + "".join(traceback.format_exception(exc)[-6:])
     now = timezone.now()
-    wait = (
+    found = (
         None
         if permanent
         else durable.deferral(
             exc, deferrals=delivery.deferrals, since=delivery.received_at, now=now
         )
     )
-    if wait is not None:
-        # A rate limit: put off until it lifts, the attempt given back (not a failure).
+    if found is not None:
+        # GitHub's weather (a rate limit, GitHub unavailable): put off, the attempt given
+        # back (not a failure).
+        wait, kind = found
         status = DeliveryStatus.RETRYING
         fields: dict[str, Any] = {
             "next_attempt_at": now + wait,
             "attempts": F("attempts") - 1,
             "deferrals": F("deferrals") + 1,
         }
-        durable.installation_quiet(delivery.installation_id, now + wait, str(exc))
+        if kind == durable.RATE_LIMIT:
+            durable.installation_quiet(delivery.installation_id, now + wait, str(exc))
     elif permanent or delivery.attempts >= MAX_ATTEMPTS:
         status = DeliveryStatus.FAILED
         fields = {"next_attempt_at": None, "processed_at": now}

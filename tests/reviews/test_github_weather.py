@@ -212,10 +212,17 @@ def test_backoff_and_deferral_arithmetic():
     except Wrapped as outer:
         wrapped = outer
     # As long as GitHub asked; limited again after waiting: a minute at least, doubling.
-    first = durable.deferral(wrapped, deferrals=0, since=now, now=now)
-    assert timedelta(seconds=5) <= first <= timedelta(seconds=10)
-    assert durable.deferral(wrapped, deferrals=1, since=now, now=now) >= timedelta(seconds=60)
-    assert durable.deferral(wrapped, deferrals=3, since=now, now=now) >= timedelta(seconds=240)
-    assert durable.deferral(Wrapped("a 502"), deferrals=0, since=now, now=now) is None
+    first, kind = durable.deferral(wrapped, deferrals=0, since=now, now=now)
+    assert timedelta(seconds=5) <= first <= timedelta(seconds=10) and kind == durable.RATE_LIMIT
+    assert durable.deferral(wrapped, deferrals=1, since=now, now=now)[0] >= timedelta(seconds=60)
+    assert durable.deferral(wrapped, deferrals=3, since=now, now=now)[0] >= timedelta(seconds=240)
+    assert durable.deferral(Wrapped("an engine crash"), deferrals=0, since=now, now=now) is None
     old = now - timedelta(hours=25)
     assert durable.deferral(wrapped, deferrals=0, since=old, now=now) is None  # waited enough
+
+    class Down(Exception):  # what the gateway raises after its retries of a 502
+        permanent, retry_after, status = False, None, 502
+
+    wait, kind = durable.deferral(Down(), deferrals=0, since=now, now=now)
+    assert kind == durable.UNAVAILABLE and timedelta(seconds=30) <= wait <= timedelta(seconds=45)
+    assert durable.deferral(Down(), deferrals=5, since=now, now=now)[0] >= timedelta(minutes=15)
