@@ -25,7 +25,14 @@ from prometheus_client.core import (
 
 from repos.models import GitHubApiUsage, Installation
 from reviews.budget import month_start
-from reviews.models import Review, ReviewRun, RunStatus, WorkerHeartbeat
+from reviews.models import (
+    AttemptOutcome,
+    Review,
+    ReviewRun,
+    RunAttempt,
+    RunStatus,
+    WorkerHeartbeat,
+)
 from reviews.selectors import broker_queue_size, day_start
 from webhooks.models import DeliveryStatus, WebhookDelivery
 
@@ -169,6 +176,25 @@ class TasukuCollector:
         yield calls
         yield remaining
         yield limit
+        now = timezone.now()
+        waiting = GaugeMetricFamily(
+            "tasuku_github_rate_limited_seconds",
+            "Seconds until GitHub's rate limit lets Tasuku's work for the installation go on "
+            "(0 when it is not waiting).",
+            labels=["installation_id", "account"],
+        )
+        for github_id, login, until in Installation.objects.values_list(
+            "github_id", "account_login", "quiet_until"
+        ):
+            left = (until - now).total_seconds() if until and until > now else 0.0
+            waiting.add_metric([str(github_id), login], left)
+        yield waiting
+        deferred = CounterMetricFamily(
+            "tasuku_review_run_attempts_deferred",
+            "Run attempts put off for GitHub's weather (a rate limit, GitHub unavailable).",
+        )
+        deferred.add_metric([], RunAttempt.objects.filter(outcome=AttemptOutcome.DEFERRED).count())
+        yield deferred
 
     def _models(self, now) -> Iterator[Metric]:
         tokens = CounterMetricFamily(

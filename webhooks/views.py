@@ -141,9 +141,24 @@ def status(request: HttpRequest) -> HttpResponse:
             "broker": broker_health(),
             "schedules": _schedules(),
             "redeliveries": Redelivery.objects.all()[:20],
+            "rate_limited": _rate_limited(),
             "now": timezone.now(),
             "may_act": may_act(request.user),
         },
+    )
+
+
+def _rate_limited() -> list:
+    """Installations whose work waits for GitHub's rate limit, or waited in the last day."""
+    from datetime import timedelta
+
+    from django.apps import apps
+
+    since = timezone.now() - timedelta(days=1)
+    return list(
+        apps.get_model("repos", "Installation")
+        .objects.filter(quiet_until__gte=since)
+        .order_by("-quiet_until")[:20]
     )
 
 

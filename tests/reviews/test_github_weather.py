@@ -64,7 +64,7 @@ def ours(items):
 
 
 def test_a_secondary_rate_limit_on_the_review_post_waits_and_posts_exactly_one_review(
-    world, open_pr
+    world, open_pr, staff_client
 ):
     limit = world.fake.rate_limit(1, retry_after=180, method="POST", path=r"/pulls/\d+/reviews$")
     open_pr(world)
@@ -79,6 +79,16 @@ def test_a_secondary_rate_limit_on_the_review_post_waits_and_posts_exactly_one_r
     assert installation.quiet_until >= timezone.now() + timedelta(seconds=170)
     assert limit.count == 0  # exactly one request went into the limit
     assert not ours(world.fake.reviews_of(REPO, 7))
+    # The wait is shown: the status page and /metrics.
+    page = staff_client.get("/status/").content.decode()
+    assert "GitHub&#x27;s rate limits" in page or "GitHub's rate limits" in page
+    assert "waiting" in page and "secondary rate limit" in page
+    metrics = staff_client.get("/metrics").content.decode()
+    assert "tasuku_review_run_attempts_deferred_total 1.0" in metrics
+    [line] = [
+        m for m in metrics.splitlines() if m.startswith("tasuku_github_rate_limited_seconds{")
+    ]
+    assert float(line.rsplit(" ", 1)[1]) > 100
     # Before the reset nothing is sent: the reaper's ring finds the installation quiet.
     sweep()
     assert ReviewRun.objects.get().status == RunStatus.QUEUED
