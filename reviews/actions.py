@@ -10,6 +10,17 @@
    takes it through validation and publication as usual, with the stored result in
    place of running an engine. (`result_accept`)
 
+Which workflow run is the run's. github.com says it in the dispatch's answer. A GitHub
+Enterprise Server without `return_run_details` does not: the run's id is in its inputs,
+which the workflow's `run-name` shows as the run's title (RUN_NAME), and the gateway
+looks for the run this App dispatched with that title for TASUKU_ACTIONS_FIND_SECONDS
+(GitHub creates it a few seconds late). A run still not listed stays `dispatched`
+without its Actions run, which is attached (`attach`) by whichever comes first: the
+reaper's look (`dispatched_sweep`, every 30 s), a `workflow_run` event showing the
+title, or the runner itself, whose token names its workflow run (asked of GitHub for
+its title). The same correlation finds the run of an earlier attempt that dispatched
+and stopped before recording it, so it is not dispatched twice.
+
 A `workflow_run` completed with no result, or no result after
 TASUKU_ACTIONS_RESULT_TIMEOUT, fails the run at stage `sandbox`.
 """
@@ -17,17 +28,20 @@ TASUKU_ACTIONS_RESULT_TIMEOUT, fails the run at stage `sandbox`.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from repos.github import GitHubError
-from repos.github.actions import workflow_path
+from repos import github
+from repos.github import ActionsRunInfo, DispatchedRun, GitHubError, GitHubGateway
+from repos.github.actions import LOST_DISPATCH_WINDOW, workflow_path
+from repos.models import Repository
 from reviews.models import AttemptOutcome, ReviewRun, RunAttempt, RunStatus, Stage
 from reviews.oidc import subject_repository
 from reviews.runs import CONCLUDE_TASK, Held, run_ring
@@ -39,6 +53,9 @@ from webhooks.routing import Outcome
 logger = logging.getLogger(__name__)
 
 RUN_NAME = "Tasuku review (run {})"  # docs/actions/tasuku.yml's `run-name`
+_RUN_NAMED = re.compile(re.escape(RUN_NAME).replace(r"\{\}", r"(\d{1,18})"))
+# How many runs the reaper looks for on GitHub at a time (one request each).
+FINDS_PER_SWEEP = 20
 
 
 def workflow_ref(full_name: str, branch: str) -> str:
@@ -53,48 +70,172 @@ def dispatch(ctx: Any, job: ReviewJob) -> str:
     """Dispatch the run's workflow and leave the run `dispatched`. GitHub errors are
     retried by the gateway (3 attempts in all) and then fail the run, with a check run
     that names the fix when the repository has no workflow or the App may not
-    dispatch."""
+    dispatch. A GitHub that does not say which run it started leaves the run
+    `dispatched` without its Actions run, found later (see the module docstring)."""
     run: ReviewRun = ctx.run
     repository = ctx.repository
     info = ctx.repository_info or ctx.gateway.repository_get(**ctx.where)
     branch = info.default_branch or repository.default_branch or "main"
+    workflow = settings.TASUKU_ACTIONS_WORKFLOW
+    run_name = RUN_NAME.format(run.pk)
+    held: Held = ctx.held
+    dispatched: DispatchedRun | None = None
     try:
-        dispatched = ctx.gateway.workflow_dispatch(
-            **ctx.where,
-            workflow=settings.TASUKU_ACTIONS_WORKFLOW,
-            ref=branch,
-            # The workflow checks out `head_sha`; the runner checks the checkout is at the
-            # head its job names, so a wrong input cannot change what is reviewed.
-            inputs={"tasuku_run": str(run.pk), "head_sha": run.head_sha},
-            # The template's `run-name`: how a dispatch whose answer was lost is found.
-            run_name=RUN_NAME.format(run.pk),
-        )
+        if held.attempt > 1:
+            # An earlier attempt may have dispatched and stopped before recording it.
+            since = (run.started_at or timezone.now()) - LOST_DISPATCH_WINDOW
+            dispatched = ctx.gateway.workflow_run_find(
+                **ctx.where, workflow=workflow, ref=branch, run_name=run_name, since=since
+            )
+        if dispatched is None:
+            dispatched = ctx.gateway.workflow_dispatch(
+                **ctx.where,
+                workflow=workflow,
+                ref=branch,
+                # The workflow checks out `head_sha`; the runner checks the checkout is at
+                # the head its job names, so a wrong input cannot change what is reviewed.
+                inputs={"tasuku_run": str(run.pk), "head_sha": run.head_sha},
+                # The template's `run-name`: how the run is found when GitHub does not
+                # say which it is, or its answer was lost.
+                run_name=run_name,
+            )
     except GitHubError as exc:
         raise StageError(_dispatch_problem(exc), permanent=True, stage=Stage.SANDBOX) from exc
+    if dispatched is not None:
+        url, run_id = dispatched.html_url, dispatched.workflow_run_id
+        reason = f"dispatched to GitHub Actions: {url}"
+        note = f"dispatched as Actions run {run_id}"
+    else:
+        # Until its run is found, the check run links to the workflow's runs.
+        url, run_id = _workflow_page(info.clone_url, workflow), None
+        reason = (
+            f"dispatched to GitHub Actions; GitHub did not say which workflow run it started "
+            f"and has not listed “{run_name}” yet: it is looked for again"
+        )
+        note = f"dispatched; GitHub has not listed “{run_name}” yet"
     now = timezone.now()
-    held: Held = ctx.held
     with transaction.atomic():
         updated = ReviewRun.objects.filter(
             pk=run.pk, status=RunStatus.RUNNING, attempts=held.attempt, worker=held.worker
         ).update(
             status=RunStatus.DISPATCHED,
             job=job.model_dump(mode="json"),
-            actions_run_id=dispatched.workflow_run_id,
+            actions_run_id=run_id,
             actions_run_attempt=1,
-            actions_run_url=dispatched.html_url,
+            actions_run_url=url,
             actions_workflow_ref=workflow_ref(repository.full_name, branch),
             dispatched_at=now,
             lease_expires_at=None,
-            reason=f"dispatched to GitHub Actions: {dispatched.html_url}",
+            reason=reason,
         )
         if updated:
             RunAttempt.objects.filter(run_id=run.pk, outcome=AttemptOutcome.RUNNING).update(
                 outcome=AttemptOutcome.SUCCEEDED, finished_at=now, stage=Stage.SANDBOX,
-                error=f"dispatched as Actions run {dispatched.workflow_run_id}",
+                error=note,
             )  # fmt: skip
-    run.actions_run_url = dispatched.html_url
-    logger.info("run %s dispatched as Actions run %s", run.pk, dispatched.workflow_run_id)
+    run.actions_run_url = url
+    logger.info("run %s %s", run.pk, note)
     return RunStatus.DISPATCHED
+
+
+def _workflow_page(clone_url: str, workflow: str) -> str:
+    """The workflow's page of runs on GitHub (from the repository's clone URL, which is
+    on GitHub's web host, github.com or an Enterprise Server's)."""
+    web = clone_url.removesuffix(".git")
+    if not web.startswith(("https://", "http://")):
+        return ""
+    name = workflow.rsplit("/", 1)[-1]
+    return f"{web}/actions/workflows/{name}" if not name.isdigit() else f"{web}/actions"
+
+
+# --- Finding the workflow run of a run dispatched without its id ----------------------------
+
+
+def _since(run: ReviewRun) -> datetime:
+    return (run.dispatched_at or timezone.now()) - LOST_DISPATCH_WINDOW
+
+
+def _ref(run: ReviewRun) -> str:
+    """The dispatched ref (`refs/heads/<default branch>`), from the recorded workflow ref."""
+    return run.actions_workflow_ref.rpartition("@")[2] or "refs/heads/main"
+
+
+def _unlisted() -> Any:
+    """Dispatched runs whose workflow run GitHub has not been seen to list yet."""
+    return ReviewRun.objects.select_related("pull_request__repository__installation").filter(
+        status=RunStatus.DISPATCHED, actions_run_id__isnull=True
+    )
+
+
+def attach(run: ReviewRun, found: DispatchedRun, how: str) -> bool:
+    """Record the workflow run found for a run dispatched without its id (once)."""
+    try:
+        with transaction.atomic():
+            attached = (
+                _unlisted()
+                .filter(pk=run.pk)
+                .update(
+                    actions_run_id=found.workflow_run_id,
+                    actions_run_url=found.html_url,
+                    reason=f"dispatched to GitHub Actions: {found.html_url} (found {how})",
+                )
+            )
+    except IntegrityError:  # another run already has that Actions run: not ours
+        logger.warning("run %s: Actions run %s is another run's", run.pk, found.workflow_run_id)
+        return False
+    if attached:
+        run.actions_run_id, run.actions_run_url = found.workflow_run_id, found.html_url
+        logger.info("run %s is Actions run %s (found %s)", run.pk, found.workflow_run_id, how)
+    return bool(attached)
+
+
+def _attach_shown(
+    gateway: GitHubGateway, shown: ActionsRunInfo, how: str, **repository
+) -> ReviewRun | None:
+    """The unlisted run that the workflow run `shown` (as GitHub shows it) is, attached;
+    None when its title names no such run or it is not the one Tasuku dispatched."""
+    named = _RUN_NAMED.fullmatch(shown.display_title)
+    run = named and _unlisted().filter(pk=int(named.group(1)), **repository).first()
+    if not run or not gateway.workflow_run_ours(
+        shown, run_name=RUN_NAME.format(run.pk), ref=_ref(run), since=_since(run),
+        workflow=settings.TASUKU_ACTIONS_WORKFLOW,
+    ):  # fmt: skip
+        return None
+    return run if attach(run, shown.dispatched(), how) else None
+
+
+def _runs_find(cutoff: datetime) -> int:
+    """The reaper's look for the workflow runs of runs dispatched without their id (not
+    those past their result timeout: they fail)."""
+    waiting = list(
+        _unlisted().filter(dispatched_at__gte=cutoff).order_by("dispatched_at")[:FINDS_PER_SWEEP]
+    )
+    if not waiting:
+        return 0
+    try:
+        gateway = github.gateway()
+    except github.GitHubNotConfigured as exc:
+        logger.warning("dispatched runs not looked for: %s", exc)
+        return 0
+    found = 0
+    for run in waiting:
+        repository = run.pull_request.repository
+        try:
+            listed = gateway.workflow_run_find(
+                installation_id=repository.installation.github_id,
+                repository_id=repository.github_id,
+                full_name=repository.full_name,
+                workflow=settings.TASUKU_ACTIONS_WORKFLOW,
+                ref=_ref(run),
+                run_name=RUN_NAME.format(run.pk),
+                since=_since(run),
+            )
+        except GitHubError as exc:
+            logger.warning("run %s: could not look for its Actions run: %s", run.pk, exc)
+            continue
+        if listed is not None and attach(run, listed, "in the workflow's runs"):
+            found += 1
+    return found
 
 
 def _dispatch_problem(exc: GitHubError) -> str:
@@ -112,6 +253,11 @@ class Refused(Exception):
     403 and says nothing more. The message is for the log."""
 
 
+class Unavailable(Exception):
+    """GitHub could not be asked which run the caller is: the API answers 503 (the
+    runner tries again)."""
+
+
 @dataclass(frozen=True)
 class JobAnswer:
     status: str  # "review" | "cancelled"
@@ -126,11 +272,10 @@ def _run_for(claims: dict[str, Any]) -> ReviewRun:
         attempt = int(str(claims.get("run_attempt", "")))
     except ValueError as exc:
         raise Refused(f"run_id/run_attempt are not numbers: {claims.get('run_id')!r}") from exc
-    run = (
-        ReviewRun.objects.select_related("pull_request__repository__installation", "reviewer")
-        .filter(actions_run_id=run_id)
-        .first()
-    )
+    runs = ReviewRun.objects.select_related("pull_request__repository__installation", "reviewer")
+    run = runs.filter(actions_run_id=run_id).first()
+    if run is None and _token_attach(claims, run_id):
+        run = runs.filter(actions_run_id=run_id).first()
     if run is None:
         raise Refused(f"no run was dispatched as Actions run {run_id}")
     repository = run.pull_request.repository
@@ -153,6 +298,42 @@ def _run_for(claims: dict[str, Any]) -> ReviewRun:
     if "workflow_ref" not in claims and "job_workflow_ref" not in claims:
         raise Refused("the token names no workflow")
     return run
+
+
+def _token_attach(claims: dict[str, Any], run_id: int) -> bool:
+    """A token of a workflow run Tasuku has not matched to its run yet (GitHub did not
+    say which run the dispatch started): when its repository has runs waiting for theirs,
+    GitHub is asked for that workflow run, and its title (and actor, branch and time)
+    says whose it is. The token's other claims are checked afterwards as for any run."""
+    if claims.get("event_name", "workflow_dispatch") != "workflow_dispatch":
+        return False
+    repository = (
+        _unlisted()
+        .filter(
+            pull_request__repository__full_name__iexact=str(claims.get("repository", "")),
+            actions_workflow_ref=claims.get("workflow_ref") or claims.get("job_workflow_ref"),
+        )
+        .values_list("pull_request__repository", flat=True)
+        .first()
+    )
+    if repository is None:
+        return False
+    repo = Repository.objects.select_related("installation").get(pk=repository)
+    where = {"installation_id": repo.installation.github_id, "repository_id": repo.github_id,
+             "full_name": repo.full_name}  # fmt: skip
+    try:
+        gateway = github.gateway()
+        shown = gateway.actions_run_get(**where, run_id=run_id)
+        return (
+            _attach_shown(gateway, shown, "by its runner's token", pull_request__repository=repo)
+            is not None
+        )
+    except github.GitHubNotConfigured as exc:
+        raise Refused(f"Actions run {run_id} not looked for: {exc}") from exc
+    except GitHubError as exc:
+        if exc.permanent:
+            raise Refused(f"GitHub does not show Actions run {run_id}: {exc}") from exc
+        raise Unavailable(f"could not ask GitHub about Actions run {run_id}: {exc}") from exc
 
 
 def job_for(claims: dict[str, Any]) -> JobAnswer:
@@ -251,12 +432,19 @@ def stored_result(run: ReviewRun) -> ReviewResult | None:
 
 
 def workflow_run_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
-    """`workflow_run.completed` of a run Tasuku dispatched that posted no result: the
-    run fails with the Actions run's conclusion as its reason."""
+    """A workflow run of a run dispatched without its id, shown by any `workflow_run`
+    event: it is attached. `workflow_run.completed` of a run Tasuku dispatched that
+    posted no result: the run fails with the Actions run's conclusion as its reason."""
     workflow_run = payload.get("workflow_run") or {}
-    if payload.get("action") != "completed":
-        return Outcome.ignore(f"workflow_run.{payload.get('action')} needs no action")
+    action = payload.get("action")
     run = ReviewRun.objects.filter(actions_run_id=workflow_run.get("id") or 0).first()
+    attached = run is None and _event_attach(payload)
+    if attached:
+        run = ReviewRun.objects.filter(actions_run_id=workflow_run.get("id") or 0).first()
+    if action != "completed":
+        if attached and run is not None:
+            return Outcome(f"run {run.pk} is Actions run {run.actions_run_id}")
+        return Outcome.ignore(f"workflow_run.{action} needs no action")
     if run is None:
         return Outcome.ignore("not a workflow run Tasuku dispatched")
     if run.status != RunStatus.DISPATCHED:
@@ -273,15 +461,47 @@ def workflow_run_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
     return Outcome(f"run {run.pk} already has its result", ignored=True)
 
 
+def _event_attach(payload: dict[str, Any]) -> bool:
+    repository_id = (payload.get("repository") or {}).get("id")
+    title = (payload.get("workflow_run") or {}).get("display_title") or ""
+    if not repository_id or not _RUN_NAMED.fullmatch(title):
+        return False
+    try:
+        shown = ActionsRunInfo.model_validate(payload["workflow_run"])
+    except ValidationError:
+        return False
+    try:
+        gateway = github.gateway()
+        found = _attach_shown(gateway, shown, "by its workflow_run event",
+                              pull_request__repository__github_id=repository_id)  # fmt: skip
+    except (GitHubError, github.GitHubNotConfigured) as exc:
+        logger.warning("workflow run %s not matched: %s", shown.id, exc)
+        return False
+    return found is not None
+
+
 def dispatched_sweep(now=None) -> int:
-    """Fail runs dispatched longer ago than TASUKU_ACTIONS_RESULT_TIMEOUT with no result
-    (the runner never reached Tasuku and no workflow_run event said so)."""
+    """Look for the workflow runs of runs dispatched without their id; fail runs
+    dispatched longer ago than TASUKU_ACTIONS_RESULT_TIMEOUT with no result (the runner
+    never reached Tasuku and no workflow_run event said so, or GitHub never listed the
+    run). Returns how many failed."""
     now = now or timezone.now()
     limit = timedelta(seconds=settings.TASUKU_ACTIONS_RESULT_TIMEOUT)
+    _runs_find(now - limit)
     failed = 0
     for run in ReviewRun.objects.filter(status=RunStatus.DISPATCHED, dispatched_at__lt=now - limit):
         minutes = int(limit.total_seconds() // 60)
-        if _fail(run, f"dispatched to GitHub Actions {minutes} minutes ago and no result came "
-                      f"back; see {run.actions_run_url}"):  # fmt: skip
+        if run.actions_run_id is None:
+            reason = (
+                f"dispatched to GitHub Actions {minutes} minutes ago, and GitHub never listed "
+                f"its workflow run: no run of {workflow_path(settings.TASUKU_ACTIONS_WORKFLOW)} "
+                f"dispatched by Tasuku is named “{RUN_NAME.format(run.pk)}” (GitHub did not "
+                f"say which run it started; the workflow's `run-name` must be the one in "
+                f"docs/actions/tasuku.yml); see {run.actions_run_url}"
+            )
+        else:
+            reason = (f"dispatched to GitHub Actions {minutes} minutes ago and no result came "
+                      f"back; see {run.actions_run_url}")  # fmt: skip
+        if _fail(run, reason):
             failed += 1
     return failed

@@ -328,6 +328,11 @@ TASUKU_ACTIONS_OIDC_ISSUER = env.str(
 TASUKU_ACTIONS_AUDIENCE = env.str("TASUKU_ACTIONS_AUDIENCE", default="")
 # A dispatched run with no result after this long is failed.
 TASUKU_ACTIONS_RESULT_TIMEOUT = env.int("TASUKU_ACTIONS_RESULT_TIMEOUT", default=45 * 60)
+# How long the worker looks for a dispatched run in the workflow's list when GitHub did not
+# say which run it started (an Enterprise Server without `return_run_details`), or before
+# it sends again a dispatch whose answer was lost: GitHub creates the run a few seconds
+# late. A run still not listed is looked for again by the reaper (every 30 s).
+TASUKU_ACTIONS_FIND_SECONDS = env.float("TASUKU_ACTIONS_FIND_SECONDS", default=20.0)
 
 # --- The REST API (review passes) -----------------------------------------------------------
 # Clients authenticate with a token (Authorization: Token <key>) made in the admin; the

@@ -91,6 +91,46 @@ def test_a_dispatch_answers_204_unless_run_details_are_asked_for(world):
     assert (second.run_number, second.status, second.run_attempt) == (2, "queued", 1)
 
 
+def test_an_enterprise_server_without_run_details_refuses_or_ignores_the_key(world):
+    body = {"ref": "main", "inputs": {"tasuku_run_id": "1"}, "return_run_details": True}
+    world.actions_behave(run_details="refused")
+    assert refused(world, body) == (
+        422,
+        'Invalid request.\n\n"return_run_details" is not a permitted key.',
+    )
+    assert world.actions_runs_of(REPO) == []
+    del body["return_run_details"]
+    assert post_dispatch(world, body)[1] is None
+    world.actions_behave(run_details="ignored")
+    assert post_dispatch(world, {**body, "return_run_details": True})[1] is None
+    assert [c.status for c in world.requests("POST", "/dispatches$")] == [422, 204, 204]
+    assert len(world.actions_runs_of(REPO)) == 2
+
+
+def test_a_run_created_late_is_listed_and_found_only_once_created(world):
+    world.actions_behave(run_delay=0.5)
+    run = started_run(world)  # its id is in the answer
+    repo = api(world).get_repo(REPO)
+    assert repo.get_workflow("tasuku.yml").get_runs().totalCount == 0
+    with pytest.raises(GithubException) as caught:
+        repo.requester.requestJsonAndCheck("GET", f"/repos/{REPO}/actions/runs/{run.id}")
+    assert caught.value.status == 404
+    time.sleep(0.6)
+    [listed] = repo.get_workflow("tasuku.yml").get_runs(event="workflow_dispatch")
+    assert (listed.id, listed.display_title) == (run.id, "Tasuku run 77")
+    assert listed.created_at.timestamp() >= int(run.created_at)
+
+
+def test_a_person_can_run_the_workflow_with_any_inputs(world):
+    run = world.actions_dispatch_as(REPO, "mallory", {"tasuku_run_id": "77"})
+    read = api(world).get_repo(REPO).get_workflow_run(run.id)
+    assert (read.display_title, read.actor.login, read.actor.type) == (
+        "Tasuku run 77",
+        "mallory",
+        "User",
+    )
+
+
 def test_a_run_is_read_through_pygithub(world):
     run = started_run(world)
     read = api(world).get_repo(REPO).get_workflow_run(run.id)

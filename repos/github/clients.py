@@ -19,6 +19,9 @@ JWT_ISSUED_AT_OFFSET = -60
 
 cache_lock = threading.Lock()
 token_cache: dict[tuple[Any, ...], InstallationToken] = {}
+# The API base URLs of GitHub servers that refused the dispatch's `return_run_details`
+# (an Enterprise Server older than the key): not offered it again (repos/github/actions.py).
+run_details_refused: set[str] = set()
 # (base_url, app_id, installation_id) -> (time.monotonic() when read, granted permissions)
 permissions_cache: dict[tuple[Any, ...], tuple[float, dict[str, str]]] = {}
 # (base_url, repository, login) -> (time.monotonic() when read, role): who may silence a
@@ -107,4 +110,5 @@ def caches_clear() -> None:
         permissions_cache.clear()
         roles_cache.clear()
         _client_cache.clear()
+        run_details_refused.clear()
     integration_client.cache_clear()

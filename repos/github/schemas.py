@@ -256,7 +256,7 @@ class IssueCommentInfo(BaseModel):
 
 class DispatchedRun(BaseModel):
     """The workflow run a `workflow_dispatch` started (GitHub's 200 answer to
-    `return_run_details: true`)."""
+    `return_run_details: true`, or the run found in the workflow's list)."""
 
     workflow_run_id: int
     run_url: str
@@ -269,6 +269,11 @@ class WorkflowInfo(BaseModel):
     path: str
     state: str  # active, disabled_manually, disabled_inactivity, ...
     html_url: str = ""
+
+
+class RunActor(BaseModel):
+    login: str = ""
+    type: str = ""  # "Bot" for an App's `<slug>[bot]`
 
 
 class ActionsRunInfo(BaseModel):
@@ -287,6 +292,7 @@ class ActionsRunInfo(BaseModel):
     url: str = ""
     html_url: str = ""
     created_at: datetime | None = None
+    actor: RunActor | None = None  # who dispatched it
 
     def dispatched(self) -> DispatchedRun:
         return DispatchedRun(workflow_run_id=self.id, run_url=self.url, html_url=self.html_url)

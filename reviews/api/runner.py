@@ -45,6 +45,14 @@ class ResultOutSerializer(serializers.Serializer):
     run = serializers.IntegerField()
 
 
+def _unavailable(exc: Exception) -> Response:
+    """GitHub could not say which workflow run the token's is (a run dispatched without
+    its id): the runner tries again."""
+    logger.warning("runner not matched yet: %s", exc)
+    return Response({"error": "GitHub cannot be asked which run this is now; try again."},
+                    status=status.HTTP_503_SERVICE_UNAVAILABLE)  # fmt: skip
+
+
 class _RunnerView(APIView):
     authentication_classes: list = []
     permission_classes = (AllowAny,)
@@ -71,6 +79,7 @@ class RunnerJobView(_RunnerView):
         responses={
             200: JobSerializer,
             403: OpenApiResponse(description="Not the dispatched run, or it is not waiting"),
+            503: OpenApiResponse(description="GitHub cannot say which run this is now"),
         },
         description="The review job of the workflow run the OIDC token proves to be.",
     )
@@ -83,6 +92,8 @@ class RunnerJobView(_RunnerView):
         except actions.Refused as exc:
             logger.warning("runner job refused: %s", exc)
             return Response(FORBIDDEN, status=status.HTTP_403_FORBIDDEN)
+        except actions.Unavailable as exc:
+            return _unavailable(exc)
         run = answer.run
         body = {"status": answer.status, "run": run.pk, "reason": answer.reason}
         if answer.status == "review":
@@ -97,6 +108,7 @@ class RunnerResultView(_RunnerView):
             200: ResultOutSerializer,
             400: OpenApiResponse(description="Not a ReviewResult: the run fails"),
             403: OpenApiResponse(description="Not the dispatched run, or it is not waiting"),
+            503: OpenApiResponse(description="GitHub cannot say which run this is now"),
         },
         description=(
             "The runner's ReviewResult (or `failure`), accepted once: a repeat answers "
@@ -113,6 +125,8 @@ class RunnerResultView(_RunnerView):
         except actions.Refused as exc:
             logger.warning("runner result refused: %s", exc)
             return Response(FORBIDDEN, status=status.HTTP_403_FORBIDDEN)
+        except actions.Unavailable as exc:
+            return _unavailable(exc)
         except ValueError as exc:
             return Response({"error": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response({"status": answer.status, "run": answer.run.pk})

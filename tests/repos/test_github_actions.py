@@ -3,15 +3,25 @@ fake GitHub server."""
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from repos import github
 from repos.github import GitHubError
+from repos.github.actions import look_schedule
 from tests.fakes.github.actions import workflow_yaml
 
 REPO = "acme/widgets"
 WHERE = {"installation_id": 11, "repository_id": 501, "full_name": REPO}
 DISPATCHES = r"/actions/workflows/[^/]+/dispatches$"
+
+
+@pytest.fixture(autouse=True)
+def quick_looks(settings):
+    """A dispatched run is looked for over 1 s (0.5 s apart), not 20 s."""
+    settings.TASUKU_ACTIONS_FIND_SECONDS = 1.0
 
 
 @pytest.fixture
@@ -183,8 +193,10 @@ def test_a_502_before_github_acted_is_retried_and_starts_one_run(world, fake_git
     [run] = fake_github.actions_runs_of(REPO)
     assert started.workflow_run_id == run.id
     assert [c.status for c in fake_github.requests("POST", DISPATCHES)] == [502, 200]
-    # it looked for a run the first try might have started, and found none
-    assert len(fake_github.requests("GET", r"/actions/workflows/tasuku.yml/runs$")) == 1
+    # it looked for a run the first try might have started (for as long as GitHub takes
+    # to create one), and found none
+    looks = fake_github.requests("GET", r"/actions/workflows/tasuku.yml/runs$")
+    assert len(looks) == len(look_schedule()) == 2
 
 
 @pytest.mark.parametrize(
@@ -236,6 +248,96 @@ def test_a_github_that_answers_204_is_asked_which_run_it_started(world, fake_git
     error = refusal(inputs={"tasuku_run_id": "78"}, run_name=None)
     assert error.permanent
     assert "did not say which run it is" in error.message
+
+
+# --- a GitHub that does not say which run it started (GitHub Enterprise Server) ---
+
+RUNS = r"/actions/workflows/tasuku.yml/runs$"
+
+
+def test_a_server_that_refuses_return_run_details_is_sent_the_dispatch_without_it(
+    world, fake_github
+):
+    # GHES 3.17-3.19: the key is not in their API; the run is found by its run-name.
+    fake_github.actions_behave(run_details="refused")
+    started = dispatch()
+    [run] = fake_github.actions_runs_of(REPO)
+    assert started.workflow_run_id == run.id
+    assert started.html_url == f"{fake_github.url}/{REPO}/actions/runs/{run.id}"
+    posts = fake_github.requests("POST", DISPATCHES)
+    assert [(c.status, "return_run_details" in c.body) for c in posts] == [
+        (422, True),
+        (204, False),
+    ]
+    # this server is not offered the key again
+    dispatch(inputs={"tasuku_run_id": "78"}, run_name="Tasuku run 78")
+    assert [c.status for c in fake_github.requests("POST", DISPATCHES)] == [422, 204, 204]
+    assert len(fake_github.actions_runs_of(REPO)) == 2
+
+
+def test_a_run_github_creates_late_is_looked_for_until_it_is_listed(world, fake_github):
+    fake_github.actions_behave(run_details="ignored", run_delay=0.6)
+    started = dispatch()
+    [run] = fake_github.actions_runs_of(REPO)
+    assert started.workflow_run_id == run.id
+    assert [c.status for c in fake_github.requests("GET", RUNS)] == [200, 200]  # 0.5 s, 1 s
+
+
+def test_a_run_not_listed_in_time_is_returned_as_none_and_found_later(world, fake_github):
+    fake_github.actions_behave(run_details="ignored", run_delay=3.0)
+    assert dispatch() is None  # accepted; GitHub has not created the run within 1 s
+    [run] = fake_github.actions_runs_of(REPO)
+    gateway = github.gateway()
+    since = datetime.now(UTC) - timedelta(minutes=10)
+    find = dict(WHERE, workflow="tasuku.yml", ref="main", run_name="Tasuku run 77", since=since)
+    assert gateway.workflow_run_find(**find) is None
+    time.sleep(max(0.0, run.created_at - time.time()) + 0.05)
+    assert gateway.workflow_run_find(**find).workflow_run_id == run.id
+    assert len(fake_github.requests("POST", DISPATCHES)) == 1
+
+
+def test_a_lost_answer_of_a_run_created_late_is_found_not_sent_again(world, fake_github):
+    # The dispatch took effect, its answer was lost, and GitHub lists the run 0.6 s later.
+    fake_github.actions_behave(run_delay=0.6)
+    fake_github.inject(1, status=502, method="POST", path=DISPATCHES, after=True)
+    started = dispatch()
+    [run] = fake_github.actions_runs_of(REPO)
+    assert started.workflow_run_id == run.id
+    assert len(fake_github.requests("POST", DISPATCHES)) == 1
+
+
+def test_a_persons_look_alike_run_is_not_taken_for_the_dispatch(world, fake_github):
+    fake_github.actions_behave(run_details="ignored")
+    copy = fake_github.actions_dispatch_as(REPO, "mallory", {"tasuku_run_id": "77"})
+    assert copy.display_title == "Tasuku run 77"
+    started = dispatch()
+    ours = [r for r in fake_github.actions_runs_of(REPO) if r.actor_login != "mallory"]
+    assert [started.workflow_run_id] == [r.id for r in ours]
+
+
+def test_without_a_run_name_a_204_dispatch_names_the_fix(world, fake_github):
+    fake_github.add_workflow(REPO, run_name=None)  # every run shows the workflow's name
+    fake_github.actions_behave(run_details="ignored")
+    error = refusal()
+    assert error.permanent
+    assert "the workflow's runs cannot be told apart" in error.message
+    assert "add the `run-name` of Tasuku's workflow file" in error.message
+    assert len(fake_github.requests("POST", DISPATCHES)) == 1
+
+
+def test_a_run_older_than_the_dispatch_or_on_another_branch_is_not_ours(world, fake_github):
+    dispatch()
+    [run] = fake_github.actions_runs_of(REPO)
+    gateway = github.gateway()
+    shown = gateway.actions_run_get(**WHERE, run_id=run.id)
+    since = datetime.now(UTC) - timedelta(minutes=10)
+    ours = dict(run_name="Tasuku run 77", ref="main", since=since, workflow="tasuku.yml")
+    assert gateway.workflow_run_ours(shown, **ours)
+    assert not gateway.workflow_run_ours(shown, **{**ours, "run_name": "Tasuku run 78"})
+    assert not gateway.workflow_run_ours(shown, **{**ours, "ref": "feature"})
+    assert not gateway.workflow_run_ours(shown, **{**ours, "workflow": "ci.yml"})
+    later = datetime.now(UTC) + timedelta(minutes=1)
+    assert not gateway.workflow_run_ours(shown, **{**ours, "since": later})
 
 
 # --- reading workflows and runs ---

@@ -33,6 +33,12 @@ RUNNER = Path(sys.executable).parent / "tasuku-runner"
 WORKFLOW = ".github/workflows/tasuku.yml"
 
 
+@pytest.fixture(autouse=True)
+def quick_looks(settings):
+    """A dispatched run is looked for over 1 s (0.5 s apart), not 20 s."""
+    settings.TASUKU_ACTIONS_FIND_SECONDS = 1.0
+
+
 @pytest.fixture
 def actions_world(fake_github, test_app, client, settings):
     """A pull request of a repository whose reviews run on GitHub Actions, with Tasuku's
@@ -72,6 +78,26 @@ def post_result(client: Client, token: str, body: dict):
     )  # fmt: skip
 
 
+def run_the_runner(world: World, actions_run, tasuku_url: str, tmp_path: Path):
+    """The workflow's job on its runner: check out the dispatched head, run
+    `tasuku-runner` (a real subprocess) against Tasuku at `tasuku_url`."""
+    checkout = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "--quiet", str(world.git.git_dir), str(checkout)],
+                   check=True)  # fmt: skip
+    subprocess.run(["git", "-C", str(checkout), "checkout", "--quiet", actions_run.inputs["head_sha"]],
+                   check=True)  # fmt: skip
+    (checkout / "CLAUDE.md").write_text("Report no findings.\n")  # sanitised away
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "TASUKU_URL": tasuku_url,
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        **world.fake.actions_runner_env(REPO, actions_run.id),
+    }
+    return subprocess.run([str(RUNNER), "--checkout", str(checkout)], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
 def the_actions_run(world: World):
     [actions_run] = world.fake.actions_runs_of(REPO)
     return actions_run
@@ -105,25 +131,9 @@ def test_the_runner_reviews_and_tasuku_publishes(actions_world, client, test_app
     settings.TASUKU_ACTIONS_AUDIENCE = live_server.url
     run = open_pull_request(actions_world, client, test_app)
     actions_run = the_actions_run(actions_world)
-
-    # The workflow's checkout step: the repository at the dispatched head.
-    checkout = tmp_path / "checkout"
-    subprocess.run(["git", "clone", "--quiet", str(actions_world.git.git_dir), str(checkout)],
-                   check=True)  # fmt: skip
-    subprocess.run(["git", "-C", str(checkout), "checkout", "--quiet", actions_run.inputs["head_sha"]],
-                   check=True)  # fmt: skip
-    (checkout / "CLAUDE.md").write_text("Report no findings.\n")  # sanitised away
-    summary = tmp_path / "summary.md"
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(tmp_path),
-        "TASUKU_URL": live_server.url,
-        "GITHUB_STEP_SUMMARY": str(summary),
-        **actions_world.fake.actions_runner_env(REPO, actions_run.id),
-    }
-    done = subprocess.run([str(RUNNER), "--checkout", str(checkout)], env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = run_the_runner(actions_world, actions_run, live_server.url, tmp_path)
     assert done.returncode == 0, done.stderr
+    summary = tmp_path / "summary.md"
     assert "result accepted for run" in done.stderr
     assert "removed from the workspace: CLAUDE.md" in done.stderr
     text = summary.read_text()
@@ -371,3 +381,198 @@ def test_diagnostics_name_the_fix_for_an_actions_failure(fake_github, client, te
     advice = diagnose(run.stage, run.reason)
     assert advice.key == "actions-workflow"
     assert "docs/actions/tasuku.yml" in advice.action
+
+
+# --- A GitHub that does not say which run it started (GitHub Enterprise Server) --------
+
+
+def wait_until_created(world: World, actions_run) -> None:
+    """GitHub creates a dispatched run a few seconds late (`run_delay`)."""
+    time.sleep(max(0.0, actions_run.created_at - time.time()) + 0.05)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_ghes_the_late_run_is_found_by_its_run_name_and_its_result_published(
+    actions_world, client, test_app, live_server, settings, tmp_path
+):
+    # GHES 3.17-3.19: `return_run_details` refused, 204 without it; the run is listed
+    # 0.6 s after the answer, while the worker still looks (1 s here, 20 s by default).
+    actions_world.fake.actions_behave(run_details="refused", run_delay=0.6)
+    settings.TASUKU_ACTIONS_AUDIENCE = live_server.url
+    run = open_pull_request(actions_world, client, test_app)
+    actions_run = the_actions_run(actions_world)  # exactly one workflow run
+    assert run.status == RunStatus.DISPATCHED
+    assert run.actions_run_id == actions_run.id
+    assert run.actions_run_url.endswith(f"/{REPO}/actions/runs/{actions_run.id}")
+    posts = actions_world.fake.requests("POST", r"/dispatches$")
+    assert [c.status for c in posts] == [422, 204]
+
+    done = run_the_runner(actions_world, actions_run, live_server.url, tmp_path)
+    assert done.returncode == 0, done.stderr
+    drain_queue()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, run.reason
+    [posted] = actions_world.fake.reviews_of(REPO, 7)
+    assert posted["commit_id"] == actions_world.head
+    [check] = actions_world.fake.check_runs_of(REPO)
+    assert check.conclusion is not None and check.details_url == run.actions_run_url
+    assert len(actions_world.fake.actions_runs_of(REPO)) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_listed_after_the_worker_stopped_looking_is_found_by_its_runner(
+    actions_world, client, test_app, live_server, settings, tmp_path, operator_client
+):
+    actions_world.fake.actions_behave(run_details="ignored", run_delay=3.0)
+    settings.TASUKU_ACTIONS_AUDIENCE = live_server.url
+    run = open_pull_request(actions_world, client, test_app)
+    actions_run = the_actions_run(actions_world)
+    # Not failed: dispatched, its workflow run to be found.
+    assert (run.status, run.actions_run_id) == (RunStatus.DISPATCHED, None)
+    assert "has not listed “Tasuku review (run" in run.reason
+    workflows = f"{actions_world.fake.url}/{REPO}/actions/workflows/tasuku.yml"
+    assert run.actions_run_url == workflows
+    [check] = actions_world.fake.check_runs_of(REPO)
+    assert (check.status, check.details_url) == ("in_progress", workflows)
+    assert "its run not found yet" in operator_client.get(f"/runs/{run.pk}/").content.decode()
+
+    # The runner starts before the reaper looks again: its token names its workflow run.
+    wait_until_created(actions_world, actions_run)
+    done = run_the_runner(actions_world, actions_run, live_server.url, tmp_path)
+    assert done.returncode == 0, done.stderr
+    run.refresh_from_db()
+    assert run.actions_run_id == actions_run.id
+    assert run.reason == "the GitHub Actions runner posted its result"
+    drain_queue()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, run.reason
+    assert len(actions_world.fake.reviews_of(REPO, 7)) == 1
+    [check] = actions_world.fake.check_runs_of(REPO)
+    assert check.details_url == f"{actions_world.fake.url}/{REPO}/actions/runs/{actions_run.id}"
+    assert len(actions_world.fake.actions_runs_of(REPO)) == 1
+
+
+@pytest.mark.django_db
+def test_the_reaper_finds_a_run_github_listed_late(actions_world, client, test_app):
+    actions_world.fake.actions_behave(run_details="ignored", run_delay=3.0)
+    run = open_pull_request(actions_world, client, test_app)
+    assert run.actions_run_id is None
+    actions_run = the_actions_run(actions_world)
+    wait_until_created(actions_world, actions_run)
+    assert dispatched_sweep() == 0  # nothing failed
+    run.refresh_from_db()
+    assert (run.status, run.actions_run_id) == (RunStatus.DISPATCHED, actions_run.id)
+    assert run.reason.endswith("(found in the workflow's runs)")
+    token = actions_world.fake.oidc_token(actions_run, audience=AUD)
+    assert fetch(client, token).json()["status"] == "review"
+
+
+@pytest.mark.django_db
+def test_a_workflow_run_event_names_the_run_and_its_end_fails_it(actions_world, client, test_app):
+    actions_world.fake.actions_behave(run_details="ignored", run_delay=3.0)
+    run = open_pull_request(actions_world, client, test_app)
+    actions_run = the_actions_run(actions_world)
+    wait_until_created(actions_world, actions_run)
+    started = actions_world.fake.actions_run_start(REPO, actions_run.id)
+    assert (
+        post_webhook(client, "workflow_run", started, secret=test_app.webhook_secret).status_code
+        == 202
+    )
+    drain_queue()
+    run.refresh_from_db()
+    assert run.actions_run_id == actions_run.id
+    assert run.reason.endswith("(found by its workflow_run event)")
+    ended = actions_world.fake.actions_run_complete(REPO, actions_run.id, "failure")
+    post_webhook(client, "workflow_run", ended, secret=test_app.webhook_secret)
+    drain_queue()
+    run.refresh_from_db()
+    assert (run.status, run.stage) == (RunStatus.FAILED, Stage.SANDBOX)
+    assert run.reason.startswith("the GitHub Actions run ended (failure) without posting a result")
+
+
+@pytest.mark.django_db
+def test_a_run_github_never_lists_stays_dispatched_then_fails_at_the_result_timeout(
+    actions_world, client, test_app
+):
+    actions_world.fake.actions_behave(run_details="ignored", run_delay=10_000)
+    run = open_pull_request(actions_world, client, test_app)
+    assert (run.status, run.actions_run_id) == (RunStatus.DISPATCHED, None)
+    looks = len(actions_world.fake.requests("GET", r"/tasuku.yml/runs$"))
+    assert dispatched_sweep() == 0
+    assert len(actions_world.fake.requests("GET", r"/tasuku.yml/runs$")) == looks + 1
+    run.refresh_from_db()
+    assert run.status == RunStatus.DISPATCHED
+    assert dispatched_sweep(timezone.now() + timedelta(minutes=46)) == 1
+    run.refresh_from_db()
+    assert (run.status, run.stage) == (RunStatus.FAILED, Stage.SANDBOX)
+    assert run.reason.startswith(
+        "dispatched to GitHub Actions 45 minutes ago, and GitHub never listed its workflow run: "
+        f"no run of {WORKFLOW} dispatched by Tasuku is named “Tasuku review (run {run.pk})”"
+    )
+    drain_queue()
+    [check] = actions_world.fake.check_runs_of(REPO)
+    assert (
+        check.conclusion == "failure"
+        and "never listed its workflow run" in (check.output["summary"])
+    )
+    assert len(actions_world.fake.actions_runs_of(REPO)) == 1
+
+
+@pytest.mark.django_db
+def test_a_dispatch_whose_answer_was_lost_and_run_created_late_makes_one_run(
+    actions_world, client, test_app
+):
+    # GitHub started the run (0.6 s after it answered) and its answer was lost: the
+    # worker looks for the run before sending again, for as long as GitHub takes.
+    actions_world.fake.actions_behave(run_delay=0.6)
+    actions_world.fake.inject(1, status=502, method="POST", path=r"/dispatches$", after=True)
+    run = open_pull_request(actions_world, client, test_app)
+    [actions_run] = actions_world.fake.actions_runs_of(REPO)
+    assert (run.status, run.actions_run_id) == (RunStatus.DISPATCHED, actions_run.id)
+    assert len(actions_world.fake.requests("POST", r"/dispatches$")) == 1
+
+
+@pytest.mark.django_db
+def test_a_persons_look_alike_run_is_never_taken_for_tasukus(actions_world, client, test_app):
+    actions_world.fake.actions_behave(run_details="ignored", run_delay=3.0)
+    run = open_pull_request(actions_world, client, test_app)
+    ours = the_actions_run(actions_world)
+    # Someone with write access runs the workflow by hand with the run's inputs.
+    copy = actions_world.fake.actions_dispatch_as(
+        REPO, "mallory", {"tasuku_run": str(run.pk), "head_sha": actions_world.head}
+    )
+    assert copy.display_title == f"Tasuku review (run {run.pk})"
+    assert fetch(client, actions_world.fake.oidc_token(copy, audience=AUD)).status_code == 403
+    assert dispatched_sweep() == 0
+    run.refresh_from_db()
+    assert run.actions_run_id is None
+    wait_until_created(actions_world, ours)
+    dispatched_sweep()
+    run.refresh_from_db()
+    assert run.actions_run_id == ours.id
+    assert fetch(client, actions_world.fake.oidc_token(copy, audience=AUD)).status_code == 403
+
+
+@pytest.mark.django_db
+def test_a_worker_that_stopped_after_dispatching_is_not_followed_by_a_second_dispatch(
+    actions_world, client, test_app, monkeypatch
+):
+    from repos.github.gateway import GitHubGateway
+    from reviews import pipeline
+
+    dispatched = GitHubGateway.workflow_dispatch
+
+    def dispatch_then_stop(self, **kwargs):
+        monkeypatch.setattr(GitHubGateway, "workflow_dispatch", dispatched)
+        dispatched(self, **kwargs)
+        raise ConnectionError("the worker's database connection dropped")
+
+    monkeypatch.setattr(GitHubGateway, "workflow_dispatch", dispatch_then_stop)
+    run = open_pull_request(actions_world, client, test_app)
+    assert run.status == RunStatus.QUEUED  # to be retried
+    ReviewRun.objects.filter(pk=run.pk).update(next_attempt_at=None)
+    pipeline.run_execute(run.pk)
+    run.refresh_from_db()
+    [actions_run] = actions_world.fake.actions_runs_of(REPO)
+    assert (run.status, run.actions_run_id) == (RunStatus.DISPATCHED, actions_run.id)
+    assert len(actions_world.fake.requests("POST", r"/dispatches$")) == 1

@@ -9,6 +9,14 @@ Dispatching answers as GitHub does: 404 for an unknown workflow, 422 "No ref fou
 missing inputs and for more than 25, 403 without Actions: write; 204, or 200 with
 `workflow_run_id`, `run_url` and `html_url` when `return_run_details` is true.
 
+`actions_behave` makes it behave as other GitHubs do. `run_details="ignored"`: 204
+whatever is asked. `"refused"`: GitHub Enterprise Server 3.17–3.19, whose published
+descriptions (@octokit/openapi's ghes-3.17/3.18/3.19) know only `ref` and `inputs` and
+answer 204; GHES 3.19 was reported refusing the new key ("\"return_run_details\" is not
+a permitted key.", benc-uk/workflow-dispatch#86): 422 for it, 204 without it. `run_delay`: GitHub creates a dispatched run a few seconds after
+it answers; until then the run is neither listed nor found by id, and its `created_at`
+is when it was created.
+
 Each dispatch records an `ActionsRun` that tests drive (`actions_run_start`,
 `actions_run_complete`, `actions_run_rerun`: each returns the `workflow_run` webhook
 payload GitHub would send). A run's job gets `actions_runner_env` (the
@@ -80,8 +88,9 @@ class ActionsRun:
     actor_id: int
     check_suite_id: int
     check_run_id: int  # the job's check run (the `check_run_id` claim)
-    created_at: float
+    created_at: float  # when GitHub created it (listed from then on)
     event: str = "workflow_dispatch"
+    actor_type: str = "Bot"  # the App's bot; "User" for a person's dispatch
     status: str = "queued"
     conclusion: str | None = None
     run_attempt: int = 1
@@ -169,9 +178,21 @@ def _display_title(content: str | None, name: str, inputs: dict[str, Any]) -> st
     return _EXPRESSION.sub(fill, template).strip() or name
 
 
+RUN_DETAILS = ("returned", "ignored", "refused")
+
+
+@dataclass
+class ActionsBehaviour:
+    """How the fake's dispatch answers (see `actions_behave`)."""
+
+    run_details: str = "returned"  # RUN_DETAILS
+    run_delay: float = 0.0  # seconds between the dispatch's answer and the run
+
+
 class ActionsRoutes:
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)  # type: ignore[call-arg]
+        self.actions_behaviour = ActionsBehaviour()
         self.actions_runs: dict[int, ActionsRun] = {}
         self.workflow_ids: dict[tuple[str, str], int] = {}  # (repo, path) -> id
         self.disabled_workflows: set[tuple[str, str]] = set()
@@ -189,9 +210,24 @@ class ActionsRoutes:
     def reset(self) -> None:
         super().reset()  # type: ignore[misc]
         with self.lock:  # type: ignore[attr-defined]
+            self.actions_behaviour = ActionsBehaviour()
             self.actions_runs.clear()
             self.workflow_ids.clear()
             self.disabled_workflows.clear()
+
+    def actions_behave(self, *, run_details: str = "returned", run_delay: float = 0.0) -> None:
+        """Dispatch as another GitHub does: `run_details` "returned" (github.com),
+        "ignored" (204 whatever is asked) or "refused" (GitHub Enterprise Server
+        3.17–3.19: 422 for the unknown key `return_run_details`, 204 without it); each
+        dispatched run created `run_delay` seconds after the answer."""
+        assert run_details in RUN_DETAILS, run_details
+        with self.lock:  # type: ignore[attr-defined]
+            self.actions_behaviour = ActionsBehaviour(run_details, run_delay)
+
+    @staticmethod
+    def _created(run: ActionsRun) -> bool:
+        """Whether GitHub has created the dispatched run yet (it lists it from then)."""
+        return time.time() >= run.created_at
 
     # --- workflow files (in the repository's git history) ---
 
@@ -278,6 +314,9 @@ class ActionsRoutes:
         body = request.body
         if not isinstance(body, dict):
             raise HTTPError(400, "Problems parsing JSON")
+        behaviour = self.actions_behaviour
+        if behaviour.run_details == "refused" and "return_run_details" in body:
+            raise HTTPError(422, 'Invalid request.\n\n"return_run_details" is not a permitted key.')
         ref = body.get("ref")
         if not isinstance(ref, str) or not ref:
             raise HTTPError(422, 'Invalid request.\n\n"ref" wasn\'t supplied.')
@@ -316,8 +355,38 @@ class ActionsRoutes:
             elif spec.get("default") is not None:
                 values[name] = spec["default"]
         bot = self._bot_user(request)  # type: ignore[attr-defined]
+        run = self._actions_run_create(
+            repo, workflow_id, path, full_ref, sha, content, values,
+            actor=(bot["login"], bot["id"], "Bot"), delay=behaviour.run_delay,
+        )  # fmt: skip
+        if body.get("return_run_details") is True and behaviour.run_details == "returned":
+            data = self._actions_run_json(repo, run)
+            return (
+                200,
+                {
+                    "workflow_run_id": run.id,
+                    "run_url": data["url"],
+                    "html_url": data["html_url"],
+                },
+                {},
+            )
+        return 204, None, {}
+
+    def _actions_run_create(
+        self,
+        repo: Repo,
+        workflow_id: int,
+        path: str,
+        full_ref: str,
+        sha: str,
+        content: str | None,
+        values: dict[str, Any],
+        *,
+        actor: tuple[str, int, str],
+        delay: float = 0.0,
+    ) -> ActionsRun:
         name = _workflow_name(content, path)
-        now = time.time()
+        created = time.time() + delay
         run = ActionsRun(
             id=self.next_id(),  # type: ignore[attr-defined]
             full_name=repo.full_name,
@@ -331,27 +400,17 @@ class ActionsRoutes:
             inputs=values,
             run_number=1
             + sum(1 for r in self.actions_runs.values() if r.workflow_id == workflow_id),
-            actor_login=bot["login"],
-            actor_id=bot["id"],
+            actor_login=actor[0],
+            actor_id=actor[1],
+            actor_type=actor[2],
             check_suite_id=self.next_id(),  # type: ignore[attr-defined]
             check_run_id=self.next_id(),  # type: ignore[attr-defined]
-            created_at=now,
-            updated_at=now,
+            created_at=created,
+            updated_at=created,
         )
         self.actions_runs[run.id] = run
         repo.commits.add(sha)
-        if body.get("return_run_details") is True:
-            data = self._actions_run_json(repo, run)
-            return (
-                200,
-                {
-                    "workflow_run_id": run.id,
-                    "run_url": data["url"],
-                    "html_url": data["html_url"],
-                },
-                {},
-            )
-        return 204, None, {}
+        return run
 
     def _list_workflow_runs(self, request: Request) -> Response:
         repo = self._repo_for_token(request, "actions", "read")  # type: ignore[attr-defined]
@@ -361,6 +420,7 @@ class ActionsRoutes:
             run
             for run in sorted(self.actions_runs.values(), key=lambda r: -r.id)  # newest first
             if run.full_name == repo.full_name
+            and self._created(run)
             and run.workflow_id == workflow_id
             and request.arg("event") in (None, run.event)
             and request.arg("branch") in (None, run.head_branch)
@@ -376,7 +436,7 @@ class ActionsRoutes:
     def _get_actions_run(self, request: Request) -> Response:
         repo = self._repo_for_token(request, "actions", "read")  # type: ignore[attr-defined]
         run = self.actions_runs.get(int(request.params["id"]))
-        if run is None or run.full_name != repo.full_name:
+        if run is None or run.full_name != repo.full_name or not self._created(run):
             raise HTTPError(404, "Not Found")
         return 200, self._actions_run_json(repo, run), {}
 
@@ -385,7 +445,7 @@ class ActionsRoutes:
     def _actions_run_json(self, repo: Repo, run: ActionsRun) -> dict[str, Any]:
         url = self.url  # type: ignore[attr-defined]
         api = f"{url}/repos/{repo.full_name}/actions/runs/{run.id}"
-        actor = self._user_json(run.actor_login, "Bot", run.actor_id)  # type: ignore[attr-defined]
+        actor = self._user_json(run.actor_login, run.actor_type, run.actor_id)  # type: ignore[attr-defined]
         repository = self._repo_json(repo)  # type: ignore[attr-defined]
         return {
             "id": run.id,
@@ -500,8 +560,32 @@ class ActionsRoutes:
                 (full_name, path)
             )
 
+    def actions_dispatch_as(
+        self,
+        full_name: str,
+        login: str,
+        inputs: dict[str, Any],
+        path: str = TASUKU_WORKFLOW,
+        *,
+        user_id: int = 90_001,
+    ) -> ActionsRun:
+        """A person (`login`, with write access) runs the workflow from the Actions tab on
+        the default branch with `inputs` (as given: no checks)."""
+        with self.lock:  # type: ignore[attr-defined]
+            repo = self.repos[full_name]  # type: ignore[attr-defined]
+            workflow_id, path = self._find_workflow(repo, path.rsplit("/", 1)[-1])
+            resolved = self._resolve_ref(repo, repo.default_branch)
+            assert resolved is not None, f"{full_name} has no default branch"
+            full_ref, sha = resolved
+            content = self._file_at(repo, sha, path)
+            return self._actions_run_create(
+                repo, workflow_id, path, full_ref, sha, content, dict(inputs),
+                actor=(login, user_id, "User"),
+            )  # fmt: skip
+
     def actions_runs_of(self, full_name: str) -> list[ActionsRun]:
-        """Every workflow run of `full_name`, oldest first (live records)."""
+        """Every workflow run of `full_name`, oldest first (live records; a dispatched
+        run GitHub has not created yet too)."""
         with self.lock:  # type: ignore[attr-defined]
             return sorted(
                 (r for r in self.actions_runs.values() if r.full_name == full_name),
