@@ -260,3 +260,47 @@ def test_recall_cancels_a_pass_waiting_for_the_reviewer(passes):
     assert task.passes.get().status == PassStatus.FAILED
     assert not passes.reviews_by(REVIEWER_BOT)
     assert not passes.claude.model_requests
+
+
+def test_an_answer_github_would_not_take_for_a_while_is_posted_once_later(passes):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reviews.passes.models import Answer
+    from reviews.passes.services import answers_sweep
+
+    passes.claude.script(ToolCall("submit_review", {"findings": [SHELL]}))
+    task = passes.create_task()
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 202
+    drain_queue()
+    [shell] = passes.api.get(f"/api/tasks/{task.pk}/feedback").json()["findings"]
+    # GitHub answers 502 to every post for a while.
+    outage = passes.world.fake.inject(20, status=502, method="POST", path=r"/pulls/7/")
+    answered = passes.api.post(
+        f"/api/tasks/{task.pk}/answers",
+        {"answers": [{"finding": shell["id"], "kind": "reply", "text": "Not reachable."}]},
+        format="json",
+    )
+    assert answered.status_code == 202
+    drain_queue()
+    answer = Answer.objects.get()
+    assert answer.posting == Answer.Posting.QUEUED  # not lost, not failed
+    assert "502" in answer.error and answer.tries == 1
+    task.refresh_from_db()
+    assert task.state != TaskState.STUCK
+    passes.world.fake.injections.remove(outage)
+    # The next try lands, but its answer is lost on the way back.
+    passes.world.fake.inject(1, status=502, method="POST", path=r"/pulls/7/", after=True)
+    Answer.objects.update(next_try_at=timezone.now() - timedelta(seconds=1))
+    assert answers_sweep() == 1
+    drain_queue()
+    Answer.objects.update(next_try_at=timezone.now() - timedelta(seconds=1))
+    answers_sweep()
+    drain_queue()
+    answer.refresh_from_db()
+    assert answer.posting == Answer.Posting.POSTED
+    from tests.reviews.passes.conftest import AUTHOR_BOT
+
+    posted = [c for c in passes.comments_by(AUTHOR_BOT) if "Not reachable." in c["body"]]
+    assert len(posted) == 1  # the try whose answer was lost is found by its marker
