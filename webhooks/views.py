@@ -39,6 +39,30 @@ from webhooks.signature import signature_valid
 logger = logging.getLogger(__name__)
 
 
+def _not_json(constant: str) -> None:
+    """`NaN`, `Infinity` and `-Infinity`: Python's json reads them, JSON has no such thing."""
+    raise ValueError(f"{constant} is not a JSON value")
+
+
+def _lone_surrogate(payload: object) -> bool:
+    """Whether a string anywhere in `payload` holds half a surrogate pair (walked without
+    recursion; only when the text has a `\\ud…` escape at all)."""
+    pending = [payload]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
 def _error(status: int, message: str, **extra: object) -> JsonResponse:
     return JsonResponse({"error": message, **extra}, status=status)
 
@@ -75,13 +99,18 @@ def github_webhook(request: HttpRequest) -> JsonResponse:
         return _error(400, "X-GitHub-Event or X-GitHub-Delivery is too long")
     try:
         text = body.decode()
-        payload = json.loads(text)
+        payload = json.loads(text, parse_constant=_not_json)
     except UnicodeDecodeError:
         return _error(400, "body is not UTF-8")
+    except RecursionError:
+        return _error(400, "body is not valid JSON: nested too deeply")
     except ValueError as exc:
         return _error(400, f"body is not valid JSON: {exc}")
     if not isinstance(payload, dict):
         return _error(400, "body is not a JSON object")
+    if ("\\ud" in text or "\\uD" in text) and _lone_surrogate(payload):
+        # JSON can escape half of a UTF-16 pair; no database column can hold it.
+        return _error(400, "body is not valid JSON: a string holds a lone surrogate")
 
     hook_id = request.headers.get("X-GitHub-Hook-ID", "").strip()[:32]
     try:

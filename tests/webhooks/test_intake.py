@@ -249,3 +249,33 @@ def test_with_the_database_down_a_delivery_gets_503_and_a_retry_after_not_a_500(
     assert response.status_code == 503
     assert response["Retry-After"] == "60"
     assert "not stored" in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        (b'{"action": "opened", "n": NaN}', "NaN is not a JSON value"),
+        (b'{"action": "opened", "n": Infinity}', "Infinity is not a JSON value"),
+        (b'{"action": "opened", "n": -Infinity}', "-Infinity is not a JSON value"),
+        (b'{"action": "opened", "title": "half \\ud800 a pair"}', "lone surrogate"),
+        (b'{"action": "opened", "title": "\\udc00"}', "lone surrogate"),
+        (b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+    ],
+    ids=["nan", "infinity", "minus-infinity", "high-surrogate", "low-surrogate", "deep"],
+)
+def test_json_no_database_can_hold_is_refused_with_400_and_nothing_stored(
+    client, secret, raw, says
+):
+    response = post_webhook(client, "pull_request", raw, secret=secret)
+    assert response.status_code == 400
+    assert says in response.json()["error"]
+    assert not WebhookDelivery.objects.exists()
+
+
+def test_a_whole_surrogate_pair_and_an_escaped_backslash_u_are_ordinary_text(client, secret):
+    body = payload("pull_request", "opened")
+    body["pull_request"]["title"] = "ship it 😀 and a literal \\ud800"
+    response = post_webhook(client, "pull_request", body, secret=secret)
+    assert response.status_code == 202
+    stored = WebhookDelivery.objects.get()
+    assert stored.payload["pull_request"]["title"] == "ship it 😀 and a literal \\ud800"
