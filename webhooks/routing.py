@@ -62,11 +62,60 @@ IGNORED: dict[str, str] = {
 }
 
 
+# The fields the handlers read, with the JSON type GitHub sends: a delivery whose fields
+# are of another type (signed, so from whoever holds the webhook secret) is ignored with
+# the reason — never retried, never admitted (`true` is no pull request number).
+INT, STR, OBJ = "integer", "string", "object"
+SHAPES: dict[str, dict[str, str]] = {
+    "pull_request": {
+        "pull_request": OBJ, "pull_request.number": INT, "pull_request.head": OBJ,
+        "pull_request.head.sha": STR, "pull_request.base": OBJ, "pull_request.base.sha": STR,
+        "repository": OBJ, "repository.id": INT, "repository.full_name": STR,
+    },
+    "issue_comment": {
+        "issue": OBJ, "issue.number": INT, "comment": OBJ, "repository": OBJ,
+        "repository.full_name": STR,
+    },
+    "pull_request_review_comment": {
+        "comment": OBJ, "comment.id": INT, "pull_request": OBJ, "pull_request.number": INT,
+        "repository": OBJ, "repository.full_name": STR,
+    },
+    "pull_request_review_thread": {"thread": OBJ, "pull_request": OBJ, "repository": OBJ},
+    "check_run": {"check_run": OBJ, "repository": OBJ},
+    "check_suite": {"check_suite": OBJ, "repository": OBJ},
+    "merge_group": {"merge_group": OBJ, "merge_group.head_sha": STR, "repository": OBJ},
+    "workflow_run": {"workflow_run": OBJ},
+    "installation": {"installation": OBJ, "installation.id": INT},
+}  # fmt: skip
+
+
+def shape_problem(event: str, payload: dict[str, Any]) -> str | None:
+    """The first field of `payload` that is not what GitHub sends for `event`, in words."""
+    for dotted, kind in SHAPES.get(event, {}).items():
+        value: Any = payload
+        for part in dotted.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        ok = (
+            isinstance(value, dict)
+            if kind == OBJ
+            else isinstance(value, str)
+            if kind == STR
+            else isinstance(value, int) and not isinstance(value, bool)
+        )
+        if not ok:
+            shown = "missing" if value is None else f"{type(value).__name__} {str(value)[:40]!r}"
+            return f"`{dotted}` should be an {kind}, not {shown}"
+    return None
+
+
 def route(event: str, payload: dict[str, Any], *, delivery_id: int) -> Outcome:
     """Hand a delivery to its handler, or say why it is ignored."""
     path = HANDLERS.get(event)
     if path is None:
         reason = IGNORED.get(event, f"Tasuku does not use {event} events")
         return Outcome.ignore(reason)
+    problem = shape_problem(event, payload)
+    if problem is not None:
+        return Outcome.ignore(f"not shaped as GitHub sends {event} events: {problem}")
     handler: Handler = import_string(path)
     return handler(payload, delivery_id=delivery_id)

@@ -57,11 +57,16 @@ def delivery_summary(event: str, payload: dict[str, Any]) -> dict[str, Any]:
         number = payload.get("number")
     installation_id = installation.get("id") if isinstance(installation, dict) else None
     full_name = repository.get("full_name") if isinstance(repository, dict) else ""
+
+    def whole(value: Any, bound: int) -> int | None:  # `true` is no number
+        ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value < bound
+        return value if ok else None
+
     return {
         "action": str(payload.get("action") or "")[:64],
-        "installation_id": installation_id if isinstance(installation_id, int) else None,
+        "installation_id": whole(installation_id, 2**63),
         "repository_full_name": str(full_name or "")[:200],
-        "pr_number": number if isinstance(number, int) and 0 < number < 2**31 else None,
+        "pr_number": whole(number, 2**31),
     }
 
 

@@ -61,7 +61,9 @@ def test_an_unknown_event_is_ignored_not_failed():
 
 
 def test_a_failing_delivery_is_retried_with_backoff_and_fails_after_three_attempts(broken_handler):
-    delivery = WebhookDeliveryFactory(event="pull_request", payload={"action": "opened"})
+    delivery = WebhookDeliveryFactory(
+        event="pull_request", payload=payload("pull_request", "opened")
+    )
     before = timezone.now()
 
     assert services.delivery_process(delivery.pk) == DeliveryStatus.RETRYING
@@ -240,3 +242,42 @@ class TestSweeper:
             next_attempt_at=timezone.now() + timedelta(minutes=5),
         )
         assert services.deliveries_sweep()["rung"] == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda b: b.update(pull_request=None), "`pull_request` should be an object, not missing"),
+        (
+            lambda b: b["pull_request"].update(number=True),
+            "`pull_request.number` should be an integer, not bool",
+        ),
+        (
+            lambda b: b["pull_request"].update(number="7"),
+            "`pull_request.number` should be an integer, not str",
+        ),
+        (
+            lambda b: b["pull_request"]["head"].update(sha=None),
+            "`pull_request.head.sha` should be a",
+        ),
+        (lambda b: b.update(repository=[]), "`repository` should be an object, not list"),
+    ],
+    ids=["null", "bool-number", "string-number", "null-sha", "list-repository"],
+)
+def test_a_payload_of_the_wrong_types_is_ignored_with_the_reason_never_retried(
+    fake_github, client, test_app, change, says
+):
+    from reviews.models import ReviewRun
+    from tests.helpers import drain_queue, payload, post_webhook
+
+    body = payload("pull_request", "opened")
+    change(body)
+    assert (
+        post_webhook(client, "pull_request", body, secret=test_app.webhook_secret).status_code
+        == 202
+    )
+    drain_queue()
+    delivery = WebhookDelivery.objects.get()
+    assert (delivery.status, delivery.attempts, delivery.last_error) == ("ignored", 1, "")
+    assert says in delivery.outcome
+    assert not ReviewRun.objects.exists()
