@@ -13,12 +13,14 @@ from __future__ import annotations
 import copy
 import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pathspec
+import re2
 
 from sandbox.contract import Submission
 
@@ -26,6 +28,8 @@ READ_MAX_LINES = 400
 READ_MAX_BYTES = 64_000
 SEARCH_MAX_RESULTS = 100
 SEARCH_MAX_FILE_BYTES = 1_000_000
+SEARCH_SECONDS = 20  # one search's whole time, however many files
+SEARCH_REGEX_MEMORY = 8 << 20  # what RE2 may build for one pattern
 SEARCH_MAX_LINE = 300
 LIST_MAX = 500
 WALK_MAX_FILES = 50_000
@@ -217,13 +221,14 @@ class Tools:
         pattern = arguments.get("pattern")
         if not isinstance(pattern, str) or not pattern:
             raise ToolError("Give a regular expression in `pattern`.")
-        try:
-            regex = re.compile(pattern, re.IGNORECASE if arguments.get("ignore_case") else 0)
-        except re.error as exc:
-            raise ToolError(f"Invalid regular expression: {exc}") from exc
+        regex = _linear_regex(pattern, ignore_case=bool(arguments.get("ignore_case")))
         spec = _glob(arguments.get("path_glob"))
         results: list[str] = []
+        deadline = time.monotonic() + SEARCH_SECONDS
         for path in self._files():
+            if time.monotonic() > deadline:
+                results.append(f"(stopped after {SEARCH_SECONDS} s; narrow the search)")
+                return "\n".join(results)
             relative = self.relative(path)
             if spec is not None and not spec.match_file(relative):
                 continue
@@ -288,6 +293,23 @@ def _int(value: Any, default: int) -> int:
     if number < 1:
         raise ToolError("Line numbers start at 1.")
     return number
+
+
+def _linear_regex(pattern: str, *, ignore_case: bool) -> Any:
+    """`pattern` compiled by RE2, whose matching takes time linear in the text: a model
+    (or a pull request steering it) cannot stall a review with a pattern such as
+    `(a+)+$`. RE2 has no backreferences or lookaround; such a pattern is refused in words
+    the model can act on."""
+    options = re2.Options()
+    options.case_sensitive = not ignore_case
+    options.log_errors = False
+    options.max_mem = SEARCH_REGEX_MEMORY
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        raise ToolError(
+            f"Invalid regular expression (RE2 syntax: no backreferences or lookaround): {exc}"
+        ) from exc
 
 
 def _glob(pattern: Any) -> pathspec.GitIgnoreSpec | None:

@@ -132,3 +132,34 @@ def test_the_prompt_carries_the_posture_the_rules_and_the_fence():
     assert f"<<<DATA {prompt.boundary}>>>" in prompt.user
     assert prompt.user.index("+print('hi')") > prompt.user.index(f"<<<DATA {prompt.boundary}>>>")
     assert review_prompt(the_job).boundary != prompt.boundary  # per job
+
+
+def test_a_catastrophic_pattern_runs_in_linear_time(tmp_path):
+    """`(a+)+$` takes Python's backtracking `re` exponential time on a line of a's that
+    does not end the way it asks; RE2 answers at once."""
+    import time
+
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "long.txt").write_text("a" * 50_000 + "b\n")
+    tools = Tools(checkout)
+    started = time.monotonic()
+    assert tools.call("search_code", {"pattern": "(a+)+$"}) == "No matches."
+    assert tools.call("search_code", {"pattern": "(a|aa)+b"}).startswith("long.txt:1:")
+    assert time.monotonic() - started < 5
+
+
+def test_patterns_re2_cannot_run_are_refused_in_words_the_model_can_act_on(root):
+    tools = Tools(root)
+    with pytest.raises(ToolError, match="no backreferences or lookaround"):
+        tools.call("search_code", {"pattern": r"(?<=os\.)environ"})
+    with pytest.raises(ToolError, match="no backreferences or lookaround"):
+        tools.call("search_code", {"pattern": r"(\w)\1"})
+    assert "b.py:2" in tools.call("search_code", {"pattern": "token =", "ignore_case": True})
+
+
+def test_one_search_is_bounded_in_time(root, monkeypatch):
+    from sandbox.agent import tools as module
+
+    monkeypatch.setattr(module, "SEARCH_SECONDS", -1)
+    assert "narrow the search" in Tools(root).call("search_code", {"pattern": "line"})
