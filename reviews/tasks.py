@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from django.conf import settings
 
 from reviews import conclusions, pipeline, replies, runs
-from sandbox.workspace import mirrors_prune
+from sandbox.workspace import mirrors_prune, workspaces_prune
 
 
 def run_process(run_pk: int) -> str:
@@ -22,6 +23,11 @@ def runs_reap() -> dict[str, int]:
     result = runs.runs_reap()
     result["replies"] = replies.replies_sweep()
     result["checks_due"] = conclusions.conclusions_sweep()
+    # What a killed worker left on this host's disk (no run lives past its deadline).
+    stale = 2 * settings.TASUKU_RUN_DEADLINE_SECONDS
+    result["workspaces_removed"] = len(
+        workspaces_prune(Path(settings.TASUKU_WORKSPACE_ROOT or tempfile.gettempdir()), stale)
+    )
     from reviews.passes.services import answers_sweep
 
     result["answers"] = answers_sweep()

@@ -10,6 +10,7 @@ Python's isolated mode, so nothing in the checkout (a `sandbox/` package, a
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import resource
@@ -24,6 +25,7 @@ from pydantic import ValidationError
 
 from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.errors import ProviderError, SandboxError, StageError
+from sandbox.workspace import remove_tree
 
 MAX_OUTPUT = 20 * 1024 * 1024
 DEFAULT_MEMORY_MB = 6144
@@ -65,8 +67,26 @@ class Limits:
     file_bytes: int = 512 * 1024**2
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with(parent: int) -> None:
+    """In the child, before exec: be killed when the process that started it dies (a
+    worker killed mid-review leaves no engine running on, calling a model nobody waits
+    for). Linux only; elsewhere the wall-clock limit and the reaper are the bound."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the signal was asked for
+        os._exit(1)
+
+
 def _limit(limits: Limits):
+    parent = os.getpid()
+
     def apply() -> None:
+        _die_with(parent)
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
@@ -147,7 +167,8 @@ def engine_run(
 ) -> ReviewResult:
     """Run `engine` on `checkout` and return its validated `ReviewResult`."""
     passed = {name: value for name in ENGINE_SETTINGS if (value := _setting(name).strip())}
-    with tempfile.TemporaryDirectory(prefix="tasuku-home-") as home:
+    home = tempfile.mkdtemp(prefix="tasuku-home-")
+    try:
         completed = sandboxed_run(
             [sys.executable, "-I", "-m", "sandbox.run_engine", engine],
             cwd=checkout,
@@ -156,6 +177,8 @@ def engine_run(
             env=scrubbed_environment(home, {**passed, **(allow_env or {})}),
             what=f"the {engine} engine",
         )
+    finally:
+        remove_tree(Path(home))  # whatever the engine left there, however deep
     if completed.returncode != 0:
         raise failure_from_exit(
             engine, completed.returncode, completed.stderr.decode(errors="replace")

@@ -120,3 +120,76 @@ def test_output_that_is_not_a_review_result_fails_at_validation():
     assert caught.value.permanent
     with pytest.raises(SandboxError):
         result_parse("static", b"I found nothing, approve it")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is dead
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_an_engine_dies_with_the_worker_that_started_it(tmp_path):
+    """A worker SIGKILLed mid-review leaves no engine running on (still calling a model
+    another worker is paying for again)."""
+    import os
+    import signal
+    import subprocess
+    import textwrap
+
+    pidfile = tmp_path / "engine.pid"
+    worker = subprocess.Popen(  # noqa: S603
+        [sys.executable, "-c", textwrap.dedent(f"""
+            from pathlib import Path
+            from sandbox.runners.local import Limits, sandboxed_run
+            sandboxed_run(["sh", "-c", "echo $$ > {pidfile}; exec sleep 120"], cwd=Path("{tmp_path}"),
+                          stdin=b"", limits=Limits(wall_seconds=300), env={{"PATH": "/usr/bin:/bin"}},
+                          what="a long engine")
+        """)],
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    engine = int(pidfile.read_text())
+    assert _alive(engine)
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait()
+    deadline = time.monotonic() + 5
+    while _alive(engine) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(engine)
+
+
+def test_a_tree_1200_folders_deep_is_removed(tmp_path):
+    import os
+
+    from sandbox.workspace import Workspace
+
+    with Workspace(str(tmp_path)) as workspace:
+        here = workspace.path
+        os.chdir(here)
+        try:
+            for _ in range(1200):  # paths relative to the last, so no path grows too long
+                os.mkdir("d")
+                os.chdir("d")
+            with open("deepest.txt", "w") as f:
+                f.write("x")
+        finally:
+            os.chdir(tmp_path)
+    assert not here.exists()
+
+
+def test_workspaces_and_engine_homes_a_dead_worker_left_are_pruned(tmp_path):
+    import os
+
+    from sandbox.workspace import workspaces_prune
+
+    for name in ("tasuku-ws-old", "tasuku-home-old", "tasuku-ws-new", "other-old"):
+        (tmp_path / name / "checkout").mkdir(parents=True)
+    old = time.time() - 3 * 3600
+    for name in ("tasuku-ws-old", "tasuku-home-old", "other-old"):
+        os.utime(tmp_path / name, (old, old))
+    assert sorted(workspaces_prune(tmp_path, 2 * 3600)) == ["tasuku-home-old", "tasuku-ws-old"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other-old", "tasuku-ws-new"]
