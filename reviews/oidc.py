@@ -2,7 +2,8 @@
 
 `verify(token)` checks the signature against the issuer's JWKS (found through its
 discovery document; keys cached, fetched again when a token names an unknown key id),
-the issuer (the configured one, or a GHEC enterprise issuer under it), the audience
+the issuer (the configured one, or one of the operator's further issuers, such as a GHEC
+enterprise's: checked before any request), the audience
 (Tasuku's URL unless configured), and expiry / not-before. What the claims must match
 — the repository, the run, the workflow — is the caller's business
 (reviews/actions.py). Every failure is one `TokenRefused`, whose reason is logged and
@@ -90,9 +91,13 @@ def verify(token: str) -> dict[str, Any]:
     except jwt.PyJWTError as exc:
         raise TokenRefused(f"not a JWT: {exc}") from exc
     claimed = str(unverified.get("iss", ""))
-    # GHEC with a custom issuer: https://token.actions.githubusercontent.com/<enterprise>.
-    if claimed != issuer and not claimed.startswith(issuer + "/"):
-        raise TokenRefused(f"issuer {claimed!r} is not {issuer!r}")
+    # Only issuers the operator names are ever asked for keys: a token naming a made-up
+    # issuer (…/enterprise-<n>) is refused before any request. GHEC with a custom issuer
+    # (https://token.actions.githubusercontent.com/<enterprise>) is named in
+    # TASUKU_ACTIONS_OIDC_ISSUERS.
+    allowed = {issuer} | {i.strip().rstrip("/") for i in settings.TASUKU_ACTIONS_OIDC_ISSUERS}
+    if claimed not in allowed:
+        raise TokenRefused(f"issuer {claimed!r} is not one of {sorted(allowed)!r}")
     if header.get("alg") != "RS256":
         raise TokenRefused(f"algorithm {header.get('alg')!r} is not RS256")
     try:

@@ -325,6 +325,11 @@ TASUKU_ACTIONS_WORKFLOW = env.str("TASUKU_ACTIONS_WORKFLOW", default="tasuku.yml
 TASUKU_ACTIONS_OIDC_ISSUER = env.str(
     "TASUKU_ACTIONS_OIDC_ISSUER", default="https://token.actions.githubusercontent.com"
 )
+# Further issuers whose tokens are accepted (comma-separated), e.g. a GHEC enterprise's
+# https://token.actions.githubusercontent.com/<enterprise>. No other issuer is ever asked.
+TASUKU_ACTIONS_OIDC_ISSUERS = [
+    i for i in env.str("TASUKU_ACTIONS_OIDC_ISSUERS", default="").split(",") if i.strip()
+]
 TASUKU_ACTIONS_AUDIENCE = env.str("TASUKU_ACTIONS_AUDIENCE", default="")
 # A dispatched run with no result after this long is failed.
 TASUKU_ACTIONS_RESULT_TIMEOUT = env.int("TASUKU_ACTIONS_RESULT_TIMEOUT", default=45 * 60)

@@ -189,7 +189,23 @@ FORGERIES = {
     "another issuer": lambda fake, run: fake.oidc_token(
         run, audience=AUD, iss="https://token.example"
     ),
+    "a made-up issuer under GitHub's": lambda fake, run: fake.oidc_token(
+        run, audience=AUD, iss=f"{fake.oidc_issuer}/enterprise-7"
+    ),
 }
+
+
+@pytest.mark.django_db
+def test_tokens_of_made_up_issuers_cause_no_request_to_any_issuer(actions_world, client, test_app):
+    """Each forged issuer used to cost an outbound discovery fetch before any check."""
+    open_pull_request(actions_world, client, test_app)
+    run = the_actions_run(actions_world)
+    fake = actions_world.fake
+    fake.calls.clear()
+    for n in range(20):
+        token = fake.oidc_token(run, audience=AUD, iss=f"{fake.oidc_issuer}/enterprise-{n}")
+        assert fetch(client, token).status_code == 403
+    assert not fake.requests(path=r"well-known|jwks")
 
 
 @pytest.mark.django_db
