@@ -136,7 +136,10 @@ def test_a_sentence_that_mentions_the_command_is_not_a_command(world, deliver, r
 
 
 def test_a_file_too_large_to_read_makes_the_check_neutral_not_success(fake_github, deliver):
-    big = PAYMENTS.replace(SECRET_LINE + "\n", "") + ("# " + "x" * 98 + "\n") * 21_000
+    from sandbox.engines.static.common import MAX_FILE_BYTES
+
+    lines = MAX_FILE_BYTES // 100 + 1_000  # just over the limit
+    big = PAYMENTS.replace(SECRET_LINE + "\n", "") + ("# " + "x" * 98 + "\n") * lines
     world = world_build(fake_github, head_files={"app/payments.py": big})
     deliver(world)
     check = last_check(world)
