@@ -8,7 +8,9 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 
 from repos.policy import (
+    CODE_ENGINES,
     COMMENT_LIMIT_RANGE,
+    LOCAL_CODE_REFUSED,
     MAX_CHANGED_FILES_RANGE,
     NEVER,
     Defaults,
@@ -157,6 +159,12 @@ class Reviewer(models.Model):
 
         if self.engine != Engine.STATIC and not self.model:
             raise ValidationError({"model": f"The {self.engine} engine needs a model name."})
+        if (
+            self.engine in CODE_ENGINES
+            and self.runner == Runner.LOCAL
+            and not settings.TASUKU_ALLOW_CODE_ON_LOCAL_RUNNER
+        ):
+            raise ValidationError({"runner": LOCAL_CODE_REFUSED.format(engine=self.engine)})
         if self.engine == Engine.STATIC and (self.triage_model or self.base_url):
             raise ValidationError(
                 "The static engine uses no model: leave the triage model and base URL empty."

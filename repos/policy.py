@@ -50,6 +50,16 @@ class Engine(StrEnum):
     CODEX = "codex"
 
 
+# Engines that execute commands (a coding agent's shell): never beside the worker's secrets.
+CODE_ENGINES = frozenset({Engine.CLAUDE_CODE, Engine.CODEX})
+LOCAL_CODE_REFUSED = (
+    "The {engine} engine runs a coding agent that executes commands, and the local runner "
+    "does not isolate it from the worker's secrets (the App's private key, the database, "
+    "model keys): use the docker runner, or set TASUKU_ALLOW_CODE_ON_LOCAL_RUNNER=true to "
+    "accept that risk."
+)
+
+
 class Runner(StrEnum):
     LOCAL = "local"
     DOCKER = "docker"

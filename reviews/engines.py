@@ -17,7 +17,7 @@ from django.conf import settings
 
 from repos.credentials import KeyUnreadable
 from repos.models import Reviewer
-from repos.policy import Engine, ReviewerConfig, Runner
+from repos.policy import CODE_ENGINES, LOCAL_CODE_REFUSED, Engine, ReviewerConfig, Runner
 from reviews.models import Finding
 from sandbox.contract import EarlierFinding, Price, ReviewJob, ReviewResult, Severity
 from sandbox.errors import ProviderError, SandboxError
@@ -100,6 +100,13 @@ def engine_run(
     seconds = int(settings.TASUKU_SANDBOX_TIMEOUT)
     env = engine_environment(reviewer)
     runner = Runner(config.runner)
+    if (
+        runner == Runner.LOCAL
+        and config.engine in CODE_ENGINES
+        and not settings.TASUKU_ALLOW_CODE_ON_LOCAL_RUNNER
+    ):
+        # Also when a repository's policy moved the reviewer onto the local runner.
+        raise SandboxError(LOCAL_CODE_REFUSED.format(engine=config.engine), permanent=True)
     if runner == Runner.LOCAL:
         from sandbox.runners.local import Limits
         from sandbox.runners.local import engine_run as local_run

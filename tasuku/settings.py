@@ -209,6 +209,10 @@ TASUKU_WEBHOOK_MAX_BYTES = 25 * 1024 * 1024
 # Wall-clock limit of one engine run in the sandbox, in seconds. Must stay below the
 # worker's task timeout, which stays below the broker's redelivery time (reviews/checks.py).
 TASUKU_SANDBOX_TIMEOUT = env.str("TASUKU_SANDBOX_TIMEOUT", default="1800")
+# The CLI engines (claude-code, codex) run a coding agent that executes commands. The
+# `local` runner does not isolate a process from the worker's secrets (a process of the
+# same user can read them), so they are refused there unless this is set: use `docker`.
+TASUKU_ALLOW_CODE_ON_LOCAL_RUNNER = env.bool("TASUKU_ALLOW_CODE_ON_LOCAL_RUNNER", default=False)
 TASUKU_WORKERS = env.str("TASUKU_WORKERS", default="2")
 # Address space (MB) of an engine the local runner starts, and of each process it starts.
 TASUKU_SANDBOX_MEMORY_MB = env.str("TASUKU_SANDBOX_MEMORY_MB", default="6144")
