@@ -96,3 +96,37 @@ def github_settings_check(app_configs: object = None, **kwargs: object) -> list:
             )
         )
     return messages
+
+
+# Values people paste from examples and tutorials.
+WELL_KNOWN_SECRET_KEYS = {
+    "changeme", "change-me", "secret", "secret-key", "secretkey", "your-secret-key",
+    "django-insecure", "please-change-me", "development", "test",
+}  # fmt: skip
+
+
+@register("tasuku")
+def secret_key_check(app_configs: object = None, **kwargs: object) -> list:
+    """A SECRET_KEY from the environment that is short, repetitive or a well-known value
+    signs Tasuku's markers and seals reviewer keys weakly: an error outside DEBUG."""
+    if settings.DEBUG or not getattr(settings, "SECRET_KEY_FROM_ENV", False):
+        return []
+    key = settings.SECRET_KEY
+    weak = (
+        len(key) < 32
+        or len(set(key)) < 8
+        or key.lower() in WELL_KNOWN_SECRET_KEYS
+        or key.startswith("django-insecure")
+    )
+    if not weak:
+        return []
+    return [
+        Error(
+            "SECRET_KEY is weak (shorter than 32 characters, repetitive, or a well-known "
+            "value): it signs Tasuku's markers and seals reviewer keys.",
+            hint='Generate one: python -c "import secrets; print(secrets.token_urlsafe(50))" '
+            "— and keep the old one in SECRET_KEY_FALLBACKS until `manage.py reseal_keys` "
+            "has run.",
+            id="tasuku.E040",
+        )
+    ]

@@ -45,6 +45,9 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 SECRET_KEY_FROM_ENV = bool(env.str("SECRET_KEY", default=""))
+# Earlier SECRET_KEYs, comma-separated, during a rotation: what they signed (markers) and
+# sealed (reviewer keys) still reads; `manage.py reseal_keys` moves sealed keys over.
+SECRET_KEY_FALLBACKS = [k for k in env.str("SECRET_KEY_FALLBACKS", default="").split(",") if k]
 DEBUG = env.bool("DEBUG", default=False)
 
 TASUKU_BASE_URL = env.str("TASUKU_BASE_URL", default="http://127.0.0.1:8000").rstrip("/")

@@ -80,3 +80,47 @@ def test_a_key_sealed_under_another_secret_key_says_to_enter_it_again(settings):
     with pytest.raises(ProviderError) as failure:
         engine_environment(reviewer)
     assert failure.value.permanent and "enter it again" in str(failure.value)
+
+
+@pytest.mark.django_db
+def test_a_rotated_secret_key_still_opens_sealed_keys_and_reseal_moves_them_over(settings):
+    from django.core.management import CommandError, call_command
+
+    old = settings.SECRET_KEY
+    reviewer = Reviewer.objects.create(slug="c", engine="anthropic", model="claude-sonnet-5-5")
+    reviewer.api_key_set("sk-ant-1")
+    reviewer.save()
+    lost = Reviewer.objects.create(slug="d", engine="openai", model="gpt-5.4")
+    settings.SECRET_KEY = "a-key-sealed-under-a-key-nobody-keeps-0123456789"
+    lost.api_key_set("sk-lost")
+    lost.save()
+
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = (
+        "the-new-secret-key-after-rotation-0123456789",
+        [old],
+    )
+    assert Reviewer.objects.get(slug="c").api_key() == "sk-ant-1"  # the fallback opens it
+    with pytest.raises(CommandError, match="Enter those keys again in the admin") as told:
+        call_command("reseal_keys")
+    assert "d" in str(told.value) and "c," not in str(told.value)
+    settings.SECRET_KEY_FALLBACKS = []  # the old key can go now
+    assert Reviewer.objects.get(slug="c").api_key() == "sk-ant-1"
+
+
+@pytest.mark.parametrize(
+    ("key", "weak"),
+    [
+        ("short", True),
+        ("a" * 60, True),
+        ("changeme", True),
+        ("django-insecure-" + "x1y2z3" * 8, True),
+        ("Zq3-vN8_pK2mW9xR4tB7yL1cH6dF0sJ5gT8aE3uQ", False),
+    ],
+)
+def test_a_weak_secret_key_from_the_environment_is_an_error_outside_debug(settings, key, weak):
+    from repos.checks import secret_key_check
+
+    settings.SECRET_KEY, settings.SECRET_KEY_FROM_ENV, settings.DEBUG = key, True, False
+    assert bool(secret_key_check()) is weak
+    settings.DEBUG = True
+    assert secret_key_check() == []

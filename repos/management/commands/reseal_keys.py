@@ -1,0 +1,32 @@
+"""`manage.py reseal_keys`: seal every stored reviewer key again under the current
+SECRET_KEY (run after rotating it, with the old key in SECRET_KEY_FALLBACKS; then the
+fallback can go). Idempotent; a key no current or fallback SECRET_KEY opens is named."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from repos.credentials import KeyUnreadable, key_reseal
+from repos.models import Reviewer
+
+
+class Command(BaseCommand):
+    help = "Seal every reviewer API key again under the current SECRET_KEY."
+
+    def handle(self, *args: object, **options: object) -> None:
+        resealed, unreadable = 0, []
+        for reviewer in Reviewer.objects.exclude(api_key_sealed=""):
+            try:
+                sealed = key_reseal(reviewer.api_key_sealed)
+            except KeyUnreadable:
+                unreadable.append(reviewer.slug)
+                continue
+            Reviewer.objects.filter(pk=reviewer.pk).update(api_key_sealed=sealed)
+            resealed += 1
+        self.stdout.write(f"{resealed} reviewer key(s) sealed under the current SECRET_KEY.")
+        if unreadable:
+            raise CommandError(
+                "No SECRET_KEY (current or in SECRET_KEY_FALLBACKS) opens the key of: "
+                + ", ".join(unreadable)
+                + ". Enter those keys again in the admin."
+            )
