@@ -68,16 +68,18 @@ class Limits:
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# Looked up once, in the parent: the child between fork and exec must not load anything
+# (another thread of the worker may have held the loader's lock when it forked).
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
 
 def _die_with(parent: int) -> None:
     """In the child, before exec: be killed when the process that started it dies (a
     worker killed mid-review leaves no engine running on, calling a model nobody waits
     for). Linux only; elsewhere the wall-clock limit and the reaper are the bound."""
-    if not sys.platform.startswith("linux"):
+    if _PRCTL is None:
         return
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # the parent died before the signal was asked for
         os._exit(1)
 
