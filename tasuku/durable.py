@@ -1,5 +1,6 @@
-"""What every durable row queue (deliveries, runs, thread replies, author answers, check
-conclusions) decides the same way when an attempt fails: when to try again.
+"""What the durable row queues (deliveries, runs, author answers, check conclusions)
+decide the same way when an attempt fails: when to try again. (Thread replies still
+have their own three-attempt sweep, reviews/replies.py.)
 
 - A transient failure is tried again after an exponential backoff with jitter.
 - A failure GitHub answered with a rate limit (`Retry-After`, or a spent quota with its
