@@ -49,7 +49,29 @@ def conclusion_record(run_pk: int, conclusion: str, title: str, summary: str) ->
 def conclusion_send(run_pk: int) -> str:
     """Send the run's recorded conclusion to GitHub, if one is due. `sent`; `waiting`
     (GitHub did not take it now: due again later); `refused` (a permanent error: kept on
-    the run, not sent again); or `nothing due`."""
+    the run, not sent again); or `nothing due`.
+
+    Two writers may send at once (a run concluding while a dismissal re-concludes its
+    head), and GitHub keeps whichever PATCH lands last. So a sender that finds, after
+    GitHub took its PATCH, that the run now says something else sends again: the last
+    PATCH to land is never an older conclusion than the run's."""
+    outcome = NOTHING
+    for _ in range(5):
+        outcome, sent = _send_once(run_pk)
+        if outcome != SENT:
+            return outcome
+        now = (
+            ReviewRun.objects.filter(pk=run_pk)
+            .values_list("check_conclusion", "check_title", "check_summary")
+            .first()
+        )
+        if now is None or now == sent:
+            return SENT
+        ReviewRun.objects.filter(pk=run_pk).update(check_due_at=timezone.now())
+    return outcome
+
+
+def _send_once(run_pk: int) -> tuple[str, tuple[str, str, str] | None]:
     from reviews.pipeline import details_url
     from reviews.services import run_check_ensure
 
@@ -59,8 +81,9 @@ def conclusion_send(run_pk: int) -> str:
         .first()
     )
     if run is None or run.check_due_at is None:
-        return NOTHING
+        return NOTHING, None
     due = run.check_due_at
+    sent = (run.check_conclusion, run.check_title, run.check_summary)
     repository = run.pull_request.repository
     try:
         check_id = run_check_ensure(run, created=False, installation=repository.installation)
@@ -79,7 +102,7 @@ def conclusion_send(run_pk: int) -> str:
                 check_due_at=None, check_error=f"GitHub refused the check run: {exc}"[:2000]
             )
             logger.error("run %s: GitHub refused its check run's conclusion: %s", run.pk, exc)
-            return REFUSED
+            return REFUSED, None
         wait = backoff(run.check_sends, exc.retry_after)
         ReviewRun.objects.filter(pk=run.pk, check_due_at=due).update(
             check_due_at=timezone.now() + timedelta(seconds=wait),
@@ -87,10 +110,10 @@ def conclusion_send(run_pk: int) -> str:
             check_error=str(exc)[:2000],
         )
         logger.warning("run %s: check run not concluded (%s); again in %.0fs", run.pk, exc, wait)
-        return WAITING
+        return WAITING, None
     # Sent. Only this version is done: one recorded meanwhile is still due.
     ReviewRun.objects.filter(pk=run.pk, check_due_at=due).update(check_due_at=None, check_error="")
-    return SENT
+    return SENT, sent
 
 
 def check_final(run_pk: int, conclusion: str, title: str, summary: str) -> str:

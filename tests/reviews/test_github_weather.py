@@ -236,3 +236,32 @@ def test_backoff_and_deferral_arithmetic():
     wait, kind = durable.deferral(Down(), deferrals=0, since=now, now=now)
     assert kind == durable.UNAVAILABLE and timedelta(seconds=30) <= wait <= timedelta(seconds=45)
     assert durable.deferral(Down(), deferrals=5, since=now, now=now)[0] >= timedelta(minutes=15)
+
+
+def test_two_concluders_at_once_never_leave_github_showing_the_older_conclusion(
+    world, open_pr, monkeypatch
+):
+    """A stale sender's PATCH can land after a newer one's: it must send again."""
+    from repos.github.gateway import GitHubGateway
+    from reviews.conclusions import check_final, conclusion_record, conclusion_send
+
+    open_pr(world)
+    run = ReviewRun.objects.get()
+    real = GitHubGateway.check_run_update
+    raced = []
+
+    def racing(self, **kwargs):
+        if not raced and kwargs.get("conclusion") == "success":
+            raced.append(1)
+            # Meanwhile a finding is found open again: recorded and sent at once.
+            conclusion_record(run.pk, "failure", "1 open finding", "newer")
+            assert conclusion_send(run.pk) == "sent"
+        return real(self, **kwargs)  # the stale PATCH lands last
+
+    monkeypatch.setattr(GitHubGateway, "check_run_update", racing)
+    check_final(run.pk, "success", "No open findings", "older")
+    assert raced
+    check = world.fake.check_runs_of(REPO)[-1]
+    assert (check.conclusion, check.output["summary"]) == ("failure", "newer")
+    run.refresh_from_db()
+    assert run.check_due_at is None and run.check_conclusion == "failure"
