@@ -171,16 +171,25 @@ def _clone_fresh(
     git("init", "--quiet")
     git("remote", "add", "origin", clone_url)
     _attributes_neutralise(root / ".git")
+    _fetch(git, head_sha, base_sha, previous_sha)
+    return _prepare(git, root, head_sha=head_sha, base_sha=base_sha, previous_sha=previous_sha,
+                    since_sha=since_sha)  # fmt: skip
+
+
+def _fetch(git: _Git, head_sha: str, base_sha: str, previous_sha: str | None) -> list[str]:
+    """Fetch the head and base commits (history without blobs) and, when it differs, the
+    previous review's head — which after a force push may be gone from GitHub: then it
+    is no base, not an error. Returns the commits asked for."""
     git(
         "fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", head_sha, base_sha,
         what="fetch the pull request's commits",
     )  # fmt: skip
-    if previous_sha and previous_sha not in (head_sha, base_sha):
-        # After a force push the old head may be gone from GitHub: then it is no base.
+    asked = [head_sha, base_sha]
+    if previous_sha and previous_sha not in asked:
         git("fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", previous_sha,
             check=False)  # fmt: skip
-    return _prepare(git, root, head_sha=head_sha, base_sha=base_sha, previous_sha=previous_sha,
-                    since_sha=since_sha)  # fmt: skip
+        asked.append(previous_sha)
+    return asked
 
 
 class _MirrorBusy(Exception):
@@ -218,16 +227,7 @@ def _from_mirror(
         else:
             git("remote", "set-url", "origin", clone_url)  # the repository may be renamed
         _attributes_neutralise(mirror)  # a worktree reads its common directory's info/
-        git(
-            "fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", head_sha, base_sha,
-            what="fetch the pull request's commits",
-        )  # fmt: skip
-        kept = [head_sha, base_sha]
-        if previous_sha and previous_sha not in kept:
-            git("fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", previous_sha,
-                check=False)  # fmt: skip
-            kept.append(previous_sha)
-        for sha in kept:
+        for sha in _fetch(git, head_sha, base_sha, previous_sha):
             git("update-ref", f"refs/tasuku/{sha}", sha, check=False)  # absent: not kept
         git("worktree", "prune")
         git("worktree", "add", "--quiet", "--detach", "--no-checkout", str(root), head_sha,
