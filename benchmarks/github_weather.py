@@ -160,20 +160,16 @@ def main() -> int:
 
     # 2. A secondary rate limit on the review POST.
     window = args.limit_seconds
-    limit = fake.rate_limit(10_000, retry_after=window, method="POST", path=r"/pulls/\d+/reviews$")
+    # GitHub's clock: the limit ends by itself after `window` seconds.
+    limit = fake.limits.secondary(window, method="POST", path=r"/pulls/\d+/reviews$")
     limited = queue(2)
-    started = time.monotonic()
     run_execute(limited.pk)
-    while time.monotonic() - started < window:
-        reaper_tick(limited)
-        time.sleep(1)
-    into_limit = 10_000 - limit.count
-    fake.injections.remove(limit)
-    ended = time.monotonic()
+    ended = time.monotonic() + window
     while limited.status != RunStatus.COMPLETED and time.monotonic() - ended < window * 3 + 60:
         reaper_tick(limited)
         limited.refresh_from_db()
         time.sleep(0.5)
+    into_limit = limit.refused
     recovered = time.monotonic() - ended
     print(f"a {window:.0f} s secondary rate limit on the review POST: {into_limit} request(s) "
           f"sent into it; run {limited.status} {recovered:.1f} s after it ended, "

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from reviews.models import PullRequest, ReviewRun
-from reviews.passes.models import ReviewPass, Task, TaskPullRequest
+from reviews.passes.models import ApiScope, ReviewPass, Task, TaskPullRequest
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -65,3 +65,14 @@ class TaskAdmin(ReadOnlyAdmin):
     search_fields = ("title", "author_name", "author_login", "pulls__repository__full_name")
     list_select_related = ("owner", "reviewer")
     inlines = (TaskPullRequestInline, ReviewPassInline)
+
+
+@admin.register(ApiScope)
+class ApiScopeAdmin(admin.ModelAdmin):
+    """Which repositories a user's API token may name in a task (review passes). A
+    token's user needs one; a superuser's token may name any repository."""
+
+    list_display = ("user", "created_at")
+    search_fields = ("user__username",)
+    filter_horizontal = ("installations", "repositories")
+    autocomplete_fields = ("user",)

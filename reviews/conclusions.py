@@ -1,5 +1,10 @@
 """A run's check run reaches its final state, whatever GitHub's weather: an outbox.
 
+Not a claimed queue like the others (tasuku/durable.py): its row is the run, and the due
+time is the version of what is to be sent (a newer conclusion replaces the one waiting).
+It waits by the same rules: durable.backoff, GitHub's `Retry-After` or reset at least,
+and a rate limit quiets the installation.
+
 What the check should say (conclusion, title, summary) is written on the run first; then
 it is sent. A send that GitHub does not accept for a transient reason (5xx, a network
 error, a rate limit) leaves it due, with the next try backed off (at least as long as
@@ -12,7 +17,6 @@ run is never left `queued` or `in_progress` because GitHub was down when the run
 from __future__ import annotations
 
 import logging
-import random
 from datetime import datetime, timedelta
 
 from django.db.models import F
@@ -22,13 +26,13 @@ from repos import github
 from repos.github import CheckRunOutput, GitHubError
 from reviews.models import ReviewRun
 from reviews.rendering import MAX_SUMMARY_BYTES, clip_bytes
+from tasuku import durable
 from tasuku.broker import ring_now
 
 logger = logging.getLogger(__name__)
 
 SENT, WAITING, REFUSED, NOTHING = "sent", "waiting", "refused", "nothing due"
-FIRST_WAIT = 30  # seconds before the first resend; doubled each time
-LONGEST_WAIT = 15 * 60
+FIRST_WAIT = timedelta(seconds=30)  # before the first resend; doubled each time (to 15 min)
 CONCLUDE_TASK = "reviews.tasks.run_conclude"
 
 
@@ -85,6 +89,11 @@ def _send_once(run_pk: int) -> tuple[str, tuple[str, str, str] | None]:
     due = run.check_due_at
     sent = (run.check_conclusion, run.check_title, run.check_summary)
     repository = run.pull_request.repository
+    waiting = durable.quiet_until(repository.installation.github_id, timezone.now())
+    if waiting is not None:
+        # The installation is waiting out a rate limit: so does its check.
+        ReviewRun.objects.filter(pk=run.pk, check_due_at=due).update(check_due_at=waiting)
+        return WAITING, None
     try:
         check_id = run_check_ensure(run, created=False, installation=repository.installation)
         github.gateway().check_run_update(
@@ -103,13 +112,16 @@ def _send_once(run_pk: int) -> tuple[str, tuple[str, str, str] | None]:
             )
             logger.error("run %s: GitHub refused its check run's conclusion: %s", run.pk, exc)
             return REFUSED, None
-        wait = backoff(run.check_sends, exc.retry_after)
+        now = timezone.now()
+        wait = durable.backoff(run.check_sends + 1, FIRST_WAIT, retry_after=exc.retry_after)
+        if exc.retry_after is not None:
+            durable.installation_quiet(repository.installation.github_id, now + wait, str(exc))
         ReviewRun.objects.filter(pk=run.pk, check_due_at=due).update(
-            check_due_at=timezone.now() + timedelta(seconds=wait),
+            check_due_at=now + wait,
             check_sends=F("check_sends") + 1,
             check_error=str(exc)[:2000],
         )
-        logger.warning("run %s: check run not concluded (%s); again in %.0fs", run.pk, exc, wait)
+        logger.warning("run %s: check run not concluded (%s); again in %s", run.pk, exc, wait)
         return WAITING, None
     # Sent. Only this version is done: one recorded meanwhile is still due.
     ReviewRun.objects.filter(pk=run.pk, check_due_at=due).update(check_due_at=None, check_error="")
@@ -120,13 +132,6 @@ def check_final(run_pk: int, conclusion: str, title: str, summary: str) -> str:
     """Record the run's conclusion and send it (see the module's docstring)."""
     conclusion_record(run_pk, conclusion, title, summary)
     return conclusion_send(run_pk)
-
-
-def backoff(sends: int, retry_after: float | None) -> float:
-    """30 s doubling to 15 minutes, with jitter; never sooner than GitHub asked."""
-    base = min(LONGEST_WAIT, FIRST_WAIT * 2**sends)
-    wait = base + random.uniform(0, base / 4)  # noqa: S311 - jitter, not security
-    return max(wait, retry_after or 0)
 
 
 def conclusions_sweep(now: datetime | None = None, limit: int = 200) -> int:

@@ -453,6 +453,7 @@ class ThreadReply(models.Model):
 
     class Status(models.TextChoices):
         QUEUED = "queued", "queued"
+        ANSWERING = "answering", "answering"  # a worker holds it until `leased_until`
         ANSWERED = "answered", "answered"
         FAILED = "failed", "failed"
 
@@ -462,7 +463,13 @@ class ThreadReply(models.Model):
     body = models.TextField()
     dismissal = models.BooleanField(default=False)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    # A durable queue (tasuku/durable.py): failed tries, tries put off by GitHub's weather,
+    # when it is due again, the answering worker's lease, its last doorbell.
     attempts = models.PositiveSmallIntegerField(default=0)
+    deferrals = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    leased_until = models.DateTimeField(null=True, blank=True)
+    rung_at = models.DateTimeField(null=True, blank=True)
     answer = models.TextField(blank=True)
     answer_comment_id = models.BigIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)

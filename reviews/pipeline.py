@@ -42,6 +42,7 @@ from reviews.models import (
     RunStatus,
     Stage,
 )
+from reviews.passes.author import author_bot_login
 from reviews.reconcile import ACCEPTED, CURRENT, Decision
 from reviews.rendering import (
     BODY_ONLY_NOTE,
@@ -414,6 +415,13 @@ def approval_decide(ctx: Context, open_now: list[Finding]) -> tuple[bool, list[s
         return False, ["not approved: the pull request is " + ("a draft" if pr.draft else pr.state)]
     if pr.author_login == f"{ctx.gateway.app_slug()}[bot]":
         return False, ["not approved: GitHub does not let an App approve its own pull request"]
+    if ctx.run.review_pass_id and not ctx.config.auto_approve:
+        # A pass's approval speaks for an agent's work: never for anyone else's pull
+        # request, whatever let the task name it (checked at the task's creation too).
+        expected = author_bot_login()
+        if pr.author_login.lower() != expected.lower():
+            return False, [f"not approved: a review pass approves only pull requests the "
+                           f"author's App ({expected}) opened; this one is {pr.author_login}'s"]  # fmt: skip
     return True, []
 
 

@@ -10,10 +10,10 @@ request; from anyone else it is answered with who may. Free text never dismisses
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
 
 from repos import github
 from repos.github import ThreadComment, ThreadInfo
@@ -23,13 +23,27 @@ from reviews.markers import marker as signed_marker
 from reviews.models import Dismissal, Finding, FindingState, ThreadReply
 from reviews.pipeline import gate_refresh
 from reviews.threads import dismiss_command, may_dismiss, thread_reopen
-from tasuku.broker import ring
+from tasuku import durable
 from webhooks.routing import Outcome
 
 logger = logging.getLogger(__name__)
 
 ANSWER_TASK = "reviews.tasks.reply_answer"
 MAX_ATTEMPTS = 3
+
+# Answers to replies are a durable queue (tasuku/durable.py): a reply GitHub would not
+# take now (5xx, a rate limit) waits and is answered later, once.
+REPLIES = durable.Queue(
+    model="reviews.ThreadReply",
+    task=ANSWER_TASK,
+    name="reply",
+    waiting=(ThreadReply.Status.QUEUED,),
+    working=ThreadReply.Status.ANSWERING,
+    failed=ThreadReply.Status.FAILED,
+    installation="finding__pull_request__repository__installation__github_id",
+    max_attempts=MAX_ATTEMPTS,
+    ring_again=timedelta(minutes=2),
+)
 
 
 def review_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
@@ -96,7 +110,7 @@ def review_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcom
                         "reason": reason or "no reason given",
                     },
                 )
-            ring(ANSWER_TASK, reply.pk, name=f"reply-{reply.pk}")
+            REPLIES.ring(reply.pk)
     except IntegrityError:
         return Outcome.ignore("this reply is recorded already")
     if reason is not None and not dismissal:
@@ -106,20 +120,11 @@ def review_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcom
     return Outcome(f"{login} {what} “{finding.title}”; an answer is queued")
 
 
-def replies_sweep(*, older_than_seconds: int = 120) -> int:
-    """Ring again for replies still waiting for an answer (a lost doorbell, a failed try)."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from tasuku.broker import ring_now
-
-    due = ThreadReply.objects.filter(
-        status=ThreadReply.Status.QUEUED,
-        attempts__lt=MAX_ATTEMPTS,
-        created_at__lt=timezone.now() - timedelta(seconds=older_than_seconds),
-    ).values_list("pk", flat=True)[:200]
-    return sum(ring_now(ANSWER_TASK, pk, name=f"reply-{pk}") for pk in due)
+def replies_sweep() -> int:
+    """Hand replies whose worker died to another, and ring again for replies due an
+    answer (a lost doorbell, a try put off): how many were rung."""
+    lost = {"error": "The worker stopped while answering this reply."}
+    return REPLIES.sweep(lost=lost, lost_last=lost)["rung"]
 
 
 def static_answer(finding: Finding, reply: ThreadReply, slug: str = "") -> str:
@@ -166,10 +171,8 @@ def static_answer(finding: Finding, reply: ThreadReply, slug: str = "") -> str:
 
 def reply_answer(reply_pk: int) -> str:
     """Answer a person's reply in its thread (idempotent: the answer carries a marker)."""
-    claimed = ThreadReply.objects.filter(
-        pk=reply_pk, status=ThreadReply.Status.QUEUED, attempts__lt=MAX_ATTEMPTS
-    ).update(attempts=F("attempts") + 1)
-    if not claimed:
+    attempt = REPLIES.claim(reply_pk)
+    if attempt is None:
         return "not claimed"
     reply = ThreadReply.objects.select_related(
         "finding__pull_request__repository__installation"
@@ -190,16 +193,20 @@ def reply_answer(reply_pk: int) -> str:
             marker=marker,
         )
     except github.GitHubError as exc:
-        final = exc.permanent or reply.attempts >= MAX_ATTEMPTS
-        ThreadReply.objects.filter(pk=reply.pk).update(
-            status=ThreadReply.Status.FAILED if final else ThreadReply.Status.QUEUED, error=str(exc)
+        # Not taken now: put off (GitHub's weather), retried, or failed (refused, out of
+        # tries); the marker keeps a later try from answering twice.
+        verdict = REPLIES.verdict(
+            exc,
+            attempt=attempt,
+            deferrals=reply.deferrals,
+            since=reply.created_at,
+            installation=repository.installation.github_id,
         )
-        if not final:
-            raise  # the task fails; the reply sweep rings it again
-        return "failed"
-    ThreadReply.objects.filter(pk=reply.pk).update(
-        status=ThreadReply.Status.ANSWERED, answer=text, answer_comment_id=posted.id, error=""
-    )
+        REPLIES.settle(reply.pk, attempt, verdict, error=str(exc)[:2000])
+        logger.warning("reply %s: answer not posted (%s): %s", reply.pk, verdict.kind, exc)
+        return "failed" if verdict.kind == durable.FAILED else "waiting"
+    REPLIES.finish(reply.pk, attempt, ThreadReply.Status.ANSWERED,
+                   answer=text, answer_comment_id=posted.id, error="")  # fmt: skip
     if reply.dismissal:
         # The dismissed finding no longer counts: the head's check says so now, not at
         # the next push.

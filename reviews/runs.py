@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, F, Max, OuterRef, Q
+from django.db.models import Exists, F, Max, OuterRef
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -30,7 +30,7 @@ from reviews.models import (
     RunStatus,
 )
 from tasuku import durable
-from tasuku.broker import ring, ring_now
+from tasuku.broker import ring
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +43,25 @@ CONCLUDE_TASK = "reviews.tasks.run_conclude"
 
 def lease_length() -> timedelta:
     return timedelta(seconds=settings.TASUKU_RUN_LEASE_SECONDS)
+
+
+# The run queue (tasuku/durable.py). Its deferrals are counted from its attempt rows; the
+# reaper's hand-over of a run whose worker died is its own (it closes the attempt row).
+RUNS = durable.Queue(
+    model="reviews.ReviewRun",
+    task=PROCESS_TASK,
+    name="run",
+    waiting=(RunStatus.QUEUED,),
+    working=RunStatus.RUNNING,
+    failed=RunStatus.FAILED,
+    lease="lease_expires_at",
+    deferrals=None,
+    installation="pull_request__repository__installation__github_id",
+    max_attempts=MAX_ATTEMPTS,
+    lease_for=lease_length,
+    retry_base=RETRY_BACKOFF,
+    ring_again=RING_AGAIN_AFTER,
+)
 
 
 def worker_name() -> str:
@@ -68,14 +87,11 @@ class Held:
 
 def run_ring(run: ReviewRun) -> None:
     """Ring for a run written in the current transaction."""
-    ReviewRun.objects.filter(pk=run.pk).update(rung_at=timezone.now())
-    ring(PROCESS_TASK, run.pk, name=f"run-{run.pk}")
+    RUNS.ring(run.pk)
 
 
 def _held(held: Held):
-    return ReviewRun.objects.filter(
-        pk=held.run_pk, status=RunStatus.RUNNING, attempts=held.attempt, worker=held.worker
-    )
+    return RUNS.held(held.run_pk, held.attempt, {"worker": held.worker})
 
 
 def run_claim(
@@ -90,41 +106,19 @@ def run_claim(
     """
     now = now or timezone.now()
     worker = worker or worker_name()
-    installation = (
-        ReviewRun.objects.filter(pk=run_pk)
-        .values_list("pull_request__repository__installation__github_id", flat=True)
-        .first()
-    )
-    waiting = durable.quiet_until(installation, now)
-    if waiting is not None:
-        # GitHub rate-limited this installation: the run waits for the reset (the reaper
-        # rings it then), without spending an attempt.
-        ReviewRun.objects.filter(pk=run_pk, status=RunStatus.QUEUED).update(next_attempt_at=waiting)
-        return None
     busy = ReviewRun.objects.filter(
         pull_request=OuterRef("pull_request"), status=RunStatus.RUNNING
     ).exclude(pk=run_pk)
     try:
         with transaction.atomic():
-            won = (
-                ReviewRun.objects.filter(
-                    pk=run_pk, status=RunStatus.QUEUED, attempts__lt=MAX_ATTEMPTS
-                )
-                .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
-                .filter(~Exists(busy))
-                .update(
-                    status=RunStatus.RUNNING,
-                    attempts=F("attempts") + 1,
-                    lease_expires_at=now + lease_length(),
-                    worker=worker,
-                    stage="",
-                    started_at=Coalesce(F("started_at"), now),
-                    next_attempt_at=None,
-                )
+            attempt = RUNS.claim(
+                run_pk,
+                now=now,
+                where=~Exists(busy),
+                also={"worker": worker, "stage": "", "started_at": Coalesce(F("started_at"), now)},
             )
-            if not won:
+            if attempt is None:
                 return None
-            attempt = ReviewRun.objects.values_list("attempts", flat=True).get(pk=run_pk)
             # Row numbers count every try the run ever had, also before an operator's retry.
             number = (
                 RunAttempt.objects.filter(run_id=run_pk).aggregate(n=Max("number"))["n"] or 0
@@ -165,7 +159,8 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
     def beat(self) -> bool:
-        renewed = _held(self.held).update(lease_expires_at=timezone.now() + lease_length())
+        held = self.held
+        renewed = RUNS.renew(held.run_pk, held.attempt, where={"worker": held.worker})
         if not renewed:
             self.lost = True
         return bool(renewed)
@@ -196,13 +191,8 @@ def run_finish(held: Held, *, status: str, reason: str = "", superseded_by: str 
         RunStatus.CANCELLED: AttemptOutcome.CANCELLED,
     }[status]
     with transaction.atomic():
-        done = _held(held).update(
-            status=status,
-            reason=reason,
-            superseded_by=superseded_by,
-            finished_at=now,
-            lease_expires_at=None,
-        )
+        done = RUNS.finish(held.run_pk, held.attempt, status, where={"worker": held.worker},
+                           reason=reason, superseded_by=superseded_by, finished_at=now)  # fmt: skip
         if done:
             _attempt_end(held.run_pk, outcome=outcome, now=now)
             _ring_waiting(held.run_pk)
@@ -211,90 +201,61 @@ def run_finish(held: Held, *, status: str, reason: str = "", superseded_by: str 
 
 def run_attempt_failed(held: Held, exc: BaseException, *, stage: str, final: bool = False) -> str:
     """Record a failed attempt: a transient error is retried with exponential backoff and
-    jitter until MAX_ATTEMPTS; a permanent one (or the last attempt) fails the run. An
-    attempt that met a GitHub rate limit is deferred until the limit lifts, and does not
-    count (tasuku/durable.py)."""
+    jitter until MAX_ATTEMPTS; a permanent one (or the last attempt, or `final`) fails the
+    run. An attempt that met GitHub's weather (a rate limit, GitHub unavailable) is
+    deferred and does not count (tasuku/durable.py); after a rate limit the installation
+    waits meanwhile."""
     now = timezone.now()
-    permanent = bool(getattr(exc, "permanent", False))
     error = f"{type(exc).__name__}: {exc}"
     if not hasattr(exc, "permanent"):
         error += "\n\n" + "".join(traceback.format_exception(exc)[-8:])
-    if not final and not permanent:
-        deferred = _run_deferred(held, exc, stage=stage, error=error, now=now)
-        if deferred is not None:
-            return deferred
-    final = final or permanent or held.attempt >= MAX_ATTEMPTS
-    with transaction.atomic():
-        if final:
-            changed = _held(held).update(
-                status=RunStatus.FAILED,
-                stage=stage,
-                reason=str(exc)[:2000],
-                finished_at=now,
-                lease_expires_at=None,
-            )
-        else:
-            changed = _held(held).update(
-                status=RunStatus.QUEUED,
-                stage=stage,
-                reason=f"retrying after: {exc}"[:2000],
-                next_attempt_at=now + durable.backoff(held.attempt, RETRY_BACKOFF),
-                lease_expires_at=None,
-            )
-        if changed:
-            _attempt_end(held.run_pk, outcome=AttemptOutcome.FAILED, now=now,
-                         stage=stage, error=error[:20000])  # fmt: skip
-            if final:
-                _ring_waiting(held.run_pk)
-    logger.warning("run %s attempt %d failed at %s: %s", held.run_pk, held.attempt, stage, exc)
-    if not changed:
-        return "lost"
-    return RunStatus.FAILED if final else RunStatus.QUEUED
-
-
-def _run_deferred(
-    held: Held, exc: BaseException, *, stage: str, error: str, now: datetime
-) -> str | None:
-    """Put the run off when `exc` is GitHub's weather (a rate limit, GitHub unavailable):
-    queued again for later, the attempt given back; after a rate limit, the installation
-    quiet meanwhile."""
     row = (
         ReviewRun.objects.filter(pk=held.run_pk)
         .values("created_at", "pull_request__repository__installation__github_id")
         .first()
     )
-    if row is None:
-        return None
-    deferrals = RunAttempt.objects.filter(
-        run_id=held.run_pk, outcome=AttemptOutcome.DEFERRED
-    ).count()
-    found = durable.deferral(exc, deferrals=deferrals, since=row["created_at"], now=now)
-    if found is None:
-        return None
-    wait, kind = found
-    until = now + wait
-    what = "GitHub's rate limit" if kind == durable.RATE_LIMIT else "GitHub to answer again"
-    reason = f"waiting until {until:%H:%M:%S} UTC for {what}: {exc}"
+    if final or row is None:
+        verdict = durable.Verdict(durable.FAILED, why="final")
+    else:
+        deferrals = RunAttempt.objects.filter(
+            run_id=held.run_pk, outcome=AttemptOutcome.DEFERRED
+        ).count()
+        verdict = RUNS.verdict(
+            exc,
+            attempt=held.attempt,
+            deferrals=deferrals,
+            since=row["created_at"],
+            now=now,
+            installation=row["pull_request__repository__installation__github_id"],
+        )
+    if verdict.kind == durable.DEFERRED:
+        what = (
+            "GitHub's rate limit" if verdict.why == durable.RATE_LIMIT else "GitHub to answer again"
+        )
+        reason = f"waiting until {verdict.at:%H:%M:%S} UTC for {what}: {exc}"
+        # The run's 45-minute clock restarts when it runs again: waiting is not running.
+        fields = {"reason": reason[:2000], "started_at": None}
+        outcome = AttemptOutcome.DEFERRED
+    elif verdict.kind == durable.RETRY:
+        fields = {"reason": f"retrying after: {exc}"[:2000]}
+        outcome = AttemptOutcome.FAILED
+    else:
+        fields = {"reason": str(exc)[:2000], "finished_at": now}
+        outcome = AttemptOutcome.FAILED
     with transaction.atomic():
-        changed = _held(held).update(
-            status=RunStatus.QUEUED,
-            stage=stage,
-            reason=reason[:2000],
-            next_attempt_at=until,
-            lease_expires_at=None,
-            attempts=F("attempts") - 1,
-            # The run's 45-minute clock restarts when it runs again: waiting is not running.
-            started_at=None,
-        )
+        changed = RUNS.settle(held.run_pk, held.attempt, verdict, where={"worker": held.worker},
+                              stage=stage, **fields)  # fmt: skip
         if changed:
-            _attempt_end(held.run_pk, outcome=AttemptOutcome.DEFERRED, now=now,
-                         stage=stage, error=error[:20000])  # fmt: skip
-    if kind == durable.RATE_LIMIT:
-        durable.installation_quiet(
-            row["pull_request__repository__installation__github_id"], until, str(exc)
-        )
-    logger.warning("run %s deferred at %s until %s: %s", held.run_pk, stage, until, exc)
-    return RunStatus.QUEUED if changed else "lost"
+            _attempt_end(held.run_pk, outcome=outcome, now=now, stage=stage, error=error[:20000])
+            if verdict.kind == durable.FAILED:
+                _ring_waiting(held.run_pk)
+    if verdict.kind == durable.DEFERRED:
+        logger.warning("run %s deferred at %s until %s: %s", held.run_pk, stage, verdict.at, exc)
+    else:
+        logger.warning("run %s attempt %d failed at %s: %s", held.run_pk, held.attempt, stage, exc)
+    if not changed:
+        return "lost"
+    return RunStatus.FAILED if verdict.kind == durable.FAILED else RunStatus.QUEUED
 
 
 def _attempt_end(
@@ -393,19 +354,5 @@ def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
                 ring(CONCLUDE_TASK, run.pk, name=f"conclude-{run.pk}")
                 overdue += 1
 
-    rung = 0
-    due = (
-        ReviewRun.objects.filter(status=RunStatus.QUEUED)
-        .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
-        .filter(
-            Q(rung_at__isnull=True)
-            | Q(rung_at__lt=now - RING_AGAIN_AFTER)
-            | Q(next_attempt_at__gt=F("rung_at"))
-        )
-    )
-    for pk in list(due.values_list("pk", flat=True)[:500]):
-        if ReviewRun.objects.filter(pk=pk, status=RunStatus.QUEUED).update(
-            rung_at=now
-        ) and ring_now(PROCESS_TASK, pk, name=f"run-{pk}"):
-            rung += 1
+    rung = RUNS.ring_due(now=now)
     return {"lost": lost, "requeued": requeued, "failed": failed_lost + overdue, "rung": rung}

@@ -1,26 +1,44 @@
-"""What the durable row queues (deliveries, runs, author answers, check conclusions)
-decide the same way when an attempt fails: when to try again. (Thread replies still
-have their own three-attempt sweep, reviews/replies.py.)
+"""The durable row queues: a table whose rows are the work, and one way to hold, retry,
+defer and sweep them, written once (`Queue`). Deliveries, review runs, thread replies and
+the author's answers are Queues; check conclusions (reviews/conclusions.py) are an outbox
+on the run row that shares the retry rules below.
 
-- A transient failure is tried again after an exponential backoff with jitter.
-- A failure GitHub answered with a rate limit (`Retry-After`, or a spent quota with its
-  `x-ratelimit-reset`) is *deferred*: tried again no sooner than GitHub asked, and not
-  counted against the row's attempts — waiting out a limit is not a failure. A limit
-  without a time waits a minute (repos/github/errors.py); one met again after waiting
-  waits at least a minute, doubling each time, as GitHub's documentation asks. Deferral has a bound (MAX_DEFERRAL_AGE): a row that has waited
-  a day for GitHub fails the ordinary way.
-- A failure that is GitHub being unavailable (5xx, no answer, past the gateway's own
-  retries) is deferred the same way, with a backoff (30 s doubling to 15 minutes): a
-  5xx storm delays work, it does not fail it.
+A row of a Queue is *waiting* (due once `not_before` has passed, or at once when it is
+empty), *working* (held by one worker until its lease ends; the holder renews it), or in
+a final state. A task carries only the row's id: its doorbell. What happens to a row:
+
+- `claim`: one conditional UPDATE decides between workers that got the same doorbell: a
+  due, waiting row below its attempt bound becomes working, its attempt counted and its
+  lease set; the row count says who won. The attempt number keys every later update, so a
+  worker whose lease was taken over cannot finish the row.
+- `verdict` and `settle`: what an attempt that failed means, applied.
+  - A transient failure is tried again after an exponential backoff with jitter, until
+    the attempt bound; a permanent one, or the last attempt, fails the row.
+  - A failure GitHub answered with a rate limit (`Retry-After`, or a spent quota with its
+    `x-ratelimit-reset`) is *deferred*: tried again no sooner than GitHub asked, and not
+    counted against the row's attempts — waiting out a limit is not a failure. A limit
+    without a time waits a minute (repos/github/errors.py); one met again after waiting
+    waits at least a minute, doubling each time, as GitHub's documentation asks.
+  - A failure that is GitHub being unavailable (5xx, no answer, past the gateway's own
+    retries) is deferred the same way, with a backoff (30 s doubling to 15 minutes): a
+    5xx storm delays work, it does not fail it.
+  - Deferral has a bound (MAX_DEFERRAL_AGE): a row that has waited a day for GitHub
+    fails the ordinary way.
 - Rate limits hold for the whole installation: the wait is recorded on it
-  (`repos.services.installation_quiet`), and every queue's next work for that
-  installation waits too, rather than hammer the limit the last job met.
+  (`installation_quiet`), and `claim` puts every queue's next work for that installation
+  off until then, rather than hammer the limit the last job met.
+- `sweep` (from the reaper, every minute): a working row whose lease ran out (its worker
+  died) is waiting again, due now — or failed, when that was its last attempt — and every
+  due row not rung recently is rung again (a lost doorbell, a retry that came due).
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 MAX_DEFERRAL_AGE = timedelta(hours=24)
 LONGEST_BACKOFF = timedelta(minutes=15)
@@ -117,3 +135,245 @@ def quiet_until(github_id: int | None, now: datetime) -> datetime | None:
         _installations().filter(github_id=github_id).values_list("quiet_until", flat=True).first()
     )
     return until if until is not None and until > now else None
+
+
+# --- The queue ------------------------------------------------------------------------
+
+DEFERRED, RETRY, FAILED = "deferred", "retry", "failed"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a failed attempt means: `deferred` (GitHub's weather: the attempt is given
+    back), `retry` (backed off) or `failed`; `at` is when the row is due again, `why`
+    says which weather (RATE_LIMIT, UNAVAILABLE) or why it failed."""
+
+    kind: str
+    at: datetime | None = None
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A table whose rows are work (see the module's docstring). The fields name the
+    model's columns, so each queue keeps its own vocabulary."""
+
+    model: str  # "app_label.Model"
+    task: str  # the task rung with a row's id
+    name: str  # the doorbell's name is f"{name}-{pk}"
+    waiting: tuple[str, ...]  # states a row is due in, once `not_before` has passed; a
+    # retried or deferred row waits in the last of them
+    working: str  # the state while a worker holds the row
+    failed: str  # the state a row fails into
+    # Waiting states a doorbell may take at once: their `not_before` only says when the
+    # sweeper rings again if the first doorbell was lost.
+    fresh: tuple[str, ...] = ()
+    status: str = "status"
+    attempts: str = "attempts"
+    lease: str = "leased_until"
+    not_before: str = "next_attempt_at"
+    rung: str = "rung_at"  # when its doorbell last rang
+    deferrals: str | None = "deferrals"  # a count on the row (None: the caller counts)
+    installation: str | None = None  # the path to the row's installation's GitHub id
+    max_attempts: int = 3
+    lease_for: Callable[[], timedelta] = field(default=lambda: timedelta(minutes=5))
+    retry_base: timedelta = timedelta(seconds=30)
+    ring_again: timedelta = timedelta(minutes=10)
+
+    @property
+    def rows(self):
+        from django.apps import apps
+
+        return apps.get_model(self.model).objects
+
+    def _is_due(self, now: datetime, *, claim: bool = False):
+        """Waiting and past `not_before` (for a claim, also waiting in a `fresh` state)."""
+        from django.db.models import Q
+
+        due = Q(**{f"{self.status}__in": self.waiting}) & (
+            Q(**{f"{self.not_before}__isnull": True}) | Q(**{f"{self.not_before}__lte": now})
+        )
+        if claim and self.fresh:
+            due |= Q(**{f"{self.status}__in": self.fresh})
+        return due
+
+    # Doorbells.
+    def ring(self, pk: int, *, now: datetime | None = None) -> None:
+        """Ring for a row written in the current transaction (tasuku.broker.ring)."""
+        from tasuku.broker import ring
+
+        self.rows.filter(pk=pk).update(**{self.rung: now or _now()})
+        ring(self.task, pk, name=f"{self.name}-{pk}")
+
+    def ring_now(self, pk: int) -> bool:
+        from tasuku.broker import ring_now
+
+        return ring_now(self.task, pk, name=f"{self.name}-{pk}")
+
+    # Holding a row.
+    def installation_of(self, pk: int) -> int | None:
+        if not self.installation:
+            return None
+        return self.rows.filter(pk=pk).values_list(self.installation, flat=True).first()
+
+    def claim(
+        self,
+        pk: int,
+        *,
+        now: datetime | None = None,
+        where: Any = None,
+        also: dict[str, Any] | None = None,
+    ) -> int | None:
+        """Hold a due row: its attempt number, or None when it is not this worker's to
+        take (not due, held, finished, out of attempts, or `where` — a queue's own
+        condition, a Q — does not hold). While its installation waits out a rate limit
+        the row is put off until then instead, its attempt not spent."""
+        from django.db.models import F
+
+        now = now or _now()
+        waiting = quiet_until(self.installation_of(pk), now)
+        if waiting is not None:
+            self.rows.filter(pk=pk, **{f"{self.status}__in": self.waiting}).update(
+                **{self.not_before: waiting}
+            )
+            return None
+        rows = self.rows.filter(pk=pk, **{f"{self.attempts}__lt": self.max_attempts})
+        rows = rows.filter(self._is_due(now, claim=True))
+        if where is not None:
+            rows = rows.filter(where)
+        won = rows.update(
+            **{
+                self.status: self.working,
+                self.attempts: F(self.attempts) + 1,
+                self.lease: now + self.lease_for(),
+                self.not_before: None,
+            },
+            **(also or {}),
+        )
+        if not won:
+            return None
+        return self.rows.values_list(self.attempts, flat=True).get(pk=pk)
+
+    def held(self, pk: int, attempt: int, where: dict[str, Any] | None = None):
+        """The row, while this attempt holds it (a queryset: update it to act on it);
+        `where` adds the queue's own key of a holder (such as the worker's name)."""
+        rows = self.rows.filter(pk=pk, **{self.status: self.working, self.attempts: attempt})
+        return rows.filter(**where) if where else rows
+
+    def renew(
+        self, pk: int, attempt: int, *, now: datetime | None = None, where: dict | None = None
+    ) -> bool:
+        """Extend the lease; False when the attempt no longer holds the row."""
+        lease = {self.lease: (now or _now()) + self.lease_for()}
+        return bool(self.held(pk, attempt, where).update(**lease))
+
+    # A failed attempt.
+    def verdict(
+        self,
+        exc: BaseException,
+        *,
+        attempt: int,
+        deferrals: int,
+        since: datetime,
+        now: datetime | None = None,
+        installation: int | None = None,
+    ) -> Verdict:
+        """What `exc` on this attempt means (see the module's docstring). A rate limit
+        also quiets the installation until GitHub's reset."""
+        now = now or _now()
+        if getattr(exc, "permanent", False):
+            return Verdict(FAILED, why="permanent")
+        found = deferral(exc, deferrals=deferrals, since=since, now=now)
+        if found is not None:
+            wait, kind = found
+            if kind == RATE_LIMIT:
+                installation_quiet(installation, now + wait, str(exc))
+            return Verdict(DEFERRED, now + wait, kind)
+        if attempt >= self.max_attempts:
+            return Verdict(FAILED, why="out of attempts")
+        return Verdict(RETRY, now + backoff(attempt, self.retry_base), "transient")
+
+    def settle(
+        self, pk: int, attempt: int, verdict: Verdict, *, where: dict | None = None, **also: Any
+    ) -> bool:
+        """Apply a verdict to the row this attempt holds (with the queue's own fields in
+        `also`); False when the attempt no longer holds it."""
+        from django.db.models import F
+
+        fields: dict[str, Any] = {self.lease: None}
+        if verdict.kind == FAILED:
+            fields.update({self.status: self.failed, self.not_before: None})
+        else:
+            fields.update({self.status: self.waiting[-1], self.not_before: verdict.at})
+        if verdict.kind == DEFERRED:
+            fields[self.attempts] = F(self.attempts) - 1
+            if self.deferrals:
+                fields[self.deferrals] = F(self.deferrals) + 1
+        return bool(self.held(pk, attempt, where).update(**fields, **also))
+
+    def finish(
+        self, pk: int, attempt: int, state: str, *, where: dict | None = None, **also: Any
+    ) -> bool:
+        """End the row this attempt holds in `state`."""
+        ended = {self.status: state, self.lease: None}
+        return bool(self.held(pk, attempt, where).update(**ended, **also))
+
+    # The sweeper.
+    def expired(self, now: datetime):
+        """Rows whose holder's lease ran out."""
+        return self.rows.filter(**{self.status: self.working, f"{self.lease}__lt": now})
+
+    def sweep_lost(
+        self,
+        *,
+        now: datetime | None = None,
+        lost: dict[str, Any] | None = None,
+        lost_last: dict[str, Any] | None = None,
+    ) -> dict[str, int]:
+        """Hand rows whose worker died to another — waiting again, due now, with the
+        queue's own fields in `lost` (such as the error) — or fail them when that was
+        their last attempt (`lost_last`)."""
+        now = now or _now()
+        expired = self.expired(now)
+        failed = expired.filter(**{f"{self.attempts}__gte": self.max_attempts}).update(
+            **{self.status: self.failed, self.lease: None, self.not_before: None},
+            **(lost_last or {}),
+        )
+        requeued = expired.filter(**{f"{self.attempts}__lt": self.max_attempts}).update(
+            # Due at once, and its doorbell went with its worker: ring_due rings it.
+            **{self.status: self.waiting[-1], self.lease: None, self.not_before: None},
+            **{self.rung: None},
+            **(lost or {}),
+        )
+        return {"failed": failed, "requeued": requeued}
+
+    def ring_due(self, *, now: datetime | None = None, limit: int = 500) -> int:
+        """Ring the due rows not rung within `ring_again` — or rung before they were last
+        put off, whose wait is now over. Returns how many were rung."""
+        from django.db.models import F, Q
+
+        now = now or _now()
+        due = self.rows.filter(self._is_due(now)).filter(
+            Q(**{f"{self.rung}__isnull": True})
+            | Q(**{f"{self.rung}__lt": now - self.ring_again})
+            | Q(**{f"{self.not_before}__gt": F(self.rung)})
+        )
+        rung = 0
+        for pk in list(due.order_by("pk").values_list("pk", flat=True)[:limit]):
+            # Conditional on still being due: two sweepers do not both ring.
+            still = self.rows.filter(self._is_due(now), pk=pk)
+            if still.update(**{self.rung: now}) and self.ring_now(pk):
+                rung += 1
+        return rung
+
+    def sweep(self, *, now: datetime | None = None, **lost: Any) -> dict[str, int]:
+        """`sweep_lost`, then `ring_due`: the reaper's pass over the queue."""
+        now = now or _now()
+        result = self.sweep_lost(now=now, **lost)
+        return {**result, "rung": self.ring_due(now=now)}
+
+
+def _now() -> datetime:
+    from django.utils import timezone
+
+    return timezone.now()

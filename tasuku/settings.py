@@ -209,6 +209,9 @@ GITHUB_SECONDS_BETWEEN_WRITES = 1.0
 TASUKU_ENABLE_NEW_REPOSITORIES = env.bool("TASUKU_ENABLE_NEW_REPOSITORIES", default=True)
 # Largest webhook body accepted; GitHub caps payloads at 25 MB.
 TASUKU_WEBHOOK_MAX_BYTES = 25 * 1024 * 1024
+# How long a delivery's body may take to arrive (GitHub gives up after 10 s): a slower
+# client is answered 408 and its thread freed.
+TASUKU_WEBHOOK_READ_SECONDS = env.float("TASUKU_WEBHOOK_READ_SECONDS", default=10.0)
 # Wall-clock limit of one engine run in the sandbox, in seconds. Must stay below the
 # worker's task timeout, which stays below the broker's redelivery time (reviews/checks.py).
 TASUKU_SANDBOX_TIMEOUT = env.str("TASUKU_SANDBOX_TIMEOUT", default="1800")

@@ -257,3 +257,41 @@ def test_webhook_payload_builders_describe_the_fakes_state(world):
     )
     assert suite["id"] == check["check_suite"]["id"]
     assert [p["number"] for p in suite["pull_requests"]] == [1]
+
+
+# --- rate limits by GitHub's clock ---
+
+
+def test_every_answer_carries_the_installations_quota_and_a_spent_one_is_refused_until_reset(
+    world,
+):
+    world.limits.primary(5, remaining=2, reset_in=90)
+    status, _, headers = rest(world, "/repos/acme/big/pulls/1")
+    assert status == 200
+    assert (headers["x-ratelimit-remaining"], headers["x-ratelimit-resource"]) == ("1", "core")
+    reset = int(headers["x-ratelimit-reset"])
+    assert 85 <= reset - time.time() <= 95
+    assert rest(world, "/repos/acme/big/pulls/1")[0] == 200
+    status, body, headers = rest(world, "/repos/acme/big/pulls/1")
+    assert status == 403 and headers["x-ratelimit-remaining"] == "0"
+    assert body["message"] == "API rate limit exceeded for installation ID 5."
+    with pytest.raises(GithubException) as caught:
+        client(world).get_repo("acme/big")
+    assert caught.value.status == 403
+    # GitHub's clock passes the reset: a full quota, for an hour.
+    world.limits.advance(91)
+    status, _, headers = rest(world, "/repos/acme/big/pulls/1")
+    assert status == 200 and headers["x-ratelimit-remaining"] == "4999"
+
+
+def test_a_secondary_limit_refuses_what_it_covers_with_the_seconds_left_until_it_ends(world):
+    window = world.limits.secondary(120, method="GET", path=r"/pulls/1$")
+    status, body, headers = rest(world, "/repos/acme/big/pulls/1")
+    assert status == 403 and "secondary rate limit" in body["message"]
+    assert 119 <= int(headers["retry-after"]) <= 120
+    assert rest(world, "/repos/acme/big")[0] == 200  # not covered
+    world.limits.advance(60)
+    assert 59 <= int(rest(world, "/repos/acme/big/pulls/1")[2]["retry-after"]) <= 60
+    world.limits.advance(61)
+    assert rest(world, "/repos/acme/big/pulls/1")[0] == 200
+    assert window.refused == 2

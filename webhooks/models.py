@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 from django.db import models
 
 
@@ -29,6 +31,11 @@ class WebhookDelivery(models.Model):
     repository_full_name = models.CharField(max_length=200, blank=True)
     pr_number = models.PositiveIntegerField(null=True, blank=True)
     payload = models.JSONField()
+    # The request body exactly as GitHub signed it (zlib-compressed: `raw_body`), and the
+    # signature it came with: `payload` is parsed, and PostgreSQL's jsonb keeps neither
+    # the bytes nor their order.
+    body = models.BinaryField(default=b"", editable=False)
+    signature = models.CharField(max_length=80, blank=True, editable=False)
     received_at = models.DateTimeField()
 
     status = models.CharField(
@@ -39,6 +46,7 @@ class WebhookDelivery(models.Model):
     deferrals = models.PositiveSmallIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     locked_until = models.DateTimeField(null=True, blank=True)
+    rung_at = models.DateTimeField(null=True, blank=True, help_text="Last doorbell rung for it.")
     last_error = models.TextField(blank=True)
     # What processing decided, in words: "admitted: 1 run queued", "skipped: draft pull
     # request", "ignored: check_suite events are not used" ...
@@ -72,6 +80,11 @@ class WebhookDelivery(models.Model):
     def __str__(self) -> str:
         label = f"{self.event}.{self.action}" if self.action else self.event
         return f"{label} {self.delivery_id}"
+
+    @property
+    def raw_body(self) -> bytes:
+        """The body exactly as received (empty for a row stored before it was kept)."""
+        return zlib.decompress(bytes(self.body)) if self.body else b""
 
     @property
     def final(self) -> bool:

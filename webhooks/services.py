@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
@@ -18,11 +19,10 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
 from tasuku import durable
-from tasuku.broker import ring, ring_now
+from tasuku.broker import ring
 from webhooks.models import DELIVERY_DUE_STATES, DeliveryStatus, WebhookDelivery
 from webhooks.routing import route
 
@@ -36,6 +36,24 @@ DOORBELL_GRACE = timedelta(minutes=2)
 RING_AGAIN_AFTER = timedelta(minutes=10)
 RETRY_BACKOFF = timedelta(seconds=30)
 PROCESS_TASK = "webhooks.tasks.delivery_process"
+
+# The delivery queue (tasuku/durable.py). A received delivery is taken at once; its
+# `next_attempt_at` says when the sweeper rings again if its doorbell was lost.
+DELIVERIES = durable.Queue(
+    model="webhooks.WebhookDelivery",
+    task=PROCESS_TASK,
+    name="delivery",
+    waiting=DELIVERY_DUE_STATES,
+    fresh=(DeliveryStatus.RECEIVED,),
+    working=DeliveryStatus.PROCESSING,
+    failed=DeliveryStatus.FAILED,
+    lease="locked_until",
+    installation="installation_id",
+    max_attempts=MAX_ATTEMPTS,
+    lease_for=lambda: LEASE,
+    retry_base=RETRY_BACKOFF,
+    ring_again=RING_AGAIN_AFTER,
+)
 
 
 @dataclass(frozen=True)
@@ -71,10 +89,18 @@ def delivery_summary(event: str, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def delivery_record(
-    *, hook_id: str, delivery_id: str, event: str, text: str, payload: dict[str, Any]
+    *,
+    hook_id: str,
+    delivery_id: str,
+    event: str,
+    text: str,
+    payload: dict[str, Any],
+    body: bytes | None = None,
+    signature: str = "",
 ) -> Recorded:
     """Store a verified delivery (its JSON `text` as GitHub signed it, parsed as
-    `payload`) and ring the doorbell with it.
+    `payload`; `body`, the bytes, kept exactly, with their `signature`) and ring the
+    doorbell with it.
 
     GitHub sends a redelivery with the same delivery id: it is not stored again. If the
     stored copy had failed, a redelivery counts as a request to try it again.
@@ -87,12 +113,15 @@ def delivery_record(
         "event": event,
         **delivery_summary(event, payload),
         "payload": text,
+        "body": zlib.compress(text.encode() if body is None else body, 1),
+        "signature": signature[:80],
         "received_at": now,
         "status": DeliveryStatus.IGNORED if ping else DeliveryStatus.RECEIVED,
         "attempts": 0,
         "deferrals": 0,
         "next_attempt_at": None if ping else now + DOORBELL_GRACE,
         "locked_until": None,
+        "rung_at": None if ping else now,
         "last_error": "",
         "outcome": "GitHub's test delivery: the webhook works" if ping else "",
         "decision": "",
@@ -157,50 +186,21 @@ def _delivery_insert_sql(vendor: str) -> tuple[str, list[Any]]:
 
 
 def doorbell_ring(delivery_pk: int) -> None:
-    """Ring for a delivery written in the current transaction (see tasuku.broker.ring)."""
+    """Ring for a delivery written in the current transaction (see tasuku.broker.ring);
+    the writer sets the row's `rung_at` (the hot path writes it in its INSERT)."""
     ring(PROCESS_TASK, delivery_pk, name=f"delivery-{delivery_pk}")
 
 
 def delivery_enqueue(delivery_pk: int) -> None:
-    ring_now(PROCESS_TASK, delivery_pk, name=f"delivery-{delivery_pk}")
+    DELIVERIES.ring_now(delivery_pk)
 
 
 def delivery_claim(delivery_pk: int, *, now: datetime | None = None) -> WebhookDelivery | None:
-    """Take a delivery for processing, or None if it is not ours to take.
-
-    One conditional UPDATE decides between workers that got the same doorbell twice:
-    only a due delivery, or one whose holder's lease has run out, can be claimed, and
-    the row count says whether this worker won.
-    """
-    now = now or timezone.now()
-    installation = (
-        WebhookDelivery.objects.filter(pk=delivery_pk)
-        .values_list("installation_id", flat=True)
-        .first()
-    )
-    waiting = durable.quiet_until(installation, now)
-    if waiting is not None:
-        # GitHub rate-limited this installation: the delivery waits for the reset (the
-        # sweeper rings it then), without spending an attempt.
-        WebhookDelivery.objects.filter(pk=delivery_pk, status__in=DELIVERY_DUE_STATES).update(
-            next_attempt_at=waiting
-        )
-        return None
-    won = (
-        WebhookDelivery.objects.filter(pk=delivery_pk)
-        .filter(
-            Q(status__in=DELIVERY_DUE_STATES)
-            | Q(status=DeliveryStatus.PROCESSING, locked_until__lt=now)
-        )
-        .filter(attempts__lt=MAX_ATTEMPTS)
-        .update(
-            status=DeliveryStatus.PROCESSING,
-            attempts=F("attempts") + 1,
-            locked_until=now + LEASE,
-            next_attempt_at=None,
-        )
-    )
-    if not won:
+    """Take a delivery for processing, or None if it is not ours to take (another worker
+    holds it, it is finished or not yet due, or its installation is waiting out a GitHub
+    rate limit: then it waits for the reset, its attempt not spent). One conditional
+    UPDATE decides between workers that got the same doorbell twice (DELIVERIES.claim)."""
+    if DELIVERIES.claim(delivery_pk, now=now) is None:
         return None
     return WebhookDelivery.objects.get(pk=delivery_pk)
 
@@ -223,21 +223,19 @@ def delivery_process(delivery_pk: int) -> str:
         return delivery_attempt_failed(delivery, exc)
     status = DeliveryStatus.IGNORED if outcome.ignored else DeliveryStatus.PROCESSED
     # Only the holder of this attempt may finish it (the lease may have been taken over).
-    WebhookDelivery.objects.filter(
-        pk=delivery.pk, status=DeliveryStatus.PROCESSING, attempts=delivery.attempts
-    ).update(
-        status=status,
+    DELIVERIES.finish(
+        delivery.pk,
+        delivery.attempts,
+        status,
         outcome=outcome.text,
         decision=outcome.decision,
         last_error="",
-        locked_until=None,
         processed_at=timezone.now(),
     )
     return status
 
 
 def delivery_attempt_failed(delivery: WebhookDelivery, exc: BaseException) -> str:
-    permanent = bool(getattr(exc, "permanent", False))
     error = f"{type(exc).__name__}: {exc}"
     logger.warning(
         "delivery %s (%s) attempt %d failed: %s",
@@ -250,36 +248,17 @@ def delivery_attempt_failed(delivery: WebhookDelivery, exc: BaseException) -> st
     if not hasattr(exc, "permanent"):
         # An unexpected exception: keep where it happened for whoever reads the error.
         error += "\n\n" + "".join(traceback.format_exception(exc)[-6:])
-    now = timezone.now()
-    found = (
-        None
-        if permanent
-        else durable.deferral(
-            exc, deferrals=delivery.deferrals, since=delivery.received_at, now=now
-        )
+    verdict = DELIVERIES.verdict(
+        exc,
+        attempt=delivery.attempts,
+        deferrals=delivery.deferrals,
+        since=delivery.received_at,
+        installation=delivery.installation_id,
     )
-    if found is not None:
-        # GitHub's weather (a rate limit, GitHub unavailable): put off, the attempt given
-        # back (not a failure).
-        wait, kind = found
-        status = DeliveryStatus.RETRYING
-        fields: dict[str, Any] = {
-            "next_attempt_at": now + wait,
-            "attempts": F("attempts") - 1,
-            "deferrals": F("deferrals") + 1,
-        }
-        if kind == durable.RATE_LIMIT:
-            durable.installation_quiet(delivery.installation_id, now + wait, str(exc))
-    elif permanent or delivery.attempts >= MAX_ATTEMPTS:
-        status = DeliveryStatus.FAILED
-        fields = {"next_attempt_at": None, "processed_at": now}
-    else:
-        status = DeliveryStatus.RETRYING
-        fields = {"next_attempt_at": now + durable.backoff(delivery.attempts, RETRY_BACKOFF)}
-    WebhookDelivery.objects.filter(
-        pk=delivery.pk, status=DeliveryStatus.PROCESSING, attempts=delivery.attempts
-    ).update(status=status, last_error=error[:20000], locked_until=None, **fields)
-    return status
+    # GitHub's weather (a rate limit, GitHub unavailable) defers: the attempt is given back.
+    done = {"processed_at": timezone.now()} if verdict.kind == durable.FAILED else {}
+    DELIVERIES.settle(delivery.pk, delivery.attempts, verdict, last_error=error[:20000], **done)
+    return DeliveryStatus.FAILED if verdict.kind == durable.FAILED else DeliveryStatus.RETRYING
 
 
 def delivery_retry(delivery: WebhookDelivery) -> bool:
@@ -292,6 +271,7 @@ def delivery_retry(delivery: WebhookDelivery) -> bool:
             status=DeliveryStatus.RECEIVED,
             attempts=0,
             next_attempt_at=now + DOORBELL_GRACE,
+            rung_at=now,
             processed_at=None,
         )
         if updated:
@@ -308,30 +288,12 @@ def deliveries_sweep(*, now: datetime | None = None) -> dict[str, int]:
        rung again (and not rung again for RING_AGAIN_AFTER).
     """
     now = now or timezone.now()
-    expired = WebhookDelivery.objects.filter(status=DeliveryStatus.PROCESSING, locked_until__lt=now)
-    failed = expired.filter(attempts__gte=MAX_ATTEMPTS).update(
-        status=DeliveryStatus.FAILED,
-        last_error="The worker stopped while processing this delivery (last attempt).",
-        locked_until=None,
-        processed_at=now,
+    result = DELIVERIES.sweep_lost(
+        now=now,
+        lost={"last_error": "The worker stopped while processing this delivery."},
+        lost_last={
+            "last_error": "The worker stopped while processing this delivery (last attempt).",
+            "processed_at": now,
+        },
     )
-    requeued = expired.filter(attempts__lt=MAX_ATTEMPTS).update(
-        status=DeliveryStatus.RETRYING,
-        last_error="The worker stopped while processing this delivery.",
-        locked_until=None,
-        next_attempt_at=now,
-    )
-    due = list(
-        WebhookDelivery.objects.filter(
-            status__in=DELIVERY_DUE_STATES, next_attempt_at__lte=now
-        ).values_list("pk", flat=True)[:500]
-    )
-    rung = 0
-    for pk in due:
-        # Conditional on still being due: two sweepers do not both ring.
-        if WebhookDelivery.objects.filter(
-            pk=pk, status__in=DELIVERY_DUE_STATES, next_attempt_at__lte=now
-        ).update(next_attempt_at=now + RING_AGAIN_AFTER):
-            delivery_enqueue(pk)
-            rung += 1
-    return {"failed": failed, "requeued": requeued, "rung": rung}
+    return {**result, "rung": DELIVERIES.ring_due(now=now)}

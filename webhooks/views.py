@@ -6,8 +6,14 @@ worker does the rest, so GitHub's 10-second answer deadline is never at risk.
 
 from __future__ import annotations
 
+import contextlib
+import heapq
+import itertools
 import json
 import logging
+import socket
+import threading
+import time
 
 from django.conf import settings
 from django.contrib import messages
@@ -67,6 +73,73 @@ def _error(status: int, message: str, **extra: object) -> JsonResponse:
     return JsonResponse({"error": message, **extra}, status=status)
 
 
+class _Watchdog:
+    """One thread per process that cuts off the reading side of sockets whose deadline
+    has passed (a blocked read then ends at once, as at the end of the body)."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, socket.socket]] = []
+        self._cv = threading.Condition()
+        self._ids = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, sock: socket.socket, seconds: float) -> int:
+        with self._cv:
+            key = next(self._ids)
+            heapq.heappush(self._due, (time.monotonic() + seconds, key, sock))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tasuku-body-watchdog",
+                                                daemon=True)  # fmt: skip
+                self._thread.start()
+            self._cv.notify()
+            return key
+
+    def release(self, key: int) -> None:
+        with self._cv:
+            self._due = [entry for entry in self._due if entry[1] != key]
+            heapq.heapify(self._due)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._cv.wait(None if not self._due else self._due[0][0] - time.monotonic())
+                _, _, sock = heapq.heappop(self._due)
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RD)
+
+
+_watchdog = _Watchdog()
+
+
+def _body_read(request: HttpRequest, size: int, seconds: float) -> bytes:
+    """Up to `size` bytes of the body, all within `seconds` (TimeoutError otherwise).
+
+    Under gunicorn the connection's socket is at hand: when the time is up, its reading
+    side is shut (the read ends; the answer can still be written, and the server closes
+    the connection rather than wait for the rest). Elsewhere (a test client, another
+    server) the body is read as the server gives it. A buffering proxy in front
+    (deploy/nginx/tasuku.conf) is what keeps slow clients away from the threads at all;
+    this bounds the damage when there is none."""
+    sock = request.META.get("gunicorn.socket")
+    if sock is None:
+        return request.read(size)
+    started = time.monotonic()
+    key = _watchdog.watch(sock, seconds)
+    try:
+        body = request.read(size)
+    except Exception as exc:
+        if time.monotonic() - started >= seconds:
+            raise TimeoutError from exc
+        raise
+    finally:
+        _watchdog.release(key)
+    declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    if len(body) < min(declared, size) and time.monotonic() - started >= seconds:
+        raise TimeoutError
+    return body
+
+
 @csrf_exempt
 @require_POST
 def github_webhook(request: HttpRequest) -> JsonResponse:
@@ -81,8 +154,12 @@ def github_webhook(request: HttpRequest) -> JsonResponse:
         return _error(400, "invalid Content-Length")
     if declared > limit:
         return _error(413, f"payload larger than {limit} bytes")
-    # Read the raw bytes ourselves (not request.body) so the size bound is ours.
-    body = request.read(limit + 1)
+    # Read the raw bytes ourselves (not request.body) so the size bound is ours, and
+    # the time bound: a client sending its body slowly holds a thread only so long.
+    try:
+        body = _body_read(request, limit + 1, settings.TASUKU_WEBHOOK_READ_SECONDS)
+    except TimeoutError:
+        return _error(408, "the body did not arrive in time")
     if len(body) > limit:
         return _error(413, f"payload larger than {limit} bytes")
 
@@ -115,8 +192,9 @@ def github_webhook(request: HttpRequest) -> JsonResponse:
     hook_id = request.headers.get("X-GitHub-Hook-ID", "").strip()[:32]
     try:
         recorded = delivery_record(
-            hook_id=hook_id, delivery_id=delivery_id, event=event, text=text, payload=payload
-        )
+            hook_id=hook_id, delivery_id=delivery_id, event=event, text=text, payload=payload,
+            body=body, signature=request.headers.get("X-Hub-Signature-256", ""),
+        )  # fmt: skip
     except DatabaseError as exc:
         # Not stored: say so (503, not 500) so GitHub's delivery log shows a failure that
         # can be redelivered — GitHub does not retry by itself.
@@ -213,6 +291,7 @@ def delivery_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
     delivery = get_object_or_404(WebhookDelivery, pk=pk)
     payload = json.dumps(delivery.payload, indent=2, sort_keys=True)
+    raw = delivery.raw_body
     return render(
         request,
         "webhooks/delivery.html",
@@ -220,6 +299,9 @@ def delivery_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "delivery": delivery,
             "payload": payload[:200_000],
             "truncated": len(payload) > 200_000,
+            "body_bytes": len(raw),
+            "body_verifies": bool(raw)
+            and signature_valid(settings.GITHUB_WEBHOOK_SECRET, raw, delivery.signature),
             "runs": delivery.runs.select_related("reviewer", "pull_request__repository"),
             "may_act": may_act(request.user),
         },

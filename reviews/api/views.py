@@ -1,7 +1,14 @@
 """The review-pass API: thin views over reviews/passes/services.py.
 
-Every endpoint works on the caller's own tasks only: another token's task is not found
-(404), whatever the endpoint.
+Who may do what (README, *Who may use the API*):
+- Every endpoint works on the caller's own tasks only: another token's task is not found
+  (404), whatever the endpoint.
+- A task names only pull requests in repositories the caller's API scope grants (404
+  for any other: its existence is not told) and opened by the author's App (403 for a
+  person's pull request).
+- Acting on a task (hand-off, done, answers, actions) needs every one of its
+  repositories still in the caller's scope (403 once one has left it); reading it does
+  not.
 """
 
 from __future__ import annotations
@@ -9,6 +16,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -30,6 +38,7 @@ from reviews.passes.services import TaskError
 
 REFUSED = {
     400: OpenApiResponse(ErrorSerializer, description="Malformed or refused"),
+    403: OpenApiResponse(ErrorSerializer, description="Not yours to do"),
     404: OpenApiResponse(description="Not one of your tasks"),
     409: OpenApiResponse(ErrorSerializer, description="Not now, in the task's state"),
     422: OpenApiResponse(ErrorSerializer, description="Cannot be honoured"),
@@ -48,6 +57,15 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
 
     def get_queryset(self):
         return Task.objects.filter(owner=self.request.user).prefetch_related("passes")
+
+    def acted_on(self) -> Task:
+        """The caller's task, to act on: 404 if it is not theirs, 403 if one of its
+        repositories has left their API scope."""
+        task = self.get_object()
+        why = services.scope_refusal(task)
+        if why:
+            raise PermissionDenied({"error": why})
+        return task
 
     @extend_schema(request=TaskCreateSerializer, responses={201: TaskSerializer, **REFUSED})
     def create(self, request: Request) -> Response:
@@ -69,7 +87,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     @extend_schema(request=HandoffSerializer, responses={200: TaskSerializer, **REFUSED})
     @action(detail=True, methods=["post"])
     def handoff(self, request: Request, pk: str | None = None) -> Response:
-        task = self.get_object()
+        task = self.acted_on()
         data = HandoffSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -105,7 +123,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     )
     @action(detail=True, methods=["post"])
     def done(self, request: Request, pk: str | None = None) -> Response:
-        task = self.get_object()
+        task = self.acted_on()
         data = DoneSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
@@ -142,7 +160,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     @extend_schema(request=AnswersSerializer, responses={202: TaskSerializer, **REFUSED})
     @action(detail=True, methods=["post"])
     def answers(self, request: Request, pk: str | None = None) -> Response:
-        task = self.get_object()
+        task = self.acted_on()
         data = AnswersSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
@@ -155,7 +173,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     @extend_schema(request=ActionSerializer, responses={200: TaskSerializer, **REFUSED})
     @action(detail=True, methods=["post"])
     def actions(self, request: Request, pk: str | None = None) -> Response:
-        task = self.get_object()
+        task = self.acted_on()
         data = ActionSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:

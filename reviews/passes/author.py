@@ -90,5 +90,15 @@ class AuthorPoster:
         return posted.id
 
 
+def author_gateway() -> AuthorGateway:
+    return AuthorGateway(author_credentials(), retry_policy())
+
+
 def author_poster() -> AuthorPoster:
-    return AuthorPoster(AuthorGateway(author_credentials(), retry_policy()))
+    return AuthorPoster(author_gateway())
+
+
+def author_bot_login() -> str:
+    """The login the author's App opens pull requests as (`<slug>[bot]`), asked of
+    GitHub once per process."""
+    return f"{author_gateway().app_slug()}[bot]"

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from repos.models import Repository, Reviewer
+from repos.models import Installation, Repository, Reviewer
 
 
 class TaskState(models.TextChoices):
@@ -28,6 +28,34 @@ class TaskState(models.TextChoices):
 
 TASK_FINAL_STATES = (TaskState.DONE, TaskState.RETURNED, TaskState.RECALLED)
 MAX_PASSES_RANGE = (1, 10)
+
+
+class ApiScope(models.Model):
+    """What a user's API token may name: the repositories its tasks' pull requests may
+    be in (these, and every repository of these installations). A user without one (and
+    not a superuser) can read the API's description, and nothing more."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_scope"
+    )
+    installations = models.ManyToManyField(
+        Installation, blank=True, related_name="+",
+        help_text="Every repository of these installations, also ones added later.",
+    )  # fmt: skip
+    repositories = models.ManyToManyField(Repository, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "API scope"
+
+    def __str__(self) -> str:
+        return f"API scope of {self.user}"
+
+    def covers(self, repository: Repository) -> bool:
+        return (
+            self.repositories.filter(pk=repository.pk).exists()
+            or self.installations.filter(pk=repository.installation_id).exists()
+        )
 
 
 class Task(models.Model):
@@ -154,6 +182,7 @@ class Answer(models.Model):
 
     class Posting(models.TextChoices):
         QUEUED = "queued", "queued"
+        POSTING = "posting", "posting"  # a worker holds it until `leased_until`
         POSTED = "posted", "posted"
         FAILED = "failed", "failed"
 
@@ -170,9 +199,14 @@ class Answer(models.Model):
     posting = models.CharField(max_length=16, choices=Posting.choices, default=Posting.QUEUED)
     github_comment_id = models.BigIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
-    # Tries GitHub did not take (5xx, network, rate limit), and when the sweep tries again.
+    # A durable queue (tasuku/durable.py): tries that failed, tries put off by GitHub's
+    # weather (5xx, no answer, a rate limit: not failures), when it is due again, the
+    # lease of the worker posting it, its last doorbell.
     tries = models.PositiveSmallIntegerField(default=0)
+    deferrals = models.PositiveSmallIntegerField(default=0)
     next_try_at = models.DateTimeField(null=True, blank=True)
+    leased_until = models.DateTimeField(null=True, blank=True)
+    rung_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -23,7 +23,6 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
 from repos import github
@@ -50,6 +49,7 @@ from reviews.passes.models import (
     TASK_FINAL_STATES,
     Answer,
     AnswerKind,
+    ApiScope,
     AuthorMessage,
     PassStatus,
     ReviewPass,
@@ -60,7 +60,7 @@ from reviews.passes.models import (
 )
 from reviews.runs import CONCLUDE_TASK, run_ring
 from tasuku import durable
-from tasuku.broker import ring, ring_now
+from tasuku.broker import ring
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +70,22 @@ SHA = re.compile(r"^[0-9a-f]{7,40}$")
 COUNTED_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
 ANSWER_TASK = "reviews.tasks.answer_post"
 MAX_PULLS = 20
+
+# The author's answers are a durable queue (tasuku/durable.py): an answer GitHub would
+# not take now (5xx, no answer, a rate limit) waits and is posted later, once. The author
+# App's installation is not Tasuku's, so its limits do not quiet Tasuku's queues.
+ANSWERS = durable.Queue(
+    model="reviews.Answer",
+    task=ANSWER_TASK,
+    name="answer",
+    waiting=(Answer.Posting.QUEUED,),
+    working=Answer.Posting.POSTING,
+    failed=Answer.Posting.FAILED,
+    status="posting",
+    attempts="tries",
+    not_before="next_try_at",
+    ring_again=timedelta(minutes=2),
+)
 
 
 class TaskError(Exception):
@@ -112,12 +128,23 @@ def task_create(
             .filter(full_name__iexact=full_name, removed_at__isnull=True)
             .first()
         )
+        if not scope_covers(owner, repository):
+            # What the caller may not name is not found: its existence is not told.
+            raise TaskError(
+                f"{full_name} is not a repository your API token may name (an administrator "
+                "grants repositories under API scopes in the admin).",
+                status=404,
+            )
         if repository is None or not repository.installation.active:
             raise TaskError(
                 f"{full_name} is not a repository Tasuku's GitHub App is installed on.",
                 status=422,
             )
         repositories[full_name] = repository
+    # Review passes review an agent's work: only pull requests the author's App opened,
+    # never a person's (whose pull request an approval would then speak for).
+    for full_name, number in refs:
+        pull_authored_check(repositories[full_name], number)
     with transaction.atomic():
         task = Task.objects.create(
             owner=owner, title=title, author_name=author_name, author_login=author_login
@@ -133,6 +160,61 @@ def task_create(
                 ).first(),
             )
     return task
+
+
+def scope_covers(user, repository: Repository | None) -> bool:
+    """Whether `user`'s API token may name `repository` in a task: a superuser may name
+    any; anyone else, what their API scope grants (reviews.passes.models.ApiScope)."""
+    if getattr(user, "is_superuser", False):
+        return True
+    if repository is None:
+        return False
+    scope = ApiScope.objects.filter(user=user).first()
+    return scope is not None and scope.covers(repository)
+
+
+def scope_refusal(task: Task) -> str:
+    """Why the task's owner may no longer act on it ("" when they may): one of its
+    repositories has left their API scope since the task was made."""
+    for tpr in task.pulls.select_related("repository"):
+        if not scope_covers(task.owner, tpr.repository):
+            return f"{tpr.repository.full_name} is no longer in your API scope."
+    return ""
+
+
+def pull_authored_check(repository: Repository, number: int) -> None:
+    """Refuse (403) a pull request that the author's App did not open, asked of GitHub."""
+    from reviews.passes.author import author_bot_login
+
+    ref = f"{repository.full_name}#{number}"
+    try:
+        expected = author_bot_login()
+    except GitHubError as exc:
+        raise TaskError(
+            "The author's App is not configured or not reachable, so Tasuku cannot tell "
+            f"whether it opened {ref}: {exc}",
+            status=422 if exc.permanent else 503,
+        ) from exc
+    try:
+        pull = github.gateway().pull_request_get(
+            installation_id=repository.installation.github_id,
+            repository_id=repository.github_id,
+            full_name=repository.full_name,
+            number=number,
+        )
+    except GitHubError as exc:
+        if exc.status == 404:
+            raise TaskError(f"{ref}: there is no such pull request.", status=404) from exc
+        raise TaskError(
+            f"Could not read {ref} from GitHub ({exc}); try again.",
+            status=422 if exc.permanent else 503,
+        ) from exc
+    if pull.author_login.lower() != expected.lower():
+        raise TaskError(
+            f"{ref} was opened by {pull.author_login}: review passes review pull requests "
+            f"opened by the author's App ({expected}), never anyone else's.",
+            status=403,
+        )
 
 
 def task_handoff(
@@ -719,7 +801,7 @@ def answers_record(task: Task, answers: list[dict[str, Any]]) -> list[Answer]:
         with transaction.atomic():
             for row in rows:
                 row.save()
-                ring(ANSWER_TASK, row.pk, name=f"answer-{row.pk}")
+                ANSWERS.ring(row.pk)
     except IntegrityError as exc:
         raise TaskError(
             "An answer was recorded twice at once; read the feedback again.", status=409
@@ -744,11 +826,12 @@ def answer_post(answer_pk: int) -> str:
     (or the inline comment's) thread, or a conversation comment. Idempotent by marker."""
     from reviews.passes.author import author_poster
 
+    attempt = ANSWERS.claim(answer_pk)
+    if attempt is None:
+        return "not claimed"  # posted, held by another worker, or not due
     answer = Answer.objects.select_related("task_pull__repository", "comment", "task").get(
         pk=answer_pk
     )
-    if answer.posting == Answer.Posting.POSTED:
-        return "already posted"
     tpr = answer.task_pull
     marker = signed_marker("author-answer", answer.pk)
     # The caller's words are data: escaped like everything else Tasuku posts.
@@ -780,25 +863,18 @@ def answer_post(answer_pk: int) -> str:
                 body = f"{quoted}\n\n{body}" if quoted else body
             posted = poster.comment(tpr.repository.full_name, tpr.number, body, marker)
     except GitHubError as exc:
-        overdue = timezone.now() - answer.created_at > durable.MAX_DEFERRAL_AGE
-        if exc.permanent or overdue:
-            Answer.objects.filter(pk=answer.pk).update(
-                posting=Answer.Posting.FAILED, error=str(exc)[:2000]
-            )
+        # GitHub did not take it now: put off (5xx, no answer, a rate limit), retried, or
+        # failed (refused, or a day of trying); the marker keeps a later try from posting
+        # it twice.
+        verdict = ANSWERS.verdict(
+            exc, attempt=attempt, deferrals=answer.deferrals, since=answer.created_at
+        )
+        ANSWERS.settle(answer.pk, attempt, verdict, error=str(exc)[:2000])
+        if verdict.kind == durable.FAILED:
             task_stuck(answer.task, f"GitHub refused to post the author's answer on {tpr}: {exc}")
             return "failed"
-        # GitHub did not take it now (5xx, network, rate limit): it stays queued and the
-        # sweep rings it again (`answers_sweep`); the marker keeps a second try from
-        # posting it twice.
-        wait = durable.backoff(answer.tries + 1, timedelta(seconds=30),
-                               retry_after=durable.retry_after_of(exc))  # fmt: skip
-        Answer.objects.filter(pk=answer.pk).update(
-            error=str(exc)[:2000], tries=F("tries") + 1, next_try_at=timezone.now() + wait
-        )
         return "waiting"
-    Answer.objects.filter(pk=answer.pk).update(
-        posting=Answer.Posting.POSTED, github_comment_id=posted, error=""
-    )
+    ANSWERS.finish(answer.pk, attempt, Answer.Posting.POSTED, github_comment_id=posted, error="")
     return "posted"
 
 
@@ -995,19 +1071,12 @@ def checks_changed(repository: Repository, head_sha: str) -> int:
     return count
 
 
-def answers_sweep(*, older_than_seconds: int = 60) -> int:
-    """Ring again for the author's answers still waiting to be posted (a lost doorbell,
-    GitHub down when they were tried)."""
-    now = timezone.now()
-    due = (
-        Answer.objects.filter(posting=Answer.Posting.QUEUED)
-        .filter(
-            Q(next_try_at__isnull=True, created_at__lt=now - timedelta(seconds=older_than_seconds))
-            | Q(next_try_at__lte=now)
-        )
-        .values_list("pk", flat=True)[:200]
-    )
-    return sum(ring_now(ANSWER_TASK, pk, name=f"answer-{pk}") for pk in due)
+def answers_sweep() -> int:
+    """Hand answers whose worker died to another, and ring again for answers still
+    waiting to be posted (a lost doorbell, GitHub down when they were tried): how many
+    were rung."""
+    lost = {"error": "The worker stopped while posting this answer."}
+    return ANSWERS.sweep(lost=lost, lost_last=lost)["rung"]
 
 
 def tasks_sweep() -> int:

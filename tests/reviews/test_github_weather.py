@@ -5,7 +5,6 @@ answer is posted once after a 502. Through the real endpoint and worker against 
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -38,8 +37,10 @@ def open_pr(client, test_app):
     return send
 
 
-def time_passes() -> None:
-    """Every wait Tasuku recorded is over."""
+def time_passes(fake=None, seconds: float = 0) -> None:
+    """Every wait Tasuku recorded is over (and `seconds` pass for GitHub's clock)."""
+    if fake is not None:
+        fake.limits.advance(seconds)
     past = timezone.now() - timedelta(seconds=1)
     Installation.objects.update(quiet_until=past)
     # (as long ago as the waits were: the reaper's last ring is older than them)
@@ -47,7 +48,9 @@ def time_passes() -> None:
         next_attempt_at=past, rung_at=past - timedelta(seconds=1)
     )
     ReviewRun.objects.filter(check_due_at__isnull=False).update(check_due_at=past)
-    WebhookDelivery.objects.filter(next_attempt_at__isnull=False).update(next_attempt_at=past)
+    WebhookDelivery.objects.filter(next_attempt_at__isnull=False).update(
+        next_attempt_at=past, rung_at=past - timedelta(seconds=1)
+    )
 
 
 def sweep() -> None:
@@ -66,7 +69,8 @@ def ours(items):
 def test_a_secondary_rate_limit_on_the_review_post_waits_and_posts_exactly_one_review(
     world, open_pr, staff_client
 ):
-    limit = world.fake.rate_limit(1, retry_after=180, method="POST", path=r"/pulls/\d+/reviews$")
+    # Three minutes of GitHub's secondary limit on creating reviews, by GitHub's clock.
+    limit = world.fake.limits.secondary(180, method="POST", path=r"/pulls/\d+/reviews$")
     open_pr(world)
     run = ReviewRun.objects.get()
     assert run.status == RunStatus.QUEUED
@@ -77,7 +81,7 @@ def test_a_secondary_rate_limit_on_the_review_post_waits_and_posts_exactly_one_r
     assert deferred.stage == "publication"
     installation = Installation.objects.get(github_id=INSTALLATION)
     assert installation.quiet_until >= timezone.now() + timedelta(seconds=170)
-    assert limit.count == 0  # exactly one request went into the limit
+    assert limit.refused == 1  # exactly one request went into the limit
     assert not ours(world.fake.reviews_of(REPO, 7))
     # The wait is shown: the status page and /metrics.
     page = staff_client.get("/status/").content.decode()
@@ -92,8 +96,9 @@ def test_a_secondary_rate_limit_on_the_review_post_waits_and_posts_exactly_one_r
     # Before the reset nothing is sent: the reaper's ring finds the installation quiet.
     sweep()
     assert ReviewRun.objects.get().status == RunStatus.QUEUED
+    assert limit.refused == 1
 
-    time_passes()
+    time_passes(world.fake, 181)
     sweep()
 
     run.refresh_from_db()
@@ -104,23 +109,21 @@ def test_a_secondary_rate_limit_on_the_review_post_waits_and_posts_exactly_one_r
 
 
 def test_a_spent_primary_quota_when_the_delivery_arrives_reviews_after_the_reset(world, open_pr):
-    reset = int(time.time()) + 90
-    world.fake.inject(
-        1, status=403, method="POST", path=rf"/repos/{REPO}/check-runs$",
-        headers={"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "0",
-                 "x-ratelimit-used": "5000", "x-ratelimit-reset": str(reset),
-                 "x-ratelimit-resource": "core"},
-        body={"message": "API rate limit exceeded for installation ID 41.",
-              "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"},
-    )  # fmt: skip
+    # The installation's hourly quota is spent; GitHub's clock renews it in 90 seconds.
+    quota = world.fake.limits.primary(INSTALLATION, remaining=0, reset_in=90)
+    reset = quota.reset
     open_pr(world)
     delivery = WebhookDelivery.objects.get(event="pull_request")
     assert delivery.status == "retrying"
     assert (delivery.attempts, delivery.deferrals) == (0, 1)
     assert delivery.next_attempt_at.timestamp() >= reset
     assert not ReviewRun.objects.filter(status=RunStatus.COMPLETED).exists()
+    refused = [c for c in world.fake.calls if c.status == 403]
+    assert len(refused) == 1  # one request met the limit; nothing more was tried
+    sweep()  # before the reset: the installation is quiet, nothing is sent
+    assert [c for c in world.fake.calls if c.status == 403] == refused
 
-    time_passes()
+    time_passes(world.fake, 91)
     sweep()
 
     delivery.refresh_from_db()

@@ -126,7 +126,9 @@ class TestMetrics:
         InstallationFactory(github_id=31, account_login="hooli")
         app_id = str(next(iter(fake_github.apps)))
         gateway = github.gateway()
-        # GitHub rate limits the first call (remaining 0 of 5000); the retry goes through.
+        # Three calls left of the installation's 5,000 this hour (every answer says so).
+        fake_github.limits.primary(31, remaining=3, reset_in=600)
+        # GitHub rate limits the first call; the retry goes through (2 left after it).
         fake_github.rate_limit(1, path=r"/repos/hooli/app$")
         gateway.repository_get(installation_id=31, repository_id=None, full_name="hooli/app")
         fake_github.inject(1, status=404, path=r"/pulls/99$")
@@ -144,7 +146,7 @@ class TestMetrics:
         labels = (("account", "hooli"), ("app_id", app_id), ("installation_id", "31"))
         assert got[("tasuku_github_api_calls_total", (*labels, ("outcome", "ok")))] == 10
         assert got[("tasuku_github_api_calls_total", (*labels, ("outcome", "error")))] == 3
-        assert got[("tasuku_github_rate_limit_remaining", labels)] == 0
+        assert got[("tasuku_github_rate_limit_remaining", labels)] == 2
         assert got[("tasuku_github_rate_limit_limit", labels)] == 5000
         app = (("account", "app"), ("app_id", app_id), ("installation_id", "0"))
         assert got[("tasuku_github_api_calls_total", (*app, ("outcome", "ok")))] >= 1  # a token

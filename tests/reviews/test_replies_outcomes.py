@@ -184,3 +184,66 @@ def test_the_repositories_page_shows_the_figures(world, admin_client):
 def test_memory_text_is_bounded():
     text = memory_text([("dismissed", f"rule-{i}" * 40, "t") for i in range(100)])
     assert len(text) <= 1500
+
+
+def test_a_reply_github_will_not_take_for_a_while_is_answered_once_when_the_limit_ends(
+    world, client, test_app
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reviews.replies import replies_sweep
+
+    parent = our_comment(world, "deploy.sh")
+    # Two minutes of GitHub's secondary limit on replies, by GitHub's clock.
+    window = world.fake.limits.secondary(120, method="POST", path=r"/comments/\d+/replies$")
+    post_webhook(client, "pull_request_review_comment", reply_payload(world, parent, body="Why?"),
+                 secret=test_app.webhook_secret)  # fmt: skip
+    drain_queue()
+    reply = ThreadReply.objects.get()
+    assert reply.status == "queued" and "secondary rate limit" in reply.error
+    assert (reply.attempts, reply.deferrals) == (0, 1)  # waiting is not a failed try
+    assert reply.next_attempt_at >= timezone.now() + timedelta(seconds=110)
+    assert replies_sweep() == 0  # not before GitHub asked
+    assert window.refused == 1
+    # The limit ends; the wait recorded is over.
+    world.fake.limits.advance(121)
+    past = timezone.now() - timedelta(seconds=1)
+    ThreadReply.objects.update(next_attempt_at=past, rung_at=past - timedelta(seconds=1))
+    from repos.models import Installation
+
+    Installation.objects.update(quiet_until=past)
+    assert replies_sweep() == 1
+    drain_queue()
+    reply.refresh_from_db()
+    assert reply.status == "answered"
+    [thread] = [
+        t for t in world.fake.threads_of(REPO, world.pull.number) if t["first"] == parent["id"]
+    ]
+    assert [c["user"]["type"] for c in thread["comments"]] == ["Bot", "User", "Bot"]
+    assert window.refused == 1
+
+
+def test_a_reply_whose_worker_died_is_answered_by_another(world, client, test_app):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reviews.replies import REPLIES
+
+    parent = our_comment(world, "deploy.sh")
+    body = reply_payload(world, parent, body="Why?")
+    with pytest.MonkeyPatch.context() as patch:
+        # The worker takes the reply and dies before it answers.
+        patch.setattr("reviews.tasks.reply_answer", REPLIES.claim)
+        post_webhook(client, "pull_request_review_comment", body, secret=test_app.webhook_secret)
+        drain_queue()
+    reply = ThreadReply.objects.get()
+    assert (reply.status, reply.attempts) == ("answering", 1)
+    assert REPLIES.claim(reply.pk) is None  # held
+    later = timezone.now() + REPLIES.lease_for() + timedelta(seconds=1)
+    assert REPLIES.sweep(now=later)["requeued"] == 1
+    drain_queue()
+    reply.refresh_from_db()
+    assert (reply.status, reply.attempts) == ("answered", 2)

@@ -193,3 +193,27 @@ def test_workspaces_and_engine_homes_a_dead_worker_left_are_pruned(tmp_path):
         os.utime(tmp_path / name, (old, old))
     assert sorted(workspaces_prune(tmp_path, 2 * 3600)) == ["tasuku-home-old", "tasuku-ws-old"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other-old", "tasuku-ws-new"]
+
+
+def test_every_worker_clears_its_own_hosts_leftovers_not_only_the_reapers_host(
+    tmp_path, settings, monkeypatch
+):
+    import os
+
+    from reviews import tasks
+
+    settings.TASUKU_WORKSPACE_ROOT = str(tmp_path)
+    (tmp_path / "tasuku-ws-dead" / "checkout").mkdir(parents=True)
+    old = time.time() - 3 * settings.TASUKU_RUN_DEADLINE_SECONDS
+    os.utime(tmp_path / "tasuku-ws-dead", (old, old))
+    monkeypatch.setattr(tasks, "_host_tidied_at", None)
+    monkeypatch.setattr(tasks.pipeline, "run_execute", lambda pk: "not claimed")
+    # A worker on this host takes a run (the reaper runs on another host).
+    assert tasks.run_process(1) == "not claimed"
+    assert not (tmp_path / "tasuku-ws-dead").exists()
+    # ... and does not walk the disk again for every run.
+    (tmp_path / "tasuku-ws-dead2").mkdir()
+    os.utime(tmp_path / "tasuku-ws-dead2", (old, old))
+    tasks.run_process(2)
+    assert (tmp_path / "tasuku-ws-dead2").exists()
+    assert tasks.host_tidy(force=True)["workspaces_removed"] == 1

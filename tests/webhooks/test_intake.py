@@ -279,3 +279,25 @@ def test_a_whole_surrogate_pair_and_an_escaped_backslash_u_are_ordinary_text(cli
     assert response.status_code == 202
     stored = WebhookDelivery.objects.get()
     assert stored.payload["pull_request"]["title"] == "ship it 😀 and a literal \\ud800"
+
+
+def test_the_body_is_kept_byte_exact_with_its_signature_and_the_delivery_page_verifies_it(
+    client, secret, staff_client
+):
+    from webhooks.signature import signature_for, signature_valid
+
+    # Odd spacing, keys out of order, a duplicate-looking escape and a NUL: jsonb keeps
+    # none of these as sent; the signature covers exactly these bytes.
+    raw = (
+        b'{ "zeta":1,  "action" : "opened","installation":{"id":41},\n'
+        b'  "title":"bad\\u0000title", "number": 1.0e0 }'
+    )
+    response = post_webhook(client, "ping", raw, secret=secret)
+    assert response.status_code == 200
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.raw_body == raw
+    assert delivery.signature == signature_for(secret, raw)
+    assert signature_valid(secret, delivery.raw_body, delivery.signature)
+    page = staff_client.get(f"/status/deliveries/{delivery.pk}/").content.decode()
+    assert f"{len(raw)} bytes kept as received" in page
+    assert "its signature verifies with the webhook secret" in page

@@ -20,6 +20,7 @@ import jwt
 from tests.fakes.github import shapes
 from tests.fakes.github.contract import Contract
 from tests.fakes.github.git import GitRepo
+from tests.fakes.github.limits import RateLimits, Refused
 from tests.fakes.github.state import (
     DEFAULT_PERMISSIONS,
     DOCS,
@@ -53,6 +54,7 @@ class FakeGitHubBase:
         self.tokens: dict[str, Token] = {}
         self.check_runs: dict[int, tuple[str, CheckRun]] = {}  # id -> (repo full name, run)
         self.injections: list[Injection] = []
+        self.limits = RateLimits()
         self.calls: list[Call] = []
         self.contract = Contract()  # checks every exchange against GitHub's description
         self._ids = iter(range(10_000_000, 100_000_000))
@@ -90,6 +92,7 @@ class FakeGitHubBase:
             self.tokens.clear()
             self.check_runs.clear()
             self.injections.clear()
+            self.limits.clear()
             self.calls.clear()
             self.contract.clear()
             self.token_ttl = self._initial_token_ttl  # a test may have shortened it
@@ -353,9 +356,18 @@ class FakeGitHubBase:
                     request.app = self._authenticate_app(headers)
                 elif auth == "token":
                     request.token = self._authenticate_token(headers)
+                metered = {}
+                if request.token is not None and ".git/" not in path:
+                    # Git's own transport is not the REST API's: not metered.
+                    try:
+                        metered = self.limits.meter(request.token.installation_id, method, path)
+                    except Refused as refused:
+                        raise HTTPError(
+                            refused.status, refused.message, headers=refused.headers
+                        ) from None
                 with self.lock:
                     status, payload, extra = fn(request)
-                return status, payload, extra, auth_kind
+                return status, payload, {**metered, **extra}, auth_kind
             raise HTTPError(404, "Not Found")
         except HTTPError as exc:
             return exc.status, exc.body(), exc.headers, auth_kind

@@ -131,6 +131,13 @@ def passes(fake_github, fake_anthropic, settings, client, test_app) -> Passes:
     Reviewer.objects.create(slug="claude", engine="anthropic", model=MODEL)
 
     user = get_user_model().objects.create_user("agent-owner")
+    # The token may name the repositories of Tasuku's installation on acme.
+    from repos.models import Installation
+    from reviews.passes.models import ApiScope
+
+    ApiScope.objects.create(user=user).installations.add(
+        Installation.objects.get(github_id=world.repo.installation_id)
+    )
     token = Token.objects.create(user=user)
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")

@@ -92,11 +92,9 @@ def test_creating_a_task_refuses_what_it_cannot_review(passes):
     )
     unknown = post("/api/tasks/", {"title": "x", "author": {"name": "a"},
                                    "pull_requests": ["acme/elsewhere#1"]}, format="json")  # fmt: skip
-    assert unknown.status_code == 422
-    assert (
-        "acme/elsewhere is not a repository Tasuku's GitHub App is installed on"
-        in (unknown.json()["error"])
-    )
+    # Outside the token's scope: not found, whether or not it exists.
+    assert unknown.status_code == 404
+    assert "acme/elsewhere is not a repository your API token may name" in unknown.json()["error"]
     twice = post("/api/tasks/", {"title": "x", "author": {"name": "a"},
                                  "pull_requests": [f"{REPO}#7", f"{REPO}#7"]}, format="json")  # fmt: skip
     assert twice.status_code == 400 and twice.json()["error"] == "A pull request is listed twice."
@@ -214,3 +212,117 @@ def test_the_authors_app_can_never_approve(passes, fake_github):
 
     assert not hasattr(author_poster(), "review_create")
     assert not any(r["state"] == "APPROVED" for r in fake_github.reviews_of(REPO, 7))
+
+
+# --- who may name what (the API's authorisation) ---
+
+
+def create(api, *pulls: str):
+    return api.post(
+        "/api/tasks/",
+        {"title": "Refunds", "author": {"name": "agent-7"}, "pull_requests": list(pulls)},
+        format="json",
+    )
+
+
+def token_client(user) -> APIClient:
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    return api
+
+
+def test_a_token_without_a_scope_or_with_anothers_cannot_name_a_pull_request(passes):
+    from repos.models import Installation
+    from reviews.passes.models import ApiScope
+
+    nobody = token_client(get_user_model().objects.create_user("no-scope"))
+    refused = create(nobody, f"{REPO}#7")
+    assert refused.status_code == 404
+    assert "not a repository your API token may name" in refused.json()["error"]
+    elsewhere = get_user_model().objects.create_user("other-org")
+    other = Installation.objects.create(github_id=999, account_login="globex")
+    ApiScope.objects.create(user=elsewhere).installations.add(other)
+    assert create(token_client(elsewhere), f"{REPO}#7").status_code == 404
+    assert not Task.objects.exists()
+    # A scope naming the repository itself (not its installation) is enough.
+    from repos.models import Repository
+
+    named = get_user_model().objects.create_user("named")
+    ApiScope.objects.create(user=named).repositories.add(Repository.objects.get(full_name=REPO))
+    assert create(token_client(named), f"{REPO}#7").status_code == 201
+    # A superuser's token may name any repository Tasuku reviews.
+    root = get_user_model().objects.create_superuser("root", password="pw")
+    assert create(token_client(root), f"{REPO}#7").status_code == 201
+    unknown = create(token_client(root), "acme/elsewhere#1")
+    assert unknown.status_code == 422  # told: the caller may see every repository
+    assert "not a repository Tasuku's GitHub App is installed on" in unknown.json()["error"]
+
+
+def test_a_persons_pull_request_cannot_be_handed_off_to_review_passes(passes):
+    passes.world.pull.author_login = "maria"
+    passes.world.pull.author_type = "User"
+    refused = create(passes.api, f"{REPO}#7")
+    assert refused.status_code == 403
+    assert refused.json()["error"] == (
+        f"{REPO}#7 was opened by maria: review passes review pull requests opened by the "
+        "author's App (agent-app[bot]), never anyone else's."
+    )
+    missing = create(passes.api, f"{REPO}#404")
+    assert missing.status_code == 404 and "no such pull request" in missing.json()["error"]
+    assert not Task.objects.exists()
+
+
+def test_once_a_repository_leaves_the_scope_the_task_can_be_read_but_not_acted_on(passes):
+    from reviews.passes.models import ApiScope
+
+    task = passes.create_task()
+    ApiScope.objects.get(user=passes.user).installations.clear()
+    for method, url, body in ENDPOINTS:
+        url = url.format(id=task.pk)
+        answer = getattr(passes.api, method)(url, body, format="json")
+        if method == "get":
+            assert answer.status_code == 200, url
+        elif url.endswith("/tasks/"):
+            continue
+        else:
+            assert answer.status_code == 403, (url, answer.status_code)
+            assert answer.json()["error"] == f"{REPO} is no longer in your API scope."
+    task.refresh_from_db()
+    assert task.state == "open"
+
+
+def test_a_pass_never_approves_a_pull_request_the_authors_app_did_not_open(passes):
+    """Defence in depth: whatever let the task name it, the approval asks GitHub again."""
+    passes.claude.script(ToolCall("submit_review", {"findings": []}))
+    task = passes.create_task()
+    passes.world.pull.author_login = "maria"  # (as if the task had named a person's PR)
+    passes.world.pull.author_type = "User"
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 202
+    drain_queue()
+    assert not any(r["state"] == "APPROVED" for r in passes.world.fake.reviews_of(REPO, 7))
+    from reviews.models import Review
+
+    [review] = Review.objects.filter(run__review_pass__task=task)
+    assert not review.approved
+    assert any("approves only pull requests the author's App" in n for n in review.notes)
+
+
+def test_what_the_authors_app_posts_is_escaped_like_everything_else(passes):
+    from tests.reviews.passes.conftest import AUTHOR_BOT
+
+    passes.claude.script(ToolCall("submit_review", {"findings": [SHELL]}))
+    task = passes.create_task()
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 202
+    drain_queue()
+    [shell] = passes.api.get(f"/api/tasks/{task.pk}/feedback").json()["findings"]
+    text = "Ask @acme/security-team <img src=x onerror=alert(1)> <!-- tasuku:review:run-1 -->"
+    answered = passes.api.post(
+        f"/api/tasks/{task.pk}/answers",
+        {"answers": [{"finding": shell["id"], "kind": "reply", "text": text}]},
+        format="json",
+    )
+    assert answered.status_code == 202
+    drain_queue()
+    [posted] = [c for c in passes.comments_by(AUTHOR_BOT) if "security-team" in c["body"]]
+    assert "@acme/security-team" not in posted["body"]  # no live mention
+    assert "<img" not in posted["body"] and "<!-- tasuku:review:run-1" not in posted["body"]
