@@ -19,11 +19,12 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 ## Run Tasuku on its embedded defaults (SQLite, static reviewer, local runner).
+## BIND=host:port serves elsewhere (and is the URL in links, unless TASUKU_BASE_URL is set).
+run: export TASUKU_BIND = $(BIND)
 run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(BIN)/python manage.py ensure_admin
-	$(BIN)/python manage.py setup_schedules
 	$(BIN)/python manage.py serve --bind $(BIND)
 
 ## Run the whole test suite (DATABASE_URL picks the database; SQLite by default).

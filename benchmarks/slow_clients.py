@@ -67,7 +67,7 @@ def nginx(workdir: Path) -> subprocess.Popen | None:
     shipped = (ROOT / "deploy" / "nginx" / "tasuku.conf").read_text()
     # The shipped server block, on a local port without TLS; the redirect block dropped.
     server = shipped.split("# Plain HTTP only redirects")[0]
-    server = re.sub(r"listen 443 ssl;", f"listen 127.0.0.1:{NGINX_PORT};", server)
+    server = re.sub(r"listen 443 ssl http2;", f"listen 127.0.0.1:{NGINX_PORT};", server)
     server = re.sub(r"\n\s*(http2 on|ssl_certificate(_key)?\s[^;]*);", "", server)
     server = server.replace("server 127.0.0.1:8000;", f"server 127.0.0.1:{GUNICORN_PORT};")
     (workdir / "tasuku.conf").write_text(server)

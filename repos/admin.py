@@ -254,6 +254,31 @@ class ReviewerAdmin(admin.ModelAdmin):
         ("Limits", {"fields": ("step_limit", "cost_cap_usd", "context_budget_tokens")}),
     )
 
+    actions = ("enable_everywhere",)
+
     @admin.display(boolean=True, description="Own key")
     def has_own_key(self, reviewer: Reviewer) -> bool:
         return bool(reviewer.api_key_sealed)
+
+    @admin.action(description="Enable on every repository", permissions=["change"])
+    def enable_everywhere(self, request, queryset) -> None:
+        """Add the chosen reviewers to the policy of every repository Tasuku knows (a
+        default only reaches repositories learnt of later)."""
+        from repos.models import Repository
+        from repos.services import policy_create_default
+
+        policies = [
+            policy_create_default(repository=repository)  # (a missing one with the defaults)
+            for repository in Repository.objects.filter(removed_at__isnull=True)
+        ]
+        added = 0
+        for reviewer in queryset:
+            for policy in policies:
+                if not policy.reviewers.filter(pk=reviewer.pk).exists():
+                    policy.reviewers.add(reviewer)
+                    added += 1
+        names = ", ".join(r.slug for r in queryset)
+        self.message_user(
+            request,
+            f"{names}: enabled on {added} more repository polic{'y' if added == 1 else 'ies'}.",
+        )

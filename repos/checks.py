@@ -8,7 +8,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 
-from repos.github import missing_settings, private_key_problem, private_key_text
+from repos.github import missing_settings
+from repos.github.config import private_key_problem, private_key_text, settings_name_an_app
 
 
 def _url_problem(value: str) -> str | None:
@@ -82,12 +83,13 @@ def github_settings_check(app_configs: object = None, **kwargs: object) -> list:
                 "The GitHub App is not configured (missing: " + ", ".join(missing) + ").",
                 hint=(
                     "The admin, dashboard and local reviews work; the webhook endpoint "
-                    "answers 503 until these are set. See the README, 'Connect a GitHub App'."
+                    "answers 503 until these are set, or until the App is created on the "
+                    "setup page (/setup/github/). See the README, 'Connect a GitHub App'."
                 ),
                 id="tasuku.W001",
             )
         )
-    elif not settings.GITHUB_APP_SLUG:
+    elif not settings.GITHUB_APP_SLUG and settings_name_an_app():
         messages.append(
             Warning(
                 "GITHUB_APP_SLUG is not set.",

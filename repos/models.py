@@ -26,6 +26,31 @@ SEVERITY_CHOICES = [(s.value, s.value) for s in Severity]
 FAIL_CHECK_CHOICES = [*SEVERITY_CHOICES, (NEVER, "never (findings never fail the check)")]
 
 
+class AppRegistration(models.Model):
+    """The GitHub App Tasuku created from a manifest (the setup page, repos/setup.py): its
+    credentials, sealed with SECRET_KEY. Used when the GITHUB_APP_ID, GITHUB_PRIVATE_KEY*
+    and GITHUB_WEBHOOK_SECRET settings are all unset (settings win); the newest row is
+    the App."""
+
+    app_id = models.BigIntegerField()
+    slug = models.CharField(max_length=100)
+    name = models.CharField(max_length=200, blank=True)
+    owner = models.CharField(max_length=100, blank=True, help_text="The account that owns it.")
+    html_url = models.URLField(max_length=500, blank=True)
+    api_url = models.URLField(max_length=500, help_text="GitHub's REST API, where it lives.")
+    private_key_sealed = models.TextField()
+    webhook_secret_sealed = models.TextField()
+    client_id = models.CharField(max_length=100, blank=True)
+    client_secret_sealed = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"GitHub App {self.slug} ({self.app_id})"
+
+
 class Installation(models.Model):
     """One installation of the GitHub App on a user or organisation account."""
 
@@ -123,7 +148,10 @@ class Reviewer(models.Model):
     )
     enabled = models.BooleanField(default=True)
     default_for_new_repositories = models.BooleanField(
-        default=False, help_text="Enabled on the policy of every repository Tasuku learns of."
+        default=False,
+        help_text="Enabled on the policy of every repository Tasuku learns of from now on. "
+        "Repositories it knows already keep their reviewers: to add this one to them, use "
+        "the action “Enable on every repository” in the reviewers list.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

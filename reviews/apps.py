@@ -6,9 +6,14 @@ class ReviewsConfig(AppConfig):
     verbose_name = "Reviews"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_migrate
         from django_q.signals import post_execute_in_worker, post_spawn, pre_execute
 
         from reviews import workers
+        from reviews.schedules import schedules_after_migrate
+
+        # The periodic work is registered by every migrate (reviews/schedules.py).
+        post_migrate.connect(schedules_after_migrate, sender=self, dispatch_uid="reviews.schedules")
 
         # Every worker process heartbeats, busy or idle (reviews/workers.py).
         post_spawn.connect(workers.heartbeat_start, dispatch_uid="reviews.heartbeat")

@@ -408,6 +408,9 @@ class WorkerHeartbeat(models.Model):
     tasks_done = models.PositiveIntegerField(default=0)
     task = models.CharField(max_length=200, blank=True, help_text="What it is running now.")
     task_started_at = models.DateTimeField(null=True, blank=True)
+    stopped_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it stopped cleanly (a killed one never says)."
+    )
 
     class Meta:
         ordering = ["name"]

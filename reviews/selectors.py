@@ -153,15 +153,21 @@ def broker_queue_size() -> int | None:
 
 
 def worker_heartbeats(now: datetime, *, silent_after: timedelta) -> list[dict]:
-    """Workers heard from in the last hour, the live ones first."""
+    """Workers heard from in the last hour: the live ones first, then those that stopped
+    cleanly ("stopped"), then those that went quiet ("silent": killed, or hung)."""
     rows = WorkerHeartbeat.objects.filter(beat_at__gte=now - timedelta(hours=1)).order_by(
         "-beat_at"
     )
     workers = [
-        {"worker": w, "alive": w.beat_at >= now - silent_after, "ago": now - w.beat_at}
+        {
+            "worker": w,
+            "alive": w.stopped_at is None and w.beat_at >= now - silent_after,
+            "stopped": w.stopped_at is not None,
+            "ago": now - w.beat_at,
+        }
         for w in rows
     ]
-    workers.sort(key=lambda row: (not row["alive"], row["worker"].name))
+    workers.sort(key=lambda row: (not row["alive"], row["stopped"], row["worker"].name))
     return workers
 
 

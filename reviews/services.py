@@ -351,6 +351,16 @@ def pull_request_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
                 output=CheckRunOutput(title=verdict.title, summary=verdict.summary),
             )
     if admission.admitted:
-        logger.info("admitted %s@%s: %s", label, pull_request.head_sha[:7], admission.reason)
-        return Outcome(f"admitted {label}: {admission.reason}", decision=Decision.ADMITTED)
+        said = admission.reason
+        known = [run for run, created in runs if not created]
+        if known:
+            # Not queued by this delivery: say what stands instead of "queued".
+            joined = "; ".join(
+                f"{run.reviewer.slug}'s run {run.pk} for {run.head_sha[:7]} is "
+                f"{run.get_status_display()} already" for run in known
+            )  # fmt: skip
+            fresh = len(runs) - len(known)
+            said = f"{fresh} reviewer{'s' if fresh != 1 else ''} queued; {joined}"
+        logger.info("admitted %s@%s: %s", label, pull_request.head_sha[:7], said)
+        return Outcome(f"admitted {label}: {said}", decision=Decision.ADMITTED)
     return Outcome(f"skipped {label}: {admission.reason}", decision=Decision.SKIPPED)

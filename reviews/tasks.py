@@ -74,3 +74,9 @@ def answer_post(answer_pk: int) -> str:
     from reviews.passes.services import answer_post as post
 
     return post(answer_pk)
+
+
+def data_prune() -> dict[str, int]:
+    from reviews.retention import data_prune as prune
+
+    return prune()

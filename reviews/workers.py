@@ -10,6 +10,7 @@ running (`pre_execute` / `post_execute_in_worker`). The overview shows the rows.
 from __future__ import annotations
 
 import logging
+import multiprocessing.util
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from reviews.runs import worker_name
 logger = logging.getLogger(__name__)
 
 # Rows of workers silent this long are removed (recycled or stopped processes).
-FORGET_AFTER = timedelta(days=7)
+FORGET_AFTER = timedelta(days=1)
 
 
 @dataclass
@@ -41,6 +42,7 @@ class _Now:
 
 _now = _Now()
 _started = threading.Event()
+_stopping = threading.Event()
 
 
 def silent_after() -> timedelta:
@@ -54,8 +56,11 @@ def heartbeat_write(name: str, *, started_at: datetime, now: datetime | None = N
     with _now.lock:
         task, task_started_at, done = _now.task, _now.task_started_at, _now.done
         _now.done = 0
-    updated = WorkerHeartbeat.objects.filter(name=name).update(
+    updated = WorkerHeartbeat.objects.filter(
+        name=name
+    ).update(
         beat_at=now,
+        stopped_at=None,  # (a new process may have an old one's name)
         task=task[:200],
         task_started_at=task_started_at,
         tasks_done=F("tasks_done") + done,
@@ -74,10 +79,10 @@ def _beat_loop(name: str, started_at: datetime) -> None:
     interval = settings.TASUKU_RUN_HEARTBEAT_SECONDS
     failing = False
     try:
-        while True:
+        while not _stopping.is_set():
             try:
                 heartbeat_write(name, started_at=started_at)
-                WorkerHeartbeat.objects.filter(beat_at__lt=timezone.now() - FORGET_AFTER).delete()
+                heartbeats_prune()
                 github_usage_flush()
                 failing = False
             except Exception as exc:
@@ -93,17 +98,39 @@ def _beat_loop(name: str, started_at: datetime) -> None:
         connection.close()
 
 
+def heartbeats_prune(now: datetime | None = None) -> int:
+    """Forget the rows of workers not heard from for FORGET_AFTER (recycled, stopped or
+    killed processes): how many were removed."""
+    cutoff = (now or timezone.now()) - FORGET_AFTER
+    return WorkerHeartbeat.objects.filter(beat_at__lt=cutoff).delete()[0]
+
+
 def heartbeat_start(**kwargs: object) -> None:
-    """`post_spawn` receiver: start this worker process's heartbeat thread (once)."""
+    """`post_spawn` receiver: start this worker process's heartbeat thread (once), and
+    say when the process stops cleanly (run as a multiprocessing child exits)."""
     if _started.is_set():
         return
     _started.set()
+    name = worker_name()
     threading.Thread(
         target=_beat_loop,
-        args=(worker_name(), timezone.now()),
+        args=(name, timezone.now()),
         name="tasuku-worker-heartbeat",
         daemon=True,
     ).start()
+    multiprocessing.util.Finalize(None, heartbeat_stopped, args=(name,), exitpriority=10)
+
+
+def heartbeat_stopped(name: str) -> None:
+    """This worker process is stopping cleanly: its row says so (not "silent")."""
+    _stopping.set()  # no beat after this one
+    try:
+        now = timezone.now()
+        WorkerHeartbeat.objects.filter(name=name).update(
+            stopped_at=now, beat_at=now, task="", task_started_at=None
+        )
+    except Exception:  # the database may be gone too: the row then reads "silent"
+        logger.warning("worker %s could not record that it stopped", name, exc_info=True)
 
 
 def task_started(func: object = None, task: dict | None = None, **kwargs: object) -> None:

@@ -51,5 +51,11 @@
     if (live) {
       follow(live);
     }
+    // A form that only hands something on (the App manifest to GitHub) goes by itself;
+    // its button is there for a browser without scripts.
+    var onward = document.querySelector("form[data-autosubmit]");
+    if (onward) {
+      onward.submit();
+    }
   });
 })();

@@ -50,7 +50,10 @@ SECRET_KEY_FROM_ENV = bool(env.str("SECRET_KEY", default=""))
 SECRET_KEY_FALLBACKS = [k for k in env.str("SECRET_KEY_FALLBACKS", default="").split(",") if k]
 DEBUG = env.bool("DEBUG", default=False)
 
-TASUKU_BASE_URL = env.str("TASUKU_BASE_URL", default="http://127.0.0.1:8000").rstrip("/")
+# Unset, the address `make run` serves on (its BIND, passed as TASUKU_BIND) is the URL.
+TASUKU_BASE_URL = env.str(
+    "TASUKU_BASE_URL", default=f"http://{env.str('TASUKU_BIND', default='127.0.0.1:8000')}"
+).rstrip("/")
 _base_host = urlsplit(TASUKU_BASE_URL).hostname or ""
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 if _base_host and _base_host not in ALLOWED_HOSTS:
@@ -150,7 +153,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(env.str("TASUKU_STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -191,6 +194,14 @@ GITHUB_PRIVATE_KEY = env.str("GITHUB_PRIVATE_KEY", default="", multiline=True)
 GITHUB_PRIVATE_KEY_PATH = env.str("GITHUB_PRIVATE_KEY_PATH", default="")
 GITHUB_WEBHOOK_SECRET = env.str("GITHUB_WEBHOOK_SECRET", default="")
 GITHUB_API_URL = env.str("GITHUB_API_URL", default="https://api.github.com").rstrip("/")
+# GitHub's web pages (where an App is created): github.com for api.github.com, the host
+# of a GitHub Enterprise Server's /api/v3.
+GITHUB_WEB_URL = env.str(
+    "GITHUB_WEB_URL",
+    default="https://github.com"
+    if GITHUB_API_URL == "https://api.github.com"
+    else GITHUB_API_URL.removesuffix("/api/v3"),
+).rstrip("/")
 # Retry policy of the gateway (repos/github.py): attempts in all, the first backoff in
 # seconds (doubled each time, with jitter), and the longest rate-limit wait it will sleep
 # through before handing the retry to the caller's own backoff.
@@ -209,6 +220,14 @@ GITHUB_SECONDS_BETWEEN_WRITES = 1.0
 TASUKU_ENABLE_NEW_REPOSITORIES = env.bool("TASUKU_ENABLE_NEW_REPOSITORIES", default=True)
 # Largest webhook body accepted; GitHub caps payloads at 25 MB.
 TASUKU_WEBHOOK_MAX_BYTES = 25 * 1024 * 1024
+# How long records are kept, in days (0: forever): reviews/retention.py, pruned daily.
+TASUKU_KEEP_DELIVERIES_DAYS = env.int("TASUKU_KEEP_DELIVERIES_DAYS", default=30)
+TASUKU_KEEP_TRANSCRIPTS_DAYS = env.int("TASUKU_KEEP_TRANSCRIPTS_DAYS", default=90)
+TASUKU_KEEP_ATTEMPTS_DAYS = env.int("TASUKU_KEEP_ATTEMPTS_DAYS", default=180)
+TASUKU_KEEP_TASKS_DAYS = env.int("TASUKU_KEEP_TASKS_DAYS", default=365)
+# `migrate` registers the periodic work (reviews/schedules.py); false leaves it to
+# `manage.py setup_schedules`.
+TASUKU_AUTO_SCHEDULES = env.bool("TASUKU_AUTO_SCHEDULES", default=True)
 # How long a delivery's body may take to arrive (GitHub gives up after 10 s): a slower
 # client is answered 408 and its thread freed.
 TASUKU_WEBHOOK_READ_SECONDS = env.float("TASUKU_WEBHOOK_READ_SECONDS", default=10.0)

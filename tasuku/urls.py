@@ -9,5 +9,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("reviews.api.urls")),
     path("", include("webhooks.urls")),
+    path("", include("repos.urls")),
     path("", include("reviews.urls")),
 ]

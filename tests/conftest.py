@@ -112,3 +112,14 @@ def _static_reviewer_after_a_flush(request):
             "default_for_new_repositories": True,
         },
     )
+
+
+@pytest.fixture(autouse=True)
+def _app_registration_read_afresh():
+    """The App created on the setup page is cached per process for a while: no test sees
+    the one another test made (and rolled back)."""
+    from repos.github import registration_forget
+
+    registration_forget()
+    yield
+    registration_forget()

@@ -63,10 +63,15 @@ def world_build(
     *,
     head_files: dict[str, str | Symlink | None] | None = None,
     number: int = 7,
+    clock: int | None = None,
 ) -> World:
+    """The world; `clock` (epoch seconds) dates its commits, so another clock gives other
+    commit SHAs (the demo, run again, is new to a Tasuku that saw the last one)."""
     if INSTALLATION not in fake.installations:
         fake.add_installation(INSTALLATION, "acme")
     repo, git = fake.add_git_repo(REPO, installation_id=INSTALLATION, repo_id=REPO_ID)
+    if clock is not None:
+        git._clock = clock
     base = git.commit(BASE_FILES, message="base", branch="main")
     head = git.commit(
         HEAD_FILES if head_files is None else head_files,

@@ -28,3 +28,6 @@ TASUKU_BASE_URL = "http://tasuku.test"
 TASUKU_CHECKOUT_CACHE = tempfile.mkdtemp(prefix="tasuku-test-mirrors-")
 ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost", "tasuku.test"]
 TASUKU_ENABLE_NEW_REPOSITORIES = True
+# The test database is migrated without the schedules: a live worker in a test runs only
+# what the test gives it (tests/reviews/test_commands.py covers migrate's registration).
+TASUKU_AUTO_SCHEDULES = False

@@ -75,3 +75,16 @@ def _duration(delta: timedelta) -> str:
     if seconds < 7200:
         return f"{seconds // 60} min"
     return f"{seconds // 3600} h"
+
+
+def static_health() -> Health:
+    """Whether the static files are where the storage serves them from: with the manifest
+    storage (production), a stylesheet that is not in the manifest means `collectstatic`
+    was not run, and every admin page answers 500."""
+    from django.contrib.staticfiles.storage import staticfiles_storage
+
+    try:
+        staticfiles_storage.url("tasuku.css")
+    except ValueError as exc:
+        return Health(False, f"{exc} (run `manage.py collectstatic`)")
+    return Health(True, "collected")

@@ -36,8 +36,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from django_q.models import Schedule, Task
 
-from repos.github import missing_settings
-from webhooks.health import broker_health, database_health
+from repos.github import missing_settings, webhook_secret
+from webhooks.health import broker_health, database_health, static_health
 from webhooks.models import DeliveryStatus, Redelivery, WebhookDelivery
 from webhooks.services import delivery_record, delivery_retry
 from webhooks.signature import signature_valid
@@ -163,9 +163,7 @@ def github_webhook(request: HttpRequest) -> JsonResponse:
     if len(body) > limit:
         return _error(413, f"payload larger than {limit} bytes")
 
-    if not signature_valid(
-        settings.GITHUB_WEBHOOK_SECRET, body, request.headers.get("X-Hub-Signature-256")
-    ):
+    if not signature_valid(webhook_secret(), body, request.headers.get("X-Hub-Signature-256")):
         return _error(401, "missing or invalid X-Hub-Signature-256")
 
     event = request.headers.get("X-GitHub-Event", "").strip()
@@ -270,19 +268,52 @@ def _rate_limited() -> list:
 
 
 def _schedules() -> list[dict]:
-    """django-q2's schedules with the result of each one's latest task, when kept."""
+    """django-q2's schedules with the result of each one's latest task, when kept, and
+    whether each is late (past its period and the scheduler's slack, not merely due)."""
+    from reviews.schedules import schedule_late
+
+    now = timezone.now()
     schedules = list(Schedule.objects.order_by("name"))
     tasks = {t.id: t for t in Task.objects.filter(id__in=[s.task for s in schedules if s.task])}
-    return [{"schedule": s, "last": tasks.get(s.task)} for s in schedules]
+    return [
+        {
+            "schedule": s,
+            "last": tasks.get(s.task),
+            "late": schedule_late(s.next_run, s.minutes, now),
+        }  # fmt: skip
+        for s in schedules
+    ]
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    """For load balancers: 200 while the database answers, else 503. No login."""
+    """Readiness, for load balancers: 200 while this node can serve — the database
+    answers, the static files are collected (else every admin page is a 500), and the
+    periodic work is registered (else no reaper) — else 503 with what is wrong. No
+    login. `/livez` is liveness alone."""
+    from reviews.schedules import schedules_missing
+
     database = database_health()
-    return JsonResponse(
-        {"status": "ok" if database.ok else "unavailable", "database": database.detail},
-        status=200 if database.ok else 503,
-    )
+    problems = {}
+    if not database.ok:
+        problems["database"] = database.detail
+    static = static_health()
+    if not static.ok:
+        problems["static"] = static.detail
+    if database.ok:
+        missing = schedules_missing()
+        if missing:
+            problems["schedules"] = (
+                f"not registered: {', '.join(missing)} (run `manage.py migrate` or "
+                "`manage.py setup_schedules`)"
+            )
+    body = {"status": "unavailable" if problems else "ok", "database": database.detail}
+    body.update(problems)
+    return JsonResponse(body, status=503 if problems else 200)
+
+
+def livez(request: HttpRequest) -> JsonResponse:
+    """Liveness: the process answers (a restart would not help anything /healthz finds)."""
+    return JsonResponse({"status": "ok"})
 
 
 @staff_member_required
@@ -301,7 +332,7 @@ def delivery_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "truncated": len(payload) > 200_000,
             "body_bytes": len(raw),
             "body_verifies": bool(raw)
-            and signature_valid(settings.GITHUB_WEBHOOK_SECRET, raw, delivery.signature),
+            and signature_valid(webhook_secret(), raw, delivery.signature),
             "runs": delivery.runs.select_related("reviewer", "pull_request__repository"),
             "may_act": may_act(request.user),
         },

@@ -29,7 +29,9 @@ from repos.github.config import (
     missing_settings,
     private_key_problem,
     private_key_text,
+    registration_forget,
     retry_policy,
+    webhook_secret,
 )
 from repos.github.errors import GitHubError, GitHubNotConfigured
 from repos.github.gateway import GitHubGateway, gateway
@@ -76,5 +78,7 @@ __all__ = [
     "missing_settings",
     "private_key_problem",
     "private_key_text",
+    "registration_forget",
     "retry_policy",
+    "webhook_secret",
 ]

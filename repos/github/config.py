@@ -1,10 +1,13 @@
-"""The App's credentials and the gateway's retry policy, from settings."""
+"""The App's credentials (from settings, or the App created on the setup page) and the
+gateway's retry policy."""
 
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -70,8 +73,65 @@ def private_key_problem(pem: str, variable: str) -> str | None:
     return None
 
 
+# --- The App created from a manifest (repos/setup.py), when no setting names one ---
+
+REGISTRATION_TTL = 30.0  # seconds a process keeps what it read (another may have set one)
+_registration: tuple[float, Any] | None = None
+
+
+def settings_name_an_app() -> bool:
+    return bool(
+        settings.GITHUB_APP_ID
+        or settings.GITHUB_PRIVATE_KEY
+        or settings.GITHUB_PRIVATE_KEY_PATH
+        or settings.GITHUB_WEBHOOK_SECRET
+    )
+
+
+def registration() -> Any:
+    """The App created on the setup page (repos.models.AppRegistration), while no
+    GITHUB_* setting names an App (settings win), else None. Read at most every
+    REGISTRATION_TTL seconds; None when the database cannot say."""
+    global _registration
+    if settings_name_an_app():
+        return None
+    now = time.monotonic()
+    if _registration is not None and now - _registration[0] < REGISTRATION_TTL:
+        return _registration[1]
+    from django.apps import apps
+
+    try:
+        found = apps.get_model("repos", "AppRegistration").objects.first()
+    except Exception:  # no table yet (before migrate), no database: it cannot say
+        return None
+    _registration = (now, found)
+    return found
+
+
+def registration_forget() -> None:
+    """Read the registration afresh next time (after the setup page saved one)."""
+    global _registration
+    _registration = None
+
+
+def webhook_secret() -> str:
+    """The secret GitHub signs deliveries with: GITHUB_WEBHOOK_SECRET, or the created
+    App's."""
+    if settings.GITHUB_WEBHOOK_SECRET or settings_name_an_app():
+        return settings.GITHUB_WEBHOOK_SECRET
+    found = registration()
+    if found is None:
+        return ""
+    from repos.credentials import key_open
+
+    return key_open(found.webhook_secret_sealed)
+
+
 def missing_settings() -> list[str]:
-    """Names of the variables without which Tasuku cannot talk to GitHub."""
+    """Names of the variables without which Tasuku cannot talk to GitHub (none when the
+    App was created on the setup page)."""
+    if not settings_name_an_app() and registration() is not None:
+        return []
     missing = []
     if not settings.GITHUB_APP_ID:
         missing.append("GITHUB_APP_ID")
@@ -91,6 +151,18 @@ def credentials() -> AppCredentials:
     missing = missing_settings()
     if missing:
         raise GitHubNotConfigured(missing)
+    found = registration()
+    if found is not None:
+        from repos.credentials import KeyUnreadable, key_open
+
+        try:
+            pem, secret = key_open(found.private_key_sealed), key_open(found.webhook_secret_sealed)
+        except KeyUnreadable as exc:
+            raise GitHubError(
+                f"The GitHub App created on the setup page cannot be read: {exc}", permanent=True
+            ) from exc
+        return AppCredentials(app_id=found.app_id, private_key=pem, webhook_secret=secret,
+                              slug=found.slug, base_url=found.api_url.rstrip("/"))  # fmt: skip
     try:
         app_id = int(settings.GITHUB_APP_ID)
         pem, variable = private_key_text()

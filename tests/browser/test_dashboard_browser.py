@@ -208,3 +208,37 @@ def test_a_read_only_operator_can_look_but_finds_no_retry(live_server, page, dja
     page.goto(f"/status/deliveries/{delivery.pk}/")
     expect(page.locator("h1")).to_contain_text("sponsorship")
     expect(page.locator("button:has-text('Retry')")).to_have_count(0)
+
+
+def test_a_newcomer_creates_the_github_app_from_the_setup_page(
+    live_server, operator, page, screenshot, fake_github, settings
+):
+    """The whole manifest flow in a browser: Tasuku's setup page, GitHub's page and its
+    button, back to Tasuku with the App's credentials stored; then GitHub's deliveries,
+    signed with the new App's secret, are taken."""
+    from playwright.sync_api import expect
+
+    from repos.github import credentials
+    from repos.models import AppRegistration
+
+    settings.GITHUB_API_URL = settings.GITHUB_WEB_URL = fake_github.url
+    settings.GITHUB_APP_ID = settings.GITHUB_APP_SLUG = ""
+    settings.GITHUB_PRIVATE_KEY = settings.GITHUB_WEBHOOK_SECRET = ""
+    settings.TASUKU_BASE_URL = live_server.url
+    log_in(page)
+    page.goto("/setup/github/")
+    expect(page.locator("h1")).to_have_text("Connect GitHub")
+    page.fill("input[name=organization]", "acme")
+    page.check("input[name=features][value=passes]")
+    screenshot("setup-github")
+    page.click("button:has-text('Create the App on GitHub')")
+    # GitHub's page (the fake's), reached by the form that sent the manifest.
+    expect(page.locator("h1")).to_have_text("Create GitHub App for acme")
+    page.click("button:has-text('Create GitHub App for acme')")
+    page.wait_for_url(re.compile(r"/setup/github/$"))
+    expect(page.locator("a:has-text('Install the App')")).to_be_visible()
+    row = AppRegistration.objects.get()
+    assert row.owner == "acme" and row.slug.startswith("tasuku")
+    secret = credentials().webhook_secret
+    answer = post_webhook_live(live_server.url, "ping", {"zen": "Hello"}, secret=secret)
+    assert answer.status_code == 200

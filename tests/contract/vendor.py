@@ -90,6 +90,8 @@ OPERATIONS: list[tuple[str, str]] = [
     ("GET", "/app/hook/deliveries"),
     ("GET", "/app/hook/deliveries/{delivery_id}"),
     ("POST", "/app/hook/deliveries/{delivery_id}/attempts"),
+    # Creating the App from a manifest (repos/github/manifest.py; no authentication)
+    ("POST", "/app-manifests/{code}/conversions"),
 ]
 
 # Components every answer may need whatever the operation: GitHub's error bodies (the

@@ -124,7 +124,8 @@ def main() -> None:
     secret = secrets.token_hex(16)
     fake = FakeGitHub(port=args.port).start()
     fake.add_app(APP_ID, public, "tasuku-demo")
-    world = world_build(fake)
+    # Commits dated now: a demo run again is new to a Tasuku that reviewed the last one.
+    world = world_build(fake, clock=int(time.time()))
     repo, pull = world.repo, world.pull
 
     settings = {
@@ -143,21 +144,17 @@ def main() -> None:
         settings["ANTHROPIC_API_KEY"] = ANTHROPIC_TEST_KEY
         print(
             f"Fake Anthropic API on {model_api.base_url}. In the admin, add a reviewer: engine "
-            "anthropic, model claude-sonnet-5-5, 'Enabled on new repositories' ticked."
+            "anthropic, slug claude, model claude-sonnet-5-5, an empty API key (the fake "
+            "API's key is in the settings), 'Default for new repositories' ticked."
         )
     lines = "".join(f'{k}="{v}"\n' for k, v in settings.items())
     print(
         f"Fake GitHub on {fake.url} (App {APP_ID}, installation {INSTALLATION}, {REPO}#{pull.number})"
     )
     if args.write_env:
-        env = ROOT / ".env"
-        kept = [
-            line
-            for line in (env.read_text().splitlines(keepends=True) if env.exists() else [])
-            if line.split("=", 1)[0] not in settings
-        ]
-        env.write_text("".join(kept) + lines)
-        print(f"Wrote the GitHub settings to {env}; start (or restart) Tasuku with `make run`.")
+        env_write(ROOT / ".env", lines)
+        print(f"Wrote the demo's settings to {ROOT / '.env'} (removed again when this stops); "
+              "start (or restart) Tasuku with `make run`.")  # fmt: skip
     else:
         print("Start Tasuku with these settings in its environment (or use --write-env):")
         print(lines)
@@ -180,8 +177,9 @@ def main() -> None:
 
     if args.model_api:
         print(
-            "Tasuku is up. Add the anthropic reviewer in the admin now (engine anthropic, "
-            "model claude-sonnet-5-5, 'Enabled on new repositories'), then press Enter."
+            "Tasuku is up. Add the anthropic reviewer in the admin now (engine anthropic, slug "
+            "claude, model claude-sonnet-5-5, API key empty, 'Default for new repositories'), "
+            "then press Enter."
         )
         sys.stdin.readline()
 
@@ -257,7 +255,42 @@ def main() -> None:
             time.sleep(3600)
     except KeyboardInterrupt:
         pass
+    finally:
+        if args.write_env and env_clear(ROOT / ".env"):
+            print(f"Removed the demo's settings from {ROOT / '.env'}: restart Tasuku without them.")
     fake.stop()
+
+
+DEMO_BEGIN = "# --- the demo's fake GitHub (tests.fakes.serve; removed when it stops) ---\n"
+DEMO_END = "# --- end of the demo's settings ---\n"
+
+
+def env_write(env: Path, lines: str) -> None:
+    """Put the demo's settings in `env` between markers, keeping everything else (and
+    replacing an earlier demo's block), so they can be taken out again."""
+    env_clear(env)
+    kept = env.read_text() if env.exists() else ""
+    if kept and not kept.endswith("\n"):
+        kept += "\n"
+    env.write_text(kept + DEMO_BEGIN + lines + DEMO_END)
+
+
+def env_clear(env: Path) -> bool:
+    """Remove the demo's block from `env`; whether there was one."""
+    if not env.exists():
+        return False
+    text = env.read_text()
+    start = text.find(DEMO_BEGIN)
+    if start < 0:
+        return False
+    end = text.find(DEMO_END, start)
+    end = len(text) if end < 0 else end + len(DEMO_END)
+    rest = text[:start] + text[end:]
+    if rest.strip():
+        env.write_text(rest)
+    else:
+        env.unlink()
+    return True
 
 
 if __name__ == "__main__":

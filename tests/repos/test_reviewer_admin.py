@@ -124,3 +124,30 @@ def test_a_weak_secret_key_from_the_environment_is_an_error_outside_debug(settin
     assert bool(secret_key_check()) is weak
     settings.DEBUG = True
     assert secret_key_check() == []
+
+
+def test_enable_on_every_repository_reaches_the_ones_tasuku_knows_already(admin_client):
+    from repos.models import RepositoryPolicy
+    from repos.services import policy_create_default
+    from tests.factories import RepositoryFactory
+
+    known = [RepositoryFactory(), RepositoryFactory()]  # learnt of before the reviewer
+    for repository in known:
+        policy_create_default(repository=repository)
+    reviewer = Reviewer.objects.create(slug="claude", engine="anthropic", model="m",
+                                       default_for_new_repositories=True)  # fmt: skip
+    page = admin_client.get(f"{URL}{reviewer.pk}/change/").content.decode()
+    assert "Repositories it knows already keep their reviewers" in page
+    for repository in known:  # the default did not reach them
+        assert reviewer not in RepositoryPolicy.objects.get(repository=repository).reviewers.all()
+
+    def enable():
+        response = admin_client.post(
+            URL, {"action": "enable_everywhere", "_selected_action": [reviewer.pk]}, follow=True
+        )
+        return [str(m) for m in response.context["messages"]]
+
+    assert enable() == ["claude: enabled on 2 more repository policies."]
+    for repository in known:
+        assert reviewer in RepositoryPolicy.objects.get(repository=repository).reviewers.all()
+    assert enable() == ["claude: enabled on 0 more repository policies."]

@@ -17,16 +17,29 @@ def test_setup_schedules_registers_the_sweepers_and_the_reaper_and_is_idempotent
         "reviews.tasks.runs_reap",
         "reviews.tasks.tasks_sweep",
         "repos.tasks.deliveries_recover",
+        "reviews.tasks.data_prune",
     }
-    assert len(schedules) == 5
+    assert len(schedules) == 6
+    every = {"repos.tasks.deliveries_recover": 10, "reviews.tasks.data_prune": 1440}
     assert all(
-        (s.schedule_type, s.minutes, s.repeats)
-        == (Schedule.MINUTES, 10 if s.func == "repos.tasks.deliveries_recover" else 1, -1)
+        (s.schedule_type, s.minutes, s.repeats) == (Schedule.MINUTES, every.get(s.func, 1), -1)
         for s in schedules.values()
     )
     reapers = sorted(s.next_run for s in schedules.values() if s.func == "reviews.tasks.runs_reap")
     assert (reapers[1] - reapers[0]).total_seconds() == 30  # the reaper runs every half minute
     assert "up to date" in capsys.readouterr().out
+
+
+def test_migrate_registers_the_schedules_itself(settings):
+    from django.core.management.sql import emit_post_migrate_signal
+
+    settings.TASUKU_AUTO_SCHEDULES = True
+    emit_post_migrate_signal(verbosity=0, interactive=False, db="default")
+    assert Schedule.objects.filter(name__startswith="tasuku: ").count() == 6
+    settings.TASUKU_AUTO_SCHEDULES = False
+    Schedule.objects.all().delete()
+    emit_post_migrate_signal(verbosity=0, interactive=False, db="default")
+    assert not Schedule.objects.exists()  # left to `setup_schedules`
 
 
 def test_setup_schedules_removes_schedules_it_no_longer_uses():

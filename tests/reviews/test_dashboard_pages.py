@@ -288,6 +288,27 @@ class TestRunPage:
         assert "1 posted inline, 1 suppressed" in content
         assert "not posted" in content and "https://github.test/c/9" in content
 
+    def test_a_findings_markdown_is_rendered_and_nothing_active_gets_through(self, staff_client):
+        review = ReviewFactory()
+        FindingFactory(review=review, title="Shell", body=(
+            "Pass **a list**, not `shell=True`:\n\n```python\nsubprocess.run(['ls'])\n```\n\n"
+            "<script>alert(1)</script> <img src=x onerror=alert(2)> "
+            "[docs](https://docs.python.org/) [trap](javascript:alert(3)) "
+            "![pixel](https://evil.test/p.png)"
+        ))  # fmt: skip
+
+        content = staff_client.get(f"/runs/{review.run.pk}/").content.decode()
+
+        assert "<strong>a list</strong>" in content and "<code>shell=True</code>" in content
+        assert '<code class="language-python">' in content
+        assert '<a href="https://docs.python.org/" rel="noopener noreferrer nofollow">docs</a>' in (
+            content
+        )
+        body = content.split('class="finding-body">', 1)[1].split("</div>", 1)[0]
+        assert "<script" not in body and "<img" not in body  # tags only as text:
+        assert "&lt;script&gt;" in body and "&lt;img src=x onerror=alert(2)&gt;" in body
+        assert 'href="javascript' not in body and "evil.test" not in body
+
     def test_a_failed_run_says_what_to_do_and_offers_retry_to_who_may_act(self, operator_client):
         run = _failed("publication", "Could not post the review: GitHub answered 403 "
                       "(Resource not accessible by integration) — the App may lack a permission")  # fmt: skip

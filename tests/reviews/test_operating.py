@@ -170,9 +170,33 @@ def _raise(*args, **kwargs):
 
 class TestHealth:
     def test_healthz_answers_ok_without_a_login(self, client):
+        from django.core.management import call_command
+
+        call_command("setup_schedules", stdout=open("/dev/null", "w"))  # noqa: SIM115
         response = client.get("/healthz")
         assert response.status_code == 200
         assert response.json()["status"] == "ok"
+        assert client.get("/livez").json() == {"status": "ok"}
+
+    def test_healthz_is_not_ready_without_the_schedules_or_the_static_files(self, client, settings):
+        from django.contrib.staticfiles.storage import staticfiles_storage
+
+        response = client.get("/healthz")  # a deployment that registered no schedules
+        assert response.status_code == 503
+        assert "tasuku: reap review runs" in response.json()["schedules"]
+        assert client.get("/livez").status_code == 200  # alive, not ready
+        from django.core.management import call_command
+
+        call_command("setup_schedules", stdout=open("/dev/null", "w"))  # noqa: SIM115
+        # Production's storage, and no `collectstatic` run (an empty STATIC_ROOT).
+        settings.STATIC_ROOT = str(settings.BASE_DIR / "nonexistent-staticfiles")
+        settings.STORAGES = {**settings.STORAGES, "staticfiles": {
+            "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}}  # fmt: skip
+        # (the settings fixture's change makes Django build the storage afresh)
+        assert type(staticfiles_storage._wrapped).__name__ != "StaticFilesStorage"
+        response = client.get("/healthz")
+        assert response.status_code == 503
+        assert "collectstatic" in response.json()["static"]
 
     def test_healthz_answers_503_when_the_database_is_unreachable(
         self, client, monkeypatch, settings
@@ -208,6 +232,18 @@ class TestHealth:
         assert "overdue: is a worker running?" in content
         assert "tasks waiting" in content
 
+    def test_a_schedule_just_due_is_not_overdue_only_one_late_past_its_period(self, staff_client):
+        from django.core.management import call_command
+
+        call_command("setup_schedules", stdout=open("/dev/null", "w"))  # noqa: SIM115
+        # django-q2's scheduler looks about every 30 s: every schedule just came due.
+        Schedule.objects.update(next_run=timezone.now() - timedelta(seconds=40))
+        assert "overdue" not in staff_client.get("/status/").content.decode()
+        Schedule.objects.filter(name="tasuku: reap review runs").update(
+            next_run=timezone.now() - timedelta(minutes=3)
+        )
+        assert staff_client.get("/status/").content.decode().count("overdue:") == 1
+
     def test_the_read_only_role_sees_no_delivery_retry_and_may_not_retry(self, staff_client):
         delivery = WebhookDeliveryFactory(status="failed", last_error="boom")
         assert b">Retry<" not in staff_client.get("/status/").content
@@ -233,3 +269,20 @@ class TestWorkerHeartbeats:
         workers.heartbeat_write("host:1", started_at=started)
         row.refresh_from_db()
         assert row.tasks_done == 2
+
+    def test_a_worker_that_stopped_cleanly_says_stopped_and_old_rows_are_forgotten(
+        self, staff_client
+    ):
+        now = timezone.now()
+        workers.heartbeat_write("host:7", started_at=now)
+        workers.heartbeat_write("host:8", started_at=now)
+        WorkerHeartbeat.objects.filter(name="host:8").update(beat_at=now - timedelta(minutes=5))
+        workers.heartbeat_stopped("host:7")
+        workers._stopping.clear()  # (this test process goes on)
+        page = staff_client.get("/").content.decode()
+        assert "<code>host:7</code>" in page and "stopped" in page
+        assert "silent" in page  # host:8: killed, or hung
+        # A day later both rows are forgotten; a live worker's is not.
+        workers.heartbeat_write("host:9", started_at=now, now=now + timedelta(days=1))
+        assert workers.heartbeats_prune(now + timedelta(days=1, minutes=1)) == 2
+        assert list(WorkerHeartbeat.objects.values_list("name", flat=True)) == ["host:9"]

@@ -48,6 +48,19 @@ def deliver(client, test_app, django_capture_on_commit_callbacks):
     return send
 
 
+def test_the_same_head_delivered_again_says_what_already_stands_not_queued(world, deliver):
+    fake, repo, pull = world
+    deliver(pull_request_payload(fake, repo, pull, action="opened"))
+    run = ReviewRun.objects.get()
+    # Another delivery of the same head (a second "opened", as a re-run demo sends).
+    again = deliver(pull_request_payload(fake, repo, pull, action="reopened"))
+    assert ReviewRun.objects.count() == 1
+    assert again.outcome == (
+        f"admitted acme/widgets#12: 0 reviewers queued; static's run {run.pk} for "
+        f"{HEAD[:7]} is queued already"
+    )
+
+
 def test_an_opened_pull_request_becomes_a_queued_run_with_a_queued_check_run(world, deliver):
     fake, repo, pull = world
     delivery = deliver(pull_request_payload(fake, repo, pull, action="opened"))

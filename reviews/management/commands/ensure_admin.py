@@ -20,6 +20,16 @@ class Command(BaseCommand):
         parser.add_argument("--username", default=os.environ.get("TASUKU_ADMIN_USER", "admin"))
 
     def handle(self, *args: object, username: str, **options: object) -> None:
+        from repos.github import missing_settings
+
+        if missing_settings():
+            self.stdout.write(
+                f"No GitHub App yet: create one at {settings.TASUKU_BASE_URL}/setup/github/ "
+                "(or try the demo: README, 'Try it without GitHub')."
+            )
+        self._admin(username)
+
+    def _admin(self, username: str) -> None:
         User = get_user_model()
         login_url = f"{settings.TASUKU_BASE_URL}/admin/"
         if User.objects.filter(is_superuser=True).exists():

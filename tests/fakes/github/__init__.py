@@ -32,6 +32,10 @@ faithful where Tasuku's correctness depends on it:
   and the pull requests associated with a commit.
 - The App's webhook delivery log (`hooks`): attempts a test records
   (`hook_delivery_add`), listed and redelivered as GitHub does.
+- Rate limits by GitHub's clock (`limits`): every answer's x-ratelimit-* headers, a
+  spent primary quota, secondary windows with retry-after.
+- An App created from a manifest (`manifests`): GitHub's page and button, the redirect
+  with a code, and the code's conversion into the App's id, slug, key and secret.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from tests.fakes.github.apps import AppsRoutes
 from tests.fakes.github.checks import ChecksRoutes
 from tests.fakes.github.git import GitRepo, GitRoutes, Symlink
 from tests.fakes.github.hooks import HookRoutes
+from tests.fakes.github.manifests import ManifestRoutes
 from tests.fakes.github.merge_queue import MergeQueueRoutes
 from tests.fakes.github.oidc import OidcKey, OidcRoutes
 from tests.fakes.github.pulls import PullsRoutes
@@ -66,6 +71,7 @@ class FakeGitHub(
     OidcRoutes,
     MergeQueueRoutes,
     HookRoutes,
+    ManifestRoutes,
     FakeGitHubBase,
     AppsRoutes,
     PullsRoutes,

@@ -62,6 +62,10 @@ ALLOWED: list[tuple[str, re.Pattern[str]]] = [
     ("OIDC issuer", re.compile(r"(/[^/.][^/]*)*/\.well-known/(openid-configuration|jwks)")),
     # the Actions runtime's ID-token endpoint (a job's ACTIONS_ID_TOKEN_REQUEST_URL)
     ("Actions ID token", re.compile(r"/_apis/actions/runs/\d+/idtoken")),
+    # GitHub's web UI where a person creates an App from a manifest (tests/fakes/github/manifests.py)
+    ("App manifest page", re.compile(r"(/organizations/[^/]+)?/settings/apps/new(/confirm)?")),
+    # what a browser asks of any web page's host (on the manifest page)
+    ("a browser's favicon", re.compile(r"/favicon\.ico")),
     # GraphQL: checked against GitHub's GraphQL schema instead (see `_graphql_request`)
     ("GraphQL", re.compile(r"/graphql")),
 ]

@@ -1,0 +1,112 @@
+"""The deployment files say what exists: compose.yaml's services, commands and files,
+the Dockerfile's steps, the systemd units' commands, the settings they name; and nginx
+accepts deploy/nginx/tasuku.conf (when nginx is installed). No container engine runs
+here, so the image itself is not built by the suite."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+from django.core.management import get_commands
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
+DOCKERFILE = (ROOT / "Dockerfile").read_text()
+UNITS = {p.name: p.read_text() for p in (ROOT / "deploy" / "systemd").glob("*.service")}
+SETTING = re.compile(r"\b((?:TASUKU|GITHUB)_[A-Z0-9_]+)\b")
+# The variables tasuku/settings.py reads from the environment.
+READ_FROM_ENVIRONMENT = set(
+    re.findall(
+        r'env(?:\.\w+)?\(\s*["\x27]([A-Z0-9_]+)["\x27]',
+        (ROOT / "tasuku" / "settings.py").read_text(),
+    )
+)
+
+
+def manage_commands(text: str) -> set[str]:
+    return set(re.findall(r"manage\.py\"?,? \"?([a-z_]+)", text))
+
+
+def test_compose_runs_the_database_the_migration_web_worker_and_the_proxy():
+    services = COMPOSE["services"]
+    assert set(services) == {"db", "migrate", "web", "worker", "proxy"}
+    for name in ("migrate", "web", "worker"):
+        service = services[name]
+        assert service["build"] == "." and service["env_file"] == ".env"
+        assert service["environment"]["DATABASE_URL"].startswith("postgres://tasuku:")
+        assert "tasuku-work:/var/lib/tasuku" in service["volumes"]
+    assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
+    assert services["worker"]["command"] == ["python", "manage.py", "qcluster"]
+    assert services["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert services["proxy"]["network_mode"] == "service:web"
+    for volume in services["proxy"]["volumes"]:
+        source = volume.split(":")[0]
+        if source.startswith("./") and "certs" not in source:
+            assert (ROOT / source).exists(), source
+
+
+def test_every_command_and_setting_the_deployment_files_name_exists():
+    known = set(get_commands())
+    texts = [(ROOT / "compose.yaml").read_text(), DOCKERFILE, *UNITS.values()]
+    for text in texts:
+        for command in manage_commands(text):
+            assert command in known, command
+        for name in SETTING.findall(text):
+            assert name in READ_FROM_ENVIRONMENT, name
+
+
+def test_the_image_runs_as_a_user_with_a_health_check_and_collected_static_files():
+    assert re.search(r"^USER tasuku$", DOCKERFILE, re.M)
+    assert DOCKERFILE.index("USER tasuku") < DOCKERFILE.index("CMD [")
+    assert "HEALTHCHECK" in DOCKERFILE and "/healthz" in DOCKERFILE
+    assert "manage.py collectstatic" in DOCKERFILE
+    # The dependency layer is built from pyproject.toml alone (cached until it changes).
+    assert DOCKERFILE.index("COPY pyproject.toml") < DOCKERFILE.index("COPY --chown")
+    for copied in re.findall(r"^COPY (?:--\S+ )?(\S+) ", DOCKERFILE, re.M):
+        assert (ROOT / copied).exists(), copied
+
+
+def test_the_systemd_units_run_web_and_worker_from_the_checkout():
+    web, worker = UNITS["tasuku-web.service"], UNITS["tasuku-worker.service"]
+    assert "gunicorn tasuku.wsgi --bind 127.0.0.1:8000" in web  # behind nginx only
+    assert "manage.py migrate" in web and "manage.py qcluster" in worker
+
+
+@pytest.mark.skipif(not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(),
+                    reason="nginx is not installed (Debian: nginx-light)")  # fmt: skip
+def test_nginx_accepts_the_shipped_configuration(tmp_path):
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tasuku.example.com")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(1).not_valid_before(now).not_valid_after(now + timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    (tmp_path / "fullchain.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "privkey.pem").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))  # fmt: skip
+    shipped = (ROOT / "deploy" / "nginx" / "tasuku.conf").read_text()
+    (tmp_path / "tasuku.conf").write_text(shipped.replace("/etc/ssl/tasuku", str(tmp_path)))
+    (tmp_path / "nginx.conf").write_text(
+        f"pid {tmp_path}/nginx.pid; error_log {tmp_path}/error.log;\n"
+        "events {}\n"
+        f"http {{ client_body_temp_path {tmp_path}/body; proxy_temp_path {tmp_path}/proxy;\n"
+        f"  include {tmp_path}/tasuku.conf; }}\n"
+    )
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    checked = subprocess.run([binary, "-t", "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path)],
+                             capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
