@@ -17,9 +17,9 @@ WORKDIR /app
 
 # The dependencies first, in a layer of their own: rebuilt only when pyproject.toml
 # changes. (The static reviewer's tools — ruff, detect-secrets, shellcheck — are among
-# them.)
+# them, and Redis's client, for TASUKU_REDIS_URL.)
 COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['redis']))" > /tmp/requirements.txt \
     && pip install --requirement /tmp/requirements.txt \
     && rm /tmp/requirements.txt
 

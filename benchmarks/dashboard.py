@@ -362,6 +362,10 @@ def main() -> None:
         "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+    # The periodic work a deployed node has registered (/healthz asks for it).
+    from reviews.schedules import schedules_ensure
+
+    schedules_ensure()
     # The pages need no collected static files here; the manifest storage would.
     with override_settings(STORAGES=storages, TASUKU_METRICS_TOKEN=""):
         time_pages(args.requests)

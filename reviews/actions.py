@@ -1,4 +1,4 @@
-"""The `actions` runner: a review executed on a GitHub Actions runner (DESIGN §5).
+"""The `actions` runner: a review executed on a GitHub Actions runner (docs/reviewers.md, *Runners*).
 
 1. The worker builds the run's `ReviewJob` as for any runner, then dispatches
    `.github/workflows/<TASUKU_ACTIONS_WORKFLOW>` on the repository's default branch (so a

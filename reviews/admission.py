@@ -1,4 +1,4 @@
-"""Admission: does a `pull_request` event become review runs? (DESIGN §3 step 2)
+"""Admission: does a `pull_request` event become review runs? (docs/reviews.md, *What happens to a pull request event*)
 
 Pure: takes the facts and the effective config, returns a decision in words. The one
 question only GitHub can answer (can the installation still reach the repository?) is

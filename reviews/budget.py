@@ -1,4 +1,4 @@
-"""The monthly budget of an installation's model reviews (DESIGN §3 step 9)."""
+"""The monthly budget of an installation's model reviews (docs/reviews.md, *What a review does*)."""
 
 from __future__ import annotations
 

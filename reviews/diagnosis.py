@@ -1,7 +1,7 @@
 """What a failed run's error most likely means, and what the operator can do about it.
 
 Pure: a stage and an error text in, an `Advice` out. The table names the common causes
-of each failure stage (DESIGN §3) by the words Tasuku's own errors use (the gateway's
+of each failure stage (docs/reviews.md, *What a review does*) by the words Tasuku's own errors use (the gateway's
 `classify`, the workspace's `_clone_error`, the runners, the provider errors), so the
 workflow diagnostics page can group failures by cause and say what to do.
 """

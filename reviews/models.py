@@ -70,7 +70,7 @@ class Stage(models.TextChoices):
 
 class ReviewRun(models.Model):
     """One review of one head by one reviewer. The row is the queue entry: its status,
-    attempts, lease and next attempt time are the whole truth about it (CONVENTIONS 3)."""
+    attempts, lease and next attempt time are the whole truth about it (docs/architecture.md, *Durable queues*)."""
 
     pull_request = models.ForeignKey(PullRequest, on_delete=models.CASCADE, related_name="runs")
     reviewer = models.ForeignKey(Reviewer, on_delete=models.PROTECT, related_name="runs")

@@ -1,4 +1,4 @@
-"""The review pipeline (DESIGN §3 steps 4–14), one run at a time:
+"""The review pipeline (docs/architecture.md, *One review, end to end*), one run at a time:
 
 guards → check run in progress → workspace (clone, diff, sanitise) → filters → engine in
 the sandbox → validation gate → persist → publish → check run completed.
@@ -916,6 +916,7 @@ def publish(
         unread=len(result.unread),
     )
     posted = ctx.gateway.review_find(**ctx.where, number=number, marker=marker)
+    updated = False
     if posted is None:
         slug = ctx.gateway.app_slug()
         existing = markers_in(
@@ -926,6 +927,19 @@ def publish(
         fresh = [v for v in validated if v.published and v.fingerprint not in existing]
         body = review_body(result.summary, validated, context)
         ctx.beat.check()
+        previous = None if fresh or event != "COMMENT" else summary_to_update(ctx, review)
+        if previous is not None:
+            # Nothing new to say inline: the summary already on the pull request is
+            # brought up to date instead of a second review saying the same.
+            posted = ctx.gateway.review_update(
+                **ctx.where, number=number, review_id=previous.id, body=body
+            )
+            updated = True
+            notes.append(
+                f"nothing new to comment on: the summary of review {previous.id} was updated "
+                "in place"
+            )
+    if posted is None:
         try:
             posted = ctx.gateway.review_create(
                 **ctx.where, number=number, commit_sha=run.head_sha, body=body, event=event,
@@ -966,7 +980,8 @@ def publish(
         and v.fingerprint not in carried
         and v.fingerprint in by_fingerprint
         # posted by an earlier review: its thread exists, and this one did not repeat it
-        and by_fingerprint[v.fingerprint].review_id != posted.id
+        # (an updated summary posted no comment of its own)
+        and (updated or by_fingerprint[v.fingerprint].review_id != posted.id)
     ]
     if back:
         notes += reopen_returned(ctx, back, by_fingerprint)
@@ -986,6 +1001,30 @@ def publish(
                     github_comment_id=comment.id, github_comment_url=comment.html_url
                 )
     return approved
+
+
+def summary_to_update(ctx: Context, review: Review):
+    """This reviewer's latest review on the pull request, when it can be updated in
+    place: posted by this App as a comment (an approval is never rewritten), and still on
+    GitHub as Tasuku left it. None otherwise: a new review is posted."""
+    run = ctx.run
+    earlier = (
+        Review.objects.filter(
+            pull_request=run.pull_request, reviewer=run.reviewer,
+            github_review_id__isnull=False, approved=False,
+        )
+        .exclude(pk=review.pk)
+        .order_by("-published_at", "-pk")
+        .first()
+    )  # fmt: skip
+    if earlier is None:
+        return None
+    found = ctx.gateway.review_find(
+        **ctx.where, number=run.pull_request.number, marker=run_marker(earlier.run_id)
+    )
+    if found is None or found.id != earlier.github_review_id or found.state != "COMMENTED":
+        return None
+    return found
 
 
 def reopen_returned(ctx: Context, back: list[Validated], by_fingerprint: dict) -> list[str]:

@@ -1,5 +1,5 @@
-"""Reconciliation: what became of each earlier open finding after a new review (DESIGN
-§3 step 13). Pure: the earlier findings, the new review's fingerprints and the diff
+"""Reconciliation: what became of each earlier open finding after a new review (docs/reviews.md,
+*Across pushes*). Pure: the earlier findings, the new review's fingerprints and the diff
 between the two heads in; one decision per earlier finding out.
 
 - found again (same fingerprint) → current: the same problem, the same identity;

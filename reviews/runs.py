@@ -1,6 +1,6 @@
 """Review runs as a durable queue: claim, lease and heartbeat, finish, retry, reap.
 
-The `ReviewRun` row owns everything (CONVENTIONS 3): django-q2 only rings a doorbell
+The `ReviewRun` row owns everything (docs/architecture.md, *Durable queues*): django-q2 only rings a doorbell
 carrying the run's id. Every transition is a conditional UPDATE whose row count says
 whether this worker still holds the run; each try is a `RunAttempt` row that later tries
 never overwrite.

@@ -1,5 +1,5 @@
 """The review's core, shared by GitHub runs and `manage.py review`: from a checkout to
-validated findings (DESIGN §3 steps 6–11).
+validated findings (docs/architecture.md, *One review, end to end*).
 
 filters → guideline packs → triage → budget gate → compression → engine → validation.
 

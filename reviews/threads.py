@@ -1,4 +1,4 @@
-"""Keeping Tasuku's threads honest across pushes (DESIGN §3 steps 13-14).
+"""Keeping Tasuku's threads honest across pushes (docs/reviews.md, *Across pushes*).
 
 After each review of a pull request that had earlier open findings:
 - found again → current: its thread is kept and nothing is posted;

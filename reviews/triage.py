@@ -1,4 +1,4 @@
-"""Triage: is a pull request worth a deep review? (DESIGN §3 step 8)
+"""Triage: is a pull request worth a deep review? (docs/reviews.md, *What a review does*)
 
 The deterministic rule: a change is trivial when every file it touches is filtered out
 (lock files, build output …), documentation, a whitespace-only change, a change to

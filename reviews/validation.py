@@ -1,4 +1,4 @@
-"""The validation gate (DESIGN §3 step 11, §4): what an engine returned, made safe,
+"""The validation gate (docs/reviews.md, *What a review does*): what an engine returned, made safe,
 located, fingerprinted and sorted; every finding is kept, the ones not to publish with
 the reason why.
 

@@ -51,7 +51,7 @@ class LeanOrmBroker(ORM):
 
 
 # --- Doorbells -------------------------------------------------------------------------
-# A task carries one row id; the row itself holds the state (CONVENTIONS 3).
+# A task carries one row id; the row itself holds the state (docs/architecture.md, *Durable queues*).
 
 
 @cache

@@ -257,7 +257,7 @@ def _positive_int(raw: str, fallback: int) -> int:
 
 # --- Worker (django-q2, ORM broker on the default database) ----------------------------
 # django-q2 is only the doorbell: deliveries and runs keep their own status, attempts and
-# leases in their rows (CONVENTIONS 3), so a task that runs twice or is lost does no harm.
+# leases in their rows (docs/architecture.md, *Durable queues*), so a task that runs twice or is lost does no harm.
 Q_CLUSTER = {
     "name": "tasuku",
     "orm": "default",

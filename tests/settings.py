@@ -1,6 +1,7 @@
 """Test settings: the product's settings with the GitHub App blanked (each test that
 needs it points it at the fake GitHub server) and waits shortened."""
 
+import os
 import tempfile
 
 from tasuku.settings import *  # noqa: F403
@@ -31,3 +32,9 @@ TASUKU_ENABLE_NEW_REPOSITORIES = True
 # The test database is migrated without the schedules: a live worker in a test runs only
 # what the test gives it (tests/reviews/test_commands.py covers migrate's registration).
 TASUKU_AUTO_SCHEDULES = False
+# A review run in the test process holds its row in the test's uncommitted transaction,
+# which the heartbeat thread's own connection cannot see: a beat would read as a lost
+# lease. So the in-process heartbeat waits longer than any test's review takes (a real
+# worker a test starts passes its own, short, values in the environment).
+TASUKU_RUN_HEARTBEAT_SECONDS = int(os.environ.get("TASUKU_RUN_HEARTBEAT_SECONDS", "60"))
+TASUKU_RUN_LEASE_SECONDS = int(os.environ.get("TASUKU_RUN_LEASE_SECONDS", "180"))

@@ -35,7 +35,8 @@ def manage_commands(text: str) -> set[str]:
 
 def test_compose_runs_the_database_the_migration_web_worker_and_the_proxy():
     services = COMPOSE["services"]
-    assert set(services) == {"db", "migrate", "web", "worker", "proxy"}
+    assert set(services) == {"db", "migrate", "web", "worker", "proxy", "redis"}
+    assert services["redis"]["profiles"] == ["redis"]  # only when asked for
     for name in ("migrate", "web", "worker"):
         service = services[name]
         assert service["build"] == "." and service["env_file"] == ".env"

@@ -46,22 +46,25 @@ def test_migrate_collectstatic_and_serve_with_debug_off_give_a_ready_node(tmp_pa
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
+        deadline = time.monotonic() + 60  # (a loaded machine boots gunicorn slowly)
+        while True:
             try:
-                health = requests.get(f"{base}/healthz", timeout=2)
+                health = requests.get(f"{base}/healthz", timeout=15)
                 break
-            except requests.ConnectionError:
-                time.sleep(0.05)
+            except (requests.ConnectionError, requests.Timeout):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
         assert health.status_code == 200, health.text  # schedules present, static collected
-        login = requests.get(f"{base}/admin/login/", timeout=5)
+        login = requests.get(f"{base}/admin/login/", timeout=15)
         assert login.status_code == 200
         css = re.search(r'href="(/static/admin/css/base\.[0-9a-f]+\.css)"', login.text)
         assert css, "the admin's stylesheet is not served under its hashed name"
-        assert requests.get(base + css.group(1), timeout=5).status_code == 200
-        dashboard = requests.get(f"{base}/", timeout=5, allow_redirects=True)
+        assert requests.get(base + css.group(1), timeout=15).status_code == 200
+        dashboard = requests.get(f"{base}/", timeout=15, allow_redirects=True)
         assert dashboard.status_code == 200 and "/admin/login/" in dashboard.url
         ours = re.search(r'href="(/static/tasuku\.[0-9a-f]+\.css)"', dashboard.text)
-        assert ours is None or requests.get(base + ours.group(1), timeout=5).status_code == 200
+        assert ours is None or requests.get(base + ours.group(1), timeout=15).status_code == 200
     finally:
         web.terminate()
         web.wait(timeout=20)

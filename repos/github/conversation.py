@@ -1,5 +1,5 @@
 """The gateway's calls about conversations on a pull request: review threads (GraphQL),
-replies, review dismissals, issue comments, review requests (DESIGN §3 steps 13-14).
+replies, review dismissals, issue comments, review requests (docs/reviews.md, *Across pushes*).
 
 A mixin of `GitHubGateway`: every call still goes through its retry loop."""
 

@@ -514,6 +514,35 @@ class GitHubGateway(ConversationCalls, CheckCalls, CommitCalls, ActionsCalls, Ho
             creates=True,
         )
 
+    def review_update(
+        self,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        number: int,
+        review_id: int,
+        body: str,
+    ) -> ReviewInfo:
+        """Replace the body of one of this App's reviews (its comments and state stay)."""
+
+        def update(client: Github) -> ReviewInfo:
+            # Reference: https://docs.github.com/rest/pulls/reviews#update-a-review-for-a-pull-request
+            owner, name = full_name.split("/", 1)
+            _, data = client.requester.requestJsonAndCheck(
+                "PUT", f"/repos/{owner}/{name}/pulls/{number}/reviews/{review_id}",
+                input={"body": body},
+            )  # fmt: skip
+            return review_info(data)
+
+        return self._repo_call(
+            f"update review {review_id} on {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "write"},
+            fn=update,
+        )
+
     def review_find(
         self,
         *,

@@ -1,4 +1,4 @@
-"""Review passes (DESIGN §6): a task handed off over the REST API, its pull requests,
+"""Review passes (docs/review-passes.md): a task handed off over the REST API, its pull requests,
 each pass over them, the author's answers, and the feedback routed to the author.
 
 A pass is a set of review runs (one per pull request of the task, `ReviewRun.review_pass`)

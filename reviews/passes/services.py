@@ -1,4 +1,4 @@
-"""Review passes (DESIGN §6): what the API and the worker do to a task.
+"""Review passes (docs/review-passes.md): what the API and the worker do to a task.
 
 - `task_create`, `task_handoff`: a task with its pull requests; its pass settings.
 - `task_done`: the author finished: heads checked, then the next pass starts.

@@ -62,7 +62,7 @@ STDERR_KEPT = 64 * 1024  # enough for the engine's last lines, where its reason 
 LOG_MAX_SIZE = f"{3 * MAX_OUTPUT // 1024**2}m"
 # Docker's own rule for container names.
 NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+")
-# An engine never gets a GitHub credential (DESIGN §5), whatever the caller passes.
+# An engine never gets a GitHub credential (docs/reviewers.md, *Runners*), whatever the caller passes.
 GITHUB_NAME = re.compile(r"(GITHUB|GH)_", re.IGNORECASE)
 GITHUB_VALUE = re.compile(r"(gh[pousr]_|github_pat_|-----BEGIN)")
 

@@ -90,6 +90,8 @@ OPERATIONS: list[tuple[str, str]] = [
     ("GET", "/app/hook/deliveries"),
     ("GET", "/app/hook/deliveries/{delivery_id}"),
     ("POST", "/app/hook/deliveries/{delivery_id}/attempts"),
+    # A summary updated in place when a push brings nothing new (reviews/pipeline.py)
+    ("PUT", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}"),
     # Creating the App from a manifest (repos/github/manifest.py; no authentication)
     ("POST", "/app-manifests/{code}/conversions"),
 ]

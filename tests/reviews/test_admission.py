@@ -1,4 +1,4 @@
-"""Admission rules (DESIGN §3 step 2), each from both sides, without a database."""
+"""Admission rules (docs/reviews.md, *What happens to a pull request event*), each from both sides, without a database."""
 
 from __future__ import annotations
 

@@ -335,8 +335,10 @@ def test_a_crash_during_reconciliation_then_a_retry_posts_no_second_reply_or_res
         thread = thread_of(world, path, line)
         assert len(thread["comments"]) == 2, thread  # the finding and one reply
         assert thread["isResolved"]
-    main = [r for r in world.fake.reviews_of(REPO, NUMBER) if "tasuku:review:run-" in r["body"]]
-    assert len(main) == 2
+    # The push fixed both and raised nothing new: the first review's summary was brought
+    # up to date (once, by the retried run), not a second review posted.
+    [main] = [r for r in world.fake.reviews_of(REPO, NUMBER) if "tasuku:review:run-" in r["body"]]
+    assert f"tasuku:review:run-{run.pk}:" in main["body"]
 
 
 def test_without_contents_write_threads_are_answered_but_left_open(world, deliver):
@@ -368,3 +370,41 @@ def test_the_run_page_shows_what_the_run_closed_and_why(world, deliver, admin_cl
     assert "Earlier findings closed by this run" in page
     assert "app/payments.py:6 was changed and the problem is gone" in page
     assert "the code around app/tools.py:2 was removed" in page
+
+
+def test_a_push_with_nothing_new_to_say_updates_the_summary_in_place(world, deliver):
+    first = deliver(world, "opened")
+    [review] = main_reviews(world)
+    assert f"tasuku:review:run-{first.pk}:" in review["body"]
+    comments = len(world.fake.review_comments_of(REPO, NUMBER))
+
+    # A push that touches nothing Tasuku reports on: every finding stands, none is new.
+    before = world.push({"README.md": "# Store\n\nSells things.\n"})
+    second = deliver(world, "synchronize", before=before)
+    [updated] = main_reviews(world)  # no second review ...
+    assert updated["id"] == review["id"] and updated["state"] == "COMMENTED"
+    assert f"tasuku:review:run-{second.pk}:" in updated["body"]  # ... its summary is the new run's
+    assert world.pull.head_sha[:7] in updated["body"]
+    assert len(world.fake.review_comments_of(REPO, NUMBER)) == comments  # nothing re-posted
+    row = Review.objects.get(run=second)
+    assert row.github_review_id == review["id"]
+    assert any("updated in place" in note for note in row.notes)
+    check = [c for c in world.fake.check_runs_of(REPO) if c.head_sha == world.pull.head_sha][-1]
+    assert (check.status, check.conclusion) == ("completed", "failure")  # the findings stand
+
+    # A push with a new problem gets a review of its own.
+    before = world.push({"app/debug.py": DEBUG_2})
+    deliver(world, "synchronize", before=before)
+    assert len(main_reviews(world)) == 2
+
+
+def test_a_summary_someone_else_changed_is_left_as_it_is(world, deliver):
+    deliver(world, "opened")
+    [review] = main_reviews(world)
+    # Someone (or an earlier version) edited the review: it no longer says Tasuku's run.
+    world.fake.repos[REPO].reviews[review["id"]]["body"] = "edited by hand"
+    before = world.push({"README.md": "# Store\n\nSells things.\n"})
+    deliver(world, "synchronize", before=before)
+    bodies = [r["body"] for r in world.fake.reviews_of(REPO, NUMBER)]
+    assert "edited by hand" in bodies  # left as it is
+    assert len(main_reviews(world)) == 1  # and a new review posted instead

@@ -371,6 +371,25 @@ class PullsRoutes:
         pull = self._pull(request, repo)
         return 200, self._review_json(repo, self._review(request, repo, pull)), {}
 
+    def _update_review(self, request: Request) -> Response:
+        """`PUT .../reviews/{id}`: the body of a review, by its author only (GitHub
+        answers someone else 403); its state and comments stay."""
+        repo = self._repo_for_token(request, "pull_requests", "write")  # type: ignore[attr-defined]
+        pull = self._pull(request, repo)
+        review = self._review(request, repo, pull)
+        body = request.body if isinstance(request.body, dict) else {}
+        text = body.get("body")
+        if not isinstance(text, str) or not text:
+            raise HTTPError(422, "Unprocessable Entity", errors=["Body can't be blank"])
+        if len(text) > 65536:
+            raise HTTPError(
+                422, "Validation Failed", errors=["Body is too long (maximum is 65536 characters)"]
+            )
+        if review["user"]["login"] != self._bot_user(request)["login"]:
+            raise HTTPError(403, "Resource not accessible by integration")
+        review["body"] = text
+        return 200, self._review_json(repo, review), {}
+
     def _list_review_comments_of(self, request: Request) -> Response:
         repo = self._repo_for_token(request, "pull_requests", "read")  # type: ignore[attr-defined]
         pull = self._pull(request, repo)

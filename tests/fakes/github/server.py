@@ -466,6 +466,12 @@ class FakeGitHubBase:
                 self._get_review,
             ),
             (
+                "PUT",
+                owner_repo + r"/pulls/(?P<number>\d+)/reviews/(?P<id>\d+)",
+                "token",
+                self._update_review,
+            ),
+            (
                 "GET",
                 owner_repo + r"/pulls/(?P<number>\d+)/reviews/(?P<id>\d+)/comments",
                 "token",
