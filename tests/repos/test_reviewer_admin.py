@@ -151,3 +151,27 @@ def test_enable_on_every_repository_reaches_the_ones_tasuku_knows_already(admin_
     for repository in known:
         assert reviewer in RepositoryPolicy.objects.get(repository=repository).reviewers.all()
     assert enable() == ["claude: enabled on 0 more repository policies."]
+
+
+@pytest.mark.django_db
+def test_reseal_moves_the_created_apps_credentials_over_too(settings):
+    from django.core.management import call_command
+
+    from repos.credentials import key_open, key_seal
+    from repos.models import AppRegistration
+
+    old = settings.SECRET_KEY
+    app = AppRegistration.objects.create(
+        app_id=9, slug="made-here", api_url="https://api.github.com",
+        private_key_sealed=key_seal("-----BEGIN RSA PRIVATE KEY-----"),
+        webhook_secret_sealed=key_seal("hook-secret"),
+    )  # fmt: skip
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = (
+        "the-new-secret-key-after-rotation-0123456789",
+        [old],
+    )
+    call_command("reseal_keys", stdout=open("/dev/null", "w"))  # noqa: SIM115
+    settings.SECRET_KEY_FALLBACKS = []  # the old key can go now
+    app.refresh_from_db()
+    assert key_open(app.webhook_secret_sealed) == "hook-secret"
+    assert key_open(app.private_key_sealed).startswith("-----BEGIN")

@@ -1,13 +1,16 @@
-"""`manage.py reseal_keys`: seal every stored reviewer key again under the current
-SECRET_KEY (run after rotating it, with the old key in SECRET_KEY_FALLBACKS; then the
-fallback can go). Idempotent; a key no current or fallback SECRET_KEY opens is named."""
+"""`manage.py reseal_keys`: seal every stored reviewer key, and the credentials of the
+GitHub App created on the setup page, again under the current SECRET_KEY (run after
+rotating it, with the old key in SECRET_KEY_FALLBACKS; then the fallback can go).
+Idempotent; a key no current or fallback SECRET_KEY opens is named."""
 
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
 from repos.credentials import KeyUnreadable, key_reseal
-from repos.models import Reviewer
+from repos.models import AppRegistration, Reviewer
+
+APP_FIELDS = ("private_key_sealed", "webhook_secret_sealed", "client_secret_sealed")
 
 
 class Command(BaseCommand):
@@ -24,6 +27,16 @@ class Command(BaseCommand):
             Reviewer.objects.filter(pk=reviewer.pk).update(api_key_sealed=sealed)
             resealed += 1
         self.stdout.write(f"{resealed} reviewer key(s) sealed under the current SECRET_KEY.")
+        for app in AppRegistration.objects.all():
+            try:
+                fields = {f: key_reseal(getattr(app, f)) for f in APP_FIELDS if getattr(app, f)}
+            except KeyUnreadable:
+                unreadable.append(f"the GitHub App {app.slug} (create it again at /setup/github/)")
+                continue
+            AppRegistration.objects.filter(pk=app.pk).update(**fields)
+            self.stdout.write(
+                f"GitHub App {app.slug}: its credentials sealed under the current SECRET_KEY."
+            )
         if unreadable:
             raise CommandError(
                 "No SECRET_KEY (current or in SECRET_KEY_FALLBACKS) opens the key of: "
