@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 
 from repos.github import GitHubError
 from repos.models import Repository
+from repos.refs import ref_parse
 from reviews import selectors
 from reviews.charts import daily_chart
 from reviews.diagnosis import diagnose
@@ -31,7 +32,6 @@ from reviews.models import (
     RunStatus,
 )
 from reviews.runs import run_retry
-from reviews.search import search_parse
 from reviews.triggers import manual_review
 from reviews.workers import silent_after
 from sandbox.contract import Severity
@@ -242,7 +242,7 @@ def diagnostics(request: HttpRequest) -> HttpResponse:
     if decision:
         decisions = decisions.filter(decision=decision)
     text = request.GET.get("q", "").strip()
-    query = search_parse(text)
+    query = ref_parse(text)
     if query is not None:
         decisions = decisions.filter(repository_full_name__iexact=query.full_name)
         if query.number:
@@ -272,7 +272,7 @@ def search(request: HttpRequest) -> HttpResponse:
     repository lists its pull requests; an unknown pull request shows what the webhook
     deliveries for it said, which is usually why it was not reviewed."""
     text = request.GET.get("q", "").strip()
-    query = search_parse(text)
+    query = ref_parse(text)
     context: dict = {"text": text, "query": query, "search_text": text}
     if query is None:
         return render(request, "reviews/search.html", context)

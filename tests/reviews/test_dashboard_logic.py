@@ -8,10 +8,10 @@ from decimal import Decimal
 
 import pytest
 
+from repos.refs import ref_parse
 from reviews.charts import Day, daily_chart
 from reviews.diagnosis import STAGES, UNKNOWN, diagnose, known_causes
 from reviews.models import Finding, Review
-from reviews.search import search_parse
 from reviews.selectors import problem_history
 
 
@@ -74,7 +74,7 @@ def test_every_stage_has_common_causes_with_something_to_do():
     ],
 )
 def test_the_search_box_understands_owner_repo_and_number(text, expected):
-    found = search_parse(text)
+    found = ref_parse(text)
     assert (str(found) if found else None) == expected
 
 
