@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from repos.models import Installation, Repository, RepositoryPolicy, Reviewer, SecondaryRepository
-from repos.services import policy_copy
+from repos.services import policy_copy, policy_create_default
 
 
 @admin.register(Installation)
@@ -264,9 +264,6 @@ class ReviewerAdmin(admin.ModelAdmin):
     def enable_everywhere(self, request, queryset) -> None:
         """Add the chosen reviewers to the policy of every repository Tasuku knows (a
         default only reaches repositories learnt of later)."""
-        from repos.models import Repository
-        from repos.services import policy_create_default
-
         policies = [
             policy_create_default(repository=repository)  # (a missing one with the defaults)
             for repository in Repository.objects.filter(removed_at__isnull=True)

@@ -19,6 +19,11 @@ class ReposConfig(AppConfig):
         from django_q.signals import post_execute_in_worker
 
         from repos import checks  # noqa: F401  (registers the system checks)
+        from repos.github import missing_settings, webhook_secret
+        from webhooks import signing
+
+        # The intake verifies deliveries with the App's secret, wherever it is kept.
+        signing.source_register(signing.Source(secret=webhook_secret, missing=missing_settings))
 
         request_finished.connect(_github_usage_flush, dispatch_uid="repos.github_usage")
         post_execute_in_worker.connect(_github_usage_flush, dispatch_uid="repos.github_usage")

@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
+from repos.credentials import key_open, key_seal
 from repos.policy import (
     CODE_ENGINES,
     COMMENT_LIMIT_RANGE,
@@ -21,6 +22,8 @@ from repos.policy import (
     lines,
 )
 from sandbox.contract import Severity
+from sandbox.engines import REGISTRY
+from sandbox.prices import price_for, prices_parse
 
 SEVERITY_CHOICES = [(s.value, s.value) for s in Severity]
 FAIL_CHECK_CHOICES = [*SEVERITY_CHOICES, (NEVER, "never (findings never fail the check)")]
@@ -164,27 +167,16 @@ class Reviewer(models.Model):
     @property
     def provider(self) -> str:
         """Whose API the engine calls: "anthropic", "openai", or "" (static)."""
-        return {
-            Engine.ANTHROPIC: "anthropic",
-            Engine.CLAUDE_CODE: "anthropic",
-            Engine.OPENAI: "openai",
-            Engine.CODEX: "openai",
-        }.get(Engine(self.engine), "")
+        return REGISTRY[Engine(self.engine)].provider_name
 
     def api_key_set(self, key: str) -> None:
-        from repos.credentials import key_seal
-
         self.api_key_sealed = key_seal(key)
 
     def api_key(self) -> str:
         """The reviewer's own key (raises KeyUnreadable if SECRET_KEY changed)."""
-        from repos.credentials import key_open
-
         return key_open(self.api_key_sealed)
 
     def clean(self) -> None:
-        from sandbox.prices import price_for, prices_parse
-
         if self.engine != Engine.STATIC and not self.model:
             raise ValidationError({"model": f"The {self.engine} engine needs a model name."})
         if (

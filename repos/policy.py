@@ -41,6 +41,10 @@ class Trigger(StrEnum):
 
 POLICY_TRIGGERS = (Trigger.OPENED, Trigger.REOPENED, Trigger.READY_FOR_REVIEW, Trigger.SYNCHRONIZE)
 
+# Runs that report somewhere other than a check run on the head: a pass of a handed-off
+# task reports through its task, a local review to the terminal that asked for it.
+CHECKLESS_TRIGGERS = frozenset({Trigger.REVIEW_PASS, Trigger.LOCAL})
+
 
 class Engine(StrEnum):
     STATIC = "static"

@@ -42,6 +42,7 @@ from repos import github
 from repos.github import ActionsRunInfo, DispatchedRun, GitHubError, GitHubGateway
 from repos.github.actions import LOST_DISPATCH_WINDOW, workflow_path
 from repos.models import Repository
+from reviews.context import Context
 from reviews.models import AttemptOutcome, ReviewRun, RunAttempt, RunStatus, Stage
 from reviews.oidc import subject_repository
 from reviews.runs import CONCLUDE_TASK, Held, run_ring
@@ -66,7 +67,7 @@ def workflow_ref(full_name: str, branch: str) -> str:
 # --- 1. Dispatch (the worker) ---------------------------------------------------------------
 
 
-def dispatch(ctx: Any, job: ReviewJob) -> str:
+def dispatch(ctx: Context, job: ReviewJob) -> str:
     """Dispatch the run's workflow and leave the run `dispatched`. GitHub errors are
     retried by the gateway (3 attempts in all) and then fail the run, with a check run
     that names the fix when the repository has no workflow or the App may not

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from repos import github
 from repos.github import CheckRunOutput, GitHubError
+from reviews.checkruns import details_url, run_check_ensure
 from reviews.models import ReviewRun
 from reviews.rendering import MAX_SUMMARY_BYTES, clip_bytes
 from tasuku import durable
@@ -76,9 +77,6 @@ def conclusion_send(run_pk: int) -> str:
 
 
 def _send_once(run_pk: int) -> tuple[str, tuple[str, str, str] | None]:
-    from reviews.pipeline import details_url
-    from reviews.services import run_check_ensure
-
     run = (
         ReviewRun.objects.select_related("pull_request__repository__installation", "reviewer")
         .filter(pk=run_pk)

@@ -22,7 +22,8 @@ from repos.services import policy_create_default
 from reviews import engines, stages, threads
 from reviews.diff import diff_parse
 from reviews.models import Finding, PullRequest, Review, ReviewRun, RunStatus, Stage
-from reviews.pipeline import persist, previous_head, result_reusable
+from reviews.pipeline import previous_head, result_reusable
+from reviews.publication import persist
 from reviews.reconcile import CURRENT, Decision
 from reviews.runs import Heartbeat, run_attempt_failed, run_claim, run_finish, run_stage
 from reviews.validation import History

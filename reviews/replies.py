@@ -18,10 +18,10 @@ from django.db import IntegrityError, transaction
 from repos import github
 from repos.github import ThreadComment, ThreadInfo
 from repos.selectors import effective_config
+from reviews.gate import gate_refresh
 from reviews.markers import is_ours
 from reviews.markers import marker as signed_marker
 from reviews.models import Dismissal, Finding, FindingState, ThreadReply
-from reviews.pipeline import gate_refresh
 from reviews.threads import dismiss_command, may_dismiss, thread_reopen
 from tasuku import durable
 from webhooks.routing import Outcome

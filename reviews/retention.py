@@ -23,6 +23,10 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from reviews.models import RUN_FINAL_STATES, Review, ReviewRun, RunAttempt
+from reviews.passes.models import TASK_FINAL_STATES, Task
+from webhooks.models import DELIVERY_FINAL_STATES, Redelivery, WebhookDelivery
+
 BATCH = 1000
 
 
@@ -43,10 +47,6 @@ def _delete_in_batches(queryset) -> int:
 
 def data_prune(*, now: datetime | None = None, dry_run: bool = False) -> dict[str, int]:
     """Apply the retention settings; what was removed (or would be, with `dry_run`)."""
-    from reviews.models import RUN_FINAL_STATES, Review, ReviewRun, RunAttempt
-    from reviews.passes.models import TASK_FINAL_STATES, Task
-    from webhooks.models import DELIVERY_FINAL_STATES, Redelivery, WebhookDelivery
-
     now = now or timezone.now()
     done: dict[str, int] = {}
     cutoff = _cutoff(settings.TASUKU_KEEP_DELIVERIES_DAYS, now)

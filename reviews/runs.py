@@ -330,11 +330,9 @@ def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
             else:
                 requeued += 1
 
-    # Runs on GitHub Actions have their own clock: from the dispatch to the result, then
-    # from the result to publication.
-    from reviews.actions import dispatched_sweep
-
-    overdue = dispatched_sweep(now)
+    # A run on GitHub Actions has its own clock from the dispatch to the result (the
+    # reaper in reviews/tasks.py sweeps those), then this one from the result on.
+    overdue = 0
     deadline = now - timedelta(seconds=settings.TASUKU_RUN_DEADLINE_SECONDS)
     for run in (
         ReviewRun.objects.exclude(status__in=RUN_FINAL_STATES)

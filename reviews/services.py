@@ -5,9 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.urls import reverse
 
 from repos import github
 from repos.github import CheckRunOutput
@@ -16,7 +14,9 @@ from repos.policy import POLICY_TRIGGERS, EffectiveConfig, Trigger
 from repos.selectors import effective_config
 from repos.services import installation_upsert, repository_upsert
 from reviews.admission import Admission, PullRequestFacts, admission_decide
+from reviews.checkruns import run_check_ensure
 from reviews.models import PullRequest, ReviewRun, RunStatus
+from reviews.outcomes import outcomes_harvest
 from reviews.runs import CONCLUDE_TASK, run_ring
 from tasuku.broker import ring
 from webhooks.routing import Decision, Outcome
@@ -54,10 +54,6 @@ def pull_request_sync(*, repository: Repository, data: dict[str, Any]) -> PullRe
         },
     )
     return pull_request
-
-
-def run_details_url(run: ReviewRun) -> str:
-    return settings.TASUKU_BASE_URL + reverse("reviews:run", args=[run.pk])
 
 
 # Triggers a person or GitHub asks for explicitly: each may review a head again. Pull
@@ -218,54 +214,6 @@ def admission_for(
     )
 
 
-def run_check_ensure(
-    run: ReviewRun,
-    *,
-    created: bool,
-    installation: Installation,
-    output: CheckRunOutput | None = None,
-    conclusion: str | None = None,
-) -> int:
-    """Make sure the run has its `Tasuku · <reviewer>` check run on GitHub.
-
-    Keyed by the run id (the check run's `external_id`): a run that existed before this
-    call may have had its check run created by an attempt that died before recording
-    the id, so it is looked up first; a new run skips the lookup.
-    """
-    if run.check_run_id:
-        return run.check_run_id
-    repository = run.pull_request.repository
-    gateway = github.gateway()
-    common = {
-        "installation_id": installation.github_id,
-        "repository_id": repository.github_id,
-        "full_name": repository.full_name,
-    }
-    found = None
-    if not created:
-        found = gateway.check_run_find(
-            **common, head_sha=run.head_sha, name=run.check_name, external_id=str(run.pk)
-        )
-    check = found or gateway.check_run_create(
-        **common,
-        name=run.check_name,
-        head_sha=run.head_sha,
-        external_id=str(run.pk),
-        details_url=run_details_url(run),
-        status="queued",
-        conclusion=conclusion,
-        output=output,
-    )
-    # Only the first writer records the id; a concurrent duplicate attempt keeps it.
-    ReviewRun.objects.filter(pk=run.pk, check_run_id__isnull=True).update(check_run_id=check.id)
-    if conclusion and output is not None and not found:
-        ReviewRun.objects.filter(pk=run.pk).update(
-            check_conclusion=conclusion, check_title=output.title[:255]
-        )
-    run.check_run_id = check.id
-    return check.id
-
-
 def repository_from_payload(payload: dict[str, Any]) -> tuple[Installation, Repository] | Outcome:
     """The installation and repository a delivery is about, learnt from it if new (the
     App may have been installed before Tasuku ran)."""
@@ -311,8 +259,6 @@ def pull_request_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
     label = f"{repository.full_name}#{pull_request.number}"
 
     if action == "closed":
-        from reviews.outcomes import outcomes_harvest
-
         verb = "merged" if pull_request.merged else "closed"
         harvested = outcomes_harvest(pull_request)
         return Outcome(f"{label} {verb}; {harvested} finding outcomes recorded")

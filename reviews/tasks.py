@@ -8,14 +8,17 @@ from pathlib import Path
 
 from django.conf import settings
 
-from reviews import conclusions, pipeline, replies, runs
+from reviews import actions, conclusions, gate, pipeline, replies, runs
+from reviews.passes import answers, flow
+from reviews.passes.mode import mode_for
+from reviews.retention import data_prune as prune
 from sandbox.workspace import mirrors_prune, workspaces_prune
 
 
 def run_process(run_pk: int) -> str:
     # The reaper runs on one host; every worker clears its own host's leftovers.
     host_tidy()
-    return pipeline.run_execute(run_pk)
+    return pipeline.run_execute(run_pk, mode_for)
 
 
 HOST_TIDY_EVERY = 600.0  # seconds
@@ -46,16 +49,17 @@ def host_tidy(*, force: bool = False) -> dict[str, int]:
 
 
 def run_conclude(run_pk: int) -> None:
-    pipeline.run_check_conclude(run_pk)
+    gate.run_check_conclude(run_pk)
 
 
 def runs_reap() -> dict[str, int]:
+    """Every sweep of the durable queues, every 30 s (reviews/schedules.py)."""
     result = runs.runs_reap()
+    # Runs dispatched to GitHub Actions that never reported back.
+    result["failed"] += actions.dispatched_sweep()
     result["replies"] = replies.replies_sweep()
     result["checks_due"] = conclusions.conclusions_sweep()
-    from reviews.passes.services import answers_sweep
-
-    result["answers"] = answers_sweep()
+    result["answers"] = answers.answers_sweep()
     result.update(host_tidy(force=True))
     return result
 
@@ -65,18 +69,12 @@ def reply_answer(reply_pk: int) -> str:
 
 
 def tasks_sweep() -> int:
-    from reviews.passes.services import tasks_sweep as sweep
-
-    return sweep()
+    return flow.tasks_sweep()
 
 
 def answer_post(answer_pk: int) -> str:
-    from reviews.passes.services import answer_post as post
-
-    return post(answer_pk)
+    return answers.answer_post(answer_pk)
 
 
 def data_prune() -> dict[str, int]:
-    from reviews.retention import data_prune as prune
-
     return prune()

@@ -18,12 +18,12 @@ from repos.github.conversation import WRITE_ROLES
 from repos.models import Installation, Repository, Reviewer
 from repos.policy import Trigger
 from repos.selectors import effective_config
+from reviews.checkruns import run_check_ensure
 from reviews.markers import marker as signed_marker
 from reviews.models import Notice, PullRequest, ReviewRun
 from reviews.services import (
     admission_for,
     repository_from_payload,
-    run_check_ensure,
     run_request,
 )
 from webhooks.routing import Decision, Outcome
@@ -257,6 +257,12 @@ def check_run_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
         f"re-run of {previous.reviewer.slug} on {label}: run {runs[0].pk}",
         decision=Decision.ADMITTED,
     )
+
+
+def check_suite_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+    if payload.get("action") != "rerequested":
+        return Outcome.ignore(f"check_suite.{payload.get('action')} needs no action")
+    return check_suite_rerequested(payload, delivery_id=delivery_id)
 
 
 def check_suite_rerequested(payload: dict[str, Any], *, delivery_id: int) -> Outcome:

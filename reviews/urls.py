@@ -1,6 +1,6 @@
 from django.urls import path
 
-from reviews import views
+from reviews import status, views
 from reviews.passes import views as task_views
 
 app_name = "reviews"
@@ -12,6 +12,11 @@ urlpatterns = [
     path("runs/<int:pk>/retry", views.run_retry_view, name="run_retry"),
     path("diagnostics/", views.diagnostics, name="diagnostics"),
     path("search/", views.search, name="search"),
+    path("status/", status.status, name="status"),
+    path("status/deliveries/<int:pk>/", status.delivery_detail, name="delivery"),
+    path("status/deliveries/<int:pk>/retry", status.delivery_retry_view, name="delivery_retry"),
+    path("healthz", status.healthz, name="healthz"),
+    path("livez", status.livez, name="livez"),
     path("metrics", views.metrics, name="metrics"),
     path("repos/", views.repositories, name="repositories"),
     path("tasks/", task_views.task_board, name="tasks"),

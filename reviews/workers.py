@@ -21,6 +21,7 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
+from repos.services import github_usage_flush
 from reviews.models import WorkerHeartbeat
 from reviews.runs import worker_name
 
@@ -74,8 +75,6 @@ def heartbeat_write(name: str, *, started_at: datetime, now: datetime | None = N
 
 
 def _beat_loop(name: str, started_at: datetime) -> None:
-    from repos.services import github_usage_flush
-
     interval = settings.TASUKU_RUN_HEARTBEAT_SECONDS
     failing = False
     try:

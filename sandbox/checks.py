@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.checks import Error, register
 
+from sandbox.prices import PriceTableError, prices_parse
+
 
 @register("tasuku")
 def time_limits_check(app_configs: object = None, **kwargs: object) -> list:
@@ -54,8 +56,6 @@ def time_limits_check(app_configs: object = None, **kwargs: object) -> list:
 
 @register("tasuku")
 def model_prices_check(app_configs: object = None, **kwargs: object) -> list:
-    from sandbox.prices import PriceTableError, prices_parse
-
     try:
         prices_parse(settings.TASUKU_MODEL_PRICES)
     except PriceTableError as exc:

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from tasuku.broker import ring, ring_now
+
 MAX_DEFERRAL_AGE = timedelta(hours=24)
 LONGEST_BACKOFF = timedelta(minutes=15)
 # Secondary limits with no time given: a minute at least, then doubling (GitHub's docs:
@@ -200,14 +202,10 @@ class Queue:
     # Doorbells.
     def ring(self, pk: int, *, now: datetime | None = None) -> None:
         """Ring for a row written in the current transaction (tasuku.broker.ring)."""
-        from tasuku.broker import ring
-
         self.rows.filter(pk=pk).update(**{self.rung: now or _now()})
         ring(self.task, pk, name=f"{self.name}-{pk}")
 
     def ring_now(self, pk: int) -> bool:
-        from tasuku.broker import ring_now
-
         return ring_now(self.task, pk, name=f"{self.name}-{pk}")
 
     # Holding a row.

@@ -1,7 +1,8 @@
 """Which code handles a stored delivery, and which events Tasuku deliberately ignores.
 
-Handlers are named by dotted path so that this table imports nothing at load time;
-each takes the payload (plain data) and returns an `Outcome` in words.
+Handlers are named by dotted path so that this table imports nothing at load time (the
+apps above it plug in here); each takes the payload (plain data) and returns an
+`Outcome` in words.
 """
 
 from __future__ import annotations
@@ -34,19 +35,30 @@ class Handler(Protocol):
     def __call__(self, payload: dict[str, Any], *, delivery_id: int) -> Outcome: ...
 
 
-HANDLERS: dict[str, str] = {
-    "installation": "repos.services.installation_event",
-    "installation_repositories": "repos.services.installation_repositories_event",
-    "pull_request": "reviews.services.pull_request_event",
-    "issue_comment": "reviews.passes.events.issue_comment_event",
-    "check_run": "reviews.passes.events.check_run_event",
-    "check_suite": "reviews.passes.events.check_suite_event",
-    "status": "reviews.passes.events.status_event",
-    "pull_request_review_comment": "reviews.passes.events.review_comment_event",
-    "pull_request_review": "reviews.passes.events.pull_request_review_event",
-    "pull_request_review_thread": "reviews.replies.thread_event",
-    "workflow_run": "reviews.actions.workflow_run_event",
-    "merge_group": "reviews.merge_queue.merge_group_event",
+# The handlers of each event, by dotted path, run in turn: each does its own part
+# (admission, comment commands, a task's feedback) and none depends on another's.
+HANDLERS: dict[str, tuple[str, ...]] = {
+    "installation": ("repos.services.installation_event",),
+    "installation_repositories": ("repos.services.installation_repositories_event",),
+    "pull_request": ("reviews.services.pull_request_event",),
+    "issue_comment": (
+        "reviews.triggers.issue_comment_event",
+        "reviews.passes.events.issue_comment_event",
+    ),
+    "check_run": ("reviews.passes.events.check_run_event", "reviews.triggers.check_run_event"),
+    "check_suite": (
+        "reviews.passes.events.check_suite_event",
+        "reviews.triggers.check_suite_event",
+    ),
+    "status": ("reviews.passes.events.status_event",),
+    "pull_request_review_comment": (
+        "reviews.replies.review_comment_event",
+        "reviews.passes.events.review_comment_event",
+    ),
+    "pull_request_review": ("reviews.passes.events.pull_request_review_event",),
+    "pull_request_review_thread": ("reviews.replies.thread_event",),
+    "workflow_run": ("reviews.actions.workflow_run_event",),
+    "merge_group": ("reviews.merge_queue.merge_group_event",),
 }
 
 # Events an App with Tasuku's permissions receives but does not act on, with the reason
@@ -109,13 +121,36 @@ def shape_problem(event: str, payload: dict[str, Any]) -> str | None:
 
 
 def route(event: str, payload: dict[str, Any], *, delivery_id: int) -> Outcome:
-    """Hand a delivery to its handler, or say why it is ignored."""
-    path = HANDLERS.get(event)
-    if path is None:
+    """Hand a delivery to each of its handlers, or say why it is ignored.
+
+    A handler that raises does not keep the others from running; its error is raised
+    once they have (with a note naming it), so the delivery is tried again. Every
+    handler is safe to repeat for the same delivery."""
+    paths = HANDLERS.get(event)
+    if paths is None:
         reason = IGNORED.get(event, f"Tasuku does not use {event} events")
         return Outcome.ignore(reason)
     problem = shape_problem(event, payload)
     if problem is not None:
         return Outcome.ignore(f"not shaped as GitHub sends {event} events: {problem}")
-    handler: Handler = import_string(path)
-    return handler(payload, delivery_id=delivery_id)
+    outcomes: list[Outcome] = []
+    failed: Exception | None = None
+    for path in paths:
+        handler: Handler = import_string(path)
+        try:
+            outcomes.append(handler(payload, delivery_id=delivery_id))
+        except Exception as exc:
+            exc.add_note(f"in {path}, one of the {event} handlers")
+            failed = failed or exc
+    if failed is not None:
+        raise failed
+    return outcome_combined(outcomes)
+
+
+def outcome_combined(outcomes: list[Outcome]) -> Outcome:
+    """The handlers that acted, in their words; when none did, the first one's reason."""
+    acting = [o for o in outcomes if not o.ignored]
+    if not acting:
+        return outcomes[0]
+    decision = next((o.decision for o in acting if o.decision), "")
+    return Outcome(text="; ".join(o.text for o in acting), decision=decision)

@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from django.conf import settings
 
+from repos.credentials import KeyUnreadable, key_open
 from repos.github.errors import GitHubError, GitHubNotConfigured
 
 
@@ -122,8 +123,6 @@ def webhook_secret() -> str:
     found = registration()
     if found is None:
         return ""
-    from repos.credentials import key_open
-
     return key_open(found.webhook_secret_sealed)
 
 
@@ -153,8 +152,6 @@ def credentials() -> AppCredentials:
         raise GitHubNotConfigured(missing)
     found = registration()
     if found is not None:
-        from repos.credentials import KeyUnreadable, key_open
-
         try:
             pem, secret = key_open(found.private_key_sealed), key_open(found.webhook_secret_sealed)
         except KeyUnreadable as exc:

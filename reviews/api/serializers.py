@@ -1,13 +1,13 @@
 """What the review-pass API reads and writes. Input serializers check shapes; the
-service (reviews/passes/services.py) checks meaning and answers with TaskError."""
+service (reviews/passes/handoff.py, flow.py, answers.py) checks meaning and answers with TaskError."""
 
 from __future__ import annotations
 
 from rest_framework import serializers
 
+from reviews.passes.flow import ACTIONS
 from reviews.passes.models import MAX_PASSES_RANGE, AnswerKind, ReviewPass, Task
-from reviews.passes.selectors import task_checks, task_status
-from reviews.passes.services import ACTIONS
+from reviews.passes.selectors import open_findings, task_checks, task_status, unanswered_comments
 
 
 class AuthorSerializer(serializers.Serializer):
@@ -125,8 +125,6 @@ class TaskSerializer(serializers.ModelSerializer):
         }
 
     def get_open_items(self, task: Task) -> dict[str, int]:
-        from reviews.passes.services import open_findings, unanswered_comments
-
         findings = [f for _, f in open_findings(task)]
         return {
             "blocking": sum(1 for f in findings if f.blocking),

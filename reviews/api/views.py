@@ -1,4 +1,4 @@
-"""The review-pass API: thin views over reviews/passes/services.py.
+"""The review-pass API: thin views over the review-pass services (reviews/passes/).
 
 Who may do what (README, *Who may use the API*):
 - Every endpoint works on the caller's own tasks only: another token's task is not found
@@ -31,10 +31,10 @@ from reviews.api.serializers import (
     TaskCreateSerializer,
     TaskSerializer,
 )
-from reviews.passes import services
+from reviews.passes import answers, flow, handoff
+from reviews.passes.handoff import TaskError
 from reviews.passes.models import Task
 from reviews.passes.selectors import feedback_collect
-from reviews.passes.services import TaskError
 
 REFUSED = {
     400: OpenApiResponse(ErrorSerializer, description="Malformed or refused"),
@@ -62,7 +62,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         """The caller's task, to act on: 404 if it is not theirs, 403 if one of its
         repositories has left their API scope."""
         task = self.get_object()
-        why = services.scope_refusal(task)
+        why = handoff.scope_refusal(task)
         if why:
             raise PermissionDenied({"error": why})
         return task
@@ -73,7 +73,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         data.is_valid(raise_exception=True)
         values = data.validated_data
         try:
-            task = services.task_create(
+            task = handoff.task_create(
                 owner=request.user,
                 title=values["title"],
                 author_name=values["author"]["name"],
@@ -93,7 +93,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         values = data.validated_data
         reviewer = values.get("reviewer") or {}
         try:
-            task = services.task_handoff(
+            task = handoff.task_handoff(
                 task,
                 enabled=values["enabled"],
                 reviewer=reviewer.get("slug"),
@@ -127,7 +127,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         data = DoneSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            outcome = services.task_done(
+            outcome = flow.task_done(
                 task,
                 heads=data.validated_data["heads"],
                 uncommitted=data.validated_data["uncommitted"],
@@ -164,7 +164,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         data = AnswersSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            services.answers_record(task, [dict(a) for a in data.validated_data["answers"]])
+            answers.answers_record(task, [dict(a) for a in data.validated_data["answers"]])
         except TaskError as exc:
             return refused(exc)
         task.refresh_from_db()
@@ -177,7 +177,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         data = ActionSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            task = services.action_take(
+            task = flow.action_take(
                 task, data.validated_data["action"], text=data.validated_data["text"]
             )
         except TaskError as exc:

@@ -1,15 +1,16 @@
 """GitHub events that matter to review passes: comments and reviews by people on a
 task's pull requests (feedback for the author) and checks completing on their heads.
-Each handler records what concerns a task, then hands the event on to the handler it
-would have reached anyway (comment commands, replies, check re-runs)."""
+Each handler records what concerns a task; the other handlers of the same event (comment
+commands, replies, check re-runs) run beside it (webhooks/routing.py)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
+from repos import github
 from repos.models import Repository
-from reviews.passes.services import checks_changed, comment_record
+from reviews.passes.feedback import comment_record
+from reviews.passes.flow import checks_changed
 from webhooks.routing import Outcome
 
 
@@ -19,20 +20,16 @@ def _repository(payload: dict[str, Any]) -> Repository | None:
 
 
 def _tasuku_logins() -> set[str]:
-    from repos import github
-
     try:
         return {f"{github.gateway().app_slug()}[bot]"}
     except Exception:  # noqa: BLE001 (unconfigured: no bot of ours to leave out)
         return set()
 
 
-def _with(outcome: Outcome, recorded: int, what: str) -> Outcome:
+def _recorded(recorded: int, what: str) -> Outcome:
     if not recorded:
-        return outcome
-    note = f"{what} recorded for {recorded} task{'s' if recorded != 1 else ''}"
-    text = f"{note}; {outcome.text}" if outcome.ignored is False else note
-    return replace(outcome, text=text, ignored=False)
+        return Outcome.ignore(f"no task waits on this {what}")
+    return Outcome(f"{what} recorded for {recorded} task{'s' if recorded != 1 else ''}")
 
 
 def _comment_recorded(payload: dict[str, Any], number: Any, kind: str) -> int:
@@ -47,20 +44,14 @@ def _comment_recorded(payload: dict[str, Any], number: Any, kind: str) -> int:
 
 
 def issue_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
-    from reviews.triggers import issue_comment_event as commands
-
-    outcome = commands(payload, delivery_id=delivery_id)
     issue = payload.get("issue") or {}
     number = issue.get("number") if issue.get("pull_request") else None
-    return _with(outcome, _comment_recorded(payload, number, "issue_comment"), "comment")
+    return _recorded(_comment_recorded(payload, number, "issue_comment"), "comment")
 
 
 def review_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
-    from reviews.replies import review_comment_event as replies
-
-    outcome = replies(payload, delivery_id=delivery_id)
     number = (payload.get("pull_request") or {}).get("number")
-    return _with(outcome, _comment_recorded(payload, number, "review_comment"), "inline comment")
+    return _recorded(_comment_recorded(payload, number, "review_comment"), "inline comment")
 
 
 def pull_request_review_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
@@ -79,23 +70,17 @@ def pull_request_review_event(payload: dict[str, Any], *, delivery_id: int) -> O
     )  # fmt: skip
     if not recorded:
         return Outcome.ignore("reviews by others do not change what Tasuku reviews")
-    return _with(Outcome("review recorded"), recorded, "review")
+    return _recorded(recorded, "review")
 
 
 def check_run_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
-    from reviews.triggers import check_run_event as reruns
-
     if payload.get("action") != "completed":
-        return reruns(payload, delivery_id=delivery_id)
+        return Outcome.ignore(f"check_run.{payload.get('action')} needs no action")
     check = payload.get("check_run") or {}
     return _checks(payload, check.get("head_sha") or "", f"check run {check.get('name', '')!r}")
 
 
 def check_suite_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
-    if payload.get("action") == "rerequested":
-        from reviews.triggers import check_suite_rerequested
-
-        return check_suite_rerequested(payload, delivery_id=delivery_id)
     if payload.get("action") != "completed":
         return Outcome.ignore(f"check_suite.{payload.get('action')} needs no action")
     suite = payload.get("check_suite") or {}

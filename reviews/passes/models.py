@@ -3,7 +3,7 @@ each pass over them, the author's answers, and the feedback routed to the author
 
 A pass is a set of review runs (one per pull request of the task, `ReviewRun.review_pass`)
 run by the task's reviewer at pinned heads. The state lives here; the decisions live in
-reviews/passes/services.py.
+reviews/passes/handoff.py, flow.py and answers.py.
 """
 
 from __future__ import annotations

@@ -9,22 +9,17 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from reviews.models import Finding, ReviewRun, RunStatus
+from reviews.models import Finding, FindingState, Review, ReviewRun, RunStatus
 from reviews.passes.models import (
     Answer,
+    AnswerKind,
     AuthorMessage,
     PassStatus,
     ReviewPass,
     Task,
     TaskComment,
+    TaskPullRequest,
     TaskState,
-)
-from reviews.passes.services import (
-    finding_id,
-    heads_moved,
-    latest_pass,
-    open_findings,
-    unanswered_comments,
 )
 
 
@@ -199,3 +194,146 @@ def board(tasks: QuerySet[Task]) -> list[Task]:
     return sorted(
         tasks.select_related("reviewer", "owner"), key=lambda t: (STATE_ORDER[t.state], -t.pk)
     )
+
+
+# --- Reads of passes, findings and answers ----------------------------------------------
+
+
+def pass_reviews(review_pass: ReviewPass, runs: list[ReviewRun] | None = None) -> list[Review]:
+    runs = runs if runs is not None else list(review_pass.runs.all())
+    return list(Review.objects.filter(run__in=runs).select_related("run__pull_request"))
+
+
+def pass_counts(review_pass: ReviewPass, runs: list[ReviewRun] | None = None) -> dict[str, int]:
+    """Blocking findings open, and new in this pass (raised by no earlier pass of the
+    task on that pull request); nits open; earlier findings resolved at its heads."""
+    reviews = pass_reviews(review_pass, runs)
+    open_findings = list(Finding.objects.filter(review__in=reviews, state=FindingState.OPEN))
+    earlier_runs = ReviewRun.objects.filter(
+        review_pass__task=review_pass.task, review_pass__number__lt=review_pass.number
+    )
+    seen_before = set(
+        Finding.objects.filter(review__run__in=earlier_runs).values_list(
+            "pull_request_id", "fingerprint"
+        )
+    )
+    blocking = [f for f in open_findings if f.blocking]
+    heads = set(review_pass.heads.values())
+    return {
+        "blocking_open": len(blocking),
+        "blocking_new": sum(
+            1 for f in blocking if (f.pull_request_id, f.fingerprint) not in seen_before
+        ),
+        "nits_open": len(open_findings) - len(blocking),
+        "resolved": Finding.objects.filter(
+            pull_request__in=[r.pull_request_id for r in reviews],
+            resolved_in_sha__in=heads,
+            state__in=(FindingState.RESOLVED, FindingState.OUTDATED),
+        ).count(),
+    }
+
+
+def latest_pass(task: Task) -> ReviewPass | None:
+    return task.passes.order_by("-number").first()
+
+
+def unanswered_comments(task: Task, since=None):
+    comments = TaskComment.objects.filter(task=task, counted=True, answers__isnull=True)
+    if since is not None:
+        comments = comments.filter(created_at__gte=since)
+    return comments
+
+
+def heads_moved(task: Task, review_pass: ReviewPass) -> list[str]:
+    """The pull requests whose head moved since the pass pinned it: what the pass
+    approved is not what would merge, so the author reports done for another pass."""
+    return [
+        str(tpr)
+        for tpr in task.pulls.select_related("pull_request", "repository")
+        if tpr.pull_request is not None
+        and review_pass.heads.get(str(tpr.pk), tpr.pull_request.head_sha)
+        != tpr.pull_request.head_sha
+    ]
+
+
+def finding_id(tpr: TaskPullRequest, fingerprint: str) -> str:
+    return f"{tpr.pk}.{fingerprint}"
+
+
+def open_findings(
+    task: Task, review_pass: ReviewPass | None = None
+) -> list[tuple[TaskPullRequest, Finding]]:
+    """The findings of the last pass still open, with their pull request."""
+    review_pass = review_pass or latest_pass(task)
+    if review_pass is None:
+        return []
+    pulls = {tpr.pull_request_id: tpr for tpr in task.pulls.all()}
+    reviews = pass_reviews(review_pass)
+    found = []
+    for finding in Finding.objects.filter(review__in=reviews, state=FindingState.OPEN).order_by(
+        "-blocking", "path", "start_line"
+    ):
+        tpr = pulls.get(finding.pull_request_id)
+        if tpr is not None:
+            found.append((tpr, finding))
+    return found
+
+
+def answer_text(answer: Answer) -> str:
+    if answer.kind == AnswerKind.FIXED:
+        return f"Fixed in {answer.commit[:12]}." + (f" {answer.text}" if answer.text else "")
+    if answer.kind == AnswerKind.SKIP:
+        return "Skipped (a nit)." + (f" {answer.text}" if answer.text else "")
+    if answer.kind == AnswerKind.FOLLOW_UP:
+        return f"Follow-up: {answer.text}"
+    return answer.text
+
+
+def previous_pass(run: ReviewRun) -> ReviewPass | None:
+    """The pass before the one `run` belongs to (None outside a pass, or for pass 1)."""
+    review_pass = run.review_pass
+    if review_pass is None:
+        return None
+    return review_pass.task.passes.filter(number__lt=review_pass.number).order_by("-number").first()
+
+
+def _previous_answers(run: ReviewRun):
+    """The author's answers to this pull request's findings in the previous pass."""
+    previous = previous_pass(run)
+    if previous is None:
+        return Answer.objects.none()
+    return Answer.objects.filter(
+        review_pass=previous, task_pull__pull_request=run.pull_request, comment__isnull=True
+    )
+
+
+def answers_for_run(run: ReviewRun) -> dict[str, str]:
+    """The author's answers in the previous pass, as the reviewer will read them
+    (fingerprint → text)."""
+    return {a.fingerprint: answer_text(a) for a in _previous_answers(run)}
+
+
+def disputed_fingerprints(run: ReviewRun) -> set[str]:
+    """Findings the author answered with a reply (disputed) in the previous pass."""
+    return set(
+        _previous_answers(run).filter(kind=AnswerKind.REPLY).values_list("fingerprint", flat=True)
+    )
+
+
+def rulings_for_run(run: ReviewRun) -> dict[str, str]:
+    """The reviewer's rulings on this pull request's findings in the previous pass
+    (fingerprint → "still open: why" / "resolved: why"), for the next pass's job."""
+    previous = previous_pass(run)
+    review = (
+        Review.objects.filter(run__review_pass=previous, pull_request=run.pull_request).first()
+        if previous is not None
+        else None
+    )
+    rulings: dict[str, str] = {}
+    for ruling in (review.rulings if review else None) or []:
+        if not isinstance(ruling, dict) or not ruling.get("id"):
+            continue
+        verdict = "still open" if ruling.get("still_open") else "resolved"
+        reason = str(ruling.get("reason") or "").strip()
+        rulings[str(ruling["id"])] = f"{verdict}: {reason}" if reason else verdict
+    return rulings

@@ -90,7 +90,7 @@ OPERATIONS: list[tuple[str, str]] = [
     ("GET", "/app/hook/deliveries"),
     ("GET", "/app/hook/deliveries/{delivery_id}"),
     ("POST", "/app/hook/deliveries/{delivery_id}/attempts"),
-    # A summary updated in place when a push brings nothing new (reviews/pipeline.py)
+    # A summary updated in place when a push brings nothing new (reviews/publication.py)
     ("PUT", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}"),
     # Creating the App from a manifest (repos/github/manifest.py; no authentication)
     ("POST", "/app-manifests/{code}/conversions"),

@@ -207,7 +207,7 @@ def test_every_worker_clears_its_own_hosts_leftovers_not_only_the_reapers_host(
     old = time.time() - 3 * settings.TASUKU_RUN_DEADLINE_SECONDS
     os.utime(tmp_path / "tasuku-ws-dead", (old, old))
     monkeypatch.setattr(tasks, "_host_tidied_at", None)
-    monkeypatch.setattr(tasks.pipeline, "run_execute", lambda pk: "not claimed")
+    monkeypatch.setattr(tasks.pipeline, "run_execute", lambda pk, mode_for=None: "not claimed")
     # A worker on this host takes a run (the reaper runs on another host).
     assert tasks.run_process(1) == "not claimed"
     assert not (tmp_path / "tasuku-ws-dead").exists()

@@ -9,6 +9,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from repos.github import missing_settings
+
 
 class Command(BaseCommand):
     help = (
@@ -20,8 +22,6 @@ class Command(BaseCommand):
         parser.add_argument("--username", default=os.environ.get("TASUKU_ADMIN_USER", "admin"))
 
     def handle(self, *args: object, username: str, **options: object) -> None:
-        from repos.github import missing_settings
-
         if missing_settings():
             self.stdout.write(
                 f"No GitHub App yet: create one at {settings.TASUKU_BASE_URL}/setup/github/ "

@@ -136,7 +136,7 @@ def test_a_push_after_the_approval_needs_another_pass(passes):
     )  # fmt: skip
     drain_queue()
     world.fake.ci_check_run(REPO, pushed, "ci/test", conclusion="success")
-    from reviews.passes.services import task_evaluate
+    from reviews.passes.flow import task_evaluate
 
     task_evaluate(task)
     assert task.state == TaskState.AUTHOR_FIXING

@@ -267,8 +267,8 @@ def test_an_answer_github_would_not_take_for_a_while_is_posted_once_later(passes
 
     from django.utils import timezone
 
+    from reviews.passes.answers import answers_sweep
     from reviews.passes.models import Answer
-    from reviews.passes.services import answers_sweep
 
     passes.claude.script(ToolCall("submit_review", {"findings": [SHELL]}))
     task = passes.create_task()

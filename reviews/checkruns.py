@@ -1,0 +1,73 @@
+"""A run's check run on GitHub, and the links it carries.
+
+`run_check_ensure` creates the check run once (keyed by the run's id), whoever asks
+first: admission, the pipeline or the conclusions outbox (reviews/conclusions.py).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.urls import reverse
+
+from repos import github
+from repos.github import CheckRunOutput
+from repos.models import Installation
+from reviews.models import ReviewRun
+
+
+def dashboard_url(run: ReviewRun) -> str:
+    return settings.TASUKU_BASE_URL + reverse("reviews:run", args=[run.pk])
+
+
+def details_url(run: ReviewRun) -> str:
+    """The check run's Details link: the GitHub Actions run that reviews it, if one
+    does, else the run's page on the dashboard."""
+    return run.actions_run_url or dashboard_url(run)
+
+
+def run_check_ensure(
+    run: ReviewRun,
+    *,
+    created: bool,
+    installation: Installation,
+    output: CheckRunOutput | None = None,
+    conclusion: str | None = None,
+) -> int:
+    """Make sure the run has its `Tasuku · <reviewer>` check run on GitHub.
+
+    Keyed by the run id (the check run's `external_id`): a run that existed before this
+    call may have had its check run created by an attempt that died before recording
+    the id, so it is looked up first; a new run skips the lookup.
+    """
+    if run.check_run_id:
+        return run.check_run_id
+    repository = run.pull_request.repository
+    gateway = github.gateway()
+    common = {
+        "installation_id": installation.github_id,
+        "repository_id": repository.github_id,
+        "full_name": repository.full_name,
+    }
+    found = None
+    if not created:
+        found = gateway.check_run_find(
+            **common, head_sha=run.head_sha, name=run.check_name, external_id=str(run.pk)
+        )
+    check = found or gateway.check_run_create(
+        **common,
+        name=run.check_name,
+        head_sha=run.head_sha,
+        external_id=str(run.pk),
+        details_url=dashboard_url(run),
+        status="queued",
+        conclusion=conclusion,
+        output=output,
+    )
+    # Only the first writer records the id; a concurrent duplicate attempt keeps it.
+    ReviewRun.objects.filter(pk=run.pk, check_run_id__isnull=True).update(check_run_id=check.id)
+    if conclusion and output is not None and not found:
+        ReviewRun.objects.filter(pk=run.pk).update(
+            check_conclusion=conclusion, check_title=output.title[:255]
+        )
+    run.check_run_id = check.id
+    return check.id

@@ -1,0 +1,94 @@
+"""Comments arriving from GitHub on a task's pull requests: recorded as feedback for the
+author (`comment_record`), counted when a person with a say wrote them."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from repos.models import Repository
+from reviews.passes.models import (
+    Task,
+    TaskComment,
+    TaskPullRequest,
+    TaskState,
+)
+
+logger = logging.getLogger(__name__)
+
+
+COUNTED_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
+
+
+def task_pulls_for(repository: Repository, number: int):
+    return (
+        TaskPullRequest.objects.filter(repository=repository, number=number)
+        .exclude(task__state__in=(TaskState.RETURNED, TaskState.RECALLED))
+        .select_related("task")
+    )
+
+
+def comment_record(
+    *,
+    repository: Repository,
+    number: int,
+    kind: str,
+    comment: dict[str, Any],
+    tasuku_logins: set[str],
+) -> int:
+    """Record a comment (or a review body) on a task's pull request: routed to the
+    author when its writer counts, counted otherwise; the author's own and Tasuku's are
+    not feedback. Returns how many tasks it was recorded for."""
+    user = comment.get("user") or {}
+    login = user.get("login", "")
+    if login in tasuku_logins:
+        return 0
+    # Who wrote it decides, never what it says: a person's comment that carries a copy
+    # of one of Tasuku's markers is feedback like any other.
+    body = comment.get("body") or ""
+    recorded = 0
+    for tpr in task_pulls_for(repository, number):
+        task = tpr.task
+        if task.author_login and login.lower() == task.author_login.lower():
+            continue
+        is_bot = user.get("type") == "Bot" or login.endswith("[bot]")
+        association = comment.get("author_association") or ""
+        counted = (login in task.counted_bots) if is_bot else association in COUNTED_ASSOCIATIONS
+        created = comment.get("created_at") or comment.get("submitted_at")
+        try:
+            with transaction.atomic():
+                TaskComment.objects.create(
+                    task=task,
+                    task_pull=tpr,
+                    kind=kind,
+                    github_id=int(comment["id"]),
+                    login=login,
+                    association=association,
+                    counted=counted,
+                    body=body[:20_000],
+                    url=comment.get("html_url") or "",
+                    path=comment.get("path") or "",
+                    line=comment.get("line") or None,
+                    in_reply_to=comment.get("in_reply_to_id"),
+                    created_at=_parse_time(created) or timezone.now(),
+                )
+        except IntegrityError:
+            continue  # a redelivery
+        recorded += 1
+        if counted and task.state in (TaskState.APPROVED, TaskState.DONE):
+            # A comment after a clean pass: not done until the author answers it.
+            Task.objects.filter(pk=task.pk, state__in=(TaskState.APPROVED, TaskState.DONE)).update(
+                state=TaskState.AUTHOR_FIXING, done_at=None
+            )
+    return recorded
+
+
+def _parse_time(value: Any):
+    if not value:
+        return None
+    from django.utils.dateparse import parse_datetime
+
+    return parse_datetime(str(value))

@@ -1,0 +1,462 @@
+"""The pass flow (docs/review-passes.md): the author reports done (`task_done`), a pass
+reviews each pull request at its pinned head (`pass_start`), and when every run has ended
+the pass concludes (`pass_conclude`): clean, findings, failed or superseded. A clean pass
+is done once the required checks are green and every counted comment is answered
+(`task_evaluate`). An operator's actions (`action_take`) and the sweep that catches a
+task left waiting (`tasks_sweep`) move it on too."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from repos import github
+from repos.github import GitHubError
+from repos.models import Repository, Reviewer
+from repos.policy import Trigger
+from repos.selectors import effective_config, reviewer_config
+from reviews.models import (
+    RUN_FINAL_STATES,
+    PullRequest,
+    Review,
+    ReviewRun,
+    ReviewState,
+    RunStatus,
+    Stage,
+)
+from reviews.passes.handoff import TaskError
+from reviews.passes.models import (
+    TASK_FINAL_STATES,
+    AuthorMessage,
+    PassStatus,
+    ReviewPass,
+    Task,
+    TaskPullRequest,
+    TaskState,
+)
+from reviews.passes.selectors import heads_moved, latest_pass, pass_counts, unanswered_comments
+from reviews.runs import CONCLUDE_TASK, run_ring
+from reviews.triggers import pull_request_refresh
+from tasuku.broker import ring
+
+logger = logging.getLogger(__name__)
+
+
+SHA = re.compile(r"^[0-9a-f]{7,40}$")
+
+
+@dataclass
+class DoneOutcome:
+    started: ReviewPass | None = None
+    told: str = ""
+    stuck: str = ""
+    differing: list[dict] = field(default_factory=list)
+
+
+def task_done(task: Task, *, heads: dict[str, str], uncommitted: bool = False) -> DoneOutcome:
+    """The author says it is done: every pull request's head on GitHub must be the one
+    it reports, with nothing uncommitted. If not, it is told once (as data, in its
+    feedback) to push or discard; told already, the task is stuck. Otherwise the next
+    pass starts."""
+    if task.state in TASK_FINAL_STATES:
+        raise TaskError(f"The task is {task.get_state_display()}.", status=409)
+    if not task.passes_enabled:
+        raise TaskError(
+            "Review passes are not enabled for this task: hand it off first.", status=409
+        )
+    if task.state == TaskState.STUCK:
+        raise TaskError(
+            f"The review is stuck ({task.stuck_reason}); the task's owner decides what happens "
+            "next: run another pass, message the author, return it as is, or recall it.",
+            status=409,
+        )
+    if task.passes.filter(status=PassStatus.RUNNING).exists():
+        raise TaskError("A pass is running; wait for its feedback.", status=409)
+    pulls = list(task.pulls.select_related("repository__installation"))
+    by_ref = {str(p): p for p in pulls}
+    unknown = sorted(set(heads) - set(by_ref))
+    if unknown:
+        raise TaskError(f"Not pull requests of this task: {', '.join(unknown)}.")
+    for ref, sha in heads.items():
+        if not isinstance(sha, str) or not SHA.match(sha):
+            raise TaskError(f"{ref}: {sha!r} is not a commit sha.")
+    differing = []
+    for tpr in pulls:
+        reported = heads.get(str(tpr), "")
+        pull_request = _refresh(tpr)
+        TaskPullRequest.objects.filter(pk=tpr.pk).update(reported_head=reported)
+        if pull_request.state != "open":
+            task_stuck(task, f"{tpr} is {'merged' if pull_request.merged else 'closed'}")
+            return DoneOutcome(stuck=task.stuck_reason)
+        if not reported or not pull_request.head_sha.startswith(reported):
+            differing.append({"pull_request": str(tpr), "reported": reported,
+                              "on_github": pull_request.head_sha})  # fmt: skip
+    if differing or uncommitted:
+        what = "; ".join(
+            f"{d['pull_request']} is at {d['on_github'][:12]} on GitHub, you reported "
+            f"{d['reported'][:12] or 'nothing'}"
+            for d in differing
+        )
+        if uncommitted:
+            what = "you have uncommitted changes" + (f"; {what}" if what else "")
+        if task.told_to_push_at is not None:
+            task_stuck(task, f"the author's heads still differ after being told: {what}")
+            return DoneOutcome(stuck=task.stuck_reason, differing=differing)
+        text = (
+            f"Not reviewed: {what}. Push your commits (or discard what you do not mean to "
+            "submit), then report done again with the heads you pushed."
+        )
+        with transaction.atomic():
+            Task.objects.filter(pk=task.pk).update(
+                told_to_push_at=timezone.now(), state=TaskState.AUTHOR_FIXING
+            )
+            AuthorMessage.objects.create(task=task, kind="push_or_discard", text=text)
+        task.refresh_from_db()
+        return DoneOutcome(told=text, differing=differing)
+    Task.objects.filter(pk=task.pk).update(told_to_push_at=None)
+    task.refresh_from_db()
+    return DoneOutcome(started=pass_start(task))
+
+
+def _refresh(tpr: TaskPullRequest) -> PullRequest:
+    pull_request = pull_request_refresh(tpr.repository.installation, tpr.repository, tpr.number)
+    if tpr.pull_request_id != pull_request.pk:
+        TaskPullRequest.objects.filter(pk=tpr.pk).update(pull_request=pull_request)
+        tpr.pull_request = pull_request
+    return pull_request
+
+
+def passes_allowed(task: Task) -> int:
+    return task.max_passes + task.extra_passes
+
+
+def pass_start(task: Task) -> ReviewPass:
+    """Pass N+1: pin each pull request's head and queue a review run for it."""
+    reviewer = task.reviewer
+    if reviewer is None:
+        raise TaskError("The task has no reviewer.", status=409)
+    pulls = list(task.pulls.select_related("repository__installation", "pull_request"))
+    with transaction.atomic():
+        number = (task.passes.order_by("-number").values_list("number", flat=True).first() or 0) + 1
+        review_pass = ReviewPass.objects.create(
+            task=task,
+            number=number,
+            heads={str(tpr.pk): tpr.pull_request.head_sha for tpr in pulls},
+        )
+        Task.objects.filter(pk=task.pk).update(state=TaskState.REVIEWING, stuck_reason="")
+        for tpr in pulls:
+            _pass_run(review_pass, tpr, reviewer, task)
+    task.refresh_from_db()
+    return review_pass
+
+
+def _pass_run(
+    review_pass: ReviewPass, tpr: TaskPullRequest, reviewer: Reviewer, task: Task
+) -> ReviewRun:
+    """The run of one pull request in a pass: the task's reviewer (its model and skill
+    as the handoff set them), triage off — a pass always reviews in depth."""
+    base = effective_config(tpr.repository)
+    config_reviewer = reviewer_config(reviewer)
+    overrides: dict[str, Any] = {}
+    if task.reviewer_model:
+        overrides["model"] = task.reviewer_model
+    if task.reviewer_skill:
+        overrides["skills"] = "\n\n".join(
+            s for s in (config_reviewer.skills, task.reviewer_skill) if s
+        )
+    config = base.model_copy(
+        update={
+            "reviewers": (config_reviewer.model_copy(update=overrides),),
+            "triage_enabled": False,
+        }
+    )
+    pull_request = tpr.pull_request
+    # A run of this reviewer already waiting for this pull request gives way to the pass.
+    for pk in ReviewRun.objects.filter(
+        pull_request=pull_request, reviewer=reviewer, status=RunStatus.QUEUED
+    ).values_list("pk", flat=True):
+        if ReviewRun.objects.filter(pk=pk, status=RunStatus.QUEUED).update(
+            status=RunStatus.CANCELLED,
+            reason=f"superseded by pass {review_pass.number} of task {task.pk}",
+        ):
+            ring(CONCLUDE_TASK, pk, name=f"conclude-{pk}")
+    run = ReviewRun.objects.create(
+        pull_request=pull_request,
+        reviewer=reviewer,
+        head_sha=pull_request.head_sha,
+        base_sha=pull_request.base_sha,
+        trigger=Trigger.REVIEW_PASS.value,
+        status=RunStatus.QUEUED,
+        config=config.model_dump(mode="json"),
+        review_pass=review_pass,
+    )
+    run_ring(run)
+    return run
+
+
+def pass_after_run(review_pass_id: int) -> None:
+    """A run of the pass ended: when all have, conclude the pass."""
+    review_pass = ReviewPass.objects.select_related("task").get(pk=review_pass_id)
+    if review_pass.status != PassStatus.RUNNING:
+        return
+    if review_pass.runs.exclude(status__in=RUN_FINAL_STATES).exists():
+        return
+    pass_conclude(review_pass)
+
+
+def pass_conclude(review_pass: ReviewPass) -> None:
+    """All runs of the pass ended. Failed, incomplete or refused by GitHub → stuck; a
+    head moved meanwhile → superseded (the author reports done again); otherwise
+    clean or with findings, and the task moves on."""
+    task = review_pass.task
+    runs = list(review_pass.runs.select_related("pull_request"))
+    now = timezone.now()
+    problem = ""
+    superseded = []
+    for run in runs:
+        review = Review.objects.filter(run=run).first()
+        if run.status == RunStatus.CANCELLED:
+            superseded.append(str(run.pull_request))
+        elif run.status == RunStatus.SKIPPED:
+            problem = f"{run.pull_request} was not reviewed: {run.reason}"
+        elif run.status == RunStatus.FAILED:
+            if run.stage == Stage.PUBLICATION:
+                problem = f"GitHub refused a post on {run.pull_request}: {run.reason}"
+            else:
+                problem = f"the reviewer failed on {run.pull_request} at {run.stage}: {run.reason}"
+        elif review is None or review.state == ReviewState.INCOMPLETE:
+            why = review.incomplete_reason if review else "no review was recorded"
+            problem = f"the reviewer did not submit a review of {run.pull_request}: {why}"
+    if problem or superseded:
+        status = PassStatus.FAILED if problem else PassStatus.SUPERSEDED
+        reason = problem or (
+            f"the head of {', '.join(superseded)} moved during the pass; report done again"
+        )
+        if ReviewPass.objects.filter(pk=review_pass.pk, status=PassStatus.RUNNING).update(
+            status=status, reason=reason, finished_at=now
+        ):
+            if problem:
+                task_stuck(task, problem)
+            else:
+                Task.objects.filter(pk=task.pk).exclude(state__in=TASK_FINAL_STATES).update(
+                    state=TaskState.AUTHOR_FIXING
+                )
+                AuthorMessage.objects.create(task=task, kind="pass_superseded", text=reason)
+        return
+
+    counts = pass_counts(review_pass, runs)
+    clean = counts["blocking_open"] == 0
+    # Race: two runs ending at once both conclude; the conditional update lets one win.
+    if not ReviewPass.objects.filter(pk=review_pass.pk, status=PassStatus.RUNNING).update(
+        status=PassStatus.CLEAN if clean else PassStatus.FINDINGS, finished_at=now, **counts
+    ):
+        return
+    review_pass.refresh_from_db()
+    if clean:
+        Task.objects.filter(pk=task.pk).exclude(state__in=TASK_FINAL_STATES).update(
+            state=TaskState.APPROVED
+        )
+        task_evaluate(task)
+        return
+    previous = task.passes.filter(number=review_pass.number - 1).first()
+    if review_pass.number >= passes_allowed(task):
+        task_stuck(
+            task,
+            f"{review_pass.number} passes (the most allowed) and {counts['blocking_open']} "
+            f"blocking finding{'s' if counts['blocking_open'] != 1 else ''} still open",
+        )
+    elif (
+        counts["blocking_new"]
+        and previous is not None
+        and previous.blocking_new
+        and review_pass.number >= 2
+        and previous.number >= 2
+    ):
+        task_stuck(
+            task,
+            f"two passes in a row (passes {previous.number} and {review_pass.number}) found new "
+            "blocking problems in the author's fixes",
+        )
+    else:
+        Task.objects.filter(pk=task.pk).exclude(state__in=TASK_FINAL_STATES).update(
+            state=TaskState.AUTHOR_FIXING
+        )
+
+
+def task_stuck(task: Task, reason: str) -> None:
+    Task.objects.filter(pk=task.pk).exclude(state__in=TASK_FINAL_STATES).update(
+        state=TaskState.STUCK, stuck_reason=reason[:2000]
+    )
+    task.refresh_from_db()
+    logger.info("task %s stuck: %s", task.pk, reason)
+
+
+def checks_refresh(task: Task) -> list[dict]:
+    """Read the required checks of every pull request's head from GitHub; returns the
+    ones not green (pending or failing), and stores each pull request's checks."""
+    gateway = github.gateway()
+    not_green = []
+    for tpr in task.pulls.select_related("repository__installation", "pull_request"):
+        pull_request = tpr.pull_request
+        if pull_request is None:
+            continue
+        where = {
+            "installation_id": tpr.repository.installation.github_id,
+            "repository_id": tpr.repository.github_id,
+            "full_name": tpr.repository.full_name,
+        }
+        required = gateway.required_checks(**where, branch=pull_request.base_ref or "main")
+        if required is None:
+            required = list(task.required_checks)
+        runs = {c.name: c for c in gateway.commit_check_runs(**where, sha=pull_request.head_sha)}
+        checks = []
+        for name in required:
+            found = runs.get(name)
+            state = "pending"
+            if found is not None and found.status == "completed":
+                state = (
+                    "success"
+                    if found.conclusion in ("success", "neutral", "skipped")
+                    else "failure"
+                )
+            entry = {
+                "name": name,
+                "pull_request": str(tpr),
+                "state": state,
+                "conclusion": found.conclusion if found else None,
+                "title": (found.title or "") if found else "",
+                "summary": ((found.summary or "")[:2000]) if found else "",
+                "output": _first_lines((found.text or found.summary or "") if found else ""),
+                "url": (found.details_url or found.html_url or "") if found else "",
+            }
+            checks.append(entry)
+            if state != "success":
+                not_green.append(entry)
+        TaskPullRequest.objects.filter(pk=tpr.pk).update(
+            checks=checks, checks_read_at=timezone.now()
+        )
+    return not_green
+
+
+def _first_lines(text: str, lines: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[:lines])[:2000]
+
+
+def task_evaluate(task: Task) -> str:
+    """A task whose last pass was clean: done once its required checks are green and
+    every counted comment since that pass is answered; else the author is fixing."""
+    task.refresh_from_db()
+    if task.state not in (TaskState.APPROVED, TaskState.AUTHOR_FIXING):
+        return task.state
+    last = latest_pass(task)
+    if last is None or last.status != PassStatus.CLEAN:
+        return task.state
+    not_green = checks_refresh(task)
+    failing = [c for c in not_green if c["state"] == "failure"]
+    open_comments = unanswered_comments(task, since=last.finished_at).exists()
+    if failing or open_comments or heads_moved(task, last):
+        state = TaskState.AUTHOR_FIXING
+    elif not_green:
+        state = TaskState.APPROVED
+    else:
+        state = TaskState.DONE
+    updates: dict[str, Any] = {"state": state}
+    if state == TaskState.DONE:
+        updates["done_at"] = timezone.now()
+    Task.objects.filter(pk=task.pk).exclude(state__in=TASK_FINAL_STATES).update(**updates)
+    task.refresh_from_db()
+    return task.state
+
+
+ACTIONS = ("run_another_pass", "message_author", "return_as_is", "recall")
+
+
+def action_take(task: Task, action: str, *, text: str = "") -> Task:
+    """What an operator (or the owner over the API) does with a task, above all a stuck
+    one: run another pass, message the author, return it as is, or recall it."""
+    if action not in ACTIONS:
+        raise TaskError(f"action must be one of {', '.join(ACTIONS)}.")
+    if task.state in TASK_FINAL_STATES:
+        raise TaskError(f"The task is {task.get_state_display()}.", status=409)
+    if action == "message_author":
+        if not text.strip():
+            raise TaskError("message_author needs `text`.")
+        with transaction.atomic():
+            AuthorMessage.objects.create(task=task, kind="message", text=text.strip()[:10_000])
+            # A stuck task goes back to the author, who reads the message in its feedback
+            # and reports done again; the heads it is told about are checked afresh.
+            Task.objects.filter(pk=task.pk, state=TaskState.STUCK).update(
+                state=TaskState.AUTHOR_FIXING, told_to_push_at=None
+            )
+    elif action == "run_another_pass":
+        if task.passes.filter(status=PassStatus.RUNNING).exists():
+            raise TaskError("A pass is running already.", status=409)
+        if not task.passes_enabled or task.reviewer is None:
+            raise TaskError("Review passes are not enabled for this task.", status=409)
+        number = (latest_pass(task).number if latest_pass(task) else 0) + 1
+        if number > passes_allowed(task):
+            Task.objects.filter(pk=task.pk).update(extra_passes=number - task.max_passes)
+        for tpr in task.pulls.select_related("repository__installation"):
+            _refresh(tpr)
+        task.refresh_from_db()
+        pass_start(task)
+    elif action == "return_as_is":
+        Task.objects.filter(pk=task.pk).update(state=TaskState.RETURNED)
+    elif action == "recall":
+        with transaction.atomic():
+            Task.objects.filter(pk=task.pk).update(state=TaskState.RECALLED)
+            for review_pass in task.passes.filter(status=PassStatus.RUNNING):
+                for pk in review_pass.runs.filter(status=RunStatus.QUEUED).values_list(
+                    "pk", flat=True
+                ):
+                    ReviewRun.objects.filter(pk=pk, status=RunStatus.QUEUED).update(
+                        status=RunStatus.CANCELLED, reason=f"task {task.pk} recalled"
+                    )
+                ReviewPass.objects.filter(pk=review_pass.pk, status=PassStatus.RUNNING).update(
+                    status=PassStatus.FAILED,
+                    reason="the task was recalled",
+                    finished_at=timezone.now(),
+                )
+    task.refresh_from_db()
+    return task
+
+
+def checks_changed(repository: Repository, head_sha: str) -> int:
+    """A check on a head of a task's pull request completed: re-evaluate those tasks."""
+    tasks = Task.objects.filter(
+        pulls__repository=repository,
+        pulls__pull_request__head_sha=head_sha,
+        state__in=(TaskState.APPROVED, TaskState.AUTHOR_FIXING),
+    ).distinct()
+    count = 0
+    for task in tasks:
+        task_evaluate(task)
+        count += 1
+    return count
+
+
+def tasks_sweep() -> int:
+    """Every minute: conclude passes whose runs have all ended (a run cancelled by a
+    push ends no pipeline) and re-read the checks of tasks waiting for them."""
+    swept = 0
+    for review_pass in ReviewPass.objects.filter(status=PassStatus.RUNNING).exclude(
+        runs__status__in=(RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.DISPATCHED)
+    ):
+        pass_conclude(review_pass)
+        swept += 1
+    waiting = Task.objects.filter(
+        state=TaskState.APPROVED, updated_at__lt=timezone.now() - timedelta(seconds=30)
+    )
+    for task in waiting:
+        try:
+            task_evaluate(task)
+        except GitHubError as exc:
+            logger.warning("task %s: could not read its checks: %s", task.pk, exc)
+        swept += 1
+    return swept

@@ -1,0 +1,249 @@
+"""Handing a task to Tasuku (docs/review-passes.md): `task_create` checks what a caller may
+name (its scope, pull requests its author's App opened) and `task_handoff` the pass
+settings, the reviewer and the Apps it needs. `TaskError` is a refusal the API answers
+with its status."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from django.db import transaction
+
+from repos import github
+from repos.github import GitHubError
+from repos.models import Repository, Reviewer
+from repos.policy import Engine
+from reviews.engines import engine_environment
+from reviews.models import (
+    PullRequest,
+)
+from reviews.passes.author import author_bot_login, author_configured
+from reviews.passes.models import (
+    MAX_PASSES_RANGE,
+    TASK_FINAL_STATES,
+    ApiScope,
+    Task,
+    TaskPullRequest,
+)
+
+logger = logging.getLogger(__name__)
+
+
+PULL_REF = re.compile(r"^(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)#(?P<number>[1-9]\d{0,9})$")
+
+
+LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")
+
+
+MAX_PULLS = 20
+
+
+class TaskError(Exception):
+    """A request the service refuses: `status` is the HTTP status the API answers."""
+
+    def __init__(self, message: str, *, status: int = 400, details: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.details = details
+
+
+def pull_ref_parse(text: str) -> tuple[str, int]:
+    match = PULL_REF.match((text or "").strip())
+    if match is None:
+        raise TaskError(f"{text!r} is not a pull request reference like owner/repo#12.")
+    return match["repo"], int(match["number"])
+
+
+def task_create(
+    *, owner, title: str, author_name: str, author_login: str = "", pulls: list[str]
+) -> Task:
+    """A task with its pull requests; each must be in a repository Tasuku's App is
+    installed on and reviews."""
+    if not pulls:
+        raise TaskError("A task needs at least one pull request.")
+    if len(pulls) > MAX_PULLS:
+        raise TaskError(f"A task has at most {MAX_PULLS} pull requests.")
+    if author_login and not LOGIN.match(author_login):
+        raise TaskError(f"{author_login!r} is not a GitHub login.")
+    refs = [pull_ref_parse(p) for p in pulls]
+    if len(set(refs)) != len(refs):
+        raise TaskError("A pull request is listed twice.")
+    repositories = {}
+    for full_name, _ in refs:
+        repository = (
+            Repository.objects.select_related("installation")
+            .filter(full_name__iexact=full_name, removed_at__isnull=True)
+            .first()
+        )
+        if not scope_covers(owner, repository):
+            # What the caller may not name is not found: its existence is not told.
+            raise TaskError(
+                f"{full_name} is not a repository your API token may name (an administrator "
+                "grants repositories under API scopes in the admin).",
+                status=404,
+            )
+        if repository is None or not repository.installation.active:
+            raise TaskError(
+                f"{full_name} is not a repository Tasuku's GitHub App is installed on.",
+                status=422,
+            )
+        repositories[full_name] = repository
+    # Review passes review an agent's work: only pull requests the author's App opened,
+    # never a person's (whose pull request an approval would then speak for).
+    for full_name, number in refs:
+        pull_authored_check(repositories[full_name], number)
+    with transaction.atomic():
+        task = Task.objects.create(
+            owner=owner, title=title, author_name=author_name, author_login=author_login
+        )
+        for full_name, number in refs:
+            repository = repositories[full_name]
+            TaskPullRequest.objects.create(
+                task=task,
+                repository=repository,
+                number=number,
+                pull_request=PullRequest.objects.filter(
+                    repository=repository, number=number
+                ).first(),
+            )
+    return task
+
+
+def scope_covers(user, repository: Repository | None) -> bool:
+    """Whether `user`'s API token may name `repository` in a task: a superuser may name
+    any; anyone else, what their API scope grants (reviews.passes.models.ApiScope)."""
+    if getattr(user, "is_superuser", False):
+        return True
+    if repository is None:
+        return False
+    scope = ApiScope.objects.filter(user=user).first()
+    return scope is not None and scope.covers(repository)
+
+
+def scope_refusal(task: Task) -> str:
+    """Why the task's owner may no longer act on it ("" when they may): one of its
+    repositories has left their API scope since the task was made."""
+    for tpr in task.pulls.select_related("repository"):
+        if not scope_covers(task.owner, tpr.repository):
+            return f"{tpr.repository.full_name} is no longer in your API scope."
+    return ""
+
+
+def pull_authored_check(repository: Repository, number: int) -> None:
+    """Refuse (403) a pull request that the author's App did not open, asked of GitHub."""
+    ref = f"{repository.full_name}#{number}"
+    try:
+        expected = author_bot_login()
+    except GitHubError as exc:
+        raise TaskError(
+            "The author's App is not configured or not reachable, so Tasuku cannot tell "
+            f"whether it opened {ref}: {exc}",
+            status=422 if exc.permanent else 503,
+        ) from exc
+    try:
+        pull = github.gateway().pull_request_get(
+            installation_id=repository.installation.github_id,
+            repository_id=repository.github_id,
+            full_name=repository.full_name,
+            number=number,
+        )
+    except GitHubError as exc:
+        if exc.status == 404:
+            raise TaskError(f"{ref}: there is no such pull request.", status=404) from exc
+        raise TaskError(
+            f"Could not read {ref} from GitHub ({exc}); try again.",
+            status=422 if exc.permanent else 503,
+        ) from exc
+    if pull.author_login.lower() != expected.lower():
+        raise TaskError(
+            f"{ref} was opened by {pull.author_login}: review passes review pull requests "
+            f"opened by the author's App ({expected}), never anyone else's.",
+            status=403,
+        )
+
+
+def task_handoff(
+    task: Task,
+    *,
+    enabled: bool,
+    reviewer: str | None,
+    model: str = "",
+    skill: str = "",
+    max_passes: int = 3,
+    counted_bots: list[str] | None = None,
+    required_checks: list[str] | None = None,
+) -> Task:
+    """Set the task's review-pass settings, refusing what cannot be honoured."""
+    if task.state in TASK_FINAL_STATES:
+        raise TaskError(f"The task is {task.get_state_display()}.", status=409)
+    counted_bots = counted_bots or []
+    required_checks = required_checks or []
+    if not MAX_PASSES_RANGE[0] <= max_passes <= MAX_PASSES_RANGE[1]:
+        raise TaskError(
+            f"max_passes must be between {MAX_PASSES_RANGE[0]} and {MAX_PASSES_RANGE[1]}."
+        )
+    for login in counted_bots:
+        if not isinstance(login, str) or not LOGIN.match(login):
+            raise TaskError(f"counted_bots: {login!r} is not a GitHub login.")
+    for name in required_checks:
+        if not isinstance(name, str) or not name.strip() or len(name) > 200:
+            raise TaskError(f"required_checks: {name!r} is not a check name.")
+    chosen = None
+    if enabled:
+        if not reviewer:
+            raise TaskError("Name the reviewer that reviews the passes (a reviewer's slug).")
+        chosen = Reviewer.objects.filter(slug=reviewer).first()
+        if chosen is None or not chosen.enabled:
+            raise TaskError(f"There is no enabled reviewer {reviewer!r}.", status=422)
+        if model and chosen.engine == Engine.STATIC:
+            raise TaskError("The static reviewer has no model to choose.", status=422)
+        _reviewer_usable(chosen)
+        _apps_usable()
+    elif reviewer:
+        chosen = Reviewer.objects.filter(slug=reviewer).first()
+    Task.objects.filter(pk=task.pk).update(
+        passes_enabled=enabled,
+        reviewer=chosen,
+        reviewer_model=model,
+        reviewer_skill=skill,
+        max_passes=max_passes,
+        counted_bots=counted_bots,
+        required_checks=required_checks,
+    )
+    task.refresh_from_db()
+    return task
+
+
+def _reviewer_usable(reviewer: Reviewer) -> None:
+    if not reviewer.provider:
+        return
+    try:
+        env = engine_environment(reviewer)
+    except Exception as exc:  # noqa: BLE001 (a sealed key that cannot be read, say)
+        raise TaskError(f"The reviewer {reviewer.slug!r} cannot run: {exc}", status=422) from exc
+    if not any(name.endswith("_API_KEY") for name in env) and not any(
+        name.endswith("_BASE_URL") for name in env
+    ):
+        raise TaskError(
+            f"The reviewer {reviewer.slug!r} has no {reviewer.provider} API key: set one on the "
+            "reviewer in the admin, or the site's key.",
+            status=422,
+        )
+
+
+def _apps_usable() -> None:
+    try:
+        github.credentials()
+    except GitHubError as exc:
+        raise TaskError(
+            f"The reviewer App (Tasuku's GitHub App) is not configured: {exc}", status=422
+        ) from exc
+    missing = author_configured()
+    if missing:
+        raise TaskError(
+            "The author's App is not configured, so answers cannot be posted as the author: "
+            f"set {', '.join(missing)}.",
+            status=422,
+        )

@@ -1,0 +1,85 @@
+"""An event's handlers run in turn, each on its own: one that raises keeps none of the
+others from doing their part, and the delivery is tried again for it."""
+
+from __future__ import annotations
+
+import pytest
+
+from webhooks import routing
+from webhooks.routing import Outcome
+
+CALLS: list[str] = []
+
+
+def acts(payload, *, delivery_id):
+    CALLS.append("acts")
+    return Outcome("comment recorded for 1 task", decision="")
+
+
+def admits(payload, *, delivery_id):
+    CALLS.append("admits")
+    return Outcome("queued a review", decision=routing.Decision.ADMITTED)
+
+
+def ignores(payload, *, delivery_id):
+    CALLS.append("ignores")
+    return Outcome.ignore("not addressed to Tasuku")
+
+
+def explodes(payload, *, delivery_id):
+    CALLS.append("explodes")
+    raise RuntimeError("handler exploded")
+
+
+@pytest.fixture
+def handlers(monkeypatch):
+    CALLS.clear()
+
+    def use(*names: str) -> None:
+        monkeypatch.setitem(
+            routing.HANDLERS, "issue_comment", tuple(f"{__name__}.{n}" for n in names)
+        )
+
+    return use
+
+
+PAYLOAD = {
+    "action": "created",
+    "issue": {"number": 3, "pull_request": {}},
+    "comment": {"id": 9},
+    "repository": {"full_name": "acme/shop", "id": 1},
+}
+
+
+def test_a_handler_that_raises_does_not_stop_the_others_and_its_error_is_raised(handlers):
+    handlers("explodes", "acts")
+    with pytest.raises(RuntimeError, match="handler exploded") as raised:
+        routing.route("issue_comment", PAYLOAD, delivery_id=1)
+    assert CALLS == ["explodes", "acts"]
+    assert any("tests.webhooks.test_fan_out.explodes" in note for note in raised.value.__notes__)
+
+
+def test_the_outcome_is_what_the_acting_handlers_said_with_the_decision_they_made(handlers):
+    handlers("ignores", "admits", "acts")
+    outcome = routing.route("issue_comment", PAYLOAD, delivery_id=1)
+    assert CALLS == ["ignores", "admits", "acts"]
+    assert (outcome.ignored, outcome.decision) == (False, routing.Decision.ADMITTED)
+    assert outcome.text == "queued a review; comment recorded for 1 task"
+
+
+def test_when_no_handler_acts_the_first_ones_reason_is_the_outcome(handlers):
+    handlers("ignores", "acts")
+    monkey = routing.HANDLERS["issue_comment"]
+    assert routing.route("issue_comment", PAYLOAD, delivery_id=1).text.startswith("comment")
+    routing.HANDLERS["issue_comment"] = (monkey[0],)
+    outcome = routing.route("issue_comment", PAYLOAD, delivery_id=1)
+    assert (outcome.ignored, outcome.text) == (True, "not addressed to Tasuku")
+
+
+def test_every_handler_named_in_the_table_resolves():
+    from django.utils.module_loading import import_string
+
+    for event, paths in routing.HANDLERS.items():
+        assert paths, event
+        for path in paths:
+            assert callable(import_string(path)), path
