@@ -10,6 +10,7 @@ OPENAI_API_KEY (and OPENAI_BASE_URL). Never a GitHub credential.
 from __future__ import annotations
 
 import hashlib
+import importlib
 from importlib import metadata
 from pathlib import Path
 
@@ -17,16 +18,12 @@ from django.conf import settings
 
 from repos.credentials import KeyUnreadable
 from repos.models import Reviewer
-from repos.policy import CODE_ENGINES, LOCAL_CODE_REFUSED, Engine, ReviewerConfig, Runner
+from repos.policy import CODE_ENGINES, LOCAL_CODE_REFUSED, ReviewerConfig, Runner
 from reviews.models import Finding
 from sandbox.contract import EarlierFinding, Price, ReviewJob, ReviewResult, Severity
+from sandbox.engines import PROVIDERS, REGISTRY
 from sandbox.errors import ProviderError, SandboxError
 from sandbox.prices import price_for, prices_parse
-
-PROVIDER_ENV = {
-    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
-    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
-}
 
 
 def job_digest(job: ReviewJob, reviewer: Reviewer) -> str:
@@ -53,7 +50,7 @@ def engine_environment(reviewer: Reviewer) -> dict[str, str]:
     provider = reviewer.provider
     if not provider:
         return {}
-    key_name, url_name = PROVIDER_ENV[provider]
+    key_name, url_name = PROVIDERS[provider].variables
     try:
         key = reviewer.api_key() or getattr(settings, key_name)
     except KeyUnreadable as exc:
@@ -135,7 +132,7 @@ def docker_engine_run(
     )
     # Model engines reach their API through the operator's egress network and proxy; the
     # static engine gets no network at all.
-    model_engine = config.engine != Engine.STATIC
+    model_engine = REGISTRY[config.engine].model_engine
     if not model_engine:
         env = {
             **env,
@@ -166,12 +163,8 @@ def checker_megabytes(container_bytes: int) -> int:
 
 def conversation_for(engine: str):
     """The API conversation a model triage uses for `engine`'s provider."""
-    if engine in (Engine.ANTHROPIC, Engine.CLAUDE_CODE):
-        from sandbox.agent.anthropic_api import AnthropicConversation
-
-        return AnthropicConversation
-    if engine in (Engine.OPENAI, Engine.CODEX):
-        from sandbox.agent.openai_api import OpenAIConversation
-
-        return OpenAIConversation
-    return None
+    facts = REGISTRY.get(engine)
+    if facts is None or facts.provider is None:
+        return None
+    module, name = facts.provider.conversation.split(":")
+    return getattr(importlib.import_module(module), name)

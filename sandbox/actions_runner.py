@@ -34,16 +34,10 @@ from urllib.parse import quote
 import requests
 
 from sandbox.contract import ReviewJob, ReviewResult
+from sandbox.engines import REGISTRY
 from sandbox.errors import StageError
 
 TOKEN_VARIABLES = ("ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
-PROVIDER_VARIABLES = {
-    "static": (),
-    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
-    "claude-code": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
-    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
-    "codex": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
-}
 ATTEMPTS = 5
 TIMEOUT = 30
 
@@ -227,9 +221,9 @@ def engine_run(engine: str, job: ReviewJob, root: Path) -> ReviewResult:
     from sandbox.runners.local import Limits
     from sandbox.runners.local import engine_run as local_run
 
-    if engine not in PROVIDER_VARIABLES:
+    if engine not in REGISTRY:
         raise RunnerError(f"unknown engine {engine!r}")
-    allow = {n: os.environ[n] for n in PROVIDER_VARIABLES[engine] if os.environ.get(n)}
+    allow = {n: os.environ[n] for n in REGISTRY[engine].variables if os.environ.get(n)}
     seconds = max(60, int(job.limits.deadline_seconds) + 60)
     return local_run(
         engine, job, root, limits=Limits(wall_seconds=seconds, cpu_seconds=seconds),

@@ -1,13 +1,80 @@
 """Reviewer engines. Each takes a `ReviewJob` and the sanitised checkout and returns a
 `ReviewResult`; they run inside a runner (sandbox/runners), never in the web or worker
-process itself."""
+process itself.
+
+`REGISTRY` is the one table of what each engine is: the function a runner calls and the
+provider whose API it talks to (the static engine talks to none). Everything else that
+depends on the engine — a reviewer's provider, the one key and server an engine is
+given, the conversation a model triage holds, the variables the Actions runner passes
+on — is read from it. It imports nothing (no Django, no SDK): the Actions runner and the
+sandboxed engine process read it too.
+"""
 
 from __future__ import annotations
 
-ENGINES = {
-    "static": "sandbox.engines.static:review",
-    "anthropic": "sandbox.agent.anthropic_api:review",
-    "openai": "sandbox.agent.openai_api:review",
-    "claude-code": "sandbox.engines.cli:review_claude_code",
-    "codex": "sandbox.engines.cli:review_codex",
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Provider:
+    """Whose API a model engine calls."""
+
+    name: str
+    key_variable: str  # the API key's setting and environment variable
+    url_variable: str  # the server's (a gateway, an OpenAI-compatible server)
+    conversation: str  # "module:Class" of its API conversation (the agent loop, triage)
+
+    @property
+    def variables(self) -> tuple[str, str]:
+        return (self.key_variable, self.url_variable)
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    name: str
+    entry: str  # "module:function" that `python -m sandbox.run_engine <name>` calls
+    provider: Provider | None = None  # None: the engine calls no model
+
+    @property
+    def model_engine(self) -> bool:
+        return self.provider is not None
+
+    @property
+    def provider_name(self) -> str:
+        """The provider's name, or "" for an engine that calls no model."""
+        return self.provider.name if self.provider else ""
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """The environment variables the engine may be given: its provider's key and
+        server, and nothing else."""
+        return self.provider.variables if self.provider else ()
+
+
+ANTHROPIC = Provider(
+    name="anthropic",
+    key_variable="ANTHROPIC_API_KEY",
+    url_variable="ANTHROPIC_BASE_URL",
+    conversation="sandbox.agent.anthropic_api:AnthropicConversation",
+)
+OPENAI = Provider(
+    name="openai",
+    key_variable="OPENAI_API_KEY",
+    url_variable="OPENAI_BASE_URL",
+    conversation="sandbox.agent.openai_api:OpenAIConversation",
+)
+PROVIDERS = {p.name: p for p in (ANTHROPIC, OPENAI)}
+
+REGISTRY = {
+    e.name: e
+    for e in (
+        EngineFacts("static", "sandbox.engines.static:review"),
+        EngineFacts("anthropic", "sandbox.agent.anthropic_api:review", ANTHROPIC),
+        EngineFacts("openai", "sandbox.agent.openai_api:review", OPENAI),
+        EngineFacts("claude-code", "sandbox.engines.cli:review_claude_code", ANTHROPIC),
+        EngineFacts("codex", "sandbox.engines.cli:review_codex", OPENAI),
+    )
 }
+
+# Engine name → the "module:function" a runner's `sandbox.run_engine` calls.
+ENGINES = {name: facts.entry for name, facts in REGISTRY.items()}
