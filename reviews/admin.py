@@ -3,8 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from reviews.models import PullRequest, ReviewRun
-from reviews.passes.models import ApiScope, ReviewPass, Task, TaskPullRequest
+from reviews.models import ApiScope, PullRequest, ReviewPass, ReviewRun, Task, TaskPullRequest
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

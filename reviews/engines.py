@@ -20,10 +20,13 @@ from repos.credentials import KeyUnreadable
 from repos.models import Reviewer
 from repos.policy import CODE_ENGINES, LOCAL_CODE_REFUSED, ReviewerConfig, Runner
 from reviews.models import Finding
+from sandbox.checks import memory_bytes
 from sandbox.contract import EarlierFinding, Price, ReviewJob, ReviewResult, Severity
 from sandbox.engines import PROVIDERS, REGISTRY
 from sandbox.errors import ProviderError, SandboxError
 from sandbox.prices import price_for, prices_parse
+from sandbox.runners import docker as docker_runner
+from sandbox.runners import local as local_runner
 
 
 def job_digest(job: ReviewJob, reviewer: Reviewer) -> str:
@@ -105,11 +108,8 @@ def engine_run(
         # Also when a repository's policy moved the reviewer onto the local runner.
         raise SandboxError(LOCAL_CODE_REFUSED.format(engine=config.engine), permanent=True)
     if runner == Runner.LOCAL:
-        from sandbox.runners.local import Limits
-        from sandbox.runners.local import engine_run as local_run
-
-        return local_run(
-            config.engine, job, root, limits=Limits(wall_seconds=seconds, cpu_seconds=seconds),
+        return local_runner.engine_run(
+            config.engine, job, root, limits=local_runner.Limits(wall_seconds=seconds, cpu_seconds=seconds),
             allow_env=env,
         )  # fmt: skip
     if runner == Runner.DOCKER:
@@ -120,9 +120,6 @@ def engine_run(
 def docker_engine_run(
     config: ReviewerConfig, job: ReviewJob, root: Path, *, env: dict, seconds: int, name: str
 ) -> ReviewResult:
-    from sandbox.checks import memory_bytes
-    from sandbox.runners import docker as docker_runner
-
     limits = docker_runner.DockerLimits(
         wall_seconds=seconds,
         grace_seconds=settings.TASUKU_DOCKER_GRACE_SECONDS,
@@ -163,6 +160,7 @@ def checker_megabytes(container_bytes: int) -> int:
 
 def conversation_for(engine: str):
     """The API conversation a model triage uses for `engine`'s provider."""
+    # A provider's SDK is loaded by the first triage that needs it, not by every process.
     facts = REGISTRY.get(engine)
     if facts is None or facts.provider is None:
         return None

@@ -23,8 +23,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from reviews.models import RUN_FINAL_STATES, Review, ReviewRun, RunAttempt
-from reviews.passes.models import TASK_FINAL_STATES, Task
+from reviews.models import RUN_FINAL_STATES, TASK_FINAL_STATES, Review, ReviewRun, RunAttempt, Task
 from webhooks.models import DELIVERY_FINAL_STATES, Redelivery, WebhookDelivery
 
 BATCH = 1000

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 from repos.github import GitHubError
 from repos.models import Repository
 from repos.refs import ref_parse
+from repos.services import github_usage_flush
 from reviews import selectors
 from reviews.charts import daily_chart
 from reviews.diagnosis import diagnose
@@ -311,7 +312,5 @@ def metrics(request: HttpRequest) -> HttpResponse:
         response = HttpResponse("metrics need a staff login or the metrics token\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="tasuku-metrics"'
         return response
-    from repos.services import github_usage_flush
-
     github_usage_flush()  # this process's own calls, before reading everyone's
     return HttpResponse(metrics_text(), content_type="text/plain; version=0.0.4; charset=utf-8")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from reviews.models import MAX_PASSES_RANGE, AnswerKind, ReviewPass, Task
 from reviews.passes.flow import ACTIONS
-from reviews.passes.models import MAX_PASSES_RANGE, AnswerKind, ReviewPass, Task
 from reviews.passes.selectors import open_findings, task_checks, task_status, unanswered_comments
 
 

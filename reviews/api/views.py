@@ -31,9 +31,9 @@ from reviews.api.serializers import (
     TaskCreateSerializer,
     TaskSerializer,
 )
+from reviews.models import Task
 from reviews.passes import answers, flow, handoff
 from reviews.passes.handoff import TaskError
-from reviews.passes.models import Task
 from reviews.passes.selectors import feedback_collect
 
 REFUSED = {

@@ -13,20 +13,18 @@ from repos.github import GitHubError
 from reviews.escaping import block_text, inline_text
 from reviews.markers import marker as signed_marker
 from reviews.models import (
-    Finding,
-)
-from reviews.passes.author import author_poster
-from reviews.passes.flow import SHA, task_evaluate, task_stuck
-from reviews.passes.handoff import TaskError
-from reviews.passes.models import (
     TASK_FINAL_STATES,
     Answer,
     AnswerKind,
+    Finding,
     PassStatus,
     Task,
     TaskComment,
     TaskState,
 )
+from reviews.passes.author import author_poster
+from reviews.passes.flow import SHA, task_evaluate, task_stuck
+from reviews.passes.handoff import TaskError
 from reviews.passes.selectors import answer_text, finding_id, latest_pass, open_findings
 from tasuku import durable
 

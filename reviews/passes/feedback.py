@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from repos.models import Repository
-from reviews.passes.models import (
+from reviews.models import (
     Task,
     TaskComment,
     TaskPullRequest,

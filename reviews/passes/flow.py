@@ -23,23 +23,21 @@ from repos.policy import Trigger
 from repos.selectors import effective_config, reviewer_config
 from reviews.models import (
     RUN_FINAL_STATES,
+    TASK_FINAL_STATES,
+    AuthorMessage,
+    PassStatus,
     PullRequest,
     Review,
+    ReviewPass,
     ReviewRun,
     ReviewState,
     RunStatus,
     Stage,
-)
-from reviews.passes.handoff import TaskError
-from reviews.passes.models import (
-    TASK_FINAL_STATES,
-    AuthorMessage,
-    PassStatus,
-    ReviewPass,
     Task,
     TaskPullRequest,
     TaskState,
 )
+from reviews.passes.handoff import TaskError
 from reviews.passes.selectors import heads_moved, latest_pass, pass_counts, unanswered_comments
 from reviews.runs import CONCLUDE_TASK, run_ring
 from reviews.triggers import pull_request_refresh

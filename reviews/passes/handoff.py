@@ -17,16 +17,14 @@ from repos.models import Repository, Reviewer
 from repos.policy import Engine
 from reviews.engines import engine_environment
 from reviews.models import (
-    PullRequest,
-)
-from reviews.passes.author import author_bot_login, author_configured
-from reviews.passes.models import (
     MAX_PASSES_RANGE,
     TASK_FINAL_STATES,
     ApiScope,
+    PullRequest,
     Task,
     TaskPullRequest,
 )
+from reviews.passes.author import author_bot_login, author_configured
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +111,7 @@ def task_create(
 
 def scope_covers(user, repository: Repository | None) -> bool:
     """Whether `user`'s API token may name `repository` in a task: a superuser may name
-    any; anyone else, what their API scope grants (reviews.passes.models.ApiScope)."""
+    any; anyone else, what their API scope grants (reviews.models.ApiScope)."""
     if getattr(user, "is_superuser", False):
         return True
     if repository is None:

@@ -9,13 +9,17 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from reviews.models import Finding, FindingState, Review, ReviewRun, RunStatus
-from reviews.passes.models import (
+from reviews.models import (
     Answer,
     AnswerKind,
     AuthorMessage,
+    Finding,
+    FindingState,
     PassStatus,
+    Review,
     ReviewPass,
+    ReviewRun,
+    RunStatus,
     Task,
     TaskComment,
     TaskPullRequest,

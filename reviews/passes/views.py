@@ -10,9 +10,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from repos.github import GitHubError
+from reviews.models import Task
 from reviews.passes.flow import ACTIONS, action_take
 from reviews.passes.handoff import TaskError
-from reviews.passes.models import Task
 from reviews.passes.selectors import board, feedback_collect, task_status
 
 

@@ -15,7 +15,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from repos.models import Reviewer
-from reviews.passes.models import Task
+from reviews.models import Task
 from tests.fakes.github import rsa_keypair
 from tests.fakes.models import ANTHROPIC_TEST_KEY
 from tests.gitworld import REPO, World, world_build
@@ -133,7 +133,7 @@ def passes(fake_github, fake_anthropic, settings, client, test_app) -> Passes:
     user = get_user_model().objects.create_user("agent-owner")
     # The token may name the repositories of Tasuku's installation on acme.
     from repos.models import Installation
-    from reviews.passes.models import ApiScope
+    from reviews.models import ApiScope
 
     ApiScope.objects.create(user=user).installations.add(
         Installation.objects.get(github_id=world.repo.installation_id)

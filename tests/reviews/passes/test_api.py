@@ -14,8 +14,8 @@ from rest_framework.test import APIClient
 
 from repos.github.config import retry_policy
 from repos.github.gateway import GitHubGateway
+from reviews.models import Answer, Task
 from reviews.passes.author import ApprovalRefused, AuthorGateway, author_credentials
-from reviews.passes.models import Answer, Task
 from tests.fakes.models import ToolCall
 from tests.gitworld import REPO
 from tests.helpers import drain_queue
@@ -233,7 +233,7 @@ def token_client(user) -> APIClient:
 
 def test_a_token_without_a_scope_or_with_anothers_cannot_name_a_pull_request(passes):
     from repos.models import Installation
-    from reviews.passes.models import ApiScope
+    from reviews.models import ApiScope
 
     nobody = token_client(get_user_model().objects.create_user("no-scope"))
     refused = create(nobody, f"{REPO}#7")
@@ -273,7 +273,7 @@ def test_a_persons_pull_request_cannot_be_handed_off_to_review_passes(passes):
 
 
 def test_once_a_repository_leaves_the_scope_the_task_can_be_read_but_not_acted_on(passes):
-    from reviews.passes.models import ApiScope
+    from reviews.models import ApiScope
 
     task = passes.create_task()
     ApiScope.objects.get(user=passes.user).installations.clear()

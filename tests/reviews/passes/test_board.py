@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from reviews.passes.models import AuthorMessage, Task, TaskState
+from reviews.models import AuthorMessage, Task, TaskState
 from tests.fakes.models import ToolCall
 from tests.helpers import drain_queue
 from tests.reviews.passes.conftest import finding

@@ -9,8 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from reviews.models import Finding
-from reviews.passes.models import PassStatus, TaskComment, TaskState
+from reviews.models import Finding, PassStatus, TaskComment, TaskState
 from tests.fakes.models import ToolCall
 from tests.gitworld import PAYMENTS, REPO
 from tests.helpers import (

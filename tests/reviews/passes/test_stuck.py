@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reviews.models import ReviewRun, RunStatus, Stage
-from reviews.passes.models import AuthorMessage, PassStatus, Task, TaskState
+from reviews.models import AuthorMessage, PassStatus, ReviewRun, RunStatus, Stage, Task, TaskState
 from tests.fakes.models import Fail, ToolCall
 from tests.gitworld import PAYMENTS, REPO
 from tests.helpers import drain_queue
@@ -267,8 +266,8 @@ def test_an_answer_github_would_not_take_for_a_while_is_posted_once_later(passes
 
     from django.utils import timezone
 
+    from reviews.models import Answer
     from reviews.passes.answers import answers_sweep
-    from reviews.passes.models import Answer
 
     passes.claude.script(ToolCall("submit_review", {"findings": [SHELL]}))
     task = passes.create_task()

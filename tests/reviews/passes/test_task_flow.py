@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from reviews.models import Finding, ReviewRun, RunStatus
-from reviews.passes.models import Answer, Task, TaskState
+from reviews.models import Answer, Finding, ReviewRun, RunStatus, Task, TaskState
 from tests.fakes.models import ToolCall
 from tests.gitworld import PAYMENTS, REPO
 from tests.helpers import check_run_payload, drain_queue, post_webhook
