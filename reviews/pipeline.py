@@ -20,7 +20,8 @@ from django.utils import timezone
 from repos import github
 from repos.models import RepoMemory
 from repos.policy import EffectiveConfig, ReviewerConfig, Runner, Trigger
-from reviews import actions, engines, stages, threads
+from reviews import engines, stages, threads
+from reviews.actions import workflow as actions
 from reviews.budget import Budget, budget_alert, installation_budget
 from reviews.checkruns import dashboard_url
 from reviews.context import Context

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from reviews import actions, conclusions, gate, pipeline, replies, runs
+from reviews import conclusions, gate, pipeline, replies, runs
+from reviews.actions import workflow as actions
 from reviews.passes import answers, flow
 from reviews.passes.mode import mode_for
 from reviews.retention import data_prune as prune

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from reviews import status, views
+from reviews.dashboard import status, views
 from reviews.passes import views as task_views
 
 app_name = "reviews"

@@ -57,7 +57,7 @@ HANDLERS: dict[str, tuple[str, ...]] = {
     ),
     "pull_request_review": ("reviews.passes.events.pull_request_review_event",),
     "pull_request_review_thread": ("reviews.replies.thread_event",),
-    "workflow_run": ("reviews.actions.workflow_run_event",),
+    "workflow_run": ("reviews.actions.workflow.workflow_run_event",),
     "merge_group": ("reviews.merge_queue.merge_group_event",),
 }
 

@@ -4,8 +4,8 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from reviews.api.runner import RunnerJobView, RunnerResultView
-from reviews.api.views import TaskViewSet
+from reviews.actions.api import RunnerJobView, RunnerResultView
+from reviews.passes.api.views import TaskViewSet
 
 
 class Router(DefaultRouter):

@@ -51,7 +51,7 @@ class RunStatus(models.TextChoices):
     CANCELLED = "cancelled", "cancelled"
     SKIPPED = "skipped", "skipped"  # admitted no review, but its check run says why
     # Handed to a GitHub Actions runner (the `actions` runner): no worker holds it; it
-    # waits for the runner's result (reviews/actions.py).
+    # waits for the runner's result (reviews/actions/workflow.py).
     DISPATCHED = "dispatched", "dispatched"
 
 

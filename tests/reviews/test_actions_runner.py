@@ -18,8 +18,8 @@ from django.test import Client
 from django.utils import timezone
 
 from repos.models import Reviewer
-from reviews import oidc
-from reviews.actions import dispatched_sweep
+from reviews.actions import oidc
+from reviews.actions.workflow import dispatched_sweep
 from reviews.models import Review, ReviewRun, RunStatus, Stage
 from tests.gitworld import REPO, World, world_build
 from tests.helpers import (

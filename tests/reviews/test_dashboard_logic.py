@@ -9,10 +9,10 @@ from decimal import Decimal
 import pytest
 
 from repos.refs import ref_parse
-from reviews.charts import Day, daily_chart
+from reviews.dashboard.charts import Day, daily_chart
+from reviews.dashboard.selectors import problem_history
 from reviews.diagnosis import STAGES, UNKNOWN, diagnose, known_causes
 from reviews.models import Finding, Review
-from reviews.selectors import problem_history
 
 
 @pytest.mark.parametrize(

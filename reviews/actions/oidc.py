@@ -6,7 +6,7 @@ the issuer (the configured one, or one of the operator's further issuers, such a
 enterprise's: checked before any request), the audience
 (Tasuku's URL unless configured), and expiry / not-before. What the claims must match
 — the repository, the run, the workflow — is the caller's business
-(reviews/actions.py). Every failure is one `TokenRefused`, whose reason is logged and
+(reviews/actions/workflow.py). Every failure is one `TokenRefused`, whose reason is logged and
 never sent back.
 """
 

@@ -17,7 +17,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from reviews import actions, oidc
+from reviews.actions import oidc
+from reviews.actions import workflow as actions
 
 logger = logging.getLogger(__name__)
 

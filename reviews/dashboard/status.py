@@ -28,8 +28,8 @@ from django_q.models import Schedule, Task
 from repos.github import missing_settings, webhook_secret
 from repos.models import Installation
 from repos.refs import ref_parse
+from reviews.dashboard.views import may_act
 from reviews.schedules import schedule_late, schedules_missing
-from reviews.views import may_act
 from webhooks.health import broker_health, database_health, static_health
 from webhooks.models import DeliveryStatus, Redelivery, WebhookDelivery
 from webhooks.services import delivery_retry

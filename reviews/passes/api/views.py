@@ -20,7 +20,9 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from reviews.api.serializers import (
+from reviews.models import Task
+from reviews.passes import answers, flow, handoff
+from reviews.passes.api.serializers import (
     ActionSerializer,
     AnswersSerializer,
     DoneResultSerializer,
@@ -31,8 +33,6 @@ from reviews.api.serializers import (
     TaskCreateSerializer,
     TaskSerializer,
 )
-from reviews.models import Task
-from reviews.passes import answers, flow, handoff
 from reviews.passes.handoff import TaskError
 from reviews.passes.selectors import feedback_collect
 

@@ -25,6 +25,7 @@ from prometheus_client.core import (
 
 from repos.models import GitHubApiUsage, Installation
 from reviews.budget import month_start
+from reviews.dashboard.selectors import broker_queue_size, day_start
 from reviews.models import (
     AttemptOutcome,
     Review,
@@ -33,7 +34,6 @@ from reviews.models import (
     RunStatus,
     WorkerHeartbeat,
 )
-from reviews.selectors import broker_queue_size, day_start
 from webhooks.models import DeliveryStatus, WebhookDelivery
 
 # Upper bounds (seconds) of the run duration histogram's buckets: a static review takes

@@ -19,10 +19,10 @@ from repos.github import GitHubError
 from repos.models import Repository
 from repos.refs import ref_parse
 from repos.services import github_usage_flush
-from reviews import selectors
-from reviews.charts import daily_chart
+from reviews.dashboard import selectors
+from reviews.dashboard.charts import daily_chart
+from reviews.dashboard.metrics import metrics_text
 from reviews.diagnosis import diagnose
-from reviews.metrics import metrics_text
 from reviews.models import (
     RUN_FINAL_STATES,
     Finding,

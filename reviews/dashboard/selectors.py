@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from repos.models import Installation, Repository, Reviewer
 from reviews.budget import ALERT_AT, month_start
-from reviews.charts import Day
+from reviews.dashboard.charts import Day
 from reviews.diagnosis import STAGE_MEANING, STAGES, Advice, diagnose, known_causes
 from reviews.models import (
     BudgetAlert,

@@ -42,9 +42,9 @@ from repos import github
 from repos.github import ActionsRunInfo, DispatchedRun, GitHubError, GitHubGateway
 from repos.github.actions import LOST_DISPATCH_WINDOW, workflow_path
 from repos.models import Repository
+from reviews.actions.oidc import subject_repository
 from reviews.context import Context
 from reviews.models import AttemptOutcome, ReviewRun, RunAttempt, RunStatus, Stage
-from reviews.oidc import subject_repository
 from reviews.runs import CONCLUDE_TASK, Held, run_ring
 from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.errors import StageError

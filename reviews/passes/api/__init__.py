@@ -1,0 +1,2 @@
+"""The review-pass REST API: thin views (views.py) over the pass services, and the
+serializers that check what callers send (serializers.py)."""
