@@ -45,7 +45,7 @@ from repos.github.errors import GitHubError, permissions_not_granted
 from repos.github.schemas import ActionsRunInfo, DispatchedRun, WorkflowInfo, format_time
 
 if TYPE_CHECKING:
-    from repos.github.gateway import GitHubGateway
+    from repos.github.transport import Transport
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def _workflow_url(full_name: str, workflow: str) -> str:
 
 class ActionsCalls:
     def workflow_dispatch(
-        self: GitHubGateway,
+        self: Transport,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -269,7 +269,7 @@ class ActionsCalls:
             raise _dispatch_error(error, where, inputs) from error
 
     def workflow_run_find(
-        self: GitHubGateway,
+        self: Transport,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -294,7 +294,7 @@ class ActionsCalls:
         return self._actions_read(what, installation_id, repository_id, full_name, look)
 
     def workflow_run_ours(
-        self: GitHubGateway,
+        self: Transport,
         run: ActionsRunInfo,
         *,
         run_name: str,
@@ -319,7 +319,7 @@ class ActionsCalls:
         return run.actor is None or self.posted_by_us(run.actor.model_dump())
 
     def _run_listed(
-        self: GitHubGateway, client: Github, url: str, ref: str, run_name: str, since: datetime
+        self: Transport, client: Github, url: str, ref: str, run_name: str, since: datetime
     ) -> DispatchedRun | None:
         """One look at the workflow's recent dispatched runs on `ref`. _Ambiguous when
         none is ours and some show the workflow's plain name (no `run-name`)."""
@@ -352,7 +352,7 @@ class ActionsCalls:
         return None
 
     def workflow_get(
-        self: GitHubGateway,
+        self: Transport,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -377,7 +377,7 @@ class ActionsCalls:
         return self._actions_read(what, installation_id, repository_id, full_name, get)
 
     def actions_run_get(
-        self: GitHubGateway,
+        self: Transport,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -398,7 +398,7 @@ class ActionsCalls:
         return self._actions_read(what, installation_id, repository_id, full_name, get)
 
     def _actions_read(
-        self: GitHubGateway,
+        self: Transport,
         what: str,
         installation_id: int,
         repository_id: int | None,

@@ -28,7 +28,7 @@ from repos.github.schemas import (
 )
 
 if TYPE_CHECKING:
-    from repos.github.gateway import GitHubGateway
+    from repos.github.transport import Transport
 
 ADMINISTRATION_READ = {"administration": "read"}
 STATUSES_READ = {"statuses": "read"}
@@ -52,7 +52,7 @@ def _protection_unreadable(exc: GithubException) -> bool:
 
 class CheckCalls:
     def required_checks(
-        self: GitHubGateway,
+        self: Transport,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -100,7 +100,7 @@ class CheckCalls:
             return None
 
     def commit_check_runs(
-        self: GitHubGateway,
+        self: Transport,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -125,7 +125,7 @@ class CheckCalls:
             )
 
     def _commit_checks(
-        self: GitHubGateway,
+        self: Transport,
         installation_id: int,
         repository_id: int | None,
         full_name: str,

@@ -16,7 +16,7 @@ from github import Github
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from repos.github.gateway import GitHubGateway
+    from repos.github.transport import Transport
 
 PAGE_SIZE = 100
 # "The list of changed files is only shown on the first page of results, and it includes
@@ -75,7 +75,7 @@ def _changed_file(data: dict[str, Any]) -> ChangedFile:
 
 class CommitCalls:
     def compare(
-        self: GitHubGateway,
+        self: Transport,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -123,7 +123,7 @@ class CommitCalls:
         )
 
     def commit_pull_requests(
-        self: GitHubGateway,
+        self: Transport,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -163,7 +163,7 @@ class CommitCalls:
         )
 
     def pull_request_files(
-        self: GitHubGateway,
+        self: Transport,
         *,
         installation_id: int,
         repository_id: int | None,

@@ -21,7 +21,7 @@ from repos.github.schemas import (
 )
 
 if TYPE_CHECKING:
-    from repos.github.gateway import GitHubGateway
+    from repos.github.transport import Transport
 
 THREADS_QUERY = """
 query($owner: String!, $name: String!, $number: Int!, $first: Int!, $cursor: String) {
@@ -79,7 +79,7 @@ WRITE_ROLES = ("admin", "maintain", "write")
 
 class ConversationCalls:
     def collaborator_role(
-        self: GitHubGateway,
+        self: Transport,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -120,7 +120,7 @@ class ConversationCalls:
         return role
 
     def review_threads(
-        self: GitHubGateway,
+        self: Transport,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -161,7 +161,7 @@ class ConversationCalls:
         )
 
     def thread_resolve(
-        self: GitHubGateway,
+        self: Transport,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -189,7 +189,7 @@ class ConversationCalls:
         )
 
     def comment_reply(
-        self: GitHubGateway,
+        self: Transport,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -233,7 +233,7 @@ class ConversationCalls:
         )
 
     def review_dismiss(
-        self: GitHubGateway,
+        self: Transport,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -261,7 +261,7 @@ class ConversationCalls:
         )
 
     def issue_comment_create(
-        self: GitHubGateway,
+        self: Transport,
         *,
         installation_id: int,
         repository_id: int | None,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from repos.github.schemas import parse_time
 
 if TYPE_CHECKING:
-    from repos.github.gateway import GitHubGateway
+    from repos.github.transport import Transport
 
 NEXT_CURSOR = re.compile(r'<[^>]*[?&]cursor=([^&>]+)[^>]*>;\s*rel="next"')
 
@@ -38,7 +38,7 @@ class HookDelivery:
 
 class HookCalls:
     def hook_deliveries(
-        self: GitHubGateway, *, cursor: str = "", per_page: int = 100
+        self: Transport, *, cursor: str = "", per_page: int = 100
     ) -> tuple[list[HookDelivery], str]:
         """A page of the App's delivery log, newest first, and the next page's cursor
         ("" at the end)."""
@@ -70,7 +70,7 @@ class HookCalls:
 
         return self._app_call("list the App's webhook deliveries", get)
 
-    def hook_redeliver(self: GitHubGateway, delivery_id: int) -> None:
+    def hook_redeliver(self: Transport, delivery_id: int) -> None:
         """Ask GitHub to deliver one again (202: it will)."""
 
         def post() -> None:

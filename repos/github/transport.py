@@ -1,0 +1,295 @@
+"""The gateway's transport: the App's and installations' tokens, the clients that carry
+them, and the one call loop every GitHub call goes through (retries, rate limits, the
+usage count). The calls themselves are methods of `GitHubGateway` (gateway.py) and its
+mixins, which depend on this and on nothing above it."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import requests
+from github import Github, GithubException, GithubIntegration
+
+from repos.github.clients import (
+    cache_lock,
+    installation_client,
+    integration_client,
+    permissions_cache,
+    token_cache,
+    token_key,
+)
+from repos.github.config import AppCredentials, RetryPolicy
+from repos.github.errors import GitHubError, classify
+from repos.github.schemas import (
+    InstallationToken,
+    parse_time,
+)
+from repos.github.usage import APP, usage_counted
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+PERMISSION_LEVELS = {"read": 1, "write": 2, "admin": 3}
+# How long an installation's permissions are trusted: one an owner accepts later is used
+# within this long (or at once, after `installation_permissions(..., fresh=True)`).
+PERMISSIONS_TTL_SECONDS = 300.0
+
+_slugs: dict[tuple[str, int], str] = {}
+
+
+class Transport:
+    """One App's view of GitHub. Cheap to create; tokens and clients are cached per
+    process (never on disk: they are credentials)."""
+
+    def __init__(self, creds: AppCredentials, policy: RetryPolicy) -> None:
+        self.creds = creds
+        self.policy = policy
+
+    def _integration(self) -> GithubIntegration:
+        return integration_client(self.creds, self.policy)
+
+    def app_jwt(self) -> str:
+        """A fresh App JWT (RS256, issued 60 s in the past, expiring within 10 minutes)."""
+        return self._integration().auth.token  # type: ignore[union-attr]
+
+    def installation_token(
+        self,
+        installation_id: int,
+        *,
+        repository_ids: tuple[int, ...] = (),
+        permissions: dict[str, str] | None = None,
+    ) -> InstallationToken:
+        """A token for one installation, narrowed to `repository_ids` and `permissions`.
+
+        Cached until five minutes before it expires. PyGithub's `get_access_token` cannot
+        send `repository_ids`, so the request is made through its requester directly.
+        """
+        key = token_key(self.creds, installation_id, repository_ids, permissions)
+        with cache_lock:
+            cached = token_cache.get(key)
+        if cached and cached.fresh():
+            return cached
+
+        body: dict[str, Any] = {}
+        if repository_ids:
+            body["repository_ids"] = list(repository_ids)
+        if permissions:
+            body["permissions"] = permissions
+
+        def create() -> InstallationToken:
+            # Reference: https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app
+            _, data = self._integration().requester.requestJsonAndCheck(
+                "POST", f"/app/installations/{installation_id}/access_tokens", input=body
+            )
+            return InstallationToken(
+                token=data["token"],
+                expires_at=parse_time(data["expires_at"]),
+                permissions=data.get("permissions") or {},
+                repository_ids=tuple(r["id"] for r in data.get("repositories") or ()),
+            )
+
+        # Minting a second token is harmless, so this POST may be repeated.
+        token = self._app_call(f"create a token for installation {installation_id}", create)
+        with cache_lock:
+            token_cache[key] = token
+        return token
+
+    def installation_permissions(
+        self, installation_id: int, *, fresh: bool = False
+    ) -> dict[str, str]:
+        """What the installation was granted, e.g. {"checks": "write", ...} (App JWT;
+        cached for PERMISSIONS_TTL_SECONDS unless `fresh`).
+
+        A token asking for anything more is refused with 422 and nothing is minted, so a
+        call whose permission the App may lack (Administration, Commit statuses) asks
+        here first.
+        """
+        key = (self.creds.base_url, self.creds.app_id, installation_id)
+        with cache_lock:
+            cached = permissions_cache.get(key)
+        if cached and not fresh and time.monotonic() - cached[0] < PERMISSIONS_TTL_SECONDS:
+            return dict(cached[1])
+
+        def get() -> dict[str, str]:
+            # Reference: https://docs.github.com/rest/apps/apps#get-an-installation-for-the-authenticated-app
+            _, data = self._integration().requester.requestJsonAndCheck(
+                "GET", f"/app/installations/{installation_id}"
+            )
+            return dict(data.get("permissions") or {})
+
+        permissions = self._app_call(f"read the permissions of installation {installation_id}", get)
+        with cache_lock:
+            permissions_cache[key] = (time.monotonic(), permissions)
+        return dict(permissions)
+
+    def _granted(self, installation_id: int, wanted: dict[str, str]) -> dict[str, str]:
+        """The part of `wanted` the installation was granted (at the level asked or higher)."""
+        have = self.installation_permissions(installation_id)
+        return {
+            name: level
+            for name, level in wanted.items()
+            if PERMISSION_LEVELS.get(have.get(name, ""), 0) >= PERMISSION_LEVELS[level]
+        }
+
+    def app_slug(self) -> str:
+        """The App's slug (its bot posts as `<slug>[bot]`): GITHUB_APP_SLUG, or asked of
+        GitHub once per process."""
+        if self.creds.slug:
+            return self.creds.slug
+        key = (self.creds.base_url, self.creds.app_id)
+        if key not in _slugs:
+            # Reference: https://docs.github.com/rest/apps/apps#get-the-authenticated-app
+            _slugs[key] = self._app_call("read the App", lambda: self._integration().get_app().slug)
+        return _slugs[key]
+
+    def posted_by_us(self, user: dict[str, Any] | None) -> bool:
+        """Whether a REST `user` object is this App's bot: the only author whose hidden
+        markers Tasuku trusts (a person can copy one into a post of their own)."""
+        user = user or {}
+        login = (user.get("login") or "").lower()
+        return user.get("type") == "Bot" and login == f"{self.app_slug().lower()}[bot]"
+
+    def repository_installation_id(self, full_name: str) -> int | None:
+        """The id of the installation through which the App reaches `full_name`, or None
+        when the App cannot reach it (uninstalled, or the repository was deselected)."""
+        owner, name = full_name.split("/", 1)
+
+        def get() -> int | None:
+            try:
+                # Reference: https://docs.github.com/rest/apps/apps#get-a-repository-installation-for-the-authenticated-app
+                return self._integration().get_repo_installation(owner, name).id
+            except GithubException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+
+        return self._app_call(f"look up the installation of {full_name}", get)
+
+    def _client(
+        self, installation_id: int, repository_id: int | None, permissions: dict[str, str]
+    ) -> Github:
+        token = self.installation_token(
+            installation_id,
+            repository_ids=(repository_id,) if repository_id else (),
+            permissions=permissions,
+        )
+        return installation_client(self.creds, self.policy, token.token)
+
+    def _drop_token(
+        self, installation_id: int, repository_id: int | None, permissions: dict[str, str]
+    ) -> None:
+        key = token_key(
+            self.creds, installation_id, (repository_id,) if repository_id else (), permissions
+        )
+        with cache_lock:
+            token_cache.pop(key, None)
+
+    def _repo_call(
+        self,
+        description: str,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        permissions: dict[str, str],
+        fn: Callable[[Github], T],
+        recover: Callable[[Github], T | None] | None = None,
+        creates: bool = False,
+    ) -> T:
+        """Run `fn` with a client holding a token scoped to one repository.
+
+        A 401 means the cached token was revoked or expired early: it is dropped and the
+        call repeated once with a new token.
+        """
+
+        def attempt() -> T:
+            client = self._client(installation_id, repository_id, permissions)
+            try:
+                with usage_counted(self.creds.app_id, installation_id, client.requester):
+                    return fn(client)
+            except GithubException as exc:
+                if exc.status != 401:
+                    raise
+                self._drop_token(installation_id, repository_id, permissions)
+                client = self._client(installation_id, repository_id, permissions)
+                with usage_counted(self.creds.app_id, installation_id, client.requester):
+                    return fn(client)
+
+        def recover_with_client() -> T | None:
+            assert recover is not None
+            client = self._client(installation_id, repository_id, permissions)
+            with usage_counted(self.creds.app_id, installation_id, client.requester):
+                return recover(client)
+
+        return self._call(
+            description,
+            attempt,
+            recover=recover_with_client if recover else None,
+            creates=creates,
+        )
+
+    def _app_call(self, description: str, fn: Callable[[], T]) -> T:
+        """`_call` for a call made with the App's JWT, counted as the App's own."""
+
+        def counted() -> T:
+            with usage_counted(self.creds.app_id, APP, self._integration().requester):
+                return fn()
+
+        return self._call(description, counted)
+
+    def _call(
+        self,
+        description: str,
+        fn: Callable[[], T],
+        *,
+        recover: Callable[[], T | None] | None = None,
+        creates: bool = False,
+    ) -> T:
+        attempts = self.policy.max_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                return fn()
+            except GithubException as exc:
+                error = classify(description, exc)
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                error = GitHubError(
+                    f"Could not {description}: network error ({type(exc).__name__}: {exc})",
+                    permanent=False,
+                )
+            if error.permanent or attempt == attempts:
+                if not error.permanent and attempts > 1:
+                    error.message = f"{error.message} (gave up after {attempts} attempts)"
+                    error.args = (error.message,)
+                raise error
+            wait = self._wait_before_retry(error, attempt)
+            if wait is None:
+                raise error
+            logger.warning(
+                "GitHub: %s (attempt %d of %d); retrying in %.1fs",
+                error.message,
+                attempt,
+                attempts,
+                wait,
+            )
+            time.sleep(wait)
+            if creates:
+                if recover is None:
+                    # The first POST may have succeeded; without a way to look, do not repeat it.
+                    raise error
+                found = self._call(f"look for the result of: {description}", recover)
+                if found is not None:
+                    logger.info("GitHub: %s had succeeded; using the existing result", description)
+                    return found
+        raise AssertionError("unreachable")
+
+    def _wait_before_retry(self, error: GitHubError, attempt: int) -> float | None:
+        if error.retry_after is not None:
+            if error.retry_after > self.policy.max_rate_limit_wait:
+                return None
+            return error.retry_after
+        base = self.policy.backoff * (2 ** (attempt - 1))
+        return base + random.uniform(0, base / 2)  # noqa: S311  (jitter, not security)
