@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.translation import ngettext
 
 from repos.models import Installation, Repository, RepositoryPolicy, Reviewer, SecondaryRepository
 from repos.services import policy_copy, policy_create_default
@@ -277,5 +278,10 @@ class ReviewerAdmin(admin.ModelAdmin):
         names = ", ".join(r.slug for r in queryset)
         self.message_user(
             request,
-            f"{names}: enabled on {added} more repository polic{'y' if added == 1 else 'ies'}.",
+            ngettext(
+                "%(names)s: enabled on %(count)d more repository policy.",
+                "%(names)s: enabled on %(count)d more repository policies.",
+                added,
+            )
+            % {"names": names, "count": added},
         )

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.utils.translation import ngettext
+
 from repos.policy import EffectiveConfig, Trigger
 
 
@@ -121,4 +123,7 @@ def admission_decide(
             ),
         )
     count = len(config.reviewers)
-    return Admission.admit(f"{count} reviewer{'s' if count != 1 else ''} queued")
+    return Admission.admit(
+        ngettext("%(count)d reviewer queued", "%(count)d reviewers queued", count)
+        % {"count": count}
+    )

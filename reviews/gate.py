@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 
+from django.utils.translation import ngettext
+
 from repos.github import CheckRunOutput, GitHubError
 from repos.policy import CHECKLESS_TRIGGERS, EffectiveConfig
 from reviews.checkruns import dashboard_url, details_url, run_check_ensure
@@ -54,10 +56,11 @@ def gate_complete(
     run took. A head not reviewed in full (`shortfall` says why; a changed file the
     engine could not read is one reason) is never `success`."""
     if unread and not shortfall:
-        shortfall = (
-            f"{unread} changed file{'s' if unread != 1 else ''} could not be read "
-            "(the limitations name them)."
-        )
+        shortfall = ngettext(
+            "%(count)d changed file could not be read (the limitations name them).",
+            "%(count)d changed files could not be read (the limitations name them).",
+            unread,
+        ) % {"count": unread}
     Review.objects.filter(pk=review.pk).update(shortfall=shortfall)
     fail_on = ctx.config.fail_check_on
     conclusion = check_conclusion(open_now, fail_on, in_full=not shortfall)

@@ -47,6 +47,7 @@ from typing import Any
 
 from django.conf import settings
 from django.urls import reverse
+from django.utils.translation import ngettext
 
 from repos import github
 from repos.github import CheckRunOutput, GitHubError, GitHubGateway, PullRequestInfo
@@ -364,7 +365,9 @@ def changes_unaccounted(group: Group, comparisons: list[Comparison]) -> list[Rea
         }
     )
     if outside:
-        count = f"{len(outside)} file{'s' if len(outside) != 1 else ''}"
+        count = ngettext("%(count)d file", "%(count)d files", len(outside)) % {
+            "count": len(outside)
+        }
         more = f" and {len(outside) - PATHS_NAMED} more" if len(outside) > PATHS_NAMED else ""
         why = f"the merge group changes {count} that none of its pull requests changes: "
         problems.append(

@@ -10,6 +10,7 @@ from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import ngettext
 
 from repos.github import GitHubError
 from reviews import stages, threads
@@ -45,13 +46,16 @@ def approval_withheld(ctx: Context, open_now: list[Finding]) -> str:
     open."""
     blocking = sum(1 for f in open_now if f.blocking)
     if blocking:
-        return f"{blocking} blocking finding{'s are' if blocking != 1 else ' is'} open"
+        return ngettext(
+            "%(count)d blocking finding is open", "%(count)d blocking findings are open", blocking
+        ) % {"count": blocking}
     if open_now and not (ctx.config.approve_with_nits or ctx.mode.approves_with_nits):
         count = len(open_now)
-        return (
-            f"{count} finding{'s are' if count != 1 else ' is'} open (this repository "
-            "approves only when none is)"
-        )
+        return ngettext(
+            "%(count)d finding is open (this repository approves only when none is)",
+            "%(count)d findings are open (this repository approves only when none is)",
+            count,
+        ) % {"count": count}
     return ""
 
 

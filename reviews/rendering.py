@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils.translation import ngettext
+
 from reviews.escaping import block_text, code_span, inline_text
 from reviews.markers import marker, markers_of
 from reviews.validation import OPEN, Validated
@@ -150,14 +152,25 @@ def review_body(
         parts += [f"Reviewed only the changes since `{context.base_sha[:7]}`.", ""]
     if published:
         parts.append(
-            f"Reviewed {span}: **{len(published)} finding{'s' if len(published) != 1 else ''}**"
+            ngettext(
+                "Reviewed %(span)s: **%(count)d finding**",
+                "Reviewed %(span)s: **%(count)d findings**",
+                len(published),
+            )
+            % {"span": span, "count": len(published)}
             + (f", {blocking} blocking." if blocking else ".")
         )
     elif context.unread:
         count = context.unread
         parts.append(
-            f"Reviewed {span}: no problems found in the files it read; {count} changed "
-            f"file{'s' if count != 1 else ''} could not be read (see *Limitations*)."
+            ngettext(
+                "Reviewed %(span)s: no problems found in the files it read; %(count)d "
+                "changed file could not be read (see *Limitations*).",
+                "Reviewed %(span)s: no problems found in the files it read; %(count)d "
+                "changed files could not be read (see *Limitations*).",
+                count,
+            )
+            % {"span": span, "count": count}
         )
     elif context.still_open:
         parts.append(f"Reviewed {span}: no new problems in the changed lines.")
@@ -165,15 +178,25 @@ def review_body(
         parts.append(f"Reviewed {span}: no problems found in the changed lines.")
     if context.still_open:
         parts.append(
-            f"{context.still_open} earlier finding{'s are' if context.still_open != 1 else ' is'}"
-            " still open on this pull request (see their threads)."
+            ngettext(
+                "%(count)d earlier finding is still open on this pull request (see their threads).",
+                "%(count)d earlier findings are still open on this pull request (see their "
+                "threads).",
+                context.still_open,
+            )
+            % {"count": context.still_open}
         )
     suppressed = len(findings) - len(published)
     if suppressed:
         parts.append(
-            f"{suppressed} more finding{'s were' if suppressed != 1 else ' was'} kept off the "
-            f"pull request (below the thresholds, duplicated or past the comment limit): "
-            f"[see them all]({context.dashboard_url})."
+            ngettext(
+                "%(count)d more finding was kept off the pull request (below the "
+                "thresholds, duplicated or past the comment limit): [see them all](%(url)s).",
+                "%(count)d more findings were kept off the pull request (below the "
+                "thresholds, duplicated or past the comment limit): [see them all](%(url)s).",
+                suppressed,
+            )
+            % {"count": suppressed, "url": context.dashboard_url}
         )
 
     if body_only:
@@ -257,10 +280,16 @@ def check_output(
     open_now = [f for f in findings if f.state == OPEN]
     if open_now:
         worst = max((Severity(f.severity) for f in open_now), key=lambda s: s.rank).value
-        count = f"{len(open_now)} open finding{'s' if len(open_now) != 1 else ''}"
+        count = ngettext("%(count)d open finding", "%(count)d open findings", len(open_now)) % {
+            "count": len(open_now)
+        }
         title = f"{count} (worst: {worst})"
     elif unread:
-        title = f"No problems found in what was read ({unread} file{'s' if unread != 1 else ''} not read)"
+        title = ngettext(
+            "No problems found in what was read (%(count)d file not read)",
+            "No problems found in what was read (%(count)d files not read)",
+            unread,
+        ) % {"count": unread}
     elif shortfall:
         title = "No open findings"
     else:

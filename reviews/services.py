@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.utils.translation import ngettext
 
 from repos import github
 from repos.github import CheckRunOutput
@@ -306,7 +307,11 @@ def pull_request_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
                 f"{run.get_status_display()} already" for run in known
             )  # fmt: skip
             fresh = len(runs) - len(known)
-            said = f"{fresh} reviewer{'s' if fresh != 1 else ''} queued; {joined}"
+            said = ngettext(
+                "%(count)d reviewer queued; %(joined)s",
+                "%(count)d reviewers queued; %(joined)s",
+                fresh,
+            ) % {"count": fresh, "joined": joined}
         logger.info("admitted %s@%s: %s", label, pull_request.head_sha[:7], said)
         return Outcome(f"admitted {label}: {said}", decision=Decision.ADMITTED)
     return Outcome(f"skipped {label}: {admission.reason}", decision=Decision.SKIPPED)

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from django.utils.translation import ngettext
+
 from reviews.diff import Diff, FileDiff
 
 TRIVIAL = "trivial"
@@ -165,7 +167,12 @@ def triage_rule(
         risky = sorted(substantive, key=lambda f: (-(f.added_count + f.removed_count), f.path))
         return Verdict(
             SUBSTANTIVE,
-            f"{len(substantive)} file{'s' if len(substantive) != 1 else ''} with code changes.",
+            ngettext(
+                "%(count)d file with code changes.",
+                "%(count)d files with code changes.",
+                len(substantive),
+            )
+            % {"count": len(substantive)},
             tuple(f.path for f in risky[:10]),
             reasons=reasons,
         )

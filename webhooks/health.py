@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
+from django.utils.translation import ngettext
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,9 @@ def broker_health() -> Health:
         if not broker.ping():
             return Health(False, "the broker did not answer")
         size = broker.queue_size()
-        detail = f"{size} task{'s' if size != 1 else ''} waiting"
+        detail = ngettext("%(count)d task waiting", "%(count)d tasks waiting", size) % {
+            "count": size
+        }
         if Conf.ORM:
             # A waiting task's lock is when it was queued; a taken one's lies in the future.
             now = timezone.now()
