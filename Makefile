@@ -34,6 +34,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 check: $(STAMP)
 	$(BIN)/python manage.py check

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
 from django.conf import settings
+from django.utils.module_loading import import_string
 
 from repos.credentials import KeyUnreadable
 from repos.models import Reviewer
@@ -27,6 +29,16 @@ from sandbox.errors import ProviderError, SandboxError
 from sandbox.prices import price_for, prices_parse
 from sandbox.runners import docker as docker_runner
 from sandbox.runners import local as local_runner
+
+# Runners that review elsewhere: the pipeline hands them the job and stops; the result
+# is posted back and the run goes on from it. Named by dotted path (the runner's package
+# sits above this module).
+DISPATCHERS: dict[str, str] = {Runner.ACTIONS: "reviews.actions.workflow.review_dispatch"}
+
+
+def dispatcher_for(runner: str) -> Callable[..., str] | None:
+    path = DISPATCHERS.get(runner)
+    return import_string(path) if path else None
 
 
 def job_digest(job: ReviewJob, reviewer: Reviewer) -> str:
@@ -57,7 +69,7 @@ def engine_environment(reviewer: Reviewer) -> dict[str, str]:
     try:
         key = reviewer.api_key() or getattr(settings, key_name)
     except KeyUnreadable as exc:
-        raise ProviderError(str(exc), permanent=True) from exc
+        raise ProviderError(str(exc), permanent=True, code="provider-key-unreadable") from exc
     url = reviewer.base_url or getattr(settings, url_name)
     env = {}
     if key:
@@ -106,7 +118,9 @@ def engine_run(
         and not settings.TASUKU_ALLOW_CODE_ON_LOCAL_RUNNER
     ):
         # Also when a repository's policy moved the reviewer onto the local runner.
-        raise SandboxError(LOCAL_CODE_REFUSED.format(engine=config.engine), permanent=True)
+        raise SandboxError(
+            LOCAL_CODE_REFUSED.format(engine=config.engine), permanent=True, code="runner-refused"
+        )
     if runner == Runner.LOCAL:
         return local_runner.engine_run(
             config.engine, job, root, limits=local_runner.Limits(wall_seconds=seconds, cpu_seconds=seconds),
@@ -114,7 +128,9 @@ def engine_run(
         )  # fmt: skip
     if runner == Runner.DOCKER:
         return docker_engine_run(config, job, root, env=env, seconds=seconds, name=run_name)
-    raise SandboxError(f"The {runner.value} runner is not available.", permanent=True)
+    raise SandboxError(
+        f"The {runner.value} runner is not available.", permanent=True, code="runner-unavailable"
+    )
 
 
 def docker_engine_run(

@@ -10,7 +10,7 @@ import logging
 
 from django.utils.translation import ngettext
 
-from repos.github import CheckRunOutput, GitHubError
+from repos.github import GitHubError
 from repos.policy import CHECKLESS_TRIGGERS, EffectiveConfig
 from reviews.checkruns import dashboard_url, details_url, run_check_ensure
 from reviews.conclusions import REFUSED, check_final, conclusion_send
@@ -82,26 +82,9 @@ def check_in_progress(ctx: Context) -> None:
         ctx.gateway.check_run_update(**ctx.where, check_run_id=_check_id(ctx), status="in_progress",
                                      details_url=details_url(ctx.run))  # fmt: skip
     except GitHubError as exc:
-        raise StageError(str(exc), permanent=exc.permanent, stage=Stage.PUBLICATION) from exc
-
-
-def check_dispatched(ctx: Context) -> None:
-    """The check run of a run dispatched to GitHub Actions links to the Actions run. The
-    run is no longer held: a failure here is logged, the review goes on."""
-    if not reports_on_check(ctx.run):
-        return
-    url = ctx.run.actions_run_url
-    try:
-        ctx.gateway.check_run_update(
-            **ctx.where, check_run_id=_check_id(ctx), status="in_progress", details_url=url,
-            output=CheckRunOutput(
-                title="Reviewing on GitHub Actions",
-                summary=f"The review runs in [this GitHub Actions run]({url}); its findings are "
-                "published here when the runner posts them back.",
-            ),
-        )  # fmt: skip
-    except GitHubError as exc:
-        logger.warning("run %s: could not link its check run to %s: %s", ctx.run.pk, url, exc)
+        raise StageError(
+            str(exc), permanent=exc.permanent, stage=Stage.PUBLICATION, code=exc.code
+        ) from exc
 
 
 def check_complete(ctx: Context, conclusion: str, title: str, summary: str) -> None:
@@ -112,7 +95,7 @@ def check_complete(ctx: Context, conclusion: str, title: str, summary: str) -> N
         return
     if check_final(ctx.run.pk, conclusion, title, summary) == REFUSED:
         error = ReviewRun.objects.values_list("check_error", flat=True).get(pk=ctx.run.pk)
-        raise StageError(error, permanent=True, stage=Stage.PUBLICATION)
+        raise StageError(error, permanent=True, stage=Stage.PUBLICATION, code="check-refused")
 
 
 def run_check_conclude(run_pk: int) -> None:

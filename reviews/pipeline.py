@@ -19,16 +19,14 @@ from django.utils import timezone
 
 from repos import github
 from repos.models import RepoMemory
-from repos.policy import EffectiveConfig, ReviewerConfig, Runner, Trigger
+from repos.policy import EffectiveConfig, ReviewerConfig, Trigger
 from reviews import engines, stages, threads
-from reviews.actions import workflow as actions
 from reviews.budget import Budget, budget_alert, installation_budget
 from reviews.checkruns import dashboard_url
 from reviews.context import Context
 from reviews.diff import diff_parse
 from reviews.gate import (
     check_complete,
-    check_dispatched,
     check_in_progress,
     gate_complete,
     run_check_conclude,
@@ -132,9 +130,9 @@ def pipeline(ctx: Context) -> str:
         ReviewRun.objects.filter(pk=run.pk).update(
             omitted=[o.model_dump() for o in job.omitted], job_digest=digest
         )
-        # The engine has run for this run already (an earlier attempt, or the Actions
-        # runner posted it), or for the same job before: its result, paid once.
-        stored = actions.stored_result(run)
+        # The engine has run for this run already (an earlier attempt, or a runner
+        # elsewhere posted it), or for the same job before: its result, paid once.
+        stored = ReviewResult.model_validate(run.runner_result) if run.runner_result else None
         if stored is None:
             stored, ctx.reused_from = result_reusable(run, digest, fresh_look=ctx.mode.fresh_look)
         if stored is None and (
@@ -147,10 +145,9 @@ def pipeline(ctx: Context) -> str:
             return stop_early(ctx, core, checkout, budget, previous)
         if stored is not None:
             result = stored
-        elif reviewer.runner == Runner.ACTIONS:
-            status = actions.dispatch(ctx, job)
-            check_dispatched(ctx)
-            return status
+        elif (dispatch := engines.dispatcher_for(reviewer.runner)) is not None:
+            # A runner elsewhere: the result comes back later, and the run goes on then.
+            return dispatch(ctx, job)
         else:
             result = engines.engine_run(
                 run.reviewer,

@@ -39,11 +39,14 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from repos import github
-from repos.github import ActionsRunInfo, DispatchedRun, GitHubError, GitHubGateway
+from repos.github import ActionsRunInfo, CheckRunOutput, DispatchedRun, GitHubError, GitHubGateway
 from repos.github.actions import LOST_DISPATCH_WINDOW, workflow_path
+from repos.github.errors import permissions_not_granted
 from repos.models import Repository
 from reviews.actions.oidc import subject_repository
+from reviews.checkruns import run_check_ensure
 from reviews.context import Context
+from reviews.gate import reports_on_check
 from reviews.models import AttemptOutcome, ReviewRun, RunAttempt, RunStatus, Stage
 from reviews.runs import CONCLUDE_TASK, Held, run_ring
 from sandbox.contract import ReviewJob, ReviewResult
@@ -65,6 +68,36 @@ def workflow_ref(full_name: str, branch: str) -> str:
 
 
 # --- 1. Dispatch (the worker) ---------------------------------------------------------------
+
+
+def review_dispatch(ctx: Context, job: ReviewJob) -> str:
+    """The `actions` runner's side of the pipeline (reviews/engines.py, DISPATCHERS): the
+    run's workflow is dispatched and its check run links to the Actions run."""
+    status = dispatch(ctx, job)
+    _check_linked(ctx)
+    return status
+
+
+def _check_linked(ctx: Context) -> None:
+    """The check run of a run dispatched to GitHub Actions links to the Actions run. The
+    run is no longer held: a failure here is logged, the review goes on."""
+    if not reports_on_check(ctx.run):
+        return
+    url = ctx.run.actions_run_url
+    try:
+        check_id = run_check_ensure(
+            ctx.run, created=False, installation=ctx.repository.installation
+        )
+        ctx.gateway.check_run_update(
+            **ctx.where, check_run_id=check_id, status="in_progress", details_url=url,
+            output=CheckRunOutput(
+                title="Reviewing on GitHub Actions",
+                summary=f"The review runs in [this GitHub Actions run]({url}); its findings are "
+                "published here when the runner posts them back.",
+            ),
+        )  # fmt: skip
+    except GitHubError as exc:
+        logger.warning("run %s: could not link its check run to %s: %s", ctx.run.pk, url, exc)
 
 
 def dispatch(ctx: Context, job: ReviewJob) -> str:
@@ -101,7 +134,9 @@ def dispatch(ctx: Context, job: ReviewJob) -> str:
                 run_name=run_name,
             )
     except GitHubError as exc:
-        raise StageError(_dispatch_problem(exc), permanent=True, stage=Stage.SANDBOX) from exc
+        raise StageError(
+            _dispatch_problem(exc), permanent=True, stage=Stage.SANDBOX, code=_dispatch_code(exc)
+        ) from exc
     if dispatched is not None:
         url, run_id = dispatched.html_url, dispatched.workflow_run_id
         reason = f"dispatched to GitHub Actions: {url}"
@@ -246,6 +281,16 @@ def _dispatch_problem(exc: GitHubError) -> str:
     return f"{exc} The workflow to add is docs/actions/tasuku.yml in Tasuku's repository."
 
 
+def _dispatch_code(exc: GitHubError) -> str:
+    """A refused dispatch is the App's Actions permission or the repository's workflow;
+    GitHub's weather and the App's credentials keep their own codes."""
+    if not exc.permanent or exc.code == "github-credentials":
+        return exc.code
+    if exc.status == 403 or permissions_not_granted(exc):
+        return "actions-permission"
+    return "actions-workflow"
+
+
 # --- 2. and 3. The runner's requests (the web process) -----------------------------------
 
 
@@ -384,13 +429,14 @@ def result_accept(claims: dict[str, Any], body: dict[str, Any]) -> ResultAnswer:
     failure = body.get("failure")
     if failure is not None or "result" not in body:
         reason = str(failure or "the runner posted neither a result nor a failure")[:1500]
-        _fail(run, f"the GitHub Actions runner failed: {reason}", received=now)
+        _fail(run, f"the GitHub Actions runner failed: {reason}", code="actions-runner-failed",
+              received=now)  # fmt: skip
         return ResultAnswer("failed", run)
     try:
         result = ReviewResult.model_validate(body["result"])
     except ValidationError as exc:
         problem = f"the runner's result does not match the contract: {exc.error_count()} errors"
-        _fail(run, problem + f" ({str(exc)[:500]})", received=now)
+        _fail(run, problem + f" ({str(exc)[:500]})", code="engine-output", received=now)
         raise ValueError(problem) from exc
     with transaction.atomic():
         if not ReviewRun.objects.filter(
@@ -407,11 +453,12 @@ def result_accept(claims: dict[str, Any], body: dict[str, Any]) -> ResultAnswer:
     return ResultAnswer("accepted", run)
 
 
-def _fail(run: ReviewRun, reason: str, *, received=None) -> bool:
+def _fail(run: ReviewRun, reason: str, *, code: str, received=None) -> bool:
     updates: dict[str, Any] = {
         "status": RunStatus.FAILED,
         "stage": Stage.SANDBOX,
         "reason": reason[:2000],
+        "error_code": code,
         "finished_at": timezone.now(),
     }
     if received is not None:
@@ -423,10 +470,6 @@ def _fail(run: ReviewRun, reason: str, *, received=None) -> bool:
     if failed:
         logger.warning("run %s failed: %s", run.pk, reason)
     return bool(failed)
-
-
-def stored_result(run: ReviewRun) -> ReviewResult | None:
-    return ReviewResult.model_validate(run.runner_result) if run.runner_result else None
 
 
 # --- GitHub's side: the workflow run ended; the fallback -----------------------------------
@@ -457,7 +500,7 @@ def workflow_run_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
         + (": it timed out" if conclusion == "timed_out" else "")
         + f"; see {workflow_run.get('html_url') or run.actions_run_url}"
     )
-    if _fail(run, reason):
+    if _fail(run, reason, code="actions-no-result"):
         return Outcome(f"run {run.pk} failed: {reason}")
     return Outcome(f"run {run.pk} already has its result", ignored=True)
 
@@ -493,6 +536,7 @@ def dispatched_sweep(now=None) -> int:
     for run in ReviewRun.objects.filter(status=RunStatus.DISPATCHED, dispatched_at__lt=now - limit):
         minutes = int(limit.total_seconds() // 60)
         if run.actions_run_id is None:
+            code = "actions-run-not-listed"
             reason = (
                 f"dispatched to GitHub Actions {minutes} minutes ago, and GitHub never listed "
                 f"its workflow run: no run of {workflow_path(settings.TASUKU_ACTIONS_WORKFLOW)} "
@@ -501,8 +545,9 @@ def dispatched_sweep(now=None) -> int:
                 f"docs/actions/tasuku.yml); see {run.actions_run_url}"
             )
         else:
+            code = "actions-no-result"
             reason = (f"dispatched to GitHub Actions {minutes} minutes ago and no result came "
                       f"back; see {run.actions_run_url}")  # fmt: skip
-        if _fail(run, reason):
+        if _fail(run, reason, code=code):
             failed += 1
     return failed
