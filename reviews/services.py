@@ -25,36 +25,76 @@ from webhooks.routing import Decision, Outcome
 logger = logging.getLogger(__name__)
 
 
+def pull_request_record(
+    *,
+    repository: Repository,
+    number: int,
+    title: str,
+    author_login: str,
+    author_type: str,
+    state: str,
+    draft: bool,
+    merged: bool,
+    head_sha: str,
+    head_ref: str,
+    base_sha: str,
+    base_ref: str,
+    html_url: str,
+    changed_files: int | None = None,
+    github_id: int | None = None,
+) -> PullRequest:
+    """The one writer of a pull request's row: what Tasuku last learnt of it, from a
+    webhook's payload or from GitHub's API. `changed_files` and `github_id` are written
+    when known; None keeps what the row holds."""
+    known = {
+        name: value
+        for name, value in (("changed_files", changed_files), ("github_id", github_id))
+        if value is not None
+    }
+    pull_request, _ = PullRequest.objects.update_or_create(
+        repository=repository,
+        number=number,
+        defaults={
+            "title": title[:1024],
+            "author_login": author_login,
+            "author_type": author_type,
+            "state": state,
+            "draft": draft,
+            "merged": merged,
+            "head_sha": head_sha,
+            "head_ref": head_ref,
+            "base_sha": base_sha,
+            "base_ref": base_ref,
+            "html_url": html_url,
+            **known,
+        },
+    )
+    return pull_request
+
+
 def pull_request_sync(*, repository: Repository, data: dict[str, Any]) -> PullRequest:
     """Record what a payload says of a pull request (title, state, heads, author)."""
     user = data.get("user") or {}
     head = data.get("head") or {}
     base = data.get("base") or {}
-    state = data.get("state") or "open"
-    pull_request, _ = PullRequest.objects.update_or_create(
+    changed_files = data.get("changed_files")
+    return pull_request_record(
         repository=repository,
         number=int(data["number"]),
-        defaults={
-            "github_id": data.get("id"),
-            "title": (data.get("title") or "")[:1024],
-            "author_login": user.get("login", ""),
-            "author_type": user.get("type", ""),
-            "state": state,
-            "draft": bool(data.get("draft")),
-            "merged": bool(data.get("merged")),
-            "head_sha": head.get("sha", ""),
-            "head_ref": head.get("ref", ""),
-            "base_sha": base.get("sha", ""),
-            "base_ref": base.get("ref", ""),
-            "html_url": data.get("html_url") or "",
-            **(
-                {"changed_files": int(data["changed_files"])}
-                if data.get("changed_files") is not None
-                else {}
-            ),
-        },
+        github_id=data.get("id"),
+        title=data.get("title") or "",
+        author_login=user.get("login", ""),
+        author_type=user.get("type", ""),
+        state=data.get("state") or "open",
+        draft=bool(data.get("draft")),
+        merged=bool(data.get("merged")),
+        head_sha=head.get("sha", ""),
+        head_ref=head.get("ref", ""),
+        base_sha=base.get("sha", ""),
+        base_ref=base.get("ref", ""),
+        html_url=data.get("html_url") or "",
+        changed_files=int(changed_files) if changed_files is not None else None,
     )
-    return pull_request
 
 
 # Triggers a person or GitHub asks for explicitly: each may review a head again. Pull

@@ -23,6 +23,7 @@ from reviews.markers import marker as signed_marker
 from reviews.models import Notice, PullRequest, ReviewRun
 from reviews.services import (
     admission_for,
+    pull_request_record,
     repository_from_payload,
     run_request,
 )
@@ -94,25 +95,22 @@ def pull_request_refresh(
         full_name=repository.full_name,
         number=number,
     )
-    pull_request, _ = PullRequest.objects.update_or_create(
+    return pull_request_record(
         repository=repository,
         number=number,
-        defaults={
-            "title": info.title[:1024],
-            "author_login": info.author_login,
-            "author_type": info.author_type,
-            "state": "closed" if info.merged else info.state,
-            "draft": info.draft,
-            "merged": info.merged,
-            "head_sha": info.head_sha,
-            "head_ref": info.head_ref,
-            "base_sha": info.base_sha,
-            "base_ref": info.base_ref,
-            "html_url": info.html_url,
-            "changed_files": info.changed_files,
-        },
+        title=info.title,
+        author_login=info.author_login,
+        author_type=info.author_type,
+        state="closed" if info.merged else info.state,
+        draft=info.draft,
+        merged=info.merged,
+        head_sha=info.head_sha,
+        head_ref=info.head_ref,
+        base_sha=info.base_sha,
+        base_ref=info.base_ref,
+        html_url=info.html_url,
+        changed_files=info.changed_files,
     )
-    return pull_request
 
 
 def runs_request_for(
