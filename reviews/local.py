@@ -26,7 +26,7 @@ from reviews.pipeline import previous_head, result_reusable
 from reviews.publication import persist
 from reviews.reconcile import CURRENT, Decision
 from reviews.runs import Heartbeat, run_attempt_failed, run_claim, run_finish, run_stage
-from reviews.validation import History
+from reviews.validation import INVALID, History
 from sandbox.workspace import Workspace
 
 LOCAL_INSTALLATION = 0
@@ -277,7 +277,7 @@ def _reconcile(
     )
     if examined:
         found_again = set(
-            review.findings.exclude(category="invalid").values_list("fingerprint", flat=True)
+            review.findings.exclude(category=INVALID).values_list("fingerprint", flat=True)
         ) | (still_open & {f.fingerprint for f in earlier})
         decisions = threads.decide(
             run,

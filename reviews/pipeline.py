@@ -56,7 +56,7 @@ from reviews.runs import (
     run_finish,
 )
 from reviews.triage import Verdict
-from reviews.validation import OPEN, History
+from reviews.validation import INVALID, OPEN, History
 from sandbox.agent.triage import model_triage
 from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.workspace import Checkout, Workspace
@@ -180,7 +180,7 @@ def pipeline(ctx: Context) -> str:
     )
     validated = stages.validate(core, result, ctx.config, history)
     review = persist(ctx.run, core, result=result)
-    found_again = {v.fingerprint for v in validated if v.category != "invalid"}
+    found_again = {v.fingerprint for v in validated if v.category != INVALID}
     # The engine ruled that an earlier finding is still there (though it did not raise
     # it again in the same words): it stays open, its thread untouched.
     earlier_ids = {f.fingerprint for f in earlier}

@@ -16,7 +16,7 @@ from django.utils.translation import ngettext
 
 from reviews.escaping import block_text, code_span, inline_text
 from reviews.markers import marker, markers_of
-from reviews.validation import OPEN, Validated
+from reviews.validation import OPEN, UNANCHORABLE, Validated
 from sandbox.contract import ReviewSummary, Severity, Side
 
 BODY_ONLY_NOTE = (
@@ -145,7 +145,7 @@ def review_body(
     what was not reviewed, and the run marker."""
     published = [f for f in findings if f.published]
     blocking = sum(1 for f in published if f.blocking)
-    unanchored = [f for f in findings if f.reason.startswith("not anchorable")]
+    unanchored = [f for f in findings if f.held == UNANCHORABLE]
     parts = [f"### Tasuku review · {context.reviewer}", ""]
     span = f"`{context.base_sha[:7]}…{context.head_sha[:7]}`"
     if context.incremental:

@@ -77,6 +77,14 @@ class History:
         return file is None or not any(file.is_added(n) for n in range(start, end + 1))
 
 
+# A finding the engine returned in a shape Tasuku cannot use: kept (suppressed) under
+# this category, never counted as the engine finding something again.
+INVALID = "invalid"
+# Why an open finding is not posted inline (`Validated.held`).
+OVER_LIMIT = "over-limit"
+UNANCHORABLE = "unanchorable"
+
+
 @dataclass(frozen=True)
 class Validated:
     """A finding after the gate. `state` is open or suppressed (with `reason`)."""
@@ -96,7 +104,8 @@ class Validated:
     rule: str | None
     fingerprint: str
     state: str = OPEN
-    reason: str = ""
+    reason: str = ""  # in words, for people
+    held: str = ""  # why it is not posted inline, for code: OVER_LIMIT or UNANCHORABLE
     # What the code at the finding's first line says (a digest of it, whitespace
     # ignored): with the fingerprint, it tells one occurrence of a problem from another.
     code_digest: str = ""
@@ -107,7 +116,7 @@ class Validated:
 
     @property
     def anchored(self) -> bool:
-        return self.state == OPEN or self.reason.startswith("over the comment limit")
+        return self.state == OPEN or self.held == OVER_LIMIT
 
 
 def clean_text(text: str | None, limit: int) -> str:
@@ -314,7 +323,11 @@ def gate(
             else:
                 # Still open: it counts in the gate and is carried to later reviews; it
                 # is only not posted inline (the check's summary lists it).
-                result = replace(result, reason=f"over the comment limit ({config.comment_limit})")
+                result = replace(
+                    result,
+                    reason=f"over the comment limit ({config.comment_limit})",
+                    held=OVER_LIMIT,
+                )
         final.append(result)
     return sorted(final, key=lambda r: (r.state != OPEN, *_sort_key(r)))
 
@@ -407,7 +420,7 @@ def _invalid(data: dict[str, Any], error: str) -> Validated:
         start_line=1,
         end_line=1,
         severity=Severity.INFO,
-        category="invalid",
+        category=INVALID,
         title=title,
         body=clean_text(str(data.get("body") or ""), MAX_BODY),
         evidence="",
@@ -415,7 +428,7 @@ def _invalid(data: dict[str, Any], error: str) -> Validated:
         confidence=0.0,
         blocking=False,
         rule=None,
-        fingerprint=fingerprint(path, "invalid", title, 0),
+        fingerprint=fingerprint(path, INVALID, title, 0),
         state=SUPPRESSED,
         reason=f"invalid finding from the engine: {error}"[:500],
         raw=data,
@@ -442,6 +455,7 @@ def _locate(result: Validated, diff: Diff, config: GateConfig, seen: dict[tuple,
             result,
             state=SUPPRESSED,
             reason=f"not anchorable: line {result.start_line} is outside the changed lines",
+            held=UNANCHORABLE,
         )
     start, end = narrowed
     if (start, end) != (result.start_line, result.end_line):
