@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import requests
@@ -43,9 +43,7 @@ from github import Github, GithubException
 from repos.github.clients import cache_lock, run_details_refused
 from repos.github.errors import GitHubError, permissions_not_granted
 from repos.github.schemas import ActionsRunInfo, DispatchedRun, WorkflowInfo, format_time
-
-if TYPE_CHECKING:
-    from repos.github.transport import Transport
+from repos.github.transport import Transport
 
 logger = logging.getLogger(__name__)
 
@@ -158,9 +156,9 @@ def _workflow_url(full_name: str, workflow: str) -> str:
     return f"/repos/{owner}/{name}/actions/workflows/{quote(workflow.rsplit('/', 1)[-1], safe='')}"
 
 
-class ActionsCalls:
+class ActionsCalls(Transport):
     def workflow_dispatch(
-        self: Transport,
+        self,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -269,7 +267,7 @@ class ActionsCalls:
             raise _dispatch_error(error, where, inputs) from error
 
     def workflow_run_find(
-        self: Transport,
+        self,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -294,7 +292,7 @@ class ActionsCalls:
         return self._actions_read(what, installation_id, repository_id, full_name, look)
 
     def workflow_run_ours(
-        self: Transport,
+        self,
         run: ActionsRunInfo,
         *,
         run_name: str,
@@ -319,7 +317,7 @@ class ActionsCalls:
         return run.actor is None or self.posted_by_us(run.actor.model_dump())
 
     def _run_listed(
-        self: Transport, client: Github, url: str, ref: str, run_name: str, since: datetime
+        self, client: Github, url: str, ref: str, run_name: str, since: datetime
     ) -> DispatchedRun | None:
         """One look at the workflow's recent dispatched runs on `ref`. _Ambiguous when
         none is ours and some show the workflow's plain name (no `run-name`)."""
@@ -352,7 +350,7 @@ class ActionsCalls:
         return None
 
     def workflow_get(
-        self: Transport,
+        self,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -377,7 +375,7 @@ class ActionsCalls:
         return self._actions_read(what, installation_id, repository_id, full_name, get)
 
     def actions_run_get(
-        self: Transport,
+        self,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -398,7 +396,7 @@ class ActionsCalls:
         return self._actions_read(what, installation_id, repository_id, full_name, get)
 
     def _actions_read(
-        self: Transport,
+        self,
         what: str,
         installation_id: int,
         repository_id: int | None,

@@ -9,7 +9,7 @@ never ask GitHub for a token the installation would refuse.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from github import Github, GithubException
@@ -26,9 +26,7 @@ from repos.github.schemas import (
     required_check_names,
     status_check_state,
 )
-
-if TYPE_CHECKING:
-    from repos.github.transport import Transport
+from repos.github.transport import Transport
 
 ADMINISTRATION_READ = {"administration": "read"}
 STATUSES_READ = {"statuses": "read"}
@@ -50,9 +48,9 @@ def _protection_unreadable(exc: GithubException) -> bool:
     return False
 
 
-class CheckCalls:
+class CheckCalls(Transport):
     def required_checks(
-        self: Transport,
+        self,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -100,7 +98,7 @@ class CheckCalls:
             return None
 
     def commit_check_runs(
-        self: Transport,
+        self,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -125,7 +123,7 @@ class CheckCalls:
             )
 
     def _commit_checks(
-        self: Transport,
+        self,
         installation_id: int,
         repository_id: int | None,
         full_name: str,

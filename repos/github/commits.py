@@ -9,14 +9,13 @@ other two), which Tasuku's App holds anyway.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from github import Github
 from pydantic import BaseModel
 
-if TYPE_CHECKING:
-    from repos.github.transport import Transport
+from repos.github.transport import Transport
 
 PAGE_SIZE = 100
 # "The list of changed files is only shown on the first page of results, and it includes
@@ -73,9 +72,9 @@ def _changed_file(data: dict[str, Any]) -> ChangedFile:
     )
 
 
-class CommitCalls:
+class CommitCalls(Transport):
     def compare(
-        self: Transport,
+        self,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -123,7 +122,7 @@ class CommitCalls:
         )
 
     def commit_pull_requests(
-        self: Transport,
+        self,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -163,7 +162,7 @@ class CommitCalls:
         )
 
     def pull_request_files(
-        self: Transport,
+        self,
         *,
         installation_id: int,
         repository_id: int | None,

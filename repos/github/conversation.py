@@ -6,7 +6,7 @@ A mixin of `GitHubGateway`: every call still goes through its retry loop."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from github import Github
@@ -19,9 +19,7 @@ from repos.github.schemas import (
     ThreadInfo,
     review_comment_info,
 )
-
-if TYPE_CHECKING:
-    from repos.github.transport import Transport
+from repos.github.transport import Transport
 
 THREADS_QUERY = """
 query($owner: String!, $name: String!, $number: Int!, $first: Int!, $cursor: String) {
@@ -77,9 +75,9 @@ def _thread(node: dict[str, Any]) -> ThreadInfo:
 WRITE_ROLES = ("admin", "maintain", "write")
 
 
-class ConversationCalls:
+class ConversationCalls(Transport):
     def collaborator_role(
-        self: Transport,
+        self,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -120,7 +118,7 @@ class ConversationCalls:
         return role
 
     def review_threads(
-        self: Transport,
+        self,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -161,7 +159,7 @@ class ConversationCalls:
         )
 
     def thread_resolve(
-        self: Transport,
+        self,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -189,7 +187,7 @@ class ConversationCalls:
         )
 
     def comment_reply(
-        self: Transport,
+        self,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -233,7 +231,7 @@ class ConversationCalls:
         )
 
     def review_dismiss(
-        self: Transport,
+        self,
         *,
         installation_id: int,
         repository_id: int | None,
@@ -261,7 +259,7 @@ class ConversationCalls:
         )
 
     def issue_comment_create(
-        self: Transport,
+        self,
         *,
         installation_id: int,
         repository_id: int | None,

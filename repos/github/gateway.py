@@ -1,4 +1,8 @@
-"""`GitHubGateway`: one method per GitHub call, each through one retry loop."""
+"""`GitHubGateway`: one method per GitHub call, each through one retry loop.
+
+The composition: its own calls (pull requests, check runs, reviews) here, the rest in the
+mixins by subject (checks.py, conversation.py, commits.py, actions.py, hooks.py), all over
+`Transport` (transport.py: tokens, clients, the retry loop)."""
 
 from __future__ import annotations
 
@@ -211,22 +215,6 @@ class GitHubGateway(ConversationCalls, CheckCalls, CommitCalls, ActionsCalls, Ho
         return self.installation_token(
             installation_id, repository_ids=(repository_id,), permissions={"contents": "read"}
         ).token
-
-    def _pull_list(
-        self, client: Github, full_name: str, number: int, suffix: str
-    ) -> list[dict[str, Any]]:
-        owner, name = full_name.split("/", 1)
-        url = f"/repos/{owner}/{name}/pulls/{number}/{suffix}"
-        items: list[dict[str, Any]] = []
-        page = 1
-        while True:
-            _, data = client.requester.requestJsonAndCheck(
-                "GET", url, parameters={"per_page": 100, "page": page}
-            )
-            items.extend(data)
-            if len(data) < 100:
-                return items
-            page += 1
 
     def reviews_list(
         self, *, installation_id: int, repository_id: int | None, full_name: str, number: int

@@ -7,12 +7,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from repos.github.schemas import parse_time
-
-if TYPE_CHECKING:
-    from repos.github.transport import Transport
+from repos.github.transport import Transport
 
 NEXT_CURSOR = re.compile(r'<[^>]*[?&]cursor=([^&>]+)[^>]*>;\s*rel="next"')
 
@@ -36,9 +33,9 @@ class HookDelivery:
         return 200 <= self.status_code < 400
 
 
-class HookCalls:
+class HookCalls(Transport):
     def hook_deliveries(
-        self: Transport, *, cursor: str = "", per_page: int = 100
+        self, *, cursor: str = "", per_page: int = 100
     ) -> tuple[list[HookDelivery], str]:
         """A page of the App's delivery log, newest first, and the next page's cursor
         ("" at the end)."""
@@ -70,7 +67,7 @@ class HookCalls:
 
         return self._app_call("list the App's webhook deliveries", get)
 
-    def hook_redeliver(self: Transport, delivery_id: int) -> None:
+    def hook_redeliver(self, delivery_id: int) -> None:
         """Ask GitHub to deliver one again (202: it will)."""
 
         def post() -> None:

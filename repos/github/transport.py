@@ -1,7 +1,8 @@
 """The gateway's transport: the App's and installations' tokens, the clients that carry
 them, and the one call loop every GitHub call goes through (retries, rate limits, the
-usage count). The calls themselves are methods of `GitHubGateway` (gateway.py) and its
-mixins, which depend on this and on nothing above it."""
+usage count), and the pagination of a pull request's lists. The calls themselves are
+methods of `GitHubGateway` (gateway.py) and its mixins, each a subclass of `Transport`:
+they depend on this and on nothing above it."""
 
 from __future__ import annotations
 
@@ -188,6 +189,23 @@ class Transport:
         )
         with cache_lock:
             token_cache.pop(key, None)
+
+    def _pull_list(
+        self, client: Github, full_name: str, number: int, suffix: str
+    ) -> list[dict[str, Any]]:
+        """Every page of a pull request's REST list `suffix` (reviews, comments, ...)."""
+        owner, name = full_name.split("/", 1)
+        url = f"/repos/{owner}/{name}/pulls/{number}/{suffix}"
+        items: list[dict[str, Any]] = []
+        page = 1
+        while True:
+            _, data = client.requester.requestJsonAndCheck(
+                "GET", url, parameters={"per_page": 100, "page": page}
+            )
+            items.extend(data)
+            if len(data) < 100:
+                return items
+            page += 1
 
     def _repo_call(
         self,
