@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import ngettext
+
 from repos import github
 from repos.models import Repository
 from reviews.passes.feedback import comment_record
@@ -29,7 +31,8 @@ def _tasuku_logins() -> set[str]:
 def _recorded(recorded: int, what: str) -> Outcome:
     if not recorded:
         return Outcome.ignore(f"no task waits on this {what}")
-    return Outcome(f"{what} recorded for {recorded} task{'s' if recorded != 1 else ''}")
+    tasks = ngettext("%(count)d task", "%(count)d tasks", recorded) % {"count": recorded}
+    return Outcome(f"{what} recorded for {tasks}")
 
 
 def _comment_recorded(payload: dict[str, Any], number: Any, kind: str) -> int:
@@ -98,4 +101,5 @@ def _checks(payload: dict[str, Any], head_sha: str, what: str) -> Outcome:
     count = checks_changed(repository, head_sha)
     if not count:
         return Outcome.ignore(f"{what} completed on a head no task waits on")
-    return Outcome(f"{what} completed: {count} task{'s' if count != 1 else ''} re-evaluated")
+    tasks = ngettext("%(count)d task", "%(count)d tasks", count) % {"count": count}
+    return Outcome(f"{what} completed: {tasks} re-evaluated")

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import ngettext
 
 from repos import github
 from repos.github import GitHubError
@@ -266,8 +267,13 @@ def pass_conclude(review_pass: ReviewPass) -> None:
     if review_pass.number >= passes_allowed(task):
         task_stuck(
             task,
-            f"{review_pass.number} passes (the most allowed) and {counts['blocking_open']} "
-            f"blocking finding{'s' if counts['blocking_open'] != 1 else ''} still open",
+            f"{review_pass.number} passes (the most allowed) and "
+            + ngettext(
+                "%(count)d blocking finding still open",
+                "%(count)d blocking findings still open",
+                counts["blocking_open"],
+            )
+            % {"count": counts["blocking_open"]},
         )
     elif (
         counts["blocking_new"]

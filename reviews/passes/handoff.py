@@ -15,6 +15,7 @@ from repos import github
 from repos.github import GitHubError
 from repos.models import Repository, Reviewer
 from repos.policy import Engine
+from repos.refs import ref_parse
 from reviews.engines import engine_environment
 from reviews.models import (
     MAX_PASSES_RANGE,
@@ -27,9 +28,6 @@ from reviews.models import (
 from reviews.passes.author import author_bot_login, author_configured
 
 logger = logging.getLogger(__name__)
-
-
-PULL_REF = re.compile(r"^(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)#(?P<number>[1-9]\d{0,9})$")
 
 
 LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")
@@ -48,10 +46,10 @@ class TaskError(Exception):
 
 
 def pull_ref_parse(text: str) -> tuple[str, int]:
-    match = PULL_REF.match((text or "").strip())
-    if match is None:
+    ref = ref_parse(text if isinstance(text, str) else "")
+    if ref is None or ref.number is None:
         raise TaskError(f"{text!r} is not a pull request reference like owner/repo#12.")
-    return match["repo"], int(match["number"])
+    return ref.full_name, ref.number
 
 
 def task_create(

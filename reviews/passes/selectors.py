@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
+from django.utils.translation import ngettext
 
 from reviews.models import (
     Answer,
@@ -27,8 +28,8 @@ from reviews.models import (
 )
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+def _count(n: int, one: str, many: str) -> str:
+    return ngettext(one, many, n) % {"count": n}
 
 
 def task_checks(task: Task) -> list[dict[str, Any]]:
@@ -56,7 +57,11 @@ def task_status(task: Task) -> str:
         return f"Reviewing · pass {last.number}" if running else "Waiting for a reviewer"
     if task.state == TaskState.APPROVED:
         pending = sum(1 for c in task_checks(task) if c.get("state") != "success")
-        return f"Approved · waiting for {_plural(pending, 'check')}" if pending else "Approved"
+        return (
+            f"Approved · waiting for {_count(pending, '%(count)d check', '%(count)d checks')}"
+            if pending
+            else "Approved"
+        )
     if task.state == TaskState.AUTHOR_FIXING:
         parts = []
         if last is not None and last.status in (PassStatus.FINDINGS, PassStatus.CLEAN):
@@ -65,10 +70,10 @@ def task_status(task: Task) -> str:
                 parts.append(f"{blocking} blocking")
         comments = unanswered_comments(task).count()
         if comments:
-            parts.append(_plural(comments, "comment"))
+            parts.append(_count(comments, "%(count)d comment", "%(count)d comments"))
         failing = sum(1 for c in task_checks(task) if c.get("state") == "failure")
         if failing:
-            parts.append(_plural(failing, "failing check"))
+            parts.append(_count(failing, "%(count)d failing check", "%(count)d failing checks"))
         if last is not None and last.status == PassStatus.CLEAN and heads_moved(task, last):
             parts.append(f"pushed since pass {last.number}: report done for another pass")
         if last is not None and last.status == PassStatus.SUPERSEDED:
