@@ -71,17 +71,23 @@ from webhooks.models import WebhookDelivery  # noqa: E402
 INSTALLATIONS = 10
 REPOSITORIES = 200
 PUSHES = 5  # runs per pull request
-FAILURES = [
+FAILURES = [  # (stage, reason, error code: tasuku/errors.py)
     ("clone", "Could not fetch the head: access denied (remote: 403). The App may not read "
-              "this repository: grant it Contents: read."),
-    ("clone", "Could not fetch the head: the commit is not on GitHub any more (not our ref)."),
-    ("sandbox", "The static engine did not finish within 1800s and was stopped."),
-    ("provider", "The anthropic API refused the API key (HTTP 401): invalid x-api-key"),
-    ("provider", "Could not reach the anthropic API: Connection error."),
-    ("validation", "The claude engine's output is not a ReviewResult: Field required"),
+              "this repository: grant it Contents: read.", "clone-access"),
+    ("clone", "Could not fetch the head: the commit is not on GitHub any more (not our ref).",
+     "clone-commit-gone"),
+    ("sandbox", "The static engine did not finish within 1800s and was stopped.",
+     "sandbox-timeout"),
+    ("provider", "The anthropic API refused the API key (HTTP 401): invalid x-api-key",
+     "provider-key"),
+    ("provider", "Could not reach the anthropic API: Connection error.", "provider-unavailable"),
+    ("validation", "The claude engine's output is not a ReviewResult: Field required",
+     "engine-output"),
     ("publication", "Could not post a review: GitHub answered 403 (Resource not accessible "
-                    "by integration) — the App may lack a permission this needs"),
-    ("admission", "Could not read pull request: GitHub answered 502 (Bad Gateway)"),
+                    "by integration) — the App may lack a permission this needs",
+     "github-permission"),
+    ("admission", "Could not read pull request: GitHub answered 502 (Bad Gateway)",
+     "github-unavailable"),
 ]  # fmt: skip
 SEVERITIES = ["info", "low", "medium", "high", "critical"]
 CATEGORIES = ["bug", "security", "performance", "style", "robustness"]
@@ -157,26 +163,26 @@ def _seed_pull_requests(numbers, repositories, reviewers, per_review, *, now, rn
             if created > now:
                 created = now - timedelta(minutes=rng.uniform(1, 600))
             roll = rng.random()
-            stage, reason = "", ""
+            stage, reason, code = "", "", ""
             if roll < 0.85:
                 status = "completed"
             elif roll < 0.91:
                 status = "failed"
-                stage, reason = rng.choice(FAILURES)
+                stage, reason, code = rng.choice(FAILURES)
             elif roll < 0.95:
                 status, reason = "skipped", "draft pull request"
             else:
                 status, reason = "cancelled", "stale: the head moved"
             if push == PUSHES - 1 and pull.number % 97 == 0:
-                status, stage, reason = "queued", "", ""
+                status, stage, reason, code = "queued", "", "", ""
             elif push == PUSHES - 1 and pull.number % 991 == 1:
-                status, stage, reason = "running", "sandbox", ""
+                status, stage, reason, code = "running", "sandbox", "", ""
             finished = created + timedelta(seconds=rng.uniform(5, 400))
             head = f"{pull.pk:020x}{push:020x}"
             run_rows.append(ReviewRun(
                 pull_request=pull, reviewer=reviewer, head_sha=head, base_sha=pull.base_sha,
                 trigger="opened" if push == 0 else "synchronize", status=status, stage=stage,
-                reason=reason, attempts=1, created_at=created,
+                reason=reason, error_code=code, attempts=1, created_at=created,
                 started_at=created if status != "queued" else None,
                 finished_at=finished if status not in ("queued", "running") else None,
                 incremental_since=f"{pull.pk:020x}{push - 1:020x}" if push else "",
@@ -193,6 +199,7 @@ def _seed_pull_requests(numbers, repositories, reviewers, per_review, *, now, rn
             outcome={"completed": "succeeded", "failed": "failed", "skipped": "skipped",
                      "cancelled": "cancelled"}.get(run.status, "running"),
             error=run.reason if run.status == "failed" else "",
+            error_code=run.error_code if run.status == "failed" else "",
         ))  # fmt: skip
         delivery_rows.append(WebhookDelivery(
             hook_id="1", delivery_id=f"bench-{run.pk}", event="pull_request",

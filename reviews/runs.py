@@ -31,6 +31,7 @@ from reviews.models import (
 )
 from tasuku import durable
 from tasuku.broker import ring
+from tasuku.errors import code_of
 
 logger = logging.getLogger(__name__)
 
@@ -192,7 +193,8 @@ def run_finish(held: Held, *, status: str, reason: str = "", superseded_by: str 
     }[status]
     with transaction.atomic():
         done = RUNS.finish(held.run_pk, held.attempt, status, where={"worker": held.worker},
-                           reason=reason, superseded_by=superseded_by, finished_at=now)  # fmt: skip
+                           reason=reason, error_code="", superseded_by=superseded_by,
+                           finished_at=now)  # fmt: skip
         if done:
             _attempt_end(held.run_pk, outcome=outcome, now=now)
             _ring_waiting(held.run_pk)
@@ -207,6 +209,7 @@ def run_attempt_failed(held: Held, exc: BaseException, *, stage: str, final: boo
     waits meanwhile."""
     now = timezone.now()
     error = f"{type(exc).__name__}: {exc}"
+    code = code_of(exc)  # tasuku/errors.py; an exception without one is a bug
     if not hasattr(exc, "permanent"):
         error += "\n\n" + "".join(traceback.format_exception(exc)[-8:])
     row = (
@@ -244,9 +247,10 @@ def run_attempt_failed(held: Held, exc: BaseException, *, stage: str, final: boo
         outcome = AttemptOutcome.FAILED
     with transaction.atomic():
         changed = RUNS.settle(held.run_pk, held.attempt, verdict, where={"worker": held.worker},
-                              stage=stage, **fields)  # fmt: skip
+                              stage=stage, error_code=code, **fields)  # fmt: skip
         if changed:
-            _attempt_end(held.run_pk, outcome=outcome, now=now, stage=stage, error=error[:20000])
+            _attempt_end(held.run_pk, outcome=outcome, now=now, stage=stage, error=error[:20000],
+                         error_code=code)  # fmt: skip
             if verdict.kind == durable.FAILED:
                 _ring_waiting(held.run_pk)
     if verdict.kind == durable.DEFERRED:
@@ -259,11 +263,17 @@ def run_attempt_failed(held: Held, exc: BaseException, *, stage: str, final: boo
 
 
 def _attempt_end(
-    run_pk: int, *, outcome: str, now: datetime, stage: str = "", error: str = ""
+    run_pk: int,
+    *,
+    outcome: str,
+    now: datetime,
+    stage: str = "",
+    error: str = "",
+    error_code: str = "",
 ) -> None:
     """Close the run's running attempt row (there is at most one)."""
     RunAttempt.objects.filter(run_id=run_pk, outcome=AttemptOutcome.RUNNING).update(
-        outcome=outcome, finished_at=now, stage=stage, error=error
+        outcome=outcome, finished_at=now, stage=stage, error=error, error_code=error_code
     )
 
 
@@ -290,6 +300,7 @@ def run_retry(run: ReviewRun) -> bool:
             started_at=None,
             finished_at=None,
             reason="",
+            error_code="",
             stage="",
         )
         if updated:
@@ -311,7 +322,7 @@ def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
     for run in ReviewRun.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now):
         with transaction.atomic():
             final = run.attempts >= MAX_ATTEMPTS
-            updates = dict(lease_expires_at=None, worker="")
+            updates = dict(lease_expires_at=None, worker="", error_code="worker-lost")
             if final:
                 updates.update(status=RunStatus.FAILED, finished_at=now,
                                reason=f"the worker stopped while the run was at {run.stage or 'its start'} (last attempt)")  # fmt: skip
@@ -322,7 +333,8 @@ def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
                                             attempts=run.attempts, lease_expires_at__lt=now).update(**updates):  # fmt: skip
                 continue  # it heartbeated or finished meanwhile
             _attempt_end(run.pk, outcome=AttemptOutcome.LOST, now=now, stage=run.stage,
-                         error=f"No heartbeat from {run.worker} since its lease expired.")  # fmt: skip
+                         error=f"No heartbeat from {run.worker} since its lease expired.",
+                         error_code="worker-lost")  # fmt: skip
             lost += 1
             if final:
                 failed_lost += 1
@@ -346,9 +358,10 @@ def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
                 finished_at=now,
                 lease_expires_at=None,
                 reason=f"did not finish within {settings.TASUKU_RUN_DEADLINE_SECONDS // 60} minutes of starting",
+                error_code="run-deadline",
             ):
-                _attempt_end(run.pk, outcome=AttemptOutcome.FAILED, now=now,
-                             stage=run.stage, error="deadline exceeded")  # fmt: skip
+                _attempt_end(run.pk, outcome=AttemptOutcome.FAILED, now=now, stage=run.stage,
+                             error="deadline exceeded", error_code="run-deadline")  # fmt: skip
                 ring(CONCLUDE_TASK, run.pk, name=f"conclude-{run.pk}")
                 overdue += 1
 

@@ -35,10 +35,11 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv))
-    except StageError as exc:  # a failure the engine understood: its stage and whether to retry
-        print(json.dumps({"error": str(exc), "stage": exc.stage, "permanent": exc.permanent}),
-              file=sys.stderr)  # fmt: skip
+    except StageError as exc:  # a failure the engine understood: its stage, code, whether to retry
+        print(json.dumps({"error": str(exc), "stage": exc.stage, "permanent": exc.permanent,
+                          "code": exc.code}), file=sys.stderr)  # fmt: skip
         sys.exit(4)
     except Exception as exc:  # the runner reads this line as the failure's reason
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), file=sys.stderr)
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}", "code": "internal-error"}),
+              file=sys.stderr)  # fmt: skip
         sys.exit(3)

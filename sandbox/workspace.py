@@ -380,7 +380,9 @@ def _commit_ids(*shas: str | None) -> None:
     option or a ref."""
     for sha in shas:
         if sha is not None and not COMMIT_ID.fullmatch(sha):
-            raise CloneError(f"Not a commit id: {sha[:80]!r}.", permanent=True)
+            raise CloneError(
+                f"Not a commit id: {sha[:80]!r}.", permanent=True, code="clone-bad-commit"
+            )
 
 
 def _attributes_neutralise(git_dir: Path) -> None:
@@ -407,7 +409,9 @@ class _Git:
             )
         except subprocess.TimeoutExpired as exc:
             raise CloneError(
-                f"git timed out after {GIT_TIMEOUT}s ({what or args[0]})", permanent=False
+                f"git timed out after {GIT_TIMEOUT}s ({what or args[0]})",
+                permanent=False,
+                code="clone-timeout",
             ) from exc
         if returncode:
             return str(completed.returncode)
@@ -434,6 +438,7 @@ def _clone_error(what: str, stderr: str) -> CloneError:
             f"Could not {what}: access denied ({detail}). The App may not read this "
             "repository: grant it Contents: read.",
             permanent=True,
+            code="clone-access",
         )
     if (
         "not our ref" in lowered
@@ -441,11 +446,17 @@ def _clone_error(what: str, stderr: str) -> CloneError:
         or "no such remote ref" in lowered
     ):
         return CloneError(
-            f"Could not {what}: the commit is not on GitHub any more ({detail}).", permanent=True
+            f"Could not {what}: the commit is not on GitHub any more ({detail}).",
+            permanent=True,
+            code="clone-commit-gone",
         )
     if "repository not found" in lowered or " 404" in lowered:
-        return CloneError(f"Could not {what}: repository not found ({detail}).", permanent=True)
-    return CloneError(f"Could not {what}: {detail}", permanent=False)
+        return CloneError(
+            f"Could not {what}: repository not found ({detail}).",
+            permanent=True,
+            code="clone-not-found",
+        )
+    return CloneError(f"Could not {what}: {detail}", permanent=False, code="clone-failed")
 
 
 def _git_env(token: str, home: Path, *, authenticate: bool = True) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""What a failed GitHub call means: permanent or worth retrying, and how long to wait."""
+"""What a failed GitHub call means: permanent or worth retrying, how long to wait, and
+its code (tasuku/errors.py says what each code means and what to do)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ class GitHubError(Exception):
     """A GitHub call that did not succeed.
 
     `permanent` says whether repeating the same call can ever help (a 404, a 422, a bad
-    credential) or whether it is worth retrying later (5xx, network, rate limit).
+    credential) or whether it is worth retrying later (5xx, network, rate limit). `code`
+    names the cause; without one it follows from the status.
     """
 
     def __init__(
@@ -23,6 +25,7 @@ class GitHubError(Exception):
         status: int | None = None,
         retry_after: float | None = None,
         data: Any = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -30,12 +33,40 @@ class GitHubError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.data = data
+        self.code = code or status_code(status, permanent=permanent, data=data)
+
+
+# What GitHub's refusals mean, by status.
+STATUS_CODES = {
+    401: "github-credentials",
+    403: "github-permission",
+    404: "github-not-found",
+    422: "github-422",
+}
+
+
+def refusal_code(status: int | None, data: Any) -> str:
+    """The code of a refusal (a permanent error): by its status, except a token GitHub
+    would not mint for a permission the installation lacks (a 422)."""
+    if status == 422 and _not_granted(data):
+        return "github-permission"
+    return STATUS_CODES.get(status or 0, "github-error")
+
+
+def status_code(status: int | None, *, permanent: bool, data: Any = None) -> str:
+    """The code of a GitHub error raised without one: a failure worth retrying is GitHub
+    not answering (5xx, the network); a refusal is read from its status."""
+    if (status is not None and status >= 500) or not permanent:
+        return "github-unavailable"
+    return refusal_code(status, data)
 
 
 class GitHubNotConfigured(GitHubError):
     def __init__(self, missing: list[str]) -> None:
         super().__init__(
-            "The GitHub App is not configured: set " + ", ".join(missing) + ".", permanent=True
+            "The GitHub App is not configured: set " + ", ".join(missing) + ".",
+            permanent=True,
+            code="github-credentials",
         )
         self.missing = missing
 
@@ -54,6 +85,7 @@ def classify(description: str, exc: GithubException) -> GitHubError:
             status=status,
             retry_after=60.0,
             data=exc.data,
+            code="github-rate-limit",
         )
     if "FORBIDDEN" in graphql:
         return GitHubError(
@@ -62,6 +94,7 @@ def classify(description: str, exc: GithubException) -> GitHubError:
             permanent=True,
             status=403,
             data=exc.data,
+            code="github-permission",
         )
     retry_after = rate_limit_wait(status, headers, message)
     if retry_after is not None:
@@ -71,6 +104,7 @@ def classify(description: str, exc: GithubException) -> GitHubError:
             status=status,
             retry_after=retry_after,
             data=exc.data,
+            code="github-rate-limit",
         )
     if status is not None and status >= 500:
         return GitHubError(
@@ -78,6 +112,7 @@ def classify(description: str, exc: GithubException) -> GitHubError:
             permanent=False,
             status=status,
             data=exc.data,
+            code="github-unavailable",
         )
     hint = {
         401: " — check GITHUB_APP_ID and the private key",
@@ -89,6 +124,7 @@ def classify(description: str, exc: GithubException) -> GitHubError:
         permanent=True,
         status=status,
         data=exc.data,
+        code=refusal_code(status, exc.data),
     )
 
 
@@ -137,5 +173,9 @@ def error_message(exc: GithubException) -> str:
 def permissions_not_granted(error: GitHubError) -> bool:
     """Whether a token was refused because it asked for a permission the installation
     lacks (GitHub answers 422 and mints nothing)."""
-    message = error.data.get("message", "") if isinstance(error.data, dict) else ""
-    return error.status == 422 and "permissions requested are not granted" in message
+    return error.status == 422 and _not_granted(error.data)
+
+
+def _not_granted(data: Any) -> bool:
+    message = data.get("message", "") if isinstance(data, dict) else ""
+    return "permissions requested are not granted" in message

@@ -41,7 +41,6 @@ from pydantic import ValidationError
 from repos import github
 from repos.github import ActionsRunInfo, CheckRunOutput, DispatchedRun, GitHubError, GitHubGateway
 from repos.github.actions import LOST_DISPATCH_WINDOW, workflow_path
-from repos.github.errors import permissions_not_granted
 from repos.models import Repository
 from reviews.actions.oidc import subject_repository
 from reviews.checkruns import run_check_ensure
@@ -286,7 +285,7 @@ def _dispatch_code(exc: GitHubError) -> str:
     GitHub's weather and the App's credentials keep their own codes."""
     if not exc.permanent or exc.code == "github-credentials":
         return exc.code
-    if exc.status == 403 or permissions_not_granted(exc):
+    if exc.code == "github-permission":
         return "actions-permission"
     return "actions-workflow"
 

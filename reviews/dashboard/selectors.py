@@ -94,10 +94,10 @@ def failures_by_stage(since: datetime, *, sample: int = 1) -> list[StageFailures
         if row.count:
             at_stage = failed.filter(stage=stage).order_by("-finished_at", "-pk")
             row.last = at_stage.select_related("pull_request__repository", "reviewer").first()
-            row.advice = diagnose(stage, row.last.reason)
+            row.advice = diagnose(row.last.error_code)
             if sample > 1:
-                reasons = at_stage.values_list("reason", flat=True)[:sample]
-                row.causes = Counter(diagnose(stage, reason) for reason in reasons).most_common()
+                codes = at_stage.values_list("error_code", flat=True)[:sample]
+                row.causes = Counter(diagnose(code) for code in codes).most_common()
             else:
                 row.causes = [(row.advice, 1)]
         result.append(row)

@@ -175,7 +175,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     advice = None
     if run.status == RunStatus.FAILED:
         advice = diagnose(
-            run.stage, run.reason or (failed_attempts[-1].error if failed_attempts else "")
+            run.error_code or (failed_attempts[-1].error_code if failed_attempts else "")
         )
     return render(
         request,

@@ -82,6 +82,8 @@ class ReviewRun(models.Model):
     stage = models.CharField(max_length=16, choices=Stage.choices, blank=True)
     # Why the run is skipped, cancelled or failed, in words a developer understands.
     reason = models.TextField(blank=True)
+    # What its last error was, by identity (tasuku/errors.py): diagnostics groups by it.
+    error_code = models.CharField(max_length=40, blank=True, default="")
     config = models.JSONField(default=dict, help_text="The effective configuration given to it.")
     check_run_id = models.BigIntegerField(null=True, blank=True)
     # What Tasuku last told GitHub the check concluded, as sent: what the pull request shows.
@@ -216,6 +218,7 @@ class RunAttempt(models.Model):
     )
     stage = models.CharField(max_length=16, choices=Stage.choices, blank=True)
     error = models.TextField(blank=True)
+    error_code = models.CharField(max_length=40, blank=True, default="")  # tasuku/errors.py
 
     class Meta:
         ordering = ["run", "number"]

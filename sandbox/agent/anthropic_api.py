@@ -44,6 +44,7 @@ class AnthropicConversation:
                 "No Anthropic API key: set it on the reviewer in the admin or as "
                 "ANTHROPIC_API_KEY.",
                 permanent=True,
+                code="provider-missing-key",
             )
         self.anthropic = anthropic
         self.model = job.model

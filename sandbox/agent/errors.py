@@ -15,6 +15,16 @@ PERMANENT = {
     413: "found the request too large",
     422: "rejected the request",
 }
+# Their codes (tasuku/errors.py).
+PERMANENT_CODES = {
+    400: "provider-rejected",
+    401: "provider-key",
+    402: "provider-billing",
+    403: "provider-key",
+    404: "provider-model",
+    413: "provider-rejected",
+    422: "provider-rejected",
+}
 
 
 def provider_error(provider: str, model: str, exc: Exception) -> ProviderError:
@@ -27,20 +37,33 @@ def provider_error(provider: str, model: str, exc: Exception) -> ProviderError:
             if status == 404:
                 what = f"does not know the model {model!r}"
             return ProviderError(
-                f"The {provider} API {what} (HTTP {status}): {message}", permanent=True
+                f"The {provider} API {what} (HTTP {status}): {message}",
+                permanent=True,
+                code=PERMANENT_CODES[status],
             )
         return ProviderError(
-            f"The {provider} API answered HTTP {status} after retries: {message}", permanent=False
+            f"The {provider} API answered HTTP {status} after retries: {message}",
+            permanent=False,
+            code="provider-unavailable",
         )
     name = type(exc).__name__
     if name in ("APITimeoutError", "APIConnectionError"):
-        return ProviderError(f"Could not reach the {provider} API: {message}", permanent=False)
+        return ProviderError(
+            f"Could not reach the {provider} API: {message}",
+            permanent=False,
+            code="provider-unavailable",
+        )
     if name == "APIResponseValidationError" or isinstance(exc, ValueError):
         return ProviderError(
             f"The {provider} API answered with something that is not a valid response: {message}",
             permanent=False,
+            code="provider-bad-response",
         )
-    return ProviderError(f"The {provider} API call failed: {name}: {message}", permanent=False)
+    return ProviderError(
+        f"The {provider} API call failed: {name}: {message}",
+        permanent=False,
+        code="provider-error",
+    )
 
 
 def _message(exc: Exception) -> str:

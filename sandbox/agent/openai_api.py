@@ -44,6 +44,7 @@ class OpenAIConversation:
                 "No OpenAI API key: set it on the reviewer in the admin or as OPENAI_API_KEY "
                 "(a self-hosted OpenAI-compatible server needs only its base URL).",
                 permanent=True,
+                code="provider-missing-key",
             )
         self.openai = openai
         self.model = job.model
@@ -81,7 +82,11 @@ class OpenAIConversation:
         except ValueError as exc:  # a body that is not JSON
             raise provider_error("OpenAI", self.model, exc) from exc
         if not response.choices:
-            raise ProviderError("The OpenAI API answered with no choices.", permanent=False)
+            raise ProviderError(
+                "The OpenAI API answered with no choices.",
+                permanent=False,
+                code="provider-bad-response",
+            )
         choice_0 = response.choices[0]
         message = choice_0.message
         calls = []

@@ -92,7 +92,9 @@ def docker_client(base_url: str | None = None, *, timeout: int = 60) -> docker.D
             return docker.DockerClient(base_url=base_url, timeout=timeout)
         return docker.from_env(timeout=timeout)
     except DockerException as exc:
-        raise SandboxError(f"The Docker daemon is unreachable: {exc}", permanent=False) from exc
+        raise SandboxError(
+            f"The Docker daemon is unreachable: {exc}", permanent=False, code="docker-unreachable"
+        ) from exc
 
 
 def engine_run(
@@ -281,6 +283,7 @@ class DockerSandbox:
             raise SandboxError(
                 f"Docker could not wait for the container: {status['Error'].get('Message')}",
                 permanent=False,
+                code="docker-unreachable",
             )
         return int(status["StatusCode"])
 
@@ -297,6 +300,7 @@ class DockerSandbox:
                 f"The {engine} engine ran out of memory (its limit is "
                 f"{_size(self.limits.memory_bytes)}) and was stopped.",
                 permanent=True,
+                code="sandbox-memory",
             )
         # 137 from the timer as PID 1 (124 if an init runs it as a child).
         if code in (124, 128 + signal.SIGKILL) and elapsed >= self.limits.wall_seconds:
@@ -323,6 +327,7 @@ class DockerSandbox:
             f"The {engine} engine did not finish within {self.limits.wall_seconds:g}s "
             "and was stopped.",
             permanent=True,
+            code="sandbox-timeout",
         )
 
     @contextlib.contextmanager
@@ -340,16 +345,21 @@ class DockerSandbox:
                 f"The engine image {self.image} is not on the Docker host. Build it "
                 f"(docker build -f sandbox/images/Dockerfile -t {self.image} .) or pull it.",
                 permanent=True,
+                code="docker-image",
             )
         if isinstance(exc, APIError):
             # 4xx is a request Docker will refuse again (a missing network, a bad mount),
             # except a 409: a name or state race that the next attempt does not meet.
             permanent = exc.is_client_error() and exc.status_code != 409
             return SandboxError(
-                f"Docker could not {what}: {exc.explanation or exc}", permanent=permanent
+                f"Docker could not {what}: {exc.explanation or exc}",
+                permanent=permanent,
+                code="docker-refused" if permanent else "docker-unreachable",
             )
         return SandboxError(
-            f"The Docker daemon is unreachable (could not {what}): {exc}", permanent=False
+            f"The Docker daemon is unreachable (could not {what}): {exc}",
+            permanent=False,
+            code="docker-unreachable",
         )
 
 
@@ -357,7 +367,9 @@ def _network_mode(network: str | None, proxy: str | None) -> str:
     if not network or network == "none":
         if proxy:
             raise SandboxError(
-                "A proxy for the engine needs a Docker network to reach it.", permanent=True
+                "A proxy for the engine needs a Docker network to reach it.",
+                permanent=True,
+                code="docker-network",
             )
         return "none"
     if network == "host" or network.startswith("container:"):
@@ -365,6 +377,7 @@ def _network_mode(network: str | None, proxy: str | None) -> str:
             f"The engine's network cannot be {network!r}: it would share a network "
             "namespace that reaches more than the model API.",
             permanent=True,
+            code="docker-network",
         )
     return network
 
@@ -375,6 +388,7 @@ def _environment(allowed: Mapping[str, str], proxy: str | None) -> dict[str, str
             raise SandboxError(
                 f"Refusing to pass {key} to an engine: an engine never gets a GitHub credential.",
                 permanent=True,
+                code="sandbox-credential",
             )
     env = dict(allowed)
     if proxy:

@@ -144,7 +144,9 @@ def sandboxed_run(
             preexec_fn=_limit(limits),  # noqa: PLW1509
         )
     except OSError as exc:
-        raise SandboxError(f"Could not start {what}: {exc}", permanent=False) from exc
+        raise SandboxError(
+            f"Could not start {what}: {exc}", permanent=False, code="engine-start"
+        ) from exc
     try:
         stdout, stderr = process.communicate(stdin, timeout=limits.wall_seconds)
     except subprocess.TimeoutExpired:
@@ -153,6 +155,7 @@ def sandboxed_run(
         raise SandboxError(
             f"{what[:1].upper()}{what[1:]} did not finish within {limits.wall_seconds}s and was stopped.",
             permanent=True,
+            code="sandbox-timeout",
         ) from None
     finally:
         _kill_group(process)  # anything it left running in its group goes too
@@ -192,7 +195,9 @@ def result_parse(engine: str, stdout: bytes) -> ReviewResult:
     """An engine's output as a ReviewResult; anything else fails at validation."""
     if len(stdout) > MAX_OUTPUT:
         raise SandboxError(
-            f"The {engine} engine wrote more than {MAX_OUTPUT} bytes.", permanent=True
+            f"The {engine} engine wrote more than {MAX_OUTPUT} bytes.",
+            permanent=True,
+            code="engine-output",
         )
     try:
         return ReviewResult.model_validate_json(stdout)
@@ -201,6 +206,7 @@ def result_parse(engine: str, stdout: bytes) -> ReviewResult:
             f"The {engine} engine's output is not a ReviewResult: {exc.errors()[0]['msg']}",
             permanent=True,
             stage="validation",
+            code="engine-output",
         ) from exc
 
 
@@ -211,7 +217,8 @@ def _kill_group(process: subprocess.Popen) -> None:
 
 def failure_from_exit(engine: str, code: int, stderr: str) -> StageError:
     """The error an engine's exit means. An engine that understood its failure wrote a
-    last line `{"error": …, "stage": …, "permanent": …}` on stderr (sandbox.run_engine)."""
+    last line `{"error": …, "stage": …, "permanent": …, "code": …}` on stderr
+    (sandbox.run_engine)."""
     reason, reported = "", {}
     for line in reversed(stderr.strip().splitlines()):
         try:
@@ -221,10 +228,12 @@ def failure_from_exit(engine: str, code: int, stderr: str) -> StageError:
             continue
         if reason:
             break
+    said = reported.get("code") if isinstance(reported, dict) else None
+    said = said if isinstance(said, str) and said else None
     if reason and reported.get("stage"):
         kind = ProviderError if reported["stage"] == "provider" else SandboxError
         return kind(reason[:2000], permanent=bool(reported.get("permanent", True)),
-                    stage=reported["stage"])  # fmt: skip
+                    stage=reported["stage"], code=said)  # fmt: skip
     if code < 0:
         name = signal.Signals(-code).name
         hint = (
@@ -232,6 +241,14 @@ def failure_from_exit(engine: str, code: int, stderr: str) -> StageError:
             if -code in (signal.SIGKILL, signal.SIGXCPU, signal.SIGSEGV)
             else ""
         )
-        return SandboxError(f"The {engine} engine was killed by {name}{hint}.", permanent=True)
+        return SandboxError(
+            f"The {engine} engine was killed by {name}{hint}.",
+            permanent=True,
+            code="sandbox-memory" if hint else "engine-failed",
+        )
     tail = reason or (stderr.strip().splitlines() or ["no output"])[-1]
-    return SandboxError(f"The {engine} engine failed (exit {code}): {tail[:500]}", permanent=True)
+    return SandboxError(
+        f"The {engine} engine failed (exit {code}): {tail[:500]}",
+        permanent=True,
+        code=said or "engine-failed",
+    )

@@ -136,6 +136,7 @@ def test_it_gives_up_after_three_attempts_with_a_clear_error(world, fake_github)
     error = caught.value
     assert not error.permanent
     assert error.status == 502
+    assert error.code == "github-unavailable"
     assert str(error) == (
         "Could not read pull request acme/widgets#5: GitHub answered 502 (Server Error) "
         "(gave up after 3 attempts)"
@@ -150,6 +151,7 @@ def test_a_404_is_permanent_and_not_retried(world, fake_github):
         )
     assert caught.value.permanent
     assert "404" in str(caught.value)
+    assert caught.value.code == "github-not-found"
     assert len(fake_github.requests("GET", r"/pulls/404$")) == 1
 
 
@@ -181,6 +183,7 @@ def test_a_rate_limit_longer_than_the_wait_bound_is_raised_at_once_as_transient(
         )
     assert not caught.value.permanent
     assert caught.value.retry_after == 120
+    assert caught.value.code == "github-rate-limit"
     assert len(fake_github.requests("GET", r"/pulls/5$")) == 1
 
 
@@ -188,7 +191,7 @@ def test_a_403_that_is_not_a_rate_limit_is_a_permanent_permission_error(world, f
     fake_github.installations[11].permissions = {"metadata": "read", "pull_requests": "read"}
     with pytest.raises(GitHubError) as caught:
         _create(github.gateway())
-    assert caught.value.permanent
+    assert caught.value.permanent and caught.value.code == "github-permission"
 
 
 def test_it_creates_and_updates_a_check_run(world, fake_github):
@@ -232,7 +235,7 @@ def test_without_settings_the_gateway_names_what_is_missing(settings):
     settings.GITHUB_WEBHOOK_SECRET = ""
     with pytest.raises(GitHubNotConfigured) as caught:
         github.gateway()
-    assert caught.value.permanent
+    assert caught.value.permanent and caught.value.code == "github-credentials"
     assert "GITHUB_APP_ID" in str(caught.value)
 
 
@@ -296,3 +299,4 @@ def test_graphqls_rate_limit_error_types_are_transient_with_a_wait():
         data = {"errors": [{"type": kind, "message": "API rate limit exceeded"}]}
         error = classify("list the review threads", GithubException(200, data, {}))
         assert not error.permanent and error.retry_after == 60.0, kind
+        assert error.code == "github-rate-limit"

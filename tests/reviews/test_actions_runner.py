@@ -262,6 +262,7 @@ def test_a_result_is_accepted_once_and_a_malformed_one_fails_the_run(
     assert bad.json()["error"].startswith("the runner's result does not match the contract")
     run.refresh_from_db()
     assert (run.status, run.stage) == (RunStatus.FAILED, Stage.SANDBOX)
+    assert run.error_code == "engine-output"
     drain_queue()
     [check] = actions_world.fake.check_runs_of(REPO)
     assert check.conclusion == "failure"
@@ -277,6 +278,7 @@ def test_a_failure_posted_by_the_runner_fails_the_run(actions_world, client, tes
     assert post_result(client, token, {"failure": "again"}).json()["status"] == "already accepted"
     run.refresh_from_db()
     assert run.reason == "the GitHub Actions runner failed: ANTHROPIC_API_KEY is not set"
+    assert run.error_code == "actions-runner-failed"
 
 
 @pytest.mark.django_db
@@ -294,6 +296,7 @@ def test_an_actions_run_cancelled_without_a_result_fails_the_run(actions_world, 
     assert run.reason.startswith(
         "the GitHub Actions run ended (cancelled) without posting a result (it was cancelled)"
     )
+    assert run.error_code == "actions-no-result"
     [check] = actions_world.fake.check_runs_of(REPO)
     assert check.conclusion == "failure" and "cancelled" in check.output["summary"]
 
@@ -308,6 +311,7 @@ def test_a_run_dispatched_45_minutes_ago_with_no_result_fails(actions_world, cli
     assert run.reason.startswith(
         "dispatched to GitHub Actions 45 minutes ago and no result came back"
     )
+    assert run.error_code == "actions-no-result"
 
 
 @pytest.mark.django_db
@@ -369,6 +373,7 @@ def test_an_app_that_may_not_dispatch_fails_with_the_fix(actions_world, client, 
     actions_world.fake.installations[41].permissions["actions"] = "read"
     run = open_pull_request(actions_world, client, test_app)
     assert (run.status, run.stage) == (RunStatus.FAILED, Stage.SANDBOX)
+    assert run.error_code == "actions-permission"
     [check] = actions_world.fake.check_runs_of(REPO)
     assert check.conclusion == "failure"
     assert "give it the Actions permission (read and write)" in check.output["summary"]
@@ -383,6 +388,7 @@ def test_a_dispatch_github_keeps_refusing_fails_after_three_attempts(
     run = open_pull_request(actions_world, client, test_app)
     assert (run.status, run.stage) == (RunStatus.FAILED, Stage.SANDBOX)
     assert run.reason.startswith("GitHub did not accept the workflow dispatch after 3 attempts")
+    assert run.error_code == "github-unavailable"  # GitHub's weather, not the workflow
     assert len(actions_world.fake.requests("POST", r"/dispatches$")) == 3
     assert not actions_world.fake.actions_runs_of(REPO)
 
@@ -394,7 +400,7 @@ def test_diagnostics_name_the_fix_for_an_actions_failure(fake_github, client, te
     run = open_pull_request(world, client, test_app)
     from reviews.diagnosis import diagnose
 
-    advice = diagnose(run.stage, run.reason)
+    advice = diagnose(run.error_code)
     assert advice.key == "actions-workflow"
     assert "docs/actions/tasuku.yml" in advice.action
 
@@ -525,6 +531,7 @@ def test_a_run_github_never_lists_stays_dispatched_then_fails_at_the_result_time
         "dispatched to GitHub Actions 45 minutes ago, and GitHub never listed its workflow run: "
         f"no run of {WORKFLOW} dispatched by Tasuku is named “Tasuku review (run {run.pk})”"
     )
+    assert run.error_code == "actions-run-not-listed"
     drain_queue()
     [check] = actions_world.fake.check_runs_of(REPO)
     assert (

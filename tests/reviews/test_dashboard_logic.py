@@ -1,5 +1,6 @@
-"""The dashboard's pure parts, without the database: what a failure most likely means,
-what the search box was given, the daily chart's geometry, a problem's history."""
+"""The dashboard's pure parts, without the database: what the search box was given, the
+daily chart's geometry, a problem's history. (What a failure means, by its error's code:
+test_error_codes.py.)"""
 
 from __future__ import annotations
 
@@ -11,52 +12,7 @@ import pytest
 from repos.refs import ref_parse
 from reviews.dashboard.charts import Day, daily_chart
 from reviews.dashboard.selectors import problem_history
-from reviews.diagnosis import STAGES, UNKNOWN, diagnose, known_causes
 from reviews.models import Finding, Review
-
-
-@pytest.mark.parametrize(
-    ("stage", "error", "key"),
-    [
-        ("clone", "Could not fetch: access denied (remote: 403). The App may not read this "
-                  "repository: grant it Contents: read.", "clone-access"),
-        ("clone", "Could not fetch: the commit is not on GitHub any more (not our ref)",
-         "clone-commit-gone"),
-        ("publication", "Could not post a review: GitHub answered 403 (Resource not accessible "
-                        "by integration) — the App may lack a permission this needs",
-         "github-permission"),
-        ("publication", "Could not post a review: rate limited by GitHub (403: API rate limit)",
-         "github-rate-limit"),
-        ("provider", "The anthropic API refused the API key (HTTP 401): invalid x-api-key",
-         "provider-key"),
-        ("provider", "The openai API does not know the model 'gpt-9' (HTTP 404): no such model",
-         "provider-model"),
-        ("sandbox", "The claude engine did not finish within 1800s and was stopped.",
-         "sandbox-timeout"),
-        ("sandbox", "The engine image tasuku-engine:latest is not on the Docker host. Build it",
-         "docker-image"),
-        ("validation", "The static engine's output is not a ReviewResult: Field required",
-         "engine-output"),
-        ("sandbox", "the worker stopped while the run was at sandbox (last attempt)",
-         "worker-lost"),
-        ("admission", "Could not read pull request acme/shop#7: GitHub answered 502 (Bad Gateway)",
-         "transient"),
-    ],
-)  # fmt: skip
-def test_a_failure_is_matched_to_its_likely_cause(stage, error, key):
-    assert diagnose(stage, error).key == key
-
-
-def test_an_error_it_does_not_know_says_so_and_a_rule_of_another_stage_does_not_apply():
-    assert diagnose("sandbox", "something odd happened") is UNKNOWN
-    # "access denied" means a missing Contents permission only when cloning
-    assert diagnose("provider", "access denied") is UNKNOWN
-
-
-def test_every_stage_has_common_causes_with_something_to_do():
-    for stage in STAGES:
-        causes = known_causes(stage)
-        assert causes and all(advice.action for advice in causes)
 
 
 @pytest.mark.parametrize(

@@ -8,16 +8,20 @@ from decimal import Decimal
 
 import pytest
 from django.utils import timezone
+from github import GithubException
 
+from repos.github.errors import classify
+from reviews import runs
 from reviews.models import (
-    AttemptOutcome,
     FindingOutcome,
     ReviewRun,
-    RunAttempt,
     RunStatus,
     WorkerHeartbeat,
 )
 from reviews.outcomes import figures
+from sandbox.agent.errors import provider_error
+from sandbox.errors import CloneError, SandboxError
+from sandbox.workspace import _clone_error
 from tests.factories import (
     FindingFactory,
     InstallationFactory,
@@ -38,12 +42,27 @@ def _age(obj, **delta) -> None:
     type(obj).objects.filter(pk=obj.pk).update(created_at=timezone.now() - timedelta(**delta))
 
 
-def _failed(stage: str, reason: str, *, hours_ago: float = 1, **kwargs) -> ReviewRun:
+def _failed(error: Exception, *, stage: str = "", hours_ago: float = 1, **kwargs) -> ReviewRun:
+    """A run that failed with `error`, recorded as the worker records a failure."""
+    run = ReviewRunFactory(**kwargs)
+    held = runs.run_claim(run.pk)
+    runs.run_attempt_failed(held, error, stage=stage or error.stage, final=True)
     when = timezone.now() - timedelta(hours=hours_ago)
-    return ReviewRunFactory(
-        status=RunStatus.FAILED, stage=stage, reason=reason, started_at=when, finished_at=when,
-        **kwargs,
-    )  # fmt: skip
+    ReviewRun.objects.filter(pk=run.pk).update(started_at=when, finished_at=when)
+    run.refresh_from_db()
+    return run
+
+
+DENIED = "fatal: Authentication failed for 'https://github.com/acme/shop/'"
+GONE = "fatal: remote error: upload-pack: not our ref 1234567"
+
+
+class _ApiStatus(Exception):
+    """What the model SDKs raise for an HTTP answer."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__("invalid x-api-key")
+        self.status_code = status
 
 
 class TestOverview:
@@ -61,14 +80,9 @@ class TestOverview:
     def test_it_groups_failures_by_stage_with_the_most_recent_error_and_its_cause(
         self, staff_client
     ):
-        _failed("clone", "Could not clone: repository not found (404)", hours_ago=5)
-        latest = _failed(
-            "clone",
-            "Could not fetch: access denied (403). The App may not read this repository: "
-            "grant it Contents: read.",
-            hours_ago=1,
-        )
-        _failed("provider", "The anthropic API refused the API key (HTTP 401): bad key")
+        _failed(_clone_error("clone", "remote: Repository not found."), hours_ago=5)
+        latest = _failed(_clone_error("fetch the head", DENIED), hours_ago=1)
+        _failed(provider_error("Anthropic", "claude-x", _ApiStatus(401)))
 
         page = staff_client.get("/")
         clone = next(r for r in page.context["failures"] if r.stage == "clone")
@@ -310,14 +324,15 @@ class TestRunPage:
         assert 'href="javascript' not in body and "evil.test" not in body
 
     def test_a_failed_run_says_what_to_do_and_offers_retry_to_who_may_act(self, operator_client):
-        run = _failed("publication", "Could not post the review: GitHub answered 403 "
-                      "(Resource not accessible by integration) — the App may lack a permission")  # fmt: skip
+        refused = GithubException(403, {"message": "Resource not accessible by integration"}, {})
+        run = _failed(classify("post the review", refused), stage="publication")
         content = operator_client.get(f"/runs/{run.pk}/").content.decode()
         assert "Grant the App Pull requests: write" in content
         assert f'action="/runs/{run.pk}/retry"' in content
 
     def test_the_read_only_role_sees_no_retry_and_may_not_retry(self, staff_client):
-        run = _failed("clone", "git timed out after 300s (fetch)")
+        run = _failed(CloneError("git timed out after 300s (fetch)", permanent=True,
+                                 code="clone-timeout"))  # fmt: skip
         content = staff_client.get(f"/runs/{run.pk}/").content.decode()
         assert f'action="/runs/{run.pk}/retry"' not in content
 
@@ -327,9 +342,7 @@ class TestRunPage:
         assert queued_tasks() == []
 
     def test_retry_queues_a_failed_run_again_with_fresh_attempts(self, operator_client):
-        run = _failed("sandbox", "The static engine failed (exit 1): boom")
-        RunAttempt.objects.create(run=run, number=1, worker="w:1", started_at=run.started_at,
-                                  outcome=AttemptOutcome.FAILED, error="boom")  # fmt: skip
+        run = _failed(_clone_error("fetch the head", DENIED))
         ReviewRun.objects.filter(pk=run.pk).update(attempts=3)
 
         response = operator_client.post(f"/runs/{run.pk}/retry")
@@ -360,10 +373,10 @@ class TestRunPage:
 
 class TestDiagnostics:
     def test_it_lists_failures_of_each_stage_by_cause_with_what_to_do(self, staff_client):
-        _failed("clone", "Could not fetch: access denied (403). grant it Contents: read.")
-        _failed("clone", "Could not fetch: access denied (403). grant it Contents: read.")
-        _failed("clone", "Could not clone: the commit is not on GitHub any more (not our ref)")
-        _failed("clone", "old failure: access denied", hours_ago=24 * 10)  # outside 7 days
+        _failed(_clone_error("fetch the head", DENIED))
+        _failed(_clone_error("fetch the head", DENIED))
+        _failed(_clone_error("fetch the head", GONE))
+        _failed(_clone_error("fetch the head", DENIED), hours_ago=24 * 10)  # outside 7 days
 
         page = staff_client.get("/diagnostics/")
 
@@ -388,6 +401,28 @@ class TestDiagnostics:
         assert (
             staff_client.get("/diagnostics/", {"window": "30d"}).context["failures"][1].count == 4
         )
+
+    def test_failures_are_grouped_by_their_errors_code_not_their_words(self, staff_client):
+        # The same cause in new words, and words of another cause under this one's code.
+        _failed(CloneError("Wholly new words for a token without Contents: read.",
+                           permanent=True, code="clone-access"))  # fmt: skip
+        _failed(CloneError("the commit is not on GitHub any more (not our ref)",
+                           permanent=True, code="clone-access"))  # fmt: skip
+        _failed(_clone_error("fetch the head", DENIED))
+        before = _failed(_clone_error("fetch the head", GONE))
+        ReviewRun.objects.filter(pk=before.pk).update(error_code="")  # recorded before codes
+
+        page = staff_client.get("/diagnostics/")
+
+        clone = next(r for r in page.context["failures"] if r.stage == "clone")
+        assert sorted((a.key, n) for a, n in clone.causes) == [("clone-access", 3), ("unknown", 1)]
+        assert clone.advice.key == "unknown"  # the most recent: no code, no cause
+
+    def test_the_run_page_advises_by_the_errors_code(self, staff_client):
+        run = _failed(SandboxError("Reworded: nothing to run the engine with.", permanent=True,
+                                   code="docker-image"))  # fmt: skip
+        content = staff_client.get(f"/runs/{run.pk}/").content.decode()
+        assert "Build it: docker build -f sandbox/images/Dockerfile" in content
 
     def test_admission_decisions_are_searchable_by_repository_and_pull_request(self, staff_client):
         WebhookDeliveryFactory(event="pull_request", action="opened", decision="skipped",

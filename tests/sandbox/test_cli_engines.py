@@ -191,7 +191,7 @@ def test_the_docker_runners_egress_proxy_and_a_gateway_are_passed_on():
 def test_a_missing_api_key_is_a_permanent_provider_failure():
     with pytest.raises(ProviderError, match="ANTHROPIC_API_KEY") as caught:
         claude_environment("/tmp/h", {"PATH": "/usr/bin"})
-    assert caught.value.permanent
+    assert caught.value.permanent and caught.value.code == "provider-missing-key"
     with pytest.raises(ProviderError, match="OPENAI_API_KEY"):
         codex_environment("/tmp/h", {"ANTHROPIC_API_KEY": "k"})
 
@@ -312,21 +312,22 @@ def test_without_its_last_answer_a_claude_schema_failure_is_an_incomplete_review
 
 
 @pytest.mark.parametrize(
-    ("name", "permanent", "words"),
+    ("name", "permanent", "words", "code"),
     [
-        ("claude__auth_error.json", True, "Invalid API key"),
-        ("claude__not_logged_in.json", True, "Not logged in"),
-        ("claude__unknown_model.json", True, "issue with the selected model"),
-        ("claude__rate_limited.json", False, "429"),
-        ("claude__overloaded.json", False, "529 Overloaded"),
+        ("claude__auth_error.json", True, "Invalid API key", "provider-key"),
+        ("claude__not_logged_in.json", True, "Not logged in", "provider-key"),
+        ("claude__unknown_model.json", True, "issue with the selected model", "provider-model"),
+        ("claude__rate_limited.json", False, "429", "provider-unavailable"),
+        ("claude__overloaded.json", False, "529 Overloaded", "provider-unavailable"),
     ],
 )
-def test_claude_api_refusals_are_provider_failures(name, permanent, words):
+def test_claude_api_refusals_are_provider_failures(name, permanent, words, code):
     with pytest.raises(ProviderError) as caught:
         claude_result(job(), ran(name, returncode=1))
     assert caught.value.permanent is permanent
     assert caught.value.stage == "provider"
     assert words in str(caught.value)
+    assert caught.value.code == code
 
 
 @pytest.mark.parametrize(
@@ -394,7 +395,7 @@ def test_a_claude_cli_that_dies_without_a_result_is_a_sandbox_failure():
     run = Run(returncode=1, stdout="", stderr="error: unknown option '--bogus'\n")
     with pytest.raises(SandboxError, match="unknown option") as caught:
         claude_result(job(), run)
-    assert caught.value.permanent
+    assert caught.value.permanent and caught.value.code == "engine-failed"
 
 
 def test_without_a_cost_from_the_cli_the_models_price_counts():
@@ -437,18 +438,19 @@ def test_codex_output_with_stray_lines_is_still_read_and_the_lines_counted():
 
 
 @pytest.mark.parametrize(
-    ("name", "permanent", "words"),
+    ("name", "permanent", "words", "code"),
     [
-        ("codex__auth_error.jsonl", True, "Incorrect API key"),
-        ("codex__unknown_model.jsonl", True, "does not exist"),
-        ("codex__rate_limited.jsonl", False, "429 Too Many Requests"),
+        ("codex__auth_error.jsonl", True, "Incorrect API key", "provider-key"),
+        ("codex__unknown_model.jsonl", True, "does not exist", "provider-model"),
+        ("codex__rate_limited.jsonl", False, "429 Too Many Requests", "provider-unavailable"),
     ],
 )
-def test_a_failed_codex_turn_is_a_provider_failure(name, permanent, words):
+def test_a_failed_codex_turn_is_a_provider_failure(name, permanent, words, code):
     with pytest.raises(ProviderError) as caught:
         codex_result(job(), ran(name, returncode=1))
     assert caught.value.permanent is permanent
     assert words in str(caught.value)
+    assert caught.value.code == code
 
 
 def test_codex_quota_exhaustion_is_not_retried():
@@ -456,7 +458,7 @@ def test_codex_quota_exhaustion_is_not_retried():
             "Requests: You exceeded your current quota, please check your plan and billing"}}  # fmt: skip
     with pytest.raises(ProviderError) as caught:
         codex_result(job(), Run(returncode=1, stdout=json.dumps(line), stderr=""))
-    assert caught.value.permanent
+    assert caught.value.permanent and caught.value.code == "provider-billing"
 
 
 def test_the_last_message_file_stands_in_for_a_missing_agent_message():
@@ -480,8 +482,9 @@ def test_codex_is_stopped_past_its_step_limit():
 
 
 def test_a_codex_cli_that_dies_before_any_event_is_a_sandbox_failure():
-    with pytest.raises(SandboxError, match="exit 2"):
+    with pytest.raises(SandboxError, match="exit 2") as caught:
         codex_result(job(), Run(returncode=2, stdout="", stderr="error: unexpected argument\n"))
+    assert caught.value.code == "engine-failed"
 
 
 # --- Reading answers -------------------------------------------------------------------
@@ -506,7 +509,7 @@ def test_a_missing_cli_names_the_binary_and_the_image(tmp_path):
     with pytest.raises(SandboxError, match="claude CLI is not on PATH") as caught:
         cli_run(["claude", "-p"], cwd=tmp_path, env={"PATH": str(tmp_path)}, stdin="",
                 timeout=5)  # fmt: skip
-    assert caught.value.permanent
+    assert caught.value.permanent and caught.value.code == "engine-cli-missing"
     assert "@anthropic-ai/claude-code" in str(caught.value)
 
 
@@ -630,6 +633,7 @@ def test_a_provider_refusal_reaches_the_worker_as_a_provider_failure(tmp_path):
             allow_env=_allow(bin_dir, ANTHROPIC_API_KEY="sk-ant-e2e"),
         )
     assert caught.value.permanent
+    assert caught.value.code == "provider-key"  # named in the engine's process, kept across
 
 
 def _allow(bin_dir: Path, **keys: str) -> dict[str, str]:

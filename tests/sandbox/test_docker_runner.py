@@ -200,16 +200,17 @@ def test_the_engine_never_sees_the_workers_github_credentials(fake, client, chec
 def test_it_refuses_to_hand_a_github_credential_to_an_engine(fake, client, checkout, allow_env):
     with pytest.raises(SandboxError, match="never gets a GitHub credential") as caught:
         run(client, checkout, allow_env=allow_env)
-    assert caught.value.permanent
+    assert caught.value.permanent and caught.value.code == "sandbox-credential"
     assert fake.created == []
 
 
 def test_it_refuses_networks_that_reach_more_than_the_model_api(fake, client, checkout):
     with pytest.raises(SandboxError, match="cannot be 'host'") as caught:
         run(client, checkout, network="host")
-    assert caught.value.permanent
-    with pytest.raises(SandboxError, match="needs a Docker network"):
+    assert caught.value.permanent and caught.value.code == "docker-network"
+    with pytest.raises(SandboxError, match="needs a Docker network") as caught:
         run(client, checkout, proxy="http://egress:3128")
+    assert caught.value.code == "docker-network"
     assert fake.created == []
 
 
@@ -315,37 +316,50 @@ def test_the_container_is_killed_and_removed_in_every_case(fake, client, checkou
 def test_an_engine_failure_it_understood_keeps_its_stage_and_retryability(fake, client, checkout):
     fake.program = failing(
         4,
-        {"error": "The model API is overloaded (529).", "stage": "provider", "permanent": False},
+        {"error": "The model API is overloaded (529).", "stage": "provider", "permanent": False,
+         "code": "provider-unavailable"},
         noise=b"Traceback (most recent call last):\n  ...\n",
-    )
+    )  # fmt: skip
     with pytest.raises(ProviderError) as caught:
         run(client, checkout, "anthropic")
     assert str(caught.value) == "The model API is overloaded (529)."
     assert caught.value.stage == "provider"
     assert not caught.value.permanent
+    assert caught.value.code == "provider-unavailable"  # its code crosses with it
+
+
+def test_an_engine_failure_from_an_image_that_names_no_code_gets_its_classs(fake, client, checkout):
+    fake.program = failing(
+        4, {"error": "The model API is overloaded (529).", "stage": "provider", "permanent": False}
+    )
+    with pytest.raises(ProviderError) as caught:
+        run(client, checkout, "anthropic")
+    assert caught.value.code == "provider-error"
 
 
 def test_an_engine_crash_is_a_permanent_sandbox_error_with_its_reason(fake, client, checkout):
-    fake.program = failing(3, {"error": "ValueError: no diff"})
+    fake.program = failing(3, {"error": "ValueError: no diff", "code": "internal-error"})
     with pytest.raises(SandboxError, match=r"failed \(exit 3\): ValueError: no diff") as caught:
         run(client, checkout)
     assert caught.value.stage == "sandbox"
     assert caught.value.permanent
+    assert caught.value.code == "internal-error"  # a bug in the engine, as it said
     [logs] = fake.calls_to("GET", "/containers/.*/logs")
     assert (logs.query["stdout"], logs.query["stderr"]) == ("0", "1")
 
 
 def test_an_engine_killed_by_a_signal_says_which(fake, client, checkout):
     fake.program = Program(exit_code=137)  # SIGKILL, well before the deadline
-    with pytest.raises(SandboxError, match="killed by SIGKILL"):
+    with pytest.raises(SandboxError, match="killed by SIGKILL") as caught:
         run(client, checkout)
+    assert caught.value.code == "sandbox-memory"
 
 
 def test_running_out_of_memory_names_the_limit(fake, client, checkout):
     fake.program = Program(oom=True, stderr=b"Killed\n")
     with pytest.raises(SandboxError, match=r"ran out of memory \(its limit is 512 MiB\)") as caught:
         run(client, checkout)
-    assert caught.value.permanent
+    assert caught.value.permanent and caught.value.code == "sandbox-memory"
     assert fake.created[0].oom_killed
 
 
@@ -355,7 +369,7 @@ def test_a_hanging_engine_is_stopped_by_its_self_destruct_timer(fake, client, ch
     with pytest.raises(SandboxError, match=r"did not finish within 0.5s") as caught:
         run(client, checkout, limits=DockerLimits(wall_seconds=0.5, grace_seconds=10))
     assert time.monotonic() - started < 5
-    assert caught.value.permanent
+    assert caught.value.permanent and caught.value.code == "sandbox-timeout"
     [container] = fake.created
     assert container.exit_code == 137 and container.removed
 
@@ -366,7 +380,7 @@ def test_a_container_whose_timer_fails_is_killed_at_the_deadline_and_grace(fake,
     with pytest.raises(SandboxError, match=r"did not finish within 0.3s") as caught:
         run(client, checkout, limits=DockerLimits(wall_seconds=0.3, grace_seconds=0.5))
     assert 0.8 <= time.monotonic() - started < 5
-    assert caught.value.permanent
+    assert caught.value.permanent and caught.value.code == "sandbox-timeout"
     [container] = fake.created
     assert container.killed_with[0] == 9 and container.removed
     [kill] = fake.calls_to("POST", f"/containers/{container.id}/kill")
@@ -379,12 +393,14 @@ def test_output_that_is_not_a_review_result_fails_at_validation(fake, client, ch
     with pytest.raises(SandboxError) as caught:
         run(client, checkout)
     assert caught.value.stage == "validation"
+    assert caught.value.code == "engine-output"
 
 
 def test_output_past_the_bound_is_refused(fake, client, checkout):
     fake.program = Program(stdout=b"x" * (MAX_OUTPUT + 4096))
-    with pytest.raises(SandboxError, match=f"more than {MAX_OUTPUT} bytes"):
+    with pytest.raises(SandboxError, match=f"more than {MAX_OUTPUT} bytes") as caught:
         run(client, checkout)
+    assert caught.value.code == "engine-output"
 
 
 # --- Docker's own failures ---
@@ -397,7 +413,7 @@ def test_a_missing_image_tells_the_operator_to_build_it(fake, client, checkout):
     message = str(caught.value)
     assert f"The engine image {IMAGE} is not on the Docker host" in message
     assert f"docker build -f sandbox/images/Dockerfile -t {IMAGE} ." in message
-    assert caught.value.permanent
+    assert caught.value.permanent and caught.value.code == "docker-image"
     assert fake.created == []
 
 
@@ -405,7 +421,7 @@ def test_an_unreachable_daemon_is_a_transient_error(monkeypatch, checkout):
     nobody = f"tcp://127.0.0.1:{_closed_port()}"
     with pytest.raises(SandboxError, match="Docker daemon is unreachable") as caught:
         docker_client(nobody)
-    assert not caught.value.permanent
+    assert not caught.value.permanent and caught.value.code == "docker-unreachable"
     monkeypatch.setenv("DOCKER_HOST", nobody)
     with pytest.raises(SandboxError, match="Docker daemon is unreachable") as caught:
         engine_run("static", job(), checkout, limits=LIMITS, image=IMAGE, name=NAME)
@@ -416,7 +432,7 @@ def test_a_daemon_that_goes_away_mid_run_is_a_transient_error(fake, client, chec
     fake.inject("POST", "/containers/.*/start", drop=True)
     with pytest.raises(SandboxError, match="unreachable") as caught:
         run(client, checkout)
-    assert not caught.value.permanent
+    assert not caught.value.permanent and caught.value.code == "docker-unreachable"
     assert fake.created[0].removed
 
 
@@ -430,9 +446,13 @@ def test_a_container_created_by_a_call_whose_answer_was_lost_is_removed(fake, cl
     assert len(fake.calls_to("DELETE", f"/containers/{NAME}")) == 2  # stale check, clean-up
 
 
-@pytest.mark.parametrize(("status", "permanent"), [(500, False), (409, False), (400, True)])
+@pytest.mark.parametrize(
+    ("status", "permanent", "code"),
+    [(500, False, "docker-unreachable"), (409, False, "docker-unreachable"),
+     (400, True, "docker-refused")],
+)  # fmt: skip
 def test_docker_refusals_are_permanent_and_its_failures_transient(
-    fake, client, checkout, status, permanent
+    fake, client, checkout, status, permanent, code
 ):
     fake.inject("POST", "/containers/create", status=status, message="computer says no")
     with pytest.raises(
@@ -440,6 +460,7 @@ def test_docker_refusals_are_permanent_and_its_failures_transient(
     ) as caught:
         run(client, checkout)
     assert caught.value.permanent is permanent
+    assert caught.value.code == code
 
 
 def test_docker_host_chooses_the_daemon(fake, checkout, monkeypatch):

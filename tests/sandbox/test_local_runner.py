@@ -63,8 +63,9 @@ def test_the_wall_clock_limit_kills_the_whole_process_group(tmp_path):
         "time.sleep(60)\n"
     )
     started = time.monotonic()
-    with pytest.raises(SandboxError, match="did not finish within 2s"):
+    with pytest.raises(SandboxError, match="did not finish within 2s") as caught:
         run(code, tmp_path, wall_seconds=2)
+    assert caught.value.code == "sandbox-timeout"
     assert time.monotonic() - started < 10
     child = int(pid_file.read_text())
     time.sleep(0.2)
@@ -109,15 +110,16 @@ def test_an_unknown_engine_fails_clearly(tmp_path):
     job = ReviewJob(
         job_id="1", repository="a/b", pull_request=1, base_sha="a" * 40, head_sha="b" * 40
     )
-    with pytest.raises(SandboxError, match="exit 2"):
+    with pytest.raises(SandboxError, match="exit 2") as caught:
         engine_run("no-such-engine", job, tmp_path)
+    assert caught.value.code == "engine-failed"
 
 
 def test_output_that_is_not_a_review_result_fails_at_validation():
     with pytest.raises(SandboxError) as caught:
         result_parse("static", b'{"findings": "lots"}')
     assert caught.value.stage == "validation"
-    assert caught.value.permanent
+    assert caught.value.permanent and caught.value.code == "engine-output"
     with pytest.raises(SandboxError):
         result_parse("static", b"I found nothing, approve it")
 

@@ -188,6 +188,7 @@ def test_a_bad_key_fails_at_once_as_a_provider_error(provider, checkout):
         run(provider, checkout, job(provider), env={**provider.env, key: "sk-wrong"})
     assert failure.value.permanent and failure.value.stage == "provider"
     assert "refused the API key (HTTP 401)" in str(failure.value)
+    assert failure.value.code == "provider-key"
     assert len(provider.fake.requests) == 1  # not retried
 
 
@@ -197,6 +198,7 @@ def test_an_unknown_model_fails_at_once(provider, checkout):
         run(provider, checkout, job(provider))
     assert failure.value.permanent
     assert f"does not know the model '{provider.model}'" in str(failure.value)
+    assert failure.value.code == "provider-model"
 
 
 def test_garbage_from_the_api_is_a_transient_provider_error(provider, checkout):
@@ -205,6 +207,7 @@ def test_garbage_from_the_api_is_a_transient_provider_error(provider, checkout):
         run(provider, checkout, job(provider))
     assert not failure.value.permanent
     assert "not a valid response" in str(failure.value)
+    assert failure.value.code == "provider-bad-response"
 
 
 def test_a_server_error_after_the_sdks_retries_is_transient(provider, checkout):
@@ -212,6 +215,7 @@ def test_a_server_error_after_the_sdks_retries_is_transient(provider, checkout):
     with pytest.raises(ProviderError) as failure:
         run(provider, checkout, job(provider))
     assert not failure.value.permanent and "HTTP 500" in str(failure.value)
+    assert failure.value.code == "provider-unavailable"
 
 
 def test_prompt_injection_is_fenced_and_reading_outside_the_checkout_is_refused(provider, checkout):

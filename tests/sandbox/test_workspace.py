@@ -92,7 +92,7 @@ def test_a_token_without_access_is_a_permanent_clone_error_that_says_what_to_gra
     with Workspace() as workspace, pytest.raises(CloneError) as caught:
         workspace.checkout(clone_url=f"{fake_github.url}/{REPO}.git", token="ghs_revoked",
                            head_sha=world.head, base_sha=world.base)  # fmt: skip
-    assert caught.value.permanent
+    assert caught.value.permanent and caught.value.code == "clone-access"
     assert "grant it Contents: read" in str(caught.value)
     assert "ghs_revoked" not in str(caught.value)
 
@@ -103,7 +103,7 @@ def test_a_commit_that_no_longer_exists_is_a_permanent_clone_error(fake_github):
     with Workspace() as workspace, pytest.raises(CloneError) as caught:
         workspace.checkout(clone_url=f"{fake_github.url}/{REPO}.git", token=token,
                            head_sha="f" * 40, base_sha=world.base)  # fmt: skip
-    assert caught.value.permanent
+    assert caught.value.permanent and caught.value.code == "clone-commit-gone"
 
 
 def test_the_workspace_is_removed_when_the_review_fails():

@@ -163,7 +163,9 @@ def claude_result(job: ReviewJob, run: Run) -> ReviewResult:
         if PERMANENT_ERROR.search(errors) or re.search(r"rate.?limit|overloaded", errors, re.I):
             raise provider_error("claude-code", errors)
         raise SandboxError(
-            f"The claude-code CLI failed: {errors or subtype}"[:2000], permanent=False
+            f"The claude-code CLI failed: {errors or subtype}"[:2000],
+            permanent=False,
+            code="engine-failed",
         )
     attempt = _last_structured_output(events)
     if subtype == "error_max_structured_output_retries" and attempt is not None:

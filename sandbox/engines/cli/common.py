@@ -67,7 +67,11 @@ def base_environment(home: str, environ: Mapping[str, str]) -> dict[str, str]:
 def api_key(engine: str, environ: Mapping[str, str], name: str) -> str:
     key = environ.get(name, "")
     if not key:
-        raise ProviderError(f"The {engine} engine needs {name}; none was given.", permanent=True)
+        raise ProviderError(
+            f"The {engine} engine needs {name}; none was given.",
+            permanent=True,
+            code="provider-missing-key",
+        )
     return key
 
 
@@ -101,6 +105,7 @@ def cli_run(
         raise SandboxError(
             f"The {command[0]} CLI is not on PATH ({env.get('PATH')}): {IMAGE_HINT}.",
             permanent=True,
+            code="engine-cli-missing",
         )
     started = time.monotonic()
     try:
@@ -114,7 +119,9 @@ def cli_run(
             start_new_session=True,  # its own process group, stopped as one
         )
     except OSError as exc:
-        raise SandboxError(f"Could not start the {command[0]} CLI: {exc}", permanent=False) from exc
+        raise SandboxError(
+            f"Could not start the {command[0]} CLI: {exc}", permanent=False, code="engine-start"
+        ) from exc
     lines: queue.Queue[bytes | None] = queue.Queue()
     errors: list[bytes] = []
     pumps = [
@@ -275,14 +282,19 @@ def _without_nulls(value: object) -> object:
 
 # --- Errors a CLI reports --------------------------------------------------------------
 
-PERMANENT_ERROR = re.compile(
-    r"invalid.{0,20}api.?key|incorrect api key|authenticat|unauthori[sz]ed|not logged in"
-    r"|forbidden|permission denied|credit balance|quota|billing|does not exist|not.found"
-    r"|no such model|unknown model|issue with the selected model|invalid_request"
-    r"|too long|context.length|context window",
-    re.I,
-)
+# A refusal that will happen again, in the CLIs' words, by its code (tasuku/errors.py).
+_PERMANENT_CAUSES = (
+    ("provider-key", r"invalid.{0,20}api.?key|incorrect api key|authenticat|unauthori[sz]ed"
+                     r"|not logged in|forbidden|permission denied"),
+    ("provider-billing", r"credit balance|quota|billing"),
+    ("provider-model", r"does not exist|not.found|no such model|unknown model"
+                       r"|issue with the selected model"),
+    ("provider-rejected", r"invalid_request|too long|context.length|context window"),
+)  # fmt: skip
+PERMANENT_ERROR = re.compile("|".join(pattern for _, pattern in _PERMANENT_CAUSES), re.I)
 _STATUS = re.compile(r"status:? (\d{3})\b")
+_STATUS_CODES = {401: "provider-key", 402: "provider-billing", 403: "provider-key",
+                 404: "provider-model"}  # fmt: skip
 
 
 def provider_error(engine: str, message: str, status: int | None = None) -> ProviderError:
@@ -296,13 +308,31 @@ def provider_error(engine: str, message: str, status: int | None = None) -> Prov
         permanent = 400 <= status < 500
     else:
         permanent = bool(PERMANENT_ERROR.search(message))
-    return ProviderError(f"The {engine} CLI: {message.strip()}"[:2000], permanent=permanent)
+    return ProviderError(
+        f"The {engine} CLI: {message.strip()}"[:2000],
+        permanent=permanent,
+        code=_provider_code(message, status, permanent=permanent),
+    )
+
+
+def _provider_code(message: str, status: int | None, *, permanent: bool) -> str:
+    """What a refusal is: by its status, else by the CLI's words."""
+    if status in _STATUS_CODES:
+        return _STATUS_CODES[status]
+    if permanent:
+        for code, pattern in _PERMANENT_CAUSES:
+            if re.search(pattern, message, re.I):
+                return code
+        return "provider-rejected" if status is not None else "provider-error"
+    return "provider-unavailable"
 
 
 def cli_failure(engine: str, run: Run) -> SandboxError:
     tail = run.stderr.strip().splitlines() or run.stdout.strip().splitlines() or ["no output"]
     return SandboxError(
-        f"The {engine} CLI failed (exit {run.returncode}): {tail[-1][:500]}", permanent=True
+        f"The {engine} CLI failed (exit {run.returncode}): {tail[-1][:500]}",
+        permanent=True,
+        code="engine-failed",
     )
 
 

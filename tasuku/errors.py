@@ -1,0 +1,248 @@
+"""Tasuku's errors by identity: every error a review can fail with carries a short,
+stable code (`StageError.code` in sandbox/errors.py, `GitHubError.code` in
+repos/github/errors.py), and this table says, per code, at which stages it happens, what
+it means and what the operator can do about it.
+
+The code is recorded with the failed attempt and the failed run (`RunAttempt.error_code`,
+`ReviewRun.error_code`), and the workflow diagnostics page groups failures by it: an
+error's wording can change without changing what the page advises. A code, once
+recorded, keeps its meaning; a new cause gets a new code.
+
+Pure Python and the bottom layer: repos and reviews import it. The sandbox does not (the
+engine image holds the sandbox package alone): it raises its codes as plain strings, and
+the tests check that every code raised anywhere is in this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Advice:
+    key: str  # the error's code
+    cause: str
+    action: str
+
+
+@dataclass(frozen=True)
+class Cause:
+    stages: tuple[str, ...]  # where it happens (the page's "common causes"); empty: anywhere
+    advice: Advice
+
+
+def _cause(code: str, stages: str, cause: str, action: str) -> tuple[str, Cause]:
+    return code, Cause(tuple(stages.split()), Advice(code, cause, action))
+
+
+# An exception that carries no code of this table: a bug.
+INTERNAL = "internal-error"
+
+CODES: dict[str, Cause] = dict((
+    # --- The run itself (reviews/runs.py) -------------------------------------------------
+    _cause("worker-lost", "",
+           "The worker stopped while it held the run (killed, restarted, or out of memory).",
+           "Check the worker host's logs around the attempt's time; then retry."),
+    _cause("run-deadline", "",
+           "The run did not finish within its 45-minute deadline.",
+           "Look at the attempts for the stage it was stuck in; then retry."),
+    _cause(INTERNAL, "",
+           "An error Tasuku does not expect: a bug (the attempt's error ends with its "
+           "traceback).",
+           "Read the traceback in the run's attempts; retry, and report it if it repeats."),
+    _cause("stage-error", "",
+           "A stage failed without naming its cause.",
+           "Read the attempt's error on the run page; retry when the cause is fixed."),
+    # --- The actions runner (reviews/actions/workflow.py) ---------------------------------
+    _cause("actions-permission", "sandbox",
+           "The App may not start workflows in this repository.",
+           "Grant the GitHub App the repository permission Actions: Read and write, accept it "
+           "on the installation, then retry."),
+    _cause("actions-workflow", "sandbox",
+           "The repository's Tasuku workflow is missing, disabled or does not match what "
+           "Tasuku sends.",
+           "Copy docs/actions/tasuku.yml to .github/workflows/tasuku.yml on the default branch "
+           "(enabled in the Actions tab), then retry."),
+    _cause("actions-no-result", "sandbox",
+           "The GitHub Actions run never posted its result.",
+           "Open the Actions run (linked on the run page): check the workflow's TASUKU_URL "
+           "variable (Tasuku must be reachable from the runners), `id-token: write`, and the "
+           "install step; then retry."),
+    _cause("actions-run-not-listed", "sandbox",
+           "GitHub never listed the workflow run Tasuku dispatched, so no runner took the job.",
+           "Check that the workflow's `run-name` is the one in docs/actions/tasuku.yml and "
+           "that the workflow's runs appear in the Actions tab; then retry."),
+    _cause("actions-runner-failed", "sandbox",
+           "tasuku-runner could not review on the Actions runner.",
+           "Read its reason on the run page: most often the model key secret "
+           "(ANTHROPIC_API_KEY / OPENAI_API_KEY) is missing from the repository's Actions "
+           "secrets."),
+    # --- The workspace (sandbox/workspace.py) ---------------------------------------------
+    _cause("clone-access", "clone",
+           "The App may not read this repository.",
+           "Grant the GitHub App the repository permission Contents: read (the App's settings, "
+           "then accept the new permissions on the installation), then retry."),
+    _cause("clone-commit-gone", "clone",
+           "The commit is no longer on GitHub (a force push).",
+           "Nothing to fix: the next push is reviewed. Use Review now on the pull request for "
+           "its current head."),
+    _cause("clone-not-found", "clone",
+           "The repository is gone or the App lost access to it.",
+           "Check that the App is still installed on the repository (Settings → GitHub Apps)."),
+    _cause("clone-timeout", "clone",
+           "git timed out fetching the repository.",
+           "A very large repository or a slow network: retry; if it keeps failing, check the "
+           "worker's network to GitHub."),
+    _cause("clone-bad-commit", "clone",
+           "The run names something that is not a full commit id.",
+           "Nothing the repository can fix: a later push is reviewed as usual. If it repeats, "
+           "read the run's head on the run page and report it."),
+    _cause("clone-failed", "clone",
+           "git could not fetch or check out the pull request.",
+           "Read git's message in the run's attempts: usually passing (retry); if it repeats, "
+           "check the worker's disk space and its network to GitHub."),
+    # --- GitHub (repos/github/errors.py) --------------------------------------------------
+    _cause("github-rate-limit", "",
+           "GitHub rate limited the App.",
+           "Wait for the limit to reset (/metrics: tasuku_github_rate_limit_remaining), then "
+           "retry. Many repositories on one installation share its limit."),
+    _cause("github-credentials", "",
+           "GitHub refused the App's credentials.",
+           "Check GITHUB_APP_ID and GITHUB_PRIVATE_KEY (or GITHUB_PRIVATE_KEY_PATH) against the "
+           "App's settings page; a regenerated key must be installed here too."),
+    _cause("github-permission", "publication admission",
+           "The App lacks a permission this call needs.",
+           "Grant the App Pull requests: write and Checks: write (and Contents: read), accept "
+           "the new permissions on the installation, then retry."),
+    _cause("github-422", "publication",
+           "GitHub rejected what Tasuku posted (often a comment anchor on a line the pull "
+           "request no longer changes).",
+           "Retry: a retry reviews the current head. If it repeats, the run's attempts show "
+           "GitHub's message."),
+    _cause("github-not-found", "admission",
+           "The pull request or repository is not visible to the App.",
+           "Check the App is installed on the repository; a deleted or transferred repository "
+           "cannot be reviewed."),
+    _cause("github-unavailable", "",
+           "GitHub was unreachable or failing.",
+           "Usually passing: retry. If many runs fail this way, check the worker host's network."),
+    _cause("github-error", "",
+           "GitHub refused a call for a reason Tasuku does not single out.",
+           "Read GitHub's answer in the run's attempts; retry when the cause is fixed."),
+    _cause("check-refused", "publication",
+           "GitHub refused the run's check run conclusion.",
+           "Read GitHub's answer in the run's attempts: a missing Checks: write permission is "
+           "granted in the App's settings and accepted on the installation; then retry."),
+    # --- The model provider (sandbox/agent/errors.py, sandbox/engines/cli/common.py) -------
+    _cause("provider-key", "provider",
+           "The model provider refused the API key.",
+           "Set a valid key on the reviewer in the admin (or ANTHROPIC_API_KEY / "
+           "OPENAI_API_KEY), then retry."),
+    _cause("provider-model", "provider",
+           "The provider does not know the reviewer's model name.",
+           "Correct the reviewer's model in the admin (or its base URL for a self-hosted model)."),
+    _cause("provider-billing", "provider",
+           "The provider refused to bill the request.",
+           "Add credit or raise the quota with the provider, then retry."),
+    _cause("provider-missing-key", "provider",
+           "No API key reached the engine.",
+           "Set the reviewer's key in the admin or the site-wide key in the environment."),
+    _cause("provider-key-unreadable", "provider",
+           "The reviewer's stored API key cannot be read (the SECRET_KEY it was sealed under "
+           "is gone).",
+           "Enter the key again on the reviewer in the admin, or put the old key in "
+           "SECRET_KEY_FALLBACKS and run manage.py reseal_keys; then retry."),
+    _cause("provider-rejected", "provider",
+           "The provider rejected the request (malformed, or too large for the model).",
+           "Read the provider's message in the run's attempts: a request too large needs "
+           "paths excluded in the repository's policy or a model with a larger context."),
+    _cause("provider-unavailable", "provider",
+           "The model API was unreachable, rate limited or failing.",
+           "Usually passing: retry. If many runs fail this way, check the worker host's "
+           "network and the provider's rate limits."),
+    _cause("provider-bad-response", "provider",
+           "The model API answered with something that is not a valid response.",
+           "Usually passing: retry. A self-hosted server must speak the provider's API (the "
+           "reviewer's base URL)."),
+    _cause("provider-error", "provider",
+           "The model provider's API call failed for a reason Tasuku does not single out.",
+           "Read the provider's message in the run's attempts; retry when the cause is fixed."),
+    # --- The sandbox: runners and engines (sandbox/runners/, sandbox/engines/) -------------
+    _cause("docker-unreachable", "sandbox",
+           "The worker could not use Docker.",
+           "Check DOCKER_HOST and that the worker's user may use the Docker daemon."),
+    _cause("docker-image", "sandbox",
+           "The engine image is missing on the Docker host.",
+           "Build it: docker build -f sandbox/images/Dockerfile -t tasuku-engine:latest ."),
+    _cause("docker-refused", "sandbox",
+           "Docker refused what the runner asked of it (a missing network, a bad mount).",
+           "Read Docker's answer in the run's attempts; check that TASUKU_DOCKER_NETWORK "
+           "exists on the Docker host."),
+    _cause("docker-network", "sandbox",
+           "The engine's Docker network settings are refused: a proxy needs a network, and "
+           "the engine may not share the host's or a container's network.",
+           "Set TASUKU_DOCKER_NETWORK to an internal Docker network that reaches "
+           "TASUKU_DOCKER_PROXY (never host or container:…), then retry."),
+    _cause("sandbox-credential", "sandbox",
+           "An engine was to be given a GitHub credential; an engine never gets one.",
+           "The reviewer's API key looks like a GitHub token: set the model provider's key "
+           "on the reviewer in the admin, then retry."),
+    _cause("sandbox-memory", "sandbox",
+           "The engine hit its memory or CPU limit.",
+           "Raise TASUKU_DOCKER_MEMORY / TASUKU_DOCKER_CPUS, or exclude generated or vendored "
+           "paths in the repository's policy."),
+    _cause("sandbox-timeout", "sandbox",
+           "The engine ran out of time.",
+           "Raise TASUKU_SANDBOX_TIMEOUT (it must stay below Q_TIMEOUT), lower the reviewer's "
+           "step limit, or exclude paths that need no review."),
+    _cause("runner-refused", "sandbox",
+           "The local runner may not run an engine that executes commands.",
+           "Use the docker runner for this reviewer (or in the repository's policy), or set "
+           "TASUKU_ALLOW_CODE_ON_LOCAL_RUNNER=true to accept the risk."),
+    _cause("runner-unavailable", "sandbox",
+           "The reviewer's runner cannot run the engine here.",
+           "Check the reviewer's runner in the admin (local, docker or actions) and the "
+           "repository's policy; then retry."),
+    _cause("engine-cli-missing", "sandbox",
+           "The engine's command-line tool is not installed where the engine runs.",
+           "Rebuild the engine image (docker build -f sandbox/images/Dockerfile -t "
+           "tasuku-engine:latest .), which installs the claude-code and codex CLIs."),
+    _cause("engine-start", "sandbox",
+           "The engine's process could not be started.",
+           "Usually the worker's resources (processes, memory, disk): retry; if it repeats, "
+           "read the attempt's error."),
+    _cause("engine-failed", "sandbox",
+           "The engine stopped with an error.",
+           "Read the engine's last words in the run's attempts; retry, and if it repeats "
+           "check the reviewer's engine settings in the admin."),
+    _cause("engine-output", "sandbox validation",
+           "The engine returned something that is not a valid review.",
+           "A model that does not follow the output schema: retry, or choose a stronger "
+           "model for the reviewer."),
+    _cause("sandbox-error", "sandbox",
+           "The sandbox failed without naming its cause.",
+           "Read the attempt's error on the run page; retry when the cause is fixed."),
+))  # fmt: skip
+
+UNKNOWN = Advice(
+    "unknown",
+    "An error without a known cause.",
+    "Read the attempt's error on the run page; retry when the cause is fixed.",
+)
+
+
+def known(code: object) -> bool:
+    return isinstance(code, str) and code in CODES
+
+
+def advice_for(code: str) -> Advice:
+    """What `code` means and what to do; `UNKNOWN` for an empty or unknown code."""
+    found = CODES.get(code or "")
+    return found.advice if found else UNKNOWN
+
+
+def code_of(exc: BaseException) -> str:
+    """The code `exc` carries; `INTERNAL` for an exception without one of this table's
+    (a KeyError, say: a bug)."""
+    code = getattr(exc, "code", None)
+    return code if known(code) else INTERNAL
