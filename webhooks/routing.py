@@ -40,15 +40,18 @@ class Handler(Protocol):
 HANDLERS: dict[str, tuple[str, ...]] = {
     "installation": ("repos.services.installation_event",),
     "installation_repositories": ("repos.services.installation_repositories_event",),
-    "pull_request": ("reviews.services.pull_request_event",),
+    "pull_request": ("reviews.intake.pull_requests.pull_request_event",),
     "issue_comment": (
-        "reviews.triggers.issue_comment_event",
+        "reviews.intake.triggers.issue_comment_event",
         "reviews.passes.events.issue_comment_event",
     ),
-    "check_run": ("reviews.passes.events.check_run_event", "reviews.triggers.check_run_event"),
+    "check_run": (
+        "reviews.passes.events.check_run_event",
+        "reviews.intake.triggers.check_run_event",
+    ),
     "check_suite": (
         "reviews.passes.events.check_suite_event",
-        "reviews.triggers.check_suite_event",
+        "reviews.intake.triggers.check_suite_event",
     ),
     "status": ("reviews.passes.events.status_event",),
     "pull_request_review_comment": (
@@ -58,7 +61,7 @@ HANDLERS: dict[str, tuple[str, ...]] = {
     "pull_request_review": ("reviews.passes.events.pull_request_review_event",),
     "pull_request_review_thread": ("reviews.replies.thread_event",),
     "workflow_run": ("reviews.actions.workflow.workflow_run_event",),
-    "merge_group": ("reviews.merge_queue.merge_group_event",),
+    "merge_group": ("reviews.intake.merge_queue.merge_group_event",),
 }
 
 # Events an App with Tasuku's permissions receives but does not act on, with the reason

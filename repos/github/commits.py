@@ -1,6 +1,6 @@
 """The gateway's calls about commits and what they change: comparing two commits, the
 pull requests GitHub associates with a commit, and a pull request's changed files
-(what a merge group is checked against, reviews/merge_queue.py).
+(what a merge group is checked against, reviews/intake/merge_queue.py).
 
 A mixin of `GitHubGateway`: every call still goes through its retry loop. All three are
 reads an App may make with Contents: read (compare) and Pull requests: read (the

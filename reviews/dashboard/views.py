@@ -23,6 +23,7 @@ from reviews.dashboard import selectors
 from reviews.dashboard.charts import daily_chart
 from reviews.dashboard.metrics import metrics_text
 from reviews.diagnosis import diagnose
+from reviews.intake.triggers import manual_review
 from reviews.models import (
     RUN_FINAL_STATES,
     Finding,
@@ -33,7 +34,6 @@ from reviews.models import (
     RunStatus,
 )
 from reviews.runs import run_retry
-from reviews.triggers import manual_review
 from reviews.workers import silent_after
 from sandbox.contract import Severity
 from webhooks.models import DeliveryStatus, WebhookDelivery

@@ -22,6 +22,7 @@ from repos.github import GitHubError
 from repos.models import Repository, Reviewer
 from repos.policy import Trigger
 from repos.selectors import effective_config, reviewer_config
+from reviews.intake.triggers import pull_request_refresh
 from reviews.models import (
     RUN_FINAL_STATES,
     TASK_FINAL_STATES,
@@ -41,7 +42,6 @@ from reviews.models import (
 from reviews.passes.handoff import TaskError
 from reviews.passes.selectors import heads_moved, latest_pass, pass_counts, unanswered_comments
 from reviews.runs import CONCLUDE_TASK, run_ring
-from reviews.triggers import pull_request_refresh
 from tasuku.broker import ring
 
 logger = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from repos.policy import EffectiveConfig, Engine, ReviewerConfig, Trigger
-from reviews.admission import PullRequestFacts, admission_decide
+from reviews.intake.admission import PullRequestFacts, admission_decide
 
 STATIC = ReviewerConfig(slug="static", engine=Engine.STATIC)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from repos.policy import EffectiveConfig, Engine, ReviewerConfig
-from reviews.admission import PullRequestFacts, admission_decide
 from reviews.diff import diff_parse
+from reviews.intake.admission import PullRequestFacts, admission_decide
 from reviews.rendering import ReviewContext, check_output, review_body
 from reviews.triage import triage_rule
 from reviews.validation import GateConfig, gate

@@ -1,4 +1,4 @@
-"""One writer of a pull request's row (reviews.services.pull_request_record): a webhook's
+"""One writer of a pull request's row (reviews.intake.pull_requests.pull_request_record): a webhook's
 payload and GitHub's API answer record the same fields the same way."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from repos.github import PullRequestInfo
+from reviews.intake.pull_requests import pull_request_record, pull_request_sync
+from reviews.intake.triggers import pull_request_refresh
 from reviews.models import PullRequest
-from reviews.services import pull_request_record, pull_request_sync
-from reviews.triggers import pull_request_refresh
 from tests.factories import RepositoryFactory
 
 pytestmark = pytest.mark.django_db

@@ -14,8 +14,8 @@ from repos.models import Installation, Repository, Reviewer
 from repos.policy import POLICY_TRIGGERS, EffectiveConfig, Trigger
 from repos.selectors import effective_config
 from repos.services import installation_upsert, repository_upsert
-from reviews.admission import Admission, PullRequestFacts, admission_decide
 from reviews.checkruns import run_check_ensure
+from reviews.intake.admission import Admission, PullRequestFacts, admission_decide
 from reviews.models import PullRequest, ReviewRun, RunStatus
 from reviews.outcomes import outcomes_harvest
 from reviews.runs import CONCLUDE_TASK, run_ring
@@ -285,7 +285,7 @@ def pull_request_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
 
     1. Record the pull request as the payload describes it.
     2. Actions that are not review triggers stop here (closed, labeled, edited ...).
-    3. Admission (reviews/admission.py) against the repository's effective config.
+    3. Admission (reviews/intake/admission.py) against the repository's effective config.
     4. Admitted: one queued run per enabled reviewer, each with a queued check run.
        Skipped with a check verdict (bot, excluded author, too many files): one skipped
        run per reviewer, each with a completed check run saying why.

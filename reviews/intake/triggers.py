@@ -19,14 +19,14 @@ from repos.models import Installation, Repository, Reviewer
 from repos.policy import Trigger
 from repos.selectors import effective_config
 from reviews.checkruns import run_check_ensure
-from reviews.markers import marker as signed_marker
-from reviews.models import Notice, PullRequest, ReviewRun
-from reviews.services import (
+from reviews.intake.pull_requests import (
     admission_for,
     pull_request_record,
     repository_from_payload,
     run_request,
 )
+from reviews.markers import marker as signed_marker
+from reviews.models import Notice, PullRequest, ReviewRun
 from webhooks.routing import Decision, Outcome
 
 logger = logging.getLogger(__name__)
