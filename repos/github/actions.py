@@ -187,6 +187,7 @@ class ActionsCalls(Transport):
                 START_FAILED.format(**where)
                 + REASONS["too_many_inputs"].format(count=len(inputs), limit=MAX_DISPATCH_INPUTS),
                 permanent=True,
+                code="actions-workflow",
             )
         url = _workflow_url(full_name, workflow)
         since = datetime.now(UTC) - LOST_DISPATCH_WINDOW
@@ -214,7 +215,11 @@ class ActionsCalls(Transport):
             return None
 
         def ambiguous(reason: str) -> GitHubError:
-            return GitHubError(START_FAILED.format(**where) + REASONS[reason], permanent=True)
+            return GitHubError(
+                START_FAILED.format(**where) + REASONS[reason],
+                permanent=True,
+                code="actions-workflow",
+            )
 
         def dispatch(client: Github) -> DispatchedRun | None:
             # Reference: https://docs.github.com/rest/actions/workflows#create-a-workflow-dispatch-event
@@ -416,6 +421,7 @@ class ActionsCalls(Transport):
                 raise GitHubError(
                     READ_FAILED.format(what=what, repo=full_name) + REASONS["no_permission"],
                     permanent=True,
+                    code="actions-permission",
                     status=error.status,
                     data=error.data,
                 ) from error
@@ -461,4 +467,5 @@ def _dispatch_error(
         permanent=True,
         status=error.status,
         data=error.data,
+        code="actions-permission" if reason == "no_permission" else "actions-workflow",
     )

@@ -156,7 +156,9 @@ def credentials() -> AppCredentials:
             pem, secret = key_open(found.private_key_sealed), key_open(found.webhook_secret_sealed)
         except KeyUnreadable as exc:
             raise GitHubError(
-                f"The GitHub App created on the setup page cannot be read: {exc}", permanent=True
+                f"The GitHub App created on the setup page cannot be read: {exc}",
+                permanent=True,
+                code="github-credentials",
             ) from exc
         return AppCredentials(app_id=found.app_id, private_key=pem, webhook_secret=secret,
                               slug=found.slug, base_url=found.api_url.rstrip("/"))  # fmt: skip
@@ -164,10 +166,14 @@ def credentials() -> AppCredentials:
         app_id = int(settings.GITHUB_APP_ID)
         pem, variable = private_key_text()
     except ValueError as exc:
-        raise GitHubError(f"GitHub App misconfigured: {exc}", permanent=True) from exc
+        raise GitHubError(
+            f"GitHub App misconfigured: {exc}", permanent=True, code="github-credentials"
+        ) from exc
     problem = private_key_problem(pem, variable or "")
     if problem:
-        raise GitHubError(f"GitHub App misconfigured: {problem}", permanent=True)
+        raise GitHubError(
+            f"GitHub App misconfigured: {problem}", permanent=True, code="github-credentials"
+        )
     return AppCredentials(
         app_id=app_id,
         private_key=pem,

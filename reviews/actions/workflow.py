@@ -283,7 +283,8 @@ def _dispatch_problem(exc: GitHubError) -> str:
 def _dispatch_code(exc: GitHubError) -> str:
     """A refused dispatch is the App's Actions permission or the repository's workflow;
     GitHub's weather and the App's credentials keep their own codes."""
-    if not exc.permanent or exc.code == "github-credentials":
+    if not exc.permanent or exc.code in ("github-credentials", "actions-permission",
+                                         "actions-workflow"):  # fmt: skip
         return exc.code
     if exc.code == "github-permission":
         return "actions-permission"

@@ -378,3 +378,23 @@ def test_old_failures_get_their_code_from_the_words_once():
 def test_the_backfill_gives_only_codes_of_the_table():
     assert {code for _, _, code in MIGRATION.RULES} - {"transient"} <= set(CODES)
     assert {"github-unavailable", "provider-unavailable", INTERNAL} <= set(CODES)
+
+
+# --- Raise sites in the gateway's configuration and the Actions calls ---------------------
+
+
+def test_a_misconfigured_app_is_a_credentials_failure(settings):
+    from repos.github import config
+
+    settings.GITHUB_APP_ID = "not-a-number"
+    settings.GITHUB_PRIVATE_KEY = "x"
+    settings.GITHUB_WEBHOOK_SECRET = "s"
+    with pytest.raises(GitHubError) as raised:
+        config.credentials()
+    assert raised.value.code == "github-credentials"
+    assert diagnose(raised.value.code).key == "github-credentials"
+
+
+@pytest.mark.parametrize("code", ["actions-permission", "actions-workflow"])
+def test_a_refused_dispatch_keeps_the_code_the_actions_call_gave_it(code):
+    assert _dispatch_code(GitHubError("whatever it says", permanent=True, code=code)) == code
