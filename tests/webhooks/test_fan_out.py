@@ -69,9 +69,8 @@ def test_the_outcome_is_what_the_acting_handlers_said_with_the_decision_they_mad
 
 def test_when_no_handler_acts_the_first_ones_reason_is_the_outcome(handlers):
     handlers("ignores", "acts")
-    monkey = routing.HANDLERS["issue_comment"]
     assert routing.route("issue_comment", PAYLOAD, delivery_id=1).text.startswith("comment")
-    routing.HANDLERS["issue_comment"] = (monkey[0],)
+    handlers("ignores")
     outcome = routing.route("issue_comment", PAYLOAD, delivery_id=1)
     assert (outcome.ignored, outcome.text) == (True, "not addressed to Tasuku")
 
