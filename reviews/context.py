@@ -1,16 +1,76 @@
 """What a run carries through the pipeline (reviews/pipeline.py) and its stages: the run,
-its lease and heartbeat, its configuration and mode, and the gateway to GitHub."""
+its lease and heartbeat, its configuration, its mode (what its kind of run adds:
+reviews/modes.py) and its forge (where its pull request lives: `Forge`, below, and
+reviews/forges.py), and the gateway to GitHub."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from repos.github import GitHubGateway
 from repos.policy import EffectiveConfig
 from reviews.models import ReviewRun
 from reviews.modes import REVIEW, RunMode
 from reviews.runs import Heartbeat, Held, run_stage
+
+if TYPE_CHECKING:
+    from reviews.models import Finding, Review
+    from reviews.reconcile import Decision
+    from reviews.threads import Conversation
+    from reviews.validation import Validated
+    from sandbox.contract import ReviewResult
+    from sandbox.workspace import Checkout, Workspace
+
+
+class Forge(Protocol):
+    # The run's row is executed again from its start each time it is asked for (a local
+    # branch's head reviewed again): a result stored on it is an earlier execution's,
+    # reused only when its job is the same one, never resumed as this attempt's.
+    reexecutes: bool
+    # A runner elsewhere (GitHub Actions) may be handed the job; else the engine runs here.
+    dispatches: bool
+
+    def guards(self, ctx: Context) -> str | None:
+        """Why the run stops before it starts (it is then ended, its check run with
+        it), or None to go on."""
+        ...
+
+    def checkout(
+        self, ctx: Context, workspace: Workspace, previous: str | None, since: str | None
+    ) -> Checkout: ...
+
+    def conversation(self, ctx: Context, earlier: list[Finding]) -> Conversation:
+        """What people said and did about the earlier findings: threads, dismissals."""
+        ...
+
+    def publish(
+        self,
+        ctx: Context,
+        review: Review,
+        result: ReviewResult,
+        validated: list[Validated],
+        *,
+        open_now: list[Finding],
+        earlier: list[Finding],
+        decisions: dict[str, Decision],
+        talk: Conversation,
+        notes: list[str],
+    ) -> bool:
+        """Publish the review and settle the earlier findings that are gone (recorded
+        resolved or outdated, their threads answered). Adds to `notes` what could not be
+        done and why; returns whether the review approved the pull request."""
+        ...
+
+    def unauthorised_reopen(
+        self,
+        ctx: Context,
+        earlier: list[Finding],
+        decisions: dict[str, Decision],
+        talk: Conversation,
+    ) -> list[str]:
+        """Reopen what someone without the right to dismiss closed; returns notes."""
+        ...
 
 
 @dataclass
@@ -19,8 +79,10 @@ class Context:
     held: Held
     beat: Heartbeat
     config: EffectiveConfig
-    gateway: GitHubGateway
+    gateway: GitHubGateway | None  # None where the forge is not GitHub
+    forge: Forge
     mode: RunMode = REVIEW  # what this kind of run adds (reviews/modes.py)
+    core: Any = None  # what the stages made of the checkout (reviews.stages.Core)
     repository_info: Any = None  # the repository as GitHub described it when cloned
     reused_from: int | None = None  # the run whose engine result this run reuses
 

@@ -1,6 +1,7 @@
-"""Reviews of a local git repository (`manage.py review`): the same pipeline with no
-GitHub at all. The review is recorded under a local repository and shows on the
-dashboard; a later review of the same branch is reconciled with the previous one.
+"""Reviews of a local git repository (`manage.py review`): the one review pipeline
+(reviews/pipeline.py) with a local forge instead of GitHub. The review is recorded under
+a local repository and shows on the dashboard; a later review of the same branch is
+reconciled with the previous one. The command reports it as text, JSON or SARIF.
 """
 
 from __future__ import annotations
@@ -10,24 +11,22 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
-from django.utils import timezone
 
 from repos.models import Installation, Repository, Reviewer
 from repos.policy import Trigger
 from repos.selectors import effective_config, reviewer_config
 from repos.services import policy_create_default
-from reviews import engines, stages, threads
-from reviews.diff import diff_parse
-from reviews.models import Finding, PullRequest, Review, ReviewRun, RunStatus, Stage
-from reviews.pipeline import previous_head, result_reusable
-from reviews.publication import persist
+from reviews import stages, threads
+from reviews.context import Context
+from reviews.models import Dismissal, Finding, PullRequest, Review, ReviewRun, RunStatus, Stage
+from reviews.pipeline import pipeline
 from reviews.reconcile import CURRENT, Decision
-from reviews.runs import Heartbeat, run_attempt_failed, run_claim, run_finish, run_stage
-from reviews.validation import INVALID, History
-from sandbox.workspace import Workspace
+from reviews.runs import Heartbeat, run_attempt_failed, run_claim
+from reviews.validation import Validated
+from sandbox.contract import ReviewResult
+from sandbox.workspace import Checkout, Workspace
 
 LOCAL_INSTALLATION = 0
 
@@ -140,6 +139,67 @@ def _pull_request(repository: Repository, branch: str, base_sha: str, head_sha: 
     return pull_request
 
 
+class Local:
+    """A branch of a local git repository as a pull request: no guards (the branch is
+    there), a shared clone of the repository, no conversation, and a publication that
+    records which earlier findings are gone (the command prints the review)."""
+
+    # The branch head's run is executed again each time it is asked for.
+    reexecutes = True
+    dispatches = False
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.reconciled: list[Finding] = []  # earlier findings this review resolved or outdated
+
+    def guards(self, ctx: Context) -> str | None:
+        return None
+
+    def checkout(
+        self, ctx: Context, workspace: Workspace, previous: str | None, since: str | None
+    ) -> Checkout:
+        return workspace.checkout_local(
+            repository=self.root,
+            head_sha=ctx.run.head_sha,
+            base_sha=ctx.run.base_sha,
+            previous_sha=previous,
+            since_sha=since,
+        )
+
+    def conversation(self, ctx: Context, earlier: list[Finding]) -> threads.Conversation:
+        dismissed = Dismissal.objects.filter(pull_request=ctx.run.pull_request)
+        return threads.Conversation(dismissed=dict(dismissed.values_list("fingerprint", "login")))
+
+    def publish(
+        self,
+        ctx: Context,
+        review: Review,
+        result: ReviewResult,
+        validated: list[Validated],
+        *,
+        open_now: list[Finding],
+        earlier: list[Finding],
+        decisions: dict[str, Decision],
+        talk: threads.Conversation,
+        notes: list[str],
+    ) -> bool:
+        for finding in earlier:
+            decision = decisions[finding.fingerprint]
+            if decision.state != CURRENT:
+                threads.mark_gone(finding, decision, ctx.run.head_sha)
+                self.reconciled.append(finding)
+        return False
+
+    def unauthorised_reopen(
+        self,
+        ctx: Context,
+        earlier: list[Finding],
+        decisions: dict[str, Decision],
+        talk: threads.Conversation,
+    ) -> list[str]:
+        return []
+
+
 def local_review(
     *, repo: Path, base: str | None, head: str | None, reviewer_slug: str
 ) -> LocalReview:
@@ -149,9 +209,9 @@ def local_review(
     1. Resolve the refs; find or create the local repository and its "pull request"
        (one per branch).
     2. A run, claimed like any other (the same head reviewed again is re-run).
-    3. A shared clone in a workspace; the rest is the GitHub pipeline's core: filters,
-       guideline packs, triage, compression, the engine in the local runner, validation.
-    4. Persist, then reconcile the previous review of the branch with this one.
+    3. The review pipeline with the local forge: a shared clone in a workspace, filters,
+       guideline packs, triage, the budget, the engine in the local runner, validation,
+       reconciliation with the branch's previous review.
     """
     reviewer = Reviewer.objects.filter(slug=reviewer_slug, enabled=True).first()
     if reviewer is None:
@@ -171,129 +231,30 @@ def local_review(
             status=RunStatus.QUEUED, attempts=0, base_sha=base_sha, next_attempt_at=None, started_at=None,
             finished_at=None, reason="", stage="", config=config.model_dump(mode="json"),
         )  # fmt: skip
-        run.refresh_from_db()
     held = run_claim(run.pk)
     if held is None:
         raise LocalReviewError("this branch is being reviewed right now; try again when it is done")
+    run = ReviewRun.objects.select_related(
+        "pull_request__repository__installation", "reviewer"
+    ).get(pk=run.pk)
+    forge = Local(root)
     with Heartbeat(held) as beat:
+        ctx = Context(run=run, held=held, beat=beat, config=config, gateway=None, forge=forge)
         try:
-            return _review(run, held, beat, root, config, base_sha, head_sha)
+            pipeline(ctx)
         except Exception as exc:
             # No retries later: the user is waiting for this one.
             stage = getattr(exc, "stage", "") or run.stage or Stage.SANDBOX
             run_attempt_failed(held, exc, stage=stage, final=True)
             raise
-
-
-def _review(run, held, beat, root: Path, config, base_sha: str, head_sha: str) -> LocalReview:
-    previous = previous_head(run)
-    run_stage(held, Stage.CLONE)
-    with Workspace(settings.TASUKU_WORKSPACE_ROOT) as workspace:
-        checkout = workspace.checkout_local(
-            repository=root, head_sha=head_sha, base_sha=base_sha, previous_sha=previous
-        )
-        core = stages.prepare(checkout, config, config.reviewers[0])
-        ReviewRun.objects.filter(pk=run.pk).update(
-            sanitised=checkout.removed,
-            reviewed=core.reviewed,
-            filtered=[[f.path, f.reason] for f in core.filtered],
-            incremental_since=checkout.incremental_since or "",
-        )
-        run.refresh_from_db()
-        result = None
-        reused_from = None
-        if not core.stopped:
-            run_stage(held, Stage.SANDBOX)
-            reviewer = config.reviewers[0]
-            earlier = threads.earlier_open(threads.previous_review(run, previous), run.head_sha)
-            job = stages.job_build(
-                core, checkout=checkout, reviewer=reviewer, config=config, job_id=str(run.pk),
-                repository=run.pull_request.repository.full_name, number=run.pull_request.number,
-                title=run.pull_request.title, deadline_seconds=int(settings.TASUKU_SANDBOX_TIMEOUT),
-                price=engines.model_price(reviewer.model), earlier=engines.earlier_for_job(earlier),
-            )  # fmt: skip
-            digest = engines.job_digest(job, run.reviewer)
-            # The same branch head reviewed again with nothing changed: the engine's
-            # earlier result (the validation below is this review's own).
-            result, reused_from = result_reusable(run, digest, include_self=True)
-            ReviewRun.objects.filter(pk=run.pk).update(
-                omitted=[o.model_dump() for o in job.omitted],
-                job_digest=digest,
-                **({} if result else {"runner_result": None}),
-            )
-            if result is None:
-                result = engines.engine_run(run.reviewer, reviewer, job, checkout.root,
-                                            run_name=f"tasuku-run-{run.pk}-{held.attempt}")  # fmt: skip
-                ReviewRun.objects.filter(pk=run.pk).update(
-                    runner_result=result.model_dump(mode="json"), result_received_at=timezone.now()
-                )
-            if not result.incomplete:
-                run_stage(held, Stage.VALIDATION)
-                since = (
-                    diff_parse(checkout.previous_diff)
-                    if checkout.previous_diff is not None
-                    else None
-                )
-                history = History(
-                    earlier=frozenset(f.fingerprint for f in earlier),
-                    positions=threads.positions(run, earlier, {}, since, previous),
-                )
-                stages.validate(core, result, config, history)
-        beat.check()
-        incomplete = result.incomplete if result else ""
-        review = persist(run, core, result=result, incomplete=incomplete)
-        rulings = {r.id for r in result.rulings if r.still_open} if result else set()
-        reconciled = _reconcile(
-            run, review, previous, checkout, rulings, examined=result is not None and not incomplete
-        )
-    status_reason = (
-        "trivial: " + core.verdict.summary if core.stopped == "trivial" and core.verdict else ""
-    )
-    if incomplete:
-        status_reason = f"incomplete: {incomplete}"
-    run_finish(held, status=RunStatus.COMPLETED, reason=status_reason)
     run.refresh_from_db()
     return LocalReview(
-        run, review, core, base_sha, head_sha, checkout.incremental_since, reconciled, reused_from
+        run=run,
+        review=Review.objects.get(run=run),
+        core=ctx.core,
+        base_sha=base_sha,
+        head_sha=head_sha,
+        incremental_since=run.incremental_since or None,
+        reconciled=forge.reconciled,
+        reused_from=ctx.reused_from,
     )
-
-
-def _reconcile(
-    run: ReviewRun,
-    review: Review,
-    previous: str | None,
-    checkout,
-    still_open: set[str],
-    *,
-    examined: bool,
-) -> list[Finding]:
-    """Carry on, resolve or outdate the previous local review's open findings (the same
-    decisions as on GitHub, with no threads to answer). A review whose engine did not run
-    to the end (`examined` false: triaged trivial, incomplete) decides nothing: every
-    earlier open finding is carried, its lines moved to where they are now."""
-    earlier = threads.earlier_open(threads.previous_review(run, previous), run.head_sha)
-    since_previous = (
-        diff_parse(checkout.previous_diff) if checkout.previous_diff is not None else None
-    )
-    if examined:
-        found_again = set(
-            review.findings.exclude(category=INVALID).values_list("fingerprint", flat=True)
-        ) | (still_open & {f.fingerprint for f in earlier})
-        decisions = threads.decide(
-            run,
-            earlier,
-            found_again,
-            since_previous=since_previous,
-            incremental=bool(checkout.incremental_since),
-        )
-    else:
-        decisions = {f.fingerprint: Decision(CURRENT, "not re-examined") for f in earlier}
-    threads.carry(review, earlier, decisions, threads.Conversation(), since_previous=since_previous)
-    reconciled = []
-    for finding in earlier:
-        decision = decisions[finding.fingerprint]
-        if decision.state == CURRENT:
-            continue
-        threads.mark_gone(finding, decision, run.head_sha)
-        reconciled.append(finding)
-    return reconciled

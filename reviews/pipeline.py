@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from pathlib import Path
 
 from django.conf import settings
 from django.utils import timezone
@@ -25,12 +24,8 @@ from reviews.budget import Budget, budget_alert, installation_budget
 from reviews.checkruns import dashboard_url
 from reviews.context import Context
 from reviews.diff import diff_parse
-from reviews.gate import (
-    check_complete,
-    check_in_progress,
-    gate_complete,
-    run_check_conclude,
-)
+from reviews.forges import GITHUB
+from reviews.gate import check_in_progress, gate_complete, run_check_conclude
 from reviews.models import (
     Finding,
     Review,
@@ -40,13 +35,7 @@ from reviews.models import (
     Stage,
 )
 from reviews.modes import REVIEW, RunMode
-from reviews.publication import (
-    approval_decide,
-    approval_withheld,
-    approvals_dismiss,
-    persist,
-    publish,
-)
+from reviews.publication import persist
 from reviews.reconcile import CURRENT, Decision
 from reviews.runs import (
     Heartbeat,
@@ -83,6 +72,7 @@ def run_execute(run_pk: int, mode_for: Callable[[ReviewRun], RunMode | None] | N
                 config=EffectiveConfig.model_validate(run.config),
                 gateway=github.gateway(),
                 mode=mode,
+                forge=GITHUB,
             )
             outcome = pipeline(context)
         except LeaseLost:
@@ -100,7 +90,7 @@ def run_execute(run_pk: int, mode_for: Callable[[ReviewRun], RunMode | None] | N
 def pipeline(ctx: Context) -> str:
     run = ctx.run
     ctx.stage(Stage.ADMISSION)
-    stop = guards(ctx)
+    stop = ctx.forge.guards(ctx)
     if stop is not None:
         return stop
     check_in_progress(ctx)
@@ -108,9 +98,9 @@ def pipeline(ctx: Context) -> str:
 
     ctx.stage(Stage.CLONE)
     with Workspace(settings.TASUKU_WORKSPACE_ROOT) as workspace:
-        checkout = clone(ctx, workspace, previous, scope_since(run, previous))
+        checkout = ctx.forge.checkout(ctx, workspace, previous, scope_since(run, previous))
         reviewer = next(r for r in ctx.config.reviewers if r.slug == run.reviewer.slug)
-        core = stages.prepare(checkout, ctx.config, reviewer)
+        core = ctx.core = stages.prepare(checkout, ctx.config, reviewer)
         _record_scope(run, checkout, core)
         installation = ctx.repository.installation
         budget = installation_budget(installation)
@@ -127,14 +117,20 @@ def pipeline(ctx: Context) -> str:
             ),
         )  # fmt: skip
         digest = engines.job_digest(job, run.reviewer)
-        ReviewRun.objects.filter(pk=run.pk).update(
-            omitted=[o.model_dump() for o in job.omitted], job_digest=digest
-        )
         # The engine has run for this run already (an earlier attempt, or a runner
         # elsewhere posted it), or for the same job before: its result, paid once.
-        stored = ReviewResult.model_validate(run.runner_result) if run.runner_result else None
+        resumed = run.runner_result and not ctx.forge.reexecutes
+        stored = ReviewResult.model_validate(run.runner_result) if resumed else None
         if stored is None:
-            stored, ctx.reused_from = result_reusable(run, digest, fresh_look=ctx.mode.fresh_look)
+            stored, ctx.reused_from = result_reusable(
+                run, digest, fresh_look=ctx.mode.fresh_look, include_self=ctx.forge.reexecutes
+            )
+        # Recorded once the reusable result is found: a run executed again is a
+        # candidate for its own job's result, which this digest would otherwise claim.
+        ReviewRun.objects.filter(pk=run.pk).update(
+            omitted=[o.model_dump() for o in job.omitted], job_digest=digest,
+            **({} if stored else {"runner_result": None}),
+        )  # fmt: skip
         if stored is None and (
             core.stopped or stages.budget_gate(core, budget, ctx.config, reviewer)
         ):
@@ -145,7 +141,7 @@ def pipeline(ctx: Context) -> str:
             return stop_early(ctx, core, checkout, budget, previous)
         if stored is not None:
             result = stored
-        elif (dispatch := engines.dispatcher_for(reviewer.runner)) is not None:
+        elif ctx.forge.dispatches and (dispatch := engines.dispatcher_for(reviewer.runner)):
             # A runner elsewhere: the result comes back later, and the run goes on then.
             return dispatch(ctx, job)
         else:
@@ -165,9 +161,7 @@ def pipeline(ctx: Context) -> str:
     # Validation sees the pull request's history: what people dismissed, what earlier
     # reviews raised, and what was already there when the previous review looked.
     ctx.stage(Stage.VALIDATION)
-    talk = threads.conversation_read(
-        ctx.gateway, ctx.where, run.pull_request.number, run, earlier, ctx.gateway.app_slug()
-    )
+    talk = ctx.forge.conversation(ctx, earlier)
     since_previous = (
         diff_parse(checkout.previous_diff) if checkout.previous_diff is not None else None
     )
@@ -197,23 +191,14 @@ def pipeline(ctx: Context) -> str:
 
     ctx.stage(Stage.PUBLICATION)
     open_now = list(review.findings.filter(state=OPEN))
-    approve, notes = approval_decide(ctx, open_now)
+    notes = []
     if ctx.reused_from:
-        notes.insert(0, f"the engine's result is run {ctx.reused_from}'s: the same job "
-                        "(head, base, configuration and reviewer), so the engine did not run again")  # fmt: skip
-    approved = publish(
-        ctx, review, result, validated, approve=approve, notes=notes, carried=earlier_ids,
-        still_open=sum(1 for f in open_now if f.fingerprint in earlier_ids),
+        notes.append(f"the engine's result is run {ctx.reused_from}'s: the same job "
+                     "(head, base, configuration and reviewer), so the engine did not run again")  # fmt: skip
+    approved = ctx.forge.publish(
+        ctx, review, result, validated, open_now=open_now, earlier=earlier,
+        decisions=decisions, talk=talk, notes=notes,
     )  # fmt: skip
-    number = run.pull_request.number
-    notes += threads.close_threads(
-        ctx.gateway, ctx.where, number, run, earlier, decisions, talk.threads
-    )
-    notes += threads.reopen_unauthorised(
-        ctx.gateway, ctx.where, number, run, earlier, decisions, talk
-    )
-    if approval_withheld(ctx, open_now):
-        notes += approvals_dismiss(ctx)
     Review.objects.filter(pk=review.pk).update(approved=approved, notes=notes)
     gate_complete(
         ctx, review, open_now, limitations=result.summary.limitations,
@@ -233,18 +218,13 @@ def carry_unexamined(
     as it was — still open, its thread untouched — unless a person with the right to
     has dismissed it. Returns the findings open at this head."""
     if earlier:
-        run = ctx.run
-        talk = threads.conversation_read(
-            ctx.gateway, ctx.where, run.pull_request.number, run, earlier, ctx.gateway.app_slug()
-        )
+        talk = ctx.forge.conversation(ctx, earlier)
         since_previous = (
             diff_parse(checkout.previous_diff) if checkout.previous_diff is not None else None
         )
         decisions = {f.fingerprint: Decision(CURRENT, f"not re-examined: {why}") for f in earlier}
         threads.carry(review, earlier, decisions, talk, since_previous=since_previous)
-        notes = threads.reopen_unauthorised(
-            ctx.gateway, ctx.where, run.pull_request.number, run, earlier, decisions, talk
-        )
+        notes = ctx.forge.unauthorised_reopen(ctx, earlier, decisions, talk)
         if notes:
             Review.objects.filter(pk=review.pk).update(notes=notes)
     return list(review.findings.filter(state=OPEN))
@@ -385,75 +365,7 @@ def stop_early(
     return RunStatus.COMPLETED
 
 
-# --- Guards -------------------------------------------------------------------------------
-
-
-def guards(ctx: Context) -> str | None:
-    """PR closed → skipped; head moved since the run was queued → cancelled as stale;
-    repository disabled meanwhile → skipped. Each ends the run with its check run."""
-    run = ctx.run
-    if not ctx.repository.enabled:
-        return _stop(ctx, RunStatus.SKIPPED, "reviews were disabled for this repository", "skipped",
-                     "Not reviewed: reviews are disabled", "Reviews were disabled for this repository after this run was queued.")  # fmt: skip
-    info = ctx.gateway.pull_request_get(**ctx.where, number=run.pull_request.number)
-    if info.state != "open":
-        return _stop(ctx, RunStatus.SKIPPED, "the pull request is closed", "skipped",
-                     "Not reviewed: the pull request is closed", "The pull request was closed before the review started.")  # fmt: skip
-    if info.head_sha != run.head_sha:
-        return _stop(
-            ctx, RunStatus.CANCELLED, f"stale: the head moved to {info.head_sha[:12]}", "cancelled",
-            f"Superseded by {info.head_sha[:7]}",
-            f"The pull request's head moved from `{run.head_sha[:12]}` to `{info.head_sha[:12]}` "
-            "before this review started; the newer commit is reviewed instead.",
-            superseded_by=info.head_sha,
-        )  # fmt: skip
-    return None
-
-
-def _stop(
-    ctx: Context,
-    status: str,
-    reason: str,
-    conclusion: str,
-    title: str,
-    summary: str,
-    superseded_by: str = "",
-) -> str:
-    check_complete(ctx, conclusion, title, summary)
-    run_finish(ctx.held, status=status, reason=reason, superseded_by=superseded_by)
-    return status
-
-
-# --- Workspace and engine -----------------------------------------------------------------
-
-
-def clone(
-    ctx: Context, workspace: Workspace, previous: str | None, since: str | None = None
-) -> Checkout:
-    info = ctx.gateway.repository_get(**ctx.where)
-    ctx.repository_info = info
-    token = ctx.gateway.contents_token(
-        installation_id=ctx.repository.installation.github_id,
-        repository_id=ctx.repository.github_id,
-    )
-    return workspace.checkout(
-        clone_url=info.clone_url,
-        token=token,
-        head_sha=ctx.run.head_sha,
-        base_sha=ctx.run.base_sha,
-        previous_sha=previous,
-        since_sha=since,
-        mirror=mirror_for(ctx.repository),
-    )
-
-
-def mirror_for(repository) -> Path | None:
-    """The repository's mirror in the checkout cache, by its GitHub id (a rename keeps
-    it; no two repositories share one), or None with the cache off."""
-    cache = settings.TASUKU_CHECKOUT_CACHE
-    if not cache or cache.lower() == "off":
-        return None
-    return Path(cache) / f"{repository.github_id}.git"
+# --- The engine -------------------------------------------------------------------------
 
 
 def model_triaged(

@@ -140,7 +140,13 @@ class Workspace:
         return checkout
 
     def checkout_local(
-        self, *, repository: Path, head_sha: str, base_sha: str, previous_sha: str | None = None
+        self,
+        *,
+        repository: Path,
+        head_sha: str,
+        base_sha: str,
+        previous_sha: str | None = None,
+        since_sha: str | None = None,
     ) -> Checkout:
         """The same from a local repository (`manage.py review`): a shared clone, so
         nothing is copied and the original is never touched."""
@@ -151,7 +157,12 @@ class Workspace:
                             what="copy the repository")  # fmt: skip
         _attributes_neutralise(root / ".git")
         return _prepare(
-            _Git(root, env), root, head_sha=head_sha, base_sha=base_sha, previous_sha=previous_sha
+            _Git(root, env),
+            root,
+            head_sha=head_sha,
+            base_sha=base_sha,
+            previous_sha=previous_sha,
+            since_sha=since_sha,
         )
 
 

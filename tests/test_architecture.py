@@ -22,10 +22,28 @@ def test_the_pipeline_names_no_feature():
         assert not re.search(rf"\b{re.escape(word)}\b", text), word
 
 
+def test_a_local_review_is_the_pipeline_with_a_local_forge_not_a_second_orchestration():
+    text = (ROOT / "reviews" / "local.py").read_text()
+    assert re.search(r"\bpipeline\(ctx\)", text)
+    for step in ("engine_run", "job_build", "persist", "validate", "decide", "carry"):
+        assert not re.search(rf"\b{step}\(", text), step
+
+
 def test_every_dispatcher_resolves_to_a_callable():
     for runner, path in engines.DISPATCHERS.items():
         assert callable(import_string(path)), runner
     assert engines.dispatcher_for("local") is None
+
+
+def test_both_forges_give_everything_a_forge_declares(tmp_path):
+    from reviews.context import Forge
+    from reviews.forges import GITHUB
+    from reviews.local import Local
+
+    declared = {n for n in vars(Forge) if not n.startswith("_")} | set(Forge.__annotations__)
+    assert declared >= {"guards", "checkout", "conversation", "publish", "reexecutes"}
+    for forge in (GITHUB, Local(tmp_path)):
+        assert all(hasattr(forge, name) for name in declared), forge
 
 
 def test_both_modes_give_everything_a_run_mode_declares():

@@ -196,19 +196,19 @@ def test_no_approval_when_the_head_moved_during_the_review(world, deliver, clien
     post_webhook(client, "pull_request", body, secret=test_app.webhook_secret)
     drain_queue(only="webhooks.tasks.delivery_process")
     # The guard sees the reviewed head; then a push lands while the review runs.
-    from reviews import pipeline
+    from reviews import forges
 
-    original = pipeline.approval_decide
+    original = forges.approval_decide
 
     def moved(ctx, open_now):
         world.push({"README.md": "# Store!\n"})
         return original(ctx, open_now)
 
-    pipeline.approval_decide = moved
+    forges.approval_decide = moved
     try:
         drain_queue()
     finally:
-        pipeline.approval_decide = original
+        forges.approval_decide = original
     review = Review.objects.order_by("-id").first()
     assert not review.approved
     assert any("head moved" in note for note in review.notes)

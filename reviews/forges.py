@@ -1,0 +1,158 @@
+"""Where a run's pull request lives, and where its review goes: a `Forge`
+(reviews/context.py declares what one answers).
+
+The pipeline (reviews/pipeline.py) is the same wherever a change comes from. What
+differs is asked of the run's forge: whether the pull request may still be reviewed
+(its guards), its checkout, the conversation on it (threads and dismissals), and what
+publishing a review means. GitHub's forge posts one review with inline comments,
+answers and resolves threads, approves where allowed; a local git repository's
+(`manage.py review`, reviews/local.py) records the findings' fates and leaves the
+report to the command. The worker's runs are GitHub's; the pipeline imports no other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+
+from reviews import threads
+from reviews.context import Context
+from reviews.gate import check_complete
+from reviews.models import Finding, Review, RunStatus
+from reviews.publication import approval_decide, approval_withheld, approvals_dismiss, publish
+from reviews.reconcile import Decision
+from reviews.runs import run_finish
+from reviews.validation import Validated
+from sandbox.contract import ReviewResult
+from sandbox.workspace import Checkout, Workspace
+
+
+class GitHub:
+    """A pull request on GitHub, through the gateway (repos/github/)."""
+
+    reexecutes = False
+    dispatches = True
+
+    def guards(self, ctx: Context) -> str | None:
+        """PR closed → skipped; head moved since the run was queued → cancelled as stale;
+        repository disabled meanwhile → skipped. Each ends the run with its check run."""
+        run = ctx.run
+        if not ctx.repository.enabled:
+            return _stop(ctx, RunStatus.SKIPPED, "reviews were disabled for this repository",
+                         "skipped", "Not reviewed: reviews are disabled",
+                         "Reviews were disabled for this repository after this run was queued.")  # fmt: skip
+        info = ctx.gateway.pull_request_get(**ctx.where, number=run.pull_request.number)
+        if info.state != "open":
+            return _stop(ctx, RunStatus.SKIPPED, "the pull request is closed", "skipped",
+                         "Not reviewed: the pull request is closed",
+                         "The pull request was closed before the review started.")  # fmt: skip
+        if info.head_sha != run.head_sha:
+            return _stop(
+                ctx, RunStatus.CANCELLED, f"stale: the head moved to {info.head_sha[:12]}",
+                "cancelled", f"Superseded by {info.head_sha[:7]}",
+                f"The pull request's head moved from `{run.head_sha[:12]}` to "
+                f"`{info.head_sha[:12]}` before this review started; the newer commit is "
+                "reviewed instead.",
+                superseded_by=info.head_sha,
+            )  # fmt: skip
+        return None
+
+    def checkout(
+        self, ctx: Context, workspace: Workspace, previous: str | None, since: str | None
+    ) -> Checkout:
+        info = ctx.gateway.repository_get(**ctx.where)
+        ctx.repository_info = info
+        token = ctx.gateway.contents_token(
+            installation_id=ctx.repository.installation.github_id,
+            repository_id=ctx.repository.github_id,
+        )
+        return workspace.checkout(
+            clone_url=info.clone_url,
+            token=token,
+            head_sha=ctx.run.head_sha,
+            base_sha=ctx.run.base_sha,
+            previous_sha=previous,
+            since_sha=since,
+            mirror=mirror_for(ctx.repository),
+        )
+
+    def conversation(self, ctx: Context, earlier: list[Finding]) -> threads.Conversation:
+        return threads.conversation_read(
+            ctx.gateway,
+            ctx.where,
+            ctx.run.pull_request.number,
+            ctx.run,
+            earlier,
+            ctx.gateway.app_slug(),
+        )
+
+    def publish(
+        self,
+        ctx: Context,
+        review: Review,
+        result: ReviewResult,
+        validated: list[Validated],
+        *,
+        open_now: list[Finding],
+        earlier: list[Finding],
+        decisions: dict[str, Decision],
+        talk: threads.Conversation,
+        notes: list[str],
+    ) -> bool:
+        """One GitHub review (an approval where allowed), then the threads of the
+        earlier findings answered: gone ones replied to and resolved, those resolved
+        without the right reopened; Tasuku's earlier approvals dismissed while findings
+        are open."""
+        approve, said = approval_decide(ctx, open_now)
+        notes += said
+        earlier_ids = {f.fingerprint for f in earlier}
+        approved = publish(
+            ctx, review, result, validated, approve=approve, notes=notes, carried=earlier_ids,
+            still_open=sum(1 for f in open_now if f.fingerprint in earlier_ids),
+        )  # fmt: skip
+        number = ctx.run.pull_request.number
+        notes += threads.close_threads(
+            ctx.gateway, ctx.where, number, ctx.run, earlier, decisions, talk.threads
+        )
+        notes += self.unauthorised_reopen(ctx, earlier, decisions, talk)
+        if approval_withheld(ctx, open_now):
+            notes += approvals_dismiss(ctx)
+        return approved
+
+    def unauthorised_reopen(
+        self,
+        ctx: Context,
+        earlier: list[Finding],
+        decisions: dict[str, Decision],
+        talk: threads.Conversation,
+    ) -> list[str]:
+        return threads.reopen_unauthorised(
+            ctx.gateway, ctx.where, ctx.run.pull_request.number, ctx.run, earlier, decisions, talk
+        )
+
+
+GITHUB = GitHub()
+
+
+def _stop(
+    ctx: Context,
+    status: str,
+    reason: str,
+    conclusion: str,
+    title: str,
+    summary: str,
+    superseded_by: str = "",
+) -> str:
+    check_complete(ctx, conclusion, title, summary)
+    run_finish(ctx.held, status=status, reason=reason, superseded_by=superseded_by)
+    return status
+
+
+def mirror_for(repository) -> Path | None:
+    """The repository's mirror in the checkout cache, by its GitHub id (a rename keeps
+    it; no two repositories share one), or None with the cache off."""
+    cache = settings.TASUKU_CHECKOUT_CACHE
+    if not cache or cache.lower() == "off":
+        return None
+    return Path(cache) / f"{repository.github_id}.git"
