@@ -110,6 +110,16 @@ CODES: dict[str, Cause] = dict((
            "GitHub refused the App's credentials.",
            "Check GITHUB_APP_ID and GITHUB_PRIVATE_KEY (or GITHUB_PRIVATE_KEY_PATH) against the "
            "App's settings page; a regenerated key must be installed here too."),
+    _cause("author-app-credentials", "",
+           "The author's App (the identity a coding agent's answers are posted as) is not "
+           "configured, or its key cannot be read.",
+           "Set TASUKU_AUTHOR_APP_ID and TASUKU_AUTHOR_APP_PRIVATE_KEY (or "
+           "TASUKU_AUTHOR_APP_PRIVATE_KEY_PATH) from the author App's settings page; then "
+           "retry the answer."),
+    _cause("author-app-not-installed", "",
+           "The author's App is not installed on the pull request's repository.",
+           "Install the author's App on the repository (with Pull requests: write), then "
+           "retry the answer."),
     _cause("github-permission", "publication admission",
            "The App lacks a permission this call needs.",
            "Grant the App Pull requests: write and Checks: write (and Contents: read), accept "

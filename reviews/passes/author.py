@@ -43,7 +43,9 @@ def author_credentials() -> AppCredentials:
     missing = author_configured()
     if missing:
         raise GitHubError(
-            f"The author's App is not configured: set {', '.join(missing)}.", permanent=True
+            f"The author's App is not configured: set {', '.join(missing)}.",
+            permanent=True,
+            code="author-app-credentials",
         )
     pem = settings.TASUKU_AUTHOR_APP_PRIVATE_KEY.strip().replace("\\n", "\n")
     variable = "TASUKU_AUTHOR_APP_PRIVATE_KEY"
@@ -52,14 +54,18 @@ def author_credentials() -> AppCredentials:
         try:
             pem = Path(settings.TASUKU_AUTHOR_APP_PRIVATE_KEY_PATH).read_text()
         except OSError as exc:
-            raise GitHubError(f"{variable}: {exc}", permanent=True) from exc
+            raise GitHubError(
+                f"{variable}: {exc}", permanent=True, code="author-app-credentials"
+            ) from exc
     problem = private_key_problem(pem, variable)
     if problem:
-        raise GitHubError(problem, permanent=True)
+        raise GitHubError(problem, permanent=True, code="author-app-credentials")
     try:
         app_id = int(settings.TASUKU_AUTHOR_APP_ID)
     except ValueError as exc:
-        raise GitHubError("TASUKU_AUTHOR_APP_ID must be a number.", permanent=True) from exc
+        raise GitHubError(
+            "TASUKU_AUTHOR_APP_ID must be a number.", permanent=True, code="author-app-credentials"
+        ) from exc
     return AppCredentials(app_id=app_id, private_key=pem, webhook_secret="", slug="",
                           base_url=settings.GITHUB_API_URL)  # fmt: skip
 
@@ -74,7 +80,11 @@ class AuthorPoster:
     def _where(self, full_name: str) -> dict:
         installation_id = self._gateway.repository_installation_id(full_name)
         if installation_id is None:
-            raise GitHubError(f"The author's App is not installed on {full_name}.", permanent=True)
+            raise GitHubError(
+                f"The author's App is not installed on {full_name}.",
+                permanent=True,
+                code="author-app-not-installed",
+            )
         return {"installation_id": installation_id, "repository_id": None, "full_name": full_name}
 
     def reply(self, full_name: str, number: int, comment_id: int, body: str, marker: str) -> int:

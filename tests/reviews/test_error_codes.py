@@ -398,3 +398,40 @@ def test_a_misconfigured_app_is_a_credentials_failure(settings):
 @pytest.mark.parametrize("code", ["actions-permission", "actions-workflow"])
 def test_a_refused_dispatch_keeps_the_code_the_actions_call_gave_it(code):
     assert _dispatch_code(GitHubError("whatever it says", permanent=True, code=code)) == code
+
+
+# --- Raise sites of the author's App (reviews/passes/author.py) ---------------------------
+
+
+def test_an_unconfigured_or_unreadable_author_app_is_its_credentials_failure(settings, tmp_path):
+    from reviews.passes.author import author_credentials
+
+    settings.TASUKU_AUTHOR_APP_ID = ""
+    settings.TASUKU_AUTHOR_APP_PRIVATE_KEY = ""
+    settings.TASUKU_AUTHOR_APP_PRIVATE_KEY_PATH = ""
+    with pytest.raises(GitHubError) as raised:
+        author_credentials()
+    assert raised.value.code == "author-app-credentials" and raised.value.permanent
+    settings.TASUKU_AUTHOR_APP_ID = "12"
+    settings.TASUKU_AUTHOR_APP_PRIVATE_KEY_PATH = str(tmp_path / "missing.pem")
+    with pytest.raises(GitHubError) as raised:
+        author_credentials()
+    assert raised.value.code == "author-app-credentials"
+    assert "TASUKU_AUTHOR_APP_PRIVATE_KEY_PATH" in raised.value.message
+    assert diagnose(raised.value.code).key == "author-app-credentials"
+
+
+def test_an_author_app_not_installed_on_the_repository_says_so_by_its_code():
+    from reviews.passes.author import AuthorPoster
+
+    class Uninstalled:
+        def repository_installation_id(self, full_name):
+            return None
+
+        def issue_comment_create(self, **kwargs):
+            raise AssertionError("nothing is posted where the App is not installed")
+
+    with pytest.raises(GitHubError) as raised:
+        AuthorPoster(Uninstalled()).comment("acme/shop", 7, "Fixed.", "<!-- m -->")
+    assert raised.value.code == "author-app-not-installed" and raised.value.permanent
+    assert "acme/shop" in raised.value.message
