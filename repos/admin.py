@@ -5,12 +5,19 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.db import models
-from django.db.models import Count, QuerySet
+from django.db.models import Count, F, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.translation import ngettext
 
-from repos.models import Installation, Repository, RepositoryPolicy, Reviewer, SecondaryRepository
+from repos.models import (
+    Installation,
+    RepoMemory,
+    Repository,
+    RepositoryPolicy,
+    Reviewer,
+    SecondaryRepository,
+)
 from repos.services import policy_copy, policy_create_default
 
 
@@ -93,6 +100,36 @@ class RepositoryPolicyInline(admin.StackedInline):
     )
 
 
+class RepoMemoryForm(forms.ModelForm):
+    """An operator's edit of the memory is theirs: later folds start from it, and the
+    tally of outcomes no longer overwrites it."""
+
+    class Meta:
+        model = RepoMemory
+        fields = ("text",)
+        widgets = {"text": forms.Textarea(attrs={"rows": 8})}
+
+    def save(self, commit: bool = True) -> RepoMemory:
+        memory = super().save(commit=False)
+        if "text" in self.changed_data:
+            memory.source = RepoMemory.Source.PERSON
+            # A fold that read the memory before this edit writes nothing (reviews/memory.py).
+            memory.version = F("version") + 1
+        if commit:
+            memory.save()
+        return memory
+
+
+class RepoMemoryInline(admin.StackedInline):
+    model = RepoMemory
+    form = RepoMemoryForm
+    can_delete = False
+    max_num = 1
+    readonly_fields = ("source", "updated_at")
+    fields = ("text", "source", "updated_at")
+    verbose_name = "memory (what later reviews are told about this team's habits, as data)"
+
+
 class SecondaryRepositoryInline(admin.TabularInline):
     model = SecondaryRepository
     extra = 0
@@ -127,7 +164,7 @@ class RepositoryAdmin(admin.ModelAdmin):
         "default_branch",
         "removed_at",
     )
-    inlines = (RepositoryPolicyInline, SecondaryRepositoryInline)
+    inlines = (RepositoryPolicyInline, SecondaryRepositoryInline, RepoMemoryInline)
     actions = ("enable_reviews", "disable_reviews", "copy_policy")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:

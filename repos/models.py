@@ -384,10 +384,22 @@ class SecondaryRepository(models.Model):
 
 
 class RepoMemory(models.Model):
-    """What a repository's team does with findings, in a few lines given to later reviews."""
+    """What a repository's team does with findings, in a few lines given to later reviews
+    (as data, fenced with the pull request's text). Written by the reviewer's fast model
+    after each review (reviews/memory.py), by the tally of outcomes where no model is
+    configured, or by an operator in the admin; each writer starts from what is there."""
+
+    class Source(models.TextChoices):
+        TALLY = "tally", "the tally of outcomes"
+        MODEL = "model", "folded by a model"
+        PERSON = "person", "edited by an operator"
 
     repository = models.OneToOneField(Repository, on_delete=models.CASCADE, related_name="memory")
     text = models.TextField(blank=True)
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.TALLY)
+    # Bumped by every write: a fold that read an older version writes nothing (it folds
+    # again from what is there), so an operator's edit is never lost to a fold in flight.
+    version = models.PositiveIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -3,7 +3,15 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from reviews.models import ApiScope, PullRequest, ReviewPass, ReviewRun, Task, TaskPullRequest
+from reviews.models import (
+    ApiScope,
+    MemoryFold,
+    PullRequest,
+    ReviewPass,
+    ReviewRun,
+    Task,
+    TaskPullRequest,
+)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -75,3 +83,15 @@ class ApiScopeAdmin(admin.ModelAdmin):
     search_fields = ("user__username",)
     filter_horizontal = ("installations", "repositories")
     autocomplete_fields = ("user",)
+
+
+@admin.register(MemoryFold)
+class MemoryFoldAdmin(ReadOnlyAdmin):
+    """Each fold of a review or a closed pull request into a repository's memory, with its
+    model, cost and why it changed nothing when it did not (the memory itself is edited
+    on its repository's page)."""
+
+    list_display = ("created_at", "repository", "review", "model", "cost_usd", "changed", "note")
+    list_filter = ("changed", "model")
+    search_fields = ("repository__full_name",)
+    list_select_related = ("repository",)

@@ -30,6 +30,8 @@ class Forge(Protocol):
     reexecutes: bool
     # A runner elsewhere (GitHub Actions) may be handed the job; else the engine runs here.
     dispatches: bool
+    # Its reviews are folded into the repository's memory (reviews/memory.py).
+    learns: bool
 
     def guards(self, ctx: Context) -> str | None:
         """Why the run stops before it starts (it is then ended, its check run with

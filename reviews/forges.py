@@ -33,6 +33,7 @@ class GitHub:
 
     reexecutes = False
     dispatches = True
+    learns = True
 
     def guards(self, ctx: Context) -> str | None:
         """PR closed → skipped; head moved since the run was queued → cancelled as stale;

@@ -147,6 +147,8 @@ class Local:
     # The branch head's run is executed again each time it is asked for.
     reexecutes = True
     dispatches = False
+    # A local branch is nobody's team's habit: the repository's memory is not taught.
+    learns = False
 
     def __init__(self, root: Path) -> None:
         self.root = root

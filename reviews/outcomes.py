@@ -8,9 +8,10 @@ from collections import Counter
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q
 
 from repos.models import RepoMemory, Repository, Reviewer
+from reviews.memory import memory_fold_closed_later
 from reviews.models import Dismissal, Finding, FindingOutcome, FindingState, PullRequest
 
 MEMORY_LIMIT = 1500
@@ -19,8 +20,9 @@ MEMORY_ITEMS = 8
 
 def outcomes_harvest(pull_request: PullRequest) -> int:
     """Record the fate of every finding published on a closed pull request — fixed
-    (resolved by a later push), dismissed (by a person), or left open at close — once,
-    then refresh the repository's memory. Returns how many outcomes were recorded."""
+        (resolved by a later push), dismissed (by a person), or left open at close — once,
+        then fold them into the repository's memory (reviews/memory.py), or tally them there
+    where no model folds. Returns how many outcomes were recorded."""
     dismissed = set(
         Dismissal.objects.filter(pull_request=pull_request).values_list("fingerprint", flat=True)
     )
@@ -58,7 +60,8 @@ def outcomes_harvest(pull_request: PullRequest) -> int:
                 },
             )
             created += made
-    memory_refresh(pull_request.repository)
+    if not memory_fold_closed_later(pull_request):
+        memory_refresh(pull_request.repository)
     return created
 
 
@@ -118,7 +121,13 @@ def memory_text(outcomes: list[tuple[str, str, str]]) -> str:
 
 
 def memory_refresh(repository: Repository) -> RepoMemory:
+    """The tally of outcomes as the memory — unless a model or an operator wrote it: that
+    memory is theirs, and a tally would only erase what they learned."""
     rows = FindingOutcome.objects.filter(repository=repository).order_by("-created_at")[:500]
     text = memory_text([(o.fate, o.rule or o.category, o.title) for o in rows])
-    memory, _ = RepoMemory.objects.update_or_create(repository=repository, defaults={"text": text})
+    memory, _ = RepoMemory.objects.get_or_create(repository=repository)
+    RepoMemory.objects.filter(pk=memory.pk, source=RepoMemory.Source.TALLY).update(
+        text=text, version=F("version") + 1
+    )
+    memory.refresh_from_db()
     return memory

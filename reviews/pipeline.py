@@ -26,6 +26,7 @@ from reviews.context import Context
 from reviews.diff import diff_parse
 from reviews.forges import GITHUB
 from reviews.gate import check_in_progress, gate_complete, run_check_conclude
+from reviews.memory import memory_fold_later
 from reviews.models import (
     Finding,
     Review,
@@ -207,6 +208,8 @@ def pipeline(ctx: Context) -> str:
     )  # fmt: skip
     ctx.beat.check()
     run_finish(ctx.held, status=RunStatus.COMPLETED)
+    if ctx.forge.learns:
+        memory_fold_later(review, ctx.config)
     return RunStatus.COMPLETED
 
 

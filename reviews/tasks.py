@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from reviews import conclusions, gate, pipeline, replies, runs
+from reviews import conclusions, gate, memory, pipeline, replies, runs
 from reviews.actions import workflow as actions
 from reviews.passes import answers, flow
 from reviews.passes.mode import mode_for
@@ -79,3 +79,11 @@ def answer_post(answer_pk: int) -> str:
 
 def data_prune() -> dict[str, int]:
     return prune()
+
+
+def memory_fold(review_pk: int) -> str:
+    return memory.memory_fold_review(review_pk)
+
+
+def memory_fold_closed(pull_request_pk: int) -> str:
+    return memory.memory_fold_outcomes(pull_request_pk)

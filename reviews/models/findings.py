@@ -269,3 +269,30 @@ class FindingOutcome(models.Model):
 
     def __str__(self) -> str:
         return f"{self.title} on {self.pull_request}: {self.fate}"
+
+
+class MemoryFold(models.Model):
+    """One fold of what was learned into a repository's memory (reviews/memory.py): after
+    a review, or when a pull request closed. Its cost counts against the installation's
+    monthly budget like a review's."""
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="+")
+    review = models.ForeignKey(
+        Review, null=True, blank=True, on_delete=models.SET_NULL, related_name="memory_folds"
+    )
+    pull_request = models.ForeignKey(
+        PullRequest, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    model = models.CharField(max_length=100, blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=10, decimal_places=4, default=0)
+    changed = models.BooleanField(default=False)  # the memory was rewritten
+    note = models.TextField(blank=True)  # why it was not, when it was not
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["repository", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"memory fold of {self.repository_id} by {self.model or 'the tally'}"
