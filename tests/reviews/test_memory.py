@@ -242,3 +242,24 @@ def _admin_post(page, changes: dict[str, str]) -> dict:
         data[match.group(1)] = chosen if multiple else (chosen[0] if chosen else "")
     data.update(changes)
     return data
+
+
+def test_a_closed_pull_requests_outcomes_are_folded_not_tallied(world, claude, client, test_app):
+    reviewer(triage_model="claude-haiku-5-5")
+    claude.script(
+        SUBSTANTIVE,
+        ToolCall("submit_review", {"findings": [SHELL]}),
+        ToolCall("submit_memory", {"memory": LEARNED}),
+        ToolCall("submit_memory", {"memory": LEARNED + " It merged with one open."}),
+    )
+    deliver(world, client, test_app)
+    world.pull.state, world.pull.merged = "closed", True
+    deliver(world, client, test_app, "closed")
+    prompt = claude.model_requests[-1].messages[0]["content"][0]["text"]
+    assert (
+        "was merged" in prompt
+        and "- left open: [high, security] Order id reaches a shell" in prompt
+    )
+    memory = RepoMemory.objects.get()
+    assert memory.text == LEARNED + " It merged with one open."  # not the tally's words
+    assert MemoryFold.objects.filter(pull_request__isnull=False, review__isnull=True).count() == 1

@@ -75,7 +75,9 @@ def test_a_body_that_does_not_arrive_in_time_is_answered_408_and_the_thread_is_f
         answer += chunk
     assert answer.startswith(b"HTTP/1.1 408")
     assert b"the body did not arrive in time" in answer
-    assert time.monotonic() - started < 5  # the deadline is 1 s; the connection is closed
+    # The deadline is 1 s and the server closes the connection (a hung one would end only
+    # at the socket's 10 s timeout); a loaded machine may take seconds to get there.
+    assert time.monotonic() - started < 9
     # The only thread answers the next request (a page that is not there: an answer).
     fresh = socket.create_connection(("127.0.0.1", port), timeout=5)
     fresh.sendall(b"GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
