@@ -48,6 +48,7 @@ class InstallationAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("account_login", "github_id", "account_type", "repository_selection")}),
         ("Budget", {"fields": ("monthly_budget_usd", "degrade_over_budget")}),
+        ("Scope", {"fields": ("excluded_paths",)}),
         (
             "State",
             {"fields": ("permissions", "suspended_at", "removed_at", "created_at", "updated_at")},

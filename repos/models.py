@@ -54,6 +54,12 @@ class AppRegistration(models.Model):
         return f"GitHub App {self.slug} ({self.app_id})"
 
 
+def _validate_globs(value: str) -> None:
+    errors = glob_errors(lines(value))
+    if errors:
+        raise ValidationError("Not a valid gitignore pattern: " + "; ".join(errors))
+
+
 class Installation(models.Model):
     """One installation of the GitHub App on a user or organisation account."""
 
@@ -77,6 +83,14 @@ class Installation(models.Model):
     degrade_over_budget = models.BooleanField(
         default=Defaults.DEGRADE_OVER_BUDGET,
         help_text="Past the cap, stop after triage and record the review incomplete.",
+    )
+    excluded_paths = models.TextField(
+        blank=True,
+        validators=[_validate_globs],
+        help_text=(
+            "One glob per line, gitignore semantics: not reviewed in any of this "
+            "installation's repositories. A repository's own `!pattern` re-includes a path."
+        ),
     )
     # GitHub rate-limited a call for this installation: every queue's work for it waits
     # until then (tasuku/durable.py), and the last wait is kept for the status page.
@@ -231,12 +245,6 @@ class Repository(models.Model):
     @property
     def name(self) -> str:
         return self.full_name.split("/", 1)[-1]
-
-
-def _validate_globs(value: str) -> None:
-    errors = glob_errors(lines(value))
-    if errors:
-        raise ValidationError("Not a valid gitignore pattern: " + "; ".join(errors))
 
 
 def _validate_logins(value: str) -> None:

@@ -143,6 +143,8 @@ class EffectiveConfig(BaseModel):
     triage_enabled: bool = Defaults.TRIAGE_ENABLED
     min_confidence: float = Field(default=Defaults.MIN_CONFIDENCE, ge=0, le=1)
     monthly_budget_usd: Decimal | None = None
+    # The installation's exclusion globs, before the repository's (reviews/filters.py).
+    installation_excluded_paths: tuple[str, ...] = ()
     degrade_over_budget: bool = Defaults.DEGRADE_OVER_BUDGET
     reviewers: tuple[ReviewerConfig, ...] = ()
     secondary_repositories: tuple[SecondaryRepositoryConfig, ...] = ()

@@ -82,5 +82,6 @@ def effective_config(repository: Repository) -> EffectiveConfig:
         installation={
             "monthly_budget_usd": installation.monthly_budget_usd,
             "degrade_over_budget": installation.degrade_over_budget,
+            "installation_excluded_paths": lines(installation.excluded_paths),
         },
     )

@@ -1,8 +1,9 @@
 """Which changed files a reviewer is not asked to review, and why.
 
 Default exclusions by family (lock files, vendored code, build output, minified files,
-generated files, snapshots, binaries) plus the repository policy's own globs, all with
-gitignore semantics (pathspec). Pure: paths in, decisions out.
+generated files, snapshots, database migrations, binaries) plus the installation's and
+the repository policy's own globs, all with gitignore semantics (pathspec). Pure: paths
+in, decisions out.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from functools import cache
 
 import pathspec
+
+MIGRATION_FAMILY = "database migration"
 
 DEFAULT_EXCLUDES: dict[str, tuple[str, ...]] = {
     "lock file": (
@@ -36,6 +39,14 @@ DEFAULT_EXCLUDES: dict[str, tuple[str, ...]] = {
         "*.designer.cs", "zz_generated*.go",
     ),
     "snapshot": ("__snapshots__/", "*.snap", "*.ambr"),
+    # Schema migrations are mostly written by a tool from the models a pull request
+    # changes (the models are reviewed), and long. One that runs code or destroys data is
+    # reviewed all the same (MIGRATION_RISK): a path is no hiding place. A repository that
+    # wants every migration reviewed says `!**/migrations/` in its policy.
+    MIGRATION_FAMILY: (
+        "**/migrations/*.py", "db/migrate/", "alembic/versions/", "**/migrations/versions/",
+        "prisma/migrations/", "database/migrations/", "db/migration/", "**/Migrations/*.cs",
+    ),
     "fixture": ("fixtures/", "__fixtures__/", "testdata/", "*.fixture.json", "*.fixture.yaml"),
     "image or binary": (
         "*.png", "*.jpg", "*.jpeg", "*.gif", "*.bmp", "*.ico", "*.webp", "*.avif", "*.tiff",
@@ -83,6 +94,18 @@ BUILD_DIRS: dict[str, tuple[tuple[str, ...], bool]] = {
     "target": (JVM_OR_RUST_MANIFESTS, False),
 }  # fmt: skip
 BUILD_FAMILY = "build output"
+
+
+# What a migration's added lines may do that a reviewer must see: run code (a data
+# migration, a shell, raw SQL) or lose data (drop, delete, truncate, rewrite rows).
+MIGRATION_RISK = re.compile(
+    r"RunPython|RunSQL|\.execute\b|\bexecute\s*[(\"']|\bsubprocess\b|\bos\.system\b"
+    r"|\beval\(|\bexec\(|\bdef (?!(?:up|down|upgrade|downgrade|change)\b)\w+\s*\("
+    r"|DeleteModel|RemoveField|remove_column|drop_table|drop_column|\bop\.drop_"
+    r"|\bdrop\s+(table|column|database|schema|index)\b|\btruncate\b|\bdelete\s+from\b"
+    r"|\bupdate\s+\S+\s+set\b|\bgrant\b|\brevoke\b",
+    re.IGNORECASE,
+)
 
 
 # Markers a generator writes at the top of what it generates.
@@ -176,10 +199,15 @@ def _any_default() -> pathspec.GitIgnoreSpec:
     )
 
 
+POLICY_REASON = "excluded by the repository's policy"
+INSTALLATION_REASON = "excluded by the installation's policy"
+
+
 def paths_filter(
     paths: Iterable[str],
     *,
     policy_globs: Iterable[str] = (),
+    installation_globs: Iterable[str] = (),
     binary: Iterable[str] = (),
     head: Callable[[str], str | None] | None = None,
     added: Callable[[str], str] | None = None,
@@ -198,9 +226,14 @@ def paths_filter(
     a package manifest, `target/` beside Cargo.toml, pom.xml or build.gradle). Without it
     only the manifests among `paths` are known, and build folders at the root (`target/`
     included) are filtered.
+
+    The installation's globs come first and the repository's after them, as one
+    gitignore: a repository's `!pattern` re-includes what its installation excludes, and
+    re-includes what a default family would filter (`!**/migrations/` reviews migrations).
     """
     paths = list(paths)
-    policy_lines = list(policy_globs)
+    installation_lines = list(installation_globs)
+    policy_lines = [*installation_lines, *policy_globs]
     policy = pathspec.GitIgnoreSpec.from_lines(policy_lines)
     binary_paths = set(binary)
     tree = list(tree)
@@ -210,22 +243,36 @@ def paths_filter(
     for path in paths:
         reason = None
         rule = ""
-        policy_rule = _matched(policy, policy_lines, path)
-        if policy_rule is not None:
-            reason, rule = "excluded by the repository's policy", policy_rule
+        decided = policy.check_file(path)
+        # A `!pattern` that matched last: the policy asks for this path to be reviewed.
+        wanted = decided.include is False and decided.index is not None
+        if decided.include:
+            rule = policy_lines[decided.index].strip() if decided.index is not None else ""
+            from_installation = decided.index is not None and decided.index < len(
+                installation_lines
+            )
+            reason = INSTALLATION_REASON if from_installation else POLICY_REASON
+        elif wanted:
+            pass
         elif _any_default().match_file(path):
             for family, patterns, spec in _default_specs():
                 matched = _matched(spec, patterns, path)
                 if matched is not None:
                     reason, rule = family, matched
                     break
-        if reason is None:
+            if (
+                reason == MIGRATION_FAMILY
+                and added is not None
+                and MIGRATION_RISK.search(added(path))
+            ):
+                reason, rule = None, ""  # it runs code or loses data: reviewed
+        if reason is None and not wanted:
             built = build_output(path, manifests, tree_known=bool(tree))
             if built is not None:
                 reason, rule = BUILD_FAMILY, built
         if reason is None and path in binary_paths:
             reason, rule = "image or binary", "binary in the diff"
-        if reason is None and head is not None:
+        if reason is None and head is not None and not wanted:
             text = head(path)
             if text and generated_marker(text):
                 written_here = added is not None and any(

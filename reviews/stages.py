@@ -114,6 +114,7 @@ def prepare(
     reviewed, filtered = paths_filter(
         diff.paths,
         policy_globs=config.excluded_paths,
+        installation_globs=config.installation_excluded_paths,
         binary=[f.path for f in diff.files if f.binary],
         head=read,
         added=lambda path: added_text(diff, path),

@@ -179,6 +179,10 @@ class TestAdmin:
             "secondary_repositories-INITIAL_FORMS": "0",
             "secondary_repositories-MIN_NUM_FORMS": "0",
             "secondary_repositories-MAX_NUM_FORMS": "1000",
+            "memory-TOTAL_FORMS": "0",
+            "memory-INITIAL_FORMS": "0",
+            "memory-MIN_NUM_FORMS": "0",
+            "memory-MAX_NUM_FORMS": "1",
         }
         data.update({f"policy-0-{k}": v for k, v in policy.items()})
         return data
@@ -265,3 +269,27 @@ def test_a_stored_policy_that_would_hide_a_failing_finding_publishes_it():
 
     config = EffectiveConfig(min_severity="critical", fail_check_on="high")
     assert config.min_severity.value == "high"
+
+
+def test_the_installations_exclusions_reach_every_repositorys_configuration():
+    from repos.models import Installation
+
+    repository = RepositoryFactory()
+    Installation.objects.filter(pk=repository.installation_id).update(
+        excluded_paths="generated_client/\n# a comment\n*.gen.ts\n"
+    )
+    repository.refresh_from_db()
+    config = effective_config(repository)
+    assert config.installation_excluded_paths == ("generated_client/", "*.gen.ts")
+    assert config.excluded_paths == ()  # the repository's own are its policy's
+
+
+def test_an_invalid_installation_glob_is_refused_in_the_admin(admin_client):
+    repository = RepositoryFactory()
+    installation = repository.installation
+    response = admin_client.post(
+        f"/admin/repos/installation/{installation.pk}/change/",
+        {"excluded_paths": "!", "degrade_over_budget": "on", "monthly_budget_usd": ""},
+    )
+    assert response.status_code == 200
+    assert b"Not a valid gitignore pattern" in response.content

