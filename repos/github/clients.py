@@ -80,10 +80,13 @@ def integration_client(creds: AppCredentials, policy: RetryPolicy) -> GithubInte
 _client_cache: dict[tuple[Any, ...], Github] = {}
 
 
-def installation_client(creds: AppCredentials, policy: RetryPolicy, token: str) -> Github:
+def installation_client(
+    creds: AppCredentials, policy: RetryPolicy, token: str, *, cached: bool = True
+) -> Github:
+    """A client carrying `token`; `cached` false for a token used once (never kept)."""
     key = (creds.base_url, policy, token)
     with cache_lock:
-        client = _client_cache.get(key)
+        client = _client_cache.get(key) if cached else None
         if client is None:
             if len(_client_cache) > 256:
                 _client_cache.clear()
@@ -98,7 +101,8 @@ def installation_client(creds: AppCredentials, policy: RetryPolicy, token: str) 
                 seconds_between_writes=policy.seconds_between_writes,
             )
             _pinned(client.requester)
-            _client_cache[key] = client
+            if cached:
+                _client_cache[key] = client
     return client
 
 

@@ -47,6 +47,11 @@ class Transport:
     """One App's view of GitHub. Cheap to create; tokens and clients are cached per
     process (never on disk: they are credentials)."""
 
+    # Every call gets a token of its own, minted for it and revoked right after: for an
+    # App whose identity an agent works as (the author's App, reviews/passes/author.py),
+    # so that no token outlives the one post it was made for.
+    single_use_tokens = False
+
     def __init__(self, creds: AppCredentials, policy: RetryPolicy) -> None:
         self.creds = creds
         self.policy = policy
@@ -75,7 +80,21 @@ class Transport:
             cached = token_cache.get(key)
         if cached and cached.fresh():
             return cached
+        token = self._token_mint(
+            installation_id, repository_ids=repository_ids, permissions=permissions
+        )
+        with cache_lock:
+            token_cache[key] = token
+        return token
 
+    def _token_mint(
+        self,
+        installation_id: int,
+        *,
+        repository_ids: tuple[int, ...] = (),
+        permissions: dict[str, str] | None = None,
+    ) -> InstallationToken:
+        """A new installation token, never cached."""
         body: dict[str, Any] = {}
         if repository_ids:
             body["repository_ids"] = list(repository_ids)
@@ -95,10 +114,22 @@ class Transport:
             )
 
         # Minting a second token is harmless, so this POST may be repeated.
-        token = self._app_call(f"create a token for installation {installation_id}", create)
-        with cache_lock:
-            token_cache[key] = token
-        return token
+        return self._app_call(f"create a token for installation {installation_id}", create)
+
+    def _token_revoke(self, client: Github, installation_id: int) -> None:
+        """Revoke the token `client` carries. A token that outlives its post is a risk,
+        not a failure of the post: a refusal is logged and the post stands."""
+        try:
+            # Reference: https://docs.github.com/rest/apps/installations#revoke-an-installation-access-token
+            with usage_counted(self.creds.app_id, installation_id, client.requester):
+                client.requester.requestJsonAndCheck("DELETE", "/installation/token")
+        except (GithubException, requests.RequestException) as exc:
+            logger.warning(
+                "could not revoke a single-use token of installation %s (it expires within "
+                "the hour): %s",
+                installation_id,
+                exc,
+            )
 
     def installation_permissions(
         self, installation_id: int, *, fresh: bool = False
@@ -224,6 +255,18 @@ class Transport:
         call repeated once with a new token.
         """
 
+        if self.single_use_tokens:
+            return self._call(
+                description,
+                lambda: self._single_use(installation_id, repository_id, permissions, fn),
+                recover=(
+                    (lambda: self._single_use(installation_id, repository_id, permissions, recover))
+                    if recover
+                    else None
+                ),
+                creates=creates,
+            )
+
         def attempt() -> T:
             client = self._client(installation_id, repository_id, permissions)
             try:
@@ -249,6 +292,26 @@ class Transport:
             recover=recover_with_client if recover else None,
             creates=creates,
         )
+
+    def _single_use(
+        self,
+        installation_id: int,
+        repository_id: int | None,
+        permissions: dict[str, str],
+        fn: Callable[[Github], T],
+    ) -> T:
+        """`fn` with a client whose token is minted for it and revoked after it."""
+        token = self._token_mint(
+            installation_id,
+            repository_ids=(repository_id,) if repository_id else (),
+            permissions=permissions,
+        )
+        client = installation_client(self.creds, self.policy, token.token, cached=False)
+        try:
+            with usage_counted(self.creds.app_id, installation_id, client.requester):
+                return fn(client)
+        finally:
+            self._token_revoke(client, installation_id)
 
     def _app_call(self, description: str, fn: Callable[[], T]) -> T:
         """`_call` for a call made with the App's JWT, counted as the App's own."""

@@ -12,6 +12,7 @@ from django.conf import settings
 
 from repos.github import GitHubError, GitHubGateway
 from repos.github.config import AppCredentials, private_key_problem, retry_policy
+from repos.models import Repository
 
 
 class ApprovalRefused(PermissionError):
@@ -19,7 +20,11 @@ class ApprovalRefused(PermissionError):
 
 
 class AuthorGateway(GitHubGateway):
-    """A gateway for the author's App that cannot approve or request changes."""
+    """A gateway for the author's App that cannot approve or request changes, whose every
+    post is made with a token minted for it, scoped to the one repository and revoked
+    right after (an agent works as this App: no token of its may outlive its post)."""
+
+    single_use_tokens = True
 
     def review_create(self, *, event: str, **kwargs):  # type: ignore[override]
         if event != "COMMENT":
@@ -85,7 +90,18 @@ class AuthorPoster:
                 permanent=True,
                 code="author-app-not-installed",
             )
-        return {"installation_id": installation_id, "repository_id": None, "full_name": full_name}
+        # Repository ids are GitHub's, the same whichever App asks: the token is scoped to
+        # the one repository the post is for.
+        repository_id = (
+            Repository.objects.filter(full_name=full_name)
+            .values_list("github_id", flat=True)
+            .first()
+        )
+        return {
+            "installation_id": installation_id,
+            "repository_id": repository_id,
+            "full_name": full_name,
+        }
 
     def reply(self, full_name: str, number: int, comment_id: int, body: str, marker: str) -> int:
         posted = self._gateway.comment_reply(

@@ -49,6 +49,8 @@ OPERATIONS: list[tuple[str, str]] = [
     ("GET", "/app"),
     ("GET", "/app/installations/{installation_id}"),
     ("POST", "/app/installations/{installation_id}/access_tokens"),
+    # The author's App, after each post: its token revoked (reviews/passes/author.py)
+    ("DELETE", "/installation/token"),
     ("GET", "/repos/{owner}/{repo}/installation"),
     # The gateway, as an installation: repos/github/gateway.py
     ("GET", "/repos/{owner}/{repo}"),

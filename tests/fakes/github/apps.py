@@ -98,6 +98,14 @@ class AppsRoutes:
             data["repositories"] = [self._repo_json(own[i]) for i in sorted(scope)]
         return 201, data, {}
 
+    def _revoke_token(self, request: Request) -> Response:
+        # Reference: https://docs.github.com/rest/apps/installations#revoke-an-installation-access-token
+        token = request.token
+        assert token is not None
+        self.tokens.pop(token.token, None)
+        self.revoked_tokens.append(token.token)
+        return 204, None, {}
+
     def _get_repo_installation(self, request: Request) -> Response:
         repo = self.repos.get(f"{request.params['owner']}/{request.params['repo']}")
         assert request.app is not None

@@ -52,6 +52,7 @@ class FakeGitHubBase:
         self.installations: dict[int, Installation] = {}
         self.repos: dict[str, Repo] = {}
         self.tokens: dict[str, Token] = {}
+        self.revoked_tokens: list[str] = []  # DELETE /installation/token, in order
         self.check_runs: dict[int, tuple[str, CheckRun]] = {}  # id -> (repo full name, run)
         self.injections: list[Injection] = []
         self.limits = RateLimits()
@@ -90,6 +91,7 @@ class FakeGitHubBase:
             self.installations.clear()
             self.repos.clear()
             self.tokens.clear()
+            self.revoked_tokens.clear()
             self.check_runs.clear()
             self.injections.clear()
             self.limits.clear()
@@ -277,7 +279,7 @@ class FakeGitHubBase:
                 )
                 self._answer_injection(handler, injection)
                 return
-        self._record(method, path, query, body, status, auth)
+        self._record(method, path, query, body, status, auth, headers)
         self._send(handler, status, payload, extra)
 
     def _take_injection(self, method: str, path: str) -> Injection | None:
@@ -330,10 +332,19 @@ class FakeGitHubBase:
             handler.wfile.write(data)
 
     def _record(
-        self, method: str, path: str, query: Any, body: Any, status: int, auth: str
+        self,
+        method: str,
+        path: str,
+        query: Any,
+        body: Any,
+        status: int,
+        auth: str,
+        headers: dict[str, str] | None = None,
     ) -> None:
+        scheme, _, credential = (headers or {}).get("authorization", "").partition(" ")
+        token = credential if auth == "token" and scheme.lower() in ("token", "bearer") else ""
         with self.lock:
-            self.calls.append(Call(method, path, query, body, status, auth))
+            self.calls.append(Call(method, path, query, body, status, auth, token))
 
     def _dispatch(
         self,
@@ -446,6 +457,7 @@ class FakeGitHubBase:
             ("GET", r"/app/installations", "jwt", self._list_installations),
             ("GET", r"/app/installations/(?P<id>\d+)", "jwt", self._get_installation),
             ("POST", r"/app/installations/(?P<id>\d+)/access_tokens", "jwt", self._create_token),
+            ("DELETE", r"/installation/token", "token", self._revoke_token),
             ("GET", owner_repo + r"/installation", "jwt", self._get_repo_installation),
             ("GET", r"/installation/repositories", "token", self._list_installation_repos),
             ("GET", owner_repo, "token", self._get_repo),

@@ -214,6 +214,7 @@ class Call:
     body: Any
     status: int
     auth: str
+    token: str = ""  # the installation token it was made with, if any
 
 
 @dataclass
