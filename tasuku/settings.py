@@ -346,6 +346,9 @@ TASUKU_AUTHOR_APP_PRIVATE_KEY_PATH = env.str("TASUKU_AUTHOR_APP_PRIVATE_KEY_PATH
 # Comments reach the author's feedback once this many seconds have passed since the
 # latest one: a thread being written arrives whole, not one keystroke at a time.
 TASUKU_FEEDBACK_QUIET_SECONDS = env.int("TASUKU_FEEDBACK_QUIET_SECONDS", default=120)
+# Review passes: an author told about feedback that neither answers, pushes nor reports
+# done for this long makes its task stuck (a task's handoff may set its own).
+TASUKU_AUTHOR_SILENCE_MINUTES = env.int("TASUKU_AUTHOR_SILENCE_MINUTES", default=24 * 60)
 
 # --- The `actions` runner: reviews on GitHub Actions runners ---------------------------------
 # The workflow Tasuku dispatches, on each repository's default branch.

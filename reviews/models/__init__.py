@@ -14,6 +14,7 @@ from reviews.models.findings import (
     ThreadReply,
 )
 from reviews.models.passes import (
+    AUTHOR_SILENCE_RANGE,
     MAX_PASSES_RANGE,
     PASS_FINAL_STATES,
     TASK_FINAL_STATES,
@@ -52,6 +53,7 @@ __all__ = [
     "FindingOutcome",
     "MemoryFold",
     "FindingState",
+    "AUTHOR_SILENCE_RANGE",
     "MAX_PASSES_RANGE",
     "Notice",
     "PASS_FINAL_STATES",

@@ -28,6 +28,7 @@ class TaskState(models.TextChoices):
 
 TASK_FINAL_STATES = (TaskState.DONE, TaskState.RETURNED, TaskState.RECALLED)
 MAX_PASSES_RANGE = (1, 10)
+AUTHOR_SILENCE_RANGE = (5, 7 * 24 * 60)  # minutes: five minutes to a week
 
 
 class ApiScope(models.Model):
@@ -89,6 +90,16 @@ class Task(models.Model):
     )
     extra_passes = models.PositiveSmallIntegerField(
         default=0, help_text="Passes granted past max_passes by 'run another pass'."
+    )
+    # How long the author may stay silent (no answer, no push, no done) after being told
+    # about feedback before the task is stuck; None: TASUKU_AUTHOR_SILENCE_MINUTES.
+    author_silence_minutes = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[
+            MinValueValidator(AUTHOR_SILENCE_RANGE[0]),
+            MaxValueValidator(AUTHOR_SILENCE_RANGE[1]),
+        ],
     )
     told_to_push_at = models.DateTimeField(null=True, blank=True)
     done_at = models.DateTimeField(null=True, blank=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import ngettext
@@ -40,7 +41,14 @@ from reviews.models import (
     TaskState,
 )
 from reviews.passes.handoff import TaskError
-from reviews.passes.selectors import heads_moved, latest_pass, pass_counts, unanswered_comments
+from reviews.passes.selectors import (
+    author_came_back,
+    author_told_at,
+    heads_moved,
+    latest_pass,
+    pass_counts,
+    unanswered_comments,
+)
 from reviews.runs import CONCLUDE_TASK, run_ring
 from tasuku.broker import ring
 
@@ -445,9 +453,36 @@ def checks_changed(repository: Repository, head_sha: str) -> int:
     return count
 
 
+def author_silent_stuck(*, now=None) -> int:
+    """Tasks whose author was told about feedback (a pass's findings, a failing check, a
+    routed comment, a message, the notice to push) and has not come back since — no
+    answer, no push, no done — within its silence limit are stuck with that reason; the
+    owner's actions (another pass, a message, return, recall) apply as for any stuck
+    task. Returns how many got stuck."""
+    now = now or timezone.now()
+    stuck = 0
+    for task in Task.objects.filter(state=TaskState.AUTHOR_FIXING):
+        told = author_told_at(task)
+        if told is None:
+            continue
+        minutes = task.author_silence_minutes or settings.TASUKU_AUTHOR_SILENCE_MINUTES
+        if now - told < timedelta(minutes=minutes) or author_came_back(task, since=told):
+            continue
+        task_stuck(
+            task,
+            f"the author was told about feedback at {told:%Y-%m-%d %H:%M} UTC and has not "
+            f"answered, pushed or reported done since (the limit is "
+            + ngettext("%(count)d minute", "%(count)d minutes", minutes) % {"count": minutes}
+            + ")",
+        )
+        stuck += 1
+    return stuck
+
+
 def tasks_sweep() -> int:
     """Every minute: conclude passes whose runs have all ended (a run cancelled by a
-    push ends no pipeline) and re-read the checks of tasks waiting for them."""
+    push ends no pipeline), re-read the checks of tasks waiting for them, and make the
+    tasks of silent authors stuck."""
     swept = 0
     for review_pass in ReviewPass.objects.filter(status=PassStatus.RUNNING).exclude(
         runs__status__in=(RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.DISPATCHED)
@@ -463,4 +498,4 @@ def tasks_sweep() -> int:
         except GitHubError as exc:
             logger.warning("task %s: could not read its checks: %s", task.pk, exc)
         swept += 1
-    return swept
+    return swept + author_silent_stuck()

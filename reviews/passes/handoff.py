@@ -18,6 +18,7 @@ from repos.policy import Engine
 from repos.refs import ref_parse
 from reviews.engines import engine_environment
 from reviews.models import (
+    AUTHOR_SILENCE_RANGE,
     MAX_PASSES_RANGE,
     TASK_FINAL_STATES,
     ApiScope,
@@ -170,6 +171,7 @@ def task_handoff(
     max_passes: int = 3,
     counted_bots: list[str] | None = None,
     required_checks: list[str] | None = None,
+    author_silence_minutes: int | None = None,
 ) -> Task:
     """Set the task's review-pass settings, refusing what cannot be honoured."""
     if task.state in TASK_FINAL_STATES:
@@ -179,6 +181,13 @@ def task_handoff(
     if not MAX_PASSES_RANGE[0] <= max_passes <= MAX_PASSES_RANGE[1]:
         raise TaskError(
             f"max_passes must be between {MAX_PASSES_RANGE[0]} and {MAX_PASSES_RANGE[1]}."
+        )
+    if author_silence_minutes is not None and not (
+        AUTHOR_SILENCE_RANGE[0] <= author_silence_minutes <= AUTHOR_SILENCE_RANGE[1]
+    ):
+        raise TaskError(
+            f"author_silence_minutes must be between {AUTHOR_SILENCE_RANGE[0]} and "
+            f"{AUTHOR_SILENCE_RANGE[1]}."
         )
     for login in counted_bots:
         if not isinstance(login, str) or not LOGIN.match(login):
@@ -207,6 +216,7 @@ def task_handoff(
         max_passes=max_passes,
         counted_bots=counted_bots,
         required_checks=required_checks,
+        author_silence_minutes=author_silence_minutes,
     )
     task.refresh_from_db()
     return task

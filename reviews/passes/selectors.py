@@ -26,6 +26,7 @@ from reviews.models import (
     TaskPullRequest,
     TaskState,
 )
+from reviews.validation import INVALID
 
 
 def _count(n: int, one: str, many: str) -> str:
@@ -263,6 +264,130 @@ def heads_moved(task: Task, review_pass: ReviewPass) -> list[str]:
         and review_pass.heads.get(str(tpr.pk), tpr.pull_request.head_sha)
         != tpr.pull_request.head_sha
     ]
+
+
+def task_summary(task: Task) -> dict[str, Any]:
+    """What the task comes back with: its passes (what each found and resolved), every
+    finding raised along the way and how it ended (fixed, outdated, dismissed, skipped,
+    a follow-up, or still open), and what is left open — in figures and in one note."""
+    passes = list(passes_of(task))
+    runs = ReviewRun.objects.filter(review_pass__task=task)
+    rows = (
+        Finding.objects.filter(review__run__in=runs)
+        .exclude(category=INVALID)  # what the engine sent unusable is no finding
+        .select_related("review__run__review_pass", "pull_request__repository")
+        .order_by("pk")
+    )
+    latest: dict[tuple[int, str], Finding] = {}
+    first_pass: dict[tuple[int, str], int] = {}
+    for finding in rows:
+        key = (finding.pull_request_id, finding.fingerprint)
+        first_pass.setdefault(key, finding.review.run.review_pass.number)
+        latest[key] = finding
+    answers = {
+        (a.task_pull.pull_request_id, a.fingerprint): a
+        for a in Answer.objects.filter(task=task, comment__isnull=True)
+        .select_related("task_pull")
+        .order_by("pk")
+    }
+    findings = []
+    for key, finding in latest.items():
+        answer = answers.get(key)
+        if finding.state == FindingState.RESOLVED:
+            fate = f"fixed in {finding.resolved_in_sha[:7]}"
+        elif finding.state == FindingState.OUTDATED:
+            fate = "outdated: its code was removed"
+        elif finding.state == FindingState.SUPPRESSED:
+            fate = finding.suppression_reason or "suppressed"
+        elif answer is not None and answer.kind == AnswerKind.SKIP:
+            fate = "skipped by the author (a nit)"
+        elif answer is not None and answer.kind == AnswerKind.FOLLOW_UP:
+            fate = f"left for a follow-up: {answer.text[:200]}"
+        else:
+            fate = "still open"
+        findings.append(
+            {
+                "pull_request": str(finding.pull_request),
+                "title": finding.title,
+                "blocking": finding.blocking,
+                "raised_in_pass": first_pass[key],
+                "fate": fate,
+            }
+        )
+    still_open = [f for f in findings if f["fate"] == "still open"]
+    per_pass = [
+        f"pass {p.number}: {p.get_status_display()}"
+        + (
+            f" ({p.blocking_open} blocking and {p.nits_open} nits open, {p.resolved} resolved)"
+            if p.status in (PassStatus.FINDINGS, PassStatus.CLEAN)
+            else (f" ({p.reason})" if p.reason else "")
+        )
+        for p in passes
+    ]
+    note = [
+        _count(len(passes), "%(count)d pass", "%(count)d passes")
+        + (": " + "; ".join(per_pass) if per_pass else "")
+        + ".",
+        _count(len(findings), "%(count)d finding raised", "%(count)d findings raised")
+        + ", "
+        + _count(len(findings) - len(still_open), "%(count)d settled", "%(count)d settled")
+        + ", "
+        + _count(len(still_open), "%(count)d left open", "%(count)d left open")
+        + ".",
+    ]
+    if still_open:
+        note.append(
+            "Left open: "
+            + "; ".join(
+                f"{f['title']} ({'blocking' if f['blocking'] else 'nit'}, {f['pull_request']})"
+                for f in still_open
+            )
+            + "."
+        )
+    failing = [c for c in task_checks(task) if c.get("state") == "failure"]
+    if failing:
+        note.append("Failing checks: " + ", ".join(c["name"] for c in failing) + ".")
+    return {
+        "passes": len(passes),
+        "findings": findings,
+        "left_open": len(still_open),
+        "note": " ".join(note),
+    }
+
+
+def author_told_at(task: Task):
+    """When the author was last told something to act on: a pass ended (its findings), a
+    counted comment arrived, an operator's message or the notice to push was left, its
+    checks were read failing. None when it was never told anything."""
+    last = latest_pass(task)
+    moments = [
+        last.finished_at if last is not None else None,
+        task.told_to_push_at,
+        AuthorMessage.objects.filter(task=task).order_by("-created_at")
+        .values_list("created_at", flat=True).first(),
+        TaskComment.objects.filter(task=task, counted=True).order_by("-received_at")
+        .values_list("received_at", flat=True).first(),
+    ]  # fmt: skip
+    if any(c.get("state") == "failure" for c in task_checks(task)):
+        moments += [tpr.checks_read_at for tpr in task.pulls.all()]
+    known = [m for m in moments if m is not None]
+    return max(known) if known else None
+
+
+def author_came_back(task: Task, *, since) -> bool:
+    """Whether the author answered, or pushed one of the task's pull requests, after
+    `since` (reporting done moves the task on by itself)."""
+    if Answer.objects.filter(task=task, created_at__gt=since).exists():
+        return True
+    last = latest_pass(task)
+    if last is None:
+        return False
+    return any(
+        tpr.pull_request is not None
+        and tpr.pull_request.updated_at > since
+        and last.heads.get(str(tpr.pk), tpr.pull_request.head_sha) != tpr.pull_request.head_sha
+        for tpr in task.pulls.select_related("pull_request")
+    )
 
 
 def finding_id(tpr: TaskPullRequest, fingerprint: str) -> str:

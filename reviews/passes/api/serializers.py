@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from reviews.models import MAX_PASSES_RANGE, AnswerKind, ReviewPass, Task
+from reviews.models import AUTHOR_SILENCE_RANGE, MAX_PASSES_RANGE, AnswerKind, ReviewPass, Task
 from reviews.passes.flow import ACTIONS
-from reviews.passes.selectors import open_findings, task_checks, task_status, unanswered_comments
+from reviews.passes.selectors import (
+    open_findings,
+    task_checks,
+    task_status,
+    task_summary,
+    unanswered_comments,
+)
 
 
 class AuthorSerializer(serializers.Serializer):
@@ -47,6 +53,18 @@ class HandoffSerializer(serializers.Serializer):
         child=serializers.CharField(max_length=200), required=False, default=list,
         help_text="Checks that must be green, where branch protection names none.",
     )  # fmt: skip
+    author_silence_minutes = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=AUTHOR_SILENCE_RANGE[0],
+        max_value=AUTHOR_SILENCE_RANGE[1],
+        help_text=(
+            "How long the author may stay silent after being told about feedback (no "
+            "answer, no push, no done) before the task is stuck; default: the site's "
+            "TASUKU_AUTHOR_SILENCE_MINUTES."
+        ),
+    )
 
 
 class DoneSerializer(serializers.Serializer):
@@ -90,11 +108,20 @@ class TaskSerializer(serializers.ModelSerializer):
     handoff = serializers.SerializerMethodField()
     passes = PassSerializer(many=True, read_only=True)
     open_items = serializers.SerializerMethodField()
+    summary = serializers.SerializerMethodField(
+        help_text=(
+            "The passes, every finding raised and how it ended, what is left open, and a "
+            "note saying so: what the task comes back with."
+        )
+    )
 
     class Meta:
         model = Task
         fields = ("id", "title", "author", "state", "status", "stuck_reason", "pull_requests",
-                  "handoff", "passes", "open_items", "created_at", "done_at")  # fmt: skip
+                  "handoff", "passes", "open_items", "summary", "created_at", "done_at")  # fmt: skip
+
+    def get_summary(self, task: Task) -> dict:
+        return task_summary(task)
 
     def get_status(self, task: Task) -> str:
         return task_status(task)
@@ -122,6 +149,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "max_passes": task.max_passes,
             "counted_bots": task.counted_bots,
             "required_checks": task.required_checks,
+            "author_silence_minutes": task.author_silence_minutes,
         }
 
     def get_open_items(self, task: Task) -> dict[str, int]:

@@ -102,6 +102,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
                 max_passes=values["max_passes"],
                 counted_bots=values["counted_bots"],
                 required_checks=values["required_checks"],
+                author_silence_minutes=values.get("author_silence_minutes"),
             )
         except TaskError as exc:
             return refused(exc)
