@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from repos.github.usage import usage_put_back, usage_take
 from repos.models import GitHubApiUsage, Installation, Repository, RepositoryPolicy, Reviewer
+from webhooks import payloads
 from webhooks.routing import Outcome
 
 logger = logging.getLogger(__name__)
@@ -128,42 +129,38 @@ def policy_copy(*, source: RepositoryPolicy, targets: Iterable[Repository]) -> i
     return count
 
 
-def _account(payload: dict[str, Any]) -> tuple[str, str]:
-    account = (payload.get("installation") or {}).get("account") or {}
-    return account.get("login", ""), account.get("type", "")
-
-
-def _installation_from_payload(payload: dict[str, Any]) -> Installation:
-    data = payload["installation"]
-    login, kind = _account(payload)
+def _installation_from_payload(data: payloads.Installation) -> Installation:
+    account = data.account or payloads.Account()
     return installation_upsert(
-        github_id=int(data["id"]),
-        account_login=login,
-        account_type=kind,
-        repository_selection=data.get("repository_selection", ""),
-        permissions=data.get("permissions"),
+        github_id=data.id,
+        account_login=account.login,
+        account_type=account.type,
+        repository_selection=data.repository_selection,
+        permissions=dict(data.permissions),
     )
 
 
-def _repositories_add(installation: Installation, repositories: Iterable[dict[str, Any]]) -> int:
+def _repositories_add(
+    installation: Installation, repositories: Iterable[payloads.RepositoryRef]
+) -> int:
     count = 0
     for data in repositories:
         repository_upsert(
             installation=installation,
-            github_id=int(data["id"]),
-            full_name=data["full_name"],
-            private=data.get("private"),
+            github_id=data.id,
+            full_name=data.full_name,
+            private=data.private,
         )
         count += 1
     return count
 
 
-def installation_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+def installation_event(payload: payloads.InstallationEvent, *, delivery_id: int) -> Outcome:
     """`installation`: created, deleted, suspend, unsuspend, new_permissions_accepted."""
-    action = payload.get("action", "")
-    installation = _installation_from_payload(payload)
+    action = payload.action
+    installation = _installation_from_payload(payload.installation)
     if action == "created":
-        count = _repositories_add(installation, payload.get("repositories") or ())
+        count = _repositories_add(installation, payload.repositories or ())
         return Outcome(f"installed on {installation.account_login}: {count} repositories")
     if action == "deleted":
         now = timezone.now()
@@ -177,22 +174,24 @@ def installation_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
         return Outcome(f"suspended on {installation.account_login}: no reviews until unsuspended")
     if action == "unsuspend":
         Installation.objects.filter(pk=installation.pk).update(suspended_at=None)
-        _repositories_add(installation, payload.get("repositories") or ())
+        _repositories_add(installation, payload.repositories or ())
         return Outcome(f"unsuspended on {installation.account_login}")
     if action == "new_permissions_accepted":
         return Outcome(f"new permissions accepted on {installation.account_login}")
     return Outcome.ignore(f"installation.{action} needs no action")
 
 
-def installation_repositories_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+def installation_repositories_event(
+    payload: payloads.InstallationRepositoriesEvent, *, delivery_id: int
+) -> Outcome:
     """`installation_repositories`: added, removed."""
-    action = payload.get("action", "")
-    installation = _installation_from_payload(payload)
+    action = payload.action
+    installation = _installation_from_payload(payload.installation)
     if action == "added":
-        count = _repositories_add(installation, payload.get("repositories_added") or ())
+        count = _repositories_add(installation, payload.repositories_added)
         return Outcome(f"{count} repositories added to {installation.account_login}")
     if action == "removed":
-        ids = [int(r["id"]) for r in payload.get("repositories_removed") or ()]
+        ids = [r.id for r in payload.repositories_removed]
         count = repositories_remove(installation=installation, github_ids=ids)
         return Outcome(f"{count} repositories removed from {installation.account_login}")
     return Outcome.ignore(f"installation_repositories.{action} needs no action")

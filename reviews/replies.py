@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -24,6 +23,7 @@ from reviews.markers import marker as signed_marker
 from reviews.models import Dismissal, Finding, FindingState, ThreadReply
 from reviews.threads import dismiss_command, may_dismiss, thread_reopen
 from tasuku import durable
+from webhooks import payloads
 from webhooks.routing import Outcome
 
 logger = logging.getLogger(__name__)
@@ -46,32 +46,32 @@ REPLIES = durable.Queue(
 )
 
 
-def review_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+def review_comment_event(
+    payload: payloads.PullRequestReviewCommentEvent, *, delivery_id: int
+) -> Outcome:
     """`pull_request_review_comment.created`: a person replying on one of Tasuku's
     threads. Everything else (Tasuku's own comments, people's own threads) is left alone."""
-    if payload.get("action") != "created":
-        return Outcome.ignore(
-            f"pull_request_review_comment.{payload.get('action')} needs no action"
-        )
-    comment = payload.get("comment") or {}
-    user = comment.get("user") or {}
-    parent = comment.get("in_reply_to_id")
-    if user.get("type") == "Bot":
+    if payload.action != "created":
+        return Outcome.ignore(f"pull_request_review_comment.{payload.action} needs no action")
+    comment = payload.comment
+    user = comment.user or payloads.NO_USER
+    parent = comment.in_reply_to_id
+    if user.type == "Bot":
         return Outcome.ignore("a comment by a bot")
     if not parent:
         return Outcome.ignore("a new thread by a person: Tasuku never touches it")
     finding = (
         Finding.objects.filter(
             github_comment_id=parent,
-            pull_request__repository__github_id=(payload.get("repository") or {}).get("id"),
+            pull_request__repository__github_id=payload.repository.id,
         )
         .order_by("-pk")
         .first()
     )
     if finding is None:
         return Outcome.ignore("a reply in a thread Tasuku did not start")
-    login = user.get("login", "")
-    body = comment.get("body") or ""
+    login = user.login
+    body = comment.body
     gateway = github.gateway()
     reason = dismiss_command(body, gateway.app_slug())
     dismissal, role = False, ""
@@ -88,13 +88,13 @@ def review_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcom
             login,
             author=pull_request.author_login,
             author_allowed=effective_config(repository).author_may_dismiss,
-            user_type=user.get("type") or "",
+            user_type=user.type,
         )
     try:
         with transaction.atomic():
             reply = ThreadReply.objects.create(
                 finding=finding,
-                github_comment_id=comment["id"],
+                github_comment_id=comment.id,
                 login=login,
                 body=body[:20000],
                 dismissal=dismissal,
@@ -218,30 +218,28 @@ def reply_answer(reply_pk: int) -> str:
     return "answered"
 
 
-def thread_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+def thread_event(payload: payloads.PullRequestReviewThreadEvent, *, delivery_id: int) -> Outcome:
     """`pull_request_review_thread.resolved` on one of Tasuku's threads: resolving it is
     a dismissal when the person who did may dismiss (the head's check is concluded again
     at once); anyone else's resolution is undone at once, with a reply saying who may.
     Tasuku's own resolutions, and threads it did not start, are left alone."""
-    action = payload.get("action")
+    action = payload.action
     if action != "resolved":
         return Outcome.ignore(f"pull_request_review_thread.{action} needs no action")
-    thread = payload.get("thread") or {}
-    comments = thread.get("comments") or []
-    sender = payload.get("sender") or {}
+    thread = payload.thread
+    comments = thread.comments
+    sender = payload.sender
     gateway = github.gateway()
     slug = gateway.app_slug()
-    if not comments or is_ours(sender.get("login"), sender.get("type"), slug):
+    if not comments or is_ours(sender.login, sender.type, slug):
         return Outcome.ignore("Tasuku resolved its own thread")
     first = comments[0]
-    if not is_ours(
-        (first.get("user") or {}).get("login"), (first.get("user") or {}).get("type"), slug
-    ):
+    if first.user is None or not is_ours(first.user.login, first.user.type, slug):
         return Outcome.ignore("a thread Tasuku did not start")
     finding = (
         Finding.objects.filter(
-            github_comment_id=first.get("id"),
-            pull_request__repository__github_id=(payload.get("repository") or {}).get("id"),
+            github_comment_id=first.id,
+            pull_request__repository__github_id=payload.repository.id,
         )
         .select_related("pull_request__repository__installation", "review")
         .order_by("-pk")
@@ -256,10 +254,10 @@ def thread_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
         "repository_id": repository.github_id,
         "full_name": repository.full_name,
     }
-    login = sender.get("login", "")
+    login = sender.login
     allowed = effective_config(repository).author_may_dismiss
     ok, role = may_dismiss(gateway, where, login, author=pull_request.author_login,
-                           author_allowed=allowed, user_type=sender.get("type") or "")  # fmt: skip
+                           author_allowed=allowed, user_type=sender.type)  # fmt: skip
     if ok:
         Dismissal.objects.get_or_create(
             pull_request=pull_request,
@@ -270,18 +268,18 @@ def thread_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
         gate_refresh(pull_request.pk, finding.review.reviewer_id)
         return Outcome(f"{login} dismissed “{finding.title}” by resolving its thread")
     info = ThreadInfo(
-        id=thread.get("node_id") or "",
+        id=thread.node_id,
         is_resolved=True,
         is_outdated=False,
         comments=[
             ThreadComment(
-                id=c["id"],
-                body=c.get("body") or "",
-                author_login=(c.get("user") or {}).get("login", ""),
-                author_type=(c.get("user") or {}).get("type", ""),
-            )  # fmt: skip
+                id=c.id,
+                body=c.body,
+                author_login=c.user.login if c.user else "",
+                author_type=c.user.type if c.user else "",
+            )
             for c in comments
-            if c.get("id")
+            if c.id
         ],
     )
     who_may = "people with write access" + (" and the author" if allowed else "")

@@ -167,6 +167,32 @@ def issue_comment_payload(
     return data
 
 
+def review_comment_payload(
+    fake: FakeGitHub,
+    repo: Repo,
+    pull: Pull,
+    comment: dict[str, Any],
+    *,
+    association: str | None = None,
+    user_type: str | None = None,
+) -> dict[str, Any]:
+    """A recorded `pull_request_review_comment.created` payload rewritten to `comment` (as
+    `fake.person_comment` returns it) on `pull`, as GitHub lists that comment; its author
+    association and its author's type as given."""
+    data = payload("pull_request_review_comment", "created")
+    data["installation"] = _installation(repo, None)
+    data["repository"].update(_repo_json(fake, repo))
+    data["pull_request"].update(copy.deepcopy(fake._pull_json(repo, pull)))
+    with fake.lock:
+        data["comment"] = copy.deepcopy(fake._comment_json(repo, comment))
+    if association is not None:
+        data["comment"]["author_association"] = association
+    if user_type is not None:
+        data["comment"]["user"]["type"] = user_type
+    data["sender"] = {**data["sender"], **data["comment"]["user"]}
+    return data
+
+
 INSTALLATION_NODE_ID = "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="
 # The worst conclusion of a suite's runs is the suite's (an approximation of GitHub's rule).
 SUITE_CONCLUSIONS = (

@@ -1,8 +1,8 @@
 """Which code handles a stored delivery, and which events Tasuku deliberately ignores.
 
 Handlers are named by dotted path so that this table imports nothing at load time (the
-apps above it plug in here); each takes the payload (plain data) and returns an
-`Outcome` in words.
+apps above it plug in here); each takes the payload parsed into its event's model
+(`webhooks/payloads.py`) and returns an `Outcome` in words.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from django.utils.module_loading import import_string
+
+from webhooks.payloads import Event, Malformed, parse
 
 
 class Decision:
@@ -32,7 +34,10 @@ class Outcome:
 
 
 class Handler(Protocol):
-    def __call__(self, payload: dict[str, Any], *, delivery_id: int) -> Outcome: ...
+    """Given its event's model (`webhooks.payloads.MODELS`), never the JSON itself, so no
+    field of another type than GitHub's can reach it."""
+
+    def __call__(self, payload: Event, *, delivery_id: int) -> Outcome: ...
 
 
 # The handlers of each event, by dotted path, run in turn: each does its own part
@@ -77,52 +82,6 @@ IGNORED: dict[str, str] = {
 }
 
 
-# The fields the handlers read, with the JSON type GitHub sends: a delivery whose fields
-# are of another type (signed, so from whoever holds the webhook secret) is ignored with
-# the reason — never retried, never admitted (`true` is no pull request number).
-INT, STR, OBJ = "integer", "string", "object"
-SHAPES: dict[str, dict[str, str]] = {
-    "pull_request": {
-        "pull_request": OBJ, "pull_request.number": INT, "pull_request.head": OBJ,
-        "pull_request.head.sha": STR, "pull_request.base": OBJ, "pull_request.base.sha": STR,
-        "repository": OBJ, "repository.id": INT, "repository.full_name": STR,
-    },
-    "issue_comment": {
-        "issue": OBJ, "issue.number": INT, "comment": OBJ, "repository": OBJ,
-        "repository.full_name": STR,
-    },
-    "pull_request_review_comment": {
-        "comment": OBJ, "comment.id": INT, "pull_request": OBJ, "pull_request.number": INT,
-        "repository": OBJ, "repository.full_name": STR,
-    },
-    "pull_request_review_thread": {"thread": OBJ, "pull_request": OBJ, "repository": OBJ},
-    "check_run": {"check_run": OBJ, "repository": OBJ},
-    "check_suite": {"check_suite": OBJ, "repository": OBJ},
-    "merge_group": {"merge_group": OBJ, "merge_group.head_sha": STR, "repository": OBJ},
-    "workflow_run": {"workflow_run": OBJ},
-    "installation": {"installation": OBJ, "installation.id": INT},
-}  # fmt: skip
-
-
-def shape_problem(event: str, payload: dict[str, Any]) -> str | None:
-    """The first field of `payload` that is not what GitHub sends for `event`, in words."""
-    for dotted, kind in SHAPES.get(event, {}).items():
-        value: Any = payload
-        for part in dotted.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        ok = (
-            isinstance(value, dict)
-            if kind == OBJ
-            else isinstance(value, str)
-            if kind == STR
-            else isinstance(value, int) and not isinstance(value, bool)
-        )
-        if not ok:
-            shown = "missing" if value is None else f"{type(value).__name__} {str(value)[:40]!r}"
-            return f"`{dotted}` should be an {kind}, not {shown}"
-    return None
-
-
 def route(event: str, payload: dict[str, Any], *, delivery_id: int) -> Outcome:
     """Hand a delivery to each of its handlers, or say why it is ignored.
 
@@ -133,15 +92,19 @@ def route(event: str, payload: dict[str, Any], *, delivery_id: int) -> Outcome:
     if paths is None:
         reason = IGNORED.get(event, f"Tasuku does not use {event} events")
         return Outcome.ignore(reason)
-    problem = shape_problem(event, payload)
-    if problem is not None:
-        return Outcome.ignore(f"not shaped as GitHub sends {event} events: {problem}")
+    parsed = parse(event, payload)
+    if isinstance(parsed, Malformed):
+        # Signed, so sent by whoever holds the webhook secret: trying again cannot help,
+        # and nothing is admitted from it.
+        return Outcome.ignore(
+            f"malformed: not shaped as GitHub sends {event} events: {parsed.problem}"
+        )
     outcomes: list[Outcome] = []
     failed: Exception | None = None
     for path in paths:
         handler: Handler = import_string(path)
         try:
-            outcomes.append(handler(payload, delivery_id=delivery_id))
+            outcomes.append(handler(parsed, delivery_id=delivery_id))
         except Exception as exc:
             exc.add_note(f"in {path}, one of the {event} handlers")
             failed = failed or exc

@@ -51,6 +51,7 @@ from reviews.runs import CONCLUDE_TASK, Held, run_ring
 from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.errors import StageError
 from tasuku.broker import ring
+from webhooks import payloads
 from webhooks.routing import Outcome
 
 logger = logging.getLogger(__name__)
@@ -475,16 +476,16 @@ def _fail(run: ReviewRun, reason: str, *, code: str, received=None) -> bool:
 # --- GitHub's side: the workflow run ended; the fallback -----------------------------------
 
 
-def workflow_run_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+def workflow_run_event(payload: payloads.WorkflowRunEvent, *, delivery_id: int) -> Outcome:
     """A workflow run of a run dispatched without its id, shown by any `workflow_run`
     event: it is attached. `workflow_run.completed` of a run Tasuku dispatched that
     posted no result: the run fails with the Actions run's conclusion as its reason."""
-    workflow_run = payload.get("workflow_run") or {}
-    action = payload.get("action")
-    run = ReviewRun.objects.filter(actions_run_id=workflow_run.get("id") or 0).first()
+    workflow_run = payload.workflow_run
+    action = payload.action
+    run = ReviewRun.objects.filter(actions_run_id=workflow_run.id).first()
     attached = run is None and _event_attach(payload)
     if attached:
-        run = ReviewRun.objects.filter(actions_run_id=workflow_run.get("id") or 0).first()
+        run = ReviewRun.objects.filter(actions_run_id=workflow_run.id).first()
     if action != "completed":
         if attached and run is not None:
             return Outcome(f"run {run.pk} is Actions run {run.actions_run_id}")
@@ -493,25 +494,25 @@ def workflow_run_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
         return Outcome.ignore("not a workflow run Tasuku dispatched")
     if run.status != RunStatus.DISPATCHED:
         return Outcome(f"run {run.pk} already has its result ({run.status})", ignored=True)
-    conclusion = workflow_run.get("conclusion") or "unknown"
+    conclusion = workflow_run.conclusion or "unknown"
     reason = (
         f"the GitHub Actions run ended ({conclusion}) without posting a result"
         + (" (it was cancelled)" if conclusion == "cancelled" else "")
         + (": it timed out" if conclusion == "timed_out" else "")
-        + f"; see {workflow_run.get('html_url') or run.actions_run_url}"
+        + f"; see {workflow_run.html_url or run.actions_run_url}"
     )
     if _fail(run, reason, code="actions-no-result"):
         return Outcome(f"run {run.pk} failed: {reason}")
     return Outcome(f"run {run.pk} already has its result", ignored=True)
 
 
-def _event_attach(payload: dict[str, Any]) -> bool:
-    repository_id = (payload.get("repository") or {}).get("id")
-    title = (payload.get("workflow_run") or {}).get("display_title") or ""
-    if not repository_id or not _RUN_NAMED.fullmatch(title):
+def _event_attach(payload: payloads.WorkflowRunEvent) -> bool:
+    repository_id = payload.repository.id
+    if not repository_id or not _RUN_NAMED.fullmatch(payload.workflow_run.display_title):
         return False
     try:
-        shown = ActionsRunInfo.model_validate(payload["workflow_run"])
+        # The gateway's own model of a workflow run reads more than this event's does.
+        shown = ActionsRunInfo.model_validate(payload.raw["workflow_run"])
     except ValidationError:
         return False
     try:

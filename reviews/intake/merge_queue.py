@@ -57,6 +57,7 @@ from repos.selectors import effective_config
 from reviews.escaping import code_span, inline_text
 from reviews.intake.pull_requests import repository_from_payload
 from reviews.models import PullRequest, Review, ReviewRun, ReviewState, RunStatus
+from webhooks import payloads
 from webhooks.models import WebhookDelivery
 from webhooks.routing import Outcome
 
@@ -82,12 +83,12 @@ class Entry:
     base_ref: str
 
     @classmethod
-    def of(cls, data: dict[str, Any]) -> Entry:
+    def of(cls, group: payloads.MergeGroup) -> Entry:
         return cls(
-            head_sha=data.get("head_sha") or "",
-            base_sha=data.get("base_sha") or "",
-            head_ref=data.get("head_ref") or "",
-            base_ref=data.get("base_ref") or "",
+            head_sha=group.head_sha,
+            base_sha=group.base_sha,
+            head_ref=group.head_ref,
+            base_ref=group.base_ref,
         )
 
     @property
@@ -143,12 +144,12 @@ def check_name(slug: str) -> str:
 # --- the event --------------------------------------------------------------------------
 
 
-def merge_group_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+def merge_group_event(payload: payloads.MergeGroupEvent, *, delivery_id: int) -> Outcome:
     """Handle a `merge_group` delivery: conclude the group's checks, or note its end."""
-    action = payload.get("action", "")
+    action = payload.action
     if action not in ("checks_requested", "destroyed"):
         return Outcome.ignore(f"merge_group.{action} needs no action")
-    entry = Entry.of(payload.get("merge_group") or {})
+    entry = Entry.of(payload.merge_group)
     if not entry.head_sha:
         return Outcome.ignore("merge_group without a head_sha")
     found = repository_from_payload(payload)
@@ -157,7 +158,7 @@ def merge_group_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
     installation, repository = found
     label = f"merge group {repository.full_name}@{entry.head_sha[:7]}"
     if action == "destroyed":
-        return group_destroyed(repository, entry, label, payload.get("reason") or "")
+        return group_destroyed(repository, entry, label, payload.reason or "")
     if not installation.active or not repository.enabled:
         return Outcome.ignore(f"{label}: Tasuku does not review {repository.full_name}")
     if _destroyed(repository, entry.head_sha):
@@ -280,7 +281,10 @@ def entries_ahead(repository: Repository, entry: Entry) -> list[Entry]:
         )
         if delivery is None or parent in seen or _destroyed(repository, parent, "merged"):
             break
-        entries.append(Entry.of(delivery.payload.get("merge_group") or {}))
+        earlier = payloads.parse("merge_group", delivery.payload)
+        if isinstance(earlier, payloads.Malformed):
+            break  # ignored as malformed when it came: it never was an entry
+        entries.append(Entry.of(earlier.merge_group))
         seen.add(parent)
     return entries
 

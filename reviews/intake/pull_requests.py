@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils.translation import ngettext
@@ -20,6 +19,7 @@ from reviews.models import PullRequest, ReviewRun, RunStatus
 from reviews.outcomes import outcomes_harvest
 from reviews.runs import CONCLUDE_TASK, run_ring
 from tasuku.broker import ring
+from webhooks import payloads
 from webhooks.routing import Decision, Outcome
 
 logger = logging.getLogger(__name__)
@@ -72,28 +72,25 @@ def pull_request_record(
     return pull_request
 
 
-def pull_request_sync(*, repository: Repository, data: dict[str, Any]) -> PullRequest:
+def pull_request_sync(*, repository: Repository, pull: payloads.PullRequest) -> PullRequest:
     """Record what a payload says of a pull request (title, state, heads, author)."""
-    user = data.get("user") or {}
-    head = data.get("head") or {}
-    base = data.get("base") or {}
-    changed_files = data.get("changed_files")
+    user = pull.user or payloads.NO_USER
     return pull_request_record(
         repository=repository,
-        number=int(data["number"]),
-        github_id=data.get("id"),
-        title=data.get("title") or "",
-        author_login=user.get("login", ""),
-        author_type=user.get("type", ""),
-        state=data.get("state") or "open",
-        draft=bool(data.get("draft")),
-        merged=bool(data.get("merged")),
-        head_sha=head.get("sha", ""),
-        head_ref=head.get("ref", ""),
-        base_sha=base.get("sha", ""),
-        base_ref=base.get("ref", ""),
-        html_url=data.get("html_url") or "",
-        changed_files=int(changed_files) if changed_files is not None else None,
+        number=pull.number,
+        github_id=pull.id,
+        title=pull.title,
+        author_login=user.login,
+        author_type=user.type,
+        state=pull.state or "open",
+        draft=pull.draft,
+        merged=bool(pull.merged),
+        head_sha=pull.head.sha,
+        head_ref=pull.head.ref,
+        base_sha=pull.base.sha,
+        base_ref=pull.base.ref,
+        html_url=pull.html_url,
+        changed_files=pull.changed_files,
     )
 
 
@@ -255,32 +252,32 @@ def admission_for(
     )
 
 
-def repository_from_payload(payload: dict[str, Any]) -> tuple[Installation, Repository] | Outcome:
+def repository_from_payload(
+    payload: payloads.RepositoryEvent,
+) -> tuple[Installation, Repository] | Outcome:
     """The installation and repository a delivery is about, learnt from it if new (the
     App may have been installed before Tasuku ran)."""
-    installation_data = payload.get("installation")
-    if not installation_data or not payload.get("repository"):
+    if payload.installation is None:
         return Outcome.ignore("no installation in the payload: not a GitHub App delivery")
-    owner = payload["repository"].get("owner") or {}
-    installation = Installation.objects.filter(github_id=installation_data["id"]).first()
+    repo_data = payload.repository
+    installation = Installation.objects.filter(github_id=payload.installation.id).first()
     if installation is None:
         installation = installation_upsert(
-            github_id=int(installation_data["id"]),
-            account_login=owner.get("login", ""),
-            account_type=owner.get("type", ""),
+            github_id=payload.installation.id,
+            account_login=repo_data.owner.login,
+            account_type=repo_data.owner.type,
         )
-    repo_data = payload["repository"]
     repository = repository_upsert(
         installation=installation,
-        github_id=int(repo_data["id"]),
-        full_name=repo_data["full_name"],
-        private=repo_data.get("private"),
-        default_branch=repo_data.get("default_branch") or "",
+        github_id=repo_data.id,
+        full_name=repo_data.full_name,
+        private=repo_data.private,
+        default_branch=repo_data.default_branch,
     )
     return installation, repository
 
 
-def pull_request_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+def pull_request_event(payload: payloads.PullRequestEvent, *, delivery_id: int) -> Outcome:
     """Handle a `pull_request` delivery.
 
     1. Record the pull request as the payload describes it.
@@ -290,13 +287,12 @@ def pull_request_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
        Skipped with a check verdict (bot, excluded author, too many files): one skipped
        run per reviewer, each with a completed check run saying why.
     """
-    action = payload.get("action", "")
+    action = payload.action
     found = repository_from_payload(payload)
     if isinstance(found, Outcome):
         return found
     installation, repository = found
-    pr_data = payload["pull_request"]
-    pull_request = pull_request_sync(repository=repository, data=pr_data)
+    pull_request = pull_request_sync(repository=repository, pull=payload.pull_request)
     label = f"{repository.full_name}#{pull_request.number}"
 
     if action == "closed":

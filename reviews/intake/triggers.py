@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -27,6 +26,7 @@ from reviews.intake.pull_requests import (
 )
 from reviews.markers import marker as signed_marker
 from reviews.models import Notice, PullRequest, ReviewRun
+from webhooks import payloads
 from webhooks.routing import Decision, Outcome
 
 logger = logging.getLogger(__name__)
@@ -166,7 +166,7 @@ def _answer(
     )
 
 
-def issue_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+def issue_comment_event(payload: payloads.IssueCommentEvent, *, delivery_id: int) -> Outcome:
     """`issue_comment.created` on a pull request: Tasuku's comment commands.
 
     1. Only new comments on pull requests, by people (never bots, Tasuku included).
@@ -176,27 +176,26 @@ def issue_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome
     4. `help`, or an unknown command: the list of commands. `review` / `full review`:
        runs for the current head (a full review ignores earlier reviews).
     """
-    if payload.get("action") != "created":
-        return Outcome.ignore(f"issue_comment.{payload.get('action')} needs no action")
-    issue = payload.get("issue") or {}
-    if not issue.get("pull_request"):
+    if payload.action != "created":
+        return Outcome.ignore(f"issue_comment.{payload.action} needs no action")
+    if not payload.issue.is_pull_request:
         return Outcome.ignore("a comment on an issue, not on a pull request")
-    comment = payload.get("comment") or {}
-    user = comment.get("user") or {}
-    if user.get("type") == "Bot":
+    comment = payload.comment
+    user = comment.user or payloads.NO_USER
+    if user.type == "Bot":
         return Outcome.ignore("comments by bots are not commands")
     found = repository_from_payload(payload)
     if isinstance(found, Outcome):
         return found
     installation, repository = found
     slug = github.gateway().app_slug()
-    command = command_parse(comment.get("body") or "", slug)
-    number = int(issue["number"])
+    command = command_parse(comment.body, slug)
+    number = payload.issue.number
     label = f"{repository.full_name}#{number}"
     if command is None:
         return Outcome.ignore("the comment does not address Tasuku")
-    login = user.get("login", "")
-    if not _may_command(installation, repository, login, comment.get("author_association")):
+    login = user.login
+    if not _may_command(installation, repository, login, comment.author_association):
         pull_request = PullRequest.objects.filter(repository=repository, number=number).first()
         if pull_request is None:
             pull_request = pull_request_refresh(installation, repository, number)
@@ -212,26 +211,26 @@ def issue_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome
                 f"and collaborators) can give Tasuku commands.", f"refused-{login}")  # fmt: skip
         return Outcome(f"refused a command by {login} on {label}: no write access")
     if command in ("help", "unknown"):
-        _answer(installation, repository, number, help_text(slug), f"help-{comment.get('id')}")
+        _answer(installation, repository, number, help_text(slug), f"help-{comment.id}")
         return Outcome(f"answered {command} on {label}")
     pull_request = pull_request_refresh(installation, repository, number)
     trigger = Trigger.FULL_REVIEW_COMMAND if command == "full review" else Trigger.COMMAND
     runs, refusal = runs_request_for(pull_request, trigger, delivery_id=delivery_id)
     if refusal:
         _answer(installation, repository, number, f"Tasuku cannot review this pull request: {refusal}.",
-                f"cannot-{comment.get('id')}")  # fmt: skip
+                f"cannot-{comment.id}")  # fmt: skip
         return Outcome(f"{command} on {label} refused: {refusal}", decision=Decision.SKIPPED)
     return Outcome(f"{command} requested by {login} on {label}: run {', '.join(str(r.pk) for r in runs)}",
                    decision=Decision.ADMITTED)  # fmt: skip
 
 
-def check_run_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+def check_run_event(payload: payloads.CheckRunEvent, *, delivery_id: int) -> Outcome:
     """`check_run.rerequested` on one of Tasuku's check runs: a new run for that head."""
-    action = payload.get("action")
+    action = payload.action
     if action != "rerequested":
         return Outcome.ignore(f"check_run.{action} needs no action")
-    check = payload.get("check_run") or {}
-    external = str(check.get("external_id") or "")
+    check = payload.check_run
+    external = check.external_id or ""
     previous = (
         ReviewRun.objects.filter(pk=int(external))
         .select_related("pull_request__repository")
@@ -239,7 +238,7 @@ def check_run_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
         if external.isdigit()
         else None
     )
-    if previous is None or previous.check_run_id not in (None, check.get("id")):
+    if previous is None or previous.check_run_id not in (None, check.id):
         return Outcome.ignore("not one of Tasuku's check runs")
     found = repository_from_payload(payload)
     if isinstance(found, Outcome):
@@ -257,17 +256,16 @@ def check_run_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
     )
 
 
-def check_suite_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
-    if payload.get("action") != "rerequested":
-        return Outcome.ignore(f"check_suite.{payload.get('action')} needs no action")
+def check_suite_event(payload: payloads.CheckSuiteEvent, *, delivery_id: int) -> Outcome:
+    if payload.action != "rerequested":
+        return Outcome.ignore(f"check_suite.{payload.action} needs no action")
     return check_suite_rerequested(payload, delivery_id=delivery_id)
 
 
-def check_suite_rerequested(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+def check_suite_rerequested(payload: payloads.CheckSuiteEvent, *, delivery_id: int) -> Outcome:
     """`check_suite.rerequested` ("Re-run all checks" on Tasuku's suite): a new run for
     every reviewer whose check is in the suite, on each pull request whose head it is."""
-    suite = payload.get("check_suite") or {}
-    head_sha = str(suite.get("head_sha") or "")
+    head_sha = payload.check_suite.head_sha
     found = repository_from_payload(payload)
     if isinstance(found, Outcome):
         return found

@@ -5,19 +5,18 @@ commands, replies, check re-runs) run beside it (webhooks/routing.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.utils.translation import ngettext
 
 from repos import github
 from repos.models import Repository
 from reviews.passes.feedback import comment_record
 from reviews.passes.flow import checks_changed
+from webhooks import payloads
 from webhooks.routing import Outcome
 
 
-def _repository(payload: dict[str, Any]) -> Repository | None:
-    repo_id = (payload.get("repository") or {}).get("id")
+def _repository(payload: payloads.RepositoryEvent) -> Repository | None:
+    repo_id = payload.repository.id
     return Repository.objects.filter(github_id=repo_id).first() if repo_id else None
 
 
@@ -35,40 +34,47 @@ def _recorded(recorded: int, what: str) -> Outcome:
     return Outcome(f"{what} recorded for {tasks}")
 
 
-def _comment_recorded(payload: dict[str, Any], number: Any, kind: str) -> int:
+def _comment_recorded(
+    payload: payloads.IssueCommentEvent | payloads.PullRequestReviewCommentEvent,
+    number: int | None,
+    kind: str,
+) -> int:
     """Record a newly created comment on pull request `number` for the tasks it concerns."""
     repository = _repository(payload)
-    if payload.get("action") != "created" or not number or repository is None:
+    if payload.action != "created" or not number or repository is None:
         return 0
     return comment_record(
-        repository=repository, number=int(number), kind=kind,
-        comment=payload.get("comment") or {}, tasuku_logins=_tasuku_logins(),
+        repository=repository, number=number, kind=kind,
+        comment=payload.comment, tasuku_logins=_tasuku_logins(),
     )  # fmt: skip
 
 
-def issue_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
-    issue = payload.get("issue") or {}
-    number = issue.get("number") if issue.get("pull_request") else None
+def issue_comment_event(payload: payloads.IssueCommentEvent, *, delivery_id: int) -> Outcome:
+    number = payload.issue.number if payload.issue.is_pull_request else None
     return _recorded(_comment_recorded(payload, number, "issue_comment"), "comment")
 
 
-def review_comment_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
-    number = (payload.get("pull_request") or {}).get("number")
+def review_comment_event(
+    payload: payloads.PullRequestReviewCommentEvent, *, delivery_id: int
+) -> Outcome:
+    number = payload.pull_request.number
     return _recorded(_comment_recorded(payload, number, "review_comment"), "inline comment")
 
 
-def pull_request_review_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
+def pull_request_review_event(
+    payload: payloads.PullRequestReviewEvent, *, delivery_id: int
+) -> Outcome:
     """A review submitted by someone: its body is feedback (its inline comments arrive
     as `pull_request_review_comment` events of their own)."""
-    review = payload.get("review") or {}
-    if payload.get("action") != "submitted" or not (review.get("body") or "").strip():
+    review = payload.review
+    if payload.action != "submitted" or not (review.body or "").strip():
         return Outcome.ignore("a review without a body needs no action")
-    pull = payload.get("pull_request") or {}
+    number = payload.pull_request.number
     repository = _repository(payload)
-    if repository is None or not pull.get("number"):
+    if repository is None or not number:
         return Outcome.ignore("not a repository Tasuku knows")
     recorded = comment_record(
-        repository=repository, number=int(pull["number"]), kind="review",
+        repository=repository, number=number, kind="review",
         comment=review, tasuku_logins=_tasuku_logins(),
     )  # fmt: skip
     if not recorded:
@@ -76,25 +82,24 @@ def pull_request_review_event(payload: dict[str, Any], *, delivery_id: int) -> O
     return _recorded(recorded, "review")
 
 
-def check_run_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
-    if payload.get("action") != "completed":
-        return Outcome.ignore(f"check_run.{payload.get('action')} needs no action")
-    check = payload.get("check_run") or {}
-    return _checks(payload, check.get("head_sha") or "", f"check run {check.get('name', '')!r}")
+def check_run_event(payload: payloads.CheckRunEvent, *, delivery_id: int) -> Outcome:
+    if payload.action != "completed":
+        return Outcome.ignore(f"check_run.{payload.action} needs no action")
+    check = payload.check_run
+    return _checks(payload, check.head_sha, f"check run {check.name!r}")
 
 
-def check_suite_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
-    if payload.get("action") != "completed":
-        return Outcome.ignore(f"check_suite.{payload.get('action')} needs no action")
-    suite = payload.get("check_suite") or {}
-    return _checks(payload, suite.get("head_sha") or "", "check suite")
+def check_suite_event(payload: payloads.CheckSuiteEvent, *, delivery_id: int) -> Outcome:
+    if payload.action != "completed":
+        return Outcome.ignore(f"check_suite.{payload.action} needs no action")
+    return _checks(payload, payload.check_suite.head_sha, "check suite")
 
 
-def status_event(payload: dict[str, Any], *, delivery_id: int) -> Outcome:
-    return _checks(payload, payload.get("sha") or "", f"status {payload.get('context', '')!r}")
+def status_event(payload: payloads.StatusEvent, *, delivery_id: int) -> Outcome:
+    return _checks(payload, payload.sha, f"status {payload.context!r}")
 
 
-def _checks(payload: dict[str, Any], head_sha: str, what: str) -> Outcome:
+def _checks(payload: payloads.RepositoryEvent, head_sha: str, what: str) -> Outcome:
     repository = _repository(payload)
     if repository is None or not head_sha:
         return Outcome.ignore("not a repository Tasuku knows")

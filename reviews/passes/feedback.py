@@ -16,6 +16,7 @@ from reviews.models import (
     TaskPullRequest,
     TaskState,
 )
+from webhooks import payloads
 
 logger = logging.getLogger(__name__)
 
@@ -36,44 +37,44 @@ def comment_record(
     repository: Repository,
     number: int,
     kind: str,
-    comment: dict[str, Any],
+    comment: payloads.Remark,
     tasuku_logins: set[str],
 ) -> int:
     """Record a comment (or a review body) on a task's pull request: routed to the
     author when its writer counts, counted otherwise; the author's own and Tasuku's are
     not feedback. Returns how many tasks it was recorded for."""
-    user = comment.get("user") or {}
-    login = user.get("login", "")
+    user = comment.user or payloads.NO_USER
+    login = user.login
     if login in tasuku_logins:
         return 0
     # Who wrote it decides, never what it says: a person's comment that carries a copy
     # of one of Tasuku's markers is feedback like any other.
-    body = comment.get("body") or ""
+    body = comment.body or ""
     recorded = 0
     for tpr in task_pulls_for(repository, number):
         task = tpr.task
         if task.author_login and login.lower() == task.author_login.lower():
             continue
-        is_bot = user.get("type") == "Bot" or login.endswith("[bot]")
-        association = comment.get("author_association") or ""
+        is_bot = user.type == "Bot" or login.endswith("[bot]")
+        association = comment.author_association
         counted = (login in task.counted_bots) if is_bot else association in COUNTED_ASSOCIATIONS
-        created = comment.get("created_at") or comment.get("submitted_at")
+        anchored = comment if isinstance(comment, payloads.ReviewComment) else None
         try:
             with transaction.atomic():
                 TaskComment.objects.create(
                     task=task,
                     task_pull=tpr,
                     kind=kind,
-                    github_id=int(comment["id"]),
+                    github_id=comment.id,
                     login=login,
                     association=association,
                     counted=counted,
                     body=body[:20_000],
-                    url=comment.get("html_url") or "",
-                    path=comment.get("path") or "",
-                    line=comment.get("line") or None,
-                    in_reply_to=comment.get("in_reply_to_id"),
-                    created_at=_parse_time(created) or timezone.now(),
+                    url=comment.html_url,
+                    path=anchored.path if anchored else "",
+                    line=(anchored.line or None) if anchored else None,
+                    in_reply_to=anchored.in_reply_to_id if anchored else None,
+                    created_at=_parse_time(comment.written_at) or timezone.now(),
                 )
         except IntegrityError:
             continue  # a redelivery

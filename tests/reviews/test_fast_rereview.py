@@ -11,7 +11,7 @@ from repos.models import Repository
 from reviews import engines
 from reviews.models import Finding, Review, ReviewRun, RunStatus
 from tests.gitworld import REPO, world_build
-from tests.helpers import drain_queue, issue_comment_payload, post_webhook
+from tests.helpers import drain_queue, issue_comment_payload, post_webhook, review_comment_payload
 
 pytestmark = pytest.mark.django_db
 
@@ -139,14 +139,9 @@ def test_a_reused_review_still_honours_what_was_dismissed_since(
         REPO, world.pull.number, login="maintainer", reply_to=parent["id"],
         body=f"@{SLUG} dismiss it is a documented test key",
     )  # fmt: skip
-    comment = {k: v for k, v in comment.items() if not k.startswith("_")}
-    comment["author_association"] = "MEMBER"
     post_webhook(
         client, "pull_request_review_comment",
-        {"action": "created", "comment": comment,
-         "pull_request": world.fake._pull_json(world.repo, world.pull),
-         "repository": world.fake._repo_json(world.repo),
-         "installation": {"id": world.repo.installation_id}},
+        review_comment_payload(world.fake, world.repo, world.pull, comment, association="MEMBER"),
         secret=test_app.webhook_secret,
     )  # fmt: skip
     drain_queue()

@@ -11,7 +11,7 @@ import pytest
 from repos.models import Repository
 from reviews.models import Dismissal, Finding, Review, ReviewRun, RunStatus
 from tests.gitworld import AWS_KEY_LINE, PAYMENTS, REPO, SHELL_TRUE_LINE, world_build
-from tests.helpers import drain_queue, post_webhook, pull_request_payload
+from tests.helpers import drain_queue, post_webhook, pull_request_payload, review_comment_payload
 
 pytestmark = pytest.mark.django_db
 
@@ -47,15 +47,10 @@ def reply(client, test_app):
         comment = world.fake.person_comment(
             REPO, world.pull.number, login=login, body=body, reply_to=parent["id"]
         )
-        comment = {k: v for k, v in comment.items() if not k.startswith("_")}
-        comment["author_association"] = association
-        payload = {
-            "action": "created",
-            "comment": comment,
-            "pull_request": world.fake._pull_json(world.repo, world.pull),
-            "repository": world.fake._repo_json(world.repo),
-            "installation": {"id": world.repo.installation_id},
-        }
+        payload = review_comment_payload(
+            world.fake, world.repo, world.pull, comment, association=association
+        )
+        comment = payload["comment"]
         response = post_webhook(
             client, "pull_request_review_comment", payload, secret=test_app.webhook_secret
         )

@@ -10,6 +10,7 @@ from reviews.intake.pull_requests import pull_request_record, pull_request_sync
 from reviews.intake.triggers import pull_request_refresh
 from reviews.models import PullRequest
 from tests.factories import RepositoryFactory
+from webhooks import payloads
 
 pytestmark = pytest.mark.django_db
 
@@ -83,7 +84,9 @@ def test_a_payload_and_the_api_record_the_same_row(monkeypatch):
         "html_url": "https://github.com/acme/api/pull/7",
         "changed_files": 3,
     }
-    from_payload = row(pull_request_sync(repository=repository, data=payload))
+    from_payload = row(
+        pull_request_sync(repository=repository, pull=payloads.PullRequest.model_validate(payload))
+    )
     PullRequest.objects.all().delete()
 
     info = PullRequestInfo(number=7, **facts())

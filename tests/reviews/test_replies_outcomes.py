@@ -9,7 +9,7 @@ from reviews import engines
 from reviews.models import Dismissal, FindingOutcome, ThreadReply
 from reviews.outcomes import figures, memory_text
 from tests.gitworld import REPO, world_build
-from tests.helpers import drain_queue, post_webhook, pull_request_payload
+from tests.helpers import drain_queue, post_webhook, pull_request_payload, review_comment_payload
 
 pytestmark = pytest.mark.django_db
 
@@ -31,15 +31,7 @@ def reply_payload(world, parent, *, body, login="maria", user_type="User"):
     comment = world.fake.person_comment(
         REPO, world.pull.number, login=login, body=body, reply_to=parent["id"]
     )
-    comment = {k: v for k, v in comment.items() if not k.startswith("_")}
-    comment["user"] = {**comment["user"], "type": user_type}
-    return {
-        "action": "created",
-        "comment": comment,
-        "pull_request": world.fake._pull_json(world.repo, world.pull),
-        "repository": world.fake._repo_json(world.repo),
-        "installation": {"id": world.repo.installation_id},
-    }
+    return review_comment_payload(world.fake, world.repo, world.pull, comment, user_type=user_type)
 
 
 def our_comment(world, path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers import payload
 from webhooks import routing
 from webhooks.routing import Outcome
 
@@ -43,12 +44,7 @@ def handlers(monkeypatch):
     return use
 
 
-PAYLOAD = {
-    "action": "created",
-    "issue": {"number": 3, "pull_request": {}},
-    "comment": {"id": 9},
-    "repository": {"full_name": "acme/shop", "id": 1},
-}
+PAYLOAD = payload("issue_comment", "created")
 
 
 def test_a_handler_that_raises_does_not_stop_the_others_and_its_error_is_raised(handlers):

@@ -247,7 +247,7 @@ class TestSweeper:
 @pytest.mark.parametrize(
     ("change", "says"),
     [
-        (lambda b: b.update(pull_request=None), "`pull_request` should be an object, not missing"),
+        (lambda b: b.update(pull_request=None), "`pull_request` should be an object, not null"),
         (
             lambda b: b["pull_request"].update(number=True),
             "`pull_request.number` should be an integer, not bool",
