@@ -105,9 +105,7 @@ class Limits(BaseModel):
     deadline_seconds: int = Field(default=1800, ge=1)
     # The most a model may write in one turn (`max_tokens` / `max_completion_tokens`):
     # with the cost cap, it bounds what the next call can cost.
-    max_output_tokens: int = Field(
-        default=16_000, ge=MAX_OUTPUT_TOKENS[0], le=MAX_OUTPUT_TOKENS[1]
-    )
+    max_output_tokens: int = Field(default=16_000, ge=MAX_OUTPUT_TOKENS[0], le=MAX_OUTPUT_TOKENS[1])
 
 
 class Price(BaseModel):

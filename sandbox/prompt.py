@@ -106,15 +106,15 @@ def review_prompt(job: ReviewJob, *, finish: str = "tool", schema: dict | None =
     if job.skill_documents and finish == "json":
         system.append(
             "The reviewer's skills (apply each where the change touches what it is about):\n\n"
-            + "\n\n".join(
-                f"## {s.name}: {s.description}\n{s.body}" for s in job.skill_documents
-            )
+            + "\n\n".join(f"## {s.name}: {s.description}\n{s.body}" for s in job.skill_documents)
         )
     elif job.skill_documents:
         system.append(
             "The reviewer's skills: load one with `load_skill` when the change touches what "
             "it is about (only its name and description are here):\n"
-            + "\n".join(f"- {s.name}: {s.description or '(no description)'}" for s in job.skill_documents)
+            + "\n".join(
+                f"- {s.name}: {s.description or '(no description)'}" for s in job.skill_documents
+            )
         )
     if job.explorers and finish != "json":
         system.append(
@@ -260,4 +260,6 @@ def explorer_prompt(job: ReviewJob, question: str, area: str, *, report_chars: i
     user.append(f"The reviewer's question: {question}")
     if area:
         user.append(f"Where to look first: {area}")
-    return Prompt(system=EXPLORER_SYSTEM.format(chars=report_chars), user="\n\n".join(user), boundary="")
+    return Prompt(
+        system=EXPLORER_SYSTEM.format(chars=report_chars), user="\n\n".join(user), boundary=""
+    )

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sandbox.agent.errors import provider_error
 from sandbox.agent.conversation import Call, Result, Tokens, Turn
+from sandbox.agent.errors import provider_error
 from sandbox.agent.loop import agent_review
 from sandbox.agent.tools import ToolSpec
 from sandbox.contract import ReviewJob, ReviewResult

@@ -130,7 +130,9 @@ class Dispatcher:
             raise ToolError("Give `explorers`: a list of {question, area}.")
         left = self.config.per_review - self.sent
         if len(asked) > self.config.per_call:
-            raise ToolError(f"At most {self.config.per_call} explorers at once; you asked for {len(asked)}.")
+            raise ToolError(
+                f"At most {self.config.per_call} explorers at once; you asked for {len(asked)}."
+            )
         if len(asked) > left:
             raise ToolError(
                 f"Only {left} of this review's {self.config.per_review} explorers are left"

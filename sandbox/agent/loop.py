@@ -86,7 +86,8 @@ def web_tools(job: ReviewJob, prompt: Prompt):
         return None
     from sandbox.agent.tools.web import WebTools
 
-    module, _, name = job.web.provider.partition(":")
+    # "module:Class", or the dotted path "module.Class".
+    module, _, name = job.web.provider.rpartition(":" if ":" in job.web.provider else ".")
     provider = getattr(importlib.import_module(module), name)(search_url=job.web.search_url)
     return WebTools(provider, boundary=prompt.boundary, config=job.web)
 
@@ -149,7 +150,9 @@ def agent_review(
             usage=Usage(
                 input_tokens=tokens.prompt + (explored.input_tokens if explored else 0),
                 output_tokens=tokens.output + (explored.output_tokens if explored else 0),
-                cost_usd=round(call_cost(price, tokens) + (explored.cost_usd if explored else 0), 6),
+                cost_usd=round(
+                    call_cost(price, tokens) + (explored.cost_usd if explored else 0), 6
+                ),
                 steps=steps,
                 model=job.model,
                 duration_seconds=round(clock() - started, 3),

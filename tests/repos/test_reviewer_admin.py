@@ -19,7 +19,11 @@ def form(**values):
         "slug": "claude", "name": "", "enabled": "on", "engine": "anthropic",
         "model": "claude-sonnet-5-5", "triage_model": "", "runner": "local", "base_url": "",
         "api_key": "", "rules": "", "skills": "", "step_limit": "40", "cost_cap_usd": "",
-        "context_budget_tokens": "120000",
+        "context_budget_tokens": "120000", "max_output_tokens": "16000", "explorer_limit": "6",
+        "explorer_model": "",
+        # the named skills' inline: none
+        "skill_documents-TOTAL_FORMS": "0", "skill_documents-INITIAL_FORMS": "0",
+        "skill_documents-MIN_NUM_FORMS": "0", "skill_documents-MAX_NUM_FORMS": "20",
     }  # fmt: skip
     data.update(values)
     return data

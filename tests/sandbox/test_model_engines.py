@@ -171,7 +171,9 @@ def test_the_cost_cap_stops_the_review_before_a_call_that_could_pass_it(provider
     # $0.315 for the first step; the second could cost $0.30 for its 100,000-token prompt
     # and $0.24 for 16,000 tokens written: it is never made (it once was, for $0.63).
     assert result.incomplete.startswith("stopped at the cost cap before the review was submitted")
-    assert "$0.50 cap; $0.3150 spent; the next call could have cost up to $0.54" in result.incomplete
+    assert (
+        "$0.50 cap; $0.3150 spent; the next call could have cost up to $0.54" in result.incomplete
+    )
     assert result.usage.steps == 1 and result.usage.cost_usd == pytest.approx(0.315)
     assert result.usage.cost_usd <= 0.5 and len(provider.fake.model_requests) == 1
 

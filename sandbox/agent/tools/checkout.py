@@ -82,7 +82,10 @@ FIND_FILES = ToolSpec(
 LIST_DIRECTORY = ToolSpec(
     "list_directory",
     "List a directory of the repository (directories end with '/').",
-    {"type": "object", "properties": {"path": {"type": "string", "description": "Default: the root."}}},
+    {
+        "type": "object",
+        "properties": {"path": {"type": "string", "description": "Default: the root."}},
+    },
 )
 LOAD_SKILL = ToolSpec(
     "load_skill",

@@ -55,7 +55,9 @@ class PathResolver:
                 continue
             for target in targets:
                 path = _join(base_url, target.replace("*", matched, 1))
-                found.append(Strategy(f"through the alias {pattern!r}", (path, *_completions(path))))
+                found.append(
+                    Strategy(f"through the alias {pattern!r}", (path, *_completions(path)))
+                )
         if base_url and base_url != "." and not text.startswith((".", "/")):
             path = _join(base_url, text)
             found.append(Strategy(f"under baseUrl {base_url!r}", (path, *_completions(path))))

@@ -49,7 +49,8 @@ _JS_VALUES = """
 (program (lexical_declaration (variable_declarator name: (identifier) @variable)))
 (program (export_statement (lexical_declaration (variable_declarator name: (identifier) @variable))))
 """
-_TS = """
+_TS = (
+    """
 (function_declaration name: (identifier) @function)
 (generator_function_declaration name: (identifier) @function)
 (class_declaration name: (type_identifier) @class)
@@ -61,7 +62,9 @@ _TS = """
 (type_alias_declaration name: (type_identifier) @type)
 (enum_declaration name: (identifier) @enum)
 (internal_module name: (identifier) @module)
-""" + _JS_VALUES
+"""
+    + _JS_VALUES
+)
 
 GRAMMARS = {
     "python": Grammar(
@@ -323,7 +326,10 @@ class SymbolIndex:
             lowered = name.lower()
             similar = sorted(n for n in self.definitions if lowered in n.lower())[:10]
             hint = f" Similar names: {', '.join(similar)}." if similar else ""
-            return f"No definition of {name!r} in {len(self.files)} indexed files.{hint}" + self._notes()
+            return (
+                f"No definition of {name!r} in {len(self.files)} indexed files.{hint}"
+                + self._notes()
+            )
         lines = [f"{d.path}:{d.line} {d.kind} {name}: {d.text}" for d in found[:MAX_DEFINITIONS]]
         if len(found) > MAX_DEFINITIONS:
             lines.append(f"(stopped at {MAX_DEFINITIONS} of {len(found)} definitions)")

@@ -351,7 +351,9 @@ class WebTools:
             raise ToolError(str(exc)) from exc
         page = text[start : start + PAGE_CHARS]
         label = f"The page at {url} (characters {start}-{start + len(page)} of {len(text)}"
-        label += f"; read on with start={start + PAGE_CHARS})" if start + PAGE_CHARS < len(text) else ")"
+        label += (
+            f"; read on with start={start + PAGE_CHARS})" if start + PAGE_CHARS < len(text) else ")"
+        )
         return self.fence(label, page)
 
     def web_search(self, arguments: dict[str, Any]) -> str:
