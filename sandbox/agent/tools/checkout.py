@@ -181,8 +181,15 @@ class Tools:
         that is not a file is read as an import: without its extension, an alias, a
         module. Two candidates of one reading are ambiguous: the model is asked to
         choose."""
-        candidate = self.resolve(path, must_exist=False)
-        if candidate.is_file():
+        refused: ToolError | None = None
+        try:
+            candidate: Path | None = self.resolve(path, must_exist=False)
+        except ToolError as exc:
+            # `~/components/x` is a common alias; as a path it is refused (never a home).
+            if not (isinstance(path, str) and path.strip().startswith("~")):
+                raise
+            candidate, refused = None, exc
+        if candidate is not None and candidate.is_file():
             return candidate, ""
         escaped = ""
         for strategy in self.paths.strategies(path):
@@ -204,7 +211,9 @@ class Tools:
                     + ", ".join(sorted(found.values()))
                     + ". Read one of them by its path."
                 )
-        if candidate.is_dir():
+        if candidate is None and refused is not None:
+            raise refused
+        if candidate is not None and candidate.is_dir():
             raise ToolError(f"{path!r} is a directory; use list_directory.")
         if escaped:
             raise ToolError(
