@@ -93,7 +93,7 @@ def test_an_ambiguous_import_lists_its_candidates(root):
 def test_resolution_never_leaves_the_checkout(root, asked, message):
     with pytest.raises(ToolError, match=message) as refused:
         Tools(root).call("read_file", {"path": asked})
-    assert "outside'" not in str(refused.value) or "secret = " not in str(refused.value)
+    assert "secret = 'outside'" not in str(refused.value)
 
 
 def test_tsconfig_comments_and_trailing_commas_are_read_and_strings_kept():
