@@ -203,6 +203,7 @@ class Dispatcher:
         prompt = explorer_prompt(self.job, question, area, report_chars=self.config.report_chars)
         tools = self.tools.explorer()
         specs = (*tools.specs, REPORT_SPEC)
+        tools.elsewhere = (REPORT,)
         meter = Meter(
             self.config.price,
             self.max_output,

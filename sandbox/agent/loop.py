@@ -116,6 +116,7 @@ def agent_review(
         else None
     )
     specs = (*tools.specs, *([explorers.spec] if explorers else []), SUBMIT_SPEC)
+    tools.elsewhere = tuple(s.name for s in specs if s.name not in tools.handlers)
     chat = conversation(job, prompt, specs)
     price = job.price
     meter = Meter(price, job.limits.max_output_tokens, pending_chars=prompt_chars(prompt, specs))

@@ -116,6 +116,9 @@ class Tools:
         self.skills = {skill.name: skill for skill in skills}
         self.specs: list[ToolSpec] = []
         self.handlers: dict[str, Callable[[dict[str, Any]], str]] = {}
+        # Tools the agent loop answers itself (`submit_review`, `dispatch_explorers`):
+        # named when the model asks for one that does not exist.
+        self.elsewhere: tuple[str, ...] = ()
         for spec, handler in zip(
             CHECKOUT_SPECS,
             (self.read_file, self.search_code, self.find_files, self.list_directory),
@@ -146,9 +149,8 @@ class Tools:
     def call(self, name: str, arguments: dict[str, Any]) -> str:
         handler = self.handlers.get(name)
         if handler is None:
-            raise ToolError(
-                f"There is no tool named {name!r}; the tools are: {', '.join(self.handlers)}."
-            )
+            names = ", ".join((*self.handlers, *self.elsewhere))
+            raise ToolError(f"There is no tool named {name!r}; the tools are: {names}.")
         if not isinstance(arguments, dict):
             raise ToolError("The tool's input must be a JSON object.")
         return handler(arguments)
