@@ -23,7 +23,7 @@ from sandbox.contract import (
     SkillDocument,
 )
 from sandbox.prompt import review_prompt
-from tests.fakes.models import Loop, Reply, ToolCall, conversations
+from tests.fakes.models import Loop, Reply, ToolCall, ToolCalls, conversations
 
 SUBMIT = {"findings": [], "summary": {"inspected_areas": ["refunds"], "confidence": 0.8}}
 MAIN_PRICE = Price(input_per_mtok=3, output_per_mtok=15)
@@ -153,6 +153,42 @@ def test_the_cli_engines_are_given_every_skill_whole():
     assert "load_skill" not in cli.system
     api = review_prompt(the_job)
     assert "MIGRATIONS-BODY" not in api.system and "load_skill" in api.system
+
+
+# --- finding one's way ------------------------------------------------------------------
+
+
+def test_the_model_finds_its_way_with_the_symbol_index_and_import_resolution(provider, checkout):
+    (checkout / "web").mkdir()
+    (checkout / "web" / "api.ts").write_text(
+        "import { pay } from './pay';\nexport function refund(n: number) { return pay(-n); }\n"
+    )
+    (checkout / "tsconfig.json").write_text('{"compilerOptions": {"paths": {"@/*": ["web/*"]}}}')
+    (checkout / "db.sql").write_text("CREATE FUNCTION refund() RETURNS void AS $$ $$;\n")
+    provider.fake.script(
+        ToolCalls(
+            [
+                ToolCall("find_symbol", {"name": "refund"}),
+                ToolCall("symbol_references", {"name": "pay"}),
+                ToolCall("read_file", {"path": "@/api"}),
+                ToolCall("read_file", {"path": "app.pay"}),
+                ToolCall("read_file", {"path": "@/../../outside"}),
+            ]
+        ),
+        ToolCall("submit_review", SUBMIT),
+    )
+    provider.review(job(provider), checkout)
+    first, second = provider.fake.model_requests
+    assert {"find_symbol", "symbol_references"} <= set(first.tool_names)
+    found, uses, alias, module, escape = results(second)
+    assert "app/pay.py:1 function refund: def refund(amount):" in found
+    assert "web/api.ts:2 function refund: export function refund(n: number)" in found
+    assert "SQL (no grammar here): 1" in found
+    assert "app/pay.py:3: return gateway.pay(amount)" in uses
+    assert "web/api.ts:1: import { pay } from './pay';" in uses
+    assert alias.startswith("('@/api' resolved through the alias '@/*' to web/api.ts)")
+    assert module.startswith("('app.pay' resolved as a Python module to app/pay.py)")
+    assert "outside the repository" in escape
 
 
 # --- explorers --------------------------------------------------------------------------
