@@ -5,7 +5,8 @@
 Writes a synthetic repository (Python, JavaScript and Markdown files in nested folders,
 plus a few large and binary files the tools must skip) and times each tool the way a
 model calls it: a regex search over everything, a narrowed search, a glob, a directory
-listing and a paged read. Every tool result is bounded; these figures say how long the
+listing, a paged read, a read by module name, and the symbol index (built on the first
+question, then kept). Every tool result is bounded; these figures say how long the
 model waits for one.
 """
 
@@ -87,6 +88,20 @@ def main() -> None:
             "list_directory pkg7/mod7", lambda: tools.call("list_directory", {"path": "pkg7/mod7"})
         )
         timed("read_file first page", lambda: tools.call("read_file", {"path": "pkg0/mod0/m0.py"}))
+        timed(
+            "read_file by module name (resolved)",
+            lambda: tools.call("read_file", {"path": "pkg0.mod0.m0"}),
+        )
+        if tools.index is not None:
+            timed(
+                "find_symbol, building the index (first call)",
+                lambda: tools.call("find_symbol", {"name": "f0_1"}),
+            )
+            timed("find_symbol, index built", lambda: tools.call("find_symbol", {"name": "f3_1"}))
+            timed(
+                "symbol_references (files with the name)",
+                lambda: tools.call("symbol_references", {"name": "f0_1"}),
+            )
 
 
 if __name__ == "__main__":

@@ -17,8 +17,10 @@ from repos.models import (
     RepositoryPolicy,
     Reviewer,
     SecondaryRepository,
+    Skill,
 )
 from repos.services import policy_copy, policy_create_default
+from sandbox.contract import MAX_SKILLS
 
 
 @admin.register(Installation)
@@ -252,8 +254,9 @@ class ReviewerForm(forms.ModelForm):
         formfield_callback = _formfield
         fields = (
             "slug", "name", "enabled", "default_for_new_repositories", "engine", "model",
-            "triage_model", "runner", "base_url", "rules", "skills", "step_limit",
-            "cost_cap_usd", "context_budget_tokens",
+            "triage_model", "explorer_model", "runner", "base_url", "rules", "skills",
+            "web_research", "step_limit", "cost_cap_usd", "context_budget_tokens",
+            "max_output_tokens", "explorer_limit",
         )  # fmt: skip
 
     def save(self, commit: bool = True) -> Reviewer:
@@ -268,9 +271,20 @@ class ReviewerForm(forms.ModelForm):
         return reviewer
 
 
+class SkillInline(admin.StackedInline):
+    """A reviewer's named skills, edited on the reviewer."""
+
+    model = Skill
+    extra = 0
+    max_num = MAX_SKILLS
+    fields = ("name", "description", "body")
+    verbose_name = "skill (loaded by the model when it needs it)"
+
+
 @admin.register(Reviewer)
 class ReviewerAdmin(admin.ModelAdmin):
     form = ReviewerForm
+    inlines = (SkillInline,)
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     list_display = (
         "slug",
@@ -287,10 +301,22 @@ class ReviewerAdmin(admin.ModelAdmin):
     search_fields = ("slug", "name", "model")
     fieldsets = (
         (None, {"fields": ("slug", "name", "enabled", "default_for_new_repositories")}),
-        ("Engine", {"fields": ("engine", "model", "triage_model", "runner")}),
+        ("Engine", {"fields": ("engine", "model", "triage_model", "explorer_model", "runner")}),
         ("Provider", {"fields": ("api_key", "clear_api_key", "base_url")}),
         ("Guidance", {"fields": ("rules", "skills")}),
-        ("Limits", {"fields": ("step_limit", "cost_cap_usd", "context_budget_tokens")}),
+        ("Reach", {"fields": ("web_research",)}),
+        (
+            "Limits",
+            {
+                "fields": (
+                    "step_limit",
+                    "cost_cap_usd",
+                    "context_budget_tokens",
+                    "max_output_tokens",
+                    "explorer_limit",
+                )
+            },
+        ),  # fmt: skip
     )
 
     actions = ("enable_everywhere",)

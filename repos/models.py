@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.core.validators import (
+    MaxLengthValidator,
+    MaxValueValidator,
+    MinValueValidator,
+    RegexValidator,
+)
 from django.db import models
 
 from repos.credentials import key_open, key_seal
@@ -21,7 +26,13 @@ from repos.policy import (
     glob_errors,
     lines,
 )
-from sandbox.contract import Severity
+from sandbox.contract import (
+    MAX_OUTPUT_TOKENS,
+    MAX_SKILL_BODY,
+    MAX_SKILL_DESCRIPTION,
+    SKILL_NAME,
+    Severity,
+)
 from sandbox.engines import REGISTRY
 from sandbox.prices import price_for, prices_parse
 
@@ -123,7 +134,15 @@ class Reviewer(models.Model):
         max_length=100, blank=True, help_text="Model name for model engines; empty for static."
     )
     rules = models.TextField(blank=True, help_text="What this reviewer must and must not raise.")
-    skills = models.TextField(blank=True, help_text="Extra guidance given to the reviewer.")
+    skills = models.TextField(
+        blank=True,
+        verbose_name="guidance",
+        help_text=(
+            "Guidance always given to the reviewer, whole. For guidance that matters only "
+            "to some changes, add named skills below: a model reviewer sees their names "
+            "and descriptions and loads one when it needs it."
+        ),
+    )
     cost_cap_usd = models.DecimalField(
         max_digits=8,
         decimal_places=2,
@@ -150,6 +169,39 @@ class Reviewer(models.Model):
             "A fast, cheap model of the same provider that triages a change before the deep "
             "review (trivial changes are then not reviewed in depth). Empty: the rule-based "
             "triage only."
+        ),
+    )
+    max_output_tokens = models.PositiveIntegerField(
+        default=16_000,
+        validators=[
+            MinValueValidator(MAX_OUTPUT_TOKENS[0]),
+            MaxValueValidator(MAX_OUTPUT_TOKENS[1]),
+        ],
+        help_text=(
+            "Most tokens the model may write in one turn (anthropic and openai engines). "
+            "With a cost cap it bounds what the next call can cost: a call that could pass "
+            "the cap is not made."
+        ),
+    )
+    explorer_model = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text=(
+            "A fast model of the same provider the reviewer may send to explore the "
+            "repository and report back (anthropic and openai engines). Empty: no explorers."
+        ),
+    )
+    explorer_limit = models.PositiveSmallIntegerField(
+        default=6,
+        validators=[MinValueValidator(1), MaxValueValidator(32)],
+        help_text="Most explorers one review may send (at most four at once).",
+    )
+    web_research = models.BooleanField(
+        default=False,
+        help_text=(
+            "Let the reviewer fetch public web pages (and search, with "
+            "TASUKU_WEB_SEARCH_URL) during a review. Needs the local or actions runner: "
+            "the docker runner's engine reaches nothing but the model API."
         ),
     )
     api_key_sealed = models.TextField(blank=True, editable=False)
@@ -203,17 +255,77 @@ class Reviewer(models.Model):
             raise ValidationError(
                 "The static engine uses no model: leave the triage model and base URL empty."
             )
+        tools = REGISTRY[Engine(self.engine)].tasuku_tools if self.engine else False
+        if not tools and (self.explorer_model or self.web_research):
+            raise ValidationError(
+                "Explorers and web research are the anthropic and openai engines' tools: "
+                f"the {self.engine} engine cannot use them."
+            )
+        if self.web_research and self.runner == Runner.DOCKER:
+            raise ValidationError({"web_research": WEB_ON_DOCKER})
         if self.cost_cap_usd is not None and self.engine != Engine.STATIC:
             overrides = prices_parse(settings.TASUKU_MODEL_PRICES)
-            if price_for(self.model, overrides) is None:
+            for field, model in (
+                ("cost_cap_usd", self.model),
+                ("explorer_model", self.explorer_model),
+            ):
+                if model and price_for(model, overrides) is None:
+                    raise ValidationError(
+                        {
+                            field: (
+                                f"No price is known for {model!r}, so a cost cap cannot be "
+                                "enforced: add it to TASUKU_MODEL_PRICES, or leave the cap empty."
+                            )
+                        }
+                    )
+            price = price_for(self.model, overrides)
+            one_turn = (self.max_output_tokens or 0) * price.output_per_mtok / 1e6 if price else 0
+            if self.cost_cap_usd < one_turn:
                 raise ValidationError(
                     {
                         "cost_cap_usd": (
-                            f"No price is known for {self.model!r}, so a cost cap cannot be "
-                            "enforced: add it to TASUKU_MODEL_PRICES, or leave the cap empty."
+                            f"One turn of {self.max_output_tokens} output tokens could cost "
+                            f"${one_turn:.2f}, more than the cap: no call would ever be made. "
+                            "Raise the cap or lower the maximum output tokens."
                         )
                     }
                 )
+
+
+WEB_ON_DOCKER = (
+    "The docker runner's engine reaches nothing but the model API, so it cannot research "
+    "the web: use the local or actions runner for this reviewer, or leave web research off."
+)
+
+
+class Skill(models.Model):
+    """A named skill of a reviewer: a model reviewer's prompt lists its name and
+    description, and the model loads the body when the change touches what it is about
+    (`load_skill`); the CLI reviewers are given every body whole."""
+
+    reviewer = models.ForeignKey(Reviewer, on_delete=models.CASCADE, related_name="skill_documents")
+    name = models.CharField(
+        max_length=64,
+        validators=[RegexValidator(SKILL_NAME, "Lower-case letters, digits, - and _.")],
+        help_text="What the model asks for, e.g. `django-migrations`.",
+    )
+    description = models.CharField(
+        max_length=MAX_SKILL_DESCRIPTION,
+        help_text="One line: when the skill applies. The model decides from this alone.",
+    )
+    body = models.TextField(
+        validators=[MaxLengthValidator(MAX_SKILL_BODY)],
+        help_text=f"The skill itself (at most {MAX_SKILL_BODY:,} characters).",
+    )
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["reviewer", "name"], name="skill_name_per_reviewer")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Repository(models.Model):

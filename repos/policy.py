@@ -15,7 +15,7 @@ from enum import StrEnum
 import pathspec
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sandbox.contract import Severity, Strictness
+from sandbox.contract import MAX_OUTPUT_TOKENS, Severity, SkillDocument, Strictness
 
 MAX_CHANGED_FILES_RANGE = (1, 5000)
 COMMENT_LIMIT_RANGE = (1, 100)
@@ -104,10 +104,15 @@ class ReviewerConfig(BaseModel):
     triage_model: str = ""
     base_url: str = ""
     rules: str = ""
-    skills: str = ""
+    skills: str = ""  # guidance, always in the prompt
+    skill_documents: tuple[SkillDocument, ...] = ()  # named skills, loaded on demand
     cost_cap_usd: Decimal | None = None
     step_limit: int = Field(default=40, ge=1)
     context_budget_tokens: int = Field(default=120_000, ge=1_000)
+    max_output_tokens: int = Field(default=16_000, ge=MAX_OUTPUT_TOKENS[0], le=MAX_OUTPUT_TOKENS[1])
+    explorer_model: str = ""  # empty: no explorers
+    explorer_limit: int = Field(default=6, ge=1, le=32)
+    web_research: bool = False
 
 
 class SecondaryRepositoryConfig(BaseModel):

@@ -12,6 +12,7 @@ from repos.policy import (
     config_merge,
     lines,
 )
+from sandbox.contract import SkillDocument
 
 
 def reviewer_config(reviewer: Reviewer, *, runner: str = "") -> ReviewerConfig:
@@ -26,9 +27,17 @@ def reviewer_config(reviewer: Reviewer, *, runner: str = "") -> ReviewerConfig:
         base_url=reviewer.base_url,
         rules=reviewer.rules,
         skills=reviewer.skills,
+        skill_documents=tuple(
+            SkillDocument(name=s.name, description=s.description, body=s.body)
+            for s in reviewer.skill_documents.all()
+        ),
         cost_cap_usd=reviewer.cost_cap_usd,
         step_limit=reviewer.step_limit,
         context_budget_tokens=reviewer.context_budget_tokens,
+        max_output_tokens=reviewer.max_output_tokens,
+        explorer_model=reviewer.explorer_model,
+        explorer_limit=reviewer.explorer_limit,
+        web_research=reviewer.web_research,
     )
 
 

@@ -23,7 +23,15 @@ from repos.models import Reviewer
 from repos.policy import CODE_ENGINES, LOCAL_CODE_REFUSED, ReviewerConfig, Runner
 from reviews.models import Finding
 from sandbox.checks import memory_bytes
-from sandbox.contract import EarlierFinding, Price, ReviewJob, ReviewResult, Severity
+from sandbox.contract import (
+    EarlierFinding,
+    Explorers,
+    Price,
+    ReviewJob,
+    ReviewResult,
+    Severity,
+    WebResearch,
+)
 from sandbox.engines import PROVIDERS, REGISTRY
 from sandbox.errors import ProviderError, SandboxError
 from sandbox.prices import price_for, prices_parse
@@ -57,6 +65,37 @@ def job_digest(job: ReviewJob, reviewer: Reviewer) -> str:
 
 def model_price(model: str) -> Price | None:
     return price_for(model, prices_parse(settings.TASUKU_MODEL_PRICES)) if model else None
+
+
+# At most this many explorers at once, whatever a reviewer's limit for the whole review.
+EXPLORERS_AT_ONCE = 4
+
+
+def explorers_for(config: ReviewerConfig) -> Explorers | None:
+    """The explorers a reviewer may send (None: no explorer model, or an engine that
+    does not run Tasuku's tools)."""
+    if not config.explorer_model or not REGISTRY[config.engine].tasuku_tools:
+        return None
+    return Explorers(
+        model=config.explorer_model,
+        price=model_price(config.explorer_model),
+        per_call=min(EXPLORERS_AT_ONCE, config.explorer_limit),
+        per_review=config.explorer_limit,
+    )
+
+
+def web_research_for(config: ReviewerConfig) -> WebResearch | None:
+    """Web research, when the reviewer allows it and can do it: an engine running
+    Tasuku's tools, on a runner with a way out. The docker runner's engine reaches only
+    the model API (the admin refuses the combination; a repository's policy moving the
+    reviewer onto docker turns it off here)."""
+    if not config.web_research or not REGISTRY[config.engine].tasuku_tools:
+        return None
+    if Runner(config.runner) == Runner.DOCKER:
+        return None
+    return WebResearch(
+        provider=settings.TASUKU_WEB_PROVIDER, search_url=settings.TASUKU_WEB_SEARCH_URL
+    )
 
 
 def engine_environment(reviewer: Reviewer) -> dict[str, str]:

@@ -116,6 +116,7 @@ def pipeline(ctx: Context) -> str:
             earlier=engines.earlier_for_job(
                 earlier, answers=told.answers, rulings=told.rulings
             ),
+            explorers=engines.explorers_for(reviewer), web=engines.web_research_for(reviewer),
         )  # fmt: skip
         digest = engines.job_digest(job, run.reviewer)
         # The engine has run for this run already (an earlier attempt, or a runner
@@ -274,7 +275,7 @@ def result_reusable(
         return None, None  # what it could not do, another run might
     free = result.usage.model_copy(
         update={"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "steps": 0,
-                "duration_seconds": 0.0}
+                "duration_seconds": 0.0, "explorers": None}
     )  # fmt: skip
     return result.model_copy(update={"usage": free, "transcript": []}), earlier[0]
 

@@ -24,11 +24,13 @@ from reviews.triage import Verdict, triage_rule
 from reviews.validation import GateConfig, History, Validated, gate
 from sandbox.contract import (
     EarlierFinding,
+    Explorers,
     Limits,
     OmittedPart,
     Price,
     ReviewJob,
     ReviewResult,
+    WebResearch,
 )
 from sandbox.workspace import Checkout
 
@@ -162,6 +164,8 @@ def job_build(
     memory: str = "",
     price: Price | None = None,
     earlier: tuple[EarlierFinding, ...] = (),
+    explorers: Explorers | None = None,
+    web: WebResearch | None = None,
 ) -> ReviewJob:
     core.compressed = compress(core.diff, core.reviewed, reviewer.context_budget_tokens)
     core.job = ReviewJob(
@@ -180,6 +184,7 @@ def job_build(
         strictness=config.strictness,
         rules=reviewer.rules,
         skills=reviewer.skills,
+        skill_documents=reviewer.skill_documents,
         guidelines=tuple(guidelines.pack_text(p) for p in core.packs),
         memory=memory,
         earlier_findings=earlier,
@@ -191,7 +196,10 @@ def job_build(
             if reviewer.cost_cap_usd is not None
             else None,
             deadline_seconds=deadline_seconds,
+            max_output_tokens=reviewer.max_output_tokens,
         ),
+        explorers=explorers,
+        web=web,
     )
     return core.job
 

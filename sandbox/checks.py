@@ -69,6 +69,33 @@ def model_prices_check(app_configs: object = None, **kwargs: object) -> list:
     return []
 
 
+@register("tasuku")
+def web_provider_check(app_configs: object = None, **kwargs: object) -> list:
+    """The web research provider must import and have `search` and `fetch`, or every
+    review of a reviewer with web research on would fail in its engine."""
+    import importlib
+
+    path = settings.TASUKU_WEB_PROVIDER
+    module, _, name = path.rpartition(":" if ":" in path else ".")
+    try:
+        provider = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        problem = f"cannot be imported ({exc})"
+    else:
+        if callable(getattr(provider, "search", None)) and callable(
+            getattr(provider, "fetch", None)
+        ):
+            return []
+        problem = "has no search(query) and fetch(url)"
+    return [
+        Error(
+            f"TASUKU_WEB_PROVIDER {path!r} {problem}.",
+            hint="Name a class as module:Class; the default is sandbox.agent.tools.web:HttpWeb.",
+            id="tasuku.E021",
+        )
+    ]
+
+
 def memory_bytes(text: str) -> int | None:
     """ "4g", "512m", "1073741824" as bytes; None when malformed."""
     value = text.strip().lower()

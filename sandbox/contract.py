@@ -11,7 +11,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-CONTRACT_VERSION = "1"
+# 2: named skills, explorers, web research and the per-turn output cap in the job; the
+# explorers' usage in the result. A version-1 job or result reads as one without them.
+CONTRACT_VERSION = "2"
 
 MAX_PATH = 1024
 MAX_TITLE = 200
@@ -21,6 +23,11 @@ MAX_SUGGESTION = 8000
 MAX_FINDINGS = 500
 MAX_TRANSCRIPT_TEXT = 4000
 MAX_TRANSCRIPT = 1000
+MAX_SKILLS = 20
+MAX_SKILL_DESCRIPTION = 200
+MAX_SKILL_BODY = 20_000
+SKILL_NAME = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+MAX_OUTPUT_TOKENS = (256, 128_000)
 
 
 class Severity(StrEnum):
@@ -96,6 +103,9 @@ class Limits(BaseModel):
     steps: int = Field(default=40, ge=1)
     cost_cap_usd: float | None = Field(default=None, ge=0)
     deadline_seconds: int = Field(default=1800, ge=1)
+    # The most a model may write in one turn (`max_tokens` / `max_completion_tokens`):
+    # with the cost cap, it bounds what the next call can cost.
+    max_output_tokens: int = Field(default=16_000, ge=MAX_OUTPUT_TOKENS[0], le=MAX_OUTPUT_TOKENS[1])
 
 
 class Price(BaseModel):
@@ -122,6 +132,44 @@ class Price(BaseModel):
             + cache_read * read
             + cache_write * write
         ) / 1e6
+
+
+class SkillDocument(BaseModel):
+    """One of a reviewer's skills: the API engines' prompt lists its name and
+    description, and the model loads the body when it needs it (`load_skill`); the CLI
+    engines are given the body whole. Written by the operator: trusted, like the rules."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(pattern=SKILL_NAME)
+    description: str = Field(default="", max_length=MAX_SKILL_DESCRIPTION)
+    body: str = Field(max_length=MAX_SKILL_BODY)
+
+
+class Explorers(BaseModel):
+    """Subagents the reviewer may send to answer questions about the checkout
+    (`dispatch_explorers`), on a fast model, with the read-only tools only."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    price: Price | None = None  # None: unknown, their cost is not counted
+    per_call: int = Field(default=4, ge=1, le=8)
+    per_review: int = Field(default=8, ge=1, le=32)
+    steps: int = Field(default=12, ge=1, le=50)  # model calls each
+    report_chars: int = Field(default=4000, ge=200, le=20_000)
+
+
+class WebResearch(BaseModel):
+    """The reviewer may search and read the web (`web_search`, `fetch_url`). `provider`
+    is the "module:Class" that does it (sandbox/agent/tools/web.py's by default);
+    `search_url` a search backend's URL with `{query}` in it (empty: no `web_search`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    provider: str = "sandbox.agent.tools.web:HttpWeb"
+    search_url: str = ""
+    max_calls: int = Field(default=20, ge=1, le=200)
 
 
 class EarlierFinding(BaseModel):
@@ -169,7 +217,8 @@ class ReviewJob(BaseModel):
     pull_request_files: tuple[str, ...] = ()
     strictness: Strictness = Strictness.MEDIUM
     rules: str = ""
-    skills: str = ""
+    skills: str = ""  # the reviewer's guidance, always in the prompt whole
+    skill_documents: tuple[SkillDocument, ...] = Field(default=(), max_length=MAX_SKILLS)
     guidelines: tuple[str, ...] = ()
     memory: str = ""
     earlier_findings: tuple[EarlierFinding, ...] = ()
@@ -179,6 +228,8 @@ class ReviewJob(BaseModel):
     model: str = ""
     price: Price | None = None
     limits: Limits = Limits()
+    explorers: Explorers | None = None  # None: no `dispatch_explorers`
+    web: WebResearch | None = None  # None: no web research (the default)
 
 
 class Finding(BaseModel):
@@ -234,23 +285,41 @@ class Submission(BaseModel):
     rulings: list[Ruling] = Field(default_factory=list, max_length=MAX_FINDINGS)
 
 
+class ExplorerUsage(BaseModel):
+    """What the explorers of one review used, apart from the reviewer's own calls."""
+
+    explorers: int = Field(default=0, ge=0)  # how many ran
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0)
+    steps: int = Field(default=0, ge=0)  # their model calls, all together
+    model: str = ""
+
+
 class Usage(BaseModel):
+    """What the review used. Tokens and cost are the whole review's (the explorers'
+    included, so budgets and caps count everything); `steps` and `model` are the
+    reviewer's own; `explorers` says which part the explorers used (None: none ran, or
+    a result of contract version 1)."""
+
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
     cost_usd: float = Field(default=0.0, ge=0)
     steps: int = Field(default=0, ge=0)  # model calls (turns, for the CLI engines)
     model: str = ""
     duration_seconds: float = Field(default=0.0, ge=0)
+    explorers: ExplorerUsage | None = None
 
 
 class TranscriptEntry(BaseModel):
     """One step of a model engine's work, kept for the run page: a model's text, a
     tool call and its (truncated) result, or a note from the engine."""
 
-    kind: str  # "text" | "tool_call" | "tool_result" | "note"
+    kind: str  # "text" | "tool_call" | "tool_result" | "note" | "explorer"
     name: str = ""
     content: str = Field(default="", max_length=MAX_TRANSCRIPT_TEXT)
     is_error: bool = False
+    usage: ExplorerUsage | None = None  # an explorer's own tokens and cost
 
 
 class ReviewResult(BaseModel):

@@ -322,6 +322,11 @@ OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="")
 # {"model": [input, output]} or {"model": {"input": …, "output": …, "cache_read": …}}.
 # Checked at start-up (sandbox/checks.py).
 TASUKU_MODEL_PRICES = env.str("TASUKU_MODEL_PRICES", default="")
+# Web research, for reviewers that allow it (off on each reviewer by default): the class
+# that searches and fetches ("module:Class", importable in the engine), and a search
+# backend's URL with {query} in it (empty: fetch_url only, no web_search).
+TASUKU_WEB_PROVIDER = env.str("TASUKU_WEB_PROVIDER", default="sandbox.agent.tools.web:HttpWeb")
+TASUKU_WEB_SEARCH_URL = env.str("TASUKU_WEB_SEARCH_URL", default="")
 
 # --- The docker runner ----------------------------------------------------------------------
 # Reviewers whose runner is "docker" run each review in a throwaway container of this

@@ -119,3 +119,20 @@ def test_manage_py_check_fails_on_a_malformed_value(configured):
     configured.GITHUB_APP_ID = "not-a-number"
     with pytest.raises(SystemCheckError, match="GITHUB_APP_ID"):
         call_command("check")
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("nope.Web", "cannot be imported"),
+        ("sandbox.agent.tools.web:Missing", "cannot be imported"),
+        ("sandbox.agent.tools.web:WebError", "has no search(query) and fetch(url)"),
+    ],
+)
+def test_a_web_provider_that_cannot_serve_is_named(settings, path, problem):
+    from sandbox.checks import web_provider_check
+
+    assert web_provider_check() == []  # the shipped one, by default
+    settings.TASUKU_WEB_PROVIDER = path
+    [error] = web_provider_check()
+    assert error.id == "tasuku.E021" and problem in error.msg

@@ -1,2 +1,3 @@
-"""The API engines' agent: read-only tools over the checkout, one loop, and an adapter
-per provider (Anthropic Messages, OpenAI Chat Completions)."""
+"""The API engines' agent: one loop (`loop.py`) with its cost budget (`budget.py`) and
+explorers (`explorers.py`), the tools over the checkout (`tools/`), and an adapter per
+provider (Anthropic Messages, OpenAI Chat Completions)."""

@@ -4,6 +4,7 @@ the official `anthropic` SDK.
 The key comes from ANTHROPIC_API_KEY (the runner passes that one key and nothing else);
 ANTHROPIC_BASE_URL, when set, points the SDK elsewhere (a proxy or gateway). The SDK
 retries 408/409/429/5xx and connection errors itself, honouring `retry-after`.
+Each turn may write at most the job's `max_output_tokens` (`max_tokens`).
 Prompt caching: the system prompt and the newest user message carry a cache breakpoint,
 so each step pays full price only for what is new.
 """
@@ -15,15 +16,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sandbox.agent.conversation import Call, Result, Tokens, Turn
 from sandbox.agent.errors import provider_error
-from sandbox.agent.loop import Call, Result, Tokens, Turn, agent_review
+from sandbox.agent.loop import agent_review
 from sandbox.agent.tools import ToolSpec
 from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.errors import ProviderError
 from sandbox.prompt import Prompt
 
 MAX_RETRIES = 4
-MAX_TOKENS = 16_000
 CACHE = {"type": "ephemeral"}
 
 
@@ -48,6 +49,7 @@ class AnthropicConversation:
             )
         self.anthropic = anthropic
         self.model = job.model
+        self.max_tokens = job.limits.max_output_tokens
         self.client = anthropic.Anthropic(
             api_key=key,
             base_url=env.get("ANTHROPIC_BASE_URL") or None,
@@ -74,7 +76,7 @@ class AnthropicConversation:
         try:
             response = self.client.messages.create(
                 model=self.model,
-                max_tokens=MAX_TOKENS,
+                max_tokens=self.max_tokens,
                 system=self.system,
                 tools=self.tools,
                 tool_choice=choice,

@@ -1,16 +1,21 @@
 """The agent loop shared by the API engines: the model reads the checkout through the
 read-only tools until it calls `submit_review`, within the reviewer's bounds.
 
-1. Build the prompt (sandbox/prompt.py) and open a conversation with the provider.
+1. Build the prompt (sandbox/prompt.py) and open a conversation with the provider. The
+   tools offered depend on the job: the checkout tools and the symbol index always,
+   `load_skill` with named skills, `dispatch_explorers` with explorers, web research
+   when the reviewer allows it.
 2. Each step is one model call. Its tool calls run against the checkout; their results
    (or the refusal: a path outside the repository, a bad regex) go back to the model.
 3. `submit_review` is checked against the `Submission` schema; an invalid submission is
    returned to the model with what is wrong, up to MAX_CORRECTIONS times, after which
    the findings are taken as they are (the validation gate records each malformed one).
-4. Bounds: the step ceiling, the cost cap (token usage × the model's price) and the
-   deadline. The last step asks the model to submit. A bound reached without a
-   submission returns a result marked `incomplete`, with the reason.
-5. Usage, cost, steps, duration and a bounded transcript come back with the result.
+4. Bounds: the step ceiling, the cost cap and the deadline. The cost cap is held before
+   each call (sandbox/agent/budget.py): a call whose worst case could pass it is not
+   made. The last step asks the model to submit. A bound reached without a submission
+   returns a result marked `incomplete`, with the reason.
+5. Usage, cost (the explorers' apart), steps, duration and a bounded transcript come
+   back with the result.
 
 Provider failures (a refused key, an unknown model, the API down after the SDK's own
 retries) are raised as `ProviderError` by the provider adapters.
@@ -18,113 +23,47 @@ retries) are raised as `ProviderError` by the provider adapters.
 
 from __future__ import annotations
 
+import importlib
 import json
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from sandbox.agent.tools import SPECS, SUBMIT, ToolError, Tools, ToolSpec
-from sandbox.contract import (
-    MAX_TRANSCRIPT,
-    ReviewJob,
-    ReviewResult,
-    ReviewSummary,
-    Submission,
-    TranscriptEntry,
-    Usage,
+from sandbox.agent.budget import Budget, Meter, call_cost
+from sandbox.agent.conversation import (
+    Call,
+    Conversation,
+    ConversationFactory,
+    Result,
+    Tokens,
+    Transcript,
+    Turn,
 )
+from sandbox.agent.explorers import DISPATCH, Dispatcher
+from sandbox.agent.tools import SUBMIT, SUBMIT_SPEC, ToolError, Tools, ToolSpec
+from sandbox.contract import ReviewJob, ReviewResult, ReviewSummary, Submission, Usage
 from sandbox.prompt import Prompt, review_prompt
 
+__all__ = [
+    "Call",
+    "Conversation",
+    "ConversationFactory",
+    "Result",
+    "Tokens",
+    "Transcript",
+    "Turn",
+    "agent_review",
+]
+
 MAX_CORRECTIONS = 3
-MAX_OUTPUT_TOKENS = 16_000
-TRANSCRIPT_TEXT = 2_000
 DEADLINE_MARGIN = 20  # seconds kept to hand the result back before the sandbox's limit
 NUDGE = (
     "Use the tools to read what you need, then call `submit_review` to finish "
     "(an empty findings list is fine)."
 )
 LAST_STEP = "This is your last step: call `submit_review` now with what you have found."
-
-
-@dataclass
-class Call:
-    id: str
-    name: str
-    arguments: Any  # parsed JSON (a dict when well-formed)
-    error: str = ""  # the arguments could not be parsed
-
-
-@dataclass
-class Tokens:
-    input: int = 0  # not counting cached input
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-
-
-@dataclass
-class Turn:
-    text: str
-    calls: list[Call]
-    stop: str  # "tool_use" | "end_turn" | "max_tokens" | provider-specific
-    tokens: Tokens
-
-
-@dataclass
-class Result:
-    call: Call
-    content: str
-    is_error: bool = False
-
-
-class Conversation(Protocol):
-    """One provider's side of the loop: it keeps the messages in its own dialect."""
-
-    def send(self, *, timeout: float, force: str | None = None) -> Turn: ...
-
-    def answer(self, results: list[Result], note: str = "") -> None: ...
-
-    def say(self, text: str) -> None: ...
-
-
-class ConversationFactory(Protocol):
-    def __call__(
-        self,
-        job: ReviewJob,
-        prompt: Prompt,
-        tools: tuple[ToolSpec, ...],
-        env: Mapping[str, str] | None = None,
-    ) -> Conversation: ...
-
-
-@dataclass
-class Transcript:
-    entries: list[TranscriptEntry] = field(default_factory=list)
-    dropped: int = 0
-
-    def add(self, kind: str, content: str = "", *, name: str = "", is_error: bool = False) -> None:
-        if len(self.entries) >= MAX_TRANSCRIPT - 1:
-            self.dropped += 1
-            return
-        if len(content) > TRANSCRIPT_TEXT:
-            content = (
-                content[:TRANSCRIPT_TEXT] + f"… ({len(content) - TRANSCRIPT_TEXT} more characters)"
-            )
-        self.entries.append(
-            TranscriptEntry(kind=kind, name=name, content=content, is_error=is_error)
-        )
-
-    def final(self) -> list[TranscriptEntry]:
-        if self.dropped:
-            return [
-                *self.entries,
-                TranscriptEntry(kind="note", content=f"{self.dropped} more entries not kept"),
-            ]
-        return self.entries
+CUT_OFF = "Your answer was cut off at the output limit. Be briefer, then call submit_review."
 
 
 def validation_message(exc: ValidationError) -> str:
@@ -141,6 +80,23 @@ def validation_message(exc: ValidationError) -> str:
     )
 
 
+def web_tools(job: ReviewJob, prompt: Prompt):
+    """The web research tools the job allows (None: off), from its provider class."""
+    if job.web is None:
+        return None
+    from sandbox.agent.tools.web import WebTools
+
+    # "module:Class", or the dotted path "module.Class".
+    module, _, name = job.web.provider.rpartition(":" if ":" in job.web.provider else ".")
+    provider = getattr(importlib.import_module(module), name)(search_url=job.web.search_url)
+    return WebTools(provider, boundary=prompt.boundary, config=job.web)
+
+
+def prompt_chars(prompt: Prompt, specs: tuple[ToolSpec, ...]) -> int:
+    described = json.dumps([[s.name, s.description, s.input_schema] for s in specs])
+    return len(prompt.system) + len(prompt.user) + len(described)
+
+
 def agent_review(
     job: ReviewJob,
     root: Path,
@@ -152,19 +108,23 @@ def agent_review(
     started = clock()
     deadline = started + max(job.limits.deadline_seconds - DEADLINE_MARGIN, 1)
     prompt = review_prompt(job)
-    tools = Tools(root)
-    chat = conversation(job, prompt, SPECS)
+    tools = Tools(root, skills=job.skill_documents, web=web_tools(job, prompt))
+    budget = Budget(job.limits.cost_cap_usd)
+    explorers = (
+        Dispatcher(job, tools, conversation, budget, deadline=deadline, clock=clock)
+        if job.explorers
+        else None
+    )
+    specs = (*tools.specs, *([explorers.spec] if explorers else []), SUBMIT_SPEC)
+    tools.elsewhere = tuple(s.name for s in specs if s.name not in tools.handlers)
+    chat = conversation(job, prompt, specs)
+    price = job.price
+    meter = Meter(price, job.limits.max_output_tokens, pending_chars=prompt_chars(prompt, specs))
     transcript = Transcript()
     tokens = Tokens()
     steps = corrections = 0
-    price = job.price
     if price is None and job.model:
         transcript.add("note", f"No price is known for {job.model}: its cost is counted as $0.")
-
-    def cost() -> float:
-        if price is None:
-            return 0.0
-        return price.cost(tokens.input, tokens.output, tokens.cache_read, tokens.cache_write)
 
     def finish(
         submission: Submission | None, raw_findings: list | None = None, incomplete: str = ""
@@ -180,22 +140,32 @@ def agent_review(
                 else []
             )
         )
+        explored = explorers.usage if explorers and explorers.usage.explorers else None
+        if explored is not None:
+            explored = explored.model_copy(update={"cost_usd": round(explored.cost_usd, 6)})
         return ReviewResult(
             engine=engine,
             findings=findings,
             summary=submission.summary if submission else ReviewSummary(confidence=0),
             rulings=submission.rulings if submission else [],
             usage=Usage(
-                input_tokens=tokens.input + tokens.cache_read + tokens.cache_write,
-                output_tokens=tokens.output,
-                cost_usd=round(cost(), 6),
+                input_tokens=tokens.prompt + (explored.input_tokens if explored else 0),
+                output_tokens=tokens.output + (explored.output_tokens if explored else 0),
+                cost_usd=round(
+                    call_cost(price, tokens) + (explored.cost_usd if explored else 0), 6
+                ),
                 steps=steps,
                 model=job.model,
                 duration_seconds=round(clock() - started, 3),
+                explorers=explored,
             ),
             incomplete=incomplete,
             transcript=transcript.final(),
         )
+
+    def say(text: str) -> None:
+        chat.say(text)
+        meter.added(len(text))
 
     while True:
         if steps >= job.limits.steps:
@@ -203,36 +173,37 @@ def agent_review(
                 None,
                 incomplete=f"stopped at the step ceiling ({job.limits.steps} model calls) before the review was submitted",
             )
-        cap = job.limits.cost_cap_usd
-        if cap is not None and price is not None and cost() >= cap:
-            return finish(
-                None,
-                incomplete=f"stopped at the cost cap (${cap:.2f}; ${cost():.4f} spent) before the review was submitted",
-            )
         remaining = deadline - clock()
         if remaining <= 0:
             return finish(
                 None,
                 incomplete=f"stopped at the deadline ({job.limits.deadline_seconds} s) before the review was submitted",
             )
+        worst = meter.worst_next()
+        if not budget.reserve(worst):
+            return finish(
+                None,
+                incomplete=f"stopped at the cost cap before the review was submitted ({budget.refusal(worst)})",
+            )
         last = steps == job.limits.steps - 1
-        turn = chat.send(timeout=min(remaining, 600), force=SUBMIT if last else None)
+        try:
+            turn = chat.send(timeout=min(remaining, 600), force=SUBMIT if last else None)
+        except BaseException:
+            budget.release(worst)
+            raise
+        budget.settle(worst, call_cost(price, turn.tokens))
         steps += 1
-        tokens.input += turn.tokens.input
-        tokens.output += turn.tokens.output
-        tokens.cache_read += turn.tokens.cache_read
-        tokens.cache_write += turn.tokens.cache_write
+        tokens.add(turn.tokens)
+        meter.sent(turn.tokens)
         if turn.text:
             transcript.add("text", turn.text)
 
         if not turn.calls:
             if turn.stop == "max_tokens":
                 transcript.add("note", "the answer was cut off at the output limit", is_error=True)
-                chat.say(
-                    "Your answer was cut off at the output limit. Be briefer, then call submit_review."
-                )
+                say(CUT_OFF)
             else:
-                chat.say(LAST_STEP if steps == job.limits.steps - 1 else NUDGE)
+                say(LAST_STEP if steps == job.limits.steps - 1 else NUDGE)
             continue
 
         results: list[Result] = []
@@ -261,6 +232,15 @@ def agent_review(
             try:
                 if call.error:
                     raise ToolError(call.error)
+                if call.name == DISPATCH and explorers is not None:
+                    # The reviewer's next call will carry the reports: it stays affordable.
+                    held = meter.worst_next(
+                        sum(len(r.content) for r in results)
+                        + explorers.config.per_call * (explorers.config.report_chars + 500)
+                    )
+                    content = explorers.dispatch(call.arguments, held, transcript)
+                    results.append(Result(call, content))
+                    continue  # each explorer has its own transcript entry
                 content, is_error = tools.call(call.name, call.arguments), False
             except ToolError as exc:
                 content, is_error = str(exc), True
@@ -277,7 +257,9 @@ def agent_review(
                 is_error=True,
             )
             return finish(None, raw_findings=salvage)
-        chat.answer(results, note=LAST_STEP if steps == job.limits.steps - 1 else "")
+        note = LAST_STEP if steps == job.limits.steps - 1 else ""
+        chat.answer(results, note=note)
+        meter.added(sum(len(r.content) + 40 for r in results) + len(note))
 
 
 def _submission(call: Call, corrections: int) -> Submission | list | str | None:

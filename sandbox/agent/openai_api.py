@@ -5,6 +5,9 @@ The key comes from OPENAI_API_KEY. OPENAI_BASE_URL (the reviewer's base URL) poi
 the SDK at any OpenAI-compatible server a team runs itself — vLLM, Ollama, LM Studio —
 which often need no key; the SDK insists on one, so a placeholder is sent then. The SDK
 retries 408/409/429/5xx and connection errors itself, honouring `retry-after`.
+Each turn may write at most the job's `max_output_tokens`, sent as
+`max_completion_tokens` (the parameter reasoning models accept; `max_tokens` is refused
+by them).
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sandbox.agent.conversation import Call, Result, Tokens, Turn
 from sandbox.agent.errors import provider_error
-from sandbox.agent.loop import Call, Result, Tokens, Turn, agent_review
+from sandbox.agent.loop import agent_review
 from sandbox.agent.tools import ToolSpec
 from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.errors import ProviderError
@@ -48,6 +52,7 @@ class OpenAIConversation:
             )
         self.openai = openai
         self.model = job.model
+        self.max_tokens = job.limits.max_output_tokens
         self.client = openai.OpenAI(
             api_key=key or NO_KEY, base_url=base_url, max_retries=MAX_RETRIES
         )
@@ -75,6 +80,7 @@ class OpenAIConversation:
                 messages=self.messages,
                 tools=self.tools,
                 tool_choice=choice,
+                max_completion_tokens=self.max_tokens,
                 timeout=timeout,
             )
         except self.openai.OpenAIError as exc:

@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from sandbox.agent.loop import ConversationFactory, Tokens
+from sandbox.agent.conversation import ConversationFactory, Tokens
 from sandbox.agent.tools import ToolSpec, inline_refs
 from sandbox.contract import Price, ReviewJob
 from sandbox.errors import ProviderError

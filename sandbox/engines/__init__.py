@@ -34,6 +34,9 @@ class EngineFacts:
     name: str
     entry: str  # "module:function" that `python -m sandbox.run_engine <name>` calls
     provider: Provider | None = None  # None: the engine calls no model
+    # Runs Tasuku's agent loop with Tasuku's tools (skills loaded on demand, explorers,
+    # the symbol index, web research); the CLI engines run their vendor's loop instead.
+    tasuku_tools: bool = False
 
     @property
     def model_engine(self) -> bool:
@@ -69,8 +72,8 @@ REGISTRY = {
     e.name: e
     for e in (
         EngineFacts("static", "sandbox.engines.static:review"),
-        EngineFacts("anthropic", "sandbox.agent.anthropic_api:review", ANTHROPIC),
-        EngineFacts("openai", "sandbox.agent.openai_api:review", OPENAI),
+        EngineFacts("anthropic", "sandbox.agent.anthropic_api:review", ANTHROPIC, True),
+        EngineFacts("openai", "sandbox.agent.openai_api:review", OPENAI, True),
         EngineFacts("claude-code", "sandbox.engines.cli:review_claude_code", ANTHROPIC),
         EngineFacts("codex", "sandbox.engines.cli:review_codex", OPENAI),
     )

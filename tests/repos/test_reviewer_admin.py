@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from repos.models import Reviewer
-from reviews.engines import engine_environment
+from repos.selectors import reviewer_config
+from reviews.engines import engine_environment, explorers_for, web_research_for
 from sandbox.errors import ProviderError
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +20,11 @@ def form(**values):
         "slug": "claude", "name": "", "enabled": "on", "engine": "anthropic",
         "model": "claude-sonnet-5-5", "triage_model": "", "runner": "local", "base_url": "",
         "api_key": "", "rules": "", "skills": "", "step_limit": "40", "cost_cap_usd": "",
-        "context_budget_tokens": "120000",
+        "context_budget_tokens": "120000", "max_output_tokens": "16000", "explorer_limit": "6",
+        "explorer_model": "",
+        # the named skills' inline: none
+        "skill_documents-TOTAL_FORMS": "0", "skill_documents-INITIAL_FORMS": "0",
+        "skill_documents-MIN_NUM_FORMS": "0", "skill_documents-MAX_NUM_FORMS": "20",
     }  # fmt: skip
     data.update(values)
     return data
@@ -175,3 +180,64 @@ def test_reseal_moves_the_created_apps_credentials_over_too(settings):
     app.refresh_from_db()
     assert key_open(app.webhook_secret_sealed) == "hook-secret"
     assert key_open(app.private_key_sealed).startswith("-----BEGIN")
+
+
+def test_named_skills_are_edited_on_the_reviewer_and_reach_its_configuration(admin_client):
+    skill = {
+        "skill_documents-TOTAL_FORMS": "1",
+        "skill_documents-0-name": "django-migrations",
+        "skill_documents-0-description": "Changes to Django migrations",
+        "skill_documents-0-body": "A NOT NULL column without a default locks the table.",
+    }
+    response = admin_client.post(f"{URL}add/", form(**skill, skills="Always check refunds."))
+    assert response.status_code == 302, response.content.decode()[:3000]
+    reviewer = Reviewer.objects.get(slug="claude")
+    config = reviewer_config(reviewer)
+    assert config.skills == "Always check refunds."  # the guidance stays, always in the prompt
+    [document] = config.skill_documents
+    assert (document.name, document.description) == (
+        "django-migrations",
+        "Changes to Django migrations",
+    )
+    bad = {**skill, "skill_documents-0-name": "Django Migrations!"}
+    response = admin_client.post(f"{URL}add/", form(slug="other", **bad))
+    assert response.status_code == 200 and "Lower-case letters, digits" in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"web_research": "on", "runner": "docker"}, "reaches nothing but the model API"),
+        ({"engine": "static", "model": "", "explorer_model": "x"}, "cannot use them"),
+        ({"engine": "claude-code", "runner": "docker", "web_research": "on"}, "cannot use them"),
+        (
+            {"cost_cap_usd": "0.10", "max_output_tokens": "16000"},
+            "could cost $0.16, more than the cap",
+        ),
+        ({"cost_cap_usd": "2", "explorer_model": "my-tiny-model"}, "No price is known for"),
+    ],
+)
+def test_reach_that_cannot_be_kept_to_is_refused(admin_client, values, message):
+    response = admin_client.post(f"{URL}add/", form(**values))
+    assert response.status_code == 200
+    assert message in response.content.decode()
+
+
+def test_web_research_is_dropped_where_the_runner_has_no_way_out(settings):
+    settings.TASUKU_WEB_SEARCH_URL = "https://searx.example/search?q={query}&format=json"
+    reviewer = Reviewer.objects.create(
+        slug="claude", engine="anthropic", model="claude-sonnet-5-5", web_research=True,
+        explorer_model="claude-haiku-5-5", explorer_limit=10,
+    )  # fmt: skip
+    web = web_research_for(reviewer_config(reviewer))
+    assert web.provider == "sandbox.agent.tools.web:HttpWeb"
+    assert web.search_url == settings.TASUKU_WEB_SEARCH_URL
+    # A repository's policy moving the reviewer onto docker turns it off.
+    assert web_research_for(reviewer_config(reviewer, runner="docker")) is None
+    explorers = explorers_for(reviewer_config(reviewer))
+    assert (explorers.model, explorers.per_call, explorers.per_review) == (
+        "claude-haiku-5-5",
+        4,
+        10,
+    )
+    assert explorers.price.input_per_mtok == 0.5

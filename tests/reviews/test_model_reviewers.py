@@ -8,10 +8,10 @@ from decimal import Decimal
 
 import pytest
 
-from repos.models import Installation, Reviewer
+from repos.models import Installation, Reviewer, Skill
 from reviews.budget import installation_budget
 from reviews.models import Review, ReviewRun, ReviewState, RunStatus
-from tests.fakes.models import ANTHROPIC_TEST_KEY, OPENAI_TEST_KEY, Loop, ToolCall
+from tests.fakes.models import ANTHROPIC_TEST_KEY, OPENAI_TEST_KEY, Loop, ToolCall, conversations
 from tests.gitworld import HEAD_FILES, REPO, SHELL_TRUE_LINE, world_build
 from tests.helpers import drain_queue, post_webhook, pull_request_payload
 
@@ -216,3 +216,57 @@ def test_openai_reviews_through_the_same_loop(world, deliver, settings, fake_ope
     assert run.status == RunStatus.COMPLETED, run.reason
     assert len(world.fake.review_comments_of(REPO, 7)) == 1
     assert "app/payments.py:8:" in fake_openai.model_requests[1].tool_results[0].content
+
+
+def test_a_reviewers_skills_explorers_and_output_cap_reach_the_engine_and_the_run_page(
+    world, claude, deliver, staff_client
+):
+    r = reviewer(
+        "anthropic", explorer_model="claude-haiku-5-5", max_output_tokens=2000,
+        cost_cap_usd=Decimal("2.00"), skills="Always check refunds.",
+    )  # fmt: skip
+    Skill.objects.create(
+        reviewer=r, name="shell", description="Commands run through a shell",
+        body="SHELL-SKILL-BODY: shell=True with user input is an injection.",
+    )  # fmt: skip
+    question = "Where does order_id come from?"
+
+    def route(request) -> str:
+        return "explorer" if request.model == "claude-haiku-5-5" else "reviewer"
+
+    claude.script(
+        conversations(
+            route,
+            {
+                "reviewer": [
+                    ToolCall("load_skill", {"name": "shell"}, usage=(10_000, 100)),
+                    ToolCall("dispatch_explorers", {"explorers": [{"question": question}]},
+                             usage=(11_000, 100)),
+                    ToolCall("submit_review", {"findings": [SHELL]}, usage=(12_000, 300)),
+                ],
+                "explorer": [
+                    ToolCall("search_code", {"pattern": "order_id"}, usage=(3000, 50)),
+                    ToolCall("submit_report", {"report": "From the request body, unchecked."},
+                             usage=(3500, 80)),
+                ],
+            },
+        )
+    )  # fmt: skip
+    run = deliver(world)
+    assert run.status == RunStatus.COMPLETED, (run.stage, run.reason)
+    requests = claude.model_requests
+    assert [q.model for q in requests].count("claude-haiku-5-5") == 2
+    assert all(q.body["max_tokens"] == 2000 for q in requests)
+    first = requests[0]
+    assert "- shell: Commands run through a shell" in first.system
+    assert "Always check refunds." in first.system and b"SHELL-SKILL-BODY" not in first.raw
+    assert "SHELL-SKILL-BODY" in requests[1].tool_results[0].content
+    assert "From the request body, unchecked." in requests[-1].tool_results[0].content
+
+    review = Review.objects.get(run=run)
+    main = (10_000 + 11_000 + 12_000) * 2 + (100 + 100 + 300) * 10
+    explorers = (3000 + 3500) * 0.5 + (50 + 80) * 2.5
+    assert review.cost_usd == Decimal(str(round((main + explorers) / 1e6, 4)))
+    page = staff_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "explorer · explorer 1" in page and "claude-haiku-5-5 · 2 steps" in page
+    assert f"${explorers / 1e6:.4f}" in page

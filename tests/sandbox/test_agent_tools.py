@@ -164,7 +164,7 @@ def test_patterns_re2_cannot_run_are_refused_in_words_the_model_can_act_on(root)
 
 
 def test_one_search_is_bounded_in_time(root, monkeypatch):
-    from sandbox.agent import tools as module
+    from sandbox.agent.tools import checkout as module
 
     monkeypatch.setattr(module, "SEARCH_SECONDS", -1)
     assert "narrow the search" in Tools(root).call("search_code", {"pattern": "line"})

@@ -39,3 +39,22 @@ def test_one_schema_alone():
     assert "findings" in submission["properties"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"findings": [{"path": "x.py"}]}, submission)
+
+
+def test_a_version_1_job_and_result_still_read_as_ones_without_the_new_reach():
+    job = ReviewJob.model_validate(
+        {"version": "1", "job_id": "1", "repository": "a/b", "pull_request": 1,
+         "base_sha": "a" * 40, "head_sha": "b" * 40, "skills": "Be kind.",
+         "limits": {"steps": 5, "cost_cap_usd": 1.0, "deadline_seconds": 60}}
+    )  # fmt: skip
+    assert job.skill_documents == () and job.explorers is None and job.web is None
+    assert job.limits.max_output_tokens == 16_000 and job.skills == "Be kind."
+    result = ReviewResult.model_validate(
+        {"version": "1", "engine": "anthropic", "usage": {"input_tokens": 10, "cost_usd": 0.1},
+         "transcript": [{"kind": "text", "content": "hi"}]}
+    )  # fmt: skip
+    assert result.usage.explorers is None and result.transcript[0].usage is None
+    # And what version 2 adds is in the printed schema.
+    printed = schemas()
+    assert {"skill_documents", "explorers", "web"} <= set(printed["ReviewJob"]["properties"])
+    jsonschema.validate(json.loads(result.model_dump_json()), printed["ReviewResult"])

@@ -165,12 +165,17 @@ def test_the_step_ceiling_stops_a_model_that_never_submits(provider, checkout):
     assert "submit_review" in json.dumps(last)
 
 
-def test_the_cost_cap_stops_the_review(provider, checkout):
+def test_the_cost_cap_stops_the_review_before_a_call_that_could_pass_it(provider, checkout):
     provider.fake.script(Loop(ToolCall("read_file", {"path": "app/pay.py"}, usage=(100_000, 1000))))
     result = run(provider, checkout, job(provider, cost_cap_usd=0.5))
-    # $0.315 per step: the cap is passed after the second step.
-    assert result.incomplete.startswith("stopped at the cost cap ($0.50;")
-    assert result.usage.steps == 2 and result.usage.cost_usd == pytest.approx(0.63)
+    # $0.315 for the first step; the second could cost $0.30 for its 100,000-token prompt
+    # and $0.24 for 16,000 tokens written: it is never made (it once was, for $0.63).
+    assert result.incomplete.startswith("stopped at the cost cap before the review was submitted")
+    assert (
+        "$0.50 cap; $0.3150 spent; the next call could have cost up to $0.54" in result.incomplete
+    )
+    assert result.usage.steps == 1 and result.usage.cost_usd == pytest.approx(0.315)
+    assert result.usage.cost_usd <= 0.5 and len(provider.fake.model_requests) == 1
 
 
 def test_a_rate_limit_is_waited_out_then_the_review_goes_on(provider, checkout):

@@ -32,6 +32,7 @@ from tests.fakes.models.script import (
     ToolCall,
     ToolCalls,
     ToolResult,
+    conversations,
     rate_limited,
 )
 from tests.fakes.models.server import FakeModelServer
@@ -52,5 +53,6 @@ __all__ = [
     "ToolCall",
     "ToolCalls",
     "ToolResult",
+    "conversations",
     "rate_limited",
 ]

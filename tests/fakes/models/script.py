@@ -144,3 +144,25 @@ class ModelRequest:
     def tools(self) -> list[dict[str, Any]]:
         tools = self.body.get("tools") if isinstance(self.body, dict) else None
         return tools if isinstance(tools, list) else []
+
+
+def conversations(
+    route: Callable[[ModelRequest], str], scripts: Mapping[str, Sequence[Step]]
+) -> Loop:
+    """One script per conversation, for clients that hold several at once (a reviewer
+    and the explorers it sends, in threads): `route` names the conversation a request
+    belongs to, and it is answered with that conversation's next step."""
+    import threading
+
+    queues = {name: list(steps) for name, steps in scripts.items()}
+    lock = threading.Lock()
+
+    def step(request: ModelRequest) -> Step:
+        name = route(request)
+        with lock:
+            queue = queues.get(name)
+            if not queue:
+                raise AssertionError(f"no step left for the conversation {name!r}")
+            return queue.pop(0) if len(queue) > 1 or not isinstance(queue[0], Loop) else queue[0]
+
+    return Loop(step)

@@ -1,0 +1,111 @@
+"""What the agent loop, the explorers and triage say to a provider's adapter, and what
+they keep of it: one model turn, its tool calls and tokens, and the transcript."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sandbox.agent.tools import ToolSpec
+from sandbox.contract import MAX_TRANSCRIPT, ExplorerUsage, ReviewJob, TranscriptEntry
+from sandbox.prompt import Prompt
+
+TRANSCRIPT_TEXT = 2_000
+
+
+@dataclass
+class Call:
+    id: str
+    name: str
+    arguments: Any  # parsed JSON (a dict when well-formed)
+    error: str = ""  # the arguments could not be parsed
+
+
+@dataclass
+class Tokens:
+    input: int = 0  # not counting cached input
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @property
+    def prompt(self) -> int:
+        """Every input token of the call, cached or not: the size of the context sent."""
+        return self.input + self.cache_read + self.cache_write
+
+    def add(self, other: Tokens) -> None:
+        self.input += other.input
+        self.output += other.output
+        self.cache_read += other.cache_read
+        self.cache_write += other.cache_write
+
+
+@dataclass
+class Turn:
+    text: str
+    calls: list[Call]
+    stop: str  # "tool_use" | "end_turn" | "max_tokens" | provider-specific
+    tokens: Tokens
+
+
+@dataclass
+class Result:
+    call: Call
+    content: str
+    is_error: bool = False
+
+
+class Conversation(Protocol):
+    """One provider's side of the loop: it keeps the messages in its own dialect. Each
+    turn may write at most `job.limits.max_output_tokens` (of the job it was made with)."""
+
+    def send(self, *, timeout: float, force: str | None = None) -> Turn: ...
+
+    def answer(self, results: list[Result], note: str = "") -> None: ...
+
+    def say(self, text: str) -> None: ...
+
+
+class ConversationFactory(Protocol):
+    def __call__(
+        self,
+        job: ReviewJob,
+        prompt: Prompt,
+        tools: tuple[ToolSpec, ...],
+        env: Mapping[str, str] | None = None,
+    ) -> Conversation: ...
+
+
+@dataclass
+class Transcript:
+    entries: list[TranscriptEntry] = field(default_factory=list)
+    dropped: int = 0
+
+    def add(
+        self,
+        kind: str,
+        content: str = "",
+        *,
+        name: str = "",
+        is_error: bool = False,
+        usage: ExplorerUsage | None = None,
+    ) -> None:
+        if len(self.entries) >= MAX_TRANSCRIPT - 1:
+            self.dropped += 1
+            return
+        if len(content) > TRANSCRIPT_TEXT:
+            content = (
+                content[:TRANSCRIPT_TEXT] + f"… ({len(content) - TRANSCRIPT_TEXT} more characters)"
+            )
+        self.entries.append(
+            TranscriptEntry(kind=kind, name=name, content=content, is_error=is_error, usage=usage)
+        )
+
+    def final(self) -> list[TranscriptEntry]:
+        if self.dropped:
+            return [
+                *self.entries,
+                TranscriptEntry(kind="note", content=f"{self.dropped} more entries not kept"),
+            ]
+        return self.entries
