@@ -21,6 +21,8 @@ MAX_SUGGESTION = 8000
 MAX_FINDINGS = 500
 MAX_TRANSCRIPT_TEXT = 4000
 MAX_TRANSCRIPT = 1000
+# A model reviewer's short account of what the change does, for the walkthrough comment.
+MAX_WALKTHROUGH = 2000
 
 
 class Severity(StrEnum):
@@ -232,6 +234,9 @@ class Submission(BaseModel):
     findings: list[Finding] = Field(default_factory=list, max_length=MAX_FINDINGS)
     summary: ReviewSummary = ReviewSummary()
     rulings: list[Ruling] = Field(default_factory=list, max_length=MAX_FINDINGS)
+    # Optional: what the change does, in a few sentences, for the people reading the
+    # pull request (the walkthrough shows it as the model's words, escaped and bounded).
+    walkthrough: str = Field(default="", max_length=MAX_WALKTHROUGH)
 
 
 class Usage(BaseModel):
@@ -264,6 +269,9 @@ class ReviewResult(BaseModel):
     summary: ReviewSummary = ReviewSummary()
     usage: Usage = Usage()
     rulings: list[Ruling] = Field(default_factory=list, max_length=MAX_FINDINGS)
+    # A model engine's account of what the change does (empty from the static engine,
+    # and from a runner older than this field).
+    walkthrough: str = Field(default="", max_length=MAX_WALKTHROUGH)
     # Set when the engine stopped at a bound (steps, cost cap, deadline) without
     # finishing its review: the review is recorded incomplete, with this reason.
     incomplete: str = ""

@@ -51,6 +51,8 @@ How to review:
   working code.
 - Earlier findings are listed with ids: rule on each one you can judge (still open at
   this head or not, and why). When you raise one of them again, set `same_as` to its id.
+- In `walkthrough`, say in two to five plain sentences what the change does and where
+  its risk lies, for the people reading the pull request (no findings there; optional).
 """
 
 UNTRUSTED = """\

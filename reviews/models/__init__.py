@@ -38,6 +38,7 @@ from reviews.models.runs import (
     Stage,
     WorkerHeartbeat,
 )
+from reviews.models.walkthroughs import Walkthrough
 
 __all__ = [
     "Answer",
@@ -69,5 +70,6 @@ __all__ = [
     "TaskPullRequest",
     "TaskState",
     "ThreadReply",
+    "Walkthrough",
     "WorkerHeartbeat",
 ]

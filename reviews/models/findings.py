@@ -64,6 +64,9 @@ class Review(models.Model):
     rulings = models.JSONField(
         default=list, blank=True, help_text="The engine's word on earlier findings: still open?"
     )
+    walkthrough = models.TextField(
+        blank=True, help_text="What the change does, in the model reviewer's words (untrusted)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     published_at = models.DateTimeField(null=True, blank=True)
 

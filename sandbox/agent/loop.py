@@ -185,6 +185,7 @@ def agent_review(
             findings=findings,
             summary=submission.summary if submission else ReviewSummary(confidence=0),
             rulings=submission.rulings if submission else [],
+            walkthrough=submission.walkthrough if submission else "",
             usage=Usage(
                 input_tokens=tokens.input + tokens.cache_read + tokens.cache_write,
                 output_tokens=tokens.output,
