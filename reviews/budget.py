@@ -12,7 +12,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from repos.models import Installation
-from reviews.models import BudgetAlert, Review
+from reviews.models import BudgetAlert, Review, ThreadReply
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,12 @@ def installation_budget(installation: Installation, *, now=None) -> Budget:
     spent = Review.objects.filter(
         pull_request__repository__installation=installation, created_at__date__gte=start
     ).aggregate(total=Sum("cost_usd"))["total"] or Decimal("0")
-    return Budget(spent=Decimal(spent), cap=installation.monthly_budget_usd)
+    # A model reviewer's answers to replies in its threads are spend too.
+    replies = ThreadReply.objects.filter(
+        finding__pull_request__repository__installation=installation,
+        created_at__date__gte=start,
+    ).aggregate(total=Sum("cost_usd"))["total"] or Decimal("0")
+    return Budget(spent=Decimal(spent) + Decimal(replies), cap=installation.monthly_budget_usd)
 
 
 def budget_alert(installation: Installation, budget: Budget, *, now=None) -> BudgetAlert | None:
