@@ -32,6 +32,7 @@ from reviews.models import (
     Review,
     ReviewRun,
     RunStatus,
+    ThreadReply,
     Walkthrough,
 )
 from reviews.runs import run_retry
@@ -197,6 +198,14 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "advice": advice,
             "may_act": may_act(request.user),
             "walkthrough": _walkthrough_of(run),
+            # People's replies in this review's threads, and what answering them cost.
+            "replies": list(
+                ThreadReply.objects.filter(finding__review=review)
+                .select_related("finding")
+                .order_by("pk")
+            )
+            if review is not None
+            else [],
         },
     )
 
