@@ -130,8 +130,11 @@ def walkthrough_end(run: ReviewRun) -> None:
         ).get(pk=run.pk)
         if not walkthrough_wanted(run, EffectiveConfig.model_validate(run.config)):
             return
-        if run.status == RunStatus.QUEUED and not _speaks_for(run):
-            return  # never started: nothing of it to show
+        quiet = (RunStatus.QUEUED, RunStatus.CANCELLED, RunStatus.SKIPPED)
+        if run.status in quiet and not _speaks_for(run):
+            # Stopped before it looked at the change (superseded by a newer head, the pull
+            # request closed): the section keeps the last run that did.
+            return
         walkthrough_request(run)
     except Exception:  # noqa: BLE001 - the walkthrough never stops a review
         logger.exception("run %s: could not record its walkthrough", run.pk)

@@ -187,3 +187,19 @@ def test_a_model_reviewers_summary_is_in_the_walkthrough_escaped(
     assert "Adds refunds through a shell." in body
     assert "@\u200bsecurity-team" in body and "<details>" not in body
     assert body.count("<!-- tasuku:walkthrough:") == 1 and body.rstrip().endswith("-->")
+
+
+def test_a_failed_review_says_so_in_the_walkthrough(world, deliver, settings, fake_anthropic):
+    settings.ANTHROPIC_BASE_URL = fake_anthropic.base_url
+    settings.ANTHROPIC_API_KEY = ANTHROPIC_TEST_KEY
+    fake_anthropic.keys = {"sk-ant-other"}  # the key is refused
+    Reviewer.objects.update(default_for_new_repositories=False)
+    Reviewer.objects.create(
+        slug="claude", engine="anthropic", model="claude-sonnet-5-5",
+        default_for_new_repositories=True,
+    )  # fmt: skip
+    run = deliver(world)
+    assert run.status == RunStatus.FAILED and run.stage == "provider"
+    [comment] = walkthroughs(world)
+    assert "❌ failed at provider at `" + run.head_sha[:7] in comment["body"]
+    assert "**What changed** in" in comment["body"]
