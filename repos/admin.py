@@ -97,6 +97,7 @@ class RepositoryPolicyInline(admin.StackedInline):
                     "auto_approve",
                     "approve_with_nits",
                     "author_may_dismiss",
+                    "walkthrough",
                 )
             },
         ),

@@ -434,6 +434,11 @@ class RepositoryPolicy(models.Model):
         "thread, or `@<app> dismiss <reason>`). People with write access always may.",
     )
     triage_enabled = models.BooleanField(default=Defaults.TRIAGE_ENABLED)
+    walkthrough = models.BooleanField(
+        default=Defaults.WALKTHROUGH,
+        help_text="One comment on each pull request, kept up to date: what changed, risk "
+        "areas, what each reviewer reviewed and did not, and how its review ended.",
+    )
     runner = models.CharField(
         max_length=20,
         blank=True,

@@ -90,6 +90,10 @@ class Defaults:
     APPROVE_WITH_NITS = False
     AUTHOR_MAY_DISMISS = False
     TRIAGE_ENABLED = True
+    # One summary comment per pull request, kept up to date (reviews/walkthrough.py): on,
+    # because it is where a person sees that a review is under way and what it did and
+    # did not look at; a repository that finds it noise turns it off.
+    WALKTHROUGH = True
     MIN_CONFIDENCE = 0.5
     DEGRADE_OVER_BUDGET = True
 
@@ -146,6 +150,7 @@ class EffectiveConfig(BaseModel):
     approve_with_nits: bool = Defaults.APPROVE_WITH_NITS
     author_may_dismiss: bool = Defaults.AUTHOR_MAY_DISMISS
     triage_enabled: bool = Defaults.TRIAGE_ENABLED
+    walkthrough: bool = Defaults.WALKTHROUGH
     min_confidence: float = Field(default=Defaults.MIN_CONFIDENCE, ge=0, le=1)
     monthly_budget_usd: Decimal | None = None
     # The installation's exclusion globs, before the repository's (reviews/filters.py).

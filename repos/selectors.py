@@ -63,6 +63,7 @@ def policy_values(policy: RepositoryPolicy) -> dict[str, object]:
         "approve_with_nits": policy.approve_with_nits,
         "author_may_dismiss": policy.author_may_dismiss,
         "triage_enabled": policy.triage_enabled,
+        "walkthrough": policy.walkthrough,
     }
 
 

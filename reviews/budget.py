@@ -12,7 +12,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from repos.models import Installation
-from reviews.models import BudgetAlert, MemoryFold, Review
+from reviews.models import BudgetAlert, MemoryFold, Review, ThreadReply
 
 logger = logging.getLogger(__name__)
 
@@ -40,16 +40,25 @@ def month_start(now=None) -> date:
 
 
 def installation_budget(installation: Installation, *, now=None) -> Budget:
-    """This month's recorded spend of the installation's reviews (and of folding them
-    into the repositories' memories) against its cap."""
+    """This month's recorded spend of the installation's reviews (with folding them into
+    the repositories' memories and answering replies) against its cap."""
     start = month_start(now)
     spent = Review.objects.filter(
         pull_request__repository__installation=installation, created_at__date__gte=start
     ).aggregate(total=Sum("cost_usd"))["total"] or Decimal("0")
+    # Folding reviews into the memories, and a model reviewer's answers to replies in its
+    # threads, are spend too.
     folded = MemoryFold.objects.filter(
         repository__installation=installation, created_at__date__gte=start
     ).aggregate(total=Sum("cost_usd"))["total"] or Decimal("0")
-    return Budget(spent=Decimal(spent) + Decimal(folded), cap=installation.monthly_budget_usd)
+    replies = ThreadReply.objects.filter(
+        finding__pull_request__repository__installation=installation,
+        created_at__date__gte=start,
+    ).aggregate(total=Sum("cost_usd"))["total"] or Decimal("0")
+    return Budget(
+        spent=Decimal(spent) + Decimal(folded) + Decimal(replies),
+        cap=installation.monthly_budget_usd,
+    )
 
 
 def budget_alert(installation: Installation, budget: Budget, *, now=None) -> BudgetAlert | None:

@@ -74,6 +74,17 @@ class Forge(Protocol):
         """Reopen what someone without the right to dismiss closed; returns notes."""
         ...
 
+    def under_way(self, ctx: Context, checkout: Checkout) -> None:
+        """The run has looked at the change (its checkout, filters and triage are in
+        `ctx.core`): show where the pull request lives that it is being reviewed. Never
+        raises: what the forge refuses here holds no review."""
+        ...
+
+    def ended(self, run: ReviewRun) -> None:
+        """The run's execution has ended, whatever became of it (completed, failed,
+        cancelled, skipped, or waiting to be tried again): show it there. Never raises."""
+        ...
+
 
 @dataclass
 class Context:

@@ -3,8 +3,9 @@
 
 The pipeline (reviews/pipeline.py) is the same wherever a change comes from. What
 differs is asked of the run's forge: whether the pull request may still be reviewed
-(its guards), its checkout, the conversation on it (threads and dismissals), and what
-publishing a review means. GitHub's forge posts one review with inline comments,
+(its guards), its checkout, the conversation on it (threads and dismissals), what
+publishing a review means, and how a run shows it is under way and how it ended (on
+GitHub: the walkthrough comment, reviews/walkthrough.py). GitHub's forge posts one review with inline comments,
 answers and resolves threads, approves where allowed; a local git repository's
 (`manage.py review`, reviews/local.py) records the findings' fates and leaves the
 report to the command. The worker's runs are GitHub's; the pipeline imports no other.
@@ -19,11 +20,12 @@ from django.conf import settings
 from reviews import threads
 from reviews.context import Context
 from reviews.gate import check_complete
-from reviews.models import Finding, Review, RunStatus
+from reviews.models import Finding, Review, ReviewRun, RunStatus
 from reviews.publication import approval_decide, approval_withheld, approvals_dismiss, publish
 from reviews.reconcile import Decision
 from reviews.runs import run_finish
 from reviews.validation import Validated
+from reviews.walkthrough import walkthrough_begin, walkthrough_end
 from sandbox.contract import ReviewResult
 from sandbox.workspace import Checkout, Workspace
 
@@ -131,6 +133,14 @@ class GitHub:
         return threads.reopen_unauthorised(
             ctx.gateway, ctx.where, ctx.run.pull_request.number, ctx.run, earlier, decisions, talk
         )
+
+    def under_way(self, ctx: Context, checkout: Checkout) -> None:
+        # The pull request's walkthrough comment says what changed and that the review
+        # is under way; its sending is an outbox, never this run's failure or wait.
+        walkthrough_begin(ctx, checkout)
+
+    def ended(self, run: ReviewRun) -> None:
+        walkthrough_end(run)
 
 
 GITHUB = GitHub()

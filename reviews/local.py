@@ -201,6 +201,12 @@ class Local:
     ) -> list[str]:
         return []
 
+    def under_way(self, ctx: Context, checkout: Checkout) -> None:
+        return None  # the terminal that asked for the review is watching it
+
+    def ended(self, run: ReviewRun) -> None:
+        return None  # the command prints the report
+
 
 def local_review(
     *, repo: Path, base: str | None, head: str | None, reviewer_slug: str

@@ -64,6 +64,7 @@ def run_execute(run_pk: int, mode_for: Callable[[ReviewRun], RunMode | None] | N
         "pull_request__repository__installation", "reviewer"
     ).get(pk=run_pk)
     mode = (mode_for(run) if mode_for else None) or REVIEW
+    forge = GITHUB  # the worker's runs are GitHub's
     with Heartbeat(held) as beat:
         try:
             context = Context(
@@ -73,7 +74,7 @@ def run_execute(run_pk: int, mode_for: Callable[[ReviewRun], RunMode | None] | N
                 config=EffectiveConfig.model_validate(run.config),
                 gateway=github.gateway(),
                 mode=mode,
-                forge=GITHUB,
+                forge=forge,
             )
             outcome = pipeline(context)
         except LeaseLost:
@@ -84,6 +85,7 @@ def run_execute(run_pk: int, mode_for: Callable[[ReviewRun], RunMode | None] | N
             outcome = run_attempt_failed(held, exc, stage=stage)
             if outcome == RunStatus.FAILED:
                 run_check_conclude(run_pk)
+    forge.ended(run)
     mode.after(run)
     return outcome
 
@@ -103,6 +105,7 @@ def pipeline(ctx: Context) -> str:
         reviewer = next(r for r in ctx.config.reviewers if r.slug == run.reviewer.slug)
         core = ctx.core = stages.prepare(checkout, ctx.config, reviewer)
         _record_scope(run, checkout, core)
+        ctx.forge.under_way(ctx, checkout)
         installation = ctx.repository.installation
         budget = installation_budget(installation)
         budget_alert(installation, budget)

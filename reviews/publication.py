@@ -166,6 +166,7 @@ def persist(
                 "engine_seconds": usage.duration_seconds if usage else 0,
                 "transcript": [e.model_dump() for e in result.transcript] if result else [],
                 "rulings": [r.model_dump() for r in result.rulings] if result else [],
+                "walkthrough": result.walkthrough if result else "",
             },
         )
         review.findings.all().delete()

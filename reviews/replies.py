@@ -2,7 +2,9 @@
 
 A reply by a person on one of Tasuku's inline comments is recorded and answered in the
 thread by a short job. The static reviewer answers with the rule's documentation and
-how to suppress it. `@<app> dismiss <reason>` from someone with write access (or the
+how to suppress it; a model reviewer's model answers for itself (reviews/reply_jobs.py):
+it explains, or concedes — a concession silences the finding only on the reply of
+someone who may dismiss it. `@<app> dismiss <reason>` from someone with write access (or the
 author, where the policy allows) dismisses the finding for the rest of the pull
 request; from anyone else it is answered with who may. Free text never dismisses.
 """
@@ -17,6 +19,7 @@ from django.db import IntegrityError, transaction
 from repos import github
 from repos.github import ThreadComment, ThreadInfo
 from repos.selectors import effective_config
+from reviews import reply_jobs
 from reviews.gate import gate_refresh
 from reviews.markers import is_ours
 from reviews.markers import marker as signed_marker
@@ -180,13 +183,24 @@ def reply_answer(reply_pk: int) -> str:
     finding = reply.finding
     repository = finding.pull_request.repository
     gateway = github.gateway()
-    text = static_answer(finding, reply, gateway.app_slug())
+    slug = gateway.app_slug()
+    where = {
+        "installation_id": repository.installation.github_id,
+        "repository_id": repository.github_id,
+        "full_name": repository.full_name,
+    }
     marker = signed_marker("answer", reply.github_comment_id)
+    role = ""
     try:
+        text = static_answer(finding, reply, slug)
+        if reply_jobs.thinks(reply, finding, slug):
+            # A model reviewer answers for itself: asked once, its answer kept on the row.
+            if reply.asked_at is None:
+                reply_jobs.reply_model_ask(reply, finding, gateway, where, slug)
+                reply.refresh_from_db()
+            text, role = reply_jobs.answer_text(reply, finding, gateway, where, slug, text)
         posted = gateway.comment_reply(
-            installation_id=repository.installation.github_id,
-            repository_id=repository.github_id,
-            full_name=repository.full_name,
+            **where,
             number=finding.pull_request.number,
             comment_id=finding.github_comment_id,
             body=f"{text}\n\n{marker}",
@@ -205,9 +219,14 @@ def reply_answer(reply_pk: int) -> str:
         REPLIES.settle(reply.pk, attempt, verdict, error=str(exc)[:2000])
         logger.warning("reply %s: answer not posted (%s): %s", reply.pk, verdict.kind, exc)
         return "failed" if verdict.kind == durable.FAILED else "waiting"
+    error = ""
+    if role:
+        # The reviewer conceded to someone who may dismiss: dismissed, as their own
+        # dismissal would be.
+        error = reply_jobs.concession_apply(reply, finding, gateway, where, role)
     REPLIES.finish(reply.pk, attempt, ThreadReply.Status.ANSWERED,
-                   answer=text, answer_comment_id=posted.id, error="")  # fmt: skip
-    if reply.dismissal:
+                   answer=text, answer_comment_id=posted.id, error=error)  # fmt: skip
+    if reply.dismissal or role:
         # The dismissed finding no longer counts: the head's check says so now, not at
         # the next push.
         try:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from reviews import conclusions, gate, memory, pipeline, replies, runs
+from reviews import conclusions, gate, memory, pipeline, replies, runs, walkthrough
 from reviews.actions import workflow as actions
 from reviews.passes import answers, flow
 from reviews.passes.mode import mode_for
@@ -61,12 +61,17 @@ def runs_reap() -> dict[str, int]:
     result["replies"] = replies.replies_sweep()
     result["checks_due"] = conclusions.conclusions_sweep()
     result["answers"] = answers.answers_sweep()
+    result["walkthroughs"] = walkthrough.walkthroughs_sweep()
     result.update(host_tidy(force=True))
     return result
 
 
 def reply_answer(reply_pk: int) -> str:
     return replies.reply_answer(reply_pk)
+
+
+def walkthrough_send(walkthrough_pk: int) -> str:
+    return walkthrough.walkthrough_send(walkthrough_pk)
 
 
 def tasks_sweep() -> int:

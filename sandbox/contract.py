@@ -8,6 +8,7 @@ engine returns is data to be validated (reviews/validation.py), never instructio
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -28,6 +29,8 @@ MAX_SKILL_DESCRIPTION = 200
 MAX_SKILL_BODY = 20_000
 SKILL_NAME = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 MAX_OUTPUT_TOKENS = (256, 128_000)
+# A model reviewer's short account of what the change does, for the walkthrough comment.
+MAX_WALKTHROUGH = 2000
 
 
 class Severity(StrEnum):
@@ -283,6 +286,9 @@ class Submission(BaseModel):
     findings: list[Finding] = Field(default_factory=list, max_length=MAX_FINDINGS)
     summary: ReviewSummary = ReviewSummary()
     rulings: list[Ruling] = Field(default_factory=list, max_length=MAX_FINDINGS)
+    # Optional: what the change does, in a few sentences, for the people reading the
+    # pull request (the walkthrough shows it as the model's words, escaped and bounded).
+    walkthrough: str = Field(default="", max_length=MAX_WALKTHROUGH)
 
 
 class ExplorerUsage(BaseModel):
@@ -333,6 +339,9 @@ class ReviewResult(BaseModel):
     summary: ReviewSummary = ReviewSummary()
     usage: Usage = Usage()
     rulings: list[Ruling] = Field(default_factory=list, max_length=MAX_FINDINGS)
+    # A model engine's account of what the change does (empty from the static engine,
+    # and from a runner older than this field).
+    walkthrough: str = Field(default="", max_length=MAX_WALKTHROUGH)
     # Set when the engine stopped at a bound (steps, cost cap, deadline) without
     # finishing its review: the review is recorded incomplete, with this reason.
     incomplete: str = ""
@@ -343,4 +352,65 @@ class ReviewResult(BaseModel):
     # Changed files the engine could not read (too large, binary, unreadable), each with
     # why: a review never says it found nothing in a file it did not read.
     unread: list[OmittedPart] = Field(default_factory=list, max_length=1000)
+    transcript: list[TranscriptEntry] = Field(default_factory=list, max_length=MAX_TRANSCRIPT)
+
+
+# --- A reply job: a model reviewer answers a person in one of its threads -------------
+
+MAX_REPLY = 2000
+MAX_THREAD = 30
+MAX_MESSAGE = 4000
+MAX_CODE = 8000
+
+
+class ThreadMessage(BaseModel):
+    """One comment of a finding's thread, oldest first. People's words are untrusted."""
+
+    model_config = ConfigDict(frozen=True)
+
+    author: str = Field(max_length=100)
+    body: str = Field(default="", max_length=MAX_MESSAGE)
+    tasuku: bool = False  # written by Tasuku (the reviewer itself)
+
+
+class ReplyJob(BaseModel):
+    """What a reply job is given: the finding, its thread (the person's reply last), the
+    code around it at the pull request's head, and its bounds. The checkout is the
+    head's, read with the same read-only tools as a review."""
+
+    model_config = ConfigDict(frozen=True)
+
+    version: str = CONTRACT_VERSION
+    job_id: str
+    repository: str
+    pull_request: int
+    head_sha: str
+    finding: EarlierFinding
+    thread: tuple[ThreadMessage, ...] = Field(default=(), max_length=MAX_THREAD)
+    code: str = Field(default="", max_length=MAX_CODE)  # numbered lines around the finding
+    model: str = ""
+    price: Price | None = None
+    limits: Limits = Limits(steps=6, deadline_seconds=120)
+    max_tokens: int = Field(default=60_000, ge=1)  # input and output, over the whole job
+
+
+class ReplyAnswer(BaseModel):
+    """The `submit_reply` tool's input: concede the finding (with why), or explain it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["concede", "explain"]
+    text: str = Field(min_length=1, max_length=MAX_REPLY)
+
+
+class ReplyResult(BaseModel):
+    """What a reply job returns: a decision and its text, or why there is none (the
+    thread then gets the canned answer)."""
+
+    version: str = CONTRACT_VERSION
+    engine: str
+    decision: str = ""  # concede | explain | "" (no answer)
+    text: str = Field(default="", max_length=MAX_REPLY)
+    failure: str = Field(default="", max_length=2000)
+    usage: Usage = Usage()
     transcript: list[TranscriptEntry] = Field(default_factory=list, max_length=MAX_TRANSCRIPT)

@@ -381,3 +381,15 @@ def thread_resolved_payload(
     data["installation"] = {"id": repo.installation_id}
     data["sender"] = {**data["sender"], "login": login, "type": "User"}
     return data
+
+
+def conversation_answers(fake: Any, full_name: str, number: int) -> list[dict[str, Any]]:
+    """The comments on a pull request's conversation but Tasuku's walkthrough (one per
+    pull request, kept up to date by every review: reviews/walkthrough.py)."""
+    from reviews.markers import marker_of
+
+    return [
+        c
+        for c in fake.issue_comments_of(full_name, number)
+        if not (c["user"]["type"] == "Bot" and marker_of(c["body"], "walkthrough"))
+    ]

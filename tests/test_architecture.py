@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_the_pipeline_names_no_feature():
     text = (ROOT / "reviews" / "pipeline.py").read_text()
-    for word in ("review_pass", "passes", "Runner.ACTIONS", "actions", "author_bot"):
+    for word in ("review_pass", "passes", "Runner.ACTIONS", "actions", "author_bot", "walkthrough"):
         assert not re.search(rf"\b{re.escape(word)}\b", text), word
 
 
@@ -41,7 +41,15 @@ def test_both_forges_give_everything_a_forge_declares(tmp_path):
     from reviews.local import Local
 
     declared = {n for n in vars(Forge) if not n.startswith("_")} | set(Forge.__annotations__)
-    assert declared >= {"guards", "checkout", "conversation", "publish", "reexecutes"}
+    assert declared >= {
+        "guards",
+        "checkout",
+        "conversation",
+        "publish",
+        "reexecutes",
+        "under_way",
+        "ended",
+    }
     for forge in (GITHUB, Local(tmp_path)):
         assert all(hasattr(forge, name) for name in declared), forge
 

@@ -1,5 +1,5 @@
 """The gateway's calls about conversations on a pull request: review threads (GraphQL),
-replies, review dismissals, issue comments, review requests (docs/reviews.md, *Across pushes*).
+replies, review dismissals, issue comments (docs/reviews.md, *Across pushes*).
 
 A mixin of `GitHubGateway`: every call still goes through its retry loop."""
 
@@ -68,6 +68,17 @@ def _thread(node: dict[str, Any]) -> ThreadInfo:
             )
             for c in node["comments"]["nodes"]
         ],
+    )
+
+
+def _issue_comment(data: dict[str, Any]) -> IssueCommentInfo:
+    user = data.get("user") or {}
+    return IssueCommentInfo(
+        id=data["id"],
+        body=data.get("body") or "",
+        html_url=data.get("html_url") or "",
+        user_login=user.get("login") or "",
+        user_type=user.get("type") or "",
     )
 
 
@@ -271,15 +282,10 @@ class ConversationCalls(Transport):
         owner, name = full_name.split("/", 1)
         url = f"/repos/{owner}/{name}/issues/{number}/comments"
 
-        def info(data: dict[str, Any]) -> IssueCommentInfo:
-            return IssueCommentInfo(
-                id=data["id"], body=data.get("body") or "", html_url=data.get("html_url") or ""
-            )
-
         def post(client: Github) -> IssueCommentInfo:
             # Reference: https://docs.github.com/rest/issues/comments#create-an-issue-comment
             _, data = client.requester.requestJsonAndCheck("POST", url, input={"body": body})
-            return info(data)
+            return _issue_comment(data)
 
         def find(client: Github) -> IssueCommentInfo | None:
             page = 1
@@ -289,7 +295,7 @@ class ConversationCalls(Transport):
                 )
                 for item in data:
                     if marker in (item.get("body") or "") and self.posted_by_us(item.get("user")):
-                        return info(item)
+                        return _issue_comment(item)
                 if len(data) < 100:
                     return None
                 page += 1
@@ -302,4 +308,69 @@ class ConversationCalls(Transport):
             fn=post,
             recover=find,
             creates=True,
+        )
+
+    def issue_comments_list(
+        self,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        number: int,
+    ) -> list[IssueCommentInfo]:
+        """Every comment on a pull request's conversation, oldest first, with its author
+        (Tasuku trusts a marker only in its own bot's comments)."""
+        owner, name = full_name.split("/", 1)
+        url = f"/repos/{owner}/{name}/issues/{number}/comments"
+
+        def get(client: Github) -> list[IssueCommentInfo]:
+            # Reference: https://docs.github.com/rest/issues/comments#list-issue-comments
+            found: list[IssueCommentInfo] = []
+            page = 1
+            while True:
+                _, data = client.requester.requestJsonAndCheck(
+                    "GET", url, parameters={"per_page": 100, "page": page}
+                )
+                found.extend(_issue_comment(item) for item in data)
+                if len(data) < 100:
+                    return found
+                page += 1
+
+        return self._repo_call(
+            f"list the comments of {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "read"},
+            fn=get,
+        )
+
+    def issue_comment_update(
+        self,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        comment_id: int,
+        body: str,
+    ) -> IssueCommentInfo:
+        """Edit one of Tasuku's own comments on a pull request's conversation (GitHub lets
+        only its author edit it). A PATCH is safe to repeat: the same body twice is one
+        edit."""
+        owner, name = full_name.split("/", 1)
+
+        def patch(client: Github) -> IssueCommentInfo:
+            # Reference: https://docs.github.com/rest/issues/comments#update-an-issue-comment
+            _, data = client.requester.requestJsonAndCheck(
+                "PATCH",
+                f"/repos/{owner}/{name}/issues/comments/{comment_id}",
+                input={"body": body},
+            )
+            return _issue_comment(data)
+
+        return self._repo_call(
+            f"edit comment {comment_id} on {full_name}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "write"},
+            fn=patch,
         )

@@ -252,6 +252,8 @@ class IssueCommentInfo(BaseModel):
     id: int
     body: str = ""
     html_url: str = ""
+    user_login: str = ""
+    user_type: str = ""
 
 
 class DispatchedRun(BaseModel):

@@ -32,6 +32,8 @@ from reviews.models import (
     Review,
     ReviewRun,
     RunStatus,
+    ThreadReply,
+    Walkthrough,
 )
 from reviews.runs import run_retry
 from reviews.workers import silent_after
@@ -195,8 +197,25 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "version": _run_version(run, len(attempts)),
             "advice": advice,
             "may_act": may_act(request.user),
+            "walkthrough": _walkthrough_of(run),
+            # People's replies in this review's threads, and what answering them cost.
+            "replies": list(
+                ThreadReply.objects.filter(finding__review=review)
+                .select_related("finding")
+                .order_by("pk")
+            )
+            if review is not None
+            else [],
         },
     )
+
+
+def _walkthrough_of(run: ReviewRun) -> Walkthrough | None:
+    """The pull request's walkthrough, on the run page of a run it speaks for."""
+    found = Walkthrough.objects.filter(pull_request=run.pull_request).first()
+    if found is None or (found.runs or {}).get(str(run.reviewer_id)) != run.pk:
+        return None
+    return found
 
 
 def _run_version(run: ReviewRun, attempts: int) -> str:

@@ -40,6 +40,7 @@ from reviews.models.runs import (
     Stage,
     WorkerHeartbeat,
 )
+from reviews.models.walkthroughs import Walkthrough
 
 __all__ = [
     "Answer",
@@ -73,5 +74,6 @@ __all__ = [
     "TaskPullRequest",
     "TaskState",
     "ThreadReply",
+    "Walkthrough",
     "WorkerHeartbeat",
 ]

@@ -64,6 +64,9 @@ class Review(models.Model):
     rulings = models.JSONField(
         default=list, blank=True, help_text="The engine's word on earlier findings: still open?"
     )
+    walkthrough = models.TextField(
+        blank=True, help_text="What the change does, in the model reviewer's words (untrusted)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     published_at = models.DateTimeField(null=True, blank=True)
 
@@ -169,6 +172,9 @@ class Dismissal(models.Model):
     class How(models.TextChoices):
         COMMAND = "command", "dismiss command"
         RESOLVED = "resolved", "resolved the thread"
+        # The model reviewer conceded to their reply (reviews/reply_jobs.py); only the
+        # reply of someone who may dismiss makes that a dismissal.
+        CONCEDED = "conceded", "the reviewer conceded to their reply"
 
     pull_request = models.ForeignKey(
         PullRequest, on_delete=models.CASCADE, related_name="dismissals"
@@ -216,6 +222,18 @@ class ThreadReply(models.Model):
     answer = models.TextField(blank=True)
     answer_comment_id = models.BigIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # A model reviewer's reply job (reviews/reply_jobs.py), asked once: its decision
+    # (concede | explain) and text, what it cost, or why it gave no answer (the thread
+    # then got the canned answer). Kept so a retried post does not ask the model again.
+    decision = models.CharField(max_length=16, blank=True)
+    model_answer = models.TextField(blank=True)
+    model_error = models.TextField(blank=True, help_text="Why the model gave no answer.")
+    model = models.CharField(max_length=100, blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=10, decimal_places=4, default=0)
+    steps = models.PositiveSmallIntegerField(default=0)
+    asked_at = models.DateTimeField(null=True, blank=True, help_text="When the model was asked.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

@@ -148,6 +148,7 @@ def agent_review(
             findings=findings,
             summary=submission.summary if submission else ReviewSummary(confidence=0),
             rulings=submission.rulings if submission else [],
+            walkthrough=submission.walkthrough if submission else "",
             usage=Usage(
                 input_tokens=tokens.prompt + (explored.input_tokens if explored else 0),
                 output_tokens=tokens.output + (explored.output_tokens if explored else 0),

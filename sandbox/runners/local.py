@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from sandbox.contract import ReviewJob, ReviewResult
+from sandbox.contract import ReplyJob, ReplyResult, ReviewJob, ReviewResult
 from sandbox.errors import ProviderError, SandboxError, StageError
 from sandbox.workspace import remove_tree
 
@@ -189,6 +189,45 @@ def engine_run(
             engine, completed.returncode, completed.stderr.decode(errors="replace")
         )
     return result_parse(engine, completed.stdout)
+
+
+def reply_run(
+    engine: str,
+    job: ReplyJob,
+    checkout: Path,
+    *,
+    limits: Limits,
+    allow_env: dict[str, str] | None = None,
+) -> ReplyResult:
+    """Run a reply job with `engine`'s model on `checkout` (sandbox/agent/reply.py), in
+    the same sandbox as a review's engine: its own process group, the limits, a scrubbed
+    environment with only the provider's key."""
+    home = tempfile.mkdtemp(prefix="tasuku-home-")
+    try:
+        completed = sandboxed_run(
+            [sys.executable, "-I", "-m", "sandbox.run_reply", engine],
+            cwd=checkout,
+            stdin=job.model_dump_json().encode(),
+            limits=limits,
+            env=scrubbed_environment(home, allow_env),
+            what=f"the {engine} reply job",
+        )
+    finally:
+        remove_tree(Path(home))
+    if completed.returncode != 0:
+        raise failure_from_exit(
+            engine, completed.returncode, completed.stderr.decode(errors="replace")
+        )
+    if len(completed.stdout) > MAX_OUTPUT:
+        raise SandboxError(f"The {engine} reply job wrote too much.", permanent=True)
+    try:
+        return ReplyResult.model_validate_json(completed.stdout)
+    except ValidationError as exc:
+        raise SandboxError(
+            f"The {engine} reply job's output is not a ReplyResult: {exc.errors()[0]['msg']}",
+            permanent=True,
+            code="engine-output",
+        ) from exc
 
 
 def result_parse(engine: str, stdout: bytes) -> ReviewResult:

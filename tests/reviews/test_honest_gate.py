@@ -11,7 +11,13 @@ import pytest
 from repos.models import Repository
 from reviews.models import Dismissal, Finding, Review, ReviewRun, RunStatus
 from tests.gitworld import AWS_KEY_LINE, PAYMENTS, REPO, SHELL_TRUE_LINE, world_build
-from tests.helpers import drain_queue, post_webhook, pull_request_payload, review_comment_payload
+from tests.helpers import (
+    conversation_answers,
+    drain_queue,
+    post_webhook,
+    pull_request_payload,
+    review_comment_payload,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -502,7 +508,7 @@ def test_a_full_review_command_goes_through_admission_like_any_event(world, clie
     )  # fmt: skip
     drain_queue()
     assert not ReviewRun.objects.exists()
-    [answer] = world.fake.issue_comments_of(REPO, world.pull.number)
+    [answer] = conversation_answers(world.fake, REPO, world.pull.number)
     assert (
         "cannot review this pull request: 3 files changed, more than the limit of 1"
         in (answer["body"])

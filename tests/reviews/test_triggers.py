@@ -9,6 +9,7 @@ from django.contrib.auth.models import Permission
 from reviews.models import ReviewRun, RunStatus
 from tests.gitworld import REPO, world_build
 from tests.helpers import (
+    conversation_answers,
     drain_queue,
     issue_comment_payload,
     post_webhook,
@@ -85,7 +86,7 @@ def test_full_review_command_reviews_the_whole_pull_request_again(world, send):
 def test_help_and_unknown_commands_answer_with_the_commands(world, send, body):
     opened(world, send, review=False)
     comment(world, send, body)
-    [answer] = world.fake.issue_comments_of(REPO, world.pull.number)
+    [answer] = conversation_answers(world.fake, REPO, world.pull.number)
     assert f"`@{SLUG} full review`" in answer["body"]
     assert not ReviewRun.objects.exclude(trigger="opened").exists()
 
@@ -95,7 +96,7 @@ def test_people_without_write_access_are_refused_politely_once(world, send, asso
     opened(world, send, review=False)
     comment(world, send, f"@{SLUG} review", login="visitor", association=association)
     comment(world, send, f"@{SLUG} full review", login="visitor", association=association)
-    answers = world.fake.issue_comments_of(REPO, world.pull.number)
+    answers = conversation_answers(world.fake, REPO, world.pull.number)
     assert len(answers) == 1
     assert answers[0]["body"].startswith("Sorry @visitor, only people with write access")
     assert not ReviewRun.objects.exclude(trigger="opened").exists()
@@ -116,7 +117,7 @@ def test_comments_by_bots_without_a_mention_or_on_issues_are_not_commands(world,
     )
     assert comment(world, send, "Looks good to me").status == "ignored"
     assert comment(world, send, f"@{SLUG} review", on_pull_request=False).status == "ignored"
-    assert world.fake.issue_comments_of(REPO, world.pull.number) == []
+    assert conversation_answers(world.fake, REPO, world.pull.number) == []
 
 
 @pytest.mark.parametrize(
@@ -246,8 +247,8 @@ def test_a_maintainer_whose_org_membership_is_private_may_give_commands(world, s
     world.fake.add_collaborator(REPO, "quiet-lead", "maintain")
     comment(world, send, f"@{SLUG} review", login="quiet-lead", association="CONTRIBUTOR")
     assert ReviewRun.objects.filter(trigger="command").exists()
-    assert not world.fake.issue_comments_of(REPO, world.pull.number)  # no refusal
+    assert not conversation_answers(world.fake, REPO, world.pull.number)  # no refusal
     world.fake.add_collaborator(REPO, "reader", "read")
     comment(world, send, f"@{SLUG} review", login="reader", association="CONTRIBUTOR")
-    [refusal] = world.fake.issue_comments_of(REPO, world.pull.number)
+    [refusal] = conversation_answers(world.fake, REPO, world.pull.number)
     assert refusal["body"].startswith("Sorry @reader")

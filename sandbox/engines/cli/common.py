@@ -23,6 +23,7 @@ from sandbox.contract import (
     MAX_FINDINGS,
     MAX_TRANSCRIPT,
     MAX_TRANSCRIPT_TEXT,
+    MAX_WALKTHROUGH,
     Limits,
     ReviewJob,
     ReviewResult,
@@ -227,6 +228,7 @@ class Reading:
     findings: list[dict] = field(default_factory=list)
     summary: ReviewSummary = field(default_factory=ReviewSummary)
     rulings: list[Ruling] = field(default_factory=list)
+    walkthrough: str = ""
     notes: list[str] = field(default_factory=list)
     problem: str = ""  # set when the answer is not a review at all
 
@@ -248,6 +250,7 @@ def submission_read(answer: object) -> Reading:
             findings=[finding.model_dump(mode="json") for finding in submission.findings],
             summary=submission.summary,
             rulings=submission.rulings,
+            walkthrough=submission.walkthrough,
         )
     reading = Reading()
     findings = value.get("findings", [])
@@ -268,6 +271,9 @@ def submission_read(answer: object) -> Reading:
             reading.rulings.append(Ruling.model_validate(item))
         except ValidationError:
             reading.notes.append(f"A malformed ruling is left out: {json.dumps(item)[:200]}")
+    walkthrough = value.get("walkthrough")
+    if isinstance(walkthrough, str):
+        reading.walkthrough = walkthrough[:MAX_WALKTHROUGH]
     return reading
 
 
@@ -375,6 +381,7 @@ def result_build(
         findings=reading.findings,
         summary=reading.summary,
         rulings=reading.rulings,
+        walkthrough=reading.walkthrough,
         usage=usage,
         incomplete=incomplete,
         transcript=entries,

@@ -537,6 +537,12 @@ class FakeGitHubBase:
                 "token",
                 self._create_issue_comment,
             ),
+            (
+                "PATCH",
+                owner_repo + r"/issues/comments/(?P<id>\d+)",
+                "token",
+                self._update_issue_comment,
+            ),
             ("POST", r"/graphql", "token", self._graphql),
             ("POST", owner_repo + r"/check-runs", "token", self._create_check_run),
             ("GET", owner_repo + r"/check-runs/(?P<id>\d+)", "token", self._get_check_run),

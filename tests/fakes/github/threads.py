@@ -346,6 +346,30 @@ class ThreadsRoutes:
         repo.issue_comments[comment_id] = comment
         return 201, self._issue_comment_json(repo, comment), {}
 
+    def _update_issue_comment(self, request: Request) -> Response:
+        """PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}: GitHub lets the
+        comment's author edit it (an App: its own bot's comments); `body` is required."""
+        repo = self._issue_repo(request, "write")
+        comment = repo.issue_comments.get(int(request.params["id"]))
+        if comment is None:
+            raise HTTPError(404, "Not Found")
+        if comment["user"]["login"] != self._bot_user(request)["login"]:  # type: ignore[attr-defined]
+            raise HTTPError(403, "Resource not accessible by integration")
+        body = request.body if isinstance(request.body, dict) else {}
+        if not isinstance(body.get("body"), str) or not body["body"]:
+            raise HTTPError(
+                422,
+                "Validation Failed",
+                errors=[{"resource": "IssueComment", "field": "body", "code": "missing_field"}],
+            )
+        if len(body["body"]) > 65536:
+            raise HTTPError(
+                422, "Validation Failed", errors=["Body is too long (maximum is 65536 characters)"]
+            )
+        comment["body"] = body["body"]
+        comment["updated_at"] = iso(time.time())
+        return 200, self._issue_comment_json(repo, comment), {}
+
     def _list_issue_comments(self, request: Request) -> Response:
         repo = self._issue_repo(request, "read")
         number = int(request.params["number"])

@@ -1,0 +1,38 @@
+"""Run one reply job on the checkout in the current directory: a `ReplyJob` as JSON on
+stdin, its `ReplyResult` as JSON on stdout (`python -I -m sandbox.run_reply <engine>`),
+with the conversation of the engine's provider. It imports no Django."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+from sandbox.agent.reply import agent_reply
+from sandbox.contract import ReplyJob
+from sandbox.engines import REGISTRY
+
+
+def main(argv: list[str]) -> int:
+    models = sorted(name for name, facts in REGISTRY.items() if facts.provider)
+    if len(argv) != 2 or argv[1] not in models:
+        print(f"usage: run_reply {{{','.join(models)}}}", file=sys.stderr)
+        return 2
+    provider = REGISTRY[argv[1]].provider
+    module, name = provider.conversation.split(":")
+    conversation = getattr(importlib.import_module(module), name)
+    job = ReplyJob.model_validate_json(sys.stdin.read())
+    result = agent_reply(job, Path.cwd(), engine=argv[1], conversation=conversation)
+    sys.stdout.write(result.model_dump_json())
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv))
+    except Exception as exc:  # the runner reads this line as the failure's reason
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}", "code": "internal-error"}),
+              file=sys.stderr)  # fmt: skip
+        sys.exit(3)
