@@ -114,7 +114,9 @@ def pipeline(ctx: Context) -> str:
         job = stages.job_build(
             core, checkout=checkout, reviewer=reviewer, config=ctx.config, job_id=str(run.pk),
             repository=ctx.repository.full_name, number=run.pull_request.number,
-            title=run.pull_request.title, deadline_seconds=int(settings.TASUKU_SANDBOX_TIMEOUT),
+            title=run.pull_request.title, body=run.pull_request.body,
+            requester_note=run.requester_note,
+            deadline_seconds=int(settings.TASUKU_SANDBOX_TIMEOUT),
             memory=repository_memory(ctx.repository), price=engines.model_price(reviewer.model),
             earlier=engines.earlier_for_job(
                 earlier, answers=told.answers, rulings=told.rulings

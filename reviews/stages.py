@@ -150,6 +150,18 @@ def budget_gate(
     return False
 
 
+# What of the pull request's own words an engine is shown (a description can be 65,536
+# characters; the diff deserves the context more).
+JOB_BODY_MAX = 12_000
+JOB_NOTE_MAX = 2_000
+
+
+def _bounded(text: str, limit: int, what: str) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n… ({what} goes on for {len(text) - limit} more characters, not shown)"
+
+
 def job_build(
     core: Core,
     *,
@@ -161,6 +173,8 @@ def job_build(
     number: int,
     title: str,
     deadline_seconds: int,
+    body: str = "",
+    requester_note: str = "",
     memory: str = "",
     price: Price | None = None,
     earlier: tuple[EarlierFinding, ...] = (),
@@ -173,6 +187,8 @@ def job_build(
         repository=repository,
         pull_request=number,
         title=title,
+        body=_bounded(body, JOB_BODY_MAX, "the description"),
+        requester_note=_bounded(requester_note, JOB_NOTE_MAX, "the note"),
         base_sha=checkout.base_sha,
         head_sha=checkout.head_sha,
         diff=core.compressed.text,

@@ -115,6 +115,7 @@ class PullRequest(Shape):
     base: Ref
     html_url: StrictStr
     changed_files: StrictInt | None = None
+    body: StrictStr | None = None  # null when the author wrote none
 
 
 class PullRequestEvent(RepositoryEvent):

@@ -59,6 +59,7 @@ class GitHubGateway(ConversationCalls, CheckCalls, CommitCalls, ActionsCalls, Ho
                 author_type=pr.user.type,
                 changed_files=pr.changed_files,
                 html_url=pr.html_url,
+                body=pr.body or "",
             )
 
         return self._repo_call(

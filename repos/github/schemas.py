@@ -57,6 +57,7 @@ class PullRequestInfo(BaseModel):
     author_type: str
     changed_files: int
     html_url: str
+    body: str = ""
 
 
 def check_run_info(run: Any) -> CheckRunInfo:

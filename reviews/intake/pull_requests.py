@@ -25,6 +25,12 @@ from webhooks.routing import Decision, Outcome
 logger = logging.getLogger(__name__)
 
 
+# GitHub's own bound on a description; what Tasuku keeps of it.
+BODY_MAX = 65_536
+# A requester's note is a sentence or two after the command; longer is cut.
+NOTE_MAX = 2_000
+
+
 def pull_request_record(
     *,
     repository: Repository,
@@ -42,13 +48,18 @@ def pull_request_record(
     html_url: str,
     changed_files: int | None = None,
     github_id: int | None = None,
+    body: str | None = None,
 ) -> PullRequest:
     """The one writer of a pull request's row: what Tasuku last learnt of it, from a
-    webhook's payload or from GitHub's API. `changed_files` and `github_id` are written
-    when known; None keeps what the row holds."""
+    webhook's payload or from GitHub's API. `changed_files`, `github_id` and `body` are
+    written when known; None keeps what the row holds."""
     known = {
         name: value
-        for name, value in (("changed_files", changed_files), ("github_id", github_id))
+        for name, value in (
+            ("changed_files", changed_files),
+            ("github_id", github_id),
+            ("body", body[:BODY_MAX] if body is not None else None),
+        )
         if value is not None
     }
     pull_request, _ = PullRequest.objects.update_or_create(
@@ -91,6 +102,7 @@ def pull_request_sync(*, repository: Repository, pull: payloads.PullRequest) -> 
         base_ref=pull.base.ref,
         html_url=pull.html_url,
         changed_files=pull.changed_files,
+        body=pull.body or "",  # GitHub sends null for an empty description
     )
 
 
@@ -114,6 +126,8 @@ def run_request(
     delivery_id: int | None = None,
     status: str = RunStatus.QUEUED,
     reason: str = "",
+    requested_by: str = "",
+    note: str = "",
 ) -> tuple[ReviewRun, bool]:
     """A run for the pull request's current head, coalesced with what is already there.
 
@@ -134,6 +148,11 @@ def run_request(
             if trigger == Trigger.FULL_REVIEW_COMMAND and waiting.trigger != trigger:
                 ReviewRun.objects.filter(pk=waiting.pk, status=RunStatus.QUEUED).update(
                     trigger=trigger
+                )
+            if requested_by:
+                # The latest request's words go with the run that will answer it.
+                ReviewRun.objects.filter(pk=waiting.pk, status=RunStatus.QUEUED).update(
+                    requested_by=requested_by, requester_note=note[:NOTE_MAX]
                 )
             return waiting, False
         if trigger not in EXPLICIT_TRIGGERS or status != RunStatus.QUEUED:
@@ -170,6 +189,8 @@ def run_request(
                     reason=reason,
                     config=config.model_dump(mode="json"),
                     delivery_id=delivery_id,
+                    requested_by=requested_by,
+                    requester_note=note[:NOTE_MAX],
                 )
         except IntegrityError:
             # Another trigger for this PR and reviewer queued a run a moment ago: join it.

@@ -19,6 +19,7 @@ from repos.policy import Trigger
 from repos.selectors import effective_config
 from reviews.checkruns import run_check_ensure
 from reviews.intake.pull_requests import (
+    NOTE_MAX,
     admission_for,
     pull_request_record,
     repository_from_payload,
@@ -60,11 +61,25 @@ def _may_command(installation, repository, login: str, association: str | None) 
 def help_text(slug: str) -> str:
     return (
         f"Tasuku's commands (from people with write access to this repository):\n\n"
-        f"- `@{slug} review` — review the changes since the last review\n"
-        f"- `@{slug} full review` — review the whole pull request again\n"
+        f"- `@{slug} review [note]` — review the changes since the last review (a note "
+        f"after it, such as what to look at, goes to the reviewer)\n"
+        f"- `@{slug} full review [note]` — review the whole pull request again\n"
         f"- `@{slug} dismiss <reason>` — in a finding's thread: dismiss that finding\n"
         f"- `@{slug} help` — this list"
     )
+
+
+def command_note(body: str, slug: str) -> str:
+    """What a person said with their `@slug review` / `@slug full review`: the rest of
+    the line after the command, and the lines after it ("" when nothing)."""
+    match = re.search(
+        rf"(?<![\w/-])@{re.escape(slug)}(?:\[bot\])?\b[ \t:,-]*(?:full[ \t]+)?(?:re)?review\b(.*)",
+        body or "",
+        re.IGNORECASE | re.DOTALL,
+    )
+    if match is None:
+        return ""
+    return match.group(1).strip(" \t:,-\n")[:NOTE_MAX]
 
 
 def command_parse(body: str, slug: str) -> str | None:
@@ -110,6 +125,7 @@ def pull_request_refresh(
         base_ref=info.base_ref,
         html_url=info.html_url,
         changed_files=info.changed_files,
+        body=info.body,
     )
 
 
@@ -119,8 +135,11 @@ def runs_request_for(
     *,
     reviewers: list[Reviewer] | None = None,
     delivery_id: int | None = None,
+    requested_by: str = "",
+    note: str = "",
 ) -> tuple[list[ReviewRun], str]:
-    """Runs for the pull request's head, each with its check run; or no runs and why."""
+    """Runs for the pull request's head, each with its check run; or no runs and why.
+    `requested_by` and `note`: who asked, and what they said with it."""
     repository = pull_request.repository
     installation = repository.installation
     if not installation.active:
@@ -146,6 +165,8 @@ def runs_request_for(
             trigger=trigger,
             config=config,
             delivery_id=delivery_id,
+            requested_by=requested_by,
+            note=note,
         )
         run_check_ensure(run, created=created, installation=installation)
         runs.append(run)
@@ -215,7 +236,13 @@ def issue_comment_event(payload: payloads.IssueCommentEvent, *, delivery_id: int
         return Outcome(f"answered {command} on {label}")
     pull_request = pull_request_refresh(installation, repository, number)
     trigger = Trigger.FULL_REVIEW_COMMAND if command == "full review" else Trigger.COMMAND
-    runs, refusal = runs_request_for(pull_request, trigger, delivery_id=delivery_id)
+    runs, refusal = runs_request_for(
+        pull_request,
+        trigger,
+        delivery_id=delivery_id,
+        requested_by=login,
+        note=command_note(comment.body, slug),
+    )
     if refusal:
         _answer(installation, repository, number, f"Tasuku cannot review this pull request: {refusal}.",
                 f"cannot-{comment.id}")  # fmt: skip

@@ -18,6 +18,9 @@ class PullRequest(models.Model):
     number = models.PositiveIntegerField()
     github_id = models.BigIntegerField(null=True, blank=True)
     title = models.CharField(max_length=1024, blank=True)
+    # The description as its author wrote it (untrusted: the engine sees it fenced as
+    # data), bounded: GitHub's own limit is 65,536 characters.
+    body = models.TextField(blank=True)
     author_login = models.CharField(max_length=100, blank=True)
     author_type = models.CharField(max_length=20, blank=True)
     state = models.CharField(max_length=10, default="open")
@@ -78,6 +81,10 @@ class ReviewRun(models.Model):
     head_sha = models.CharField(max_length=40)
     base_sha = models.CharField(max_length=40, blank=True)
     trigger = models.CharField(max_length=32, choices=[(t.value, t.value) for t in Trigger])
+    # Who asked for this review and what they said with it (`@tasuku review <note>`):
+    # untrusted, given to the engine fenced as data like the pull request's own text.
+    requested_by = models.CharField(max_length=100, blank=True)
+    requester_note = models.TextField(blank=True)
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
     stage = models.CharField(max_length=16, choices=Stage.choices, blank=True)
     # Why the run is skipped, cancelled or failed, in words a developer understands.

@@ -87,7 +87,7 @@ def test_help_and_unknown_commands_answer_with_the_commands(world, send, body):
     opened(world, send, review=False)
     comment(world, send, body)
     [answer] = conversation_answers(world.fake, REPO, world.pull.number)
-    assert f"`@{SLUG} full review`" in answer["body"]
+    assert f"`@{SLUG} full review [note]`" in answer["body"]
     assert not ReviewRun.objects.exclude(trigger="opened").exists()
 
 
