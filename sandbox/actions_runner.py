@@ -33,6 +33,7 @@ from urllib.parse import quote
 
 import requests
 
+from sandbox import progress
 from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.engines import REGISTRY
 from sandbox.errors import StageError
@@ -228,6 +229,8 @@ def engine_run(engine: str, job: ReviewJob, root: Path) -> ReviewResult:
     return local_run(
         engine, job, root, limits=Limits(wall_seconds=seconds, cpu_seconds=seconds),
         allow_env=allow,
+        # The job's log shows each model call, tool call and explorer as it happens.
+        on_progress=lambda event: log(progress.described(event)),
     )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from sandbox import progress
 from sandbox.contract import ReviewJob
 from sandbox.engines import ENGINES
 from sandbox.errors import StageError
@@ -22,6 +23,8 @@ def main(argv: list[str]) -> int:
     if len(argv) != (4 if job_file else 2) or argv[1] not in ENGINES:
         print(f"usage: run_engine {{{','.join(ENGINES)}}} [--job-file PATH]", file=sys.stderr)
         return 2
+    # What the engine does goes to stderr as it happens (a runner with a log relays it).
+    progress.sink = progress.to_stderr
     module, function = ENGINES[argv[1]].split(":")
     engine = getattr(importlib.import_module(module), function)
     raw = Path(job_file).read_bytes() if job_file else sys.stdin.read()

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox import progress
 from sandbox.agent.budget import Budget, Meter, call_cost
 from sandbox.agent.conversation import ConversationFactory, Result, Tokens, Transcript
 from sandbox.agent.tools import ToolError, Tools, ToolSpec
@@ -167,6 +168,10 @@ class Dispatcher:
             self._count(explored)
             body = explored.report or f"(no report: {explored.stopped})"
             parts.append(f"Explorer {number} — {question}\n{body}")
+            progress.emit(
+                "explorer", question=progress.arguments_summary({"question": question}),
+                steps=explored.steps, cost=round(explored.cost, 6), read=len(explored.read),
+            )  # fmt: skip
             transcript.add(
                 "explorer",
                 f"Question: {question}\nRead: {', '.join(explored.read) or '—'}\n\n{body}",

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from sandbox import progress
 from sandbox.agent.budget import Budget, Meter, call_cost
 from sandbox.agent.conversation import (
     Call,
@@ -187,12 +188,18 @@ def agent_review(
                 incomplete=f"stopped at the cost cap before the review was submitted ({budget.refusal(worst)})",
             )
         last = steps == job.limits.steps - 1
+        asked = clock()
         try:
             turn = chat.send(timeout=min(remaining, 600), force=SUBMIT if last else None)
         except BaseException:
             budget.release(worst)
             raise
         budget.settle(worst, call_cost(price, turn.tokens))
+        progress.emit(
+            "model", step=steps + 1, input=turn.tokens.input + turn.tokens.cache_read
+            + turn.tokens.cache_write, output=turn.tokens.output,
+            seconds=round(clock() - asked, 2),
+        )  # fmt: skip
         steps += 1
         tokens.add(turn.tokens)
         meter.sent(turn.tokens)
@@ -230,6 +237,7 @@ def agent_review(
                     results.append(Result(call, outcome, is_error=True))
                     transcript.add("tool_result", outcome, name=call.name, is_error=True)
                 continue
+            began = clock()
             try:
                 if call.error:
                     raise ToolError(call.error)
@@ -247,6 +255,11 @@ def agent_review(
                 content, is_error = str(exc), True
             except OSError as exc:  # a file vanished or is unreadable: the model may try another
                 content, is_error = f"Could not read it: {exc.strerror or exc}", True
+            progress.emit(
+                "tool", name=call.name, args=progress.arguments_summary(call.arguments),
+                seconds=round(clock() - began, 2),
+                error=is_error,
+            )  # fmt: skip
             results.append(Result(call, content, is_error))
             transcript.add("tool_result", content, name=call.name, is_error=is_error)
         if submitted is not None:

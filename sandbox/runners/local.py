@@ -18,11 +18,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from sandbox import progress
 from sandbox.contract import ReplyJob, ReplyResult, ReviewJob, ReviewResult
 from sandbox.errors import ProviderError, SandboxError, StageError
 from sandbox.workspace import remove_tree
@@ -129,9 +132,11 @@ def sandboxed_run(
     limits: Limits,
     env: dict[str, str],
     what: str,
+    on_progress: Callable[[dict], None] | None = None,
 ) -> Completed:
     """Run `command` in its own process group under `limits`; on the wall-clock limit
-    the whole group (the command and everything it started) is killed."""
+    the whole group (the command and everything it started) is killed. `on_progress` is
+    given each progress event (sandbox/progress.py) the command writes, as it writes it."""
     try:
         process = subprocess.Popen(  # noqa: S603
             command,
@@ -148,7 +153,10 @@ def sandboxed_run(
             f"Could not start {what}: {exc}", permanent=False, code="engine-start"
         ) from exc
     try:
-        stdout, stderr = process.communicate(stdin, timeout=limits.wall_seconds)
+        if on_progress is None:
+            stdout, stderr = process.communicate(stdin, timeout=limits.wall_seconds)
+        else:
+            stdout, stderr = _relayed(process, stdin, limits.wall_seconds, on_progress)
     except subprocess.TimeoutExpired:
         _kill_group(process)
         process.communicate()
@@ -162,6 +170,45 @@ def sandboxed_run(
     return Completed(process.returncode, stdout, stderr)
 
 
+STDERR_KEPT = 256 * 1024  # the failure line is the last one; progress lines come before
+
+
+def _relayed(
+    process: subprocess.Popen, stdin: bytes, seconds: float, on_progress: Callable[[dict], None]
+) -> tuple[bytes, bytes]:
+    """`communicate`, with each progress line of stderr handed on as it arrives."""
+    out: list[bytes] = []
+    err: list[bytes] = []
+
+    def feed() -> None:
+        with contextlib.suppress(BrokenPipeError, OSError):
+            process.stdin.write(stdin)
+            process.stdin.close()
+
+    def read_out() -> None:
+        out.append(process.stdout.read())
+
+    def read_err() -> None:
+        kept = 0
+        for line in iter(process.stderr.readline, b""):
+            event = progress.parse(line.decode(errors="replace").rstrip("\n"))
+            if event is not None:
+                with contextlib.suppress(Exception):  # a log that fails stops no review
+                    on_progress(event)
+            err.append(line)
+            kept += len(line)
+            while kept > STDERR_KEPT and len(err) > 1:
+                kept -= len(err.pop(0))
+
+    pumps = [threading.Thread(target=f, daemon=True) for f in (feed, read_out, read_err)]
+    for pump in pumps:
+        pump.start()
+    process.wait(timeout=seconds)
+    for pump in pumps:
+        pump.join(timeout=10)
+    return b"".join(out), b"".join(err)
+
+
 def engine_run(
     engine: str,
     job: ReviewJob,
@@ -169,8 +216,10 @@ def engine_run(
     *,
     limits: Limits = Limits(),
     allow_env: dict[str, str] | None = None,
+    on_progress: Callable[[dict], None] | None = None,
 ) -> ReviewResult:
-    """Run `engine` on `checkout` and return its validated `ReviewResult`."""
+    """Run `engine` on `checkout` and return its validated `ReviewResult`; `on_progress`
+    is told what the engine does as it does it (sandbox/progress.py)."""
     passed = {name: value for name in ENGINE_SETTINGS if (value := _setting(name).strip())}
     home = tempfile.mkdtemp(prefix="tasuku-home-")
     try:
@@ -181,6 +230,7 @@ def engine_run(
             limits=limits,
             env=scrubbed_environment(home, {**passed, **(allow_env or {})}),
             what=f"the {engine} engine",
+            on_progress=on_progress,
         )
     finally:
         remove_tree(Path(home))  # whatever the engine left there, however deep
