@@ -13,7 +13,7 @@ from sandbox import actions_runner, progress
 from sandbox.contract import ReviewJob
 from sandbox.runners.local import Limits, engine_run, failure_from_exit
 from tests.fakes.models import ANTHROPIC_TEST_KEY, Hang, ToolCall
-from tests.sandbox.test_actions_runner_cli import Stub, checkout, runner_env  # noqa: F401
+from tests.sandbox.test_actions_runner_cli import Stub
 
 
 def _job(head: str) -> ReviewJob:
@@ -54,7 +54,7 @@ def test_each_call_is_relayed_while_the_engine_still_runs(tmp_path, fake_anthrop
 
 
 def test_the_actions_job_log_shows_the_tool_calls_as_they_happen(
-    checkout, runner_env, monkeypatch, fake_anthropic, capfd  # noqa: F811
+    checkout, runner_env, monkeypatch, fake_anthropic, capfd
 ):
     root, head = checkout
     stub = Stub(head)
