@@ -363,7 +363,8 @@ def test_an_answer_that_is_not_a_review_is_an_incomplete_review_that_shows_it():
 
 def test_claude_is_stopped_retrying_a_refused_key_and_the_refusal_is_permanent():
     lines = sample("claude__auth_retrying.jsonl").splitlines()
-    reasons = [claude_watch(line) for line in lines]
+    watch = claude_watch(job())
+    reasons = [watch(line) for line in lines]
     assert reasons[0] == "" and reasons[1] == "was stopped retrying a refused key"
     run = Run(None, "\n".join(lines[:2]), "", stopped=reasons[1])
     with pytest.raises(ProviderError, match="authentication_failed") as caught:
@@ -674,3 +675,61 @@ def test_the_fixtures_hold_no_path_or_host_of_the_machine_they_were_recorded_on(
     for path in FIXTURES.iterdir():
         text = path.read_text()
         assert "cli-probe" not in text and "127.0.0.1" not in text, path.name
+
+
+# --- The cost cap, watched on the stream ------------------------------------------------
+
+
+def _usage_lines(name: str) -> list[str]:
+    return [line for line in sample(name).splitlines() if '"usage"' in line]
+
+
+def test_claude_is_stopped_before_a_call_that_could_pass_the_cost_cap():
+    from sandbox.contract import Price
+
+    priced = job(
+        price=Price(input_per_mtok=3, output_per_mtok=15),
+        limits=Limits(steps=12, cost_cap_usd=0.03, deadline_seconds=600, max_output_tokens=2000),
+    )
+    watch = claude_watch(priced)
+    lines = sample("claude__success.jsonl").splitlines()
+    reasons = [watch(line) for line in lines]
+    stopped = next((r for r in reasons if r), "")
+    assert stopped.startswith("was stopped at the cost cap ($0.03): $")
+    assert "next model call could cost up to $" in stopped
+    # Each message's usage counted once, however many content blocks repeat it: the
+    # same stream with every assistant line doubled stops at the same line.
+    doubled = claude_watch(priced)
+    again = []
+    for line in lines:
+        again.append(doubled(line))
+        if '"type":"assistant"' in line.replace(" ", ""):
+            again.append(doubled(line))
+    assert next(r for r in again if r) == stopped
+    result = claude_result(
+        priced, Run(None, "\n".join(lines[: reasons.index(stopped) + 1]), "", stopped=stopped)
+    )
+    assert result.incomplete.startswith("the claude-code CLI was stopped at the cost cap")
+
+
+def test_without_a_cap_or_a_price_nothing_is_stopped_for_cost():
+    for uncapped in (job(), job(limits=Limits(steps=12, deadline_seconds=600))):
+        watch = claude_watch(uncapped)
+        assert not any(watch(line) for line in sample("claude__success.jsonl").splitlines())
+
+
+def test_codex_is_stopped_at_the_cost_cap_by_an_estimate_from_its_actions():
+    from sandbox.contract import Price
+    from sandbox.engines.cli.codex import codex_watch
+
+    priced = job(
+        model="gpt-5.5",
+        price=Price(input_per_mtok=1.25, output_per_mtok=10),
+        limits=Limits(steps=12, cost_cap_usd=0.02, deadline_seconds=600, max_output_tokens=1000),
+    )
+    watch = codex_watch(priced, "p" * 20_000)  # a prompt of some 5,000 tokens
+    reasons = [watch(line) for line in sample("codex__success.jsonl").splitlines()]
+    stopped = next((r for r in reasons if r), "")
+    assert stopped.startswith("was stopped at the cost cap ($0.02)")
+    roomy = codex_watch(priced.model_copy(update={"limits": Limits(cost_cap_usd=50)}), "p")
+    assert not any(roomy(line) for line in sample("codex__success.jsonl").splitlines())

@@ -7,7 +7,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from sandbox.contract import (
@@ -21,6 +21,7 @@ from sandbox.engines.cli.common import (
     PERMANENT_ERROR,
     SUBMISSION_SCHEMA,
     TOOL_RESULT_TEXT,
+    CostWatch,
     Run,
     api_key,
     as_int,
@@ -110,17 +111,32 @@ def review_claude_code(job: ReviewJob, root: Path) -> ReviewResult:
             env=claude_environment(home),
             stdin=prompt.user,
             timeout=cli_timeout(job.limits),
-            watch=claude_watch,
+            watch=claude_watch(job),
         )
     return claude_result(job, run)
 
 
-def claude_watch(line: str) -> str:
-    """Stops claude retrying a key the API refused: it retries a 401 for minutes."""
-    event = json_line(line) or {}
-    if event.get("subtype") == "api_retry" and event.get("error_status") in (401, 403):
-        return "was stopped retrying a refused key"
-    return ""
+def claude_watch(job: ReviewJob) -> Callable[[str], str]:
+    """Stops claude retrying a key the API refused (it retries a 401 for minutes), and
+    before a model call that could pass the cost cap: each assistant message in the
+    stream carries its call's usage (claude's own --max-budget-usd is checked only after
+    a call, so it can pass the cap by one)."""
+    cost = CostWatch(job)
+    counted: set[str] = set()
+
+    def watch(line: str) -> str:
+        event = json_line(line) or {}
+        if event.get("subtype") == "api_retry" and event.get("error_status") in (401, 403):
+            return "was stopped retrying a refused key"
+        message = event.get("message") or {}
+        usage = message.get("usage") if event.get("type") == "assistant" else None
+        # A message is printed once per content block, with the same id and usage.
+        if isinstance(usage, dict) and message.get("id") not in counted:
+            counted.add(message.get("id"))
+            return cost.called(*(as_int(usage.get(name)) for name in API_TOKENS))
+        return ""
+
+    return watch
 
 
 def claude_result(job: ReviewJob, run: Run) -> ReviewResult:

@@ -17,6 +17,7 @@ from sandbox.contract import (
 from sandbox.engines.cli.common import (
     SUBMISSION_SCHEMA,
     TOOL_RESULT_TEXT,
+    CostWatch,
     Run,
     api_key,
     as_int,
@@ -164,10 +165,35 @@ def review_codex(job: ReviewJob, root: Path) -> ReviewResult:
             env=codex_environment(home),
             stdin=prompt.user,
             timeout=cli_timeout(job.limits),
-            watch=codex_step_watch(job.limits.steps),
+            watch=codex_watch(job, prompt.system + prompt.user),
         )
         last_message = last_message_file.read_text("utf-8") if last_message_file.exists() else ""
     return codex_result(job, run, last_message=last_message)
+
+
+def codex_watch(job: ReviewJob, prompt: str) -> Callable[[str], str]:
+    """Its step limit, and the cost cap: codex reports usage only when its turn ends, so
+    each action is counted as one model call whose input is the prompt and everything
+    the actions returned so far (about four characters a token), an estimate that errs
+    high; it stops before the call that could pass the cap."""
+    steps = codex_step_watch(job.limits.steps)
+    cost = CostWatch(job)
+    context = len(prompt)
+
+    def watch(line: str) -> str:
+        nonlocal context
+        if stopped := steps(line):
+            return stopped
+        event = json_line(line)
+        item = (event or {}).get("item") or {}
+        if not event or event.get("type") != "item.completed":
+            return ""
+        context += len(json.dumps(item, ensure_ascii=False))
+        if item.get("type") not in CODEX_ACTIONS:
+            return ""
+        return cost.called(context // 4, min(job.limits.max_output_tokens, 1_000))
+
+    return watch
 
 
 def codex_step_watch(steps: int) -> Callable[[str], str]:

@@ -447,3 +447,44 @@ def clip(text: str, limit: int = MAX_TRANSCRIPT_TEXT) -> str:
 
 def note(text: str, *, error: bool = False) -> TranscriptEntry:
     return TranscriptEntry(kind="note", content=clip(text), is_error=error)
+
+
+# --- The cost cap ----------------------------------------------------------------------
+
+
+class CostWatch:
+    """Stops a CLI before a model call that could pass the job's cost cap: what it spent
+    so far, plus what its next call could cost (the last call's input, which only grows,
+    and the most a turn may write), at the job's price. Without a cap or a price there
+    is nothing to watch."""
+
+    def __init__(self, job: ReviewJob) -> None:
+        self.cap = job.limits.cost_cap_usd
+        self.price = job.price
+        self.max_output = job.limits.max_output_tokens
+        self.spent = 0.0
+        self.last_input = 0
+
+    @property
+    def active(self) -> bool:
+        return self.cap is not None and self.price is not None
+
+    def called(self, fresh_in: int, out: int, cache_read: int = 0, cache_write: int = 0) -> str:
+        """One model call's tokens; the reason to stop ("" to go on)."""
+        if not self.active:
+            return ""
+        assert self.price is not None and self.cap is not None
+        self.spent += self.price.cost(fresh_in, out, cache_read, cache_write)
+        self.last_input = max(self.last_input, fresh_in + cache_read + cache_write)
+        dearest = max(
+            self.price.input_per_mtok,
+            self.price.cache_write_per_mtok or 0.0,
+            self.price.cache_read_per_mtok or 0.0,
+        )
+        following = (self.last_input * dearest + self.max_output * self.price.output_per_mtok) / 1e6
+        if self.spent + following <= self.cap:
+            return ""
+        return (
+            f"was stopped at the cost cap (${self.cap:.2f}): ${self.spent:.4f} spent, and its "
+            f"next model call could cost up to ${following:.4f}"
+        )
