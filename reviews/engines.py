@@ -163,13 +163,24 @@ def engine_run(
     if runner == Runner.LOCAL:
         return local_runner.engine_run(
             config.engine, job, root, limits=local_runner.Limits(wall_seconds=seconds, cpu_seconds=seconds),
-            allow_env=env,
+            allow_env=env, name=run_name,
         )  # fmt: skip
     if runner == Runner.DOCKER:
         return docker_engine_run(config, job, root, env=env, seconds=seconds, name=run_name)
     raise SandboxError(
         f"The {runner.value} runner is not available.", permanent=True, code="runner-unavailable"
     )
+
+
+def engine_stop(config: ReviewerConfig, run_name: str) -> bool:
+    """Stop the engine running `run_name` on this worker's runner (a cancelled run).
+    Whether one was running; a runner elsewhere is not stopped from here."""
+    runner = Runner(config.runner)
+    if runner == Runner.LOCAL:
+        return local_runner.engine_stop(run_name)
+    if runner == Runner.DOCKER:
+        return docker_runner.engine_stop(run_name)
+    return False
 
 
 def docker_engine_run(

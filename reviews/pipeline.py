@@ -41,6 +41,7 @@ from reviews.reconcile import CURRENT, Decision
 from reviews.runs import (
     Heartbeat,
     LeaseLost,
+    RunCancelled,
     run_attempt_failed,
     run_claim,
     run_finish,
@@ -67,12 +68,14 @@ def run_execute(run_pk: int, mode_for: Callable[[ReviewRun], RunMode | None] | N
     forge = GITHUB  # the worker's runs are GitHub's
     with Heartbeat(held) as beat:
         try:
+            gateway = github.gateway()
+            gateway.guard = beat.guard  # a run asked to stop makes no further GitHub call
             context = Context(
                 run=run,
                 held=held,
                 beat=beat,
                 config=EffectiveConfig.model_validate(run.config),
-                gateway=github.gateway(),
+                gateway=gateway,
                 mode=mode,
                 forge=forge,
             )
@@ -81,13 +84,30 @@ def run_execute(run_pk: int, mode_for: Callable[[ReviewRun], RunMode | None] | N
             logger.warning("run %s: lease lost; another worker has it", run_pk)
             return "lease lost"
         except Exception as exc:
-            stage = getattr(exc, "stage", "") or run.stage or Stage.ADMISSION
-            outcome = run_attempt_failed(held, exc, stage=stage)
-            if outcome == RunStatus.FAILED:
-                run_check_conclude(run_pk)
+            if beat.cancelled or isinstance(exc, RunCancelled):
+                # Stopped on request (its engine killed, a GitHub call refused): not a
+                # failure of the run, and nothing of it is retried.
+                outcome = run_cancelled(held, beat.cancelled or str(exc))
+            else:
+                stage = getattr(exc, "stage", "") or run.stage or Stage.ADMISSION
+                outcome = run_attempt_failed(held, exc, stage=stage)
+                if outcome == RunStatus.FAILED:
+                    run_check_conclude(run_pk)
     forge.ended(run)
     mode.after(run)
     return outcome
+
+
+def run_cancelled(held, reason: str) -> str:
+    """End a run someone asked to stop: `cancelled` with their reason, and its check run
+    concluded `cancelled` saying so."""
+    superseded_by = (
+        ReviewRun.objects.filter(pk=held.run_pk).values_list("superseded_by", flat=True).first()
+    )
+    run_finish(held, status=RunStatus.CANCELLED, reason=reason, superseded_by=superseded_by or "")
+    run_check_conclude(held.run_pk)
+    logger.info("run %s: cancelled (%s)", held.run_pk, reason)
+    return RunStatus.CANCELLED
 
 
 def pipeline(ctx: Context) -> str:
@@ -152,12 +172,11 @@ def pipeline(ctx: Context) -> str:
             # A runner elsewhere: the result comes back later, and the run goes on then.
             return dispatch(ctx, job)
         else:
+            run_name = f"tasuku-run-{run.pk}-{ctx.held.attempt}"
+            # Cancelled while the engine works: its runner stops it at once.
+            ctx.beat.stopper(lambda: engines.engine_stop(reviewer, run_name))
             result = engines.engine_run(
-                run.reviewer,
-                reviewer,
-                job,
-                checkout.root,
-                run_name=f"tasuku-run-{run.pk}-{ctx.held.attempt}",
+                run.reviewer, reviewer, job, checkout.root, run_name=run_name
             )
             ReviewRun.objects.filter(pk=run.pk).update(
                 runner_result=result.model_dump(mode="json"), result_received_at=timezone.now()

@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -77,6 +78,18 @@ class LeaseLost(Exception):
     stage = ""
 
 
+class RunCancelled(Exception):
+    """Someone asked the run to stop while it ran (`run_cancel_request`): it ends
+    `cancelled` with their reason, publishes nothing more, and its engine is stopped."""
+
+    permanent = True
+    stage = ""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class Held:
     """A run this worker holds: the attempt number is the key of every later update."""
@@ -137,15 +150,21 @@ def run_stage(held: Held, stage: str) -> None:
 
 
 class Heartbeat:
-    """Renew the lease every TASUKU_RUN_HEARTBEAT_SECONDS while the run executes.
+    """Renew the lease every TASUKU_RUN_HEARTBEAT_SECONDS while the run executes, and
+    watch for a request to cancel it (every CANCEL_POLL_SECONDS).
 
     `with Heartbeat(held) as beat: ... beat.check()`: when a renewal finds the run no
-    longer held, `check()` raises LeaseLost so the pipeline stops at its next step.
+    longer held, `check()` raises LeaseLost so the pipeline stops at its next step; when
+    someone asked the run to stop, it raises RunCancelled, and whatever was registered
+    with `stopper` (the engine's runner) is told to stop at once. `guard()` asks the
+    database afresh: the gateway calls it before each GitHub call of the run.
     """
 
     def __init__(self, held: Held) -> None:
         self.held = held
         self.lost = False
+        self.cancelled = ""  # the reason, once someone asked the run to stop
+        self._stoppers: list = []
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._loop, name=f"heartbeat-run-{held.run_pk}", daemon=True
@@ -168,19 +187,92 @@ class Heartbeat:
 
     def _loop(self) -> None:
         interval = settings.TASUKU_RUN_HEARTBEAT_SECONDS
+        poll = min(interval, CANCEL_POLL_SECONDS)
+        beat_due = time.monotonic() + interval
         try:
-            while not self._stop.wait(interval):
+            while not self._stop.wait(poll):
                 try:
-                    if not self.beat():
-                        return
+                    if not self.cancelled and (reason := run_cancel_pending(self.held.run_pk)):
+                        self._cancel(reason)
+                    if time.monotonic() >= beat_due:
+                        beat_due = time.monotonic() + interval
+                        if not self.beat():
+                            return
                 except Exception:
                     logger.exception("heartbeat of run %s failed; retrying", self.held.run_pk)
         finally:
             connection.close()  # this thread's own database connection
 
+    def stopper(self, stop) -> None:
+        """`stop()` is called when the run is cancelled (an engine's runner stopping it)."""
+        self._stoppers.append(stop)
+        if self.cancelled:
+            self._stop_all()
+
+    def _cancel(self, reason: str) -> None:
+        self.cancelled = reason
+        logger.info("run %s: cancel requested (%s); stopping it", self.held.run_pk, reason)
+        self._stop_all()
+
+    def _stop_all(self) -> None:
+        for stop in self._stoppers:
+            try:
+                stop()
+            except Exception:
+                logger.exception("run %s: could not stop its engine", self.held.run_pk)
+
     def check(self) -> None:
         if self.lost:
             raise LeaseLost(f"run {self.held.run_pk}: lease lost")
+        if self.cancelled:
+            raise RunCancelled(self.cancelled)
+
+    def guard(self) -> None:
+        """`check()` with the database asked afresh: right before a GitHub call, a cancel
+        requested a moment ago still stops it."""
+        if not self.cancelled and (reason := run_cancel_pending(self.held.run_pk)):
+            self._cancel(reason)
+        self.check()
+
+
+CANCEL_POLL_SECONDS = 2
+
+
+def run_cancel_pending(run_pk: int) -> str:
+    """Why someone asked the run to stop ("" when nobody did)."""
+    row = (
+        ReviewRun.objects.filter(pk=run_pk, cancel_requested_at__isnull=False)
+        .values_list("cancel_reason", flat=True)
+        .first()
+    )
+    return (row or "cancelled") if row is not None else ""
+
+
+def run_cancel_request(run_pk: int, reason: str, *, superseded_by: str = "") -> str:
+    """Stop a run, whatever it is doing. Returns what was done.
+
+    - Waiting: cancelled at once, its check run concluded `cancelled` with the reason.
+    - Handed to a runner elsewhere (GitHub Actions) and waiting for its result: the
+      same; a result that arrives later is refused.
+    - Held by a worker: the request is recorded; the worker stops at its next step or
+      GitHub call, stops the engine, publishes nothing more and concludes the check
+      `cancelled` with the reason.
+    """
+    now = timezone.now()
+    fields = {"reason": reason[:2000], "superseded_by": superseded_by, "finished_at": now}
+    for waiting in (RunStatus.QUEUED, RunStatus.DISPATCHED):
+        # Race: a worker claiming it at this moment wins or loses on the status; a run it
+        # claimed is asked to stop below instead.
+        if ReviewRun.objects.filter(pk=run_pk, status=waiting).update(
+            status=RunStatus.CANCELLED, **fields
+        ):
+            ring(CONCLUDE_TASK, run_pk, name=f"conclude-{run_pk}")
+            return "cancelled"
+    if ReviewRun.objects.filter(
+        pk=run_pk, status=RunStatus.RUNNING, cancel_requested_at__isnull=True
+    ).update(cancel_requested_at=now, cancel_reason=reason[:2000], superseded_by=superseded_by):
+        return "asked to stop"
+    return "already ended"
 
 
 def run_finish(held: Held, *, status: str, reason: str = "", superseded_by: str = "") -> bool:

@@ -10,6 +10,7 @@ urlpatterns = [
     path("runs/<int:pk>/", views.run_detail, name="run"),
     path("runs/<int:pk>/status", views.run_status, name="run_status"),
     path("runs/<int:pk>/retry", views.run_retry_view, name="run_retry"),
+    path("runs/<int:pk>/cancel", views.run_cancel_view, name="run_cancel"),
     path("diagnostics/", views.diagnostics, name="diagnostics"),
     path("search/", views.search, name="search"),
     path("status/", status.status, name="status"),

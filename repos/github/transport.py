@@ -55,6 +55,10 @@ class Transport:
     def __init__(self, creds: AppCredentials, policy: RetryPolicy) -> None:
         self.creds = creds
         self.policy = policy
+        # Called before every call made for a repository (each try): a run's gateway
+        # raises there once the run was asked to stop (reviews/runs.py, Heartbeat.guard),
+        # so a cancelled run makes no further post, reply or check update.
+        self.guard: Callable[[], None] | None = None
 
     def _integration(self) -> GithubIntegration:
         return integration_client(self.creds, self.policy)
@@ -254,7 +258,6 @@ class Transport:
         A 401 means the cached token was revoked or expired early: it is dropped and the
         call repeated once with a new token.
         """
-
         if self.single_use_tokens:
             return self._call(
                 description,
@@ -268,6 +271,8 @@ class Transport:
             )
 
         def attempt() -> T:
+            if self.guard is not None:
+                self.guard()  # every try: a retry after a 502 is a post like the first
             client = self._client(installation_id, repository_id, permissions)
             try:
                 with usage_counted(self.creds.app_id, installation_id, client.requester):
@@ -301,6 +306,8 @@ class Transport:
         fn: Callable[[Github], T],
     ) -> T:
         """`fn` with a client whose token is minted for it and revoked after it."""
+        if self.guard is not None:
+            self.guard()
         token = self._token_mint(
             installation_id,
             repository_ids=(repository_id,) if repository_id else (),

@@ -35,7 +35,7 @@ from reviews.models import (
     ThreadReply,
     Walkthrough,
 )
-from reviews.runs import run_retry
+from reviews.runs import run_cancel_request, run_retry
 from reviews.workers import silent_after
 from sandbox.contract import Severity
 from webhooks.models import DeliveryStatus, WebhookDelivery
@@ -248,6 +248,21 @@ def run_retry_view(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, f"Run #{run.pk} queued again.")
     else:
         messages.warning(request, f"Run #{run.pk} is {run.status}; only failed runs retry.")
+    return redirect("reviews:run", pk=run.pk)
+
+
+@staff_member_required
+@require_POST
+def run_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """An operator stops a run: a waiting one at once, one under way at its next step."""
+    run = get_object_or_404(ReviewRun, pk=pk)
+    if not may_act(request.user):
+        return HttpResponseForbidden("You may look at runs but not cancel them.")
+    done = run_cancel_request(run.pk, f"cancelled by {request.user.get_username()}")
+    if done == "already ended":
+        messages.warning(request, f"Run #{run.pk} had already ended.")
+    else:
+        messages.success(request, f"Run #{run.pk}: {done}.")
     return redirect("reviews:run", pk=run.pk)
 
 

@@ -17,7 +17,7 @@ from reviews.checkruns import run_check_ensure
 from reviews.intake.admission import Admission, PullRequestFacts, admission_decide
 from reviews.models import PullRequest, ReviewRun, RunStatus
 from reviews.outcomes import outcomes_harvest
-from reviews.runs import CONCLUDE_TASK, run_ring
+from reviews.runs import CONCLUDE_TASK, run_cancel_request, run_ring
 from tasuku.broker import ring
 from webhooks import payloads
 from webhooks.routing import Decision, Outcome
@@ -177,6 +177,19 @@ def run_request(
                 superseded_by=head,
             ):
                 ring(CONCLUDE_TASK, pk, name=f"conclude-{pk}")
+        # A review of an older head under way: it is asked to stop (its worker stops
+        # before its next GitHub call), so it posts nothing on a head nobody will merge.
+        for pk in (
+            ReviewRun.objects.filter(
+                pull_request=pull_request,
+                reviewer=reviewer,
+                status=RunStatus.RUNNING,
+                cancel_requested_at__isnull=True,
+            )
+            .exclude(head_sha=head)
+            .values_list("pk", flat=True)
+        ):
+            run_cancel_request(pk, f"stale: superseded by {head[:12]}", superseded_by=head)
         try:
             with transaction.atomic():
                 run = ReviewRun.objects.create(

@@ -116,6 +116,11 @@ class ReviewRun(models.Model):
     rung_at = models.DateTimeField(null=True, blank=True, help_text="Last doorbell rung for it.")
     # The newer head that made this run stale, when it was cancelled for it.
     superseded_by = models.CharField(max_length=40, blank=True)
+    # Someone asked for the run to stop while a worker holds it (a recall, a newer head,
+    # an operator): the worker stops at its next step or GitHub call, and stops the
+    # engine (reviews/runs.py, `run_cancel_request`).
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    cancel_reason = models.TextField(blank=True)
     # What the workspace step removed (agent files, links out of the checkout) and which
     # changed files were not reviewed, with reasons.
     sanitised = models.JSONField(default=list, blank=True)

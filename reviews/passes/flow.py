@@ -49,7 +49,7 @@ from reviews.passes.selectors import (
     pass_counts,
     unanswered_comments,
 )
-from reviews.runs import CONCLUDE_TASK, run_ring
+from reviews.runs import CONCLUDE_TASK, run_cancel_request, run_ring
 from tasuku.broker import ring
 
 logger = logging.getLogger(__name__)
@@ -419,17 +419,23 @@ def action_take(task: Task, action: str, *, text: str = "") -> Task:
         task.refresh_from_db()
         pass_start(task)
     elif action == "return_as_is":
+        reviewing = review_in_flight(task)
+        if reviewing:
+            raise TaskError(
+                f"A review is running ({reviewing}): return the task as is once it ends, or "
+                "recall it now.",
+                status=409,
+            )
         Task.objects.filter(pk=task.pk).update(state=TaskState.RETURNED)
     elif action == "recall":
+        # Recall always wins: a review in flight is stopped before it posts anything more.
         with transaction.atomic():
             Task.objects.filter(pk=task.pk).update(state=TaskState.RECALLED)
             for review_pass in task.passes.filter(status=PassStatus.RUNNING):
-                for pk in review_pass.runs.filter(status=RunStatus.QUEUED).values_list(
+                for pk in review_pass.runs.filter(status__in=IN_FLIGHT).values_list(
                     "pk", flat=True
                 ):
-                    ReviewRun.objects.filter(pk=pk, status=RunStatus.QUEUED).update(
-                        status=RunStatus.CANCELLED, reason=f"task {task.pk} recalled"
-                    )
+                    run_cancel_request(pk, f"task {task.pk} recalled")
                 ReviewPass.objects.filter(pk=review_pass.pk, status=PassStatus.RUNNING).update(
                     status=PassStatus.FAILED,
                     reason="the task was recalled",
@@ -437,6 +443,20 @@ def action_take(task: Task, action: str, *, text: str = "") -> Task:
                 )
     task.refresh_from_db()
     return task
+
+
+IN_FLIGHT = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.DISPATCHED)
+
+
+def review_in_flight(task: Task) -> str:
+    """Which pass is being reviewed now ("" when none is)."""
+    running = (
+        ReviewRun.objects.filter(review_pass__task=task, status__in=IN_FLIGHT)
+        .order_by("-review_pass__number")
+        .values_list("review_pass__number", flat=True)
+        .first()
+    )
+    return f"pass {running}" if running else ""
 
 
 def checks_changed(repository: Repository, head_sha: str) -> int:

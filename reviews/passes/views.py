@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from repos.github import GitHubError
 from reviews.models import Task
-from reviews.passes.flow import ACTIONS, action_take
+from reviews.passes.flow import ACTIONS, action_take, review_in_flight
 from reviews.passes.handoff import TaskError
 from reviews.passes.selectors import board, feedback_collect, task_status
 
@@ -24,7 +24,7 @@ def may_act(user) -> bool:
 @staff_member_required
 def task_board(request: HttpRequest) -> HttpResponse:
     tasks = board(Task.objects.all())
-    rows = [{"task": t, "status": task_status(t)} for t in tasks]
+    rows = [{"task": t, "status": task_status(t), "reviewing": review_in_flight(t)} for t in tasks]
     return render(request, "reviews/tasks.html", {"rows": rows, "may_act": may_act(request.user)})
 
 
@@ -43,6 +43,8 @@ def task_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "runs": [run for p in task.passes.order_by("number") for run in p.runs.order_by("pk")],
             "actions": ACTIONS,
             "may_act": may_act(request.user),
+            # Return as is waits for the review under way to end; recall does not.
+            "reviewing": review_in_flight(task),
         },
     )
 

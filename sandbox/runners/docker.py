@@ -97,6 +97,21 @@ def docker_client(base_url: str | None = None, *, timeout: int = 60) -> docker.D
         ) from exc
 
 
+def engine_stop(name: str, client: docker.DockerClient | None = None) -> bool:
+    """Kill the container of a run's attempt (it is removed by the run that made it).
+    Returns whether one was running."""
+    owned = client is None
+    client = client or docker_client(timeout=20)
+    try:
+        client.api.kill(name)
+        return True
+    except (NotFound, DockerException, requests.RequestException):
+        return False
+    finally:
+        if owned:
+            client.close()
+
+
 def engine_run(
     engine: str,
     job: ReviewJob,

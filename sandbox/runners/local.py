@@ -124,6 +124,22 @@ class Completed:
     stderr: bytes
 
 
+# What runs now under a name (a run's attempt): `engine_stop` stops it from another thread.
+_running: dict[str, subprocess.Popen] = {}
+_running_lock = threading.Lock()
+
+
+def engine_stop(name: str) -> bool:
+    """Kill the engine started under `name` and everything it started. Returns whether
+    one was running."""
+    with _running_lock:
+        process = _running.get(name)
+    if process is None:
+        return False
+    _kill_group(process)
+    return True
+
+
 def sandboxed_run(
     command: list[str],
     *,
@@ -133,6 +149,7 @@ def sandboxed_run(
     env: dict[str, str],
     what: str,
     on_progress: Callable[[dict], None] | None = None,
+    name: str = "",
 ) -> Completed:
     """Run `command` in its own process group under `limits`; on the wall-clock limit
     the whole group (the command and everything it started) is killed. `on_progress` is
@@ -152,6 +169,9 @@ def sandboxed_run(
         raise SandboxError(
             f"Could not start {what}: {exc}", permanent=False, code="engine-start"
         ) from exc
+    if name:
+        with _running_lock:
+            _running[name] = process
     try:
         if on_progress is None:
             stdout, stderr = process.communicate(stdin, timeout=limits.wall_seconds)
@@ -167,6 +187,9 @@ def sandboxed_run(
         ) from None
     finally:
         _kill_group(process)  # anything it left running in its group goes too
+        if name:
+            with _running_lock:
+                _running.pop(name, None)
     return Completed(process.returncode, stdout, stderr)
 
 
@@ -217,9 +240,11 @@ def engine_run(
     limits: Limits = Limits(),
     allow_env: dict[str, str] | None = None,
     on_progress: Callable[[dict], None] | None = None,
+    name: str = "",
 ) -> ReviewResult:
     """Run `engine` on `checkout` and return its validated `ReviewResult`; `on_progress`
-    is told what the engine does as it does it (sandbox/progress.py)."""
+    is told what the engine does as it does it (sandbox/progress.py); `name` lets
+    `engine_stop` stop it."""
     passed = {name: value for name in ENGINE_SETTINGS if (value := _setting(name).strip())}
     home = tempfile.mkdtemp(prefix="tasuku-home-")
     try:
@@ -231,6 +256,7 @@ def engine_run(
             env=scrubbed_environment(home, {**passed, **(allow_env or {})}),
             what=f"the {engine} engine",
             on_progress=on_progress,
+            name=name,
         )
     finally:
         remove_tree(Path(home))  # whatever the engine left there, however deep
