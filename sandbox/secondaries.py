@@ -42,7 +42,7 @@ from sandbox.workspace import (
 
 # How a secondary that is not mounted is named in a review's limitations; the worker
 # and the Actions runner both write it, and a context source is never claimed for one.
-UNMOUNTED = "The secondary repository {full_name} was not mounted: {why}"
+UNMOUNTED = "The secondary repository {full_name} was not mounted"
 
 
 @dataclass
@@ -74,7 +74,12 @@ def unmounted(full_name: str, commit: str, why: str) -> SecondaryMount:
 
 
 def unmounted_limitation(full_name: str, why: str) -> str:
-    return UNMOUNTED.format(full_name=full_name, why=why.rstrip("."))
+    return f"{UNMOUNTED.format(full_name=full_name)}: {why.rstrip('.')}."
+
+
+def says_unmounted(text: str, full_name: str) -> bool:
+    """Whether a limitation says `full_name` was not mounted."""
+    return text.startswith(UNMOUNTED.format(full_name=full_name) + ":")
 
 
 def mount(
