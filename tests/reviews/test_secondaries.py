@@ -163,3 +163,21 @@ def test_the_static_reviewer_gets_the_secondary_in_its_job_and_the_review_still_
     assert f"secondary repository {SHARED} at {shared.pinned[:12]} (read-only context, not reviewed)" in review.context_sources  # fmt: skip
     assert not review.findings.filter(path__startswith="secondary/").exists()
     assert json.dumps(review.limitations).count("not mounted") == 0
+
+
+def test_a_finding_on_a_secondary_path_is_suppressed_even_where_the_pull_request_has_that_path():
+    from reviews.diff import diff_parse
+    from reviews.validation import GateConfig, gate
+
+    # A pull request that adds a file at the very path a secondary is mounted under: the
+    # tools read the secondary there, so a finding there is about the secondary.
+    diff = diff_parse(
+        f"diff --git a/{SHARED_PATH}/x.py b/{SHARED_PATH}/x.py\nnew file mode 100644\n"
+        f"--- /dev/null\n+++ b/{SHARED_PATH}/x.py\n@@ -0,0 +1 @@\n+x = 1\n"
+    )
+    finding = {**ON_SECONDARY, "path": f"{SHARED_PATH}/x.py"}
+    [found] = gate([finding], diff, GateConfig(secondaries={SHARED_PATH: SHARED}))
+    assert found.state == "suppressed"
+    assert found.reason == f"in the secondary repository {SHARED}: context, not under review"
+    [without] = gate([finding], diff, GateConfig())
+    assert without.state == "open"
