@@ -291,3 +291,19 @@ def test_the_prompt_names_each_secondary_where_the_engine_finds_it_and_says_it_i
         job_for(), system_prompt_file=tmp_path / "p.md", root=checkout
     )
     assert "Secondary repositories" not in review_prompt(job_for()).system
+
+
+def test_a_secondary_in_the_primarys_installation_is_mounted_too_and_goes_with_the_workspace(
+    fake_github,
+):
+    world_build(fake_github)
+    same = shared_build(fake_github, full_name="acme/protocols", installation_id=INSTALLATION)
+    config = (SecondaryRepositoryConfig(full_name="acme/protocols", commit=same.pinned),)
+    with Workspace() as workspace:
+        [mount] = mount_all(github.gateway(), workspace.path, config, mirror=mirror_by_id)
+        assert mount.mounted and (mount.root / "lib" / "money.py").read_text() == SHARED_PINNED
+        assert mount.root == workspace.path / "secondary" / "acme" / "protocols"
+        path = workspace.path
+    asked = [c.body for c in fake_github.requests("POST", rf"/app/installations/{INSTALLATION}/access_tokens")]  # fmt: skip
+    assert {"repository_ids": [same.repo.id], "permissions": {"contents": "read"}} in asked
+    assert not path.exists()  # read-only as it was, the tree is removed with the workspace
