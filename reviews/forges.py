@@ -24,6 +24,7 @@ from reviews.models import Finding, Review, ReviewRun, RunStatus
 from reviews.publication import approval_decide, approval_withheld, approvals_dismiss, publish
 from reviews.reconcile import Decision
 from reviews.runs import run_finish
+from reviews.secondaries import mount_all
 from reviews.validation import Validated
 from reviews.walkthrough import walkthrough_begin, walkthrough_end
 from sandbox.contract import ReviewResult
@@ -70,7 +71,7 @@ class GitHub:
             installation_id=ctx.repository.installation.github_id,
             repository_id=ctx.repository.github_id,
         )
-        return workspace.checkout(
+        checkout = workspace.checkout(
             clone_url=info.clone_url,
             token=token,
             head_sha=ctx.run.head_sha,
@@ -79,6 +80,11 @@ class GitHub:
             since_sha=since,
             mirror=mirror_for(ctx.repository),
         )
+        # Beside it, the approved secondary repositories (reviews/secondaries.py).
+        checkout.secondaries = mount_all(
+            ctx.gateway, workspace.path, ctx.config.secondary_repositories, mirror=mirror_by_id
+        )
+        return checkout
 
     def conversation(self, ctx: Context, earlier: list[Finding]) -> threads.Conversation:
         return threads.conversation_read(
@@ -163,7 +169,12 @@ def _stop(
 def mirror_for(repository) -> Path | None:
     """The repository's mirror in the checkout cache, by its GitHub id (a rename keeps
     it; no two repositories share one), or None with the cache off."""
+    return mirror_by_id(repository.github_id)
+
+
+def mirror_by_id(github_id: int) -> Path | None:
+    """A repository's mirror, by its GitHub id: a secondary repository's too."""
     cache = settings.TASUKU_CHECKOUT_CACHE
     if not cache or cache.lower() == "off":
         return None
-    return Path(cache) / f"{repository.github_id}.git"
+    return Path(cache) / f"{github_id}.git"

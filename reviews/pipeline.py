@@ -19,7 +19,7 @@ from django.utils import timezone
 from repos import github
 from repos.models import RepoMemory
 from repos.policy import EffectiveConfig, ReviewerConfig, Trigger
-from reviews import engines, stages, threads
+from reviews import engines, secondaries, stages, threads
 from reviews.budget import Budget, budget_alert, installation_budget
 from reviews.checkruns import dashboard_url
 from reviews.context import Context
@@ -181,6 +181,8 @@ def pipeline(ctx: Context) -> str:
             ReviewRun.objects.filter(pk=run.pk).update(
                 runner_result=result.model_dump(mode="json"), result_received_at=timezone.now()
             )
+    # The secondary repositories: context the review had, or a limitation it had.
+    result = secondaries.noted(result, checkout.secondaries)
     if result.incomplete:
         return stop_incomplete(ctx, core, result, earlier, checkout)
 
@@ -349,11 +351,13 @@ def _record_scope(run: ReviewRun, checkout: Checkout, core: stages.Core) -> None
     run.reviewed = core.reviewed
     run.filtered = [[f.path, f.reason] for f in core.filtered]
     run.incremental_since = checkout.incremental_since or ""
+    run.secondaries = [secondary.record() for secondary in checkout.secondaries]
     ReviewRun.objects.filter(pk=run.pk).update(
         sanitised=run.sanitised,
         reviewed=run.reviewed,
         filtered=run.filtered,
         incremental_since=run.incremental_since,
+        secondaries=run.secondaries,
     )
 
 

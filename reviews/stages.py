@@ -216,6 +216,7 @@ def job_build(
         ),
         explorers=explorers,
         web=web,
+        secondaries=tuple(m.secondary() for m in checkout.secondaries if m.mounted),
     )
     return core.job
 
@@ -232,6 +233,7 @@ def validate(
             min_confidence=config.min_confidence,
             comment_limit=config.comment_limit,
             filtered={f.path: f.reason for f in core.filtered},
+            secondaries={s.path: s.full_name for s in core.job.secondaries} if core.job else {},
         ),
         history,
     )

@@ -45,6 +45,9 @@ class GateConfig:
     comment_limit: int = 25
     # path -> why it is not reviewed (excluded by default or by the policy's globs)
     filtered: dict[str, str] = field(default_factory=dict)
+    # where a secondary repository is mounted (`secondary/<owner>/<name>`) -> its name:
+    # context for the review, never under it
+    secondaries: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -441,6 +444,13 @@ def _locate(result: Validated, diff: Diff, config: GateConfig, seen: dict[tuple,
         return replace(result, state=SUPPRESSED, reason="path outside the repository")
     if path != result.path:
         result = replace(result, path=path)
+    for prefix, full_name in config.secondaries.items():
+        if path.startswith(prefix + "/"):
+            return replace(
+                result,
+                state=SUPPRESSED,
+                reason=f"in the secondary repository {full_name}: context, not under review",
+            )
     file = diff.get(path)
     if file is None:
         return replace(result, state=SUPPRESSED, reason="path is not part of the pull request")

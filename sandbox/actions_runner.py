@@ -8,7 +8,11 @@ Run by the workflow (docs/actions/tasuku.yml) after it checked out the repositor
 2. removes those two variables from the environment before anything else runs, so no
    engine can mint a token;
 3. builds the workspace as the local runner does: a copy of the checkout at the job's
-   head, sanitised (agent instruction files, `.git`, symlinks leading out);
+   head, sanitised (agent instruction files, `.git`, symlinks leading out), and beside
+   it each secondary repository of the job, fetched at its pinned commit with the token
+   Tasuku handed out beside the job (read-only, that one repository), sanitised the
+   same way and made read-only; each token is revoked once its fetch is done, before
+   the engine starts, and none is ever in the job, the environment or the log;
 4. runs the job's engine in a subprocess with a scrubbed environment that holds only
    the engine's provider key (from the workflow's secrets);
 5. writes the findings to the job summary (GITHUB_STEP_SUMMARY) and posts the result
@@ -135,6 +139,62 @@ def workspace_build(checkout: Path, head_sha: str, into: Path) -> tuple[Path, li
     return root, sanitise(root)
 
 
+def secondaries_fetch(job: ReviewJob, given: Any, into: Path) -> tuple[ReviewJob, list[str]]:
+    """Each of the job's secondary repositories, fetched beside the checkout with the
+    token Tasuku gave for it, which is then revoked. Returns the job naming only those
+    that are there, and a limitation for each of the others."""
+    from sandbox.secondaries import mount, unmounted_limitation
+
+    if not job.secondaries:
+        return job, []
+    access = {g.get("full_name"): g for g in given or () if isinstance(g, dict)}
+    kept, missing = [], []
+    for secondary in job.secondaries:
+        entry = access.get(secondary.full_name)
+        if entry is None or entry.get("commit") != secondary.commit:
+            why = "Tasuku could not give the runner a way to read it"
+            missing.append(unmounted_limitation(secondary.full_name, why))
+            continue
+        try:
+            mounted = mount(into, full_name=secondary.full_name, commit=secondary.commit,
+                            clone_url=str(entry.get("clone_url", "")),
+                            token=str(entry.get("token", "")))  # fmt: skip
+            kept.append(secondary)
+            log(f"mounted {secondary.full_name} at {secondary.commit[:12]} (read-only)"
+                + (f"; removed: {', '.join(mounted.removed[:20])}" if mounted.removed else ""))  # fmt: skip
+        except (StageError, OSError, ValueError) as exc:
+            why = f"the runner could not fetch it ({exc})"
+            missing.append(unmounted_limitation(secondary.full_name, why))
+            log(f"secondary repository {secondary.full_name} not mounted: {exc}")
+        finally:
+            token_revoke(entry)
+    return job.model_copy(update={"secondaries": tuple(kept)}), missing
+
+
+def token_revoke(entry: dict) -> None:
+    """Revoke a token Tasuku handed out for one fetch (GitHub: DELETE /installation/token
+    with the token itself). Best effort: it expires within the hour anyway."""
+    api_url, token = str(entry.get("api_url") or ""), str(entry.get("token") or "")
+    if not api_url.startswith(("https://", "http://")) or not token:
+        return
+    try:
+        requests.delete(
+            f"{api_url.rstrip('/')}/installation/token", timeout=TIMEOUT,
+            headers={"Authorization": f"token {token}", "Accept": "application/vnd.github+json"},
+        )  # fmt: skip
+    except requests.RequestException as exc:
+        log(f"could not revoke a secondary repository's token ({type(exc).__name__})")
+
+
+def with_limitations(result: ReviewResult, limitations: list[str]) -> ReviewResult:
+    if not limitations:
+        return result
+    summary = result.summary.model_copy(
+        update={"limitations": [*result.summary.limitations[: 50 - len(limitations)], *limitations]}
+    )
+    return result.model_copy(update={"summary": summary})
+
+
 def summary_write(result: ReviewResult | None, text: str) -> None:
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:
@@ -188,9 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         engine = answer["engine"]
         with tempfile.TemporaryDirectory(prefix="tasuku-runner-") as scratch:
             root, removed = workspace_build(Path(args.checkout), answer["head_sha"], Path(scratch))
+            job, missing = secondaries_fetch(job, answer.get("secondaries"), Path(scratch))
             if removed:
                 log(f"removed from the workspace: {', '.join(removed[:20])}")
-            result = engine_run(engine, job, root)
+            result = with_limitations(engine_run(engine, job, root), missing)
     except (RunnerError, StageError, KeyError, ValueError) as exc:
         failure = f"{type(exc).__name__}: {exc}"
         log(f"the review failed: {failure}")

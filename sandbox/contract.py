@@ -8,13 +8,16 @@ engine returns is data to be validated (reviews/validation.py), never instructio
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # 2: named skills, explorers, web research and the per-turn output cap in the job; the
 # explorers' usage in the result. A version-1 job or result reads as one without them.
-CONTRACT_VERSION = "2"
+# 3: the secondary repositories mounted beside the checkout (`ReviewJob.secondaries`); a
+# version-2 job reads as one with none.
+CONTRACT_VERSION = "3"
 
 MAX_PATH = 1024
 MAX_TITLE = 200
@@ -31,6 +34,15 @@ SKILL_NAME = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 MAX_OUTPUT_TOKENS = (256, 128_000)
 # A model reviewer's short account of what the change does, for the walkthrough comment.
 MAX_WALKTHROUGH = 2000
+MAX_SECONDARIES = 20
+# Where a secondary repository is, relative to the workspace (the checkout's parent):
+# `secondary/<owner>/<name>`, beside `checkout/` (docs/reviewers.md, *Secondary
+# repositories*). A GitHub name part is letters, digits, `_`, `.` and `-`; `.` and `..`
+# alone are refused below, so the path never climbs.
+SECONDARY_ROOT = "secondary"
+REPOSITORY_NAME = r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$"
+SECONDARY_PATH = r"^secondary/[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$"
+COMMIT = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
 
 
 class Severity(StrEnum):
@@ -175,6 +187,38 @@ class WebResearch(BaseModel):
     max_calls: int = Field(default=20, ge=1, le=200)
 
 
+def secondary_path(full_name: str) -> str:
+    """Where the secondary repository `full_name` is mounted, relative to the workspace
+    and as the tools name it (`secondary/<owner>/<name>`)."""
+    return f"{SECONDARY_ROOT}/{full_name}"
+
+
+class Secondary(BaseModel):
+    """A secondary repository mounted read-only beside the checkout at a pinned commit:
+    context for the review, never under review. `path` is where it is, relative to the
+    workspace (the checkout's parent), and the prefix the tools read it under."""
+
+    model_config = ConfigDict(frozen=True)
+
+    full_name: str = Field(pattern=REPOSITORY_NAME)
+    commit: str = Field(pattern=COMMIT)
+    path: str = Field(pattern=SECONDARY_PATH)
+
+    @model_validator(mode="after")
+    def _stays_inside(self) -> Secondary:
+        if any(part in (".", "..") for part in self.path.split("/")) or any(
+            part in (".", "..") for part in self.full_name.split("/")
+        ):
+            raise ValueError("a secondary repository's name and path never climb")
+        return self
+
+    def location(self, checkout: Path) -> Path:
+        """The secondary's tree on disk, for a checkout at `checkout`: every runner lays
+        the workspace out the same way (`checkout/` beside `secondary/<owner>/<name>/`;
+        in a container, `/workspace` beside `/secondary/<owner>/<name>`)."""
+        return checkout.parent / self.path
+
+
 class EarlierFinding(BaseModel):
     """A finding an earlier review left open, for the engine to rule on: still a
     problem at this head, or not. `id` is its fingerprint."""
@@ -233,6 +277,8 @@ class ReviewJob(BaseModel):
     limits: Limits = Limits()
     explorers: Explorers | None = None  # None: no `dispatch_explorers`
     web: WebResearch | None = None  # None: no web research (the default)
+    # Other repositories mounted read-only beside the checkout, as context (version 3).
+    secondaries: tuple[Secondary, ...] = Field(default=(), max_length=MAX_SECONDARIES)
 
 
 class Finding(BaseModel):

@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +80,9 @@ class Checkout:
     # An incremental review's findings anchor on the pull request's whole diff (what
     # GitHub accepts comments on), not only on the new commits.
     anchor_diff: str | None = None
+    # The secondary repositories beside the checkout (sandbox/secondaries.py): each
+    # mounted, or why it is not. Filled in by the forge after the checkout is made.
+    secondaries: list = field(default_factory=list)
 
 
 class Workspace:
@@ -225,19 +228,7 @@ def _from_mirror(
     pruned. Blobs arrive as the diff and the checkout need them, into the mirror."""
     mirror.parent.mkdir(parents=True, exist_ok=True)
     with _mirror_locked(mirror):
-        git = _Git(mirror, env)
-        if not (mirror / "HEAD").is_file():
-            if mirror.exists():
-                _remove_tree(mirror)
-            _Git(mirror.parent, env)("init", "--quiet", "--bare", str(mirror),
-                                     what="create the checkout cache")  # fmt: skip
-            # Tidied here, under the lock, never by a background gc.
-            git("config", "gc.auto", "0")
-            git("config", "maintenance.auto", "false")
-            git("remote", "add", "origin", clone_url)
-        else:
-            git("remote", "set-url", "origin", clone_url)  # the repository may be renamed
-        _attributes_neutralise(mirror)  # a worktree reads its common directory's info/
+        git = mirror_open(mirror, env, clone_url)
         for sha in _fetch(git, head_sha, base_sha, previous_sha):
             git("update-ref", f"refs/tasuku/{sha}", sha, check=False)  # absent: not kept
         git("worktree", "prune")
@@ -247,6 +238,25 @@ def _from_mirror(
                             previous_sha=previous_sha, since_sha=since_sha)  # fmt: skip
         _mirror_tidy(git, mirror)
     return checkout
+
+
+def mirror_open(mirror: Path, env: dict[str, str], clone_url: str) -> _Git:
+    """The mirror, made when there is none, fetching from `clone_url` (held under its
+    lock by the caller)."""
+    git = _Git(mirror, env)
+    if not (mirror / "HEAD").is_file():
+        if mirror.exists():
+            _remove_tree(mirror)
+        _Git(mirror.parent, env)("init", "--quiet", "--bare", str(mirror),
+                                 what="create the checkout cache")  # fmt: skip
+        # Tidied here, under the lock, never by a background gc.
+        git("config", "gc.auto", "0")
+        git("config", "maintenance.auto", "false")
+        git("remote", "add", "origin", clone_url)
+    else:
+        git("remote", "set-url", "origin", clone_url)  # the repository may be renamed
+    _attributes_neutralise(mirror)  # a worktree reads its common directory's info/
+    return git
 
 
 @contextmanager
@@ -543,8 +553,13 @@ def remove_tree(path: Path) -> None:
     and fails on a tree a pull request made 1,200 levels deep: then `rm -rf`, which
     does not), read-only files and folders included."""
 
-    def make_writable(function, failed, excinfo):  # read-only files from git objects
-        os.chmod(failed, 0o700)
+    def make_writable(function, failed, excinfo):
+        # Read-only files (git's objects) and read-only folders (a secondary
+        # repository's tree): what holds the entry, then the entry, never through a link.
+        for target in (os.path.dirname(failed), failed):
+            with suppress(OSError):
+                if not os.path.islink(target):
+                    os.chmod(target, 0o700)
         function(failed)
 
     try:

@@ -201,6 +201,7 @@ class GitHubGateway(ConversationCalls, CheckCalls, CommitCalls, ActionsCalls, Ho
                 clone_url=data["clone_url"],
                 default_branch=data.get("default_branch") or "main",
                 private=bool(data.get("private")),
+                id=data.get("id"),
             )
 
         return self._repo_call(
@@ -211,11 +212,16 @@ class GitHubGateway(ConversationCalls, CheckCalls, CommitCalls, ActionsCalls, Ho
             fn=get,
         )
 
-    def contents_token(self, *, installation_id: int, repository_id: int) -> str:
-        """A token that can read one repository's contents and nothing else (for git)."""
-        return self.installation_token(
-            installation_id, repository_ids=(repository_id,), permissions={"contents": "read"}
-        ).token
+    def contents_token(
+        self, *, installation_id: int, repository_id: int, handed_out: bool = False
+    ) -> str:
+        """A token that can read one repository's contents and nothing else (for git).
+        `handed_out`: for someone else (the GitHub Actions runner), who revokes it when
+        done: minted for it alone, never the cached one Tasuku's own clones use."""
+        scope = {"repository_ids": (repository_id,), "permissions": {"contents": "read"}}
+        if handed_out:
+            return self._token_mint(installation_id, **scope).token
+        return self.installation_token(installation_id, **scope).token
 
     def reviews_list(
         self, *, installation_id: int, repository_id: int | None, full_name: str, number: int

@@ -171,6 +171,7 @@ class RepositoryInfo(BaseModel):
     clone_url: str
     default_branch: str
     private: bool
+    id: int | None = None
 
 
 class ReviewInfo(BaseModel):

@@ -17,8 +17,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from repos import github
+from reviews import secondaries
 from reviews.actions import oidc
 from reviews.actions import workflow as actions
+from sandbox.contract import ReviewJob
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +35,13 @@ class JobSerializer(serializers.Serializer):
     engine = serializers.CharField(required=False, help_text="The engine to run.")
     head_sha = serializers.CharField(required=False, help_text="The commit to review.")
     job = serializers.JSONField(required=False, help_text="The ReviewJob (see the contract).")
+    secondaries = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="For each secondary repository of the job the App can read now: "
+        "`full_name`, `commit`, `path`, `clone_url`, and `token` (Contents: read on that one "
+        "repository, for git alone: never given to the engine) with `api_url` to revoke it.",
+    )
 
 
 class ResultInSerializer(serializers.Serializer):
@@ -52,6 +62,21 @@ def _unavailable(exc: Exception) -> Response:
     logger.warning("runner not matched yet: %s", exc)
     return Response({"error": "GitHub cannot be asked which run this is now; try again."},
                     status=status.HTTP_503_SERVICE_UNAVAILABLE)  # fmt: skip
+
+
+def _secondaries_for(run) -> list[dict]:
+    """How the runner reads the job's secondary repositories: a token of its own for
+    each, minted now (reviews/secondaries.py). Only the runner the OIDC token proved to
+    be is given them."""
+    job = ReviewJob.model_validate(run.job)
+    if not job.secondaries:
+        return []
+    try:
+        gateway = github.gateway()
+    except github.GitHubNotConfigured as exc:
+        logger.warning("run %s: no tokens for its secondary repositories: %s", run.pk, exc)
+        return []
+    return secondaries.runner_access(gateway, job)
 
 
 class _RunnerView(APIView):
@@ -98,7 +123,8 @@ class RunnerJobView(_RunnerView):
         run = answer.run
         body = {"status": answer.status, "run": run.pk, "reason": answer.reason}
         if answer.status == "review":
-            body.update(engine=run.reviewer.engine, head_sha=run.head_sha, job=run.job)
+            body.update(engine=run.reviewer.engine, head_sha=run.head_sha, job=run.job,
+                        secondaries=_secondaries_for(run))  # fmt: skip
         return Response(body)
 
 

@@ -131,6 +131,11 @@ class ReviewRun(models.Model):
     )
     # Set when only the changes since an earlier complete review were reviewed.
     incremental_since = models.CharField(max_length=40, blank=True)
+    secondaries = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The secondary repositories beside the checkout: each mounted, or why not.",
+    )
     review_pass = models.ForeignKey(
         "reviews.ReviewPass", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
     )

@@ -43,6 +43,7 @@ from sandbox.agent.conversation import (
 )
 from sandbox.agent.explorers import DISPATCH, Dispatcher
 from sandbox.agent.tools import SUBMIT, SUBMIT_SPEC, ToolError, Tools, ToolSpec
+from sandbox.agent.tools.checkout import secondary_trees
 from sandbox.contract import ReviewJob, ReviewResult, ReviewSummary, Submission, Usage
 from sandbox.prompt import Prompt, review_prompt
 
@@ -109,7 +110,8 @@ def agent_review(
     started = clock()
     deadline = started + max(job.limits.deadline_seconds - DEADLINE_MARGIN, 1)
     prompt = review_prompt(job)
-    tools = Tools(root, skills=job.skill_documents, web=web_tools(job, prompt))
+    tools = Tools(root, skills=job.skill_documents, web=web_tools(job, prompt),
+                  secondaries=secondary_trees(job, root))  # fmt: skip
     budget = Budget(job.limits.cost_cap_usd)
     explorers = (
         Dispatcher(job, tools, conversation, budget, deadline=deadline, clock=clock)

@@ -6,8 +6,9 @@
 The container is named after the run and its attempt, so a container a killed worker
 left behind is found and removed (forced) before its name is reused. PID 1 is
 `timeout -s KILL <wall>`: the container destroys itself at the deadline even when the
-worker that started it is gone. The checkout is bind-mounted read-only at /workspace;
-the job is a read-only file beside it (writing a container's stdin through the API is
+worker that started it is gone. The checkout is bind-mounted read-only at /workspace,
+each secondary repository read-only at /secondary/<owner>/<name> beside it; the job is
+a read-only file beside them (writing a container's stdin through the API is
 fragile: it needs a hijacked connection half-closed at the right moment, which TLS and
 ssh transports cannot do). The root filesystem is read-only; /tmp and HOME are small
 tmpfs; the user is 10001, with no capabilities and no way to gain privileges; memory
@@ -28,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import Any
 
@@ -255,6 +256,7 @@ class DockerSandbox:
             "mounts": [
                 Mount(WORKSPACE, str(checkout), type="bind", read_only=True),
                 Mount(JOB_FILE, str(job_file), type="bind", read_only=True),
+                *secondary_mounts(job, checkout),
             ],
             "read_only": True,
             "tmpfs": {
@@ -376,6 +378,22 @@ class DockerSandbox:
             permanent=False,
             code="docker-unreachable",
         )
+
+
+def secondary_mounts(job: ReviewJob, checkout: Path) -> list[Mount]:
+    """Each secondary repository, read-only, beside /workspace as it is beside the
+    checkout on the host (`/secondary/<owner>/<name>`): the engine finds it where it
+    would anywhere else. One that is not on disk is not mounted (the engine is told of
+    it and finds nothing)."""
+    mounts = []
+    container_workspace = PurePosixPath(WORKSPACE)
+    for secondary in job.secondaries:
+        source = secondary.location(checkout)
+        if source.is_symlink() or not source.is_dir():
+            continue
+        target = container_workspace.parent / secondary.path
+        mounts.append(Mount(str(target), str(source), type="bind", read_only=True))
+    return mounts
 
 
 def _network_mode(network: str | None, proxy: str | None) -> str:

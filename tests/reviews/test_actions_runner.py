@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -235,7 +236,8 @@ def test_the_dispatched_runs_token_gets_its_job(actions_world, client, test_app,
     body = answer.json()
     assert (body["status"], body["run"], body["engine"]) == ("review", run.pk, "static")
     assert body["head_sha"] == actions_world.head and body["job"]["repository"] == REPO
-    assert "token" not in json.dumps(body["job"]).lower()  # no GitHub credential in the job
+    # No GitHub credential in the job (its `max_output_tokens` is a model's bound).
+    assert not re.search(r'"token"|gh[pousr]_|github_pat_', json.dumps(body["job"]))
 
 
 @pytest.mark.django_db
@@ -599,3 +601,70 @@ def test_a_worker_that_stopped_after_dispatching_is_not_followed_by_a_second_dis
     [actions_run] = actions_world.fake.actions_runs_of(REPO)
     assert (run.status, run.actions_run_id) == (RunStatus.DISPATCHED, actions_run.id)
     assert len(actions_world.fake.requests("POST", r"/dispatches$")) == 1
+
+
+# --- secondary repositories ---
+
+
+def approved_secondary(world: World):
+    """acme-libs/shared (another installation of the App's) approved for acme/shop at
+    its first commit, before the pull request is opened."""
+    from repos.models import SecondaryRepository
+    from repos.services import installation_upsert, repository_upsert
+    from tests.gitworld import INSTALLATION, REPO_ID, SHARED, shared_build
+
+    shared = shared_build(world.fake)
+    installation = installation_upsert(github_id=INSTALLATION, account_login="acme")
+    repository = repository_upsert(installation=installation, github_id=REPO_ID, full_name=REPO)
+    SecondaryRepository.objects.create(repository=repository, full_name=SHARED,
+                                       pinned_commit=shared.pinned, approved=True)  # fmt: skip
+    return shared
+
+
+@pytest.mark.django_db
+def test_the_runner_is_handed_a_token_for_each_secondary_beside_the_job_never_in_it(
+    actions_world, client, test_app
+):
+    from tests.gitworld import SHARED
+
+    shared = approved_secondary(actions_world)
+    run = open_pull_request(actions_world, client, test_app)
+    secondary = {"full_name": SHARED, "commit": shared.pinned, "path": f"secondary/{SHARED}"}
+    assert run.job["secondaries"] == [secondary]
+    token = actions_world.fake.oidc_token(the_actions_run(actions_world), audience=AUD)
+    body = fetch(client, token).json()
+    [given] = body["secondaries"]
+    handed = given.pop("token")
+    assert given == {**secondary, "clone_url": f"{actions_world.fake.url}/{SHARED}.git",
+                     "api_url": actions_world.fake.url}  # fmt: skip
+    job_text = json.dumps(body["job"])
+    assert handed not in job_text, job_text[:3000]
+    # It reads that one repository's contents, nothing else, and is not the token
+    # Tasuku's own clones use (the runner revokes it when done).
+    minted = actions_world.fake.tokens[handed]
+    assert minted.repository_ids == {shared.repo.id}
+    assert minted.permissions == {"contents": "read", "metadata": "read"}
+    assert handed not in [c.token for c in actions_world.fake.requests(path=r"^/repos/")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_runner_mounts_the_secondary_and_revokes_its_token_before_the_engine_runs(
+    actions_world, client, test_app, live_server, settings, tmp_path
+):
+    from tests.gitworld import SHARED
+
+    settings.TASUKU_ACTIONS_AUDIENCE = live_server.url
+    shared = approved_secondary(actions_world)
+    run = open_pull_request(actions_world, client, test_app)
+    done = run_the_runner(actions_world, the_actions_run(actions_world), live_server.url, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"mounted {SHARED} at {shared.pinned[:12]} (read-only)" in done.stderr
+    assert "removed: AGENTS.md, docs/.claude/, escape -> /etc/passwd" in done.stderr
+    [revoked] = actions_world.fake.revoked_tokens
+    assert revoked not in done.stderr and revoked not in done.stdout
+    drain_queue()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, run.reason
+    review = Review.objects.get(run=run)
+    assert any(SHARED in source for source in review.context_sources)
+    assert not any("not mounted" in text for text in review.limitations)

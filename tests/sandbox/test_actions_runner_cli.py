@@ -140,3 +140,76 @@ def test_a_refusal_is_not_retried(checkout, runner_env):
     stub.fail_next = {"/api/runner/job": [403]}
     assert actions_runner.main(["--url", stub.url, "--checkout", str(root)]) == 1
     assert len(stub.auth_seen) == 1 and not stub.results
+
+
+# --- secondary repositories ---
+
+
+class SecondaryStub(Stub):
+    """Tasuku answering with a job that names secondary repositories, and (`given`) what
+    it hands the runner beside the job to read each: a clone URL and a token."""
+
+    def __init__(self, head_sha: str, secondaries: list, given: list) -> None:
+        super().__init__(head_sha)
+        self.secondaries, self.given = secondaries, given
+
+    def job(self) -> dict:
+        answer = super().job()
+        job = ReviewJob.model_validate(answer["job"])
+        answer["job"] = job.model_copy(update={"secondaries": tuple(self.secondaries)}).model_dump(
+            mode="json"
+        )
+        answer["secondaries"] = self.given
+        return answer
+
+
+def test_the_runner_fetches_a_secondary_with_its_own_token_and_the_engine_never_sees_it(
+    checkout, runner_env, monkeypatch, fake_github
+):
+    from repos import github
+    from sandbox.contract import Secondary
+    from tests.gitworld import SHARED, SHARED_INSTALLATION, SHARED_PINNED, shared_build
+
+    root, head = checkout
+    shared = shared_build(fake_github)
+    token = github.gateway().contents_token(
+        installation_id=SHARED_INSTALLATION, repository_id=shared.repo.id, handed_out=True
+    )
+    pinned = Secondary(full_name=SHARED, commit=shared.pinned, path=f"secondary/{SHARED}")
+    unreadable = Secondary(full_name="acme-libs/hidden", commit="c" * 40,
+                           path="secondary/acme-libs/hidden")  # fmt: skip
+    given = [{**pinned.model_dump(), "clone_url": f"{fake_github.url}/{SHARED}.git",
+              "token": token, "api_url": fake_github.url}]  # fmt: skip
+    stub = SecondaryStub(head, [pinned, unreadable], given)
+    runner_env(stub)
+    seen = {}
+
+    def engine(engine_name, job, workspace):
+        import os
+
+        seen["env"] = dict(os.environ)
+        seen["job"] = job.model_dump_json()
+        tree = pinned.location(workspace)
+        seen["money"] = (tree / "lib" / "money.py").read_text()
+        seen["files"] = sorted(p.name for p in tree.iterdir())
+        seen["writable"] = os.stat(tree / "lib" / "money.py").st_mode & 0o222
+        return ReviewResult(engine=engine_name)
+
+    monkeypatch.setattr(actions_runner, "engine_run", engine)
+    assert actions_runner.main(["--url", stub.url, "--checkout", str(root)]) == 0
+    assert seen["money"] == SHARED_PINNED
+    assert seen["files"] == ["docs", "lib", "money"]  # sanitised: no AGENTS.md, no link out
+    assert seen["writable"] == 0
+    # The engine is told of the secondary it has, not of the one it could not get, and
+    # nothing it is given or inherits holds the token, which is revoked before it runs.
+    job = ReviewJob.model_validate_json(seen["job"])
+    assert [s.full_name for s in job.secondaries] == [SHARED]
+    assert token not in seen["job"] and token not in json.dumps(seen["env"])
+    assert fake_github.revoked_tokens == [token]
+    [posted] = stub.results
+    assert token not in json.dumps(posted)
+    [limitation] = posted["result"]["summary"]["limitations"]
+    assert limitation == (
+        "The secondary repository acme-libs/hidden was not mounted: Tasuku could not give "
+        "the runner a way to read it."
+    )

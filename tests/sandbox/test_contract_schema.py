@@ -58,3 +58,27 @@ def test_a_version_1_job_and_result_still_read_as_ones_without_the_new_reach():
     printed = schemas()
     assert {"skill_documents", "explorers", "web"} <= set(printed["ReviewJob"]["properties"])
     jsonschema.validate(json.loads(result.model_dump_json()), printed["ReviewResult"])
+
+
+def test_a_version_2_job_reads_as_one_with_no_secondary_repositories():
+    job = ReviewJob.model_validate(
+        {"version": "2", "job_id": "1", "repository": "a/b", "pull_request": 1,
+         "base_sha": "a" * 40, "head_sha": "b" * 40}
+    )  # fmt: skip
+    assert job.secondaries == ()
+    assert "secondaries" in schemas()["ReviewJob"]["properties"]
+
+
+@pytest.mark.parametrize(
+    "secondary",
+    [
+        {"full_name": "acme/..", "commit": "c" * 40, "path": "secondary/acme/.."},
+        {"full_name": "acme/shared", "commit": "c" * 40, "path": "../secondary/acme/shared"},
+        {"full_name": "acme/shared", "commit": "c" * 40, "path": "/secondary/acme/shared"},
+        {"full_name": "acme/shared", "commit": "main", "path": "secondary/acme/shared"},
+    ],
+)
+def test_a_secondary_repository_whose_path_climbs_or_whose_commit_is_no_id_is_refused(secondary):
+    with pytest.raises(ValueError):
+        ReviewJob(job_id="1", repository="a/b", pull_request=1, base_sha="a" * 40,
+                  head_sha="b" * 40, secondaries=(secondary,))  # fmt: skip

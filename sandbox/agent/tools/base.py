@@ -49,11 +49,14 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     return walk(schema)
 
 
-def checkout_files(root: Path, limit: int = WALK_MAX_FILES) -> Iterator[Path]:
-    """Every regular file inside the checkout `root` (resolved), in a stable order;
-    symlinks leading out are skipped, and so is everything past `limit` files."""
+def checkout_files(
+    root: Path, limit: int = WALK_MAX_FILES, *, start: Path | None = None
+) -> Iterator[Path]:
+    """Every regular file inside the checkout `root` (resolved), in a stable order, or
+    only those under its folder `start`; symlinks leading out of `root` are skipped, and
+    so is everything past `limit` files."""
     seen = 0
-    for directory, dirnames, filenames in os.walk(root):
+    for directory, dirnames, filenames in os.walk(start or root):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
         for name in sorted(filenames):
             path = Path(directory) / name

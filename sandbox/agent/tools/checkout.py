@@ -3,16 +3,19 @@
 (`find_symbol`, `symbol_references`) and web research (`web_search`, `fetch_url`).
 
 Every path a model gives is resolved inside the checkout: absolute paths, `..` that
-climbs out, and symlinks that lead out are refused with an error the model sees. No
-checkout tool writes or executes anything. Results are bounded so one call cannot flood
-the model's context.
+climbs out, and symlinks that lead out are refused with an error the model sees. A
+path under `secondary/<owner>/<name>/` names a file of that secondary repository when
+the job mounts one (sandbox/secondaries.py): it is resolved inside the secondary's tree
+by the same rules. No checkout tool writes or executes anything. Results are bounded so
+one call cannot flood the model's context.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,7 @@ from sandbox.agent.tools.base import (
     text_argument,
 )
 from sandbox.agent.tools.resolution import PathResolver
-from sandbox.contract import SkillDocument
+from sandbox.contract import ReviewJob, SkillDocument
 
 READ_MAX_LINES = 400
 READ_MAX_BYTES = 64_000
@@ -40,6 +43,10 @@ SEARCH_REGEX_MEMORY = 8 << 20  # what RE2 may build for one pattern
 SEARCH_MAX_LINE = 300
 LIST_MAX = 500
 
+IN_FOLDER = (
+    "Only under this folder (default: the whole repository); secondary/<owner>/<name> "
+    "searches a secondary repository named in your instructions."
+)
 READ_FILE = ToolSpec(
     "read_file",
     f"Read a text file of the repository, with line numbers. At most {READ_MAX_LINES} "
@@ -49,7 +56,11 @@ READ_FILE = ToolSpec(
     {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "Path relative to the repository root."},
+            "path": {
+                "type": "string",
+                "description": "Path relative to the repository root (a secondary "
+                "repository's file: secondary/<owner>/<name>/<path>).",
+            },
             "start_line": {"type": "integer", "minimum": 1},
             "end_line": {"type": "integer", "minimum": 1},
         },
@@ -68,6 +79,7 @@ SEARCH_CODE = ToolSpec(
                 "type": "string",
                 "description": "Only files matching this glob (gitignore syntax), e.g. '*.py'.",
             },
+            "path": {"type": "string", "description": IN_FOLDER},
             "ignore_case": {"type": "boolean"},
         },
         "required": ["pattern"],
@@ -77,7 +89,14 @@ FIND_FILES = ToolSpec(
     "find_files",
     f"Find files whose path matches a glob (gitignore syntax, e.g. '**/test_*.py'). "
     f"Returns up to {LIST_MAX} paths.",
-    {"type": "object", "properties": {"pattern": {"type": "string"}}, "required": ["pattern"]},
+    {
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string"},
+            "path": {"type": "string", "description": IN_FOLDER},
+        },
+        "required": ["pattern"],
+    },
 )
 LIST_DIRECTORY = ToolSpec(
     "list_directory",
@@ -110,8 +129,14 @@ class Tools:
         skills: Sequence[SkillDocument] = (),
         web: Any = None,
         index: symbol_index.SymbolIndex | None = None,
+        secondaries: Mapping[str, Path] | None = None,
     ) -> None:
         self.root = root.resolve()
+        # The secondary repositories' trees, by the prefix the model names them with
+        # (`secondary/<owner>/<name>`): read-only context beside the checkout.
+        self.secondaries = {
+            prefix.strip("/"): tree.resolve() for prefix, tree in (secondaries or {}).items()
+        }
         self.paths = PathResolver(self.root)
         self.skills = {skill.name: skill for skill in skills}
         self.specs: list[ToolSpec] = []
@@ -144,7 +169,7 @@ class Tools:
     def explorer(self) -> Tools:
         """The checkout tools alone, for an explorer: the same checkout and symbol index,
         no skills, no web, nothing the agent added (no submission, no explorers)."""
-        return Tools(self.root, index=self.index)
+        return Tools(self.root, index=self.index, secondaries=self.secondaries)
 
     def call(self, name: str, arguments: dict[str, Any]) -> str:
         handler = self.handlers.get(name)
@@ -165,18 +190,69 @@ class Tools:
             raise ToolError(
                 f"{path!r} is an absolute path; paths are relative to the repository root."
             )
-        candidate = (self.root / text).resolve()
-        if candidate != self.root and self.root not in candidate.parents:
-            raise ToolError(f"{path!r} is outside the repository; only the repository can be read.")
+        tree, inside = self._tree_of(text)
+        candidate = (tree / inside).resolve()
+        if candidate != tree and tree not in candidate.parents:
+            where = "repository" if tree == self.root else "secondary repository"
+            raise ToolError(
+                f"{path!r} is outside the {where}; only the repository (and the secondary "
+                "repositories named in your instructions) can be read."
+            )
         if must_exist and not candidate.exists():
             raise ToolError(f"{path!r} does not exist.")
         return candidate
 
-    def relative(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix()
+    def _tree_of(self, text: str) -> tuple[Path, str]:
+        """The tree `text` is in (the checkout, or the secondary repository its prefix
+        names) and the path inside it. The prefix is read from the path made normal;
+        what is inside is resolved, and checked, by the caller."""
+        normal = posixpath.normpath(text)
+        for prefix, tree in self.secondaries.items():
+            if normal == prefix or normal.startswith(prefix + "/"):
+                return tree, normal[len(prefix) :].lstrip("/") or "."
+        return self.root, text
 
-    def _files(self):
+    def _tree_holding(self, path: Path) -> tuple[Path, str]:
+        """The tree a resolved path is in, and the prefix its paths are named with."""
+        for prefix, tree in self.secondaries.items():
+            if path == tree or tree in path.parents:
+                return tree, prefix
+        return self.root, ""
+
+    def relative(self, path: Path) -> str:
+        tree, prefix = self._tree_holding(path)
+        inside = path.relative_to(tree).as_posix()
+        if not prefix:
+            return inside
+        return prefix if inside == "." else f"{prefix}/{inside}"
+
+    def _files(self, where: Any = None, glob: Any = None) -> Iterator[Path]:
+        """The files a search walks: under the folder `where` names, else the secondary
+        repository a glob starting with its prefix names, else the checkout (a search
+        of the repository does not wander into the secondaries)."""
+        if where not in (None, ""):
+            start = self.resolve(where)
+            if not start.is_dir():
+                raise ToolError(f"{where!r} is not a folder.")
+            tree, _ = self._tree_holding(start)
+            return checkout_files(tree, start=start)
+        if isinstance(glob, str):
+            tree, inside = self._tree_of(glob.strip().lstrip("/"))
+            if tree != self.root:
+                return checkout_files(tree)
         return checkout_files(self.root)
+
+    def _matches(self, spec: Any, path: Path, where: Any) -> bool:
+        """A glob matches the path as the model sees it, or, searching a folder, the
+        path inside that folder (`*.py` under `secondary/acme/shared`)."""
+        if spec is None:
+            return True
+        if spec.match_file(self.relative(path)):
+            return True
+        if where in (None, ""):
+            return False
+        base = self.resolve(where)
+        return spec.match_file(path.relative_to(base).as_posix())
 
     def resolve_file(self, path: Any) -> tuple[Path, str]:
         """The file `path` names, and how it was found ("" when it is that path). A path
@@ -260,12 +336,13 @@ class Tools:
         spec = glob_argument(arguments.get("path_glob"))
         results: list[str] = []
         deadline = time.monotonic() + SEARCH_SECONDS
-        for path in self._files():
+        where = arguments.get("path")
+        for path in self._files(where, arguments.get("path_glob")):
             if time.monotonic() > deadline:
                 results.append(f"(stopped after {SEARCH_SECONDS} s; narrow the search)")
                 return "\n".join(results)
             relative = self.relative(path)
-            if spec is not None and not spec.match_file(relative):
+            if not self._matches(spec, path, where):
                 continue
             try:
                 if path.stat().st_size > SEARCH_MAX_FILE_BYTES:
@@ -290,9 +367,10 @@ class Tools:
         if spec is None:
             raise ToolError("Give a glob in `pattern`, e.g. '**/*.py'.")
         found = []
-        for path in self._files():
+        where = arguments.get("path")
+        for path in self._files(where, arguments.get("pattern")):
             relative = self.relative(path)
-            if spec.match_file(relative):
+            if self._matches(spec, path, where):
                 found.append(relative)
                 if len(found) >= LIST_MAX:
                     found.append(f"(stopped at {LIST_MAX} paths; narrow the pattern)")
@@ -300,20 +378,44 @@ class Tools:
         return "\n".join(found) if found else "No files match."
 
     def list_directory(self, arguments: dict[str, Any]) -> str:
-        path = self.resolve(arguments.get("path") or ".")
+        asked = arguments.get("path") or "."
+        above = self._above_secondaries(asked)
+        try:
+            path = self.resolve(asked)
+        except ToolError:
+            if above:  # `secondary/`, `secondary/acme/`: the way to a secondary's tree
+                return "\n".join(above)
+            raise
         if not path.is_dir():
             raise ToolError(f"{arguments.get('path')!r} is not a directory.")
+        tree, _ = self._tree_holding(path)
         entries = []
         for entry in sorted(path.iterdir(), key=lambda p: p.name):
             if entry.name in SKIP_DIRS:
                 continue
-            if entry.is_symlink() and self.root not in entry.resolve().parents:
+            if entry.is_symlink() and tree not in entry.resolve().parents:
                 continue
             entries.append(entry.name + ("/" if entry.is_dir() else ""))
             if len(entries) >= LIST_MAX:
                 entries.append(f"(stopped at {LIST_MAX} entries)")
                 break
+        entries += [name for name in above if name not in entries]
         return "\n".join(entries) if entries else "(empty)"
+
+    def _above_secondaries(self, asked: Any) -> list[str]:
+        """The folders that lead from `asked` to a secondary repository's tree."""
+        if not isinstance(asked, str):
+            return []
+        normal = posixpath.normpath(asked.strip())
+        if normal in (".", ""):
+            return []
+        return sorted(
+            {
+                prefix[len(normal) + 1 :].split("/")[0] + "/"
+                for prefix in self.secondaries
+                if prefix.startswith(normal + "/")
+            }
+        )
 
     def load_skill(self, arguments: dict[str, Any]) -> str:
         name = text_argument(arguments, "name", "a skill's name", limit=200)
@@ -340,3 +442,8 @@ def _linear_regex(pattern: str, *, ignore_case: bool) -> Any:
         raise ToolError(
             f"Invalid regular expression (RE2 syntax: no backreferences or lookaround): {exc}"
         ) from exc
+
+
+def secondary_trees(job: ReviewJob, checkout: Path) -> dict[str, Path]:
+    """The job's secondary repositories' trees beside `checkout`, by their prefix."""
+    return {secondary.path: secondary.location(checkout) for secondary in job.secondaries}

@@ -48,7 +48,9 @@ CLAUDE_DENIED = (
 )  # fmt: skip
 
 
-def claude_command(job: ReviewJob, *, system_prompt_file: Path) -> list[str]:
+def claude_command(
+    job: ReviewJob, *, system_prompt_file: Path, root: Path | None = None
+) -> list[str]:
     """`claude -p` reading the user prompt on stdin, with only Read/Grep/Glob available.
 
     Reference: https://code.claude.com/docs/en/cli-reference (every flag below)
@@ -79,6 +81,11 @@ def claude_command(job: ReviewJob, *, system_prompt_file: Path) -> list[str]:
         command += ["--max-budget-usd", str(float(job.limits.cost_cap_usd))]
     if job.model:
         command += ["--model", job.model]
+    if root is not None:
+        # The secondary repositories beside the checkout are working directories too:
+        # readable with Read/Grep/Glob, and nothing more (dontAsk still refuses edits).
+        for secondary in job.secondaries:
+            command += ["--add-dir", str(secondary.location(root))]
     return command
 
 
@@ -106,7 +113,7 @@ def review_claude_code(job: ReviewJob, root: Path) -> ReviewResult:
         system_prompt_file = Path(home) / "system-prompt.md"
         system_prompt_file.write_text(prompt.system, encoding="utf-8")
         run = cli_run(
-            claude_command(job, system_prompt_file=system_prompt_file),
+            claude_command(job, system_prompt_file=system_prompt_file, root=root),
             cwd=root,
             env=claude_environment(home),
             stdin=prompt.user,
