@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("reviews", "0021_thinking_replies"),
+        ("reviews", "0023_run_cancel_request"),
     ]
 
     operations = [
