@@ -11,7 +11,12 @@ from repos.models import Reviewer
 from reviews.models import Dismissal, ThreadReply
 from tests.fakes.models import ANTHROPIC_TEST_KEY, Fail, Reply, ToolCall
 from tests.gitworld import REPO, SHELL_TRUE_LINE, world_build
-from tests.helpers import drain_queue, post_webhook, pull_request_payload
+from tests.helpers import (
+    drain_queue,
+    post_webhook,
+    pull_request_payload,
+    review_comment_payload,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -66,15 +71,10 @@ def reply(world, body, *, login="maria", again=None):
         comment = world.fake.person_comment(
             REPO, world.pull.number, login=login, body=body, reply_to=parent["id"]
         )
-        comment = {k: v for k, v in comment.items() if not k.startswith("_")}
-        comment["user"] = {**comment["user"], "type": "User"}
-        again = {
-            "action": "created",
-            "comment": comment,
-            "pull_request": world.fake._pull_json(world.repo, world.pull),
-            "repository": world.fake._repo_json(world.repo),
-            "installation": {"id": world.repo.installation_id},
-        }
+        # As GitHub sends it: the typed payload (webhooks/payloads.py) needs every field.
+        again = review_comment_payload(
+            world.fake, world.repo, world.pull, comment, user_type="User"
+        )
     post_webhook(world.client, "pull_request_review_comment", again, secret=world.secret)
     drain_queue()
     return again
