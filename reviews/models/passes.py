@@ -204,6 +204,10 @@ class Answer(models.Model):
     comment = models.ForeignKey(
         "TaskComment", null=True, blank=True, on_delete=models.CASCADE, related_name="answers"
     )
+    # A failing required check answered ("a flaky test"): its name and the head it failed
+    # on. The answer holds for that head only: failing again on a new head asks again.
+    check_name = models.CharField(max_length=200, blank=True)
+    check_head = models.CharField(max_length=40, blank=True)
     kind = models.CharField(max_length=16, choices=AnswerKind.choices)
     commit = models.CharField(max_length=40, blank=True)
     text = models.TextField(blank=True)
@@ -225,14 +229,19 @@ class Answer(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["review_pass", "task_pull", "fingerprint"],
-                condition=models.Q(comment__isnull=True),
+                condition=models.Q(comment__isnull=True, check_name=""),
                 name="answer_once_per_finding_and_pass",
             ),
             models.UniqueConstraint(fields=["comment"], name="answer_once_per_comment"),
+            models.UniqueConstraint(
+                fields=["task_pull", "check_name", "check_head"],
+                condition=~models.Q(check_name=""),
+                name="answer_once_per_check_and_head",
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.kind} on {self.fingerprint or self.comment_id}"
+        return f"{self.kind} on {self.check_name or self.fingerprint or self.comment_id}"
 
 
 class TaskComment(models.Model):

@@ -10,7 +10,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from repos.github import GitHubError
-from reviews.escaping import block_text, inline_text
+from reviews.escaping import block_text, code_span, inline_text
 from reviews.markers import marker as signed_marker
 from reviews.models import (
     TASK_FINAL_STATES,
@@ -25,7 +25,13 @@ from reviews.models import (
 from reviews.passes.author import author_poster
 from reviews.passes.flow import SHA, task_evaluate, task_stuck
 from reviews.passes.handoff import TaskError
-from reviews.passes.selectors import answer_text, finding_id, latest_pass, open_findings
+from reviews.passes.selectors import (
+    answer_text,
+    failing_checks,
+    finding_id,
+    latest_pass,
+    open_findings,
+)
 from tasuku import durable
 
 logger = logging.getLogger(__name__)
@@ -56,7 +62,8 @@ def answers_record(task: Task, answers: list[dict[str, Any]]) -> list[Answer]:
     pull request as the author's App.
 
     To a finding of the last pass: `fixed` (a commit), `reply` (reasons), `skip` (nits
-    only), `follow_up` (names the follow-up). To a counted comment: `reply` or `fixed`.
+    only), `follow_up` (names the follow-up). To a counted comment, or a failing required
+    check (on the head it failed on): `reply` or `fixed`.
     """
     if task.state in TASK_FINAL_STATES:
         raise TaskError(f"The task is {task.get_state_display()}.", status=409)
@@ -67,6 +74,7 @@ def answers_record(task: Task, answers: list[dict[str, Any]]) -> list[Answer]:
         finding_id(tpr, f.fingerprint): (tpr, f) for tpr, f in open_findings(task, review_pass)
     }
     comments = {str(c.pk): c for c in TaskComment.objects.filter(task=task, counted=True)}
+    checks = {c["id"]: c for c in failing_checks(task)}
     rows: list[Answer] = []
     seen: set[str] = set()
     for index, item in enumerate(answers):
@@ -87,9 +95,27 @@ def answers_record(task: Task, answers: list[dict[str, Any]]) -> list[Answer]:
             )
         key = item.get("finding") or ""
         comment_key = str(item.get("comment") or "")
-        if bool(key) == bool(comment_key):
-            raise TaskError(f"{where}: answer either a `finding` or a `comment`.")
-        if key:
+        check_key = str(item.get("check") or "")
+        if sum(map(bool, (key, comment_key, check_key))) != 1:
+            raise TaskError(f"{where}: answer one `finding`, `comment` or `check`.")
+        if check_key:
+            check = checks.get(check_key)
+            if check is None:
+                raise TaskError(
+                    f"{where}: {check_key!r} is not a failing required check of this task.",
+                    status=422,
+                )
+            if kind not in (AnswerKind.REPLY, AnswerKind.FIXED):
+                raise TaskError(f"{where}: a failing check is answered with reply or fixed.")
+            if check_key in seen or check["answer"] is not None:
+                raise TaskError(
+                    f"{where}: {check_key!r} is answered already on this head.", status=409
+                )
+            seen.add(check_key)
+            rows.append(Answer(task=task, task_pull=check["task_pull"], review_pass=review_pass,
+                               check_name=check["name"], check_head=check["head"], kind=kind,
+                               commit=commit, text=text))  # fmt: skip
+        elif key:
             if key not in findings:
                 raise TaskError(
                     f"{where}: {key!r} is not an open finding of pass {review_pass.number}.",
@@ -157,7 +183,13 @@ def answer_post(answer_pk: int) -> str:
     body = f"{block_text(answer_text(answer))}\n\n{marker}"
     poster = author_poster()
     reply_to = None
-    if answer.comment is not None and answer.comment.kind == TaskComment.Kind.REVIEW_COMMENT:
+    if answer.check_name:
+        # A check has no thread: the answer is a conversation comment saying which.
+        body = (
+            f"About the failing check {code_span(answer.check_name)} on "
+            f"{code_span(answer.check_head[:7])}:\n\n{body}"
+        )
+    elif answer.comment is not None and answer.comment.kind == TaskComment.Kind.REVIEW_COMMENT:
         reply_to = answer.comment.github_id
     elif answer.comment is None:
         finding = (

@@ -44,6 +44,7 @@ from reviews.passes.handoff import TaskError
 from reviews.passes.selectors import (
     author_came_back,
     author_told_at,
+    failing_checks,
     heads_moved,
     latest_pass,
     pass_counts,
@@ -340,6 +341,7 @@ def checks_refresh(task: Task) -> list[dict]:
             entry = {
                 "name": name,
                 "pull_request": str(tpr),
+                "head": pull_request.head_sha,
                 "state": state,
                 "conclusion": found.conclusion if found else None,
                 "title": (found.title or "") if found else "",
@@ -370,7 +372,14 @@ def task_evaluate(task: Task) -> str:
     if last is None or last.status != PassStatus.CLEAN:
         return task.state
     not_green = checks_refresh(task)
-    failing = [c for c in not_green if c["state"] == "failure"]
+    # A failing check the author answered at this head ("a flaky test") asks nothing more
+    # of the author; it still is not green, so the task waits for it like a pending one.
+    answered = {(c["pull_request"], c["name"]) for c in failing_checks(task) if c["answer"]}
+    failing = [
+        c
+        for c in not_green
+        if c["state"] == "failure" and (c["pull_request"], c["name"]) not in answered
+    ]
     open_comments = unanswered_comments(task, since=last.finished_at).exists()
     if failing or open_comments or heads_moved(task, last):
         state = TaskState.AUTHOR_FIXING

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import timedelta
 from typing import Any
 
@@ -38,6 +39,46 @@ def task_checks(task: Task) -> list[dict[str, Any]]:
     return [c for tpr in task.pulls.all() for c in tpr.checks]
 
 
+def check_id(tpr: TaskPullRequest, name: str, head: str) -> str:
+    """A failing check's id in the feedback: stable for one check on one head, so an
+    answer to it holds until it fails again on another head."""
+    digest = hashlib.sha256(f"{name}\0{head}".encode()).hexdigest()[:16]
+    return f"{tpr.pk}.check.{digest}"
+
+
+def failing_checks(task: Task) -> list[dict[str, Any]]:
+    """Every failing required check of the task's pull requests, as last read, with its
+    id, the head it failed on, and the author's answer to it there (None: unanswered)."""
+    found = []
+    for tpr in task.pulls.select_related("pull_request"):
+        current = tpr.pull_request.head_sha if tpr.pull_request else ""
+        answers = {
+            (a.check_name, a.check_head): a
+            for a in Answer.objects.filter(task_pull=tpr).exclude(check_name="")
+        }
+        for check in tpr.checks:
+            if check.get("state") != "failure":
+                continue
+            head = check.get("head") or current
+            answer = answers.get((check.get("name", ""), head))
+            found.append(
+                {
+                    **check,
+                    "id": check_id(tpr, check.get("name", ""), head),
+                    "head": head,
+                    "task_pull": tpr,
+                    "answer": {"kind": answer.kind, "commit": answer.commit, "text": answer.text}
+                    if answer
+                    else None,
+                }
+            )
+    return found
+
+
+def unanswered_failing_checks(task: Task) -> list[dict[str, Any]]:
+    return [c for c in failing_checks(task) if c["answer"] is None]
+
+
 def task_status(task: Task) -> str:
     """The one-line status: "Reviewing · pass 2", "Waiting for a reviewer", "Author
     fixing · 3 blocking, 1 comment", "Approved · waiting for 2 checks", "Done ·
@@ -72,7 +113,7 @@ def task_status(task: Task) -> str:
         comments = unanswered_comments(task).count()
         if comments:
             parts.append(_count(comments, "%(count)d comment", "%(count)d comments"))
-        failing = sum(1 for c in task_checks(task) if c.get("state") == "failure")
+        failing = len(unanswered_failing_checks(task))
         if failing:
             parts.append(_count(failing, "%(count)d failing check", "%(count)d failing checks"))
         if last is not None and last.status == PassStatus.CLEAN and heads_moved(task, last):
@@ -123,7 +164,7 @@ def feedback_collect(task: Task, *, now=None) -> dict[str, Any]:
     if last is not None and last.status != PassStatus.RUNNING:
         answers = {
             (a.task_pull_id, a.fingerprint): a
-            for a in Answer.objects.filter(review_pass=last, comment__isnull=True)
+            for a in Answer.objects.filter(review_pass=last, comment__isnull=True, check_name="")
         }
         rulings: dict[str, dict] = {}
         for run in last.runs.all():
@@ -158,10 +199,20 @@ def feedback_collect(task: Task, *, now=None) -> dict[str, Any]:
     checks = [
         {
             k: c.get(k)
-            for k in ("pull_request", "name", "conclusion", "title", "summary", "output", "url")
-        }
-        for c in task_checks(task)
-        if c.get("state") == "failure"
+            for k in (
+                "id",
+                "pull_request",
+                "name",
+                "head",
+                "conclusion",
+                "title",
+                "summary",
+                "output",
+                "url",
+                "answer",
+            )
+        }  # fmt: skip
+        for c in failing_checks(task)
     ]
     return {
         "task": task.pk,
@@ -286,7 +337,7 @@ def task_summary(task: Task) -> dict[str, Any]:
         latest[key] = finding
     answers = {
         (a.task_pull.pull_request_id, a.fingerprint): a
-        for a in Answer.objects.filter(task=task, comment__isnull=True)
+        for a in Answer.objects.filter(task=task, comment__isnull=True, check_name="")
         .select_related("task_pull")
         .order_by("pk")
     }
@@ -437,7 +488,10 @@ def _previous_answers(run: ReviewRun):
     if previous is None:
         return Answer.objects.none()
     return Answer.objects.filter(
-        review_pass=previous, task_pull__pull_request=run.pull_request, comment__isnull=True
+        review_pass=previous,
+        task_pull__pull_request=run.pull_request,
+        comment__isnull=True,
+        check_name="",
     )
 
 

@@ -9,10 +9,10 @@ from reviews.models import AUTHOR_SILENCE_RANGE, MAX_PASSES_RANGE, AnswerKind, R
 from reviews.passes.flow import ACTIONS
 from reviews.passes.selectors import (
     open_findings,
-    task_checks,
     task_status,
     task_summary,
     unanswered_comments,
+    unanswered_failing_checks,
 )
 
 
@@ -80,6 +80,13 @@ class DoneSerializer(serializers.Serializer):
 class AnswerItemSerializer(serializers.Serializer):
     finding = serializers.CharField(required=False, help_text="A finding id from the feedback.")
     comment = serializers.CharField(required=False, help_text="A comment id from the feedback.")
+    check = serializers.CharField(
+        required=False,
+        help_text=(
+            "A failing check's id from the feedback (reply or fixed): it counts as handled "
+            "until it fails again on a new head."
+        ),
+    )
     kind = serializers.ChoiceField(choices=AnswerKind.choices)
     commit = serializers.CharField(required=False, allow_blank=True, max_length=40)
     text = serializers.CharField(required=False, allow_blank=True, max_length=20_000)
@@ -158,7 +165,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "blocking": sum(1 for f in findings if f.blocking),
             "nits": sum(1 for f in findings if not f.blocking),
             "comments": unanswered_comments(task).count(),
-            "failing_checks": sum(1 for c in task_checks(task) if c.get("state") == "failure"),
+            "failing_checks": len(unanswered_failing_checks(task)),
         }
 
 
@@ -195,8 +202,15 @@ class CommentFeedbackSerializer(serializers.Serializer):
 
 
 class CheckFeedbackSerializer(serializers.Serializer):
+    id = serializers.CharField(
+        help_text="Answer it by this id (the check's name and the head it failed on)."
+    )
     pull_request = serializers.CharField()
     name = serializers.CharField()
+    head = serializers.CharField(help_text="The commit it failed on.")
+    answer = serializers.DictField(
+        allow_null=True, help_text="The author's answer on this head (None: unanswered)."
+    )
     conclusion = serializers.CharField(allow_null=True)
     title = serializers.CharField()
     summary = serializers.CharField()
