@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from sandbox.connectors import ConnectorBridge
 from sandbox.contract import ReplyJob, ReplyResult, ReviewJob, ReviewResult
 from sandbox.errors import ProviderError, SandboxError, StageError
 from sandbox.workspace import remove_tree
@@ -169,9 +170,13 @@ def engine_run(
     *,
     limits: Limits = Limits(),
     allow_env: dict[str, str] | None = None,
+    connectors: ConnectorBridge | None = None,
 ) -> ReviewResult:
-    """Run `engine` on `checkout` and return its validated `ReviewResult`."""
+    """Run `engine` on `checkout` and return its validated `ReviewResult`. `connectors`:
+    the run's open connector bridge, whose socket and token the engine is given."""
     passed = {name: value for name in ENGINE_SETTINGS if (value := _setting(name).strip())}
+    if connectors is not None:
+        passed.update(connectors.environment())
     home = tempfile.mkdtemp(prefix="tasuku-home-")
     try:
         completed = sandboxed_run(
