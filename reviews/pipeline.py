@@ -22,6 +22,7 @@ from repos.policy import EffectiveConfig, ReviewerConfig, Trigger
 from reviews import engines, stages, threads
 from reviews.budget import Budget, budget_alert, installation_budget
 from reviews.checkruns import dashboard_url
+from reviews.connectors import RunConnectors
 from reviews.context import Context
 from reviews.diff import diff_parse
 from reviews.forges import GITHUB
@@ -120,6 +121,7 @@ def pipeline(ctx: Context) -> str:
                 earlier, answers=told.answers, rulings=told.rulings
             ),
             explorers=engines.explorers_for(reviewer), web=engines.web_research_for(reviewer),
+            connectors=engines.connectors_for(reviewer),
         )  # fmt: skip
         digest = engines.job_digest(job, run.reviewer)
         # The engine has run for this run already (an earlier attempt, or a runner
@@ -156,6 +158,7 @@ def pipeline(ctx: Context) -> str:
                 job,
                 checkout.root,
                 run_name=f"tasuku-run-{run.pk}-{ctx.held.attempt}",
+                connectors=run_connectors(ctx, job),
             )
             ReviewRun.objects.filter(pk=run.pk).update(
                 runner_result=result.model_dump(mode="json"), result_received_at=timezone.now()
@@ -334,6 +337,17 @@ def _record_scope(run: ReviewRun, checkout: Checkout, core: stages.Core) -> None
         filtered=run.filtered,
         incremental_since=run.incremental_since,
     )
+
+
+def run_connectors(ctx: Context, job: ReviewJob) -> RunConnectors | None:
+    """The run's connector calls, made by this worker while its lease holds (None: the
+    job offers no connector)."""
+    if not job.connectors:
+        return None
+    return RunConnectors(
+        ctx.run, ctx.held.attempt, gateway=ctx.gateway, max_calls=job.limits.connector_calls,
+        live=lambda: not ctx.beat.lost,
+    )  # fmt: skip
 
 
 def stop_early(

@@ -23,6 +23,7 @@ from reviews.filters import Filtered, paths_filter
 from reviews.triage import Verdict, triage_rule
 from reviews.validation import GateConfig, History, Validated, gate
 from sandbox.contract import (
+    ConnectorTool,
     EarlierFinding,
     Explorers,
     Limits,
@@ -166,6 +167,7 @@ def job_build(
     earlier: tuple[EarlierFinding, ...] = (),
     explorers: Explorers | None = None,
     web: WebResearch | None = None,
+    connectors: tuple[ConnectorTool, ...] = (),
 ) -> ReviewJob:
     core.compressed = compress(core.diff, core.reviewed, reviewer.context_budget_tokens)
     core.job = ReviewJob(
@@ -200,6 +202,7 @@ def job_build(
         ),
         explorers=explorers,
         web=web,
+        connectors=connectors,
     )
     return core.job
 
