@@ -169,7 +169,8 @@ def _exchange(
             chunks.append(chunk)
         return response.status, {k.lower(): v for k, v in response.getheaders()}, b"".join(chunks)
     except TimeoutError as exc:
-        raise Failed(f"No answer within {request.timeout:g} s.", read=read) from exc
+        said = "The answer did not end" if read else "No answer"
+        raise Failed(f"{said} within {request.timeout:g} s.", read=read) from exc
     except (OSError, http.client.HTTPException) as exc:
         # The exception's text, never the request's headers.
         raise Failed(f"Could not reach the system: {type(exc).__name__}: {exc}") from exc
