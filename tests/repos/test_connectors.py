@@ -282,3 +282,21 @@ def test_the_github_issue_connector_reads_an_issue_from_the_fake_github(fake_git
     used = fake_github.tokens[tokens[0].token]
     asked = {k: v for k, v in used.permissions.items() if k != "metadata"}  # GitHub adds it
     assert asked == {"issues": "read"} and used.repository_ids == frozenset({REPO_ID})
+
+
+@pytest.mark.django_db
+def test_a_connectors_credential_is_resealed_with_the_reviewers_keys(settings):
+    from django.core.management import call_command
+
+    old = settings.SECRET_KEY
+    connector = Connector.objects.create(name="jira_ticket", description="d",
+                                         url_template="https://j.example/")  # fmt: skip
+    connector.credential_set(TOKEN)
+    connector.save()
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = (
+        "a-new-secret-key-0123456789-abcdefghij",
+        [old],
+    )
+    call_command("reseal_keys", stdout=open("/dev/null", "w"))  # noqa: SIM115
+    settings.SECRET_KEY_FALLBACKS = []
+    assert Connector.objects.get(pk=connector.pk).credential() == TOKEN
