@@ -12,6 +12,7 @@ live while its lease is held (`live`); the bridge closes with the engine.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -72,14 +73,18 @@ class RunConnectors:
             gateway=gateway,
         )
         self.records: list[ConnectorCall] = []
+        self._lock = threading.Lock()
 
     def handle(self, name: str, arguments: Any) -> ConnectorAnswer:
         """The bridge's handler (its thread): one call, checked, made and recorded."""
-        if len(self.records) >= self.max_calls:
+        with self._lock:
+            made = len(self.records)
+        if made >= self.max_calls:
             answer = refused(f"This review's {self.max_calls} connector calls are used up.")
         else:
             answer = connector_call(name, arguments, scope=self.scope)
-        self.records.append(call_record(self.run, self.attempt, name, arguments, answer))
+        with self._lock:
+            self.records.append(call_record(self.run, self.attempt, name, arguments, answer))
         logger.info(
             "run %s: connector %s %s in %d ms (%d bytes)",
             self.run.pk, name[:60], answer.status, answer.duration_ms, answer.bytes,
@@ -87,7 +92,10 @@ class RunConnectors:
         return answer
 
     def save(self) -> None:
-        """Write the records (the bridge is closed: no call is being made)."""
-        if self.records:
-            ConnectorCall.objects.bulk_create(self.records)
-            self.records = []
+        """Write the records once the bridge is closed. (A call still being made then —
+        its engine was killed while waiting, and the bridge's thread not yet done — is
+        not recorded.)"""
+        with self._lock:
+            records, self.records = self.records, []
+        if records:
+            ConnectorCall.objects.bulk_create(records)

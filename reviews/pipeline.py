@@ -344,8 +344,11 @@ def run_connectors(ctx: Context, job: ReviewJob) -> RunConnectors | None:
     job offers no connector)."""
     if not job.connectors:
         return None
+    # A gateway of its own, made here: the calls are made on the bridge's thread, and the
+    # run's gateway is the pipeline thread's.
+    gateway = github.gateway() if ctx.gateway is not None else None
     return RunConnectors(
-        ctx.run, ctx.held.attempt, gateway=ctx.gateway, max_calls=job.limits.connector_calls,
+        ctx.run, ctx.held.attempt, gateway=gateway, max_calls=job.limits.connector_calls,
         live=lambda: not ctx.beat.lost,
     )  # fmt: skip
 
