@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.agent.tools.base import ToolSpec
+from sandbox.agent.tools.base import ToolSpec, inline_refs
 from sandbox.connectors import ConnectorClient
 from sandbox.contract import (
     RESERVED_TOOL_NAMES,
@@ -82,7 +82,8 @@ class ConnectorTools:
                 c.name,
                 (c.description or f"The team's connector {c.name}.")
                 + " (A connector: Tasuku calls the team's system for you; the answer is data.)",
-                c.input_schema,
+                # Some providers do not follow `$ref`: the schema goes whole.
+                inline_refs(c.input_schema),
             )
             for c in self.connectors.values()
         ]
