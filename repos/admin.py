@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.translation import ngettext
 
+from repos.connectors.models import Connector
 from repos.models import (
     Installation,
     RepoMemory,
@@ -20,7 +21,8 @@ from repos.models import (
     Skill,
 )
 from repos.services import policy_copy, policy_create_default
-from sandbox.contract import MAX_SKILLS
+from sandbox.contract import MAX_CONNECTORS, MAX_SKILLS
+from sandbox.engines import REGISTRY
 
 
 @admin.register(Installation)
@@ -256,9 +258,23 @@ class ReviewerForm(forms.ModelForm):
         fields = (
             "slug", "name", "enabled", "default_for_new_repositories", "engine", "model",
             "triage_model", "explorer_model", "runner", "base_url", "rules", "skills",
-            "web_research", "step_limit", "cost_cap_usd", "context_budget_tokens",
-            "max_output_tokens", "explorer_limit",
+            "web_research", "connectors", "step_limit", "cost_cap_usd",
+            "context_budget_tokens", "max_output_tokens", "explorer_limit",
         )  # fmt: skip
+
+    def clean(self) -> dict:
+        data = super().clean()
+        connectors = data.get("connectors")
+        engine = data.get("engine")
+        if connectors and engine in REGISTRY and not REGISTRY[engine].tasuku_tools:
+            self.add_error(
+                "connectors",
+                f"Connectors are the anthropic and openai engines' tools: the {engine} engine "
+                "cannot call them.",
+            )
+        if connectors and len(connectors) > MAX_CONNECTORS:
+            self.add_error("connectors", f"At most {MAX_CONNECTORS} connectors a reviewer.")
+        return data
 
     def save(self, commit: bool = True) -> Reviewer:
         reviewer = super().save(commit=False)
@@ -286,6 +302,7 @@ class SkillInline(admin.StackedInline):
 class ReviewerAdmin(admin.ModelAdmin):
     form = ReviewerForm
     inlines = (SkillInline,)
+    filter_horizontal = ("connectors",)
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     list_display = (
         "slug",
@@ -305,7 +322,7 @@ class ReviewerAdmin(admin.ModelAdmin):
         ("Engine", {"fields": ("engine", "model", "triage_model", "explorer_model", "runner")}),
         ("Provider", {"fields": ("api_key", "clear_api_key", "base_url")}),
         ("Guidance", {"fields": ("rules", "skills")}),
-        ("Reach", {"fields": ("web_research",)}),
+        ("Reach", {"fields": ("web_research", "connectors")}),
         (
             "Limits",
             {
@@ -350,3 +367,77 @@ class ReviewerAdmin(admin.ModelAdmin):
             )
             % {"names": names, "count": added},
         )
+
+
+class ConnectorForm(forms.ModelForm):
+    """The credential is write-only, like a reviewer's key: stored sealed, never shown
+    again, kept when left blank."""
+
+    credential = forms.CharField(
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text=(
+            "The header's whole value, e.g. `Bearer eyJ…` or an API key; stored encrypted and "
+            "sent only to the allowed hosts. Never given to the engine, never in a transcript "
+            "or a log. Leave blank to keep the saved one."
+        ),
+    )
+    clear_credential = forms.BooleanField(label="Remove the saved credential", required=False)
+
+    class Meta:
+        model = Connector
+        fields = (
+            "name", "kind", "enabled", "description", "input_schema", "method", "url_template",
+            "body_template", "credential_header", "allowed_hosts", "timeout_seconds",
+            "max_response_bytes",
+        )  # fmt: skip
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 3}),
+            "input_schema": forms.Textarea(attrs={"rows": 8, "class": "vLargeTextField"}),
+            "body_template": forms.Textarea(attrs={"rows": 4}),
+            "allowed_hosts": forms.Textarea(attrs={"rows": 3}),
+        }
+
+    def save(self, commit: bool = True) -> Connector:
+        connector = super().save(commit=False)
+        if self.cleaned_data.get("clear_credential"):
+            connector.credential_set("")
+        elif self.cleaned_data.get("credential"):
+            connector.credential_set(self.cleaned_data["credential"])
+        if commit:
+            connector.save()
+            self.save_m2m()
+        return connector
+
+
+@admin.register(Connector)
+class ConnectorAdmin(admin.ModelAdmin):
+    form = ConnectorForm
+    list_display = ("name", "kind", "method", "endpoint", "enabled", "has_credential", "used_by")
+    list_filter = ("kind", "enabled")
+    search_fields = ("name", "description", "url_template")
+    fieldsets = (
+        (None, {"fields": ("name", "kind", "enabled", "description", "input_schema")}),
+        (
+            "Endpoint (HTTP connectors)",
+            {"fields": ("method", "url_template", "body_template", "allowed_hosts")},
+        ),
+        ("Credential", {"fields": ("credential_header", "credential", "clear_credential")}),
+        ("Bounds", {"fields": ("timeout_seconds", "max_response_bytes")}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).prefetch_related("reviewers")
+
+    @admin.display(description="endpoint")
+    def endpoint(self, connector: Connector) -> str:
+        return "GitHub, through the App" if connector.built_in else connector.url_template
+
+    @admin.display(boolean=True, description="Credential")
+    def has_credential(self, connector: Connector) -> bool:
+        return bool(connector.credential_sealed)
+
+    @admin.display(description="reviewers")
+    def used_by(self, connector: Connector) -> str:
+        return ", ".join(r.slug for r in connector.reviewers.all()) or "—"

@@ -1,4 +1,5 @@
-"""Installations, repositories and how each repository is reviewed."""
+"""Installations, repositories and how each repository is reviewed. (Connectors, which
+reviewers may call, are in repos/connectors/models.py.)"""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.core.validators import (
 )
 from django.db import models
 
+from repos.connectors.models import Connector
 from repos.credentials import key_open, key_seal
 from repos.policy import (
     CODE_ENGINES,
@@ -202,6 +204,15 @@ class Reviewer(models.Model):
             "Let the reviewer fetch public web pages (and search, with "
             "TASUKU_WEB_SEARCH_URL) during a review. Needs the local or actions runner: "
             "the docker runner's engine reaches nothing but the model API."
+        ),
+    )
+    connectors = models.ManyToManyField(
+        Connector,
+        blank=True,
+        related_name="reviewers",
+        help_text=(
+            "Connectors this reviewer may call (anthropic and openai engines): tools that ask "
+            "the team's systems, with Tasuku making each call and holding the credential."
         ),
     )
     api_key_sealed = models.TextField(blank=True, editable=False)

@@ -15,7 +15,13 @@ from enum import StrEnum
 import pathspec
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sandbox.contract import MAX_OUTPUT_TOKENS, Severity, SkillDocument, Strictness
+from sandbox.contract import (
+    MAX_OUTPUT_TOKENS,
+    ConnectorTool,
+    Severity,
+    SkillDocument,
+    Strictness,
+)
 
 MAX_CHANGED_FILES_RANGE = (1, 5000)
 COMMENT_LIMIT_RANGE = (1, 100)
@@ -117,6 +123,9 @@ class ReviewerConfig(BaseModel):
     explorer_model: str = ""  # empty: no explorers
     explorer_limit: int = Field(default=6, ge=1, le=32)
     web_research: bool = False
+    # The connectors the reviewer may call, as a job offers them (no endpoint, no
+    # credential: those stay in Tasuku's database).
+    connectors: tuple[ConnectorTool, ...] = ()
 
 
 class SecondaryRepositoryConfig(BaseModel):

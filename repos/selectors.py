@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from repos.connectors.calls import connector_tools
 from repos.models import Repository, RepositoryPolicy, Reviewer
 from repos.policy import (
     NEVER,
@@ -38,6 +39,7 @@ def reviewer_config(reviewer: Reviewer, *, runner: str = "") -> ReviewerConfig:
         explorer_model=reviewer.explorer_model,
         explorer_limit=reviewer.explorer_limit,
         web_research=reviewer.web_research,
+        connectors=connector_tools(reviewer),
     )
 
 

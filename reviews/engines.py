@@ -4,7 +4,10 @@ triage by the reviewer's fast model.
 
 The engine receives only what its provider needs: the static engine nothing, the
 Anthropic engines ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL), the OpenAI engines
-OPENAI_API_KEY (and OPENAI_BASE_URL). Never a GitHub credential.
+OPENAI_API_KEY (and OPENAI_BASE_URL). Never a GitHub credential, never a connector's:
+a reviewer with connectors gets the socket of a bridge back to this worker and the
+run's token for it (sandbox/connectors.py), and the worker makes each call
+(reviews/connectors.py).
 """
 
 from __future__ import annotations
@@ -21,9 +24,12 @@ from django.utils.module_loading import import_string
 from repos.credentials import KeyUnreadable
 from repos.models import Reviewer
 from repos.policy import CODE_ENGINES, LOCAL_CODE_REFUSED, ReviewerConfig, Runner
+from reviews.connectors import RunConnectors
 from reviews.models import Finding
 from sandbox.checks import memory_bytes
+from sandbox.connectors import ConnectorBridge
 from sandbox.contract import (
+    ConnectorTool,
     EarlierFinding,
     Explorers,
     Price,
@@ -98,6 +104,14 @@ def web_research_for(config: ReviewerConfig) -> WebResearch | None:
     )
 
 
+def connectors_for(config: ReviewerConfig) -> tuple[ConnectorTool, ...]:
+    """The connectors a job offers: the reviewer's, for an engine running Tasuku's
+    tools (the CLI engines cannot call them)."""
+    if not REGISTRY[config.engine].tasuku_tools:
+        return ()
+    return config.connectors
+
+
 def engine_environment(reviewer: Reviewer) -> dict[str, str]:
     """The provider key and server for `reviewer`'s engine: the reviewer's own, else
     the site's (settings). Empty for the static engine."""
@@ -145,9 +159,38 @@ def earlier_for_job(
 
 
 def engine_run(
-    reviewer: Reviewer, config: ReviewerConfig, job: ReviewJob, root: Path, *, run_name: str
+    reviewer: Reviewer,
+    config: ReviewerConfig,
+    job: ReviewJob,
+    root: Path,
+    *,
+    run_name: str,
+    connectors: RunConnectors | None = None,
 ) -> ReviewResult:
-    """Run the reviewer's engine on the checkout with its runner."""
+    """Run the reviewer's engine on the checkout with its runner. `connectors`: the
+    run's connector calls, when its job offers connectors: a bridge is opened beside the
+    checkout for the engine's calls, and closed (the calls recorded) when it ends."""
+    if not job.connectors or connectors is None:
+        return _engine_run(reviewer, config, job, root, run_name=run_name)
+    bridge = ConnectorBridge(
+        connectors.handle, directory=root.resolve().parent, live=connectors.live
+    )
+    try:
+        with bridge:
+            return _engine_run(reviewer, config, job, root, run_name=run_name, bridge=bridge)
+    finally:
+        connectors.save()
+
+
+def _engine_run(
+    reviewer: Reviewer,
+    config: ReviewerConfig,
+    job: ReviewJob,
+    root: Path,
+    *,
+    run_name: str,
+    bridge: ConnectorBridge | None = None,
+) -> ReviewResult:
     seconds = int(settings.TASUKU_SANDBOX_TIMEOUT)
     env = engine_environment(reviewer)
     runner = Runner(config.runner)
@@ -164,9 +207,12 @@ def engine_run(
         return local_runner.engine_run(
             config.engine, job, root, limits=local_runner.Limits(wall_seconds=seconds, cpu_seconds=seconds),
             allow_env=env, name=run_name,
+            **({"connectors": bridge} if bridge is not None else {}),
         )  # fmt: skip
     if runner == Runner.DOCKER:
-        return docker_engine_run(config, job, root, env=env, seconds=seconds, name=run_name)
+        return docker_engine_run(
+            config, job, root, env=env, seconds=seconds, name=run_name, bridge=bridge
+        )
     raise SandboxError(
         f"The {runner.value} runner is not available.", permanent=True, code="runner-unavailable"
     )
@@ -184,7 +230,14 @@ def engine_stop(config: ReviewerConfig, run_name: str) -> bool:
 
 
 def docker_engine_run(
-    config: ReviewerConfig, job: ReviewJob, root: Path, *, env: dict, seconds: int, name: str
+    config: ReviewerConfig,
+    job: ReviewJob,
+    root: Path,
+    *,
+    env: dict,
+    seconds: int,
+    name: str,
+    bridge: ConnectorBridge | None = None,
 ) -> ReviewResult:
     limits = docker_runner.DockerLimits(
         wall_seconds=seconds,
@@ -211,6 +264,7 @@ def docker_engine_run(
         allow_env=env,
         network=(settings.TASUKU_DOCKER_NETWORK or None) if model_engine else None,
         proxy=(settings.TASUKU_DOCKER_PROXY or None) if model_engine else None,
+        **({"connectors": bridge} if bridge is not None else {}),
     )
 
 

@@ -22,6 +22,7 @@ from repos.policy import EffectiveConfig, ReviewerConfig, Trigger
 from reviews import engines, secondaries, stages, threads
 from reviews.budget import Budget, budget_alert, installation_budget
 from reviews.checkruns import dashboard_url
+from reviews.connectors import RunConnectors
 from reviews.context import Context
 from reviews.diff import diff_parse
 from reviews.forges import GITHUB
@@ -142,6 +143,7 @@ def pipeline(ctx: Context) -> str:
                 earlier, answers=told.answers, rulings=told.rulings
             ),
             explorers=engines.explorers_for(reviewer), web=engines.web_research_for(reviewer),
+            connectors=engines.connectors_for(reviewer),
         )  # fmt: skip
         digest = engines.job_digest(job, run.reviewer)
         # The engine has run for this run already (an earlier attempt, or a runner
@@ -176,7 +178,12 @@ def pipeline(ctx: Context) -> str:
             # Cancelled while the engine works: its runner stops it at once.
             ctx.beat.stopper(lambda: engines.engine_stop(reviewer, run_name))
             result = engines.engine_run(
-                run.reviewer, reviewer, job, checkout.root, run_name=run_name
+                run.reviewer,
+                reviewer,
+                job,
+                checkout.root,
+                run_name=run_name,
+                connectors=run_connectors(ctx, job),
             )
             ReviewRun.objects.filter(pk=run.pk).update(
                 runner_result=result.model_dump(mode="json"), result_received_at=timezone.now()
@@ -359,6 +366,20 @@ def _record_scope(run: ReviewRun, checkout: Checkout, core: stages.Core) -> None
         incremental_since=run.incremental_since,
         secondaries=run.secondaries,
     )
+
+
+def run_connectors(ctx: Context, job: ReviewJob) -> RunConnectors | None:
+    """The run's connector calls, made by this worker while its lease holds (None: the
+    job offers no connector)."""
+    if not job.connectors:
+        return None
+    # A gateway of its own, made here: the calls are made on the bridge's thread, and the
+    # run's gateway is the pipeline thread's.
+    gateway = github.gateway() if ctx.gateway is not None else None
+    return RunConnectors(
+        ctx.run, ctx.held.attempt, gateway=gateway, max_calls=job.limits.connector_calls,
+        live=lambda: not (ctx.beat.lost or ctx.beat.cancelled),  # a cancelled run calls out no more
+    )  # fmt: skip
 
 
 def stop_early(

@@ -23,6 +23,7 @@ from reviews.filters import Filtered, paths_filter
 from reviews.triage import Verdict, triage_rule
 from reviews.validation import GateConfig, History, Validated, gate
 from sandbox.contract import (
+    ConnectorTool,
     EarlierFinding,
     Explorers,
     Limits,
@@ -180,6 +181,7 @@ def job_build(
     earlier: tuple[EarlierFinding, ...] = (),
     explorers: Explorers | None = None,
     web: WebResearch | None = None,
+    connectors: tuple[ConnectorTool, ...] = (),
 ) -> ReviewJob:
     core.compressed = compress(core.diff, core.reviewed, reviewer.context_budget_tokens)
     core.job = ReviewJob(
@@ -217,6 +219,7 @@ def job_build(
         explorers=explorers,
         web=web,
         secondaries=tuple(m.secondary() for m in checkout.secondaries if m.mounted),
+        connectors=connectors,
     )
     return core.job
 

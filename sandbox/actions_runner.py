@@ -14,7 +14,10 @@ Run by the workflow (docs/actions/tasuku.yml) after it checked out the repositor
    same way and made read-only; each token is revoked once its fetch is done, before
    the engine starts, and none is ever in the job, the environment or the log;
 4. runs the job's engine in a subprocess with a scrubbed environment that holds only
-   the engine's provider key (from the workflow's secrets);
+   the engine's provider key (from the workflow's secrets) and, when the reviewer has
+   connectors, the socket of a bridge back to this process: each connector call the
+   engine makes is forwarded to Tasuku (`POST /api/runner/connector`, with a fresh
+   token), which makes it with the credential it holds (sandbox/connectors.py);
 5. writes the findings to the job summary (GITHUB_STEP_SUMMARY) and posts the result
    with a fresh token, retrying network errors and 5xx answers (Tasuku accepts a result
    once, so a repeat is harmless).
@@ -38,7 +41,8 @@ from urllib.parse import quote
 import requests
 
 from sandbox import progress
-from sandbox.contract import ReviewJob, ReviewResult
+from sandbox.connectors import ConnectorBridge, Handler, failed
+from sandbox.contract import ConnectorAnswer, ReviewJob, ReviewResult
 from sandbox.engines import REGISTRY
 from sandbox.errors import StageError
 
@@ -118,6 +122,34 @@ def _post(url: str, tokens: TokenSource, body: dict[str, Any] | None, what: str)
         )  # fmt: skip
 
     return _with_retries(what, call).json()
+
+
+def connector_forward(base: str, tokens: TokenSource, job: ReviewJob) -> Handler:
+    """The bridge's handler on a runner: each call goes to Tasuku, once (a connector may
+    change something in the team's system: a call is never sent twice), and Tasuku's
+    answer comes back to the engine. A failure to reach Tasuku is the model's to read."""
+    timeout = max((c.timeout_seconds for c in job.connectors), default=30) + 10
+
+    def handle(name: str, arguments: Any) -> ConnectorAnswer:
+        try:
+            answer = requests.post(
+                f"{base}/api/runner/connector",
+                json={"name": name, "input": arguments},
+                headers={"Authorization": f"Bearer {tokens.mint()}"},
+                timeout=timeout,
+            )
+        except (requests.RequestException, RunnerError) as exc:
+            log(f"connector {name}: Tasuku could not be reached ({type(exc).__name__})")
+            return failed(f"Tasuku could not be reached for this call ({type(exc).__name__}).")
+        if answer.status_code != 200:
+            log(f"connector {name}: Tasuku answered {answer.status_code}")
+            return failed(f"Tasuku refused the call (HTTP {answer.status_code}).")
+        try:
+            return ConnectorAnswer.model_validate(answer.json())
+        except ValueError:
+            return failed("Tasuku's answer to the call could not be read.")
+
+    return handle
 
 
 def workspace_build(checkout: Path, head_sha: str, into: Path) -> tuple[Path, list[str]]:
@@ -251,7 +283,13 @@ def main(argv: list[str] | None = None) -> int:
             job, missing = secondaries_fetch(job, answer.get("secondaries"), Path(scratch))
             if removed:
                 log(f"removed from the workspace: {', '.join(removed[:20])}")
-            result = with_limitations(engine_run(engine, job, root), missing)
+            if job.connectors:
+                handler = connector_forward(base, tokens, job)
+                with ConnectorBridge(handler, directory=scratch) as bridge:
+                    result = engine_run(engine, job, root, connectors=bridge)
+            else:
+                result = engine_run(engine, job, root)
+            result = with_limitations(result, missing)
     except (RunnerError, StageError, KeyError, ValueError) as exc:
         failure = f"{type(exc).__name__}: {exc}"
         log(f"the review failed: {failure}")
@@ -277,9 +315,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if result is not None else 1
 
 
-def engine_run(engine: str, job: ReviewJob, root: Path) -> ReviewResult:
+def engine_run(
+    engine: str, job: ReviewJob, root: Path, connectors: ConnectorBridge | None = None
+) -> ReviewResult:
     """The engine in a subprocess with the local runner's limits and a scrubbed
-    environment: only the engine's provider key and server."""
+    environment: only the engine's provider key and server (and the connector bridge's
+    socket and token)."""
     from sandbox.runners.local import Limits
     from sandbox.runners.local import engine_run as local_run
 
@@ -289,7 +330,7 @@ def engine_run(engine: str, job: ReviewJob, root: Path) -> ReviewResult:
     seconds = max(60, int(job.limits.deadline_seconds) + 60)
     return local_run(
         engine, job, root, limits=Limits(wall_seconds=seconds, cpu_seconds=seconds),
-        allow_env=allow,
+        allow_env=allow, **({"connectors": connectors} if connectors is not None else {}),
         # The job's log shows each model call, tool call and explorer as it happens.
         on_progress=lambda event: log(progress.described(event)),
     )  # fmt: skip

@@ -15,8 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # 2: named skills, explorers, web research and the per-turn output cap in the job; the
 # explorers' usage in the result. A version-1 job or result reads as one without them.
-# 3: the secondary repositories mounted beside the checkout (`ReviewJob.secondaries`); a
-# version-2 job reads as one with none.
+# 3: the secondary repositories mounted beside the checkout (`ReviewJob.secondaries`),
+# and connectors (tools whose calls Tasuku makes) in the job with the connector calls in
+# the result (`usage.connectors`, transcript entries of kind "connector"). A version-2 job
+# or result reads as one with none of them; a version-2 runner ignores a job's connectors.
 CONTRACT_VERSION = "3"
 
 MAX_PATH = 1024
@@ -43,6 +45,21 @@ SECONDARY_ROOT = "secondary"
 REPOSITORY_NAME = r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$"
 SECONDARY_PATH = r"^secondary/[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$"
 COMMIT = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
+
+MAX_CONNECTORS = 20
+MAX_CONNECTOR_DESCRIPTION = 1000
+# A connector is offered to the model under its own name: a tool name every provider
+# accepts, lower-case so that two connectors never differ only by case.
+CONNECTOR_NAME = r"^[a-z][a-z0-9_]{0,47}$"
+# The agent's own tools, which no connector may shadow (tests/sandbox/test_connectors.py
+# checks the list against the tools the agent offers).
+RESERVED_TOOL_NAMES = frozenset({
+    "read_file", "search_code", "find_files", "list_directory", "find_symbol",
+    "symbol_references", "load_skill", "dispatch_explorers", "web_search", "fetch_url",
+    "submit_review", "submit_report", "submit_reply", "submit_triage", "submit_memory",
+})  # fmt: skip
+# The most a connector's answer may be (Tasuku's bound on what it reads from the system).
+MAX_CONNECTOR_ANSWER = 1_000_000
 
 
 class Severity(StrEnum):
@@ -121,6 +138,9 @@ class Limits(BaseModel):
     # The most a model may write in one turn (`max_tokens` / `max_completion_tokens`):
     # with the cost cap, it bounds what the next call can cost.
     max_output_tokens: int = Field(default=16_000, ge=MAX_OUTPUT_TOKENS[0], le=MAX_OUTPUT_TOKENS[1])
+    # Connector calls one review may make, all connectors together (Tasuku holds the
+    # same bound on its side).
+    connector_calls: int = Field(default=30, ge=1, le=200)
 
 
 class Price(BaseModel):
@@ -219,6 +239,22 @@ class Secondary(BaseModel):
         return checkout.parent / self.path
 
 
+class ConnectorTool(BaseModel):
+    """A connector the reviewer may call: a tool whose calls Tasuku makes to a system
+    the team trusts (sandbox/agent/tools/connectors.py). The job carries what the model
+    is shown — the name, what it is for, the JSON Schema of its input — and the seconds
+    the engine waits for Tasuku's answer; never the endpoint, never the credential. The
+    call goes to Tasuku through the runner (sandbox/connectors.py), which checks it
+    again: this is an offer, not a permission."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(pattern=CONNECTOR_NAME)
+    description: str = Field(default="", max_length=MAX_CONNECTOR_DESCRIPTION)
+    input_schema: dict = Field(default_factory=lambda: {"type": "object"})
+    timeout_seconds: float = Field(default=30, gt=0, le=300)
+
+
 class EarlierFinding(BaseModel):
     """A finding an earlier review left open, for the engine to rule on: still a
     problem at this head, or not. `id` is its fingerprint."""
@@ -279,6 +315,8 @@ class ReviewJob(BaseModel):
     web: WebResearch | None = None  # None: no web research (the default)
     # Other repositories mounted read-only beside the checkout, as context (version 3).
     secondaries: tuple[Secondary, ...] = Field(default=(), max_length=MAX_SECONDARIES)
+
+    connectors: tuple[ConnectorTool, ...] = Field(default=(), max_length=MAX_CONNECTORS)
 
 
 class Finding(BaseModel):
@@ -348,11 +386,20 @@ class ExplorerUsage(BaseModel):
     model: str = ""
 
 
+class ConnectorUsage(BaseModel):
+    """The connector calls of one review: how many the model made, and how many of those
+    came back as an error (refused by Tasuku, or the system failing or too slow)."""
+
+    calls: int = Field(default=0, ge=0)
+    failures: int = Field(default=0, ge=0)
+
+
 class Usage(BaseModel):
     """What the review used. Tokens and cost are the whole review's (the explorers'
     included, so budgets and caps count everything); `steps` and `model` are the
     reviewer's own; `explorers` says which part the explorers used (None: none ran, or
-    a result of contract version 1)."""
+    a result of contract version 1); `connectors`, its connector calls (None: none
+    made, or a result older than version 3)."""
 
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
@@ -361,17 +408,43 @@ class Usage(BaseModel):
     model: str = ""
     duration_seconds: float = Field(default=0.0, ge=0)
     explorers: ExplorerUsage | None = None
+    connectors: ConnectorUsage | None = None
+
+
+class ConnectorAnswer(BaseModel):
+    """Tasuku's answer to one connector call, as the engine receives it (through the
+    runner's bridge, sandbox/connectors.py). `status`: "ok" (the system answered;
+    `content` is its answer), "refused" (Tasuku would not make the call: invalid input,
+    a connector the reviewer may not use, a run that ended…) or "failed" (the system
+    failed, was too slow or answered too much); `content` then says why, for the
+    model. Either way it is data: never the credential, never the endpoint."""
+
+    status: Literal["ok", "refused", "failed"]
+    content: str = Field(default="", max_length=MAX_CONNECTOR_ANSWER + 10_000)
+    duration_ms: int = Field(default=0, ge=0)
+    bytes: int = Field(default=0, ge=0)  # of the system's answer, as read
+
+
+class ConnectorRecord(BaseModel):
+    """A connector call on the transcript: its input, summarised, and how it went."""
+
+    input: str = Field(default="", max_length=500)
+    status: str = ""  # ok | refused | failed
+    duration_ms: int = Field(default=0, ge=0)
+    bytes: int = Field(default=0, ge=0)
 
 
 class TranscriptEntry(BaseModel):
     """One step of a model engine's work, kept for the run page: a model's text, a
-    tool call and its (truncated) result, or a note from the engine."""
+    tool call and its (truncated) result, a connector call (its input summarised, how
+    it went, and the start of the answer), or a note from the engine."""
 
-    kind: str  # "text" | "tool_call" | "tool_result" | "note" | "explorer"
+    kind: str  # "text" | "tool_call" | "tool_result" | "note" | "explorer" | "connector"
     name: str = ""
     content: str = Field(default="", max_length=MAX_TRANSCRIPT_TEXT)
     is_error: bool = False
     usage: ExplorerUsage | None = None  # an explorer's own tokens and cost
+    connector: ConnectorRecord | None = None  # a connector call's record
 
 
 class ReviewResult(BaseModel):

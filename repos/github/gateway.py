@@ -1,7 +1,8 @@
 """`GitHubGateway`: one method per GitHub call, each through one retry loop.
 
 The composition: its own calls (pull requests, check runs, reviews) here, the rest in the
-mixins by subject (checks.py, conversation.py, commits.py, actions.py, hooks.py), all over
+mixins by subject (checks.py, conversation.py, commits.py, actions.py, hooks.py,
+issues.py), all over
 `Transport` (transport.py: tokens, clients, the retry loop)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from repos.github.commits import CommitCalls
 from repos.github.config import credentials, retry_policy
 from repos.github.conversation import ConversationCalls
 from repos.github.hooks import HookCalls
+from repos.github.issues import IssueCalls
 from repos.github.schemas import (
     CheckRunInfo,
     CheckRunOutput,
@@ -35,7 +37,9 @@ from repos.github.transport import Transport
 logger = logging.getLogger(__name__)
 
 
-class GitHubGateway(ConversationCalls, CheckCalls, CommitCalls, ActionsCalls, HookCalls, Transport):
+class GitHubGateway(
+    ConversationCalls, CheckCalls, CommitCalls, ActionsCalls, HookCalls, IssueCalls, Transport
+):
     """One App's view of GitHub. Cheap to create; tokens and clients are cached per
     process (never on disk: they are credentials)."""
 

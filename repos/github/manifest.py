@@ -49,6 +49,10 @@ FEATURES: dict[str, Feature] = {
         {"administration": "read", "statuses": "read"},
         ["pull_request_review", "check_run", "check_suite", "status"],
     ),
+    # The built-in `github_issue` connector (repos/connectors/github_issue.py).
+    "issues": Feature(
+        "The GitHub issue connector (model reviewers read issues)", {"issues": "read"}, []
+    ),
 }
 
 

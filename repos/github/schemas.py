@@ -258,6 +258,18 @@ class IssueCommentInfo(BaseModel):
     user_type: str = ""
 
 
+class IssueInfo(BaseModel):
+    """An issue (or a pull request seen as one: `pull_request`), as a connector reads it."""
+
+    number: int
+    title: str
+    state: str
+    labels: list[str] = []
+    body: str = ""
+    html_url: str = ""
+    pull_request: bool = False
+
+
 class DispatchedRun(BaseModel):
     """The workflow run a `workflow_dispatch` started (GitHub's 200 answer to
     `return_run_details: true`, or the run found in the workflow's list)."""

@@ -1,6 +1,6 @@
-"""The runner API: a GitHub Actions runner Tasuku dispatched fetches its review job and
-posts the result back, authenticated by its GitHub Actions OIDC token
-(`Authorization: Bearer <token>`, audience = Tasuku's URL).
+"""The runner API: a GitHub Actions runner Tasuku dispatched fetches its review job, has
+Tasuku make its engine's connector calls, and posts the result back, authenticated by
+its GitHub Actions OIDC token (`Authorization: Bearer <token>`, audience = Tasuku's URL).
 
 Anything that does not prove to be the dispatched run, still waiting, is answered 403
 with the same body whatever the reason (the reason goes to the log).
@@ -21,6 +21,7 @@ from repos import github
 from reviews import secondaries
 from reviews.actions import oidc
 from reviews.actions import workflow as actions
+from reviews.actions.connectors import connector_call_for
 from sandbox.contract import ReviewJob
 
 logger = logging.getLogger(__name__)
@@ -157,3 +158,45 @@ class RunnerResultView(_RunnerView):
         except ValueError as exc:
             return Response({"error": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response({"status": answer.status, "run": answer.run.pk})
+
+
+class ConnectorInSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, help_text="The connector, as the job names it.")
+    input = serializers.JSONField(required=False, help_text="The model's input for it.")
+
+
+class ConnectorOutSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ok", "refused", "failed"])
+    content = serializers.CharField(help_text="The system's answer, or why there is none.")
+    duration_ms = serializers.IntegerField()
+    bytes = serializers.IntegerField(help_text="Bytes read from the system.")
+
+
+class RunnerConnectorView(_RunnerView):
+    @extend_schema(
+        request=ConnectorInSerializer,
+        responses={
+            200: ConnectorOutSerializer,
+            403: OpenApiResponse(description="Not the dispatched run"),
+            503: OpenApiResponse(description="GitHub cannot say which run this is now"),
+        },
+        description=(
+            "One connector call of the run's engine, made by Tasuku with the credential it "
+            "holds. A call Tasuku refuses (invalid input, a connector the reviewer may not "
+            "use, the run no longer waiting for its result) or that fails is answered 200 "
+            "with `refused` or `failed` and why: the model reads it."
+        ),
+    )
+    def post(self, request: Request) -> Response:
+        claims = self.claims(request)
+        if isinstance(claims, Response):
+            return claims
+        body = request.data if isinstance(request.data, dict) else {}
+        try:
+            answer = connector_call_for(claims, body)
+        except actions.Refused as exc:
+            logger.warning("runner connector call refused: %s", exc)
+            return Response(FORBIDDEN, status=status.HTTP_403_FORBIDDEN)
+        except actions.Unavailable as exc:
+            return _unavailable(exc)
+        return Response(answer.model_dump(mode="json"))

@@ -312,7 +312,7 @@ class JobAnswer:
     reason: str = ""
 
 
-def _run_for(claims: dict[str, Any]) -> ReviewRun:
+def run_for(claims: dict[str, Any]) -> ReviewRun:
     """The dispatched run the token proves to be, or Refused."""
     try:
         run_id = int(str(claims.get("run_id", "")))
@@ -386,7 +386,7 @@ def _token_attach(claims: dict[str, Any], run_id: int) -> bool:
 def job_for(claims: dict[str, Any]) -> JobAnswer:
     """The job of the dispatched run the token proves to be, while it waits. A head
     that moved meanwhile cancels the run: the answer says so."""
-    run = _run_for(claims)
+    run = run_for(claims)
     if run.status != RunStatus.DISPATCHED or run.runner_result is not None or not run.job:
         raise Refused(f"run {run.pk} is {run.status}, not waiting for its runner")
     pull_request = run.pull_request
@@ -419,7 +419,7 @@ def result_accept(claims: dict[str, Any], body: dict[str, Any]) -> ResultAnswer:
     """Accept the runner's result (or its failure) once: a repeat is answered as the
     first was and changes nothing. A result that does not match the contract fails
     the run (ValueError carries the reason for the caller)."""
-    run = _run_for(claims)
+    run = run_for(claims)
     if run.runner_result is not None:
         return ResultAnswer("already accepted", run)
     if run.status != RunStatus.DISPATCHED:

@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from reviews.actions.api import RunnerJobView, RunnerResultView
+from reviews.actions.api import RunnerConnectorView, RunnerJobView, RunnerResultView
 from reviews.passes.api.views import TaskViewSet
 
 
@@ -24,6 +24,7 @@ urlpatterns = [
     path("", include(router.urls)),
     path("runner/job", RunnerJobView.as_view(), name="runner-job"),
     path("runner/result", RunnerResultView.as_view(), name="runner-result"),
+    path("runner/connector", RunnerConnectorView.as_view(), name="runner-connector"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),

@@ -198,6 +198,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "advice": advice,
             "may_act": may_act(request.user),
             "walkthrough": _walkthrough_of(run),
+            # Tasuku's own record of the connector calls it made for the run's engine.
+            "connector_calls": list(run.connector_calls.all()),
             # People's replies in this review's threads, and what answering them cost.
             "replies": list(
                 ThreadReply.objects.filter(finding__review=review)

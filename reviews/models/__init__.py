@@ -1,7 +1,9 @@
 """The reviews app's models, one module per part: runs (pull requests, runs, attempts),
-findings (reviews, findings and what became of them) and passes (review-pass tasks).
+findings (reviews, findings and what became of them), passes (review-pass tasks) and
+connectors (the connector calls Tasuku made for a run).
 Everything is importable from here, as Django and the migrations expect."""
 
+from reviews.models.connectors import ConnectorCall
 from reviews.models.findings import (
     Dismissal,
     Finding,
@@ -43,6 +45,7 @@ from reviews.models.runs import (
 from reviews.models.walkthroughs import Walkthrough
 
 __all__ = [
+    "ConnectorCall",
     "Answer",
     "AnswerKind",
     "ApiScope",

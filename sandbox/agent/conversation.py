@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sandbox.agent.tools import ToolSpec
-from sandbox.contract import MAX_TRANSCRIPT, ExplorerUsage, ReviewJob, TranscriptEntry
+from sandbox.contract import (
+    MAX_TRANSCRIPT,
+    ConnectorRecord,
+    ExplorerUsage,
+    ReviewJob,
+    TranscriptEntry,
+)
 from sandbox.prompt import Prompt
 
 TRANSCRIPT_TEXT = 2_000
@@ -90,6 +96,7 @@ class Transcript:
         name: str = "",
         is_error: bool = False,
         usage: ExplorerUsage | None = None,
+        connector: ConnectorRecord | None = None,
     ) -> None:
         if len(self.entries) >= MAX_TRANSCRIPT - 1:
             self.dropped += 1
@@ -99,7 +106,14 @@ class Transcript:
                 content[:TRANSCRIPT_TEXT] + f"… ({len(content) - TRANSCRIPT_TEXT} more characters)"
             )
         self.entries.append(
-            TranscriptEntry(kind=kind, name=name, content=content, is_error=is_error, usage=usage)
+            TranscriptEntry(
+                kind=kind,
+                name=name,
+                content=content,
+                is_error=is_error,
+                usage=usage,
+                connector=connector,
+            )
         )
 
     def final(self) -> list[TranscriptEntry]:

@@ -4,9 +4,12 @@ read-only tools until it calls `submit_review`, within the reviewer's bounds.
 1. Build the prompt (sandbox/prompt.py) and open a conversation with the provider. The
    tools offered depend on the job: the checkout tools and the symbol index always,
    `load_skill` with named skills, `dispatch_explorers` with explorers, web research
-   when the reviewer allows it.
+   when the reviewer allows it, and each connector the reviewer may use when the
+   runner gave the engine its way back to Tasuku (sandbox/connectors.py).
 2. Each step is one model call. Its tool calls run against the checkout; their results
    (or the refusal: a path outside the repository, a bad regex) go back to the model.
+   A connector call goes to Tasuku, which makes it; its answer (or why there is none)
+   goes back to the model as data, and on the transcript as a "connector" entry.
 3. `submit_review` is checked against the `Submission` schema; an invalid submission is
    returned to the model with what is wrong, up to MAX_CORRECTIONS times, after which
    the findings are taken as they are (the validation gate records each malformed one).
@@ -14,8 +17,8 @@ read-only tools until it calls `submit_review`, within the reviewer's bounds.
    each call (sandbox/agent/budget.py): a call whose worst case could pass it is not
    made. The last step asks the model to submit. A bound reached without a submission
    returns a result marked `incomplete`, with the reason.
-5. Usage, cost (the explorers' apart), steps, duration and a bounded transcript come
-   back with the result.
+5. Usage, cost (the explorers' apart), steps, duration, the connector calls and a
+   bounded transcript come back with the result.
 
 Provider failures (a refused key, an unknown model, the API down after the SDK's own
 retries) are raised as `ProviderError` by the provider adapters.
@@ -44,7 +47,16 @@ from sandbox.agent.conversation import (
 from sandbox.agent.explorers import DISPATCH, Dispatcher
 from sandbox.agent.tools import SUBMIT, SUBMIT_SPEC, ToolError, Tools, ToolSpec
 from sandbox.agent.tools.checkout import secondary_trees
-from sandbox.contract import ReviewJob, ReviewResult, ReviewSummary, Submission, Usage
+from sandbox.agent.tools.connectors import ConnectorTools
+from sandbox.connectors import ConnectorClient
+from sandbox.contract import (
+    RESERVED_TOOL_NAMES,
+    ReviewJob,
+    ReviewResult,
+    ReviewSummary,
+    Submission,
+    Usage,
+)
 from sandbox.prompt import Prompt, review_prompt
 
 __all__ = [
@@ -94,6 +106,24 @@ def web_tools(job: ReviewJob, prompt: Prompt):
     return WebTools(provider, boundary=prompt.boundary, config=job.web)
 
 
+def connectors_reachable(job: ReviewJob, client: ConnectorClient | None) -> tuple[ReviewJob, str]:
+    """The job with only the connectors the engine can offer, and a note on any it
+    cannot: none without a way back to Tasuku (a runner that gives none), and none
+    named like one of the agent's own tools."""
+    if not job.connectors:
+        return job, ""
+    if client is None:
+        names = ", ".join(c.name for c in job.connectors)
+        note = f"Connectors not offered ({names}): this runner gave the engine no way to Tasuku."
+        return job.model_copy(update={"connectors": ()}), note
+    shadowing = [c.name for c in job.connectors if c.name in RESERVED_TOOL_NAMES]
+    if not shadowing:
+        return job, ""
+    kept = tuple(c for c in job.connectors if c.name not in RESERVED_TOOL_NAMES)
+    note = f"Connectors not offered ({', '.join(shadowing)}): named like one of the agent's tools."
+    return job.model_copy(update={"connectors": kept}), note
+
+
 def prompt_chars(prompt: Prompt, specs: tuple[ToolSpec, ...]) -> int:
     described = json.dumps([[s.name, s.description, s.input_schema] for s in specs])
     return len(prompt.system) + len(prompt.user) + len(described)
@@ -106,19 +136,36 @@ def agent_review(
     engine: str,
     conversation: ConversationFactory,
     clock=time.monotonic,
+    connector_client: ConnectorClient | None = None,
 ) -> ReviewResult:
+    """`connector_client`: the way back to Tasuku for connector calls (default: the one
+    the runner put in the environment, if any)."""
     started = clock()
     deadline = started + max(job.limits.deadline_seconds - DEADLINE_MARGIN, 1)
+    client = connector_client or ConnectorClient.from_environment()
+    job, unreachable = connectors_reachable(job, client)
     prompt = review_prompt(job)
     tools = Tools(root, skills=job.skill_documents, web=web_tools(job, prompt),
                   secondaries=secondary_trees(job, root))  # fmt: skip
+    connectors = (
+        ConnectorTools(
+            job.connectors, client, boundary=prompt.boundary, max_calls=job.limits.connector_calls
+        )
+        if job.connectors and client is not None
+        else None
+    )
     budget = Budget(job.limits.cost_cap_usd)
     explorers = (
         Dispatcher(job, tools, conversation, budget, deadline=deadline, clock=clock)
         if job.explorers
         else None
     )
-    specs = (*tools.specs, *([explorers.spec] if explorers else []), SUBMIT_SPEC)
+    specs = (
+        *tools.specs,
+        *([explorers.spec] if explorers else []),
+        *(connectors.specs if connectors else []),
+        SUBMIT_SPEC,
+    )
     tools.elsewhere = tuple(s.name for s in specs if s.name not in tools.handlers)
     chat = conversation(job, prompt, specs)
     price = job.price
@@ -128,6 +175,8 @@ def agent_review(
     steps = corrections = 0
     if price is None and job.model:
         transcript.add("note", f"No price is known for {job.model}: its cost is counted as $0.")
+    if unreachable:
+        transcript.add("note", unreachable, is_error=True)
 
     def finish(
         submission: Submission | None, raw_findings: list | None = None, incomplete: str = ""
@@ -162,6 +211,7 @@ def agent_review(
                 model=job.model,
                 duration_seconds=round(clock() - started, 3),
                 explorers=explored,
+                connectors=connectors.usage if connectors and connectors.usage.calls else None,
             ),
             incomplete=incomplete,
             transcript=transcript.final(),
@@ -220,6 +270,14 @@ def agent_review(
         submitted: Submission | None = None
         salvage: list | None = None
         for call in turn.calls:
+            if connectors is not None and call.name in connectors:
+                # One "connector" entry says it all: the input summarised, how it went,
+                # and the start of the answer.
+                outcome = connectors.call(call.name, call.arguments, call.error)
+                results.append(Result(call, outcome.content, outcome.is_error))
+                transcript.add("connector", outcome.content, name=call.name,
+                               is_error=outcome.is_error, connector=outcome.record)  # fmt: skip
+                continue
             transcript.add("tool_call", _arguments_text(call), name=call.name)
             if call.name == SUBMIT:
                 outcome = _submission(call, corrections)

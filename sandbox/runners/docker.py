@@ -14,7 +14,9 @@ ssh transports cannot do). The root filesystem is read-only; /tmp and HOME are s
 tmpfs; the user is 10001, with no capabilities and no way to gain privileges; memory
 (without swap), CPU and process count are capped; there is no network unless the
 operator names one (for the model API), and the environment holds only what the
-engine is allowed. On exit — success, failure or timeout — the container is killed
+engine is allowed. A reviewer with connectors gets the run's connector socket (and only
+that file) mounted at /run/tasuku/connectors.sock: its one way back to Tasuku, with no
+network (sandbox/connectors.py). On exit — success, failure or timeout — the container is killed
 and removed; it is not auto-removed before then, so its logs and OOM flag can be read.
 """
 
@@ -39,6 +41,7 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 from docker.types import LogConfig, Mount, Ulimit
 
+from sandbox.connectors import CONTAINER_SOCKET, ConnectorBridge
 from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.errors import SandboxError
 from sandbox.runners.local import MAX_OUTPUT, failure_from_exit, result_parse
@@ -125,13 +128,18 @@ def engine_run(
     network: str | None = None,
     proxy: str | None = None,
     client: docker.DockerClient | None = None,
+    connectors: ConnectorBridge | None = None,
 ) -> ReviewResult:
     """Run `engine` on `checkout` in a container of `image` and return its validated
     `ReviewResult`. `network` (with `proxy`, its HTTPS proxy) is for engines that call a
     model API; without it the container has no network at all. `client`: a Docker client
-    (default: `docker_client()`, closed afterwards)."""
+    (default: `docker_client()`, closed afterwards). `connectors`: the run's open
+    connector bridge, whose socket the container is given."""
     owned = client is None
     client = client or docker_client()
+    env = dict(allow_env or {})
+    if connectors is not None:
+        env.update(connectors.environment(CONTAINER_SOCKET))
     try:
         sandbox = DockerSandbox(
             client,
@@ -139,8 +147,9 @@ def engine_run(
             image=image,
             limits=limits,
             network=network,
-            env=allow_env,
+            env=env,
             proxy=proxy,
+            connector_socket=connectors.path if connectors is not None else None,
         )
         with sandbox as box:
             return box.run(engine, job, checkout)
@@ -167,6 +176,7 @@ class DockerSandbox:
         network: str | None = None,
         env: Mapping[str, str] | None = None,
         proxy: str | None = None,
+        connector_socket: Path | None = None,
     ) -> None:
         if not NAME.fullmatch(name):
             raise ValueError(f"{name!r} is not a valid container name")
@@ -176,6 +186,8 @@ class DockerSandbox:
         self.limits = limits
         self.network = _network_mode(network, proxy)
         self.env = _environment(env or {}, proxy)
+        # Beside the checkout, like the job file: the daemon sees it at the same path.
+        self.connector_socket = connector_socket
         self.container: Container | None = None
         self._used = self._maybe_created = False
 
@@ -257,6 +269,19 @@ class DockerSandbox:
                 Mount(WORKSPACE, str(checkout), type="bind", read_only=True),
                 Mount(JOB_FILE, str(job_file), type="bind", read_only=True),
                 *secondary_mounts(job, checkout),
+                # Read-only still connects: a socket is not written through its mount.
+                *(
+                    [
+                        Mount(
+                            CONTAINER_SOCKET,
+                            str(self.connector_socket),
+                            type="bind",
+                            read_only=True,
+                        )
+                    ]
+                    if self.connector_socket is not None
+                    else []
+                ),  # fmt: skip
             ],
             "read_only": True,
             "tmpfs": {

@@ -26,6 +26,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from sandbox import progress
+from sandbox.connectors import ConnectorBridge
 from sandbox.contract import ReplyJob, ReplyResult, ReviewJob, ReviewResult
 from sandbox.errors import ProviderError, SandboxError, StageError
 from sandbox.workspace import remove_tree
@@ -241,11 +242,15 @@ def engine_run(
     allow_env: dict[str, str] | None = None,
     on_progress: Callable[[dict], None] | None = None,
     name: str = "",
+    connectors: ConnectorBridge | None = None,
 ) -> ReviewResult:
     """Run `engine` on `checkout` and return its validated `ReviewResult`; `on_progress`
     is told what the engine does as it does it (sandbox/progress.py); `name` lets
-    `engine_stop` stop it."""
+    `engine_stop` stop it; `connectors`: the run's open connector bridge, whose socket
+    and token the engine is given."""
     passed = {name: value for name in ENGINE_SETTINGS if (value := _setting(name).strip())}
+    if connectors is not None:
+        passed.update(connectors.environment())
     home = tempfile.mkdtemp(prefix="tasuku-home-")
     try:
         completed = sandboxed_run(

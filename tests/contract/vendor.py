@@ -68,6 +68,8 @@ OPERATIONS: list[tuple[str, str]] = [
     ("PUT", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/dismissals"),
     ("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments"),
     ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments"),
+    # The GitHub issue connector (repos/github/issues.py; repos/connectors/)
+    ("GET", "/repos/{owner}/{repo}/issues/{issue_number}"),
     # The walkthrough comment, edited in place (reviews/walkthrough.py)
     ("PATCH", "/repos/{owner}/{repo}/issues/comments/{comment_id}"),
     # repos/github/checks.py

@@ -23,7 +23,7 @@ README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 PERMISSION_NAMES = {
     "checks": "Checks", "contents": "Contents", "pull_requests": "Pull requests",
     "metadata": "Metadata", "merge_queues": "Merge queues", "actions": "Actions",
-    "administration": "Administration", "statuses": "Commit statuses",
+    "administration": "Administration", "statuses": "Commit statuses", "issues": "Issues",
 }  # fmt: skip
 LEVEL_NAMES = {"write": "Read and write", "read": "Read-only"}
 EVENT_NAMES = {

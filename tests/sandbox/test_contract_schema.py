@@ -10,7 +10,14 @@ import jsonschema
 import pytest
 from django.core.management import call_command
 
-from sandbox.contract import CONTRACT_VERSION, ChangedFile, LineRange, ReviewJob, ReviewResult
+from sandbox.contract import (
+    CONTRACT_VERSION,
+    ChangedFile,
+    ConnectorTool,
+    LineRange,
+    ReviewJob,
+    ReviewResult,
+)
 
 
 def schemas(**options) -> dict:
@@ -82,3 +89,27 @@ def test_a_secondary_repository_whose_path_climbs_or_whose_commit_is_no_id_is_re
     with pytest.raises(ValueError):
         ReviewJob(job_id="1", repository="a/b", pull_request=1, base_sha="a" * 40,
                   head_sha="b" * 40, secondaries=(secondary,))  # fmt: skip
+
+
+def test_a_version_2_job_and_result_still_read_as_ones_without_connectors():
+    job = ReviewJob.model_validate(
+        {"version": "2", "job_id": "1", "repository": "a/b", "pull_request": 1,
+         "base_sha": "a" * 40, "head_sha": "b" * 40, "web": {"max_calls": 5},
+         "limits": {"steps": 5, "max_output_tokens": 4000}}
+    )  # fmt: skip
+    assert job.connectors == () and job.limits.connector_calls == 30 and job.web.max_calls == 5
+    result = ReviewResult.model_validate(
+        {"version": "2", "engine": "openai", "usage": {"explorers": {"explorers": 1}},
+         "transcript": [{"kind": "explorer", "content": "a report"}]}
+    )  # fmt: skip
+    assert result.usage.connectors is None and result.transcript[0].connector is None
+    # A runner of version 2 reads a version-3 job, connectors and all, as one without them.
+    v3 = ReviewJob(
+        job_id="1", repository="a/b", pull_request=1, base_sha="a" * 40, head_sha="b" * 40,
+        connectors=(ConnectorTool(name="jira_ticket", description="A ticket."),),
+    )  # fmt: skip
+    printed = schemas()
+    assert printed["version"] == "3"
+    assert "connectors" in printed["ReviewJob"]["properties"]
+    jsonschema.validate(json.loads(v3.model_dump_json()), printed["ReviewJob"])
+    assert "connectors" in printed["ReviewResult"]["$defs"]["Usage"]["properties"]

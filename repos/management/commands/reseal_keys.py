@@ -1,5 +1,6 @@
-"""`manage.py reseal_keys`: seal every stored reviewer key, and the credentials of the
-GitHub App created on the setup page, again under the current SECRET_KEY (run after
+"""`manage.py reseal_keys`: seal every stored reviewer key, every connector's
+credential, and the credentials of the GitHub App created on the setup page, again
+under the current SECRET_KEY (run after
 rotating it, with the old key in SECRET_KEY_FALLBACKS; then the fallback can go).
 Idempotent; a key no current or fallback SECRET_KEY opens is named."""
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from repos.credentials import KeyUnreadable, key_reseal
-from repos.models import AppRegistration, Reviewer
+from repos.models import AppRegistration, Connector, Reviewer
 
 APP_FIELDS = ("private_key_sealed", "webhook_secret_sealed", "client_secret_sealed")
 
@@ -27,6 +28,19 @@ class Command(BaseCommand):
             Reviewer.objects.filter(pk=reviewer.pk).update(api_key_sealed=sealed)
             resealed += 1
         self.stdout.write(f"{resealed} reviewer key(s) sealed under the current SECRET_KEY.")
+        resealed = 0
+        for connector in Connector.objects.exclude(credential_sealed=""):
+            try:
+                sealed = key_reseal(connector.credential_sealed)
+            except KeyUnreadable:
+                unreadable.append(f"the connector {connector.name}")
+                continue
+            Connector.objects.filter(pk=connector.pk).update(credential_sealed=sealed)
+            resealed += 1
+        if resealed:
+            self.stdout.write(
+                f"{resealed} connector credential(s) sealed under the current SECRET_KEY."
+            )
         for app in AppRegistration.objects.all():
             try:
                 fields = {f: key_reseal(getattr(app, f)) for f in APP_FIELDS if getattr(app, f)}

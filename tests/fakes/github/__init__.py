@@ -30,6 +30,8 @@ faithful where Tasuku's correctness depends on it:
 - Merge queues (`merge_queue`): merge groups built in a git-backed repository's history
   (`merge_queue_enqueue`, `merge_queue_merge`), commits compared as GitHub compares them,
   and the pull requests associated with a commit.
+- Issues (`issues`): `add_issue`, read by the GitHub issue connector; a pull request's
+  number reads as its issue.
 - The App's webhook delivery log (`hooks`): attempts a test records
   (`hook_delivery_add`), listed and redelivered as GitHub does.
 - Rate limits by GitHub's clock (`limits`): every answer's x-ratelimit-* headers, a
@@ -45,6 +47,7 @@ from tests.fakes.github.apps import AppsRoutes
 from tests.fakes.github.checks import ChecksRoutes
 from tests.fakes.github.git import GitRepo, GitRoutes, Symlink
 from tests.fakes.github.hooks import HookRoutes
+from tests.fakes.github.issues import Issue, IssuesRoutes
 from tests.fakes.github.manifests import ManifestRoutes
 from tests.fakes.github.merge_queue import MergeQueueRoutes
 from tests.fakes.github.oidc import OidcKey, OidcRoutes
@@ -71,6 +74,7 @@ class FakeGitHub(
     OidcRoutes,
     MergeQueueRoutes,
     HookRoutes,
+    IssuesRoutes,
     ManifestRoutes,
     FakeGitHubBase,
     AppsRoutes,
@@ -90,6 +94,7 @@ __all__ = [
     "FakeGitHub",
     "GitRepo",
     "Injection",
+    "Issue",
     "Installation",
     "OidcKey",
     "Pull",

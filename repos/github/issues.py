@@ -1,0 +1,56 @@
+"""Issues, read-only: what the GitHub issue connector (repos/connectors/github_issue.py)
+reads of the issue a pull request says it fixes."""
+
+from __future__ import annotations
+
+from github import Github
+
+from repos.github.errors import GitHubError
+from repos.github.schemas import IssueInfo
+from repos.github.transport import Transport
+
+ISSUES_READ = {"issues": "read"}
+
+
+class IssueCalls(Transport):
+    def issue_get(
+        self, *, installation_id: int, repository_id: int | None, full_name: str, number: int
+    ) -> IssueInfo:
+        """Issue `number` of `full_name` (a pull request's number reads as its issue). The
+        token asks for Issues: read only, and only of `repository_id` when it is known;
+        an installation that was never granted Issues is a permanent error that says so
+        (a token asking for it would be refused)."""
+        if not self._granted(installation_id, ISSUES_READ):
+            raise GitHubError(
+                "Tasuku's GitHub App may not read issues: give it the repository permission "
+                "Issues: Read-only.",
+                permanent=True,
+                code="github-permission",
+            )
+        owner, name = full_name.split("/", 1)
+
+        def get(client: Github) -> IssueInfo:
+            # Reference: https://docs.github.com/rest/issues/issues#get-an-issue
+            _, data = client.requester.requestJsonAndCheck(
+                "GET", f"/repos/{owner}/{name}/issues/{number}"
+            )
+            return IssueInfo(
+                number=data["number"],
+                title=data.get("title") or "",
+                state=data.get("state") or "",
+                labels=[
+                    label if isinstance(label, str) else str(label.get("name") or "")
+                    for label in data.get("labels") or []
+                ],
+                body=data.get("body") or "",
+                html_url=data.get("html_url") or "",
+                pull_request=data.get("pull_request") is not None,
+            )
+
+        return self._repo_call(
+            f"read issue {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions=ISSUES_READ,
+            fn=get,
+        )
