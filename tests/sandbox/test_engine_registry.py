@@ -84,7 +84,7 @@ def test_the_actions_runner_passes_on_the_engines_variables_only(name, monkeypat
         monkeypatch.setenv(key, value)
     given = {}
 
-    def local_run(engine, job, root, *, limits, allow_env):
+    def local_run(engine, job, root, *, limits, allow_env, **relayed):
         given.update(engine=engine, allow=allow_env)
         return "result"
 
