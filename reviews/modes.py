@@ -15,10 +15,20 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from repos.github.schemas import PullRequestInfo
-    from repos.policy import EffectiveConfig
+    from repos.policy import EffectiveConfig, ReviewerConfig
     from reviews.models import Finding, ReviewRun
     from reviews.reconcile import Decision
-    from sandbox.contract import ReviewResult
+    from sandbox.contract import ReviewResult, SavedConversation
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """Whether the engine continues an earlier conversation of this reviewer (the kept
+    messages), or starts fresh with a summary of it; `note` says which, and why."""
+
+    conversation: SavedConversation | None = None
+    summary: str = ""
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,10 @@ class RunMode(Protocol):
     approves_with_nits: bool
 
     def earlier_context(self, run: ReviewRun, earlier: list[Finding]) -> EarlierContext: ...
+
+    def continuation(self, run: ReviewRun, reviewer: ReviewerConfig) -> Continuation:
+        """An earlier conversation of this reviewer for the engine to continue."""
+        ...
 
     def rulings_settle(
         self,
@@ -73,6 +87,9 @@ class PullRequestReview:
 
     def earlier_context(self, run: ReviewRun, earlier: list[Finding]) -> EarlierContext:
         return EarlierContext()
+
+    def continuation(self, run: ReviewRun, reviewer: ReviewerConfig) -> Continuation:
+        return Continuation()
 
     def rulings_settle(
         self,

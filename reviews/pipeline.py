@@ -132,11 +132,16 @@ def pipeline(ctx: Context) -> str:
         budget_alert(installation, budget)
         earlier = threads.earlier_open(threads.previous_review(run, previous), run.head_sha)
         told = ctx.mode.earlier_context(run, earlier)
+        # A later pass continues the reviewer's conversation, or says why it cannot.
+        going_on = ctx.mode.continuation(run, reviewer)
+        if going_on.note:
+            ReviewRun.objects.filter(pk=run.pk).update(conversation_note=going_on.note)
         job = stages.job_build(
             core, checkout=checkout, reviewer=reviewer, config=ctx.config, job_id=str(run.pk),
             repository=ctx.repository.full_name, number=run.pull_request.number,
             title=run.pull_request.title, body=run.pull_request.body,
-            requester_note=run.requester_note,
+            requester_note=run.requester_note, resume=going_on.conversation,
+            previous_summary=going_on.summary,
             deadline_seconds=int(settings.TASUKU_SANDBOX_TIMEOUT),
             memory=repository_memory(ctx.repository), price=engines.model_price(reviewer.model),
             earlier=engines.earlier_for_job(
@@ -310,7 +315,9 @@ def result_reusable(
         update={"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "steps": 0,
                 "duration_seconds": 0.0, "explorers": None}
     )  # fmt: skip
-    return result.model_copy(update={"usage": free, "transcript": []}), earlier[0]
+    return result.model_copy(
+        update={"usage": free, "transcript": [], "conversation": None}
+    ), earlier[0]
 
 
 def previous_head(run: ReviewRun) -> str | None:

@@ -31,6 +31,7 @@ from sandbox.contract import (
     Price,
     ReviewJob,
     ReviewResult,
+    SavedConversation,
     WebResearch,
 )
 from sandbox.workspace import Checkout
@@ -176,6 +177,8 @@ def job_build(
     deadline_seconds: int,
     body: str = "",
     requester_note: str = "",
+    resume: SavedConversation | None = None,
+    previous_summary: str = "",
     memory: str = "",
     price: Price | None = None,
     earlier: tuple[EarlierFinding, ...] = (),
@@ -191,6 +194,8 @@ def job_build(
         title=title,
         body=_bounded(body, JOB_BODY_MAX, "the description"),
         requester_note=_bounded(requester_note, JOB_NOTE_MAX, "the note"),
+        resume=resume,
+        previous_summary=previous_summary,
         base_sha=checkout.base_sha,
         head_sha=checkout.head_sha,
         diff=core.compressed.text,

@@ -277,6 +277,25 @@ class EarlierFinding(BaseModel):
     ruling: str = Field(default="", max_length=MAX_BODY)
 
 
+MAX_CONVERSATION_CHARS = 400_000  # about 100,000 tokens of messages, as JSON
+
+
+class SavedConversation(BaseModel):
+    """A model reviewer's conversation as its provider's API holds it (the messages in
+    its own dialect), kept at the end of a review so that a later pass continues it.
+    `boundaries`: the fences its untrusted data was sent between; a continuation keeps
+    telling the model that what they fence is data. `shortened`: tool results cut to
+    fit (what a file said can be read again)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    provider: str = Field(max_length=40)
+    model: str = Field(max_length=200)
+    messages: list[dict] = Field(default_factory=list)
+    boundaries: tuple[str, ...] = Field(default=(), max_length=50)
+    shortened: int = Field(default=0, ge=0)
+
+
 class ReviewJob(BaseModel):
     """Everything an engine is given. The PR's title, body and diff are untrusted."""
 
@@ -315,8 +334,13 @@ class ReviewJob(BaseModel):
     web: WebResearch | None = None  # None: no web research (the default)
     # Other repositories mounted read-only beside the checkout, as context (version 3).
     secondaries: tuple[Secondary, ...] = Field(default=(), max_length=MAX_SECONDARIES)
-
     connectors: tuple[ConnectorTool, ...] = Field(default=(), max_length=MAX_CONNECTORS)
+    # Review passes: the same reviewer's conversation of the previous pass, to continue
+    # (an engine that cannot — another provider or model — starts fresh and says so),
+    # and, when it is not continued, a summary of what that pass concluded (model text
+    # that read untrusted data: fenced as data).
+    resume: SavedConversation | None = None
+    previous_summary: str = Field(default="", max_length=MAX_BODY)
 
 
 class Finding(BaseModel):
@@ -472,6 +496,10 @@ class ReviewResult(BaseModel):
     # why: a review never says it found nothing in a file it did not read.
     unread: list[OmittedPart] = Field(default_factory=list, max_length=1000)
     transcript: list[TranscriptEntry] = Field(default_factory=list, max_length=MAX_TRANSCRIPT)
+    # The reviewer's conversation as it ended (API engines), kept so that the next pass
+    # of a review pass can continue it; None when the engine keeps none, or it was too
+    # large to keep.
+    conversation: SavedConversation | None = None
 
 
 # --- A reply job: a model reviewer answers a person in one of its threads -------------

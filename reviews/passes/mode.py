@@ -14,12 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from repos.github.schemas import PullRequestInfo
-from repos.policy import EffectiveConfig
+from repos.policy import EffectiveConfig, ReviewerConfig
 from reviews.models import Finding, ReviewRun
-from reviews.modes import EarlierContext
+from reviews.modes import Continuation, EarlierContext
 from reviews.passes.author import author_bot_login
 from reviews.passes.flow import pass_after_run
-from reviews.passes.selectors import answers_for_run, disputed_fingerprints, rulings_for_run
+from reviews.passes.selectors import (
+    answers_for_run,
+    disputed_fingerprints,
+    pass_continuation,
+    rulings_for_run,
+)
 from reviews.reconcile import ACCEPTED, CURRENT, Decision
 from sandbox.contract import ReviewResult
 
@@ -35,6 +40,11 @@ class ReviewPassMode:
         if not earlier:
             return EarlierContext()
         return EarlierContext(answers=answers_for_run(run), rulings=rulings_for_run(run))
+
+    def continuation(self, run: ReviewRun, reviewer: ReviewerConfig) -> Continuation:
+        """A later pass continues the same reviewer's conversation, so it remembers what
+        it read and decided; when it cannot, a fresh reviewer starts with a summary."""
+        return pass_continuation(run, reviewer)
 
     def rulings_settle(
         self,

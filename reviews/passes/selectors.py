@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -11,6 +12,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import ngettext
 
+from repos.policy import EffectiveConfig, ReviewerConfig
 from reviews.models import (
     Answer,
     AnswerKind,
@@ -27,7 +29,9 @@ from reviews.models import (
     TaskPullRequest,
     TaskState,
 )
+from reviews.modes import Continuation
 from reviews.validation import INVALID
+from sandbox.contract import SavedConversation
 
 
 def _count(n: int, one: str, many: str) -> str:
@@ -480,6 +484,66 @@ def previous_pass(run: ReviewRun) -> ReviewPass | None:
     if review_pass is None:
         return None
     return review_pass.task.passes.filter(number__lt=review_pass.number).order_by("-number").first()
+
+
+def pass_continuation(run: ReviewRun, reviewer: ReviewerConfig) -> Continuation:
+    """The conversation of this pull request's review in the previous pass, when the same
+    reviewer, engine and model can continue it within the reviewer's context budget;
+    otherwise a fresh start with a summary of that review, saying why."""
+    previous = previous_pass(run)
+    if previous is None:
+        return Continuation()
+    earlier = (
+        ReviewRun.objects.filter(review_pass=previous, pull_request=run.pull_request)
+        .select_related("review")
+        .order_by("-pk")
+        .first()
+    )
+    if earlier is None:
+        return Continuation()
+    review = getattr(earlier, "review", None)
+    summary = _pass_summary(previous.number, review)
+    kept = (earlier.runner_result or {}).get("conversation")
+    config = EffectiveConfig.model_validate(earlier.config or {})
+    before = next((r for r in config.reviewers if r.slug == reviewer.slug), None)
+    why = ""
+    if kept is None:
+        why = f"pass {previous.number} kept no conversation"
+        if reviewer.engine not in CONVERSING_ENGINES:
+            why += f" (the {reviewer.engine} engine keeps none)"
+    elif before is None or before.engine != reviewer.engine:
+        why = f"pass {previous.number} ran on another engine"
+    elif before.model != reviewer.model:
+        why = f"pass {previous.number} used {before.model or 'another model'}, this pass {reviewer.model}"
+    elif len(json.dumps(kept.get("messages") or [])) // 4 > reviewer.context_budget_tokens:
+        why = (
+            f"pass {previous.number}'s conversation is larger than the reviewer's context "
+            f"budget ({reviewer.context_budget_tokens:,} tokens)"
+        )
+    if why:
+        return Continuation(summary=summary, note=f"a fresh start: {why}")
+    return Continuation(
+        conversation=SavedConversation.model_validate(kept),
+        note=f"continues pass {previous.number}'s conversation (run {earlier.pk})",
+    )
+
+
+# The engines whose conversation is kept between passes: those on Tasuku's agent loop.
+CONVERSING_ENGINES = ("anthropic", "openai")
+
+
+def _pass_summary(number: int, review: Review | None) -> str:
+    if review is None:
+        return ""
+    parts = [f"Pass {number} reviewed head {review.head_sha[:12]}."]
+    if review.inspected_areas:
+        parts.append("Inspected: " + "; ".join(review.inspected_areas))
+    if review.validation:
+        parts.append("How it was checked: " + review.validation)
+    for ruling in review.rulings or []:
+        state = "still open" if ruling.get("still_open") else "resolved"
+        parts.append(f"Ruled {ruling.get('id', '?')}: {state} — {ruling.get('reason', '')}")
+    return "\n".join(parts)[:4000]
 
 
 def _previous_answers(run: ReviewRun):

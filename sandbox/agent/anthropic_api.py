@@ -11,6 +11,7 @@ so each step pays full price only for what is new.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,7 +36,11 @@ class AnthropicConversation:
         prompt: Prompt,
         tools: tuple[ToolSpec, ...],
         env: Mapping[str, str] | None = None,
+        *,
+        resume: list[dict[str, Any]] | None = None,
     ) -> None:
+        """`resume`: the messages of a conversation to continue (sandbox/agent/resume.py);
+        the prompt's user message is then its next message."""
         import anthropic
 
         env = os.environ if env is None else env
@@ -61,7 +66,37 @@ class AnthropicConversation:
             for t in tools
         ]
         self.messages: list[dict[str, Any]] = []
+        if resume:
+            self.messages = _uncached(resume)
+            if self.messages[-1].get("role") == "user":
+                # The kept conversation ends with the results of its last calls: the new
+                # pass's prompt goes with them (one user turn).
+                last = self.messages.pop()
+                content = last["content"]
+                blocks = (
+                    content if isinstance(content, list) else [{"type": "text", "text": content}]
+                )
+                self._user([*blocks, {"type": "text", "text": prompt.user}])
+                return
         self._user([{"type": "text", "text": prompt.user}])
+
+    def saved(self, closing: str) -> list[dict[str, Any]]:
+        """The messages to keep: every tool call of the last turn answered (`closing`)."""
+        messages = _uncached(self.messages)
+        last = messages[-1] if messages else {}
+        if last.get("role") == "assistant":
+            ids = [b["id"] for b in last["content"] if b.get("type") == "tool_use"]
+            if ids:
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "tool_result", "tool_use_id": i, "content": closing}
+                            for i in ids
+                        ],
+                    }
+                )
+        return messages
 
     def _user(self, blocks: list[dict[str, Any]]) -> None:
         # At most four cache breakpoints per request: keep one, on the newest message.
@@ -133,6 +168,15 @@ class AnthropicConversation:
 
     def say(self, text: str) -> None:
         self._user([{"type": "text", "text": text}])
+
+
+def _uncached(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    copied = copy.deepcopy(messages)
+    for message in copied:
+        if isinstance(message.get("content"), list):
+            for block in message["content"]:
+                block.pop("cache_control", None)
+    return copied
 
 
 def review(job: ReviewJob, root: Path) -> ReviewResult:

@@ -72,6 +72,11 @@ class Conversation(Protocol):
 
     def say(self, text: str) -> None: ...
 
+    def saved(self, closing: str) -> list[dict[str, Any]]:
+        """The messages as the provider holds them, every open tool call answered with
+        `closing`: what is kept for the next pass (sandbox/agent/resume.py)."""
+        ...
+
 
 class ConversationFactory(Protocol):
     def __call__(
@@ -80,6 +85,8 @@ class ConversationFactory(Protocol):
         prompt: Prompt,
         tools: tuple[ToolSpec, ...],
         env: Mapping[str, str] | None = None,
+        *,
+        resume: list[dict[str, Any]] | None = None,
     ) -> Conversation: ...
 
 

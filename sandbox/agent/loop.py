@@ -45,6 +45,7 @@ from sandbox.agent.conversation import (
     Turn,
 )
 from sandbox.agent.explorers import DISPATCH, Dispatcher
+from sandbox.agent.resume import CLOSING, conversation_kept, resumable
 from sandbox.agent.tools import SUBMIT, SUBMIT_SPEC, ToolError, Tools, ToolSpec
 from sandbox.agent.tools.checkout import secondary_trees
 from sandbox.agent.tools.connectors import ConnectorTools
@@ -124,6 +125,14 @@ def connectors_reachable(job: ReviewJob, client: ConnectorClient | None) -> tupl
     return job.model_copy(update={"connectors": kept}), note
 
 
+def _kept(chat, engine: str, model: str, boundaries: tuple[str, ...]):
+    """The conversation to keep for the next pass (None: this adapter keeps none)."""
+    saved = getattr(chat, "saved", None)
+    if saved is None:
+        return None
+    return conversation_kept(engine, model, saved(CLOSING), boundaries)
+
+
 def prompt_chars(prompt: Prompt, specs: tuple[ToolSpec, ...]) -> int:
     described = json.dumps([[s.name, s.description, s.input_schema] for s in specs])
     return len(prompt.system) + len(prompt.user) + len(described)
@@ -144,7 +153,10 @@ def agent_review(
     deadline = started + max(job.limits.deadline_seconds - DEADLINE_MARGIN, 1)
     client = connector_client or ConnectorClient.from_environment()
     job, unreachable = connectors_reachable(job, client)
-    prompt = review_prompt(job)
+    # A later pass continues the previous pass's conversation when it can.
+    earlier_messages, fresh_because = resumable(job, engine)
+    continued = job.resume.boundaries if earlier_messages and job.resume else None
+    prompt = review_prompt(job, continued=continued)
     tools = Tools(root, skills=job.skill_documents, web=web_tools(job, prompt),
                   secondaries=secondary_trees(job, root))  # fmt: skip
     connectors = (
@@ -167,10 +179,23 @@ def agent_review(
         SUBMIT_SPEC,
     )
     tools.elsewhere = tuple(s.name for s in specs if s.name not in tools.handlers)
-    chat = conversation(job, prompt, specs)
+    chat = (
+        conversation(job, prompt, specs, resume=earlier_messages)
+        if earlier_messages
+        else conversation(job, prompt, specs)
+    )
     price = job.price
-    meter = Meter(price, job.limits.max_output_tokens, pending_chars=prompt_chars(prompt, specs))
+    # The first call sends the continued conversation too: its cost is held for it.
+    pending = prompt_chars(prompt, specs) + len(json.dumps(earlier_messages or []))
+    meter = Meter(price, job.limits.max_output_tokens, pending_chars=pending)
     transcript = Transcript()
+    if earlier_messages:
+        transcript.add(
+            "note",
+            f"Continued the previous pass's conversation ({len(earlier_messages)} messages).",
+        )
+    elif fresh_because:
+        transcript.add("note", f"A fresh start: {fresh_because}.")
     tokens = Tokens()
     steps = corrections = 0
     if price is None and job.model:
@@ -215,6 +240,7 @@ def agent_review(
             ),
             incomplete=incomplete,
             transcript=transcript.final(),
+            conversation=_kept(chat, engine, job.model, (*(continued or ()), prompt.boundary)),
         )
 
     def say(text: str) -> None:

@@ -12,6 +12,7 @@ by them).
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import Mapping
@@ -37,7 +38,12 @@ class OpenAIConversation:
         prompt: Prompt,
         tools: tuple[ToolSpec, ...],
         env: Mapping[str, str] | None = None,
+        *,
+        resume: list[dict[str, Any]] | None = None,
     ) -> None:
+        """`resume`: the messages of a conversation to continue (sandbox/agent/resume.py);
+        the prompt's user message is then its next message, under this job's system
+        prompt."""
         import openai
 
         env = os.environ if env is None else env
@@ -67,10 +73,21 @@ class OpenAIConversation:
             }
             for t in tools
         ]
+        earlier = [m for m in copy.deepcopy(resume or []) if m.get("role") != "system"]
         self.messages: list[dict[str, Any]] = [
             {"role": "system", "content": prompt.system},
+            *earlier,
             {"role": "user", "content": prompt.user},
         ]
+
+    def saved(self, closing: str) -> list[dict[str, Any]]:
+        """The messages to keep (the system prompt is each job's own): every tool call
+        of the last turn answered (`closing`)."""
+        messages = [m for m in copy.deepcopy(self.messages) if m.get("role") != "system"]
+        last = messages[-1] if messages else {}
+        for call in last.get("tool_calls") or [] if last.get("role") == "assistant" else []:
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": closing})
+        return messages
 
     def send(self, *, timeout: float, force: str | None = None) -> Turn:
         choice: Any = {"type": "function", "function": {"name": force}} if force else "auto"
