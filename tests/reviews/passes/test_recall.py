@@ -51,28 +51,39 @@ def test_a_recall_during_a_running_pass_posts_nothing_after_it(passes, monkeypat
 
 
 @pytest.mark.django_db
-def test_return_as_is_is_refused_while_a_review_runs_and_taken_after(passes, monkeypatch):
-    passes.claude.script(ToolCall("submit_review", {"findings": []}))
+def test_return_as_is_is_refused_while_a_review_runs_and_taken_after(
+    passes, monkeypatch, admin_client
+):
+    shell = finding("app/payments.py", 8, "Order id reaches a shell", blocking=True,
+                    severity="high")  # fmt: skip
+    passes.claude.script(ToolCall("submit_review", {"findings": [shell]}))
     task = passes.create_task()
-    answers = []
+    seen = {}
     real = engines.engine_run
 
     def returned_while_reviewing(*args, **kwargs):
-        answers.append(
-            passes.api.post(
-                f"/api/tasks/{task.pk}/actions", {"action": "return_as_is"}, format="json"
-            )
+        seen["api"] = passes.api.post(
+            f"/api/tasks/{task.pk}/actions", {"action": "return_as_is"}, format="json"
         )
-        page = passes.client.get(f"/tasks/{task.pk}/")
-        answers.append(page.content.decode() if page.status_code == 200 else "")
+        seen["page"] = admin_client.get(f"/tasks/{task.pk}/").content.decode()
         return real(*args, **kwargs)
 
     monkeypatch.setattr(engines, "engine_run", returned_while_reviewing)
     assert passes.done(task, passes.world.pull.head_sha).status_code == 202
     drain_queue()
-    refused = answers[0]
+    refused = seen["api"]
     assert refused.status_code == 409
     assert refused.json()["error"].startswith("A review is running (pass 1)")
+    # Not offered on the task's page while it runs; Recall is.
+    assert 'value="return_as_is"' not in seen["page"] and 'value="recall"' in seen["page"]
     task.refresh_from_db()
-    assert task.state == TaskState.DONE  # the clean pass ended it
-    monkeypatch.undo()
+    assert task.state == TaskState.AUTHOR_FIXING
+
+    # The review over, Return as is is offered and taken.
+    assert 'value="return_as_is"' in admin_client.get(f"/tasks/{task.pk}/").content.decode()
+    taken = passes.api.post(
+        f"/api/tasks/{task.pk}/actions", {"action": "return_as_is"}, format="json"
+    )
+    assert taken.status_code == 200, taken.json()
+    task.refresh_from_db()
+    assert task.state == TaskState.RETURNED
