@@ -256,11 +256,26 @@ class ReviewerForm(forms.ModelForm):
         model = Reviewer
         formfield_callback = _formfield
         fields = (
-            "slug", "name", "enabled", "default_for_new_repositories", "engine", "model",
-            "triage_model", "explorer_model", "runner", "base_url", "rules", "skills",
-            "web_research", "connectors", "step_limit", "cost_cap_usd",
-            "context_budget_tokens", "max_output_tokens", "explorer_limit",
-        )  # fmt: skip
+            "slug",
+            "name",
+            "enabled",
+            "default_for_new_repositories",
+            "engine",
+            "model",
+            "triage_model",
+            "explorer_model",
+            "runner",
+            "base_url",
+            "rules",
+            "skills",
+            "web_research",
+            "connectors",
+            "step_limit",
+            "cost_cap_usd",
+            "context_budget_tokens",
+            "max_output_tokens",
+            "explorer_limit",
+        )
 
     def clean(self) -> dict:
         data = super().clean()
@@ -334,7 +349,7 @@ class ReviewerAdmin(admin.ModelAdmin):
                     "explorer_limit",
                 )
             },
-        ),  # fmt: skip
+        ),
     )
 
     actions = ("enable_everywhere",)

@@ -41,8 +41,12 @@ class Recovered:
     errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"read": self.read, "missing": self.missing, "asked": len(self.asked),
-                "errors": len(self.errors)}  # fmt: skip
+        return {
+            "read": self.read,
+            "missing": self.missing,
+            "asked": len(self.asked),
+            "errors": len(self.errors),
+        }
 
 
 def deliveries_recover(now: datetime | None = None) -> dict:
@@ -74,9 +78,12 @@ def deliveries_recover(now: datetime | None = None) -> dict:
         newest = max(tries, key=lambda a: (a.delivered_at, a.id))
         row, _ = Redelivery.objects.get_or_create(
             guid=guid,
-            defaults={"github_delivery_id": newest.id, "event": newest.event,
-                      "action": newest.action or ""},
-        )  # fmt: skip
+            defaults={
+                "github_delivery_id": newest.id,
+                "event": newest.event,
+                "action": newest.action or "",
+            },
+        )
         if row.asks >= MAX_ASKS or (row.asked_at and now - row.asked_at < ASK_AGAIN_AFTER):
             continue
         failed_status = f"{newest.status_code or 'no answer'}: {newest.status}"[:200]
@@ -91,9 +98,12 @@ def deliveries_recover(now: datetime | None = None) -> dict:
                 break  # GitHub is having a bad time: the next sweep tries again
             continue
         Redelivery.objects.filter(pk=row.pk).update(
-            asks=F("asks") + 1, asked_at=now, github_delivery_id=newest.id, error="",
+            asks=F("asks") + 1,
+            asked_at=now,
+            github_delivery_id=newest.id,
+            error="",
             failed_status=failed_status,
-        )  # fmt: skip
+        )
         found.asked.append(guid)
     if found.asked:
         logger.info("asked GitHub to redeliver %d deliveries", len(found.asked))

@@ -37,8 +37,9 @@ from repos.models import AppRegistration, Installation
 ORG = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
 SESSION_KEY = "tasuku_manifest"
 
-superuser_required = user_passes_test(lambda u: u.is_active and u.is_superuser,
-                                      login_url="admin:login")  # fmt: skip
+superuser_required = user_passes_test(
+    lambda u: u.is_active and u.is_superuser, login_url="admin:login"
+)
 
 
 def _default_host() -> str:
@@ -76,12 +77,16 @@ def setup_github(request: HttpRequest) -> HttpResponse:
                 state = secrets.token_urlsafe(24)
                 request.session[SESSION_KEY] = {"state": state, "api_url": api_url}
                 manifest = manifest_for(settings.TASUKU_BASE_URL, name=name, features=features)
-                return render(request, "repos/setup_github_post.html", {
-                    "action": f"{new_app_url(web_url, organization)}?state={state}",
-                    "manifest": json.dumps(manifest),
-                    "where": organization or "your personal account",
-                    "web_url": web_url,
-                })  # fmt: skip
+                return render(
+                    request,
+                    "repos/setup_github_post.html",
+                    {
+                        "action": f"{new_app_url(web_url, organization)}?state={state}",
+                        "manifest": json.dumps(manifest),
+                        "where": organization or "your personal account",
+                        "web_url": web_url,
+                    },
+                )
     return _page(request, error=error)
 
 
@@ -127,11 +132,16 @@ def setup_github_created(request: HttpRequest) -> HttpResponse:
         return _page(request, error=f"GitHub did not hand over the App: {exc}")
     with transaction.atomic():
         AppRegistration.objects.create(
-            app_id=made.app_id, slug=made.slug, name=made.name, owner=made.owner,
-            html_url=made.html_url, api_url=pending["api_url"],
+            app_id=made.app_id,
+            slug=made.slug,
+            name=made.name,
+            owner=made.owner,
+            html_url=made.html_url,
+            api_url=pending["api_url"],
             private_key_sealed=key_seal(made.pem),
             webhook_secret_sealed=key_seal(made.webhook_secret),
-            client_id=made.client_id, client_secret_sealed=key_seal(made.client_secret),
-        )  # fmt: skip
+            client_id=made.client_id,
+            client_secret_sealed=key_seal(made.client_secret),
+        )
     registration_forget()
     return redirect("repos:setup_github")

@@ -36,8 +36,9 @@ def where_for(run: ReviewRun) -> Where:
     )
 
 
-def call_record(run: ReviewRun, attempt: int, name: str, arguments: Any,
-                answer: ConnectorAnswer) -> ConnectorCall:  # fmt: skip
+def call_record(
+    run: ReviewRun, attempt: int, name: str, arguments: Any, answer: ConnectorAnswer
+) -> ConnectorCall:
     """Tasuku's record of one call (not saved): the input summarised, how it went."""
     return ConnectorCall(
         run=run,
@@ -87,8 +88,12 @@ class RunConnectors:
             self.records.append(call_record(self.run, self.attempt, name, arguments, answer))
         logger.info(
             "run %s: connector %s %s in %d ms (%d bytes)",
-            self.run.pk, name[:60], answer.status, answer.duration_ms, answer.bytes,
-        )  # fmt: skip
+            self.run.pk,
+            name[:60],
+            answer.status,
+            answer.duration_ms,
+            answer.bytes,
+        )
         return answer
 
     def save(self) -> None:

@@ -205,10 +205,14 @@ def _engine_run(
         )
     if runner == Runner.LOCAL:
         return local_runner.engine_run(
-            config.engine, job, root, limits=local_runner.Limits(wall_seconds=seconds, cpu_seconds=seconds),
-            allow_env=env, name=run_name,
+            config.engine,
+            job,
+            root,
+            limits=local_runner.Limits(wall_seconds=seconds, cpu_seconds=seconds),
+            allow_env=env,
+            name=run_name,
             **({"connectors": bridge} if bridge is not None else {}),
-        )  # fmt: skip
+        )
     if runner == Runner.DOCKER:
         return docker_engine_run(
             config, job, root, env=env, seconds=seconds, name=run_name, bridge=bridge

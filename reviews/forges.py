@@ -43,23 +43,36 @@ class GitHub:
         repository disabled meanwhile → skipped. Each ends the run with its check run."""
         run = ctx.run
         if not ctx.repository.enabled:
-            return _stop(ctx, RunStatus.SKIPPED, "reviews were disabled for this repository",
-                         "skipped", "Not reviewed: reviews are disabled",
-                         "Reviews were disabled for this repository after this run was queued.")  # fmt: skip
+            return _stop(
+                ctx,
+                RunStatus.SKIPPED,
+                "reviews were disabled for this repository",
+                "skipped",
+                "Not reviewed: reviews are disabled",
+                "Reviews were disabled for this repository after this run was queued.",
+            )
         info = ctx.gateway.pull_request_get(**ctx.where, number=run.pull_request.number)
         if info.state != "open":
-            return _stop(ctx, RunStatus.SKIPPED, "the pull request is closed", "skipped",
-                         "Not reviewed: the pull request is closed",
-                         "The pull request was closed before the review started.")  # fmt: skip
+            return _stop(
+                ctx,
+                RunStatus.SKIPPED,
+                "the pull request is closed",
+                "skipped",
+                "Not reviewed: the pull request is closed",
+                "The pull request was closed before the review started.",
+            )
         if info.head_sha != run.head_sha:
             return _stop(
-                ctx, RunStatus.CANCELLED, f"stale: the head moved to {info.head_sha[:12]}",
-                "cancelled", f"Superseded by {info.head_sha[:7]}",
+                ctx,
+                RunStatus.CANCELLED,
+                f"stale: the head moved to {info.head_sha[:12]}",
+                "cancelled",
+                f"Superseded by {info.head_sha[:7]}",
                 f"The pull request's head moved from `{run.head_sha[:12]}` to "
                 f"`{info.head_sha[:12]}` before this review started; the newer commit is "
                 "reviewed instead.",
                 superseded_by=info.head_sha,
-            )  # fmt: skip
+            )
         return None
 
     def checkout(
@@ -117,9 +130,15 @@ class GitHub:
         notes += said
         earlier_ids = {f.fingerprint for f in earlier}
         approved = publish(
-            ctx, review, result, validated, approve=approve, notes=notes, carried=earlier_ids,
+            ctx,
+            review,
+            result,
+            validated,
+            approve=approve,
+            notes=notes,
+            carried=earlier_ids,
             still_open=sum(1 for f in open_now if f.fingerprint in earlier_ids),
-        )  # fmt: skip
+        )
         number = ctx.run.pull_request.number
         notes += threads.close_threads(
             ctx.gateway, ctx.where, number, ctx.run, earlier, decisions, talk.threads

@@ -65,9 +65,13 @@ def gate_complete(
     fail_on = ctx.config.fail_check_on
     conclusion = check_conclusion(open_now, fail_on, in_full=not shortfall)
     title, summary = check_output(
-        open_now, conclusion, fail_on, shortfall=shortfall, limitations=limitations,
+        open_now,
+        conclusion,
+        fail_on,
+        shortfall=shortfall,
+        limitations=limitations,
         unread=unread,
-    )  # fmt: skip
+    )
     check_complete(ctx, conclusion, title, summary)
 
 
@@ -79,8 +83,12 @@ def check_in_progress(ctx: Context) -> None:
     if not reports_on_check(ctx.run):
         return
     try:
-        ctx.gateway.check_run_update(**ctx.where, check_run_id=_check_id(ctx), status="in_progress",
-                                     details_url=details_url(ctx.run))  # fmt: skip
+        ctx.gateway.check_run_update(
+            **ctx.where,
+            check_run_id=_check_id(ctx),
+            status="in_progress",
+            details_url=details_url(ctx.run),
+        )
     except GitHubError as exc:
         raise StageError(
             str(exc), permanent=exc.permanent, stage=Stage.PUBLICATION, code=exc.code
@@ -159,9 +167,12 @@ def gate_refresh(pull_request_pk: int, reviewer_pk: int) -> str:
         shortfall = "this head was not reviewed in full (the run page says why)."
     conclusion = check_conclusion(open_now, config.fail_check_on, in_full=not shortfall)
     title, summary = check_output(
-        open_now, conclusion, config.fail_check_on, shortfall=shortfall,
+        open_now,
+        conclusion,
+        config.fail_check_on,
+        shortfall=shortfall,
         limitations=review.limitations,
-    )  # fmt: skip
+    )
     if (conclusion, title[:255]) == (run.check_conclusion, run.check_title):
         return "unchanged"
     check_final(run.pk, conclusion, title, summary)

@@ -131,9 +131,13 @@ def _pull_request(repository: Repository, branch: str, base_sha: str, head_sha: 
                 or 0
             ) + 1
             pull_request = PullRequest.objects.create(
-                repository=repository, number=number, title=f"Local branch {branch}", head_ref=branch,
-                author_login="local", author_type="User",
-            )  # fmt: skip
+                repository=repository,
+                number=number,
+                title=f"Local branch {branch}",
+                head_ref=branch,
+                author_login="local",
+                author_type="User",
+            )
         PullRequest.objects.filter(pk=pull_request.pk).update(head_sha=head_sha, base_sha=base_sha)
     pull_request.head_sha, pull_request.base_sha = head_sha, base_sha
     return pull_request
@@ -231,14 +235,24 @@ def local_review(
         update={"reviewers": (reviewer_config(reviewer),)}
     )
     run, created = ReviewRun.objects.get_or_create(
-        pull_request=pull_request, reviewer=reviewer, head_sha=head_sha, trigger=Trigger.LOCAL,
+        pull_request=pull_request,
+        reviewer=reviewer,
+        head_sha=head_sha,
+        trigger=Trigger.LOCAL,
         defaults={"base_sha": base_sha, "config": config.model_dump(mode="json")},
-    )  # fmt: skip
+    )
     if not created:
         ReviewRun.objects.filter(pk=run.pk).update(
-            status=RunStatus.QUEUED, attempts=0, base_sha=base_sha, next_attempt_at=None, started_at=None,
-            finished_at=None, reason="", stage="", config=config.model_dump(mode="json"),
-        )  # fmt: skip
+            status=RunStatus.QUEUED,
+            attempts=0,
+            base_sha=base_sha,
+            next_attempt_at=None,
+            started_at=None,
+            finished_at=None,
+            reason="",
+            stage="",
+            config=config.model_dump(mode="json"),
+        )
     held = run_claim(run.pk)
     if held is None:
         raise LocalReviewError("this branch is being reviewed right now; try again when it is done")

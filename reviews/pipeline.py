@@ -137,19 +137,26 @@ def pipeline(ctx: Context) -> str:
         if going_on.note:
             ReviewRun.objects.filter(pk=run.pk).update(conversation_note=going_on.note)
         job = stages.job_build(
-            core, checkout=checkout, reviewer=reviewer, config=ctx.config, job_id=str(run.pk),
-            repository=ctx.repository.full_name, number=run.pull_request.number,
-            title=run.pull_request.title, body=run.pull_request.body,
-            requester_note=run.requester_note, resume=going_on.conversation,
+            core,
+            checkout=checkout,
+            reviewer=reviewer,
+            config=ctx.config,
+            job_id=str(run.pk),
+            repository=ctx.repository.full_name,
+            number=run.pull_request.number,
+            title=run.pull_request.title,
+            body=run.pull_request.body,
+            requester_note=run.requester_note,
+            resume=going_on.conversation,
             previous_summary=going_on.summary,
             deadline_seconds=int(settings.TASUKU_SANDBOX_TIMEOUT),
-            memory=repository_memory(ctx.repository), price=engines.model_price(reviewer.model),
-            earlier=engines.earlier_for_job(
-                earlier, answers=told.answers, rulings=told.rulings
-            ),
-            explorers=engines.explorers_for(reviewer), web=engines.web_research_for(reviewer),
+            memory=repository_memory(ctx.repository),
+            price=engines.model_price(reviewer.model),
+            earlier=engines.earlier_for_job(earlier, answers=told.answers, rulings=told.rulings),
+            explorers=engines.explorers_for(reviewer),
+            web=engines.web_research_for(reviewer),
             connectors=engines.connectors_for(reviewer),
-        )  # fmt: skip
+        )
         digest = engines.job_digest(job, run.reviewer)
         # The engine has run for this run already (an earlier attempt, or a runner
         # elsewhere posted it), or for the same job before: its result, paid once.
@@ -162,9 +169,10 @@ def pipeline(ctx: Context) -> str:
         # Recorded once the reusable result is found: a run executed again is a
         # candidate for its own job's result, which this digest would otherwise claim.
         ReviewRun.objects.filter(pk=run.pk).update(
-            omitted=[o.model_dump() for o in job.omitted], job_digest=digest,
+            omitted=[o.model_dump() for o in job.omitted],
+            job_digest=digest,
             **({} if stored else {"runner_result": None}),
-        )  # fmt: skip
+        )
         if stored is None and (
             core.stopped or stages.budget_gate(core, budget, ctx.config, reviewer)
         ):
@@ -233,18 +241,30 @@ def pipeline(ctx: Context) -> str:
     open_now = list(review.findings.filter(state=OPEN))
     notes = []
     if ctx.reused_from:
-        notes.append(f"the engine's result is run {ctx.reused_from}'s: the same job "
-                     "(head, base, configuration and reviewer), so the engine did not run again")  # fmt: skip
+        notes.append(
+            f"the engine's result is run {ctx.reused_from}'s: the same job "
+            "(head, base, configuration and reviewer), so the engine did not run again"
+        )
     approved = ctx.forge.publish(
-        ctx, review, result, validated, open_now=open_now, earlier=earlier,
-        decisions=decisions, talk=talk, notes=notes,
-    )  # fmt: skip
+        ctx,
+        review,
+        result,
+        validated,
+        open_now=open_now,
+        earlier=earlier,
+        decisions=decisions,
+        talk=talk,
+        notes=notes,
+    )
     Review.objects.filter(pk=review.pk).update(approved=approved, notes=notes)
     gate_complete(
-        ctx, review, open_now, limitations=result.summary.limitations,
+        ctx,
+        review,
+        open_now,
+        limitations=result.summary.limitations,
         unread=len(result.unread),
         shortfall=f"part of the review did not run: {result.partial}" if result.partial else "",
-    )  # fmt: skip
+    )
     ctx.beat.check()
     run_finish(ctx.held, status=RunStatus.COMPLETED)
     if ctx.forge.learns:
@@ -312,9 +332,15 @@ def result_reusable(
     if result.incomplete or result.partial or result.unread:
         return None, None  # what it could not do, another run might
     free = result.usage.model_copy(
-        update={"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "steps": 0,
-                "duration_seconds": 0.0, "explorers": None}
-    )  # fmt: skip
+        update={
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cost_usd": 0.0,
+            "steps": 0,
+            "duration_seconds": 0.0,
+            "explorers": None,
+        }
+    )
     return result.model_copy(
         update={"usage": free, "transcript": [], "conversation": None}
     ), earlier[0]
@@ -384,9 +410,12 @@ def run_connectors(ctx: Context, job: ReviewJob) -> RunConnectors | None:
     # run's gateway is the pipeline thread's.
     gateway = github.gateway() if ctx.gateway is not None else None
     return RunConnectors(
-        ctx.run, ctx.held.attempt, gateway=gateway, max_calls=job.limits.connector_calls,
+        ctx.run,
+        ctx.held.attempt,
+        gateway=gateway,
+        max_calls=job.limits.connector_calls,
         live=lambda: not (ctx.beat.lost or ctx.beat.cancelled),  # a cancelled run calls out no more
-    )  # fmt: skip
+    )
 
 
 def stop_early(
@@ -476,11 +505,13 @@ def stop_incomplete(
     review = persist(ctx.run, core, result=result, incomplete=result.incomplete)
     open_now = carry_unexamined(ctx, review, earlier, checkout, "the review was incomplete")
     gate_complete(
-        ctx, review, open_now,
+        ctx,
+        review,
+        open_now,
         shortfall=f"the {ctx.run.reviewer.slug} reviewer {result.incomplete}. Nothing was "
         "posted; earlier findings stand. An operator can raise its limits and run it again "
         f"from the [run page]({dashboard_url(ctx.run)}).",
-    )  # fmt: skip
+    )
     ctx.beat.check()
     run_finish(ctx.held, status=RunStatus.COMPLETED, reason=f"incomplete: {result.incomplete}")
     return RunStatus.COMPLETED

@@ -270,16 +270,29 @@ def publish(
     if posted is None:
         try:
             posted = ctx.gateway.review_create(
-                **ctx.where, number=number, commit_sha=run.head_sha, body=body, event=event,
-                comments=[comment_payload(v) for v in fresh], marker=marker,
-            )  # fmt: skip
+                **ctx.where,
+                number=number,
+                commit_sha=run.head_sha,
+                body=body,
+                event=event,
+                comments=[comment_payload(v) for v in fresh],
+                marker=marker,
+            )
         except GitHubError as exc:
             if exc.status == 422 and event == "APPROVE" and "own pull request" in exc.message:
                 notes.append(
                     "not approved: GitHub does not let an App approve its own pull request"
                 )
-                return publish(ctx, review, result, validated, approve=False, notes=notes,
-                               carried=carried, still_open=still_open)  # fmt: skip
+                return publish(
+                    ctx,
+                    review,
+                    result,
+                    validated,
+                    approve=False,
+                    notes=notes,
+                    carried=carried,
+                    still_open=still_open,
+                )
             if exc.status != 422 or not fresh:
                 raise
             logger.warning(
@@ -287,9 +300,14 @@ def publish(
             )
             body = review_body(result.summary, validated, context, inline=fresh, body_only=True)
             posted = ctx.gateway.review_create(
-                **ctx.where, number=number, commit_sha=run.head_sha, body=body, event=event,
-                comments=[], marker=marker,
-            )  # fmt: skip
+                **ctx.where,
+                number=number,
+                commit_sha=run.head_sha,
+                body=body,
+                event=event,
+                comments=[],
+                marker=marker,
+            )
     body_only = BODY_ONLY_NOTE in posted.body
     approved = posted.state == "APPROVED"
     comments = ctx.gateway.review_comments_list(**ctx.where, number=number)
@@ -338,13 +356,15 @@ def summary_to_update(ctx: Context, review: Review):
     run = ctx.run
     earlier = (
         Review.objects.filter(
-            pull_request=run.pull_request, reviewer=run.reviewer,
-            github_review_id__isnull=False, approved=False,
+            pull_request=run.pull_request,
+            reviewer=run.reviewer,
+            github_review_id__isnull=False,
+            approved=False,
         )
         .exclude(pk=review.pk)
         .order_by("-published_at", "-pk")
         .first()
-    )  # fmt: skip
+    )
     if earlier is None:
         return None
     found = ctx.gateway.review_find(

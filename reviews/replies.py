@@ -224,8 +224,14 @@ def reply_answer(reply_pk: int) -> str:
         # The reviewer conceded to someone who may dismiss: dismissed, as their own
         # dismissal would be.
         error = reply_jobs.concession_apply(reply, finding, gateway, where, role)
-    REPLIES.finish(reply.pk, attempt, ThreadReply.Status.ANSWERED,
-                   answer=text, answer_comment_id=posted.id, error=error)  # fmt: skip
+    REPLIES.finish(
+        reply.pk,
+        attempt,
+        ThreadReply.Status.ANSWERED,
+        answer=text,
+        answer_comment_id=posted.id,
+        error=error,
+    )
     if reply.dismissal or role:
         # The dismissed finding no longer counts: the head's check says so now, not at
         # the next push.
@@ -275,15 +281,25 @@ def thread_event(payload: payloads.PullRequestReviewThreadEvent, *, delivery_id:
     }
     login = sender.login
     allowed = effective_config(repository).author_may_dismiss
-    ok, role = may_dismiss(gateway, where, login, author=pull_request.author_login,
-                           author_allowed=allowed, user_type=sender.type)  # fmt: skip
+    ok, role = may_dismiss(
+        gateway,
+        where,
+        login,
+        author=pull_request.author_login,
+        author_allowed=allowed,
+        user_type=sender.type,
+    )
     if ok:
         Dismissal.objects.get_or_create(
             pull_request=pull_request,
             fingerprint=finding.fingerprint,
-            defaults={"login": login, "how": Dismissal.How.RESOLVED, "role": role,
-                      "reason": "resolved the thread while the problem was still there"},
-        )  # fmt: skip
+            defaults={
+                "login": login,
+                "how": Dismissal.How.RESOLVED,
+                "role": role,
+                "reason": "resolved the thread while the problem was still there",
+            },
+        )
         gate_refresh(pull_request.pk, finding.review.reviewer_id)
         return Outcome(f"{login} dismissed “{finding.title}” by resolving its thread")
     info = ThreadInfo(
@@ -307,9 +323,13 @@ def thread_event(payload: payloads.PullRequestReviewThreadEvent, *, delivery_id:
         f"({login} resolved this thread): resolve it, or reply `@{slug} dismiss <reason>`."
     )
     notes = thread_reopen(
-        gateway, where, pull_request.number, info, text,
+        gateway,
+        where,
+        pull_request.number,
+        info,
+        text,
         f"{finding.fingerprint}-reopened-{delivery_id}",
-    )  # fmt: skip
+    )
     return Outcome(
         f"reopened “{finding.title}”: {login} may not dismiss it"
         + (f" ({notes[0]})" if notes else "")

@@ -234,9 +234,13 @@ def answer_text(
     pull_request = finding.pull_request
     allowed = effective_config(pull_request.repository).author_may_dismiss
     ok, role = may_dismiss(
-        gateway, where, reply.login, author=pull_request.author_login,
-        author_allowed=allowed, user_type="User",
-    )  # fmt: skip
+        gateway,
+        where,
+        reply.login,
+        author=pull_request.author_login,
+        author_allowed=allowed,
+        user_type="User",
+    )
     if ok:
         return (
             f"{said}\n\nConceded: this finding is dismissed on {reply.login}'s reply and will "

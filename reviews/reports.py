@@ -178,10 +178,12 @@ def report_text(review: dict[str, Any], findings: list[dict[str, Any]]) -> str:
     scope = f"{review['base'][:7]}..{review['head'][:7]}"
     if review["incremental"]:
         scope += f" (only the changes since {review['incremental_since'][:7]})"
-    lines.append(f"Reviewed {scope}: {len(review['reviewed'])} files, {len(shown)} open findings"
-                 + (f", {suppressed} suppressed" if suppressed else "")
-                 + (f", {len(closed)} resolved or outdated since the last review" if closed else "")
-                 + ".")  # fmt: skip
+    lines.append(
+        f"Reviewed {scope}: {len(review['reviewed'])} files, {len(shown)} open findings"
+        + (f", {suppressed} suppressed" if suppressed else "")
+        + (f", {len(closed)} resolved or outdated since the last review" if closed else "")
+        + "."
+    )
     if review.get("reused_from"):
         lines.append(
             f"Nothing changed since run {review['reused_from']}: its engine result was reused."

@@ -284,9 +284,16 @@ def run_finish(held: Held, *, status: str, reason: str = "", superseded_by: str 
         RunStatus.CANCELLED: AttemptOutcome.CANCELLED,
     }[status]
     with transaction.atomic():
-        done = RUNS.finish(held.run_pk, held.attempt, status, where={"worker": held.worker},
-                           reason=reason, error_code="", superseded_by=superseded_by,
-                           finished_at=now)  # fmt: skip
+        done = RUNS.finish(
+            held.run_pk,
+            held.attempt,
+            status,
+            where={"worker": held.worker},
+            reason=reason,
+            error_code="",
+            superseded_by=superseded_by,
+            finished_at=now,
+        )
         if done:
             _attempt_end(held.run_pk, outcome=outcome, now=now)
             _ring_waiting(held.run_pk)
@@ -338,11 +345,24 @@ def run_attempt_failed(held: Held, exc: BaseException, *, stage: str, final: boo
         fields = {"reason": str(exc)[:2000], "finished_at": now}
         outcome = AttemptOutcome.FAILED
     with transaction.atomic():
-        changed = RUNS.settle(held.run_pk, held.attempt, verdict, where={"worker": held.worker},
-                              stage=stage, error_code=code, **fields)  # fmt: skip
+        changed = RUNS.settle(
+            held.run_pk,
+            held.attempt,
+            verdict,
+            where={"worker": held.worker},
+            stage=stage,
+            error_code=code,
+            **fields,
+        )
         if changed:
-            _attempt_end(held.run_pk, outcome=outcome, now=now, stage=stage, error=error[:20000],
-                         error_code=code)  # fmt: skip
+            _attempt_end(
+                held.run_pk,
+                outcome=outcome,
+                now=now,
+                stage=stage,
+                error=error[:20000],
+                error_code=code,
+            )
             if verdict.kind == durable.FAILED:
                 _ring_waiting(held.run_pk)
     if verdict.kind == durable.DEFERRED:
@@ -416,17 +436,29 @@ def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
             final = run.attempts >= MAX_ATTEMPTS
             updates = dict(lease_expires_at=None, worker="", error_code="worker-lost")
             if final:
-                updates.update(status=RunStatus.FAILED, finished_at=now,
-                               reason=f"the worker stopped while the run was at {run.stage or 'its start'} (last attempt)")  # fmt: skip
+                updates.update(
+                    status=RunStatus.FAILED,
+                    finished_at=now,
+                    reason=f"the worker stopped while the run was at {run.stage or 'its start'} (last attempt)",
+                )
             else:
-                updates.update(status=RunStatus.QUEUED, next_attempt_at=now,
-                               reason=f"retrying: the worker stopped while the run was at {run.stage or 'its start'}")  # fmt: skip
-            if not ReviewRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING,
-                                            attempts=run.attempts, lease_expires_at__lt=now).update(**updates):  # fmt: skip
+                updates.update(
+                    status=RunStatus.QUEUED,
+                    next_attempt_at=now,
+                    reason=f"retrying: the worker stopped while the run was at {run.stage or 'its start'}",
+                )
+            if not ReviewRun.objects.filter(
+                pk=run.pk, status=RunStatus.RUNNING, attempts=run.attempts, lease_expires_at__lt=now
+            ).update(**updates):
                 continue  # it heartbeated or finished meanwhile
-            _attempt_end(run.pk, outcome=AttemptOutcome.LOST, now=now, stage=run.stage,
-                         error=f"No heartbeat from {run.worker} since its lease expired.",
-                         error_code="worker-lost")  # fmt: skip
+            _attempt_end(
+                run.pk,
+                outcome=AttemptOutcome.LOST,
+                now=now,
+                stage=run.stage,
+                error=f"No heartbeat from {run.worker} since its lease expired.",
+                error_code="worker-lost",
+            )
             lost += 1
             if final:
                 failed_lost += 1
@@ -452,8 +484,14 @@ def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
                 reason=f"did not finish within {settings.TASUKU_RUN_DEADLINE_SECONDS // 60} minutes of starting",
                 error_code="run-deadline",
             ):
-                _attempt_end(run.pk, outcome=AttemptOutcome.FAILED, now=now, stage=run.stage,
-                             error="deadline exceeded", error_code="run-deadline")  # fmt: skip
+                _attempt_end(
+                    run.pk,
+                    outcome=AttemptOutcome.FAILED,
+                    now=now,
+                    stage=run.stage,
+                    error="deadline exceeded",
+                    error_code="run-deadline",
+                )
                 ring(CONCLUDE_TASK, run.pk, name=f"conclude-{run.pk}")
                 overdue += 1
 

@@ -105,8 +105,14 @@ def _mount_one(
     if reach is None:
         return unmounted(name, commit, NOT_REACHABLE)
     try:
-        return mount(workspace, full_name=name, commit=commit, clone_url=reach.clone_url,
-                     token=reach.token, mirror=mirror(reach.repository_id))  # fmt: skip
+        return mount(
+            workspace,
+            full_name=name,
+            commit=commit,
+            clone_url=reach.clone_url,
+            token=reach.token,
+            mirror=mirror(reach.repository_id),
+        )
     except CloneError as exc:
         if not exc.permanent:
             raise
@@ -131,8 +137,9 @@ def noted(result: ReviewResult, mounts: list[SecondaryMount]) -> ReviewResult:
     for secondary in mounts:
         said = any(says_unmounted(text, secondary.full_name) for text in limitations)
         if secondary.mounted and not said:
-            sources.append(CONTEXT_SOURCE.format(full_name=secondary.full_name,
-                                                 commit=secondary.commit[:12]))  # fmt: skip
+            sources.append(
+                CONTEXT_SOURCE.format(full_name=secondary.full_name, commit=secondary.commit[:12])
+            )
         elif not secondary.mounted:
             limitations.append(unmounted_limitation(secondary.full_name, secondary.note))
     summary = summary.model_copy(

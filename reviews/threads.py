@@ -173,8 +173,14 @@ def conversation_read(
                 continue
             ok, role = permitted(comment.author_login, comment.author_type)
             if ok:
-                _dismiss(run, finding, comment.author_login, Dismissal.How.COMMAND,
-                         reason or "no reason given", role=role)  # fmt: skip
+                _dismiss(
+                    run,
+                    finding,
+                    comment.author_login,
+                    Dismissal.How.COMMAND,
+                    reason or "no reason given",
+                    role=role,
+                )
                 break
         resolver = thread.resolved_by
         if thread.is_resolved and resolver and not is_ours(resolver, thread.resolved_by_type, bot):
@@ -248,8 +254,14 @@ def carry(
                 continue
             person, role = talk.resolved_by_person.get(finding.fingerprint, ("", ""))
             if person and finding.fingerprint not in dismissed:
-                _dismiss(review.run, finding, person, Dismissal.How.RESOLVED,
-                         "resolved the thread while the problem was still there", role=role)  # fmt: skip
+                _dismiss(
+                    review.run,
+                    finding,
+                    person,
+                    Dismissal.How.RESOLVED,
+                    "resolved the thread while the problem was still there",
+                    role=role,
+                )
                 dismissed[finding.fingerprint] = person
             successor = new.get(finding.fingerprint)
             if successor is None:
@@ -360,9 +372,12 @@ def thread_reopen(
         marker in c.body for c in thread.comments if is_ours(c.author_login, c.author_type, slug)
     ):
         gateway.comment_reply(
-            **where, number=number, comment_id=thread.first.id, body=f"{text}\n\n{marker}",
+            **where,
+            number=number,
+            comment_id=thread.first.id,
+            body=f"{text}\n\n{marker}",
             marker=marker,
-        )  # fmt: skip
+        )
     if thread.is_resolved:
         try:
             gateway.thread_resolve(**where, thread_id=thread.id, resolved=False)

@@ -230,15 +230,25 @@ def walkthrough_send(pk: int) -> str:
     done = {"comment_id": posted.id, "comment_url": posted.html_url, "body": body, "error": ""}
     # Sent, unless a run asked for a newer version meanwhile: then it is due again now
     # (conditional on the version this sender rendered, so that request is not lost).
-    if WALKTHROUGHS.held(pk, attempt).filter(version=version).update(
-        status=Walkthrough.Status.SENT, sent_version=version, leased_until=None, deferrals=0,
-        **done,
-    ):  # fmt: skip
+    if (
+        WALKTHROUGHS.held(pk, attempt)
+        .filter(version=version)
+        .update(
+            status=Walkthrough.Status.SENT,
+            sent_version=version,
+            leased_until=None,
+            deferrals=0,
+            **done,
+        )
+    ):
         return "sent"
     if WALKTHROUGHS.held(pk, attempt).update(
-        status=Walkthrough.Status.DUE, attempts=0, leased_until=None, next_attempt_at=None,
+        status=Walkthrough.Status.DUE,
+        attempts=0,
+        leased_until=None,
+        next_attempt_at=None,
         **done,
-    ):  # fmt: skip
+    ):
         WALKTHROUGHS.ring_now(pk)
     return "waiting"
 
@@ -377,8 +387,12 @@ def _run_section(run: ReviewRun, change: dict[str, Any]) -> list[str]:
         said = _outcome(run, review, head)
     lines = [f"**{inline_text(run.reviewer.slug, 64)}** · {said} · {links}"]
     if review is not None and review.walkthrough:
-        lines += ["", "In the reviewer's words (a model's summary):", "",
-                  block_text(review.walkthrough, MAX_WALKTHROUGH)]  # fmt: skip
+        lines += [
+            "",
+            "In the reviewer's words (a model's summary):",
+            "",
+            block_text(review.walkthrough, MAX_WALKTHROUGH),
+        ]
     lines += [""] + _scope(run, change) + [""]
     return lines
 
@@ -423,9 +437,12 @@ def _scope(run: ReviewRun, change: dict[str, Any]) -> list[str]:
     )
     for label, items in (
         ("Not reviewed (filtered)", [(p, r) for p, r in (run.filtered or [])]),
-        ("Not shown to the reviewer (it could read them)", [(o["path"], o["reason"]) for o in run.omitted or []]),
+        (
+            "Not shown to the reviewer (it could read them)",
+            [(o["path"], o["reason"]) for o in run.omitted or []],
+        ),
         ("Could not be read", [(u.get("path", ""), u.get("reason", "")) for u in _unread(run)]),
-    ):  # fmt: skip
+    ):
         if items:
             shown = ", ".join(
                 f"{code_span(path)} ({inline_text(reason, 120)})"

@@ -69,9 +69,14 @@ def heartbeat_write(name: str, *, started_at: datetime, now: datetime | None = N
     if not updated:
         WorkerHeartbeat.objects.update_or_create(
             name=name,
-            defaults={"started_at": started_at, "beat_at": now, "task": task[:200],
-                      "task_started_at": task_started_at, "tasks_done": done},
-        )  # fmt: skip
+            defaults={
+                "started_at": started_at,
+                "beat_at": now,
+                "task": task[:200],
+                "task_started_at": task_started_at,
+                "tasks_done": done,
+            },
+        )
 
 
 def _beat_loop(name: str, started_at: datetime) -> None:

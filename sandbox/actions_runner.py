@@ -117,9 +117,11 @@ def _with_retries(what: str, call) -> requests.Response:
 def _post(url: str, tokens: TokenSource, body: dict[str, Any] | None, what: str) -> dict:
     def call():
         return requests.post(
-            url, json=body or {}, timeout=TIMEOUT,
+            url,
+            json=body or {},
+            timeout=TIMEOUT,
             headers={"Authorization": f"Bearer {tokens.mint()}"},
-        )  # fmt: skip
+        )
 
     return _with_retries(what, call).json()
 
@@ -159,8 +161,10 @@ def workspace_build(checkout: Path, head_sha: str, into: Path) -> tuple[Path, li
     if (checkout / ".git").exists():
         found = subprocess.run(
             ["git", "-C", str(checkout), "rev-parse", "HEAD"],
-            capture_output=True, text=True, check=False,
-        ).stdout.strip()  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
         if found and found != head_sha:
             raise RunnerError(
                 f"the checkout is at {found[:12]}, the job reviews {head_sha[:12]}: check out "
@@ -188,12 +192,18 @@ def secondaries_fetch(job: ReviewJob, given: Any, into: Path) -> tuple[ReviewJob
             missing.append(unmounted_limitation(secondary.full_name, why))
             continue
         try:
-            mounted = mount(into, full_name=secondary.full_name, commit=secondary.commit,
-                            clone_url=str(entry.get("clone_url", "")),
-                            token=str(entry.get("token", "")))  # fmt: skip
+            mounted = mount(
+                into,
+                full_name=secondary.full_name,
+                commit=secondary.commit,
+                clone_url=str(entry.get("clone_url", "")),
+                token=str(entry.get("token", "")),
+            )
             kept.append(secondary)
-            log(f"mounted {secondary.full_name} at {secondary.commit[:12]} (read-only)"
-                + (f"; removed: {', '.join(mounted.removed[:20])}" if mounted.removed else ""))  # fmt: skip
+            log(
+                f"mounted {secondary.full_name} at {secondary.commit[:12]} (read-only)"
+                + (f"; removed: {', '.join(mounted.removed[:20])}" if mounted.removed else "")
+            )
         except (StageError, OSError, ValueError) as exc:
             why = f"the runner could not fetch it ({exc})"
             missing.append(unmounted_limitation(secondary.full_name, why))
@@ -211,9 +221,10 @@ def token_revoke(entry: dict) -> None:
         return
     try:
         requests.delete(
-            f"{api_url.rstrip('/')}/installation/token", timeout=TIMEOUT,
+            f"{api_url.rstrip('/')}/installation/token",
+            timeout=TIMEOUT,
             headers={"Authorization": f"token {token}", "Accept": "application/vnd.github+json"},
-        )  # fmt: skip
+        )
     except requests.RequestException as exc:
         log(f"could not revoke a secondary repository's token ({type(exc).__name__})")
 
@@ -245,8 +256,11 @@ def summary_write(result: ReviewResult | None, text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tasuku-runner", description=__doc__.split("\n")[0])
-    parser.add_argument("--url", default=os.environ.get("TASUKU_URL", ""),
-                        help="Tasuku's URL (default: $TASUKU_URL); also the token's audience")  # fmt: skip
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("TASUKU_URL", ""),
+        help="Tasuku's URL (default: $TASUKU_URL); also the token's audience",
+    )
     parser.add_argument("--checkout", default=".", help="the repository checkout (default: .)")
     args = parser.parse_args(argv)
     if not args.url:
@@ -329,11 +343,15 @@ def engine_run(
     allow = {n: os.environ[n] for n in REGISTRY[engine].variables if os.environ.get(n)}
     seconds = max(60, int(job.limits.deadline_seconds) + 60)
     return local_run(
-        engine, job, root, limits=Limits(wall_seconds=seconds, cpu_seconds=seconds),
-        allow_env=allow, **({"connectors": connectors} if connectors is not None else {}),
+        engine,
+        job,
+        root,
+        limits=Limits(wall_seconds=seconds, cpu_seconds=seconds),
+        allow_env=allow,
+        **({"connectors": connectors} if connectors is not None else {}),
         # The job's log shows each model call, tool call and explorer as it happens.
         on_progress=lambda event: log(progress.described(event)),
-    )  # fmt: skip
+    )
 
 
 def entry() -> None:

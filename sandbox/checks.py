@@ -113,22 +113,42 @@ def memory_bytes(text: str) -> int | None:
 def docker_settings_check(app_configs: object = None, **kwargs: object) -> list:
     errors = []
     if memory_bytes(settings.TASUKU_DOCKER_MEMORY) is None:
-        errors.append(Error(f"TASUKU_DOCKER_MEMORY must be a size such as 4g or 512m, not "
-                            f"{settings.TASUKU_DOCKER_MEMORY!r}.", id="tasuku.E030"))  # fmt: skip
+        errors.append(
+            Error(
+                f"TASUKU_DOCKER_MEMORY must be a size such as 4g or 512m, not "
+                f"{settings.TASUKU_DOCKER_MEMORY!r}.",
+                id="tasuku.E030",
+            )
+        )
     try:
         cpus_ok = float(settings.TASUKU_DOCKER_CPUS) > 0
     except ValueError:
         cpus_ok = False
     if not cpus_ok:
-        errors.append(Error(f"TASUKU_DOCKER_CPUS must be a positive number, not "
-                            f"{settings.TASUKU_DOCKER_CPUS!r}.", id="tasuku.E031"))  # fmt: skip
+        errors.append(
+            Error(
+                f"TASUKU_DOCKER_CPUS must be a positive number, not "
+                f"{settings.TASUKU_DOCKER_CPUS!r}.",
+                id="tasuku.E031",
+            )
+        )
     if (
         not str(settings.TASUKU_DOCKER_PIDS).strip().isdigit()
         or int(settings.TASUKU_DOCKER_PIDS) < 16
     ):
-        errors.append(Error(f"TASUKU_DOCKER_PIDS must be a whole number of at least 16, not "
-                            f"{settings.TASUKU_DOCKER_PIDS!r}.", id="tasuku.E032"))  # fmt: skip
+        errors.append(
+            Error(
+                f"TASUKU_DOCKER_PIDS must be a whole number of at least 16, not "
+                f"{settings.TASUKU_DOCKER_PIDS!r}.",
+                id="tasuku.E032",
+            )
+        )
     if settings.TASUKU_DOCKER_PROXY and not settings.TASUKU_DOCKER_NETWORK:
-        errors.append(Error("TASUKU_DOCKER_PROXY needs TASUKU_DOCKER_NETWORK (the internal network "
-                            "the proxy joins).", id="tasuku.E033"))  # fmt: skip
+        errors.append(
+            Error(
+                "TASUKU_DOCKER_PROXY needs TASUKU_DOCKER_NETWORK (the internal network "
+                "the proxy joins).",
+                id="tasuku.E033",
+            )
+        )
     return errors

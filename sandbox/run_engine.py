@@ -39,10 +39,21 @@ if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv))
     except StageError as exc:  # a failure the engine understood: its stage, code, whether to retry
-        print(json.dumps({"error": str(exc), "stage": exc.stage, "permanent": exc.permanent,
-                          "code": exc.code}), file=sys.stderr)  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "error": str(exc),
+                    "stage": exc.stage,
+                    "permanent": exc.permanent,
+                    "code": exc.code,
+                }
+            ),
+            file=sys.stderr,
+        )
         sys.exit(4)
     except Exception as exc:  # the runner reads this line as the failure's reason
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}", "code": "internal-error"}),
-              file=sys.stderr)  # fmt: skip
+        print(
+            json.dumps({"error": f"{type(exc).__name__}: {exc}", "code": "internal-error"}),
+            file=sys.stderr,
+        )
         sys.exit(3)

@@ -33,6 +33,8 @@ if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv))
     except Exception as exc:  # the runner reads this line as the failure's reason
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}", "code": "internal-error"}),
-              file=sys.stderr)  # fmt: skip
+        print(
+            json.dumps({"error": f"{type(exc).__name__}: {exc}", "code": "internal-error"}),
+            file=sys.stderr,
+        )
         sys.exit(3)

@@ -65,8 +65,14 @@ class SecondaryMount:
 
     def record(self) -> dict:
         """What the run's page shows of it."""
-        return {"full_name": self.full_name, "commit": self.commit, "path": self.path,
-                "mounted": self.mounted, "note": self.note, "removed": self.removed[:50]}  # fmt: skip
+        return {
+            "full_name": self.full_name,
+            "commit": self.commit,
+            "path": self.path,
+            "mounted": self.mounted,
+            "note": self.note,
+            "removed": self.removed[:50],
+        }
 
 
 def unmounted(full_name: str, commit: str, why: str) -> SecondaryMount:
@@ -129,8 +135,15 @@ def _clone_fresh(root: Path, env: dict[str, str], clone_url: str, commit: str) -
     git("init", "--quiet")
     git("remote", "add", "origin", clone_url)
     _attributes_neutralise(root / ".git")
-    git("fetch", "--quiet", "--no-tags", "--depth=1", "origin", commit,
-        what="fetch the secondary repository's pinned commit")  # fmt: skip
+    git(
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--depth=1",
+        "origin",
+        commit,
+        what="fetch the secondary repository's pinned commit",
+    )
     _check_out(git, commit)
 
 
@@ -144,19 +157,41 @@ def _from_mirror(
         git = mirror_open(mirror, env, clone_url)
         held = git("cat-file", "-e", f"{commit}^{{commit}}", check=False, returncode=True) == "0"
         if not held:
-            git("fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", commit,
-                what="fetch the secondary repository's pinned commit")  # fmt: skip
+            git(
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--filter=blob:none",
+                "origin",
+                commit,
+                what="fetch the secondary repository's pinned commit",
+            )
         git("update-ref", f"refs/tasuku/{commit}", commit)
         git("worktree", "prune")
-        git("worktree", "add", "--quiet", "--detach", "--no-checkout", str(root), commit,
-            what="make the secondary repository's checkout")  # fmt: skip
+        git(
+            "worktree",
+            "add",
+            "--quiet",
+            "--detach",
+            "--no-checkout",
+            str(root),
+            commit,
+            what="make the secondary repository's checkout",
+        )
         _check_out(_Git(root, env), commit)
         _mirror_tidy(git, mirror)
 
 
 def _check_out(git: _Git, commit: str) -> None:
-    git("-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit,
-        what="check out the secondary repository's pinned commit")  # fmt: skip
+    git(
+        "-c",
+        "advice.detachedHead=false",
+        "checkout",
+        "--quiet",
+        "--detach",
+        commit,
+        what="check out the secondary repository's pinned commit",
+    )
 
 
 def read_only(root: Path) -> None:

@@ -156,8 +156,15 @@ class Workspace:
         assert self.path is not None, "use Workspace as a context manager"
         root = self.path / "checkout"
         env = _git_env("", self.path, authenticate=False)
-        _Git(self.path, env)("clone", "--quiet", "--no-checkout", "--shared", str(repository), str(root),
-                            what="copy the repository")  # fmt: skip
+        _Git(self.path, env)(
+            "clone",
+            "--quiet",
+            "--no-checkout",
+            "--shared",
+            str(repository),
+            str(root),
+            what="copy the repository",
+        )
         _attributes_neutralise(root / ".git")
         return _prepare(
             _Git(root, env),
@@ -186,8 +193,14 @@ def _clone_fresh(
     git("remote", "add", "origin", clone_url)
     _attributes_neutralise(root / ".git")
     _fetch(git, head_sha, base_sha, previous_sha)
-    return _prepare(git, root, head_sha=head_sha, base_sha=base_sha, previous_sha=previous_sha,
-                    since_sha=since_sha)  # fmt: skip
+    return _prepare(
+        git,
+        root,
+        head_sha=head_sha,
+        base_sha=base_sha,
+        previous_sha=previous_sha,
+        since_sha=since_sha,
+    )
 
 
 def _fetch(git: _Git, head_sha: str, base_sha: str, previous_sha: str | None) -> list[str]:
@@ -195,13 +208,26 @@ def _fetch(git: _Git, head_sha: str, base_sha: str, previous_sha: str | None) ->
     previous review's head — which after a force push may be gone from GitHub: then it
     is no base, not an error. Returns the commits asked for."""
     git(
-        "fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", head_sha, base_sha,
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--filter=blob:none",
+        "origin",
+        head_sha,
+        base_sha,
         what="fetch the pull request's commits",
-    )  # fmt: skip
+    )
     asked = [head_sha, base_sha]
     if previous_sha and previous_sha not in asked:
-        git("fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", previous_sha,
-            check=False)  # fmt: skip
+        git(
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--filter=blob:none",
+            "origin",
+            previous_sha,
+            check=False,
+        )
         asked.append(previous_sha)
     return asked
 
@@ -232,10 +258,24 @@ def _from_mirror(
         for sha in _fetch(git, head_sha, base_sha, previous_sha):
             git("update-ref", f"refs/tasuku/{sha}", sha, check=False)  # absent: not kept
         git("worktree", "prune")
-        git("worktree", "add", "--quiet", "--detach", "--no-checkout", str(root), head_sha,
-            what="make the checkout")  # fmt: skip
-        checkout = _prepare(_Git(root, env), root, head_sha=head_sha, base_sha=base_sha,
-                            previous_sha=previous_sha, since_sha=since_sha)  # fmt: skip
+        git(
+            "worktree",
+            "add",
+            "--quiet",
+            "--detach",
+            "--no-checkout",
+            str(root),
+            head_sha,
+            what="make the checkout",
+        )
+        checkout = _prepare(
+            _Git(root, env),
+            root,
+            head_sha=head_sha,
+            base_sha=base_sha,
+            previous_sha=previous_sha,
+            since_sha=since_sha,
+        )
         _mirror_tidy(git, mirror)
     return checkout
 
@@ -247,8 +287,9 @@ def mirror_open(mirror: Path, env: dict[str, str], clone_url: str) -> _Git:
     if not (mirror / "HEAD").is_file():
         if mirror.exists():
             _remove_tree(mirror)
-        _Git(mirror.parent, env)("init", "--quiet", "--bare", str(mirror),
-                                 what="create the checkout cache")  # fmt: skip
+        _Git(mirror.parent, env)(
+            "init", "--quiet", "--bare", str(mirror), what="create the checkout cache"
+        )
         # Tidied here, under the lock, never by a background gc.
         git("config", "gc.auto", "0")
         git("config", "maintenance.auto", "false")
@@ -282,8 +323,9 @@ def _mirror_locked(mirror: Path, wait: float | None = None) -> Iterator[None]:
 def _mirror_tidy(git: _Git, mirror: Path) -> None:
     """Keep the MIRROR_REFS most recent commits' refs, and fold the packs fetches leave
     into one when they pile up (objects no kept ref reaches go then)."""
-    refs = git("for-each-ref", "--sort=-committerdate", "--format=%(refname)",
-               "refs/tasuku/").split()  # fmt: skip
+    refs = git(
+        "for-each-ref", "--sort=-committerdate", "--format=%(refname)", "refs/tasuku/"
+    ).split()
     for ref in refs[MIRROR_REFS:]:
         git("update-ref", "-d", ref, check=False)
     if len(list((mirror / "objects" / "pack").glob("*.pack"))) > MIRROR_PACKS:
@@ -354,20 +396,45 @@ def _prepare(
     ):
         incremental = start_at
     start = incremental or merge_base
-    names = git(*DIFF, "--name-only", "-z", "--no-renames", merge_base, head_sha, "--",
-                what="list the pull request's files")  # fmt: skip
-    diff = git(*DIFF, "--find-renames", "--unified=3", start, head_sha, "--",
-               what="compute the diff")  # fmt: skip
-    numstat = git(*DIFF, "--numstat", "-z", "-w", "--no-renames", start, head_sha, "--",
-                  what="find whitespace-only changes")  # fmt: skip
+    names = git(
+        *DIFF,
+        "--name-only",
+        "-z",
+        "--no-renames",
+        merge_base,
+        head_sha,
+        "--",
+        what="list the pull request's files",
+    )
+    diff = git(
+        *DIFF, "--find-renames", "--unified=3", start, head_sha, "--", what="compute the diff"
+    )
+    numstat = git(
+        *DIFF,
+        "--numstat",
+        "-z",
+        "-w",
+        "--no-renames",
+        start,
+        head_sha,
+        "--",
+        what="find whitespace-only changes",
+    )
     whitespace_only = frozenset(
         entry.split("\t", 2)[2] for entry in numstat.split("\0") if entry.startswith("0\t0\t")
     )
     previous_diff = None
     anchor_diff = None
     if incremental:
-        anchor_diff = git(*DIFF, "--find-renames", "--unified=3", merge_base, head_sha, "--",
-                          what="compute the pull request's diff")  # fmt: skip
+        anchor_diff = git(
+            *DIFF,
+            "--find-renames",
+            "--unified=3",
+            merge_base,
+            head_sha,
+            "--",
+            what="compute the pull request's diff",
+        )
     if previous_sha and previous_sha == head_sha:
         previous_diff = ""  # the same head again: nothing changed since the last review
     elif incremental and incremental == previous_sha:
@@ -376,10 +443,23 @@ def _prepare(
         previous_sha
         and git("cat-file", "-e", f"{previous_sha}^{{commit}}", check=False, returncode=True) == "0"
     ):
-        previous_diff = git(*DIFF, "--no-renames", previous_sha, head_sha, "--",
-                            what="diff against the previous review")  # fmt: skip
-    git("-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", head_sha,
-        what="check out the head commit")  # fmt: skip
+        previous_diff = git(
+            *DIFF,
+            "--no-renames",
+            previous_sha,
+            head_sha,
+            "--",
+            what="diff against the previous review",
+        )
+    git(
+        "-c",
+        "advice.detachedHead=false",
+        "checkout",
+        "--quiet",
+        "--detach",
+        head_sha,
+        what="check out the head commit",
+    )
     removed = sanitise(root)
     return Checkout(
         root=root,

@@ -74,8 +74,9 @@ class _Watchdog:
             key = next(self._ids)
             heapq.heappush(self._due, (time.monotonic() + seconds, key, sock))
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="tasuku-body-watchdog",
-                                                daemon=True)  # fmt: skip
+                self._thread = threading.Thread(
+                    target=self._run, name="tasuku-body-watchdog", daemon=True
+                )
                 self._thread.start()
             self._cv.notify()
             return key
@@ -176,14 +177,20 @@ def github_webhook(request: HttpRequest) -> JsonResponse:
     hook_id = request.headers.get("X-GitHub-Hook-ID", "").strip()[:32]
     try:
         recorded = delivery_record(
-            hook_id=hook_id, delivery_id=delivery_id, event=event, text=text, payload=payload,
-            body=body, signature=request.headers.get("X-Hub-Signature-256", ""),
-        )  # fmt: skip
+            hook_id=hook_id,
+            delivery_id=delivery_id,
+            event=event,
+            text=text,
+            payload=payload,
+            body=body,
+            signature=request.headers.get("X-Hub-Signature-256", ""),
+        )
     except DatabaseError as exc:
         # Not stored: say so (503, not 500) so GitHub's delivery log shows a failure that
         # can be redelivered — GitHub does not retry by itself.
-        logger.error("webhook %s (%s) not stored: the database is unavailable: %s",
-                     delivery_id, event, exc)  # fmt: skip
+        logger.error(
+            "webhook %s (%s) not stored: the database is unavailable: %s", delivery_id, event, exc
+        )
         response = _error(503, "the database is unavailable; the delivery was not stored")
         response["Retry-After"] = "60"
         return response

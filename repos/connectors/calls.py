@@ -106,9 +106,11 @@ def _make(name: str, arguments: Any, scope: CallScope) -> tuple[str, int]:
         )
     if connector.kind == ConnectorKind.GITHUB_ISSUE:
         text = github_issue(
-            arguments, where=scope.where, gateway=scope.gateway,
+            arguments,
+            where=scope.where,
+            gateway=scope.gateway,
             max_chars=connector.max_response_bytes,
-        )  # fmt: skip
+        )
         return text, len(text.encode())
     return _http(connector, arguments)
 

@@ -204,8 +204,10 @@ class Connector(models.Model):
                 ]
         if "input_schema" not in errors:
             required = set(self.input_schema.get("required") or [])
-            for field, text in (("url_template", self.url_template),
-                                ("body_template", self.body_template)):  # fmt: skip
+            for field, text in (
+                ("url_template", self.url_template),
+                ("body_template", self.body_template),
+            ):
                 missing = sorted(set(placeholders(text)) - required)
                 if missing and field not in errors:
                     errors[field] = [

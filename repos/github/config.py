@@ -160,8 +160,13 @@ def credentials() -> AppCredentials:
                 permanent=True,
                 code="github-credentials",
             ) from exc
-        return AppCredentials(app_id=found.app_id, private_key=pem, webhook_secret=secret,
-                              slug=found.slug, base_url=found.api_url.rstrip("/"))  # fmt: skip
+        return AppCredentials(
+            app_id=found.app_id,
+            private_key=pem,
+            webhook_secret=secret,
+            slug=found.slug,
+            base_url=found.api_url.rstrip("/"),
+        )
     try:
         app_id = int(settings.GITHUB_APP_ID)
         pem, variable = private_key_text()

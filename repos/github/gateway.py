@@ -315,9 +315,10 @@ class GitHubGateway(
             # Reference: https://docs.github.com/rest/pulls/reviews#update-a-review-for-a-pull-request
             owner, name = full_name.split("/", 1)
             _, data = client.requester.requestJsonAndCheck(
-                "PUT", f"/repos/{owner}/{name}/pulls/{number}/reviews/{review_id}",
+                "PUT",
+                f"/repos/{owner}/{name}/pulls/{number}/reviews/{review_id}",
                 input={"body": body},
-            )  # fmt: skip
+            )
             return review_info(data)
 
         return self._repo_call(

@@ -61,8 +61,10 @@ def _unavailable(exc: Exception) -> Response:
     """GitHub could not say which workflow run the token's is (a run dispatched without
     its id): the runner tries again."""
     logger.warning("runner not matched yet: %s", exc)
-    return Response({"error": "GitHub cannot be asked which run this is now; try again."},
-                    status=status.HTTP_503_SERVICE_UNAVAILABLE)  # fmt: skip
+    return Response(
+        {"error": "GitHub cannot be asked which run this is now; try again."},
+        status=status.HTTP_503_SERVICE_UNAVAILABLE,
+    )
 
 
 def _secondaries_for(run) -> list[dict]:
@@ -93,8 +95,10 @@ class _RunnerView(APIView):
             return oidc.verify(token.strip())
         except oidc.IssuerUnavailable as exc:
             logger.warning("runner token not checked: %s", exc)
-            return Response({"error": "GitHub's OIDC keys cannot be read now; try again."},
-                            status=status.HTTP_503_SERVICE_UNAVAILABLE)  # fmt: skip
+            return Response(
+                {"error": "GitHub's OIDC keys cannot be read now; try again."},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
         except oidc.TokenRefused as exc:
             logger.warning("runner token refused: %s", exc)
             return Response(FORBIDDEN, status=status.HTTP_403_FORBIDDEN)
@@ -124,8 +128,12 @@ class RunnerJobView(_RunnerView):
         run = answer.run
         body = {"status": answer.status, "run": run.pk, "reason": answer.reason}
         if answer.status == "review":
-            body.update(engine=run.reviewer.engine, head_sha=run.head_sha, job=run.job,
-                        secondaries=_secondaries_for(run))  # fmt: skip
+            body.update(
+                engine=run.reviewer.engine,
+                head_sha=run.head_sha,
+                job=run.job,
+                secondaries=_secondaries_for(run),
+            )
         return Response(body)
 
 

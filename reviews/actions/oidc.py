@@ -49,9 +49,12 @@ class _Keys:
             client = self._clients.get(issuer)
         if client is None:
             client = jwt.PyJWKClient(
-                _jwks_uri(issuer), cache_keys=True, lifespan=3600, timeout=10,
+                _jwks_uri(issuer),
+                cache_keys=True,
+                lifespan=3600,
+                timeout=10,
                 cooldown_duration=JWKS_REFETCH_COOLDOWN,
-            )  # fmt: skip
+            )
             with self._lock:
                 self._clients[issuer] = client
         # PyJWKClient fetches the JWKS again when the key id is not in its cache.

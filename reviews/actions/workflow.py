@@ -89,13 +89,16 @@ def _check_linked(ctx: Context) -> None:
             ctx.run, created=False, installation=ctx.repository.installation
         )
         ctx.gateway.check_run_update(
-            **ctx.where, check_run_id=check_id, status="in_progress", details_url=url,
+            **ctx.where,
+            check_run_id=check_id,
+            status="in_progress",
+            details_url=url,
             output=CheckRunOutput(
                 title="Reviewing on GitHub Actions",
                 summary=f"The review runs in [this GitHub Actions run]({url}); its findings are "
                 "published here when the runner posts them back.",
             ),
-        )  # fmt: skip
+        )
     except GitHubError as exc:
         logger.warning("run %s: could not link its check run to %s: %s", ctx.run.pk, url, exc)
 
@@ -166,9 +169,11 @@ def dispatch(ctx: Context, job: ReviewJob) -> str:
         )
         if updated:
             RunAttempt.objects.filter(run_id=run.pk, outcome=AttemptOutcome.RUNNING).update(
-                outcome=AttemptOutcome.SUCCEEDED, finished_at=now, stage=Stage.SANDBOX,
+                outcome=AttemptOutcome.SUCCEEDED,
+                finished_at=now,
+                stage=Stage.SANDBOX,
                 error=note,
-            )  # fmt: skip
+            )
     run.actions_run_url = url
     logger.info("run %s %s", run.pk, note)
     return RunStatus.DISPATCHED
@@ -233,9 +238,12 @@ def _attach_shown(
     named = _RUN_NAMED.fullmatch(shown.display_title)
     run = named and _unlisted().filter(pk=int(named.group(1)), **repository).first()
     if not run or not gateway.workflow_run_ours(
-        shown, run_name=RUN_NAME.format(run.pk), ref=_ref(run), since=_since(run),
+        shown,
+        run_name=RUN_NAME.format(run.pk),
+        ref=_ref(run),
+        since=_since(run),
         workflow=settings.TASUKU_ACTIONS_WORKFLOW,
-    ):  # fmt: skip
+    ):
         return None
     return run if attach(run, shown.dispatched(), how) else None
 
@@ -284,8 +292,11 @@ def _dispatch_problem(exc: GitHubError) -> str:
 def _dispatch_code(exc: GitHubError) -> str:
     """A refused dispatch is the App's Actions permission or the repository's workflow;
     GitHub's weather and the App's credentials keep their own codes."""
-    if not exc.permanent or exc.code in ("github-credentials", "actions-permission",
-                                         "actions-workflow"):  # fmt: skip
+    if not exc.permanent or exc.code in (
+        "github-credentials",
+        "actions-permission",
+        "actions-workflow",
+    ):
         return exc.code
     if exc.code == "github-permission":
         return "actions-permission"
@@ -430,8 +441,12 @@ def result_accept(claims: dict[str, Any], body: dict[str, Any]) -> ResultAnswer:
     failure = body.get("failure")
     if failure is not None or "result" not in body:
         reason = str(failure or "the runner posted neither a result nor a failure")[:1500]
-        _fail(run, f"the GitHub Actions runner failed: {reason}", code="actions-runner-failed",
-              received=now)  # fmt: skip
+        _fail(
+            run,
+            f"the GitHub Actions runner failed: {reason}",
+            code="actions-runner-failed",
+            received=now,
+        )
         return ResultAnswer("failed", run)
     try:
         result = ReviewResult.model_validate(body["result"])
@@ -517,8 +532,12 @@ def _event_attach(payload: payloads.WorkflowRunEvent) -> bool:
         return False
     try:
         gateway = github.gateway()
-        found = _attach_shown(gateway, shown, "by its workflow_run event",
-                              pull_request__repository__github_id=repository_id)  # fmt: skip
+        found = _attach_shown(
+            gateway,
+            shown,
+            "by its workflow_run event",
+            pull_request__repository__github_id=repository_id,
+        )
     except (GitHubError, github.GitHubNotConfigured) as exc:
         logger.warning("workflow run %s not matched: %s", shown.id, exc)
         return False
@@ -547,8 +566,10 @@ def dispatched_sweep(now=None) -> int:
             )
         else:
             code = "actions-no-result"
-            reason = (f"dispatched to GitHub Actions {minutes} minutes ago and no result came "
-                      f"back; see {run.actions_run_url}")  # fmt: skip
+            reason = (
+                f"dispatched to GitHub Actions {minutes} minutes ago and no result came "
+                f"back; see {run.actions_run_url}"
+            )
         if _fail(run, reason, code=code):
             failed += 1
     return failed

@@ -96,7 +96,7 @@ def _schedules() -> list[dict]:
             "schedule": s,
             "last": tasks.get(s.task),
             "late": schedule_late(s.next_run, s.minutes, now),
-        }  # fmt: skip
+        }
         for s in schedules
     ]
 

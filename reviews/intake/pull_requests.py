@@ -374,8 +374,9 @@ def pull_request_event(payload: payloads.PullRequestEvent, *, delivery_id: int) 
             # Not queued by this delivery: say what stands instead of "queued".
             joined = "; ".join(
                 f"{run.reviewer.slug}'s run {run.pk} for {run.head_sha[:7]} is "
-                f"{run.get_status_display()} already" for run in known
-            )  # fmt: skip
+                f"{run.get_status_display()} already"
+                for run in known
+            )
             fresh = len(runs) - len(known)
             said = ngettext(
                 "%(count)d reviewer queued; %(joined)s",

@@ -227,9 +227,14 @@ def issue_comment_event(payload: payloads.IssueCommentEvent, *, delivery_id: int
                 )
         except IntegrityError:
             return Outcome.ignore(f"{login} may not give commands on {label} (told once already)")
-        _answer(installation, repository, number,
-                f"Sorry @{login}, only people with write access to this repository (owners, members "
-                f"and collaborators) can give Tasuku commands.", f"refused-{login}")  # fmt: skip
+        _answer(
+            installation,
+            repository,
+            number,
+            f"Sorry @{login}, only people with write access to this repository (owners, members "
+            f"and collaborators) can give Tasuku commands.",
+            f"refused-{login}",
+        )
         return Outcome(f"refused a command by {login} on {label}: no write access")
     if command in ("help", "unknown"):
         _answer(installation, repository, number, help_text(slug), f"help-{comment.id}")
@@ -244,11 +249,18 @@ def issue_comment_event(payload: payloads.IssueCommentEvent, *, delivery_id: int
         note=command_note(comment.body, slug),
     )
     if refusal:
-        _answer(installation, repository, number, f"Tasuku cannot review this pull request: {refusal}.",
-                f"cannot-{comment.id}")  # fmt: skip
+        _answer(
+            installation,
+            repository,
+            number,
+            f"Tasuku cannot review this pull request: {refusal}.",
+            f"cannot-{comment.id}",
+        )
         return Outcome(f"{command} on {label} refused: {refusal}", decision=Decision.SKIPPED)
-    return Outcome(f"{command} requested by {login} on {label}: run {', '.join(str(r.pk) for r in runs)}",
-                   decision=Decision.ADMITTED)  # fmt: skip
+    return Outcome(
+        f"{command} requested by {login} on {label}: run {', '.join(str(r.pk) for r in runs)}",
+        decision=Decision.ADMITTED,
+    )
 
 
 def check_run_event(payload: payloads.CheckRunEvent, *, delivery_id: int) -> Outcome:

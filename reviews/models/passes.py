@@ -40,9 +40,11 @@ class ApiScope(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_scope"
     )
     installations = models.ManyToManyField(
-        Installation, blank=True, related_name="+",
+        Installation,
+        blank=True,
+        related_name="+",
         help_text="Every repository of these installations, also ones added later.",
-    )  # fmt: skip
+    )
     repositories = models.ManyToManyField(Repository, blank=True, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -112,9 +112,18 @@ def answers_record(task: Task, answers: list[dict[str, Any]]) -> list[Answer]:
                     f"{where}: {check_key!r} is answered already on this head.", status=409
                 )
             seen.add(check_key)
-            rows.append(Answer(task=task, task_pull=check["task_pull"], review_pass=review_pass,
-                               check_name=check["name"], check_head=check["head"], kind=kind,
-                               commit=commit, text=text))  # fmt: skip
+            rows.append(
+                Answer(
+                    task=task,
+                    task_pull=check["task_pull"],
+                    review_pass=review_pass,
+                    check_name=check["name"],
+                    check_head=check["head"],
+                    kind=kind,
+                    commit=commit,
+                    text=text,
+                )
+            )
         elif key:
             if key not in findings:
                 raise TaskError(
@@ -139,8 +148,17 @@ def answers_record(task: Task, answers: list[dict[str, Any]]) -> list[Answer]:
             ):
                 raise TaskError(f"{where}: {key!r} is answered already in this pass.", status=409)
             seen.add(key)
-            rows.append(Answer(task=task, task_pull=tpr, review_pass=review_pass,
-                               fingerprint=finding.fingerprint, kind=kind, commit=commit, text=text))  # fmt: skip
+            rows.append(
+                Answer(
+                    task=task,
+                    task_pull=tpr,
+                    review_pass=review_pass,
+                    fingerprint=finding.fingerprint,
+                    kind=kind,
+                    commit=commit,
+                    text=text,
+                )
+            )
         else:
             comment = comments.get(comment_key)
             if comment is None:
@@ -152,8 +170,17 @@ def answers_record(task: Task, answers: list[dict[str, Any]]) -> list[Answer]:
             if comment_key in seen or comment.answers.exists():
                 raise TaskError(f"{where}: comment {comment_key} is answered already.", status=409)
             seen.add(comment_key)
-            rows.append(Answer(task=task, task_pull=comment.task_pull, review_pass=review_pass,
-                               comment=comment, kind=kind, commit=commit, text=text))  # fmt: skip
+            rows.append(
+                Answer(
+                    task=task,
+                    task_pull=comment.task_pull,
+                    review_pass=review_pass,
+                    comment=comment,
+                    kind=kind,
+                    commit=commit,
+                    text=text,
+                )
+            )
     try:
         with transaction.atomic():
             for row in rows:

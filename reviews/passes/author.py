@@ -71,8 +71,9 @@ def author_credentials() -> AppCredentials:
         raise GitHubError(
             "TASUKU_AUTHOR_APP_ID must be a number.", permanent=True, code="author-app-credentials"
         ) from exc
-    return AppCredentials(app_id=app_id, private_key=pem, webhook_secret="", slug="",
-                          base_url=settings.GITHUB_API_URL)  # fmt: skip
+    return AppCredentials(
+        app_id=app_id, private_key=pem, webhook_secret="", slug="", base_url=settings.GITHUB_API_URL
+    )
 
 
 class AuthorPoster:

@@ -44,9 +44,12 @@ def _comment_recorded(
     if payload.action != "created" or not number or repository is None:
         return 0
     return comment_record(
-        repository=repository, number=number, kind=kind,
-        comment=payload.comment, tasuku_logins=_tasuku_logins(),
-    )  # fmt: skip
+        repository=repository,
+        number=number,
+        kind=kind,
+        comment=payload.comment,
+        tasuku_logins=_tasuku_logins(),
+    )
 
 
 def issue_comment_event(payload: payloads.IssueCommentEvent, *, delivery_id: int) -> Outcome:
@@ -74,9 +77,12 @@ def pull_request_review_event(
     if repository is None or not number:
         return Outcome.ignore("not a repository Tasuku knows")
     recorded = comment_record(
-        repository=repository, number=number, kind="review",
-        comment=review, tasuku_logins=_tasuku_logins(),
-    )  # fmt: skip
+        repository=repository,
+        number=number,
+        kind="review",
+        comment=review,
+        tasuku_logins=_tasuku_logins(),
+    )
     if not recorded:
         return Outcome.ignore("reviews by others do not change what Tasuku reviews")
     return _recorded(recorded, "review")

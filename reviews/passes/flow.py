@@ -103,8 +103,9 @@ def task_done(task: Task, *, heads: dict[str, str], uncommitted: bool = False) -
             task_stuck(task, f"{tpr} is {'merged' if pull_request.merged else 'closed'}")
             return DoneOutcome(stuck=task.stuck_reason)
         if not reported or not pull_request.head_sha.startswith(reported):
-            differing.append({"pull_request": str(tpr), "reported": reported,
-                              "on_github": pull_request.head_sha})  # fmt: skip
+            differing.append(
+                {"pull_request": str(tpr), "reported": reported, "on_github": pull_request.head_sha}
+            )
     if differing or uncommitted:
         what = "; ".join(
             f"{d['pull_request']} is at {d['on_github'][:12]} on GitHub, you reported "

@@ -215,7 +215,7 @@ def feedback_collect(task: Task, *, now=None) -> dict[str, Any]:
                 "url",
                 "answer",
             )
-        }  # fmt: skip
+        }
         for c in failing_checks(task)
     ]
     return {

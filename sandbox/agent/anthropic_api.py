@@ -133,9 +133,13 @@ class AnthropicConversation:
             elif block.get("type") == "tool_use":
                 calls.append(Call(id=block["id"], name=block["name"], arguments=block.get("input")))
                 kept.append(
-                    {"type": "tool_use", "id": block["id"], "name": block["name"],
-                     "input": block.get("input", {})}
-                )  # fmt: skip
+                    {
+                        "type": "tool_use",
+                        "id": block["id"],
+                        "name": block["name"],
+                        "input": block.get("input", {}),
+                    }
+                )
         if not kept:
             kept = [{"type": "text", "text": "(no answer)"}]
         self.messages.append({"role": "assistant", "content": kept})

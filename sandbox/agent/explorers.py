@@ -169,9 +169,12 @@ class Dispatcher:
             body = explored.report or f"(no report: {explored.stopped})"
             parts.append(f"Explorer {number} — {question}\n{body}")
             progress.emit(
-                "explorer", question=progress.arguments_summary({"question": question}),
-                steps=explored.steps, cost=round(explored.cost, 6), read=len(explored.read),
-            )  # fmt: skip
+                "explorer",
+                question=progress.arguments_summary({"question": question}),
+                steps=explored.steps,
+                cost=round(explored.cost, 6),
+                read=len(explored.read),
+            )
             transcript.add(
                 "explorer",
                 f"Question: {question}\nRead: {', '.join(explored.read) or '—'}\n\n{body}",

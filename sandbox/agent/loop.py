@@ -157,8 +157,12 @@ def agent_review(
     earlier_messages, fresh_because = resumable(job, engine)
     continued = job.resume.boundaries if earlier_messages and job.resume else None
     prompt = review_prompt(job, continued=continued)
-    tools = Tools(root, skills=job.skill_documents, web=web_tools(job, prompt),
-                  secondaries=secondary_trees(job, root))  # fmt: skip
+    tools = Tools(
+        root,
+        skills=job.skill_documents,
+        web=web_tools(job, prompt),
+        secondaries=secondary_trees(job, root),
+    )
     connectors = (
         ConnectorTools(
             job.connectors, client, boundary=prompt.boundary, max_calls=job.limits.connector_calls
@@ -274,10 +278,12 @@ def agent_review(
             raise
         budget.settle(worst, call_cost(price, turn.tokens))
         progress.emit(
-            "model", step=steps + 1, input=turn.tokens.input + turn.tokens.cache_read
-            + turn.tokens.cache_write, output=turn.tokens.output,
+            "model",
+            step=steps + 1,
+            input=turn.tokens.input + turn.tokens.cache_read + turn.tokens.cache_write,
+            output=turn.tokens.output,
             seconds=round(clock() - asked, 2),
-        )  # fmt: skip
+        )
         steps += 1
         tokens.add(turn.tokens)
         meter.sent(turn.tokens)
@@ -301,8 +307,13 @@ def agent_review(
                 # and the start of the answer.
                 outcome = connectors.call(call.name, call.arguments, call.error)
                 results.append(Result(call, outcome.content, outcome.is_error))
-                transcript.add("connector", outcome.content, name=call.name,
-                               is_error=outcome.is_error, connector=outcome.record)  # fmt: skip
+                transcript.add(
+                    "connector",
+                    outcome.content,
+                    name=call.name,
+                    is_error=outcome.is_error,
+                    connector=outcome.record,
+                )
                 continue
             transcript.add("tool_call", _arguments_text(call), name=call.name)
             if call.name == SUBMIT:
@@ -342,10 +353,12 @@ def agent_review(
             except OSError as exc:  # a file vanished or is unreadable: the model may try another
                 content, is_error = f"Could not read it: {exc.strerror or exc}", True
             progress.emit(
-                "tool", name=call.name, args=progress.arguments_summary(call.arguments),
+                "tool",
+                name=call.name,
+                args=progress.arguments_summary(call.arguments),
                 seconds=round(clock() - began, 2),
                 error=is_error,
-            )  # fmt: skip
+            )
             results.append(Result(call, content, is_error))
             transcript.add("tool_result", content, name=call.name, is_error=is_error)
         if submitted is not None:

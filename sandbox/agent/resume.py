@@ -62,9 +62,12 @@ def conversation_kept(
         if _size(kept) > MAX_CONVERSATION_CHARS:
             return None
     return SavedConversation(
-        provider=provider, model=model, messages=kept, boundaries=boundaries[-50:],
+        provider=provider,
+        model=model,
+        messages=kept,
+        boundaries=boundaries[-50:],
         shortened=shortened,
-    )  # fmt: skip
+    )
 
 
 def _size(messages: list[dict[str, Any]]) -> int:

@@ -281,7 +281,7 @@ class DockerSandbox:
                     ]
                     if self.connector_socket is not None
                     else []
-                ),  # fmt: skip
+                ),
             ],
             "read_only": True,
             "tmpfs": {

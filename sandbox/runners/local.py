@@ -352,8 +352,12 @@ def failure_from_exit(engine: str, code: int, stderr: str) -> StageError:
     said = said if isinstance(said, str) and said else None
     if reason and reported.get("stage"):
         kind = ProviderError if reported["stage"] == "provider" else SandboxError
-        return kind(reason[:2000], permanent=bool(reported.get("permanent", True)),
-                    stage=reported["stage"], code=said)  # fmt: skip
+        return kind(
+            reason[:2000],
+            permanent=bool(reported.get("permanent", True)),
+            stage=reported["stage"],
+            code=said,
+        )
     if code < 0:
         name = signal.Signals(-code).name
         hint = (

@@ -19,18 +19,21 @@ from reviews.passes.selectors import (
 class AuthorSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     login = serializers.CharField(
-        max_length=100, required=False, allow_blank=True,
+        max_length=100,
+        required=False,
+        allow_blank=True,
         help_text="The author's GitHub login: its own comments are not feedback.",
-    )  # fmt: skip
+    )
 
 
 class TaskCreateSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=300)
     author = AuthorSerializer()
     pull_requests = serializers.ListField(
-        child=serializers.CharField(max_length=300), min_length=1,
+        child=serializers.CharField(max_length=300),
+        min_length=1,
         help_text="owner/repo#number of each pull request of the task.",
-    )  # fmt: skip
+    )
 
 
 class ReviewerChoiceSerializer(serializers.Serializer):
@@ -46,13 +49,17 @@ class HandoffSerializer(serializers.Serializer):
         min_value=MAX_PASSES_RANGE[0], max_value=MAX_PASSES_RANGE[1], default=3
     )
     counted_bots = serializers.ListField(
-        child=serializers.CharField(max_length=100), required=False, default=list,
+        child=serializers.CharField(max_length=100),
+        required=False,
+        default=list,
         help_text="Bots whose comments are routed to the author like people's.",
-    )  # fmt: skip
+    )
     required_checks = serializers.ListField(
-        child=serializers.CharField(max_length=200), required=False, default=list,
+        child=serializers.CharField(max_length=200),
+        required=False,
+        default=list,
         help_text="Checks that must be green, where branch protection names none.",
-    )  # fmt: skip
+    )
     author_silence_minutes = serializers.IntegerField(
         required=False,
         allow_null=True,
@@ -104,8 +111,17 @@ class ActionSerializer(serializers.Serializer):
 class PassSerializer(serializers.ModelSerializer):
     class Meta:
         model = ReviewPass
-        fields = ("number", "status", "blocking_open", "blocking_new", "nits_open", "resolved",
-                  "reason", "started_at", "finished_at")  # fmt: skip
+        fields = (
+            "number",
+            "status",
+            "blocking_open",
+            "blocking_new",
+            "nits_open",
+            "resolved",
+            "reason",
+            "started_at",
+            "finished_at",
+        )
 
 
 class TaskSerializer(serializers.ModelSerializer):
@@ -124,8 +140,21 @@ class TaskSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Task
-        fields = ("id", "title", "author", "state", "status", "stuck_reason", "pull_requests",
-                  "handoff", "passes", "open_items", "summary", "created_at", "done_at")  # fmt: skip
+        fields = (
+            "id",
+            "title",
+            "author",
+            "state",
+            "status",
+            "stuck_reason",
+            "pull_requests",
+            "handoff",
+            "passes",
+            "open_items",
+            "summary",
+            "created_at",
+            "done_at",
+        )
 
     def get_summary(self, task: Task) -> dict:
         return task_summary(task)

@@ -115,7 +115,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             409: DoneResultSerializer,
             400: ErrorSerializer,
             404: OpenApiResponse(description="Not one of your tasks"),
-        },  # fmt: skip
+        },
         description=(
             "The author finished. Every pull request's head on GitHub must be the one reported, "
             "with nothing uncommitted; otherwise the author is told once (409, and in its "

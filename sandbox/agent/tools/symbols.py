@@ -367,9 +367,13 @@ class SymbolIndex:
             relative = path.relative_to(self.root).as_posix()
             lines = data.split(b"\n")
             rows = sorted(
-                {n.start_point[0] for n in tree_sitter.QueryCursor(queries[language]).captures(
-                    tree.root_node).get("use", [])}
-            )  # fmt: skip
+                {
+                    n.start_point[0]
+                    for n in tree_sitter.QueryCursor(queries[language])
+                    .captures(tree.root_node)
+                    .get("use", [])
+                }
+            )
             for row in rows:
                 if (relative, row + 1) in defined:
                     continue

@@ -173,10 +173,14 @@ class HttpWeb:
             connection.sock = sock  # the checked address, never a second resolution
             try:
                 connection.request(
-                    "GET", target,
-                    headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity",
-                             "Accept": "text/html, text/plain, application/json;q=0.9, */*;q=0.1"},
-                )  # fmt: skip
+                    "GET",
+                    target,
+                    headers={
+                        "User-Agent": USER_AGENT,
+                        "Accept-Encoding": "identity",
+                        "Accept": "text/html, text/plain, application/json;q=0.9, */*;q=0.1",
+                    },
+                )
                 response = connection.getresponse()
                 chunks, size = [], 0
                 while size < FETCH_MAX_BYTES:

@@ -64,7 +64,7 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
                         evidence=f"hygiene: `{text.strip()[:80]}` on line {number}",
                         rule="hygiene:private-key",
                         confidence=0.99,
-                    )  # fmt: skip
+                    )
                 )
             elif language and DEBUGGERS[language].match(text):
                 findings.append(
@@ -83,7 +83,7 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
                         rule="hygiene:debugger",
                         suggestion=None,
                         confidence=0.95,
-                    )  # fmt: skip
+                    )
                 )
         markers = _conflict(lines, markers)
         if markers:
@@ -102,7 +102,7 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
                     evidence=f"hygiene: conflict markers on lines {', '.join(map(str, markers[:10]))}",
                     rule="hygiene:conflict-marker",
                     confidence=0.99,
-                )  # fmt: skip
+                )
             )
     return findings, "hygiene checks", []
 

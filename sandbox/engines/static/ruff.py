@@ -175,7 +175,7 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
                 evidence=f"{rule} at {path}:{item['location']['row']}: `{quote_line(target, item['location']['row'])}`",
                 rule=f"ruff:{code}",
                 suggestion=suggestion,
-            )  # fmt: skip
+            )
         )
     return findings, version_of("ruff", tool("ruff"), root).strip() or "ruff", skipped
 

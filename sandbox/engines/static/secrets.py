@@ -43,25 +43,45 @@ def grade(
     nit in documentation)."""
     if kind not in GUESSES:
         if placeholder(value):
-            return (Severity.MEDIUM, 0.6, f"Example credential committed: {kind}",
-                    "The value looks like a documented example or placeholder, not a live "
-                    "credential; check it is not a real one.")  # fmt: skip
+            return (
+                Severity.MEDIUM,
+                0.6,
+                f"Example credential committed: {kind}",
+                "The value looks like a documented example or placeholder, not a live "
+                "credential; check it is not a real one.",
+            )
         if test_path(path):
-            return (Severity.MEDIUM, 0.7, f"Credential in test data: {kind}",
-                    "It is in a test or fixture folder, where credentials are mostly made "
-                    "up; check it is not a real one.")  # fmt: skip
+            return (
+                Severity.MEDIUM,
+                0.7,
+                f"Credential in test data: {kind}",
+                "It is in a test or fixture folder, where credentials are mostly made "
+                "up; check it is not a real one.",
+            )
         return Severity.CRITICAL, 0.95, f"Secret committed: {kind}", ""
     title = f"Possible secret committed: {kind}"
     if kind == KEYWORD and not keyword:
-        return (Severity.LOW, 0.4, title,
-                "Only the name suggests a secret (a keyword such as `password` or `token`); "
-                "the value may be harmless.")  # fmt: skip
+        return (
+            Severity.LOW,
+            0.4,
+            title,
+            "Only the name suggests a secret (a keyword such as `password` or `token`); "
+            "the value may be harmless.",
+        )
     if placeholder(value) or test_path(path):
-        return (Severity.LOW, 0.4, title,
-                "The value looks like a placeholder, or it is in a test or fixture folder.")  # fmt: skip
+        return (
+            Severity.LOW,
+            0.4,
+            title,
+            "The value looks like a placeholder, or it is in a test or fixture folder.",
+        )
     if path.lower().endswith(DOCUMENTS):
-        return (Severity.LOW, 0.5, title,
-                "A random-looking string in documentation is often an example.")  # fmt: skip
+        return (
+            Severity.LOW,
+            0.5,
+            title,
+            "A random-looking string in documentation is often an example.",
+        )
     return (
         Severity.MEDIUM,
         0.7 if keyword else 0.6,

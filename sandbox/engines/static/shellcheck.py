@@ -172,6 +172,6 @@ def _check_one(root: Path, target: Target) -> list[Finding]:
                 evidence=f"shellcheck SC{code} ({item['level']}) at {target.path}:{line}: `{quote_line(target, line)}`",
                 rule=f"shellcheck:SC{code}",
                 suggestion=suggestion,
-            )  # fmt: skip
+            )
         )
     return findings
