@@ -26,11 +26,8 @@ from pathlib import Path
 
 from sandbox.contract import Secondary, secondary_path
 from sandbox.errors import CloneError
+from sandbox.git import Git, attributes_neutralise, commit_ids, git_env
 from sandbox.workspace import (
-    _attributes_neutralise,
-    _commit_ids,
-    _Git,
-    _git_env,
     _mirror_locked,
     _mirror_tidy,
     _MirrorBusy,
@@ -101,10 +98,10 @@ def mount(
     and make it read-only. A CloneError says why it could not be (permanent: the App may
     not read it, it is gone, the commit is gone)."""
     secondary = Secondary(full_name=full_name, commit=commit, path=secondary_path(full_name))
-    _commit_ids(commit)
+    commit_ids(commit)
     root = workspace / secondary.path
     root.parent.mkdir(parents=True, exist_ok=True)
-    env = _git_env(token, workspace)
+    env = git_env(token, workspace)
     broken = False
     done = False
     if mirror is not None:
@@ -131,10 +128,10 @@ def mount(
 def _clone_fresh(root: Path, env: dict[str, str], clone_url: str, commit: str) -> None:
     """The pinned commit alone: one commit's tree, no history."""
     root.mkdir()
-    git = _Git(root, env)
+    git = Git(root, env)
     git("init", "--quiet")
     git("remote", "add", "origin", clone_url)
-    _attributes_neutralise(root / ".git")
+    attributes_neutralise(root / ".git")
     git(
         "fetch",
         "--quiet",
@@ -178,11 +175,11 @@ def _from_mirror(
             commit,
             what="make the secondary repository's checkout",
         )
-        _check_out(_Git(root, env), commit)
+        _check_out(Git(root, env), commit)
         _mirror_tidy(git, mirror)
 
 
-def _check_out(git: _Git, commit: str) -> None:
+def _check_out(git: Git, commit: str) -> None:
     git(
         "-c",
         "advice.detachedHead=false",

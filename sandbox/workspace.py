@@ -15,11 +15,9 @@ removed. The workspace is deleted on exit, also when the review fails.
 
 from __future__ import annotations
 
-import base64
 import fcntl
 import logging
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -30,6 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox.errors import CloneError
+from sandbox.git import (  # git run safely: sandbox/git.py
+    DIFF,
+    Git,
+    attributes_neutralise,
+    commit_ids,
+    git_env,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +42,6 @@ logger = logging.getLogger(__name__)
 # (Claude Code's and Codex's instruction files, settings and MCP servers).
 AGENT_FILES = {"claude.md", "claude.local.md", "agents.md", "agents.override.md", ".mcp.json"}
 AGENT_DIRS = {".claude", ".codex", ".git"}
-GIT_TIMEOUT = 600
 # How long a checkout waits for another run's use of the same mirror (a fetch and a
 # checkout: seconds, rarely minutes) before it clones afresh instead.
 MIRROR_WAIT = 300
@@ -45,22 +49,6 @@ MIRROR_WAIT = 300
 MIRROR_PACKS = 32
 # Commits a mirror keeps a ref to (the heads and bases of recent reviews).
 MIRROR_REFS = 200
-COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-# Every diff: names unquoted (git still quotes a name with a quote, a backslash or a
-# control character: reviews/diff.py reads those), no colour, and no program or
-# conversion of the pull request's choosing (external diff drivers, textconv).
-DIFF = ("-c", "core.quotePath=false", "diff", "--no-color", "--no-ext-diff", "--no-textconv")
-# The pull request's own `.gitattributes` must not change what the reviewer reads:
-# re-encode files (`working-tree-encoding`), convert line ends (`text`, `eol`, `crlf`),
-# run or skip a filter (`filter`), expand keywords (`ident`, `export-subst`) or hide
-# changes from the diff (`-diff`, `binary`). `$GIT_DIR/info/attributes` takes precedence
-# over every `.gitattributes` in the tree, and `!` resets an attribute to unspecified:
-# what git does with no attributes at all (the commit's bytes, a text diff unless the
-# content itself is binary).
-NEUTRAL_ATTRIBUTES = (
-    "* !text !eol !crlf !filter !ident !export-subst !export-ignore "
-    "!working-tree-encoding !diff !merge !binary\n"
-)
 
 
 @dataclass
@@ -118,8 +106,8 @@ class Workspace:
         the review's scope starts when it is not the previous review's head (see
         `_prepare`)."""
         assert self.path is not None, "use Workspace as a context manager"
-        _commit_ids(head_sha, base_sha, previous_sha, since_sha)
-        env = _git_env(token, self.path)
+        commit_ids(head_sha, base_sha, previous_sha, since_sha)
+        env = git_env(token, self.path)
         root = self.path / "checkout"
         shas = {"head_sha": head_sha, "base_sha": base_sha, "previous_sha": previous_sha,
                 "since_sha": since_sha}  # fmt: skip
@@ -155,8 +143,8 @@ class Workspace:
         nothing is copied and the original is never touched."""
         assert self.path is not None, "use Workspace as a context manager"
         root = self.path / "checkout"
-        env = _git_env("", self.path, authenticate=False)
-        _Git(self.path, env)(
+        env = git_env("", self.path, authenticate=False)
+        Git(self.path, env)(
             "clone",
             "--quiet",
             "--no-checkout",
@@ -165,9 +153,9 @@ class Workspace:
             str(root),
             what="copy the repository",
         )
-        _attributes_neutralise(root / ".git")
+        attributes_neutralise(root / ".git")
         return _prepare(
-            _Git(root, env),
+            Git(root, env),
             root,
             head_sha=head_sha,
             base_sha=base_sha,
@@ -188,10 +176,10 @@ def _clone_fresh(
 ) -> Checkout:
     """A repository of the review's own, fetched from GitHub for this checkout alone."""
     root.mkdir()
-    git = _Git(root, env)
+    git = Git(root, env)
     git("init", "--quiet")
     git("remote", "add", "origin", clone_url)
-    _attributes_neutralise(root / ".git")
+    attributes_neutralise(root / ".git")
     _fetch(git, head_sha, base_sha, previous_sha)
     return _prepare(
         git,
@@ -203,7 +191,7 @@ def _clone_fresh(
     )
 
 
-def _fetch(git: _Git, head_sha: str, base_sha: str, previous_sha: str | None) -> list[str]:
+def _fetch(git: Git, head_sha: str, base_sha: str, previous_sha: str | None) -> list[str]:
     """Fetch the head and base commits (history without blobs) and, when it differs, the
     previous review's head — which after a force push may be gone from GitHub: then it
     is no base, not an error. Returns the commits asked for."""
@@ -269,7 +257,7 @@ def _from_mirror(
             what="make the checkout",
         )
         checkout = _prepare(
-            _Git(root, env),
+            Git(root, env),
             root,
             head_sha=head_sha,
             base_sha=base_sha,
@@ -280,14 +268,14 @@ def _from_mirror(
     return checkout
 
 
-def mirror_open(mirror: Path, env: dict[str, str], clone_url: str) -> _Git:
+def mirror_open(mirror: Path, env: dict[str, str], clone_url: str) -> Git:
     """The mirror, made when there is none, fetching from `clone_url` (held under its
     lock by the caller)."""
-    git = _Git(mirror, env)
+    git = Git(mirror, env)
     if not (mirror / "HEAD").is_file():
         if mirror.exists():
             _remove_tree(mirror)
-        _Git(mirror.parent, env)(
+        Git(mirror.parent, env)(
             "init", "--quiet", "--bare", str(mirror), what="create the checkout cache"
         )
         # Tidied here, under the lock, never by a background gc.
@@ -296,7 +284,7 @@ def mirror_open(mirror: Path, env: dict[str, str], clone_url: str) -> _Git:
         git("remote", "add", "origin", clone_url)
     else:
         git("remote", "set-url", "origin", clone_url)  # the repository may be renamed
-    _attributes_neutralise(mirror)  # a worktree reads its common directory's info/
+    attributes_neutralise(mirror)  # a worktree reads its common directory's info/
     return git
 
 
@@ -320,7 +308,7 @@ def _mirror_locked(mirror: Path, wait: float | None = None) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _mirror_tidy(git: _Git, mirror: Path) -> None:
+def _mirror_tidy(git: Git, mirror: Path) -> None:
     """Keep the MIRROR_REFS most recent commits' refs, and fold the packs fetches leave
     into one when they pile up (objects no kept ref reaches go then)."""
     refs = git(
@@ -363,7 +351,7 @@ def mirrors_prune(root: Path, max_age_seconds: float) -> list[str]:
 
 
 def _prepare(
-    git: _Git,
+    git: Git,
     root: Path,
     *,
     head_sha: str,
@@ -381,7 +369,7 @@ def _prepare(
     when given, is where the scope starts instead (the same head reviewed again keeps the
     scope its last review had); `previous_diff` is always from `previous_sha`.
     """
-    _commit_ids(head_sha, base_sha, previous_sha, since_sha)
+    commit_ids(head_sha, base_sha, previous_sha, since_sha)
     found = git("merge-base", head_sha, base_sha, check=False)
     merge_base = found.strip() or base_sha
     incremental = None
@@ -474,123 +462,6 @@ def _prepare(
         previous_diff=previous_diff,
         anchor_diff=anchor_diff,
     )
-
-
-def _commit_ids(*shas: str | None) -> None:
-    """Commits are named by their full ids, never by something git could read as an
-    option or a ref."""
-    for sha in shas:
-        if sha is not None and not COMMIT_ID.fullmatch(sha):
-            raise CloneError(
-                f"Not a commit id: {sha[:80]!r}.", permanent=True, code="clone-bad-commit"
-            )
-
-
-def _attributes_neutralise(git_dir: Path) -> None:
-    info = git_dir / "info"
-    info.mkdir(parents=True, exist_ok=True)
-    (info / "attributes").write_text(NEUTRAL_ATTRIBUTES)
-
-
-class _Git:
-    def __init__(self, root: Path, env: dict[str, str]) -> None:
-        self.root, self.env = root, env
-
-    def __call__(
-        self, *args: str, what: str = "", check: bool = True, returncode: bool = False
-    ) -> str:
-        try:
-            completed = subprocess.run(  # noqa: S603
-                ["git", *args],  # noqa: S607
-                cwd=self.root,
-                env=self.env,
-                capture_output=True,
-                timeout=GIT_TIMEOUT,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise CloneError(
-                f"git timed out after {GIT_TIMEOUT}s ({what or args[0]})",
-                permanent=False,
-                code="clone-timeout",
-            ) from exc
-        if returncode:
-            return str(completed.returncode)
-        if completed.returncode != 0 and check:
-            raise _clone_error(what or f"git {args[0]}", _text(completed.stderr))
-        return _text(completed.stdout)
-
-
-def _text(output: bytes) -> str:
-    """git's output as text. A file need not be UTF-8 (nor its name): an invalid byte
-    becomes U+FFFD, here and in every name list, so the names of the diff and of the
-    lists agree, and the review goes on — a file's own bytes are read from the checkout."""
-    return output.decode("utf-8", errors="replace")
-
-
-def _clone_error(what: str, stderr: str) -> CloneError:
-    text = stderr.strip().splitlines()
-    detail = text[-1] if text else "no output"
-    lowered = stderr.lower()
-    if any(
-        s in lowered for s in ("authentication failed", "403", "401", "could not read username")
-    ):
-        return CloneError(
-            f"Could not {what}: access denied ({detail}). The App may not read this "
-            "repository: grant it Contents: read.",
-            permanent=True,
-            code="clone-access",
-        )
-    if (
-        "not our ref" in lowered
-        or "couldn't find remote ref" in lowered
-        or "no such remote ref" in lowered
-    ):
-        return CloneError(
-            f"Could not {what}: the commit is not on GitHub any more ({detail}).",
-            permanent=True,
-            code="clone-commit-gone",
-        )
-    if "repository not found" in lowered or " 404" in lowered:
-        return CloneError(
-            f"Could not {what}: repository not found ({detail}).",
-            permanent=True,
-            code="clone-not-found",
-        )
-    return CloneError(f"Could not {what}: {detail}", permanent=False, code="clone-failed")
-
-
-def _git_env(token: str, home: Path, *, authenticate: bool = True) -> dict[str, str]:
-    header = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(home),  # no user or system git configuration, no credential helpers
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_ASKPASS": "/bin/false",
-        "GIT_LFS_SKIP_SMUDGE": "1",
-        "LANG": "C",
-        "GIT_CONFIG_COUNT": "3",
-        "GIT_CONFIG_KEY_0": "http.extraHeader",
-        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {header}",
-        "GIT_CONFIG_KEY_1": "credential.helper",
-        "GIT_CONFIG_VALUE_1": "",
-        "GIT_CONFIG_KEY_2": "protocol.version",
-        "GIT_CONFIG_VALUE_2": "2",
-    }
-    if not authenticate:
-        env.update(
-            GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="protocol.version", GIT_CONFIG_VALUE_0="2"
-        )
-        for key in (
-            "GIT_CONFIG_KEY_1",
-            "GIT_CONFIG_VALUE_1",
-            "GIT_CONFIG_KEY_2",
-            "GIT_CONFIG_VALUE_2",
-        ):
-            env.pop(key)
-    return env
 
 
 def sanitise(root: Path) -> list[str]:

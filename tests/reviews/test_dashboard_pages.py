@@ -21,7 +21,7 @@ from reviews.models import (
 from reviews.outcomes import figures
 from sandbox.agent.errors import provider_error
 from sandbox.errors import CloneError, SandboxError
-from sandbox.workspace import _clone_error
+from sandbox.git import clone_error as _clone_error
 from tests.factories import (
     FindingFactory,
     InstallationFactory,

@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from reviews.diff import DiffError, diff_parse
-from sandbox.workspace import DIFF, _Git, _git_env
+from sandbox.git import DIFF
+from sandbox.git import Git as _Git
+from sandbox.git import git_env as _git_env
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 HOSTILE = [

@@ -22,7 +22,8 @@ from reviews.diagnosis import STAGES, UNKNOWN, diagnose, known_causes
 from reviews.models import AttemptOutcome, ReviewRun, RunAttempt, RunStatus
 from sandbox.agent.errors import provider_error
 from sandbox.errors import CloneError, ProviderError, SandboxError, StageError
-from sandbox.workspace import _clone_error, _commit_ids
+from sandbox.git import clone_error as _clone_error
+from sandbox.git import commit_ids as _commit_ids
 from tasuku.errors import CODES, INTERNAL, code_of
 from tests.factories import ReviewRunFactory
 
