@@ -63,6 +63,42 @@ def _shares_the_database() -> bool:
     return settings.Q_CLUSTER.get("orm") == DEFAULT_DB_ALIAS and not settings.Q_CLUSTER.get("sync")
 
 
+class _Kept:
+    """A broker that keeps the signed package `async_task` makes instead of sending it:
+    the package is then written by a statement of the caller's (`doorbell_row`)."""
+
+    def __init__(self) -> None:
+        self.list_key = Conf.CLUSTER_NAME
+        self.pack: str | None = None
+
+    def enqueue(self, pack: str) -> int:
+        self.pack = pack
+        return 0
+
+
+def doorbell_row(task: str, *args: object, name: str) -> tuple[str, str, str] | None:
+    """The queue row (key, payload, lock) that rings `task(*args)`, for a statement that
+    writes it together with the row it rings for — one round trip, both or neither (the
+    webhook intake). None when the doorbells are not in Tasuku's database: ring after."""
+    if not _shares_the_database():
+        return None
+    kept = _Kept()
+    async_task(task, *args, task_name=name, broker=kept)
+    alias = Conf.ORM
+    lock = connections[alias].ops.adapt_datetimefield_value(timezone.now())
+    return (_broker().list_key or Conf.CLUSTER_NAME, kept.pack or "", lock)
+
+
+def doorbell_table() -> tuple[str, str, str, str]:
+    """The quoted table and columns (key, payload, lock) of django-q2's ORM queue."""
+    quote = connections[Conf.ORM].ops.quote_name
+    meta = OrmQ._meta
+    return (
+        quote(meta.db_table),
+        *(quote(meta.get_field(name).column) for name in ("key", "payload", "lock")),
+    )
+
+
 def ring(task: str, pk: int, *, name: str) -> None:
     """Ring the doorbell for a row written in the current transaction.
 

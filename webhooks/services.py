@@ -18,11 +18,11 @@ from functools import cache
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from tasuku import durable
-from tasuku.broker import ring
+from tasuku.broker import doorbell_row, doorbell_table, ring
 from webhooks.models import DELIVERY_DUE_STATES, DeliveryStatus, WebhookDelivery
 from webhooks.routing import route
 
@@ -127,29 +127,37 @@ def delivery_record(
         "decision": "",
         "processed_at": now if ping else None,
     }
-    try:
-        with transaction.atomic():
-            pk = _delivery_insert(values)
-            if not ping:
-                doorbell_ring(pk)
-    except IntegrityError:
+    # The doorbell names the delivery by GitHub's ids, known before the row exists, so
+    # that one statement writes both: both or neither, in one round trip.
+    doorbell = (
+        None
+        if ping
+        else doorbell_row(PROCESS_TASK, hook_id, delivery_id, name=f"delivery-{delivery_id}")
+    )
+    pk = _delivery_insert(values, doorbell)
+    if pk is None:
         # The unique (hook id, delivery id) constraint decided: another copy of this
         # delivery, possibly arriving at the same moment, is already stored.
         existing = WebhookDelivery.objects.get(hook_id=hook_id, delivery_id=delivery_id)
         if existing.status == DeliveryStatus.FAILED:
             delivery_retry(existing)
         return Recorded(existing.pk, created=False)
+    if doorbell is None and not ping:
+        doorbell_ring(pk)  # another broker (Redis): rung once the row is committed
     return Recorded(pk, created=True)
 
 
-def _delivery_insert(values: dict[str, Any]) -> int:
-    """INSERT one delivery and return its id.
+def _delivery_insert(values: dict[str, Any], doorbell: tuple[str, str, str] | None) -> int | None:
+    """INSERT one delivery, and its doorbell with it; its id, or None when a copy of it
+    is stored already (nothing is written then).
 
     Written as one prepared statement instead of `objects.create()`: this is the webhook
     hot path, and the ORM's per-call SQL compilation and the re-serialisation of the
     payload (stored here as the raw JSON text GitHub signed) cost more than the INSERT
-    itself (benchmarks/webhook_intake.py). The column list comes from the model, so a
-    new field that is not given a value here fails loudly.
+    itself (benchmarks/webhook_intake.py). On PostgreSQL the delivery and its queue row
+    are one statement (a data-modifying WITH) in autocommit: one round trip, no BEGIN
+    and COMMIT; SQLite, in the same process, writes both in one transaction. The column
+    list comes from the model, so a new field not given a value here fails loudly.
     """
     sql, fields = _delivery_insert_sql(connection.vendor)
     missing = {f.attname for f in fields} ^ set(values)
@@ -164,9 +172,29 @@ def _delivery_insert(values: dict[str, Any]) -> int:
             # jsonb cannot hold NUL; GitHub JSON-escapes it, so the escape is replaced.
             value = value.replace("\\u0000", "\\ufffd")
         params.append(value)
-    with connection.cursor() as cursor:
+    if doorbell is None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+        return row[0] if row else None
+    table, key, payload, lock = doorbell_table()
+    enqueue = f"INSERT INTO {table} ({key}, {payload}, {lock}) "  # noqa: S608 (quoted names)
+    if connection.vendor == "postgresql":
+        both = (
+            f"WITH stored AS ({sql}), rung AS ({enqueue}SELECT %s, %s, %s FROM stored) "  # noqa: S608
+            "SELECT * FROM stored"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(both, [*params, *doorbell])
+            row = cursor.fetchone()
+        return row[0] if row else None
+    with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.fetchone()[0]
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        cursor.execute(enqueue + "VALUES (%s, %s, %s)", list(doorbell))
+        return row[0]
 
 
 @cache
@@ -176,11 +204,16 @@ def _delivery_insert_sql(vendor: str) -> tuple[str, list[Any]]:
     placeholders = [
         "%s::jsonb" if f.attname == "payload" and vendor == "postgresql" else "%s" for f in fields
     ]
-    # Names come from the model's metadata, quoted; values are parameters.
+    unique = ", ".join(
+        quote(WebhookDelivery._meta.get_field(n).column) for n in ("hook_id", "delivery_id")
+    )
+    # Names come from the model's metadata, quoted; values are parameters. A copy already
+    # stored (the unique hook id and delivery id) writes nothing and returns no row.
     sql = (
         f"INSERT INTO {quote(WebhookDelivery._meta.db_table)} "  # noqa: S608
         f"({', '.join(quote(f.column) for f in fields)}) "
-        f"VALUES ({', '.join(placeholders)}) RETURNING {quote(WebhookDelivery._meta.pk.column)}"
+        f"VALUES ({', '.join(placeholders)}) ON CONFLICT ({unique}) DO NOTHING "
+        f"RETURNING {quote(WebhookDelivery._meta.pk.column)}"
     )
     return sql, fields
 
@@ -205,8 +238,9 @@ def delivery_claim(delivery_pk: int, *, now: datetime | None = None) -> WebhookD
     return WebhookDelivery.objects.get(pk=delivery_pk)
 
 
-def delivery_process(delivery_pk: int) -> str:
-    """Process one delivery.
+def delivery_process(delivery_pk: int | str, delivery_id: str | None = None) -> str:
+    """Process one delivery (by its id, or — as the intake rings — by GitHub's hook id and
+    delivery id).
 
     1. Claim it (or return: another worker has it, or it is finished).
     2. Route it to its handler (webhooks/routing.py), which records what it decided.
@@ -214,7 +248,16 @@ def delivery_process(delivery_pk: int) -> str:
        Failure: a permanent error fails it at once; a transient one is retried with
        backoff until MAX_ATTEMPTS attempts have been made, then it is `failed`.
     """
-    delivery = delivery_claim(delivery_pk)
+    if delivery_id is not None:
+        found = (
+            WebhookDelivery.objects.filter(hook_id=delivery_pk, delivery_id=delivery_id)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if found is None:
+            return "no such delivery"
+        delivery_pk = found
+    delivery = delivery_claim(int(delivery_pk))
     if delivery is None:
         return "not claimed"
     try:

@@ -16,7 +16,7 @@ import threading
 import time
 
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 from django.http import (
     HttpRequest,
     JsonResponse,
@@ -175,8 +175,9 @@ def github_webhook(request: HttpRequest) -> JsonResponse:
         return _error(400, "body is not valid JSON: a string holds a lone surrogate")
 
     hook_id = request.headers.get("X-GitHub-Hook-ID", "").strip()[:32]
-    try:
-        recorded = delivery_record(
+
+    def record():
+        return delivery_record(
             hook_id=hook_id,
             delivery_id=delivery_id,
             event=event,
@@ -185,6 +186,20 @@ def github_webhook(request: HttpRequest) -> JsonResponse:
             body=body,
             signature=request.headers.get("X-Hub-Signature-256", ""),
         )
+
+    # Django checks a kept connection with a SELECT 1 before a request's first
+    # statement; here the one statement is the check: a connection the database dropped
+    # fails it, and it is tried once more on a new one (a copy already stored writes
+    # nothing, so a retry after a lost answer is harmless).
+    connection.health_check_done = True
+    try:
+        try:
+            recorded = record()
+        except (OperationalError, InterfaceError):
+            if connection.in_atomic_block:
+                raise  # a caller's transaction: not this view's connection to replace
+            connection.close()
+            recorded = record()
     except DatabaseError as exc:
         # Not stored: say so (503, not 500) so GitHub's delivery log shows a failure that
         # can be redelivered — GitHub does not retry by itself.

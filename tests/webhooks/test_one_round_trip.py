@@ -1,0 +1,56 @@
+"""The intake's hot path: one statement writes the delivery and the doorbell that rings
+a worker for it — one round trip on PostgreSQL, no BEGIN/COMMIT and no health-check
+SELECT — and a connection the database dropped is replaced once, transparently."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from tests.helpers import drain_queue, post_webhook, queued_tasks
+from webhooks.models import DeliveryStatus, WebhookDelivery
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def secret(fake_github, test_app) -> str:
+    return test_app.webhook_secret
+
+
+def test_a_delivery_and_its_doorbell_are_written_by_one_statement(client, secret):
+    with CaptureQueriesContext(connection) as queries:
+        answer = post_webhook(client, "ping_like", {"zen": "Keep it logically awesome."},
+                              secret=secret, delivery_id="one-statement")  # fmt: skip
+    assert answer.status_code == 202, answer.content
+    statements = [q["sql"] for q in queries.captured_queries]
+    if connection.vendor == "postgresql":
+        assert len(statements) == 1, statements
+        assert statements[0].startswith("WITH stored AS (INSERT INTO")
+    else:  # SQLite runs in the process: both inserts in one transaction
+        assert [s.split()[0] for s in statements] == ["BEGIN", "INSERT", "INSERT", "COMMIT"]
+    # The doorbell names the delivery by GitHub's ids; a worker finds it by them.
+    [(func, args)] = queued_tasks("webhooks.tasks.delivery_process")
+    assert args == ("123456", "one-statement")  # (hook id, delivery id)
+    drain_queue()
+    assert WebhookDelivery.objects.get().status == DeliveryStatus.IGNORED  # not ours
+
+
+def test_a_copy_already_stored_writes_nothing_and_rings_nothing(client, secret):
+    for _ in range(2):
+        answer = post_webhook(client, "ping_like", {"x": 1}, secret=secret, delivery_id="twice")
+    assert answer.status_code == 200 and answer.json()["status"] == "duplicate"
+    assert WebhookDelivery.objects.count() == 1
+    assert len(queued_tasks("webhooks.tasks.delivery_process")) == 1
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_connection_the_database_dropped_is_replaced_once_and_the_delivery_stored(
+    client, secret
+):
+    post_webhook(client, "ping_like", {"x": 1}, secret=secret, delivery_id="warm")
+    connection.connection.close()  # the server side went away behind Django's back
+    answer = post_webhook(client, "ping_like", {"x": 2}, secret=secret, delivery_id="after")
+    assert answer.status_code == 202, answer.content
+    assert WebhookDelivery.objects.filter(delivery_id="after").exists()
