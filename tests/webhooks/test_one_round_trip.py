@@ -46,9 +46,7 @@ def test_a_copy_already_stored_writes_nothing_and_rings_nothing(client, secret):
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
-def test_a_connection_the_database_dropped_is_replaced_once_and_the_delivery_stored(
-    client, secret
-):
+def test_a_connection_the_database_dropped_is_replaced_once_and_the_delivery_stored(client, secret):
     post_webhook(client, "ping_like", {"x": 1}, secret=secret, delivery_id="warm")
     connection.connection.close()  # the server side went away behind Django's back
     answer = post_webhook(client, "ping_like", {"x": 2}, secret=secret, delivery_id="after")
