@@ -6,7 +6,9 @@ earlier approvals dismissed once findings are open (`approvals_dismiss`)."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -23,6 +25,7 @@ from reviews.models import (
     Review,
     ReviewRun,
     ReviewState,
+    RunAttempt,
 )
 from reviews.rendering import (
     BODY_ONLY_NOTE,
@@ -243,15 +246,26 @@ def publish(
         still_open=still_open,
         unread=len(result.unread),
     )
-    posted = ctx.gateway.review_find(**ctx.where, number=number, marker=marker)
+    # The run's first try, with nothing of it ever posted: the database knows what is on
+    # the pull request (every post of Tasuku's is recorded by the run that made it), so
+    # the look-ups that make a retry safe are not needed. Any later try asks GitHub.
+    first_try = first_try_of(run)
+    posted = (
+        None if first_try else ctx.gateway.review_find(**ctx.where, number=number, marker=marker)
+    )
     updated = False
+    known: dict[str, Any] = {}
     if posted is None:
-        slug = ctx.gateway.app_slug()
-        existing = markers_in(
-            c.body
-            for c in ctx.gateway.review_comments_list(**ctx.where, number=number)
-            if is_ours(c.user_login, c.user_type, slug)
-        )
+        if first_try:
+            known = posted_comments(run)
+            existing = set(known)
+        else:
+            slug = ctx.gateway.app_slug()
+            existing = markers_in(
+                c.body
+                for c in ctx.gateway.review_comments_list(**ctx.where, number=number)
+                if is_ours(c.user_login, c.user_type, slug)
+            )
         fresh = [v for v in validated if v.published and v.fingerprint not in existing]
         body = review_body(result.summary, validated, context)
         ctx.beat.check()
@@ -310,15 +324,16 @@ def publish(
             )
     body_only = BODY_ONLY_NOTE in posted.body
     approved = posted.state == "APPROVED"
-    comments = ctx.gateway.review_comments_list(**ctx.where, number=number)
-
-    by_fingerprint = {}
-    slug = ctx.gateway.app_slug()
-    for comment in comments:
-        if not is_ours(comment.user_login, comment.user_type, slug):
-            continue  # Tasuku trusts its markers on its own posts only
-        for found in markers_in([comment.body]):
-            by_fingerprint.setdefault(found, comment)
+    by_fingerprint: dict[str, Any] = {}
+    if first_try and not fresh:
+        by_fingerprint = dict(known)  # nothing new was posted: what was there, is
+    else:
+        slug = ctx.gateway.app_slug()
+        for comment in ctx.gateway.review_comments_list(**ctx.where, number=number):
+            if not is_ours(comment.user_login, comment.user_type, slug):
+                continue  # Tasuku trusts its markers on its own posts only
+            for found in markers_in([comment.body]):
+                by_fingerprint.setdefault(found, comment)
     back = [
         v
         for v in validated
@@ -352,7 +367,8 @@ def publish(
 def summary_to_update(ctx: Context, review: Review):
     """This reviewer's latest review on the pull request, when it can be updated in
     place: posted by this App as a comment (an approval is never rewritten), and still on
-    GitHub as Tasuku left it. None otherwise: a new review is posted."""
+    GitHub as Tasuku left it — someone with write access can edit it, and their words
+    are not Tasuku's to overwrite. None otherwise: a new review is posted."""
     run = ctx.run
     earlier = (
         Review.objects.filter(
@@ -373,6 +389,33 @@ def summary_to_update(ctx: Context, review: Review):
     if found is None or found.id != earlier.github_review_id or found.state != "COMMENTED":
         return None
     return found
+
+
+@dataclass(frozen=True)
+class Known:
+    """A comment of Tasuku's on the pull request, as the database recorded it."""
+
+    id: int
+    html_url: str
+    review_id: int | None = None
+
+
+def first_try_of(run: ReviewRun) -> bool:
+    """Whether this is the run's first try and nothing of it was ever posted."""
+    return (
+        RunAttempt.objects.filter(run_id=run.pk).count() <= 1
+        and not Review.objects.filter(run=run, github_review_id__isnull=False).exists()
+    )
+
+
+def posted_comments(run: ReviewRun) -> dict[str, Known]:
+    """The inline comments Tasuku posted on the pull request, by finding fingerprint."""
+    rows = (
+        Finding.objects.filter(pull_request=run.pull_request, github_comment_id__isnull=False)
+        .order_by("pk")
+        .values_list("fingerprint", "github_comment_id", "github_comment_url")
+    )
+    return {fingerprint: Known(comment, url) for fingerprint, comment, url in rows}
 
 
 def reopen_returned(ctx: Context, back: list[Validated], by_fingerprint: dict) -> list[str]:

@@ -194,7 +194,17 @@ def _clone_fresh(
 def _fetch(git: Git, head_sha: str, base_sha: str, previous_sha: str | None) -> list[str]:
     """Fetch the head and base commits (history without blobs) and, when it differs, the
     previous review's head — which after a force push may be gone from GitHub: then it
-    is no base, not an error. Returns the commits asked for."""
+    is no base, not an error. One fetch for all of them; only when that fails (the
+    previous head gone) the head and base alone, then the previous head apart. Returns
+    the commits asked for."""
+    if previous_sha and previous_sha not in (head_sha, base_sha):
+        together = git(
+            "fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin",
+            head_sha, base_sha, previous_sha,
+            check=False, returncode=True,
+        )  # fmt: skip
+        if together == "0":
+            return [head_sha, base_sha, previous_sha]
     git(
         "fetch",
         "--quiet",

@@ -68,7 +68,8 @@ class _Kept:
     the package is then written by a statement of the caller's (`doorbell_row`)."""
 
     def __init__(self) -> None:
-        self.list_key = Conf.CLUSTER_NAME
+        # django-q2 logs "Enqueued [<list_key>] <id>": say where the row is going.
+        self.list_key = f"{Conf.CLUSTER_NAME}, written with its row"
         self.pack: str | None = None
 
     def enqueue(self, pack: str) -> int:

@@ -28,6 +28,13 @@ permissions_cache: dict[tuple[Any, ...], tuple[float, dict[str, str]]] = {}
 # finding is asked of GitHub, and remembered only briefly (access can be taken away).
 roles_cache: dict[tuple[Any, ...], tuple[float, str]] = {}
 ROLE_TTL_SECONDS = 60
+# (base_url, app_id, repository) -> (time.monotonic() when read, what was read): that the
+# App reaches a repository (only a "yes" is kept: a repository deselected is seen at once
+# the other way round) and the repository's metadata, which a review reads to clone.
+reach_cache: dict[tuple[Any, ...], tuple[float, Any]] = {}
+REACH_TTL_SECONDS = 60
+repository_cache: dict[tuple[Any, ...], tuple[float, Any]] = {}
+REPOSITORY_TTL_SECONDS = 300
 
 
 def token_key(
@@ -71,7 +78,10 @@ def integration_client(creds: AppCredentials, policy: RetryPolicy) -> GithubInte
         timeout=policy.timeout,
         retry=None,  # the gateway's own loop retries; see the module docstring
         seconds_between_requests=policy.seconds_between_requests,
-        seconds_between_writes=policy.seconds_between_writes,
+        # The App's own calls (a token minted, its permissions read) create no content:
+        # GitHub's pacing of content-creating requests is not for them, and pacing them
+        # made every review wait a second per token.
+        seconds_between_writes=None,
     )
     _pinned(integration.requester)
     return integration
@@ -113,6 +123,8 @@ def caches_clear() -> None:
         token_cache.clear()
         permissions_cache.clear()
         roles_cache.clear()
+        reach_cache.clear()
+        repository_cache.clear()
         _client_cache.clear()
         run_details_refused.clear()
     integration_client.cache_clear()

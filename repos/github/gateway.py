@@ -8,6 +8,7 @@ issues.py), all over
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +16,7 @@ from github import Github
 
 from repos.github.actions import ActionsCalls
 from repos.github.checks import CheckCalls
+from repos.github.clients import REPOSITORY_TTL_SECONDS, cache_lock, repository_cache
 from repos.github.commits import CommitCalls
 from repos.github.config import credentials, retry_policy
 from repos.github.conversation import ConversationCalls
@@ -196,6 +198,15 @@ class GitHubGateway(
     def repository_get(
         self, *, installation_id: int, repository_id: int | None, full_name: str
     ) -> RepositoryInfo:
+        """The repository as GitHub describes it (kept for REPOSITORY_TTL_SECONDS: a
+        review reads it for its clone URL, which a rename or a transfer changes rarely,
+        and a stale one fails the clone, which is retried with a fresh read)."""
+        key = (self.creds.base_url, self.creds.app_id, installation_id, full_name.lower())
+        with cache_lock:
+            cached = repository_cache.get(key)
+        if cached and time.monotonic() - cached[0] < REPOSITORY_TTL_SECONDS:
+            return cached[1]
+
         def get(client: Github) -> RepositoryInfo:
             # Reference: https://docs.github.com/rest/repos/repos#get-a-repository
             owner, name = full_name.split("/", 1)
@@ -208,13 +219,16 @@ class GitHubGateway(
                 id=data.get("id"),
             )
 
-        return self._repo_call(
+        info = self._repo_call(
             f"read repository {full_name}",
             installation_id=installation_id,
             repository_id=repository_id,
             permissions={"metadata": "read"},
             fn=get,
         )
+        with cache_lock:
+            repository_cache[key] = (time.monotonic(), info)
+        return info
 
     def contents_token(
         self, *, installation_id: int, repository_id: int, handed_out: bool = False

@@ -53,4 +53,5 @@ class IssueCalls(Transport):
             repository_id=repository_id,
             permissions=ISSUES_READ,
             fn=get,
+            exact=True,  # a connector's read: none of the review's permissions
         )

@@ -16,15 +16,17 @@ import requests
 from github import Github, GithubException, GithubIntegration
 
 from repos.github.clients import (
+    REACH_TTL_SECONDS,
     cache_lock,
     installation_client,
     integration_client,
     permissions_cache,
+    reach_cache,
     token_cache,
     token_key,
 )
 from repos.github.config import AppCredentials, RetryPolicy
-from repos.github.errors import GitHubError, classify
+from repos.github.errors import GitHubError, classify, permissions_not_granted
 from repos.github.schemas import (
     InstallationToken,
     parse_time,
@@ -36,6 +38,17 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 PERMISSION_LEVELS = {"read": 1, "write": 2, "admin": 3}
+# What a review's API calls need, at most (each only where the installation was granted
+# it): its pull request and its reviews, threads and comments; its check runs; the
+# conversation's comments; the checks and statuses of a head; the repository's metadata.
+API_PERMISSIONS = {
+    "pull_requests": "write",
+    "checks": "write",
+    "issues": "write",
+    "contents": "read",
+    "metadata": "read",
+    "statuses": "read",
+}
 # How long an installation's permissions are trusted: one an owner accepts later is used
 # within this long (or at once, after `installation_permissions(..., fresh=True)`).
 PERMISSIONS_TTL_SECONDS = 300.0
@@ -51,6 +64,9 @@ class Transport:
     # App whose identity an agent works as (the author's App, reviews/passes/author.py),
     # so that no token outlives the one post it was made for.
     single_use_tokens = False
+    # A repository's API calls share one token with the permissions they all need
+    # (`_api_permissions`); an App whose tokens are single-use asks for just enough.
+    shared_api_tokens = True
 
     def __init__(self, creds: AppCredentials, policy: RetryPolicy) -> None:
         self.creds = creds
@@ -194,6 +210,11 @@ class Transport:
         """The id of the installation through which the App reaches `full_name`, or None
         when the App cannot reach it (uninstalled, or the repository was deselected)."""
         owner, name = full_name.split("/", 1)
+        key = (self.creds.base_url, self.creds.app_id, full_name.lower())
+        with cache_lock:
+            cached = reach_cache.get(key)
+        if cached and time.monotonic() - cached[0] < REACH_TTL_SECONDS:
+            return cached[1]
 
         def get() -> int | None:
             try:
@@ -204,23 +225,84 @@ class Transport:
                     return None
                 raise
 
-        return self._app_call(f"look up the installation of {full_name}", get)
+        found = self._app_call(f"look up the installation of {full_name}", get)
+        if found is not None:
+            with cache_lock:
+                reach_cache[key] = (time.monotonic(), found)
+        return found
+
+    def _api_permissions(
+        self, installation_id: int, repository_id: int | None, asked: dict[str, str]
+    ) -> dict[str, str]:
+        """The permissions of the one token a repository's API calls share: every
+        permission of API_PERMISSIONS the installation was granted. One token serves a
+        review's every call (it never leaves the worker; the checkout's read-only token
+        is another), instead of a token minted per permission set. A call that asks for
+        more than those (Actions, Administration), or for a whole installation, gets a
+        token of exactly what it asks."""
+        if (
+            not self.shared_api_tokens
+            or repository_id is None
+            or any(name not in API_PERMISSIONS for name in asked)
+        ):
+            return asked
+        have = self.installation_permissions(installation_id)
+        wide = {
+            name: level
+            for name, level in API_PERMISSIONS.items()
+            if PERMISSION_LEVELS.get(have.get(name, ""), 0) >= PERMISSION_LEVELS[level]
+        }
+        for name, level in asked.items():
+            if PERMISSION_LEVELS[level] > PERMISSION_LEVELS.get(wide.get(name, ""), 0):
+                wide[name] = level
+        return wide
 
     def _client(
-        self, installation_id: int, repository_id: int | None, permissions: dict[str, str]
+        self,
+        installation_id: int,
+        repository_id: int | None,
+        permissions: dict[str, str],
+        *,
+        exact: bool = False,
     ) -> Github:
-        token = self.installation_token(
-            installation_id,
-            repository_ids=(repository_id,) if repository_id else (),
-            permissions=permissions,
+        scope = (repository_id,) if repository_id else ()
+        wide = (
+            permissions
+            if exact
+            else self._api_permissions(installation_id, repository_id, permissions)
         )
+        try:
+            token = self.installation_token(installation_id, repository_ids=scope, permissions=wide)
+        except GitHubError as error:
+            if wide == permissions or not permissions_not_granted(error):
+                raise
+            # An owner took a permission away since it was read: read them afresh and
+            # ask again (once, and only for less), so the calls that need no such
+            # permission go on.
+            self.installation_permissions(installation_id, fresh=True)
+            narrower = self._api_permissions(installation_id, repository_id, permissions)
+            if narrower == wide:
+                raise
+            token = self.installation_token(
+                installation_id, repository_ids=scope, permissions=narrower
+            )
         return installation_client(self.creds, self.policy, token.token)
 
     def _drop_token(
-        self, installation_id: int, repository_id: int | None, permissions: dict[str, str]
+        self,
+        installation_id: int,
+        repository_id: int | None,
+        permissions: dict[str, str],
+        *,
+        exact: bool = False,
     ) -> None:
         key = token_key(
-            self.creds, installation_id, (repository_id,) if repository_id else (), permissions
+            self.creds,
+            installation_id,
+            (repository_id,) if repository_id else (),
+            permissions
+            if exact
+            else self._api_permissions(installation_id, repository_id, permissions),
         )
         with cache_lock:
             token_cache.pop(key, None)
@@ -252,8 +334,11 @@ class Transport:
         fn: Callable[[Github], T],
         recover: Callable[[Github], T | None] | None = None,
         creates: bool = False,
+        exact: bool = False,
     ) -> T:
-        """Run `fn` with a client holding a token scoped to one repository.
+        """Run `fn` with a client holding a token scoped to one repository (with the
+        permissions a repository's calls share; `exact`: with just `permissions`, for a
+        call made on someone else's behalf, such as a connector's).
 
         A 401 means the cached token was revoked or expired early: it is dropped and the
         call repeated once with a new token.
@@ -273,21 +358,21 @@ class Transport:
         def attempt() -> T:
             if self.guard is not None:
                 self.guard()  # every try: a retry after a 502 is a post like the first
-            client = self._client(installation_id, repository_id, permissions)
+            client = self._client(installation_id, repository_id, permissions, exact=exact)
             try:
                 with usage_counted(self.creds.app_id, installation_id, client.requester):
                     return fn(client)
             except GithubException as exc:
                 if exc.status != 401:
                     raise
-                self._drop_token(installation_id, repository_id, permissions)
-                client = self._client(installation_id, repository_id, permissions)
+                self._drop_token(installation_id, repository_id, permissions, exact=exact)
+                client = self._client(installation_id, repository_id, permissions, exact=exact)
                 with usage_counted(self.creds.app_id, installation_id, client.requester):
                     return fn(client)
 
         def recover_with_client() -> T | None:
             assert recover is not None
-            client = self._client(installation_id, repository_id, permissions)
+            client = self._client(installation_id, repository_id, permissions, exact=exact)
             with usage_counted(self.creds.app_id, installation_id, client.requester):
                 return recover(client)
 

@@ -25,6 +25,7 @@ class AuthorGateway(GitHubGateway):
     right after (an agent works as this App: no token of its may outlive its post)."""
 
     single_use_tokens = True
+    shared_api_tokens = False
 
     def review_create(self, *, event: str, **kwargs):  # type: ignore[override]
         if event != "COMMENT":

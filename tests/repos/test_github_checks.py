@@ -32,6 +32,12 @@ def token_requests(fake_github) -> list[dict]:
     return [c.body.get("permissions") for c in fake_github.requests("POST", "/access_tokens")]
 
 
+# The permissions of the token a repository's API calls share (repos/github/transport.py,
+# API_PERMISSIONS), for an installation granted the fake's defaults.
+SHARED = {"pull_requests": "write", "checks": "write", "issues": "write", "contents": "read",
+          "metadata": "read"}  # fmt: skip
+
+
 # --- required checks ---
 
 
@@ -237,7 +243,7 @@ def test_commit_statuses_are_folded_in_when_the_app_may_read_them(world, fake_gi
     )
     assert jenkins.completed_at is not None
     assert checks[1].completed_at is None
-    assert token_requests(fake_github) == [{"checks": "read", "statuses": "read"}]
+    assert token_requests(fake_github) == [{**SHARED, "statuses": "read"}]
 
 
 def test_without_commit_statuses_only_check_runs_are_listed(world, fake_github):
@@ -247,7 +253,7 @@ def test_without_commit_statuses_only_check_runs_are_listed(world, fake_github):
     checks = github.gateway().commit_check_runs(**WHERE, sha=HEAD)
 
     assert [c.name for c in checks] == ["build"]
-    assert token_requests(fake_github) == [{"checks": "read"}]
+    assert token_requests(fake_github) == [SHARED]  # no statuses: none asked for
     assert fake_github.requests("GET", r"/status$") == []
 
 
@@ -259,10 +265,8 @@ def test_statuses_withdrawn_since_read_fall_back_to_check_runs(world, fake_githu
     grant(fake_github)
 
     assert [c.name for c in gateway.commit_check_runs(**WHERE, sha=HEAD)] == ["build"]
-    assert token_requests(fake_github) == [
-        {"checks": "read", "statuses": "read"},
-        {"checks": "read"},
-    ]
+    # The shared token asked for statuses, was refused, and was asked again without.
+    assert token_requests(fake_github) == [{**SHARED, "statuses": "read"}, SHARED]
 
 
 def test_a_502_while_listing_checks_is_retried(world, fake_github):
