@@ -100,6 +100,15 @@ def doorbell_table() -> tuple[str, str, str, str]:
     )
 
 
+def queue_idle(most: int = 1) -> bool:
+    """Whether at most `most` doorbells wait (the one for the work about to be started
+    here, say): a worker with nothing else to do may start work at once."""
+    try:
+        return _broker().queue_size() <= most
+    except Exception:  # a broker that cannot say: not idle, as far as anyone knows
+        return False
+
+
 def ring(task: str, pk: int, *, name: str) -> None:
     """Ring the doorbell for a row written in the current transaction.
 

@@ -297,6 +297,9 @@ TASUKU_RUN_HEARTBEAT_SECONDS = _positive_int(
 )
 # A run that has not finished this long after it first started is failed.
 TASUKU_RUN_DEADLINE_SECONDS = 45 * 60
+# The worker that admits a pull request event starts its first review at once when
+# nothing else waits in the queue (instead of ringing and polling for it).
+TASUKU_INLINE_FIRST_RUN = env.bool("TASUKU_INLINE_FIRST_RUN", default=True)
 
 # --- Operating ------------------------------------------------------------------------------
 # /metrics answers a staff session, or a scraper that sends `Authorization: Bearer <token>`.

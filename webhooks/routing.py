@@ -27,6 +27,9 @@ class Outcome:
     text: str
     ignored: bool = False
     decision: str = ""
+    # Work the delivery made that its worker may start at once, when it has nothing else
+    # to do: (dotted path of a task, its one argument) — a queued review run, say.
+    then: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def ignore(cls, text: str) -> Outcome:
@@ -119,4 +122,5 @@ def outcome_combined(outcomes: list[Outcome]) -> Outcome:
     if not acting:
         return outcomes[0]
     decision = next((o.decision for o in acting if o.decision), "")
-    return Outcome(text="; ".join(o.text for o in acting), decision=decision)
+    then = tuple(step for o in acting for step in o.then)
+    return Outcome(text="; ".join(o.text for o in acting), decision=decision, then=then)

@@ -238,6 +238,17 @@ def delivery_claim(delivery_pk: int, *, now: datetime | None = None) -> WebhookD
     return WebhookDelivery.objects.get(pk=delivery_pk)
 
 
+# What the last processed delivery made that its worker may start at once (see
+# webhooks/tasks.py); per process, read and emptied by the task that processed it.
+_follow_ups: list[tuple[str, int]] = []
+
+
+def follow_ups_take() -> list[tuple[str, int]]:
+    taken = list(_follow_ups)
+    _follow_ups.clear()
+    return taken
+
+
 def delivery_process(delivery_pk: int | str, delivery_id: str | None = None) -> str:
     """Process one delivery (by its id, or — as the intake rings — by GitHub's hook id and
     delivery id).
@@ -265,6 +276,7 @@ def delivery_process(delivery_pk: int | str, delivery_id: str | None = None) -> 
     except Exception as exc:
         return delivery_attempt_failed(delivery, exc)
     status = DeliveryStatus.IGNORED if outcome.ignored else DeliveryStatus.PROCESSED
+    _follow_ups.extend(outcome.then)
     # Only the holder of this attempt may finish it (the lease may have been taken over).
     DELIVERIES.finish(
         delivery.pk,

@@ -17,7 +17,7 @@ from reviews.checkruns import run_check_ensure
 from reviews.intake.admission import Admission, PullRequestFacts, admission_decide
 from reviews.models import PullRequest, ReviewRun, RunStatus
 from reviews.outcomes import outcomes_harvest
-from reviews.runs import CONCLUDE_TASK, run_cancel_request, run_ring
+from reviews.runs import CONCLUDE_TASK, PROCESS_TASK, run_cancel_request, run_ring
 from tasuku.broker import ring
 from webhooks import payloads
 from webhooks.routing import Decision, Outcome
@@ -384,5 +384,10 @@ def pull_request_event(payload: payloads.PullRequestEvent, *, delivery_id: int) 
                 fresh,
             ) % {"count": fresh, "joined": joined}
         logger.info("admitted %s@%s: %s", label, pull_request.head_sha[:7], said)
-        return Outcome(f"admitted {label}: {said}", decision=Decision.ADMITTED)
+        queued = [run.pk for run, created in runs if created and run.status == RunStatus.QUEUED]
+        return Outcome(
+            f"admitted {label}: {said}",
+            decision=Decision.ADMITTED,
+            then=tuple((PROCESS_TASK, pk) for pk in queued[:1]),
+        )
     return Outcome(f"skipped {label}: {admission.reason}", decision=Decision.SKIPPED)

@@ -52,3 +52,39 @@ def test_a_connection_the_database_dropped_is_replaced_once_and_the_delivery_sto
     answer = post_webhook(client, "ping_like", {"x": 2}, secret=secret, delivery_id="after")
     assert answer.status_code == 202, answer.content
     assert WebhookDelivery.objects.filter(delivery_id="after").exists()
+
+
+def test_an_idle_worker_starts_the_review_a_delivery_queued_at_once(
+    client, secret, fake_github, settings
+):
+    from reviews.models import ReviewRun, RunStatus
+    from tests.gitworld import REPO, world_build
+    from tests.helpers import pull_request_payload
+
+    settings.TASUKU_INLINE_FIRST_RUN = True
+    world = world_build(fake_github)
+    body = pull_request_payload(world.fake, world.repo, world.pull, action="opened")
+    assert post_webhook(client, "pull_request", body, secret=secret).status_code == 202
+    # Only the delivery's own task runs: the review it queued is done within it.
+    drain_queue(only="webhooks.tasks.delivery_process")
+    run = ReviewRun.objects.get()
+    assert run.status == RunStatus.COMPLETED
+    assert len(world.fake.reviews_of(REPO, 7)) == 1
+    # Its doorbell, still rung, finds nothing to do.
+    assert drain_queue(only="reviews.tasks.run_process") == ["not claimed"]
+
+
+def test_a_busy_worker_leaves_the_review_to_the_queue(client, secret, fake_github, settings):
+    from django_q.tasks import async_task
+
+    from reviews.models import ReviewRun, RunStatus
+    from tests.gitworld import world_build
+    from tests.helpers import pull_request_payload
+
+    settings.TASUKU_INLINE_FIRST_RUN = True
+    world = world_build(fake_github)
+    async_task("webhooks.tasks.deliveries_sweep")  # other work waiting
+    body = pull_request_payload(world.fake, world.repo, world.pull, action="opened")
+    post_webhook(client, "pull_request", body, secret=secret)
+    drain_queue(only="webhooks.tasks.delivery_process")
+    assert ReviewRun.objects.get().status == RunStatus.QUEUED
