@@ -66,9 +66,9 @@ def engine_given(monkeypatch) -> list[dict[str, Any]]:
     given: list[dict[str, Any]] = []
     real = local_runner.sandboxed_run
 
-    def watched(command, *, cwd, stdin, limits, env, what):
+    def watched(command, *, cwd, stdin, limits, env, what, **more):
         given.append({"job": stdin.decode(), "env": dict(env)})
-        return real(command, cwd=cwd, stdin=stdin, limits=limits, env=env, what=what)
+        return real(command, cwd=cwd, stdin=stdin, limits=limits, env=env, what=what, **more)
 
     monkeypatch.setattr(local_runner, "sandboxed_run", watched)
     return given
