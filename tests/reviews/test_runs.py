@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from reviews import runs
+from reviews import heartbeat, runs
 from reviews.models import AttemptOutcome, ReviewRun, RunAttempt, RunStatus
 from sandbox.errors import CloneError
 from tests.factories import PullRequestFactory, ReviewerFactory, ReviewRunFactory
@@ -63,7 +63,7 @@ def test_a_heartbeat_renews_the_lease_while_the_run_is_held():
     ReviewRun.objects.filter(pk=run.pk).update(
         lease_expires_at=timezone.now() + timedelta(seconds=1)
     )
-    beat = runs.Heartbeat(held)
+    beat = heartbeat.Heartbeat(held)
     assert beat.beat()
     run.refresh_from_db()
     assert run.lease_expires_at > timezone.now() + timedelta(seconds=30)
@@ -75,7 +75,7 @@ def test_a_worker_whose_run_was_taken_over_learns_it_lost_the_lease():
     held = runs.run_claim(run.pk, worker="a:1")
     later = timezone.now() + runs.lease_length() + timedelta(seconds=1)
     runs.runs_reap(now=later)  # the worker looked dead
-    beat = runs.Heartbeat(held)
+    beat = heartbeat.Heartbeat(held)
     assert not beat.beat()
     with pytest.raises(runs.LeaseLost):
         beat.check()
@@ -140,7 +140,9 @@ class TestReaper:
 
         result = runs.runs_reap(now=later)
 
-        assert result["requeued"] == 1 and result["rung"] == 1
+        assert result["requeued"] == 1
+        assert queued_tasks(runs.PROCESS_TASK) == [(runs.PROCESS_TASK, (run.pk,))]  # rung at once
+        assert runs.runs_reap(now=later)["rung"] == 0  # and not rung twice
         run.refresh_from_db()
         assert run.status == RunStatus.QUEUED
         attempt = run.attempt_rows.get()
