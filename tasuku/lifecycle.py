@@ -209,13 +209,24 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def descendants_of(pid: int) -> list[int]:
+    """Every process below `pid`, children first."""
+    found, queue = [], children_of(pid)
+    while queue:
+        child = queue.pop(0)
+        found.append(child)
+        queue.extend(children_of(child))
+    return found
+
+
 def children_terminate(pid: int | None = None) -> list[int]:
-    """SIGTERM the processes this process started (a git fetch mid-clone): the stop
-    reaches them too when it was sent to the main process alone. Returns their pids."""
-    children = children_of(pid or os.getpid())
-    for child in children:
+    """SIGTERM every process this process started, and theirs (a git fetch mid-clone,
+    and the transport helper that holds its pipes open): the stop reaches them too when
+    it was sent to the main process alone. Returns their pids."""
+    descendants = descendants_of(pid or os.getpid())
+    for process in descendants:
         try:
-            os.kill(child, signal.SIGTERM)
+            os.kill(process, signal.SIGTERM)
         except OSError:
             continue
-    return children
+    return descendants
