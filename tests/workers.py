@@ -21,7 +21,8 @@ class Worker:
     """A `manage.py worker` subprocess (its own process group) on the test database,
     talking to the fake GitHub (and the fake model APIs, when a test's fixture set
     them in the environment). `pid1`: run as PID 1 of a PID namespace of its own, as in a
-    container without an init (needs root and `unshare`)."""
+    container without an init (needs root and `unshare`). `args`: another command
+    (`serve`, which runs gunicorn beside the worker)."""
 
     def __init__(
         self,
@@ -33,6 +34,7 @@ class Worker:
         stop_seconds: int = 10,
         reap_seconds: int = 1,
         pid1: bool = False,
+        args: tuple[str, ...] = ("worker",),
     ) -> None:
         self.log_path = log
         env = {
@@ -52,7 +54,7 @@ class Worker:
             "TASUKU_REAP_SECONDS": str(reap_seconds),
         }
         self.stop_seconds = stop_seconds
-        command = [sys.executable, "manage.py", "worker"]
+        command = [sys.executable, "manage.py", *args]
         if pid1:
             command = ["unshare", "--pid", "--fork", "--mount-proc", *command]
         self._log = open(log, "w")  # noqa: SIM115
