@@ -81,7 +81,7 @@ def _worker(task_queue, result_queue, timer, timeout) -> None:
     lifecycle.die_with_parent(signal.SIGKILL)
 
     def stop(signum: int) -> None:
-        lifecycle.stop_begin(f"{lifecycle.signal_name(signum)} received")
+        lifecycle.stop_begin(f"{lifecycle.signal_name(signum)} received", processes=True)
 
     lifecycle.signals_watch(stop)
     q_worker.worker(_Stopping(task_queue), result_queue, timer, timeout)

@@ -15,10 +15,12 @@ logging lock, the thread-start lock), and django-q2's own handlers hang that way
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +43,7 @@ class _Stop:
         self.lock = threading.Lock()
         self.began: float | None = None
         self.why = ""
+        self.processes = False  # whether the processes this one started may be ended
         self.callbacks: list[Callable[[], None]] = []
 
 
@@ -75,13 +78,14 @@ def wait(seconds: float) -> bool:
     return _stop.event.wait(seconds)
 
 
-def stop_begin(why: str) -> bool:
+def stop_begin(why: str, *, processes: bool = False) -> bool:
     """Mark this process as stopping and call every `on_stop` callback (once; later calls
-    return False)."""
+    return False). `processes`: a worker process, whose children are its runs' own and
+    may be ended (`children_terminate`); never a test's or a web process's."""
     with _stop.lock:
         if _stop.event.is_set():
             return False
-        _stop.began, _stop.why = time.monotonic(), why
+        _stop.began, _stop.why, _stop.processes = time.monotonic(), why, processes
         _stop.event.set()
         callbacks = list(_stop.callbacks)
     logger.info("process %s stopping (%s): %.0f s left", os.getpid(), why, seconds_left())
@@ -176,19 +180,19 @@ def signal_name(signum: int) -> str:
 # --- Processes ------------------------------------------------------------------------
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# Looked up at import, not in a freshly forked child (another thread of the parent may
+# have held the loader's lock when it forked).
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
 
 def die_with_parent(signum: int) -> None:
     """Have the kernel send `signum` to this process when its parent dies (Linux only):
     a cluster killed past its bound, or a main process killed outright, leaves nothing
     running on."""
-    import ctypes
-    import sys
-
-    if not sys.platform.startswith("linux"):
+    if _PRCTL is None:
         return
     parent = os.getppid()
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+    _PRCTL(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
     if os.getppid() != parent:  # the parent died before the signal was asked for
         os.kill(os.getpid(), signum)
 
@@ -222,7 +226,10 @@ def descendants_of(pid: int) -> list[int]:
 def children_terminate(pid: int | None = None) -> list[int]:
     """SIGTERM every process this process started, and theirs (a git fetch mid-clone,
     and the transport helper that holds its pipes open): the stop reaches them too when
-    it was sent to the main process alone. Returns their pids."""
+    it was sent to the main process alone. Returns their pids; none unless the stop said
+    this process's children are its runs' (`stop_begin(processes=True)`)."""
+    if not _stop.processes:
+        return []
     descendants = descendants_of(pid or os.getpid())
     for process in descendants:
         try:
