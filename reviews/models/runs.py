@@ -274,7 +274,7 @@ class BudgetAlert(models.Model):
 
 
 class WorkerHeartbeat(models.Model):
-    """A worker process's sign of life: a thread in each `qcluster` worker process writes
+    """A worker process's sign of life: a thread in each worker process writes
     it every TASUKU_RUN_HEARTBEAT_SECONDS, busy or idle (reviews/workers.py)."""
 
     name = models.CharField(max_length=200, unique=True, help_text="host:pid, as on attempts.")
