@@ -16,6 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
+from django_q.models import OrmQ
+from django_q.signing import SignedPackage
 
 from repos.models import Reviewer
 from reviews.models import ReviewRun, RunStatus, WorkerHeartbeat
@@ -229,3 +232,34 @@ def test_as_pid_1_of_a_container_it_stops_on_sigterm_and_hands_the_run_back(
     finally:
         worker.stop()
     _completed_here_once(world)
+
+
+def test_a_publication_that_cannot_finish_in_time_is_killed_at_the_bound_and_handed_on(
+    tmp_path, fake_github, test_app, client
+):
+    world = world_build(fake_github)
+    # The review POST hangs past the bound (and never takes effect).
+    fake_github.inject(1, status=None, delay=40, disconnect=True, method="POST",
+                       path=r"/pulls/7/reviews$")  # fmt: skip
+    worker = _start(tmp_path)
+    try:
+        _open_pull_request(world, client, test_app)
+        wait_for(lambda: ReviewRun.objects.filter(stage="publication").exists(), timeout=60,
+                 what="the publication", worker=worker)  # fmt: skip
+        time.sleep(0.5)  # in the POST
+        worker.signal("group")
+        took = worker.exited_within(BOUND + 1)
+        assert BOUND - 4 < took < BOUND, worker.log()[-3000:]  # killed 3 s before the bound
+        run = ReviewRun.objects.get()
+        # Its cluster handed it on as it killed its worker, not when the lease (120 s) ends.
+        assert run.status == RunStatus.QUEUED, (run.status, run.reason)
+        assert run.attempt_rows.get().outcome == "lost"
+        # Rung afresh (beside the killed worker's own doorbell, never acknowledged, which
+        # the broker hands out again only after Q_RETRY: harmless, the row decides).
+        due = OrmQ.objects.filter(lock__lte=timezone.now())
+        assert [SignedPackage.loads(r.payload)["args"] for r in due] == [(run.pk,)]
+    finally:
+        worker.stop()
+    drain_queue()
+    run = ReviewRun.objects.get()
+    assert run.status == RunStatus.COMPLETED and len(world.fake.reviews_of(REPO, 7)) == 1
