@@ -1,5 +1,5 @@
 # Tasuku's image: the web process by default; the worker is the same image with
-# `python manage.py qcluster` (compose.yaml runs both, and the migration once).
+# `python manage.py worker` (compose.yaml runs both, and the migration once).
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -7,7 +7,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# git fetches the pull requests; tini reaps the engines' child processes.
+# git fetches the pull requests; tini, PID 1, reaps the engines' child processes and
+# passes the stop signal on to the process group (-g): every process of the web server or
+# the worker stops gracefully at once (docs/operations.md, *Stopping*).
 RUN apt-get update \
     && apt-get install --yes --no-install-recommends git tini \
     && rm -rf /var/lib/apt/lists/* \
@@ -43,5 +45,5 @@ EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4).status == 200 else 1)"]
 
-ENTRYPOINT ["/usr/bin/tini", "--"]
-CMD ["python", "-m", "gunicorn", "tasuku.wsgi", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "4", "--graceful-timeout", "10", "--access-logfile", "-"]
+ENTRYPOINT ["/usr/bin/tini", "-g", "--"]
+CMD ["python", "-m", "gunicorn", "tasuku.wsgi", "--config", "python:tasuku.gunicorn_config", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "4", "--graceful-timeout", "10", "--access-logfile", "-"]

@@ -1,5 +1,5 @@
 """System checks for the GitHub App settings: a bad value is reported by variable name
-at start-up (`manage.py check`, `runserver`, `migrate`, `qcluster`)."""
+at start-up (`manage.py check`, `runserver`, `migrate`, `worker`)."""
 
 from __future__ import annotations
 

@@ -9,8 +9,9 @@ class ReviewsConfig(AppConfig):
         from django.db.models.signals import post_migrate
         from django_q.signals import post_execute_in_worker, post_spawn, pre_execute
 
-        from reviews import workers
+        from reviews import reaper, workers
         from reviews.schedules import schedules_after_migrate
+        from tasuku.lifecycle import worker_lost
 
         # The periodic work is registered by every migrate (reviews/schedules.py).
         post_migrate.connect(schedules_after_migrate, sender=self, dispatch_uid="reviews.schedules")
@@ -19,3 +20,7 @@ class ReviewsConfig(AppConfig):
         post_spawn.connect(workers.heartbeat_start, dispatch_uid="reviews.heartbeat")
         pre_execute.connect(workers.task_started, dispatch_uid="reviews.heartbeat")
         post_execute_in_worker.connect(workers.task_finished, dispatch_uid="reviews.heartbeat")
+        # Every worker process takes its turn at reaping (reviews/reaper.py), and a worker
+        # process its cluster saw die has its runs handed on at once.
+        post_spawn.connect(reaper.reaper_start, dispatch_uid="reviews.reaper")
+        worker_lost.connect(reaper.worker_lost_release, dispatch_uid="reviews.reaper")

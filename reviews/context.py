@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from repos.github import GitHubGateway
 from repos.policy import EffectiveConfig
+from reviews.heartbeat import Heartbeat
 from reviews.models import ReviewRun
 from reviews.modes import REVIEW, RunMode
-from reviews.runs import Heartbeat, Held, run_stage
+from reviews.runs import Held, run_stage
 
 if TYPE_CHECKING:
     from reviews.models import Finding, Review
@@ -116,3 +117,4 @@ class Context:
         self.beat.check()
         run_stage(self.held, stage)
         self.run.stage = stage
+        self.beat.at(stage)

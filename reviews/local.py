@@ -20,10 +20,11 @@ from repos.selectors import effective_config, reviewer_config
 from repos.services import policy_create_default
 from reviews import stages, threads
 from reviews.context import Context
+from reviews.heartbeat import Heartbeat
 from reviews.models import Dismissal, Finding, PullRequest, Review, ReviewRun, RunStatus, Stage
 from reviews.pipeline import pipeline
 from reviews.reconcile import CURRENT, Decision
-from reviews.runs import Heartbeat, run_attempt_failed, run_claim
+from reviews.runs import run_attempt_failed, run_claim
 from reviews.validation import Validated
 from sandbox.contract import ReviewResult
 from sandbox.workspace import Checkout, Workspace

@@ -27,6 +27,7 @@ from reviews.context import Context
 from reviews.diff import diff_parse
 from reviews.forges import GITHUB
 from reviews.gate import check_in_progress, gate_complete, run_check_conclude
+from reviews.heartbeat import Heartbeat, WorkerStopping
 from reviews.memory import memory_fold_later
 from reviews.models import (
     Finding,
@@ -40,12 +41,12 @@ from reviews.modes import REVIEW, RunMode
 from reviews.publication import persist
 from reviews.reconcile import CURRENT, Decision
 from reviews.runs import (
-    Heartbeat,
     LeaseLost,
     RunCancelled,
     run_attempt_failed,
     run_claim,
     run_finish,
+    run_release,
 )
 from reviews.triage import Verdict
 from reviews.validation import INVALID, OPEN, History
@@ -89,6 +90,10 @@ def run_execute(run_pk: int, mode_for: Callable[[ReviewRun], RunMode | None] | N
                 # Stopped on request (its engine killed, a GitHub call refused): not a
                 # failure of the run, and nothing of it is retried.
                 outcome = run_cancelled(held, beat.cancelled or str(exc))
+            elif beat.stopping or isinstance(exc, WorkerStopping):
+                # The worker is stopping: whatever this is (its engine or git killed, a
+                # GitHub call refused) came of the stop. Another worker takes it over.
+                outcome = run_release(held, stage=run.stage or Stage.ADMISSION)
             else:
                 stage = getattr(exc, "stage", "") or run.stage or Stage.ADMISSION
                 outcome = run_attempt_failed(held, exc, stage=stage)

@@ -9,16 +9,12 @@ never overwrite.
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import threading
-import time
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Exists, F, Max, OuterRef
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -30,7 +26,7 @@ from reviews.models import (
     RunAttempt,
     RunStatus,
 )
-from tasuku import durable
+from tasuku import durable, lifecycle
 from tasuku.broker import ring
 from tasuku.errors import code_of
 
@@ -66,8 +62,8 @@ RUNS = durable.Queue(
 )
 
 
-def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+def worker_name(pid: int | None = None) -> str:
+    return lifecycle.worker_name(pid)
 
 
 class LeaseLost(Exception):
@@ -147,105 +143,6 @@ def run_stage(held: Held, stage: str) -> None:
     """Record the stage a held run is in (a failure or a lost worker is blamed on it)."""
     if not _held(held).update(stage=stage):
         raise LeaseLost(f"run {held.run_pk} is no longer held by {held.worker}")
-
-
-class Heartbeat:
-    """Renew the lease every TASUKU_RUN_HEARTBEAT_SECONDS while the run executes, and
-    watch for a request to cancel it (every CANCEL_POLL_SECONDS).
-
-    `with Heartbeat(held) as beat: ... beat.check()`: when a renewal finds the run no
-    longer held, `check()` raises LeaseLost so the pipeline stops at its next step; when
-    someone asked the run to stop, it raises RunCancelled, and whatever was registered
-    with `stopper` (the engine's runner) is told to stop at once. `guard()` asks the
-    database afresh: the gateway calls it before each GitHub call of the run.
-    """
-
-    def __init__(self, held: Held) -> None:
-        self.held = held
-        self.lost = False
-        self.cancelled = ""  # the reason, once someone asked the run to stop
-        self._stoppers: list = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._loop, name=f"heartbeat-run-{held.run_pk}", daemon=True
-        )
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def beat(self) -> bool:
-        held = self.held
-        renewed = RUNS.renew(held.run_pk, held.attempt, where={"worker": held.worker})
-        if not renewed:
-            self.lost = True
-        return bool(renewed)
-
-    def _loop(self) -> None:
-        interval = settings.TASUKU_RUN_HEARTBEAT_SECONDS
-        poll = min(interval, CANCEL_POLL_SECONDS)
-        beat_due = time.monotonic() + interval
-        try:
-            while not self._stop.wait(poll):
-                try:
-                    if not self.cancelled and (reason := run_cancel_pending(self.held.run_pk)):
-                        self._cancel(reason)
-                    if time.monotonic() >= beat_due:
-                        beat_due = time.monotonic() + interval
-                        if not self.beat():
-                            return
-                except Exception:
-                    logger.exception("heartbeat of run %s failed; retrying", self.held.run_pk)
-        finally:
-            connection.close()  # this thread's own database connection
-
-    def stopper(self, stop) -> None:
-        """`stop()` is called when the run is cancelled (an engine's runner stopping it)."""
-        self._stoppers.append(stop)
-        if self.cancelled:
-            self._stop_all()
-
-    def _cancel(self, reason: str) -> None:
-        self.cancelled = reason
-        logger.info("run %s: cancel requested (%s); stopping it", self.held.run_pk, reason)
-        self._stop_all()
-
-    def _stop_all(self) -> None:
-        for stop in self._stoppers:
-            try:
-                stop()
-            except Exception:
-                logger.exception("run %s: could not stop its engine", self.held.run_pk)
-
-    def check(self) -> None:
-        if self.lost:
-            raise LeaseLost(f"run {self.held.run_pk}: lease lost")
-        if self.cancelled:
-            raise RunCancelled(self.cancelled)
-
-    def guard(self) -> None:
-        """`check()` with the database asked afresh: right before a GitHub call, a cancel
-        requested a moment ago still stops it."""
-        if not self.cancelled and (reason := run_cancel_pending(self.held.run_pk)):
-            self._cancel(reason)
-        self.check()
-
-
-CANCEL_POLL_SECONDS = 2
-
-
-def run_cancel_pending(run_pk: int) -> str:
-    """Why someone asked the run to stop ("" when nobody did)."""
-    row = (
-        ReviewRun.objects.filter(pk=run_pk, cancel_requested_at__isnull=False)
-        .values_list("cancel_reason", flat=True)
-        .first()
-    )
-    return (row or "cancelled") if row is not None else ""
 
 
 def run_cancel_request(run_pk: int, reason: str, *, superseded_by: str = "") -> str:
@@ -374,6 +271,36 @@ def run_attempt_failed(held: Held, exc: BaseException, *, stage: str, final: boo
     return RunStatus.FAILED if verdict.kind == durable.FAILED else RunStatus.QUEUED
 
 
+def run_release(held: Held, *, stage: str) -> str:
+    """Hand a held run back because this worker is stopping: queued again and due at
+    once, its attempt given back (not counted against the run's attempts) and recorded
+    as interrupted, and rung for another worker. "lost" when it was no longer ours."""
+    now = timezone.now()
+    why = f"the worker {held.worker} was stopped at {stage or 'its start'}"
+    with transaction.atomic():
+        # Keyed on the attempt and the worker: a run the reaper already handed on (its
+        # lease ran out during the stop) is another worker's now, and stays so.
+        released = RUNS.release(
+            held.run_pk,
+            held.attempt,
+            where={"worker": held.worker},
+            worker="",
+            reason=f"interrupted: {why}; another worker takes it over"[:2000],
+        )
+        if released:
+            _attempt_end(
+                held.run_pk,
+                outcome=AttemptOutcome.INTERRUPTED,
+                now=now,
+                stage=stage,
+                error=f"Interrupted: {why}.",
+                error_code="worker-stopped",
+            )
+            RUNS.ring(held.run_pk, now=now)
+    logger.info("run %s: %s; handed back", held.run_pk, why)
+    return RunStatus.QUEUED if released else "lost"
+
+
 def _attempt_end(
     run_pk: int,
     *,
@@ -420,8 +347,68 @@ def run_retry(run: ReviewRun) -> bool:
     return bool(updated)
 
 
+def _hand_on(run: ReviewRun, *, now: datetime, still: dict, error: str) -> str:
+    """A run whose worker is gone: queued again at once and rung, or failed after its last
+    try; the attempt recorded as lost. `still` keys the conditional update on why it was
+    judged gone. Returns the run's new status, or "" when that no longer held."""
+    final = run.attempts >= MAX_ATTEMPTS
+    where = run.stage or "its start"
+    updates = dict(lease_expires_at=None, worker="", error_code="worker-lost")
+    if final:
+        updates.update(
+            status=RunStatus.FAILED,
+            finished_at=now,
+            reason=f"the worker stopped while the run was at {where} (last attempt)",
+        )
+    else:
+        updates.update(
+            status=RunStatus.QUEUED,
+            next_attempt_at=now,
+            reason=f"retrying: the worker stopped while the run was at {where}",
+        )
+    with transaction.atomic():
+        if not ReviewRun.objects.filter(
+            pk=run.pk, status=RunStatus.RUNNING, attempts=run.attempts, **still
+        ).update(**updates):
+            return ""
+        _attempt_end(
+            run.pk,
+            outcome=AttemptOutcome.LOST,
+            now=now,
+            stage=run.stage,
+            error=error,
+            error_code="worker-lost",
+        )
+        if final:
+            ring(CONCLUDE_TASK, run.pk, name=f"conclude-{run.pk}")
+        else:
+            RUNS.ring(run.pk, now=now)
+    return updates["status"]
+
+
+def runs_release_worker(name: str) -> int:
+    """Hand on at once the runs of a worker process its cluster saw die (killed, out of
+    memory, killed at the stop's bound), as the reaper would once their leases ran out.
+    How many."""
+    now = timezone.now()
+    handed = 0
+    for run in ReviewRun.objects.filter(status=RunStatus.RUNNING, worker=name):
+        # Keyed on the worker too: the run may have been handed on and claimed meanwhile.
+        handed += bool(
+            _hand_on(
+                run,
+                now=now,
+                still={"worker": name},
+                error=f"The worker process {name} died while it held the run.",
+            )
+        )
+    if handed:
+        logger.warning("worker %s died holding %d run(s): handed on", name, handed)
+    return handed
+
+
 def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
-    """The periodic safety net for runs (scheduled; see `setup_schedules`).
+    """The periodic safety net for runs (reviews/reaper.py runs it in the workers).
 
     1. A run whose lease expired (its worker was killed or stopped heartbeating) records
        the attempt as lost and is queued again at once, or failed after its last try.
@@ -432,39 +419,16 @@ def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
     lost = requeued = failed_lost = 0
     for run in ReviewRun.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now):
-        with transaction.atomic():
-            final = run.attempts >= MAX_ATTEMPTS
-            updates = dict(lease_expires_at=None, worker="", error_code="worker-lost")
-            if final:
-                updates.update(
-                    status=RunStatus.FAILED,
-                    finished_at=now,
-                    reason=f"the worker stopped while the run was at {run.stage or 'its start'} (last attempt)",
-                )
-            else:
-                updates.update(
-                    status=RunStatus.QUEUED,
-                    next_attempt_at=now,
-                    reason=f"retrying: the worker stopped while the run was at {run.stage or 'its start'}",
-                )
-            if not ReviewRun.objects.filter(
-                pk=run.pk, status=RunStatus.RUNNING, attempts=run.attempts, lease_expires_at__lt=now
-            ).update(**updates):
-                continue  # it heartbeated or finished meanwhile
-            _attempt_end(
-                run.pk,
-                outcome=AttemptOutcome.LOST,
-                now=now,
-                stage=run.stage,
-                error=f"No heartbeat from {run.worker} since its lease expired.",
-                error_code="worker-lost",
-            )
-            lost += 1
-            if final:
-                failed_lost += 1
-                ring(CONCLUDE_TASK, run.pk, name=f"conclude-{run.pk}")
-            else:
-                requeued += 1
+        # Unless it heartbeated or finished meanwhile.
+        ended = _hand_on(
+            run,
+            now=now,
+            still={"lease_expires_at__lt": now},
+            error=f"No heartbeat from {run.worker} since its lease expired.",
+        )
+        lost += bool(ended)
+        failed_lost += ended == RunStatus.FAILED
+        requeued += ended == RunStatus.QUEUED
 
     # A run on GitHub Actions has its own clock from the dispatch to the result (the
     # reaper in reviews/tasks.py sweeps those), then this one from the result on.

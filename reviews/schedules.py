@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 # name -> (function, minutes between runs, seconds after the minute to start at)
-# The run reaper is registered twice, half a minute apart: django-q2 schedules by the
-# minute, and a run held by a killed worker should be taken over within about a minute.
+# The run reaper is not among them: django-q2 schedules by the minute, and a run held by a
+# killed worker is to be taken over within seconds, so every worker process runs it on a
+# thread (reviews/reaper.py). Its two former schedules ("tasuku: reap review runs" and
+# "... (half past)") are removed from django-q2's rows by the next migrate, below.
 SCHEDULES: dict[str, tuple[str, int, int]] = {
     "tasuku: sweep webhook deliveries": ("webhooks.tasks.deliveries_sweep", 1, 0),
-    "tasuku: reap review runs": ("reviews.tasks.runs_reap", 1, 0),
-    "tasuku: reap review runs (half past)": ("reviews.tasks.runs_reap", 1, 30),
     "tasuku: sweep review-pass tasks": ("reviews.tasks.tasks_sweep", 1, 15),
     # GitHub never redelivers by itself: ask for what it could not deliver.
     "tasuku: recover missed webhook deliveries": ("repos.tasks.deliveries_recover", 10, 45),
@@ -57,7 +57,7 @@ def schedules_ensure(using: str = "default") -> list[Ensured]:
 
 def schedules_missing(using: str = "default") -> list[str]:
     """The schedules Tasuku needs that are not registered (a deployment without them
-    has no reaper: a killed worker's run is never taken over)."""
+    sweeps no lost delivery and prunes nothing)."""
     from django_q.models import Schedule
 
     present = set(

@@ -17,7 +17,7 @@ from sandbox.workspace import mirrors_prune, workspaces_prune
 
 
 def run_process(run_pk: int) -> str:
-    # The reaper runs on one host; every worker clears its own host's leftovers.
+    # The reaper's turn falls to one host; every worker clears its own host's leftovers.
     host_tidy()
     return pipeline.run_execute(run_pk, mode_for)
 
@@ -54,7 +54,9 @@ def run_conclude(run_pk: int) -> None:
 
 
 def runs_reap() -> dict[str, int]:
-    """Every sweep of the durable queues, every 30 s (reviews/schedules.py)."""
+    """Every sweep of the durable queues: the reaper's turn (reviews/reaper.py, every
+    TASUKU_REAP_SECONDS in the workers). Kept at this path: django-q2 rows of the schedules
+    it had before may name it until the next migrate removes them."""
     result = runs.runs_reap()
     # Runs dispatched to GitHub Actions that never reported back.
     result["failed"] += actions.dispatched_sweep()

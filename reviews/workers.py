@@ -1,4 +1,4 @@
-"""Worker heartbeats: every `qcluster` worker process says it is alive, busy or idle.
+"""Worker heartbeats: every worker process (`manage.py worker`) says it is alive, busy or idle.
 
 django-q2 keeps its own cluster statistics in a cache, which with the ORM broker is
 per process and invisible to the web process; so each worker process starts a thread

@@ -2,7 +2,8 @@
 
 The sandbox's wall-clock limit < the worker's task timeout (Q_CLUSTER["timeout"], after
 which django-q2 kills the worker) < the broker's redelivery time (Q_CLUSTER["retry"],
-after which an unacknowledged task is handed out again).
+after which an unacknowledged task is handed out again); and a run's heartbeat comes
+sooner than its lease ends.
 """
 
 from __future__ import annotations
@@ -49,6 +50,17 @@ def time_limits_check(app_configs: object = None, **kwargs: object) -> list:
                     "timeout past the retry time makes the broker hand the task out twice."
                 ),
                 id="tasuku.E011",
+            )
+        )
+    lease, beat = settings.TASUKU_RUN_LEASE_SECONDS, settings.TASUKU_RUN_HEARTBEAT_SECONDS
+    if not beat < lease:
+        errors.append(
+            Error(
+                f"Run leases out of order: need TASUKU_RUN_HEARTBEAT_SECONDS ({beat}) "
+                f"< TASUKU_RUN_LEASE_SECONDS ({lease}).",
+                hint="A lease that ends before its renewal hands a healthy worker's run to "
+                "another: the run executes twice. Twice the heartbeat or more is safe.",
+                id="tasuku.E012",
             )
         )
     return errors

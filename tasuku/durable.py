@@ -11,7 +11,8 @@ a final state. A task carries only the row's id: its doorbell. What happens to a
   due, waiting row below its attempt bound becomes working, its attempt counted and its
   lease set; the row count says who won. The attempt number keys every later update, so a
   worker whose lease was taken over cannot finish the row.
-- `verdict` and `settle`: what an attempt that failed means, applied.
+- `verdict` and `settle`: what an attempt that failed means, applied. `release`: an
+  attempt whose worker is stopping gives the row back, not counted, due at once.
   - A transient failure is tried again after an exponential backoff with jitter, until
     the attempt bound; a permanent one, or the last attempt, fails the row.
   - A failure GitHub answered with a rate limit (`Retry-After`, or a spent quota with its
@@ -27,7 +28,7 @@ a final state. A task carries only the row's id: its doorbell. What happens to a
 - Rate limits hold for the whole installation: the wait is recorded on it
   (`installation_quiet`), and `claim` puts every queue's next work for that installation
   off until then, rather than hammer the limit the last job met.
-- `sweep` (from the reaper, every minute): a working row whose lease ran out (its worker
+- `sweep` (from the reaper): a working row whose lease ran out (its worker
   died) is waiting again, due now — or failed, when that was its last attempt — and every
   due row not rung recently is rung again (a lost doorbell, a retry that came due).
 """
@@ -307,6 +308,19 @@ class Queue:
             fields[self.attempts] = F(self.attempts) - 1
             if self.deferrals:
                 fields[self.deferrals] = F(self.deferrals) + 1
+        return bool(self.held(pk, attempt, where).update(**fields, **also))
+
+    def release(self, pk: int, attempt: int, *, where: dict | None = None, **also: Any) -> bool:
+        """Give back the row this attempt holds, its attempt not counted: waiting and due
+        at once (its worker is stopping; nothing failed). False when it no longer holds it."""
+        from django.db.models import F
+
+        fields = {
+            self.status: self.waiting[-1],
+            self.lease: None,
+            self.not_before: None,
+            self.attempts: F(self.attempts) - 1,
+        }
         return bool(self.held(pk, attempt, where).update(**fields, **also))
 
     def finish(

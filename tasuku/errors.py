@@ -43,6 +43,11 @@ CODES: dict[str, Cause] = dict((
     _cause("worker-lost", "",
            "The worker stopped while it held the run (killed, restarted, or out of memory).",
            "Check the worker host's logs around the attempt's time; then retry."),
+    _cause("worker-stopped", "",
+           "The worker was stopped (SIGTERM or SIGINT: a deploy, a restart) and handed the "
+           "run back; another worker took it over. Not a failure: the attempt is not counted.",
+           "Nothing: the run goes on elsewhere. Stop workers with `manage.py worker` so "
+           "this is how a stop ends."),
     _cause("run-deadline", "",
            "The run did not finish within its 45-minute deadline.",
            "Look at the attempts for the stage it was stuck in; then retry."),

@@ -288,13 +288,21 @@ if TASUKU_REDIS_URL:
     Q_CLUSTER["redis"] = TASUKU_REDIS_URL
 
 # --- Review runs ------------------------------------------------------------------------
-# A worker holds a run under a lease it renews every 20 s; a run whose lease has expired
-# is handed to another worker by the reaper (every 30 s), so a killed worker's run is
-# taken over within about a minute.
-TASUKU_RUN_LEASE_SECONDS = _positive_int(env.str("TASUKU_RUN_LEASE_SECONDS", default="45"), 45)
+# A worker holds a run under a lease it renews every 10 s; the reaper, a thread in every
+# worker process (one of them wins each turn: reviews/reaper.py), looks every 10 s and at
+# the moment the next lease runs out, so a killed worker's run is taken over within about
+# 25 s (a worker process that dies is noticed by its own cluster at once).
+TASUKU_RUN_LEASE_SECONDS = _positive_int(env.str("TASUKU_RUN_LEASE_SECONDS", default="25"), 25)
 TASUKU_RUN_HEARTBEAT_SECONDS = _positive_int(
-    env.str("TASUKU_RUN_HEARTBEAT_SECONDS", default="20"), 20
+    env.str("TASUKU_RUN_HEARTBEAT_SECONDS", default="10"), 10
 )
+TASUKU_REAP_SECONDS = _positive_int(env.str("TASUKU_REAP_SECONDS", default="10"), 10)
+# `manage.py worker` exits within this many seconds of SIGTERM or SIGINT (to its main
+# process or to all of its processes): a run in publication may finish meanwhile, any
+# other is handed back to another worker (docs/operations.md, *Stopping*). Keep it below
+# the process manager's stop timeout (systemd's TimeoutStopSec, compose's
+# stop_grace_period, Kubernetes' terminationGracePeriodSeconds).
+TASUKU_STOP_SECONDS = _positive_int(env.str("TASUKU_STOP_SECONDS", default="25"), 25)
 # A run that has not finished this long after it first started is failed.
 TASUKU_RUN_DEADLINE_SECONDS = 45 * 60
 # The worker that admits a pull request event starts its first review at once when

@@ -43,7 +43,7 @@ def test_compose_runs_the_database_the_migration_web_worker_and_the_proxy():
         assert service["environment"]["DATABASE_URL"].startswith("postgres://tasuku:")
         assert "tasuku-work:/var/lib/tasuku" in service["volumes"]
     assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
-    assert services["worker"]["command"] == ["python", "manage.py", "qcluster"]
+    assert services["worker"]["command"] == ["python", "manage.py", "worker"]
     assert services["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert services["proxy"]["network_mode"] == "service:web"
     for volume in services["proxy"]["volumes"]:
@@ -75,8 +75,35 @@ def test_the_image_runs_as_a_user_with_a_health_check_and_collected_static_files
 
 def test_the_systemd_units_run_web_and_worker_from_the_checkout():
     web, worker = UNITS["tasuku-web.service"], UNITS["tasuku-worker.service"]
-    assert "gunicorn tasuku.wsgi --bind 127.0.0.1:8000" in web  # behind nginx only
-    assert "manage.py migrate" in web and "manage.py qcluster" in worker
+    assert (
+        "gunicorn tasuku.wsgi --config python:tasuku.gunicorn_config --bind 127.0.0.1:8000" in web
+    )
+    assert "manage.py migrate" in web and "manage.py worker" in worker
+
+
+def _seconds(value: str) -> int:
+    return int(value.rstrip("s"))
+
+
+def test_every_process_manager_waits_longer_than_tasuku_takes_to_stop(settings):
+    """The stop bounds (docs/operations.md, *Stopping*) under each manager's timeout: the
+    worker's TASUKU_STOP_SECONDS, the web's --graceful-timeout."""
+    web, worker = UNITS["tasuku-web.service"], UNITS["tasuku-worker.service"]
+    stop, graceful = settings.TASUKU_STOP_SECONDS, 10
+    assert "--graceful-timeout 10" in web
+    for unit, bound in ((worker, stop), (web, graceful)):
+        # Every process is signalled: each stops by itself, none is killed unasked.
+        assert re.search(r"^KillMode=(control-group|mixed)$", unit, re.M)
+        timeout = int(re.search(r"^TimeoutStopSec=(\d+)$", unit, re.M).group(1))
+        assert timeout >= bound + 5
+    services = COMPOSE["services"]
+    assert _seconds(services["worker"]["stop_grace_period"]) >= stop + 5
+    assert _seconds(services["web"]["stop_grace_period"]) >= graceful + 5
+    # PID 1 of the image reaps orphans and passes the stop to the whole group.
+    assert 'ENTRYPOINT ["/usr/bin/tini", "-g", "--"]' in DOCKERFILE
+    assert '"--config", "python:tasuku.gunicorn_config"' in DOCKERFILE
+    # Kubernetes' default grace (30 s) is above the worker's bound, with room.
+    assert stop + 5 <= 30
 
 
 @pytest.mark.skipif(not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(),

@@ -40,7 +40,8 @@ def test_migrate_collectstatic_and_serve_with_debug_off_give_a_ready_node(tmp_pa
                               text=True, timeout=300)  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
     web = subprocess.Popen(  # noqa: S603
-        [sys.executable, "-m", "gunicorn", "tasuku.wsgi", "--bind", f"127.0.0.1:{port}",
+        [sys.executable, "-m", "gunicorn", "tasuku.wsgi",
+         "--config", "python:tasuku.gunicorn_config", "--bind", f"127.0.0.1:{port}",
          "--workers", "1", "--threads", "2", "--log-level", "warning"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

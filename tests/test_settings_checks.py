@@ -136,3 +136,9 @@ def test_a_web_provider_that_cannot_serve_is_named(settings, path, problem):
     settings.TASUKU_WEB_PROVIDER = path
     [error] = web_provider_check()
     assert error.id == "tasuku.E021" and problem in error.msg
+
+
+def test_a_heartbeat_not_under_the_lease_is_an_error(settings):
+    assert settings.TASUKU_RUN_HEARTBEAT_SECONDS < settings.TASUKU_RUN_LEASE_SECONDS
+    settings.TASUKU_RUN_HEARTBEAT_SECONDS = settings.TASUKU_RUN_LEASE_SECONDS
+    assert ids(time_limits_check()) == ["tasuku.E012"]

@@ -1,4 +1,4 @@
-"""Settings of a real `manage.py qcluster` worker that a test starts beside itself: the
+"""Settings of a real `manage.py worker` that a test starts beside itself: the
 test settings, pointed at the test's database and the test's fake GitHub."""
 
 import os

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.core.paginator import Paginator
@@ -29,6 +30,7 @@ from repos.github import missing_settings, webhook_secret
 from repos.models import Installation
 from repos.refs import ref_parse
 from reviews.dashboard.views import may_act
+from reviews.reaper import reaper_last
 from reviews.schedules import schedule_late, schedules_missing
 from webhooks.health import broker_health, database_health, static_health
 from webhooks.models import DeliveryStatus, Redelivery, WebhookDelivery
@@ -71,6 +73,7 @@ def status(request: HttpRequest) -> HttpResponse:
             "database": database_health(),
             "broker": broker_health(),
             "schedules": _schedules(),
+            **_reaper(),
             "redeliveries": Redelivery.objects.all()[:20],
             "rate_limited": _rate_limited(),
             "now": timezone.now(),
@@ -99,6 +102,14 @@ def _schedules() -> list[dict]:
         }
         for s in schedules
     ]
+
+
+def _reaper() -> dict:
+    """The reaper's last turn (reviews/reaper.py), and whether its next one is overdue."""
+    row = reaper_last()
+    period = settings.TASUKU_REAP_SECONDS
+    late = row is not None and timezone.now() - row.due_at > timedelta(seconds=3 * period)
+    return {"reaper": row, "reaper_late": late, "reap_seconds": period}
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

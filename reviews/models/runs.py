@@ -223,6 +223,8 @@ class AttemptOutcome(models.TextChoices):
     SKIPPED = "skipped", "skipped"
     # GitHub rate-limited it: put off until the limit lifts, not counted as a try.
     DEFERRED = "deferred", "deferred"
+    # Its worker was told to stop (SIGTERM, SIGINT) and handed the run back: not a try.
+    INTERRUPTED = "interrupted", "interrupted"
 
 
 class RunAttempt(models.Model):
@@ -272,7 +274,7 @@ class BudgetAlert(models.Model):
 
 
 class WorkerHeartbeat(models.Model):
-    """A worker process's sign of life: a thread in each `qcluster` worker process writes
+    """A worker process's sign of life: a thread in each worker process writes
     it every TASUKU_RUN_HEARTBEAT_SECONDS, busy or idle (reviews/workers.py)."""
 
     name = models.CharField(max_length=200, unique=True, help_text="host:pid, as on attempts.")
@@ -291,3 +293,21 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"worker {self.name}"
+
+
+class ReaperTurn(models.Model):
+    """Whose turn it is to reap. Every worker process runs a reaper thread
+    (reviews/reaper.py); the one whose conditional update moves `due_at` on sweeps, the
+    others wait until it is due again."""
+
+    name = models.CharField(max_length=100, unique=True)
+    due_at = models.DateTimeField(help_text="When the next sweep is due.")
+    holder = models.CharField(
+        max_length=200, blank=True, help_text="The worker (host:pid) that last took the turn."
+    )
+    ran_at = models.DateTimeField(null=True, blank=True)
+    took_ms = models.PositiveIntegerField(default=0)
+    result = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name}: due {self.due_at:%H:%M:%S}"

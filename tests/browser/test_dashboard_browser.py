@@ -1,5 +1,5 @@
 """The dashboard in a real browser, against a live server, a real worker process
-(`manage.py qcluster`) and the fake GitHub: what an operator does when a developer asks
+(`manage.py worker`) and the fake GitHub: what an operator does when a developer asks
 "why didn't Tasuku review my PR?" or "why did it say that?"."""
 
 from __future__ import annotations

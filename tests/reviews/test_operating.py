@@ -183,7 +183,7 @@ class TestHealth:
 
         response = client.get("/healthz")  # a deployment that registered no schedules
         assert response.status_code == 503
-        assert "tasuku: reap review runs" in response.json()["schedules"]
+        assert "tasuku: sweep webhook deliveries" in response.json()["schedules"]
         assert client.get("/livez").status_code == 200  # alive, not ready
         from django.core.management import call_command
 
@@ -228,7 +228,7 @@ class TestHealth:
 
         content = page.content.decode()
         assert page.context["database"].ok
-        assert "tasuku: reap review runs" in content
+        assert "tasuku: sweep webhook deliveries" in content
         assert "overdue: is a worker running?" in content
         assert "tasks waiting" in content
 
@@ -239,7 +239,7 @@ class TestHealth:
         # django-q2's scheduler looks about every 30 s: every schedule just came due.
         Schedule.objects.update(next_run=timezone.now() - timedelta(seconds=40))
         assert "overdue" not in staff_client.get("/status/").content.decode()
-        Schedule.objects.filter(name="tasuku: reap review runs").update(
+        Schedule.objects.filter(name="tasuku: sweep review-pass tasks").update(
             next_run=timezone.now() - timedelta(minutes=3)
         )
         assert staff_client.get("/status/").content.decode().count("overdue:") == 1

@@ -8,9 +8,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from reviews import runs
+from reviews import heartbeat, runs
 from reviews.models import AttemptOutcome, ReviewRun, RunAttempt, RunStatus
 from sandbox.errors import CloneError
+from tasuku import lifecycle
 from tests.factories import PullRequestFactory, ReviewerFactory, ReviewRunFactory
 from tests.helpers import queued_tasks
 
@@ -63,7 +64,7 @@ def test_a_heartbeat_renews_the_lease_while_the_run_is_held():
     ReviewRun.objects.filter(pk=run.pk).update(
         lease_expires_at=timezone.now() + timedelta(seconds=1)
     )
-    beat = runs.Heartbeat(held)
+    beat = heartbeat.Heartbeat(held)
     assert beat.beat()
     run.refresh_from_db()
     assert run.lease_expires_at > timezone.now() + timedelta(seconds=30)
@@ -75,7 +76,7 @@ def test_a_worker_whose_run_was_taken_over_learns_it_lost_the_lease():
     held = runs.run_claim(run.pk, worker="a:1")
     later = timezone.now() + runs.lease_length() + timedelta(seconds=1)
     runs.runs_reap(now=later)  # the worker looked dead
-    beat = runs.Heartbeat(held)
+    beat = heartbeat.Heartbeat(held)
     assert not beat.beat()
     with pytest.raises(runs.LeaseLost):
         beat.check()
@@ -140,7 +141,9 @@ class TestReaper:
 
         result = runs.runs_reap(now=later)
 
-        assert result["requeued"] == 1 and result["rung"] == 1
+        assert result["requeued"] == 1
+        assert queued_tasks(runs.PROCESS_TASK) == [(runs.PROCESS_TASK, (run.pk,))]  # rung at once
+        assert runs.runs_reap(now=later)["rung"] == 0  # and not rung twice
         run.refresh_from_db()
         assert run.status == RunStatus.QUEUED
         attempt = run.attempt_rows.get()
@@ -208,3 +211,57 @@ def test_an_operator_retry_gives_a_failed_run_three_fresh_attempts_and_keeps_the
         (1, "failed"),
         (2, "running"),
     ]
+
+
+class TestStopping:
+    """A worker told to stop (tasuku/lifecycle.py) hands its run back."""
+
+    @pytest.fixture(autouse=True)
+    def fresh_stop(self):
+        lifecycle._reset()
+        yield
+        lifecycle._reset()
+
+    def test_a_released_run_waits_due_at_once_its_attempt_given_back_and_rung(self):
+        run = ReviewRunFactory()
+        held = runs.run_claim(run.pk, worker="a:1")
+        assert runs.run_release(held, stage="sandbox") == RunStatus.QUEUED
+        run.refresh_from_db()
+        assert (run.status, run.attempts, run.worker, run.lease_expires_at) == (
+            RunStatus.QUEUED, 0, "", None)  # fmt: skip
+        assert run.next_attempt_at is None and run.reason.startswith("interrupted: ")
+        attempt = run.attempt_rows.get()
+        assert (attempt.outcome, attempt.stage, attempt.error_code) == (
+            AttemptOutcome.INTERRUPTED, "sandbox", "worker-stopped")  # fmt: skip
+        assert queued_tasks(runs.PROCESS_TASK) == [(runs.PROCESS_TASK, (run.pk,))]
+        again = runs.run_claim(run.pk, worker="b:2")
+        assert again.attempt == 1  # the interrupted try did not count
+        assert runs.run_release(held, stage="sandbox") == "lost"  # no longer a:1's
+
+    def test_the_heartbeat_stops_the_engine_and_hands_back_but_lets_publication_finish(self):
+        run = ReviewRunFactory()
+        held = runs.run_claim(run.pk, worker="a:1")
+        stopped = []
+        with heartbeat.Heartbeat(held) as beat:
+            beat.at("publication")
+            beat.stopper(lambda: stopped.append("engine"))
+            lifecycle.stop_begin("a test")
+            assert beat.stopping and stopped == []
+            beat.check()  # publication goes on while the bound allows
+            beat.at("validation")
+            with pytest.raises(heartbeat.WorkerStopping):
+                beat.check()
+            assert stopped == ["engine"]
+            with pytest.raises(heartbeat.WorkerStopping):  # no engine starts now
+                beat.stopper(lambda: stopped.append("another"))
+
+    def test_a_dead_worker_processs_runs_are_handed_on_at_once_and_no_other(self):
+        mine, theirs = ReviewRunFactory(), ReviewRunFactory()
+        runs.run_claim(mine.pk, worker="host:41")
+        runs.run_claim(theirs.pk, worker="host:42")
+        assert runs.runs_release_worker("host:41") == 1
+        mine.refresh_from_db()
+        theirs.refresh_from_db()
+        assert (mine.status, theirs.status) == (RunStatus.QUEUED, RunStatus.RUNNING)
+        assert mine.attempt_rows.get().outcome == AttemptOutcome.LOST
+        assert runs.runs_release_worker("host:41") == 0

@@ -1,5 +1,8 @@
-"""Run the web server (gunicorn) and the worker (django-q2's qcluster) together in the
-foreground. Ctrl-C stops both; if either dies, the other is stopped too."""
+"""Run the web server (gunicorn) and the worker (`manage.py worker`) together in the
+foreground. Ctrl-C or SIGTERM stops both gracefully — gunicorn finishes the requests in
+flight (within its graceful timeout), the worker hands back or finishes its runs (within
+TASUKU_STOP_SECONDS) — whether the signal reaches this process alone or the whole group;
+if either dies, the other is stopped too."""
 
 from __future__ import annotations
 
@@ -9,7 +12,10 @@ import subprocess
 import sys
 import time
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
+
+WEB_STOP_SECONDS = 10  # gunicorn's --graceful-timeout
 
 
 class Command(BaseCommand):
@@ -23,13 +29,14 @@ class Command(BaseCommand):
         python = sys.executable
         web = [
             python, "-m", "gunicorn", "tasuku.wsgi",
+            "--config", "python:tasuku.gunicorn_config",
             "--bind", bind,
             "--workers", str(web_workers),
             "--threads", "4",
             "--access-logfile", "-",
-            "--graceful-timeout", "10",
+            "--graceful-timeout", str(WEB_STOP_SECONDS),
         ]  # fmt: skip
-        worker = [python, "manage.py", "qcluster"]
+        worker = [python, "manage.py", "worker"]
         env = dict(os.environ)
         children = {
             "web": subprocess.Popen(web, env=env),  # noqa: S603
@@ -57,10 +64,13 @@ class Command(BaseCommand):
                         break
                 time.sleep(0.5)
         finally:
+            # (Sent to the group, the signal reached them already: a second SIGTERM changes
+            # nothing.) Each bounds its own stop; past both, with some slack, they are killed.
             for child in children.values():
                 if child.poll() is None:
                     child.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + 15
+            bound = max(WEB_STOP_SECONDS, settings.TASUKU_STOP_SECONDS)
+            deadline = time.monotonic() + bound + 2
             for child in children.values():
                 try:
                     child.wait(timeout=max(0.1, deadline - time.monotonic()))
