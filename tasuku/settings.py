@@ -288,13 +288,15 @@ if TASUKU_REDIS_URL:
     Q_CLUSTER["redis"] = TASUKU_REDIS_URL
 
 # --- Review runs ------------------------------------------------------------------------
-# A worker holds a run under a lease it renews every 10 s; the reaper, a thread in every
-# worker process (one of them wins each turn: reviews/reaper.py), looks every 10 s and at
-# the moment the next lease runs out, so a killed worker's run is taken over within about
-# 25 s (a worker process that dies is noticed by its own cluster at once).
-TASUKU_RUN_LEASE_SECONDS = _positive_int(env.str("TASUKU_RUN_LEASE_SECONDS", default="25"), 25)
+# A worker holds a run under a 20 s lease it renews every 8 s (two renewals may be lost
+# before it runs out); the reaper, a thread in every worker process (one of them wins each
+# turn: reviews/reaper.py), looks every 10 s and at the moment the next lease runs out, so
+# a lost host's run is taken over 12 to 20 s after the host died (benchmarks/reclaim.py:
+# median 17.3 s, worst 20.9 s over 20 kills); a worker process that dies is noticed by its
+# own cluster at once.
+TASUKU_RUN_LEASE_SECONDS = _positive_int(env.str("TASUKU_RUN_LEASE_SECONDS", default="20"), 20)
 TASUKU_RUN_HEARTBEAT_SECONDS = _positive_int(
-    env.str("TASUKU_RUN_HEARTBEAT_SECONDS", default="10"), 10
+    env.str("TASUKU_RUN_HEARTBEAT_SECONDS", default="8"), 8
 )
 TASUKU_REAP_SECONDS = _positive_int(env.str("TASUKU_REAP_SECONDS", default="10"), 10)
 # `manage.py worker` exits within this many seconds of SIGTERM or SIGINT (to its main
