@@ -247,7 +247,8 @@ def test_metrics_has_a_stage_histogram_of_the_attempts_that_ended_in_its_window(
     assert bucket("admission", "0.1") == 1 and bucket("admission", "0.25") == 2
     assert bucket("admission", "+Inf") == 2
     assert bucket("clone", "2.5") == 0 and bucket("clone", "5.0") == 1
-    assert bucket("clone", "60.0") == 2 and bucket("clone", "+Inf") == 2  # not the lost, nor the old
+    # Neither the lost worker's clone nor the one that ended before the window.
+    assert bucket("clone", "60.0") == 2 and bucket("clone", "+Inf") == 2
     assert bucket("sandbox", "60.0") == 0 and bucket("sandbox", "120.0") == 1
     assert bucket("publication", "+Inf") == 0
     assert len([k for k in got if k[0] == "tasuku_stage_duration_seconds_bucket"]) == 5 * (
