@@ -38,14 +38,15 @@ TRANSLATION_SUFFIXES = (".po", ".pot", ".mo", ".xliff", ".xlf", ".arb", ".string
 # In a locale folder, a file that is not code is a catalog (`locale/fr/messages.json`,
 # `i18n/de.yml`); code there is code (`conf/locale/fr/formats.py`).
 LOCALE_DIRS = frozenset({"locale", "locales", "i18n", "l10n", "translations", "lang", "langs"})
-CATALOG_SUFFIXES = (".json", ".yml", ".yaml", ".properties", ".xml", ".ini", ".toml", ".txt",
-                    ".resx", ".resw", ".ftl", ".csv")  # fmt: skip
+CATALOG_SUFFIXES = (".json", ".yml", ".yaml", ".properties", ".xml", ".ini", ".toml", ".resx",
+                    ".resw", ".ftl", ".csv")  # fmt: skip
 
 DOC_SUFFIXES = (".md", ".markdown", ".rst", ".txt", ".adoc", ".asciidoc", ".rdoc", ".textile",
                 ".org", ".pod", ".mdx")  # fmt: skip
 # Files without a doc suffix that are read, not run.
 DOC_NAMES = frozenset({"readme", "license", "licence", "copying", "authors", "contributors",
-                       "notice", "code_of_conduct", "contributing", "security", "maintainers"})  # fmt: skip
+                       "notice", "code_of_conduct", "contributing", "security", "maintainers",
+                       "install"})  # fmt: skip
 # Text files that configure a build or an install: a change there is reviewed as code.
 CONFIG_TEXT = ("requirements*.txt", "constraints*.txt", "cmakelists.txt", "robots.txt",
                "requirements/*.txt", "*.in.txt")  # fmt: skip
@@ -112,8 +113,11 @@ def classify(path: str) -> FileClass:
         or (folder_set & DATA_DIRS and name.endswith(STRUCTURED_SUFFIXES))
     ):
         return DATA
-    if TEST_NAME.search(pure.name) or folder_set & TEST_DIRS:
+    if TEST_NAME.search(pure.name):
         return TEST
+    # A document in a test folder is read, not run; one about testing is documentation.
     if is_doc:
         return DOCS
+    if folder_set & TEST_DIRS:
+        return TEST
     return SOURCE

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
     ("script", "args", "expect"),
     [
         ("pipeline.py", ["--files", "60", "--engine"], "static engine on"),
-        ("large_pr.py", ["--files", "60", "--runs", "1"], "peak memory"),
+        ("large_pr.py", ["--files", "60", "--runs", "1", "--release"], "by reviewability (now)"),
         ("agent_tools.py", ["--files", "60"], "search_code rare pattern"),
         ("static_quality.py", ["--cases", "2"], "recall against the bare tools"),
         ("slow_clients.py", ["--duration", "1", "--slow", "1"], "1 slow clients:"),
@@ -71,3 +71,27 @@ def test_the_rereview_benchmark_runs_on_a_database_of_its_own(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "same head asked again (engine result reused)" in done.stdout
+
+
+def test_the_large_pr_benchmark_reads_a_real_pull_request_from_a_repository(tmp_path):
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "app.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "base")
+    (tmp_path / "app.py").write_text("x = 1\n" + "y = 2\n" * 50)
+    (tmp_path / "locale" / "fr").mkdir(parents=True)
+    (tmp_path / "locale" / "fr" / "django.po").write_text('msgstr "x"\n' * 400)
+    (tmp_path / "CHANGELOG.md").write_text("* a change\n" * 300)
+    git("add", "-A")
+    git("-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "head")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "large_pr.py"), "--repo", str(tmp_path),
+         "--base", "HEAD~1", "--head", "HEAD", "--budget", "1000"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "(ranked low as a translation)" in done.stdout
+    assert "(ranked low as release notes)" in done.stdout

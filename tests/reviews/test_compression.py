@@ -118,6 +118,10 @@ CLASSES = [
     ("pkg/server/handler_test.go", "test"),
     ("src/test/java/FooTest.java", "test"),
     ("docs/ref/models/querysets.txt", "documentation"),
+    ("docs/topics/i18n/translation.txt", "documentation"),  # about translations
+    ("docs/topics/testing/tools.txt", "documentation"),  # about tests
+    ("tests/requirements/py3.txt", "test"),
+    ("js_tests/admin/core.test.js", "test"),
     ("README.md", "documentation"),
     ("LICENSE", "documentation"),
     ("django/conf/locale/fr/LC_MESSAGES/django.po", "translation"),
