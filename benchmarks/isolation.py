@@ -20,6 +20,7 @@ one started (its token, its process), nothing is measured.
 from __future__ import annotations
 
 import argparse
+import atexit
 import http.client
 import json
 import os
@@ -32,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -42,12 +43,16 @@ IDENTITY_PATH = "/__benchmark__/identity"
 POSTGRES_SERVER = "postgres://postgres@127.0.0.1:5432"
 
 
-def arguments(parser: argparse.ArgumentParser, *, database: str | None = "postgres") -> None:
-    """--port, and (unless `database` is None) --database with that default and
-    --keep-database."""
-    parser.add_argument(
-        "--port", type=int, default=0, help="where to serve (default 0: a free port)"
-    )
+def arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    database: str | None = "postgres",
+    port: str | None = "where to serve",
+) -> None:
+    """--port (unless `port` is None: the script serves nothing), and (unless `database`
+    is None) --database with that default and --keep-database."""
+    if port is not None:
+        parser.add_argument("--port", type=int, default=0, help=f"{port} (default 0: a free port)")
     if database is not None:
         parser.add_argument(
             "--database", default=database,
@@ -245,3 +250,18 @@ class Served:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+
+
+def database_for_django(script: str, *, default: str = "postgres") -> Database:
+    """For a script that sets Django up as it starts: its --database (and
+    --keep-database) read from the command line now, DATABASE_URL pointed at it for this
+    process and those it starts, and what the run created dropped when it exits. The
+    script's own parser declares them too (`arguments`), for --help."""
+    early = argparse.ArgumentParser(add_help=False)
+    arguments(early, database=default, port=None)
+    known, _ = early.parse_known_args()
+    stack = ExitStack()
+    db = stack.enter_context(own_database(known.database, script=script, keep=known.keep_database))
+    atexit.register(stack.close)
+    os.environ["DATABASE_URL"] = db.url
+    return db
