@@ -20,6 +20,24 @@ ROOT = Path(__file__).resolve().parents[1]
         ("agent_tools.py", ["--files", "60"], "search_code rare pattern"),
         ("static_quality.py", ["--cases", "2"], "recall against the bare tools"),
         ("slow_clients.py", ["--duration", "1", "--slow", "1"], "1 slow clients:"),
+        # The floor and Tasuku side by side, one pair: the floor's INSERT still matches
+        # the table (it failed unnoticed for a while when the table grew).
+        (
+            "webhook_intake.py",
+            [
+                "--databases",
+                "sqlite",
+                "--duration",
+                "0.5",
+                "--pairs",
+                "1",
+                "--concurrency",
+                "1",
+                "--gunicorn-workers",
+                "1",
+            ],
+            "deliveries lost (202 answered but not stored): 0",
+        ),
     ],
 )
 def test_a_benchmark_script_runs(script, args, expect):
@@ -133,3 +151,23 @@ def test_the_large_pr_benchmark_reads_a_real_pull_request_from_a_repository(tmp_
     assert done.returncode == 0, done.stderr[-2000:]
     assert "(ranked low as a translation)" in done.stdout
     assert "(ranked low as release notes)" in done.stdout
+
+
+def test_the_latency_benchmark_times_a_review_from_its_webhook_to_github(tmp_path):
+    import os
+
+    url = os.environ.get("DATABASE_URL", "")
+    env = dict(os.environ)
+    if url.startswith("postgres"):  # a database of its own on the suite's server
+        database = "postgres"
+        env["BENCH_POSTGRES_URL"] = url.rsplit("/", 1)[0]
+    else:
+        database = f"sqlite:///{tmp_path / 'bench.sqlite3'}"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "latency.py"), "--warm", "1",
+         "--no-throttle", "--database", database],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    for line in ("webhook -> review on GitHub", "stage: sandbox", "GitHub API requests"):
+        assert line in done.stdout, line
