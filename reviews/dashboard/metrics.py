@@ -41,15 +41,18 @@ from webhooks.models import DeliveryStatus, WebhookDelivery
 # Upper bounds (seconds) of the run duration histogram's buckets: a static review takes
 # seconds, a model review minutes; the run deadline is 45 minutes.
 DURATION_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1200, 2700)
-# The stage histogram counts the stages of attempts that ended in the last hour: a
-# gauge histogram (what the stages took lately), not a counter since the beginning,
-# because a counter would have to read every attempt ever kept (a million at a large
-# installation) at each scrape, and one hour is as many rows as an hour's reviews, read
-# through the `metrics_stage_times` index. Take quantiles of its buckets as they are,
-# not of their rate(). Its buckets span a fast admission (a GitHub read or two, tenths
-# of a second) to the sandbox's 30-minute deadline, a step of 2-2.5x apart: a quantile
-# is read within a bucket's width, and 15 buckets x 5 stages stay few series.
+# The stage histogram counts the stages of attempts that ended in the last hour, the
+# latest STAGE_ATTEMPTS of them at most: a gauge histogram (what the stages took lately),
+# not a counter since the beginning, because a counter would have to read every attempt
+# ever kept (a million at a large installation) at each scrape. An hour is a few hundred
+# attempts at a million runs a quarter, read through the `metrics_stage_times` index; the
+# cap bounds a scrape in a burst (decoding 10,000 attempts' stage times takes ~0.15 s
+# here), where the latest 2,000 still describe the hour. Take quantiles of its buckets
+# as they are, not of their rate(). Its buckets span a fast admission (a GitHub read or
+# two, tenths of a second) to the sandbox's 30-minute deadline, a step of 2-2.5x apart: a
+# quantile is read within a bucket's width, and 15 buckets x 5 stages stay few series.
 STAGE_WINDOW = timedelta(hours=1)
+STAGE_ATTEMPTS = 2000
 STAGE_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800)
 
 
@@ -162,14 +165,17 @@ class TasukuCollector:
 
     def _stages(self, now) -> Iterator[Metric]:
         """Each stage's duration, over the attempts that ended within STAGE_WINDOW."""
-        recent = RunAttempt.objects.filter(finished_at__gte=now - STAGE_WINDOW).values_list(
-            "stage_times", flat=True
+        recent = (
+            RunAttempt.objects.filter(finished_at__gte=now - STAGE_WINDOW)
+            .order_by("-finished_at")
+            .values_list("stage_times", flat=True)[:STAGE_ATTEMPTS]
         )
         histogram = GaugeHistogramMetricFamily(
             "tasuku_stage_duration_seconds",
             f"How long each stage of a run took, over the attempts that ended in the last "
-            f"{STAGE_WINDOW.total_seconds() / 3600:g} hour(s) (a stage a lost worker was in "
-            "is not counted): quantiles of the buckets as they are, not of their rate.",
+            f"{STAGE_WINDOW.total_seconds() / 3600:g} hour(s), the latest {STAGE_ATTEMPTS} at "
+            "most (a stage a lost worker was in is not counted): quantiles of the buckets as "
+            "they are, not of their rate.",
             labels=["stage"],
         )
         for stage, figures in timeline.histogram(recent, STAGE_BUCKETS).items():

@@ -256,3 +256,21 @@ def test_metrics_has_a_stage_histogram_of_the_attempts_that_ended_in_its_window(
     )
     assert got[("tasuku_stage_duration_seconds_gcount", (("stage", "clone"),))] == 2
     assert got[("tasuku_stage_duration_seconds_gsum", (("stage", "clone"),))] == pytest.approx(44)
+
+
+@pytest.mark.django_db
+def test_in_a_burst_metrics_reads_the_latest_attempts_only(staff_client, monkeypatch):
+    from reviews.dashboard import metrics
+
+    monkeypatch.setattr(metrics, "STAGE_ATTEMPTS", 2)
+    now = timezone.now()
+    for minutes, seconds in ((1, 1.0), (2, 2.0), (3, 60.0)):  # the oldest took a minute
+        RunAttempt.objects.create(
+            run=ReviewRunFactory(status=RunStatus.COMPLETED), number=1, worker="w:1",
+            started_at=now - timedelta(minutes=10), finished_at=now - timedelta(minutes=minutes),
+            outcome=AttemptOutcome.SUCCEEDED,
+            stage_times=[{"stage": "clone", "start": 0, "seconds": seconds}],
+        )  # fmt: skip
+    got = _samples(staff_client.get("/metrics").content.decode())
+    assert got[("tasuku_stage_duration_seconds_gcount", (("stage", "clone"),))] == 2
+    assert got[("tasuku_stage_duration_seconds_gsum", (("stage", "clone"),))] == pytest.approx(3)
