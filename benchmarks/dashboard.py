@@ -1,13 +1,13 @@
 """The dashboard's pages at volume: server time per page with 100,000 runs and
 1,000,000 findings.
 
-    createdb -h 127.0.0.1 -U postgres tasuku_dashboard_bench     # once
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/tasuku_dashboard_bench \\
-        .venv/bin/python benchmarks/dashboard.py [--runs 100000] [--findings 1000000]
-                                                 [--requests 15] [--reseed]
+    .venv/bin/python benchmarks/dashboard.py [--runs 100000] [--findings 1000000]
+        [--requests 15] [--reseed] [--database tasuku_dashboard_bench --keep-database]
 
-DATABASE_URL must name a database of its own (PostgreSQL for the real figures; a SQLite
-URL works for a quick try): the script migrates it and, when it holds no runs, seeds it
+--database names a database of its own (benchmarks/isolation.py; PostgreSQL for the real
+figures, `sqlite` for a quick try). By default it is a new one, dropped at the end; name
+one and keep it (`--database tasuku_dashboard_bench --keep-database`) to seed once and
+time again later. The script migrates it and, when it holds no runs, seeds it
 with bulk_create — 10 installations, 200 repositories, 20,000 pull requests, the runs
 (five pushes per pull request over 90 days: mostly completed, some failed at each
 stage, skipped, cancelled, a few queued and running), an attempt per run, a review per
@@ -37,8 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tasuku.settings")
-if not os.environ.get("DATABASE_URL"):
-    sys.exit("Set DATABASE_URL to a database of its own (see the docstring): it is seeded.")
+from benchmarks.isolation import arguments, database_for_django  # noqa: E402
+
+database_for_django("dashboard")  # before Django reads DATABASE_URL
 
 import django  # noqa: E402
 
@@ -200,6 +201,7 @@ def _seed_pull_requests(numbers, repositories, reviewers, per_review, *, now, rn
                      "cancelled": "cancelled"}.get(run.status, "running"),
             error=run.reason if run.status == "failed" else "",
             error_code=run.error_code if run.status == "failed" else "",
+            stage_times=stage_times(run, rng),
         ))  # fmt: skip
         delivery_rows.append(WebhookDelivery(
             hook_id="1", delivery_id=f"bench-{run.pk}", event="pull_request",
@@ -272,6 +274,54 @@ def _seed_pull_requests(numbers, repositories, reviewers, per_review, *, now, rn
     Finding.objects.bulk_create(finding_rows, batch_size=5000)
     FindingOutcome.objects.bulk_create(outcome_rows, batch_size=5000)
     made["findings"] += len(finding_rows)
+
+
+# Each stage's usual share of a run (a review's time is mostly the engine's).
+STAGE_SHARES = (("admission", 0.02), ("clone", 0.15), ("sandbox", 0.7), ("validation", 0.03),
+                ("publication", 0.1))  # fmt: skip
+
+
+def stage_times(run, rng: random.Random, *, now=None) -> list[dict]:
+    """The stage times of a seeded run's attempt: the stages it went through, sharing its
+    length (the last one still under way while it runs)."""
+    names = [name for name, _ in STAGE_SHARES]
+    if run.status == "queued":
+        return []
+    if run.status == "completed":
+        walked = names
+    elif run.status in ("failed", "running"):
+        at = {"provider": "sandbox"}.get(run.stage, run.stage)
+        walked = names[: names.index(at) + 1] if at in names else names[:1]
+    else:  # skipped or cancelled before the work
+        walked = names[:1]
+    end = run.finished_at or now or timezone.now()
+    length = max((end - run.created_at).total_seconds(), 0.1)
+    weights = [dict(STAGE_SHARES)[n] * rng.uniform(0.5, 1.5) for n in walked]
+    out, start = [], 0.0
+    for name, weight in zip(walked, weights, strict=True):
+        seconds = round(length * weight / sum(weights), 3)
+        out.append({"stage": name, "start": round(start, 3), "seconds": seconds})
+        start += seconds
+    if run.status == "running":
+        out[-1]["seconds"] = None
+    return out
+
+
+def busy_hour(count: int, rng: random.Random) -> None:
+    """`count` more attempts that ended within the last hour (on seeded runs, as their
+    next try): what /metrics' stage histogram reads at a busy installation."""
+    now = timezone.now()
+    runs = list(ReviewRun.objects.filter(status="completed").order_by("-pk")[:count])
+    rows = []
+    for run in runs:
+        run.finished_at = now - timedelta(seconds=rng.uniform(1, 3500))
+        run.created_at = run.finished_at - timedelta(seconds=rng.uniform(5, 400))
+        rows.append(RunAttempt(
+            run=run, number=2, worker="bench:2", started_at=run.created_at,
+            finished_at=run.finished_at, outcome="succeeded", stage_times=stage_times(run, rng),
+        ))  # fmt: skip
+    RunAttempt.objects.bulk_create(rows, batch_size=5000, ignore_conflicts=True)
+    print(f"added {len(rows):,} attempts that ended within the last hour")
 
 
 def empty() -> None:
@@ -349,6 +399,11 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=15)
     parser.add_argument("--reseed", action="store_true")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--busy-hour", type=int, default=0, metavar="N",
+        help="add N attempts that ended within the last hour (the stage histogram's window)",
+    )  # fmt: skip
+    arguments(parser, port=None)
     args = parser.parse_args()
 
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
@@ -357,6 +412,8 @@ def main() -> None:
         empty()
     if not ReviewRun.objects.exists():
         seed(args.runs, args.findings, rng=random.Random(args.seed))
+    if args.busy_hour:
+        busy_hour(args.busy_hour, random.Random(args.seed))
     if connection.vendor == "postgresql":
         # As autovacuum leaves a table in steady state: statistics and a visibility map
         # (index-only scans rely on it).

@@ -1,7 +1,7 @@
 """Queued reviews dispatched to GitHub Actions by several worker processes.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/tasuku_bench_dispatch \\
-        .venv/bin/python benchmarks/dispatch.py [--runs 1000] [--workers 2]
+    .venv/bin/python benchmarks/dispatch.py [--runs 1000] [--workers 2] [--no-throttle]
+                                            [--port 0] [--database postgres]
 
 Starts the fake GitHub (tests/fakes) with one repository that has Tasuku's workflow
 (docs/actions/tasuku.yml) on its default branch and `--runs` open pull requests, queues
@@ -11,8 +11,10 @@ workflow dispatch) as django-q2's workers would, each walking the whole queue in
 order so that they compete for every run. Prints runs per second, GitHub API calls per
 run (by endpoint), and how many runs were dispatched more than once (must be 0).
 
-The database named by DATABASE_URL is emptied first: give it one of its own. SQLite
-works too (`DATABASE_URL=sqlite:////tmp/dispatch.sqlite3`), with its single writer.
+--database (benchmarks/isolation.py): by default a new PostgreSQL database of a unique
+name, dropped at the end; one named that was there is emptied first and never dropped.
+SQLite works too (`--database sqlite`), with its single writer. The fake GitHub listens
+on --port (default: a free port).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.isolation import arguments, own_database  # noqa: E402
 
 APP_ID = 4242
 INSTALLATION = 77
@@ -70,14 +74,18 @@ def main() -> int:
         help="drop the pauses Tasuku keeps between GitHub requests of one installation "
         "(0.25 s, and 1 s between writes, as GitHub asks): Tasuku's own cost, not GitHub's pace",
     )  # fmt: skip
+    arguments(parser, port="the fake GitHub's port")
     args = parser.parse_args()
-    if not os.environ.get("DATABASE_URL"):
-        print("Set DATABASE_URL to a database of the benchmark's own (it is emptied).")
-        return 2
+    with own_database(args.database, script="dispatch", keep=args.keep_database) as db:
+        os.environ["DATABASE_URL"] = db.url  # before Django reads it
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
 
     from tests.fakes.github import FakeGitHub, Pull, rsa_keypair
 
-    fake = FakeGitHub().start()
+    fake = FakeGitHub(port=args.port).start()
     private, public = rsa_keypair()
     fake.add_app(APP_ID, public, "tasuku-bench")
     fake.add_installation(INSTALLATION, "bench")

@@ -1,8 +1,8 @@
 """GitHub's bad days, measured: requests per review, requests sent into a rate limit,
 and the time from a limit's end (or an outage's) to the review being done.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/tasuku_bench_weather \\
-        .venv/bin/python benchmarks/github_weather.py [--limit-seconds 20]
+    .venv/bin/python benchmarks/github_weather.py [--limit-seconds 20]
+                                                  [--port 0] [--database postgres]
 
 Starts the fake GitHub (tests/fakes) with one pull request and reviews it with the
 `static` reviewer through the whole pipeline (`run_execute`), three times:
@@ -19,7 +19,9 @@ Between tries the script does what the reaper does every 30 seconds in productio
 rings what is due — once a second, so the recovery times here are Tasuku's own; add up
 to 30 s for the reaper's period. GitHub's pacing between requests is off.
 
-The database named by DATABASE_URL is emptied first: give it one of its own.
+--database (benchmarks/isolation.py): by default a new PostgreSQL database of a unique
+name, dropped at the end; one named that was there is emptied first and never dropped.
+The fake GitHub listens on --port (default: a free port).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.isolation import arguments, own_database  # noqa: E402
 
 APP_ID = 4242
 INSTALLATION = 77
@@ -53,14 +57,18 @@ def endpoint_of(method: str, path: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--limit-seconds", type=float, default=20.0)
+    arguments(parser, port="the fake GitHub's port")
     args = parser.parse_args()
-    if not os.environ.get("DATABASE_URL"):
-        print("Set DATABASE_URL to a database of the benchmark's own (it is emptied).")
-        return 2
+    with own_database(args.database, script="github_weather", keep=args.keep_database) as db:
+        os.environ["DATABASE_URL"] = db.url  # before Django reads it
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
 
     from tests.fakes.github import FakeGitHub, Pull, rsa_keypair
 
-    fake = FakeGitHub().start()
+    fake = FakeGitHub(port=args.port).start()
     private, public = rsa_keypair()
     fake.add_app(APP_ID, public, "tasuku-bench")
     fake.add_installation(INSTALLATION, "bench")

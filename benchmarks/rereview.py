@@ -1,7 +1,7 @@
 """Re-reviews: what a push of three files and the same head asked again cost.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/tasuku_bench_rereview \\
-        .venv/bin/python benchmarks/rereview.py [--files 400] [--history 40]
+    .venv/bin/python benchmarks/rereview.py [--files 400] [--history 40]
+                                            [--port 0] [--database postgres]
 
 Starts the fake GitHub (tests/fakes) with one repository of `--files` Python files and
 shell scripts and `--history` commits, opens a pull request that changes ten files, and
@@ -18,7 +18,9 @@ Beside them: the bare tools (ruff and shellcheck) on the three changed files alo
 floor; and a checkout of the pushed head from the warm mirror against a fresh clone.
 GitHub's pacing between requests is off (Tasuku's own cost, not GitHub's pace).
 
-The database named by DATABASE_URL is emptied first: give it one of its own.
+--database (benchmarks/isolation.py): by default a new PostgreSQL database of a unique
+name, dropped at the end; one named that was there is emptied first and never dropped.
+The fake GitHub listens on --port (default: a free port).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.isolation import arguments, own_database  # noqa: E402
 
 APP_ID = 4242
 INSTALLATION = 77
@@ -73,14 +77,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--files", type=int, default=400)
     parser.add_argument("--history", type=int, default=40)
+    arguments(parser, port="the fake GitHub's port")
     args = parser.parse_args()
-    if not os.environ.get("DATABASE_URL"):
-        print("Set DATABASE_URL to a database of the benchmark's own (it is emptied).")
-        return 2
+    with own_database(args.database, script="rereview", keep=args.keep_database) as db:
+        os.environ["DATABASE_URL"] = db.url  # before Django reads it
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
 
     from tests.fakes.github import FakeGitHub, Pull, rsa_keypair
 
-    fake = FakeGitHub().start()
+    fake = FakeGitHub(port=args.port).start()
     private, public = rsa_keypair()
     fake.add_app(APP_ID, public, "tasuku-bench")
     fake.add_installation(INSTALLATION, "bench")

@@ -2,9 +2,12 @@
 without the shipped nginx front (deploy/nginx/tasuku.conf).
 
     .venv/bin/python benchmarks/slow_clients.py [--duration 20] [--slow 0 8 16 32]
+                                                [--port 0] [--database sqlite]
 
 Tasuku's web process is started as `manage.py serve` starts it (gunicorn, 2 workers ×
-4 threads) on an SQLite database of its own. For each number of slow clients, each
+4 threads) on a database of its own (--database, benchmarks/isolation.py: by default a
+SQLite file made for the run), on --port (default: a free port; nginx on another), and
+answers with the token it was started with before anything is measured. For each number of slow clients, each
 sends a webhook's headers and then one byte of its body every 5 s (reconnecting when cut
 off), while a probe posts signed deliveries one after another and times each. GitHub
 gives up on a delivery after 10 s: the figure that matters is how many probes took
@@ -40,25 +43,30 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.webhook_intake import SECRET, _key_pem, _manage  # noqa: E402
+from benchmarks.isolation import (  # noqa: E402
+    Served,
+    arguments,
+    free_port,
+    identity,
+    migrate,
+    own_database,
+    port_or_free,
+)
+from benchmarks.webhook_intake import SECRET, _key_pem  # noqa: E402
 from webhooks.signature import signature_for  # noqa: E402
 
-GUNICORN_PORT, NGINX_PORT = 8766, 8767
 GIVES_UP = 10.0  # seconds: GitHub's delivery timeout
 BODY = b'{"zen": "Keep it logically awesome.", "hook_id": 1, "hook": {"type": "App"}}'
 
 
-def gunicorn(env: dict[str, str]) -> subprocess.Popen:
+def gunicorn(env: dict[str, str], port: int) -> Served:
     # The same web settings as `manage.py serve`.
-    command = [sys.executable, "-m", "gunicorn", "tasuku.wsgi", "--bind",
-               f"127.0.0.1:{GUNICORN_PORT}", "--workers", "2", "--threads", "4",
-               "--graceful-timeout", "10", "--log-level", os.environ.get("BENCH_GUNICORN_LOG", "warning")]  # fmt: skip
-    process = subprocess.Popen(command, cwd=ROOT, env=env)  # noqa: S603
-    _wait_for(GUNICORN_PORT)
-    return process
+    settings = ["--workers", "2", "--threads", "4", "--graceful-timeout", "10",
+                "--log-level", os.environ.get("BENCH_GUNICORN_LOG", "warning")]  # fmt: skip
+    return Served("benchmarks.identity:tasuku", port=port, env=env, gunicorn=settings)
 
 
-def nginx(workdir: Path) -> subprocess.Popen | None:
+def nginx(workdir: Path, port: int, upstream: Served) -> subprocess.Popen | None:
     binary = shutil.which("nginx") or (
         "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
     )
@@ -67,9 +75,9 @@ def nginx(workdir: Path) -> subprocess.Popen | None:
     shipped = (ROOT / "deploy" / "nginx" / "tasuku.conf").read_text()
     # The shipped server block, on a local port without TLS; the redirect block dropped.
     server = shipped.split("# Plain HTTP only redirects")[0]
-    server = re.sub(r"listen 443 ssl http2;", f"listen 127.0.0.1:{NGINX_PORT};", server)
+    server = re.sub(r"listen 443 ssl http2;", f"listen 127.0.0.1:{port};", server)
     server = re.sub(r"\n\s*(http2 on|ssl_certificate(_key)?\s[^;]*);", "", server)
-    server = server.replace("server 127.0.0.1:8000;", f"server 127.0.0.1:{GUNICORN_PORT};")
+    server = server.replace("server 127.0.0.1:8000;", f"server 127.0.0.1:{upstream.port};")
     (workdir / "tasuku.conf").write_text(server)
     (workdir / "nginx.conf").write_text(
         f"""daemon off;
@@ -89,18 +97,15 @@ http {{
 """
     )
     process = subprocess.Popen([binary, "-c", str(workdir / "nginx.conf"), "-p", str(workdir)])  # noqa: S603
-    _wait_for(NGINX_PORT)
-    return process
-
-
-def _wait_for(port: int) -> None:
+    # Through nginx, the gunicorn started here must answer: not another server on the port.
     for _ in range(200):
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
+        if process.poll() is not None:
+            raise RuntimeError(f"nginx on port {port} exited (is the port taken?)")
+        found = identity(port, timeout=1)
+        if found and upstream._ours(found):
+            return process
+        time.sleep(0.05)
+    raise RuntimeError(f"nginx on port {port} does not answer as the server started")
 
 
 def slow_client(port: int, stop: threading.Event, cut: list[int]) -> None:
@@ -174,42 +179,46 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=20.0)
     parser.add_argument("--slow", type=int, nargs="+", default=[0, 8, 16, 32])
+    arguments(parser, database="sqlite")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="tasuku-slow-"))
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
-        "SECRET_KEY": secrets.token_urlsafe(40),
-        "GITHUB_APP_ID": "1",
-        "GITHUB_PRIVATE_KEY": _key_pem(),
-        "GITHUB_WEBHOOK_SECRET": SECRET,
-        "GITHUB_APP_SLUG": "bench",
-        "LOG_LEVEL": "ERROR",
-    }
-    _manage(env, "migrate", "--noinput")
-    web = gunicorn(env)
-    front = nginx(workdir)
-    fronts = [("direct", GUNICORN_PORT)] + ([("nginx", NGINX_PORT)] if front else [])
-    print(f"{os.cpu_count()} CPUs; gunicorn 2 workers x 4 threads; probes for {args.duration:.0f} s "
-          f"each; GitHub gives up after {GIVES_UP:.0f} s"
-          + ("" if front else "; nginx not found: direct only"))  # fmt: skip
-    try:
-        for label, port in fronts:
-            for slow in args.slow:
-                r = measure(port, slow, args.duration)
-                print(f"{label:<7} {slow:>3} slow clients: {r['probes']:>4} probes  "
-                      f"p50 {r['p50']:>7.1f} ms  p99 {r['p99']:>8.1f} ms  max {r['max']:>8.1f} ms  "
-                      f"over {GIVES_UP:.0f} s: {r['late']:>3}  slow connections cut: {r['cut']}",
-                      flush=True)  # fmt: skip
-    finally:
-        for process in (front, web):
-            if process is not None:
-                process.send_signal(signal.SIGTERM if process is web else signal.SIGQUIT)
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-        shutil.rmtree(workdir, ignore_errors=True)
+    with own_database(args.database, script="slow_clients", keep=args.keep_database) as db:
+        env = {
+            **{k: v for k, v in os.environ.items() if k != "DATABASE_URL"},
+            "DATABASE_URL": db.url,
+            "SECRET_KEY": secrets.token_urlsafe(40),
+            "GITHUB_APP_ID": "1",
+            "GITHUB_PRIVATE_KEY": _key_pem(),
+            "GITHUB_WEBHOOK_SECRET": SECRET,
+            "GITHUB_APP_SLUG": "bench",
+            "LOG_LEVEL": "ERROR",
+        }
+        migrate(env)
+        front = None
+        with gunicorn(env, port_or_free(args.port)) as web:
+            try:
+                front_port = args.port + 1 if args.port else free_port()
+                front = nginx(workdir, front_port, web)
+                fronts = [("direct", web.port)] + ([("nginx", front_port)] if front else [])
+                print(f"{os.cpu_count()} CPUs; gunicorn 2 workers x 4 threads on port {web.port}; "
+                      f"probes for {args.duration:.0f} s each; GitHub gives up after "
+                      f"{GIVES_UP:.0f} s" + ("" if front else "; nginx not found: direct only"))  # fmt: skip
+                for label, port in fronts:
+                    for slow in args.slow:
+                        r = measure(port, slow, args.duration)
+                        web.verify()
+                        print(f"{label:<7} {slow:>3} slow clients: {r['probes']:>4} probes  "
+                              f"p50 {r['p50']:>7.1f} ms  p99 {r['p99']:>8.1f} ms  max {r['max']:>8.1f} ms  "
+                              f"over {GIVES_UP:.0f} s: {r['late']:>3}  slow connections cut: {r['cut']}",
+                              flush=True)  # fmt: skip
+            finally:
+                if front is not None:
+                    front.send_signal(signal.SIGQUIT)
+                    try:
+                        front.wait(timeout=15)
+                    except subprocess.TimeoutExpired:
+                        front.kill()
+                shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

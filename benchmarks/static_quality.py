@@ -15,6 +15,9 @@ change added — as reviewdog does. Printed:
 
     .venv/bin/python benchmarks/static_quality.py                 # the built-in corpus
     .venv/bin/python benchmarks/static_quality.py --repo PATH --base REF --head REF
+
+The reviews' rows go to --database (benchmarks/isolation.py; default: a SQLite file of
+the run's own).
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.isolation import arguments, own_database  # noqa: E402
+
 PYTHON = sys.executable
 AWS = "AKIAIOSFODNN7EXAMPLE"
 AWS_REAL = "AKIAJ3PKQ5XW7ZC2LRMA"
@@ -218,11 +225,15 @@ def main() -> None:
     parser.add_argument("--base")
     parser.add_argument("--head", default="HEAD")
     parser.add_argument("--cases", type=int, help="only the first N cases of the corpus")
+    arguments(parser, database="sqlite", port=None)
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="tasuku-quality-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="tasuku-quality-") as tmp,
+        own_database(args.database, script="static_quality", keep=args.keep_database) as db,
+    ):
         where = Path(tmp)
-        env = {**os.environ, "DATABASE_URL": f"sqlite:///{where / 'bench.sqlite3'}"}
+        env = {**os.environ, "DATABASE_URL": db.url}
         subprocess.run([PYTHON, str(ROOT / "manage.py"), "migrate", "--noinput", "-v", "0"],
                        check=True, env=env, cwd=ROOT)  # fmt: skip
         if args.repo:

@@ -1,23 +1,34 @@
 """Webhook intake throughput and latency, against a bare HMAC + INSERT floor.
 
-    .venv/bin/python benchmarks/webhook_intake.py [--duration 10] [--concurrency 1 8 32]
-                                                  [--databases sqlite postgres]
+    .venv/bin/python benchmarks/webhook_intake.py [--duration 4] [--pairs 3]
+        [--concurrency 1 8 32] [--databases sqlite postgres] [--port 0] [--database postgres]
 
-For each database it serves two WSGI apps with the same gunicorn settings, one at a
-time, and drives each from separate load processes with signed `pull_request.opened`
-payloads (~27 KB, the recorded fixture):
+For each database it serves two WSGI apps with the same gunicorn settings, side by side
+on ports of their own (--port: Tasuku's, the floor's the next one; default: free ports),
+and drives each from separate load processes with signed `pull_request.opened` payloads
+(~27 KB, the recorded fixture):
 
 - tasuku: the real app (`tasuku.wsgi`), POST /webhooks/github: size check, HMAC,
   one INSERT of the delivery, the queue doorbell after commit, 202.
 - floor:  `benchmarks/floor_app.py`, the least a correct intake can do: HMAC and one
   INSERT of the same row into the same table, 202.
 
-Closed loop at each concurrency: accepted requests/s, p50/p99 latency. Open loop at
-100 requests/s (latency measured from each request's scheduled time, so queueing is
-counted): p50/p99. After every phase, rows stored are compared with 202s answered.
+Both are served through benchmarks/identity.py, and each is asked for the random token
+it was started with before it is measured and after every run: a server that held the
+port first is never the one measured.
 
-PostgreSQL: DATABASE_URL's server (default postgres://postgres@127.0.0.1:5432/), a
-database named tasuku_bench that this script creates and drops.
+At each load the two are driven in turn, floor then Tasuku, --pairs times (A B A B …):
+each pair's runs are seconds apart, so what drifts on the machine (another job, the
+CPU's clock) moves both sides of the pair's ratio; the ratio given is the median of the
+pairs'. Closed loop at each concurrency: accepted requests/s, p50/p99 latency. Open
+loop at 100 requests/s (latency measured from each request's scheduled time, so
+queueing is counted): p50/p99. After every run, rows stored are compared with 202s
+answered (and removed).
+
+PostgreSQL: --database (benchmarks/isolation.py): by default a new database of a
+unique name on BENCH_POSTGRES_URL's server (postgres://postgres@127.0.0.1:5432),
+dropped at the end; a database that was there is used — the deliveries it stores are
+removed after each run — and never dropped. SQLite: a file of its own.
 """
 
 from __future__ import annotations
@@ -27,13 +38,10 @@ import http.client
 import multiprocessing as mp
 import os
 import secrets
-import shutil
-import signal
 import sqlite3
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -41,21 +49,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.isolation import (  # noqa: E402
+    Database,
+    Served,
+    arguments,
+    free_port,
+    migrate,
+    own_database,
+    port_or_free,
+)
 from webhooks.signature import signature_for  # noqa: E402
 
 PAYLOAD = ROOT / "tests" / "fixtures" / "github" / "pull_request__opened.json"
 SECRET = "benchmark-secret"
-PORT = 8765
-GUNICORN = [
-    "--workers",
-    "4",
-    "--worker-class",
-    "gthread",
-    "--threads",
-    "2",
-    "--log-level",
-    "warning",
-]
+
+
+def gunicorn(workers: int) -> list[str]:
+    return ["--workers", str(workers), "--worker-class", "gthread", "--threads", "2",
+            "--log-level", "warning"]  # fmt: skip
 
 
 def _key_pem() -> str:
@@ -126,7 +137,9 @@ def _worker(args: tuple) -> list[tuple[float, float, int]]:
     return results
 
 
-def drive(body: bytes, *, concurrency: int, duration: float, rate: float | None = None) -> dict:
+def drive(
+    port: int, body: bytes, *, concurrency: int, duration: float, rate: float | None = None
+) -> dict:
     signature = signature_for(SECRET, body)
     processes = min(2, concurrency)
     threads = max(1, concurrency // processes)
@@ -135,7 +148,7 @@ def drive(body: bytes, *, concurrency: int, duration: float, rate: float | None 
     with mp.get_context("fork").Pool(processes) as pool:
         parts = pool.map(
             _worker,
-            [(PORT, body, signature, threads, deadline, per_process_rate)] * processes,
+            [(port, body, signature, threads, deadline, per_process_rate)] * processes,
         )
     results = [r for part in parts for r in part]
     elapsed = max(s + lat for s, lat, _ in results) - min(s for s, _, _ in results)
@@ -158,39 +171,7 @@ def drive(body: bytes, *, concurrency: int, duration: float, rate: float | None 
     }
 
 
-# --- servers ----------------------------------------------------------------------------
-
-
-class Server:
-    def __init__(self, app: str, env: dict[str, str]) -> None:
-        self.app, self.env = app, env
-        self.process: subprocess.Popen | None = None
-
-    def __enter__(self) -> Server:
-        command = [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            self.app,
-            "--bind",
-            f"127.0.0.1:{PORT}",
-            *GUNICORN,
-        ]
-        self.process = subprocess.Popen(command, cwd=ROOT, env=self.env)  # noqa: S603
-        for _ in range(200):
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=1)
-                conn.request("GET", "/static/tasuku.css")
-                conn.getresponse().read()
-                return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"{self.app} did not start")
-
-    def __exit__(self, *exc: object) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=30)
+# --- servers and runs --------------------------------------------------------------------
 
 
 def _manage(env: dict[str, str], *args: str) -> None:
@@ -199,114 +180,133 @@ def _manage(env: dict[str, str], *args: str) -> None:
     )
 
 
-def _count_and_clear(database: str, dsn: str) -> int:
-    if database == "sqlite":
-        with sqlite3.connect(dsn) as conn:
+def _count_and_clear(db: Database) -> int:
+    if db.vendor == "sqlite":
+        with sqlite3.connect(db.dsn) as conn:
             count = conn.execute("SELECT count(*) FROM webhooks_webhookdelivery").fetchone()[0]
             conn.execute("DELETE FROM webhooks_webhookdelivery")
             conn.execute("DELETE FROM django_q_ormq")
         return count
     import psycopg
 
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with psycopg.connect(db.dsn, autocommit=True) as conn:
         count = conn.execute("SELECT count(*) FROM webhooks_webhookdelivery").fetchone()[0]
         conn.execute("TRUNCATE webhooks_webhookdelivery CASCADE")
         conn.execute("TRUNCATE django_q_ormq")
     return count
 
 
-def bench_database(database: str, args: argparse.Namespace, body: bytes, key: str) -> list[dict]:
-    workdir = Path(tempfile.mkdtemp(prefix="tasuku-bench-"))
-    if database == "sqlite":
-        db_path = workdir / "bench.sqlite3"
-        url, dsn = f"sqlite:///{db_path}", str(db_path)
-    else:
-        server = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432")
-        import psycopg
+def _median(values: list[float]) -> float:
+    values = [v for v in values if v == v]  # not NaN
+    return statistics.median(values) if values else float("nan")
 
-        with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-            conn.execute("DROP DATABASE IF EXISTS tasuku_bench")
-            conn.execute("CREATE DATABASE tasuku_bench")
-        url = dsn = f"{server}/tasuku_bench"
-    env = {
-        **os.environ,
-        "DATABASE_URL": url,
-        "SECRET_KEY": secrets.token_urlsafe(40),
-        "GITHUB_APP_ID": "1",
-        "GITHUB_PRIVATE_KEY": key,
-        "GITHUB_WEBHOOK_SECRET": SECRET,
-        "GITHUB_APP_SLUG": "bench",
-        "LOG_LEVEL": "WARNING",
-        "BENCH_DATABASE": database,
-        "BENCH_DSN": dsn,
-    }
-    _manage(env, "migrate", "--noinput")
-    rows = []
-    try:
-        for label, app in (
-            ("floor", "benchmarks.floor_app:application"),
-            ("tasuku", "tasuku.wsgi"),
-        ):
-            with Server(app, env):
-                drive(body, concurrency=4, duration=1.5)  # warm up (connections, imports)
-                _count_and_clear(database, dsn)
-                phases = [(c, None) for c in args.concurrency] + [(8, 100.0)]
-                for concurrency, rate in phases:
-                    result = drive(body, concurrency=concurrency, duration=args.duration, rate=rate)
-                    stored = _count_and_clear(database, dsn)
-                    rows.append(
-                        {
-                            "database": database,
-                            "app": label,
-                            "load": f"{rate:.0f}/s open" if rate else f"c={concurrency}",
-                            **result,
-                            "stored": stored,
-                        }
-                    )
-                    print(_format(rows[-1]), flush=True)
-    finally:
-        if database == "postgres":
-            import psycopg
 
-            server = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432")
-            with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-                conn.execute("DROP DATABASE IF EXISTS tasuku_bench WITH (FORCE)")
-        shutil.rmtree(workdir, ignore_errors=True)
+def bench_database(kind: str, args: argparse.Namespace, body: bytes, key: str) -> list[dict]:
+    spec = "sqlite" if kind == "sqlite" else args.database
+    with own_database(spec, script="webhook_intake", keep=args.keep_database) as db:
+        env = {
+            **{k: v for k, v in os.environ.items() if k != "DATABASE_URL"},
+            "DATABASE_URL": db.url,
+            "SECRET_KEY": secrets.token_urlsafe(40),
+            "GITHUB_APP_ID": "1",
+            "GITHUB_PRIVATE_KEY": key,
+            "GITHUB_WEBHOOK_SECRET": SECRET,
+            "GITHUB_APP_SLUG": "bench",
+            "LOG_LEVEL": "WARNING",
+            "BENCH_DATABASE": "sqlite" if db.vendor == "sqlite" else "postgres",
+            "BENCH_DSN": db.dsn,
+        }
+        migrate(env)
+        tasuku_port = port_or_free(args.port)
+        floor_port = args.port + 1 if args.port else free_port()
+        settings = gunicorn(args.gunicorn_workers)
+        floor = Served("benchmarks.floor_app:application", port=floor_port, env=env,
+                       gunicorn=settings)  # fmt: skip
+        tasuku = Served("benchmarks.identity:tasuku", port=tasuku_port, env=env, gunicorn=settings)
+        rows = []
+        with floor, tasuku:
+            servers = {"floor": floor, "tasuku": tasuku}
+            print(f"{kind}: floor on port {floor.port}, tasuku on port {tasuku.port} "
+                  "(each answered with its own token)", flush=True)  # fmt: skip
+            for server in servers.values():
+                drive(server.port, body, concurrency=4, duration=1.5)  # connections, imports
+            _count_and_clear(db)
+            phases = [(c, None) for c in args.concurrency] + [(8, 100.0)]
+            for concurrency, rate in phases:
+                pairs = []
+                for _ in range(args.pairs):
+                    pair = {}
+                    for label, server in servers.items():  # A B, A B, …
+                        result = drive(server.port, body, concurrency=concurrency,
+                                       duration=args.duration, rate=rate)  # fmt: skip
+                        server.verify()
+                        result["stored"] = _count_and_clear(db)
+                        pair[label] = result
+                    pairs.append(pair)
+                rows.append(_summary(kind, concurrency, rate, pairs))
+                print(_format(rows[-1]), flush=True)
     return rows
 
 
+def _summary(kind: str, concurrency: int, rate: float | None, pairs: list[dict]) -> dict:
+    row = {"database": kind, "load": f"{rate:.0f}/s open" if rate else f"c={concurrency}",
+           "open": bool(rate), "pairs": pairs}  # fmt: skip
+    for label in ("floor", "tasuku"):
+        runs = [pair[label] for pair in pairs]
+        row[label] = {
+            "rps": _median([r["rps"] for r in runs]),
+            "p50": _median([r["p50"] for r in runs]),
+            "p99": _median([r["p99"] for r in runs]),
+            "accepted": sum(r["accepted"] for r in runs),
+            "stored": sum(r["stored"] for r in runs),
+            "errors": sum(r["errors"] for r in runs),
+        }
+    row["ratios"] = [p["tasuku"]["rps"] / p["floor"]["rps"] for p in pairs if p["floor"]["rps"]]
+    row["ratio"] = _median(row["ratios"])
+    return row
+
+
 def _format(row: dict) -> str:
-    lost = row["accepted"] - row["stored"]
-    return (
-        f"{row['database']:<9} {row['app']:<7} {row['load']:<12} "
-        f"{row['rps']:>8.0f} req/s  p50 {row['p50']:>6.1f} ms  p99 {row['p99']:>6.1f} ms  "
-        f"202s {row['accepted']:>6}  stored {row['stored']:>6}  lost {lost}  errors {row['errors']}"
-    )
+    lines = []
+    for label in ("floor", "tasuku"):
+        r = row[label]
+        lines.append(
+            f"{row['database']:<9} {label:<7} {row['load']:<12} {r['rps']:>8.0f} req/s  "
+            f"p50 {r['p50']:>6.1f} ms  p99 {r['p99']:>6.1f} ms  202s {r['accepted']:>6}  "
+            f"stored {r['stored']:>6}  lost {r['accepted'] - r['stored']}  errors {r['errors']}"
+        )
+    if not row["open"]:
+        per_pair = " ".join(f"{ratio:.0%}" for ratio in row["ratios"])
+        lines.append(f"{'':<9} tasuku/floor by pair: {per_pair} -> median {row['ratio']:.0%}")
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--duration", type=float, default=4.0, help="seconds of each run")
+    parser.add_argument("--pairs", type=int, default=3, help="floor/Tasuku pairs at each load")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--databases", nargs="+", default=["sqlite", "postgres"])
+    parser.add_argument("--gunicorn-workers", type=int, default=4)
+    arguments(parser)
     args = parser.parse_args()
     body = PAYLOAD.read_bytes()
     key = _key_pem()
-    print(f"payload {len(body)} bytes; {os.cpu_count()} CPUs; gunicorn {' '.join(GUNICORN)}")
+    print(f"payload {len(body)} bytes; {os.cpu_count()} CPUs; gunicorn "
+          f"{' '.join(gunicorn(args.gunicorn_workers))}; {args.pairs} pairs of "
+          f"{args.duration:g} s runs at each load")  # fmt: skip
     rows = []
-    for database in args.databases:
-        rows += bench_database(database, args, body, key)
-    print("\nSummary: tasuku throughput as a share of the floor (closed loop)")
-    for database in args.databases:
-        for row in rows:
-            if row["database"] != database or row["app"] != "tasuku" or "open" in row["load"]:
-                continue
-            floor = next(
-                r for r in rows
-                if r["database"] == database and r["app"] == "floor" and r["load"] == row["load"]
-            )  # fmt: skip
-            print(f"{database:<9} {row['load']:<6} {row['rps'] / floor['rps']:>6.0%} of the floor")
-    lost = sum(r["accepted"] - r["stored"] for r in rows)
+    for kind in args.databases:
+        rows += bench_database(kind, args, body, key)
+    print("\nSummary: tasuku throughput as a share of the floor (closed loop, median of pairs)")
+    for row in rows:
+        if not row["open"]:
+            spread = f"{min(row['ratios']):.0%}-{max(row['ratios']):.0%}" if row["ratios"] else "-"
+            print(f"{row['database']:<9} {row['load']:<6} {row['ratio']:>6.0%} of the floor "
+                  f"(pairs {spread})")  # fmt: skip
+    lost = sum(
+        r[label]["accepted"] - r[label]["stored"] for r in rows for label in ("floor", "tasuku")
+    )
     print(f"deliveries lost (202 answered but not stored): {lost}")
 
 

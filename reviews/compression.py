@@ -10,10 +10,12 @@ Pure: a parsed `Diff` in, `Compressed` out. Tokens are estimated offline.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from reviews import reviewability
 from reviews.diff import Diff, FileDiff
+from reviews.reviewability import SOURCE, FileClass
 from sandbox.contract import OmittedPart
 
 # Code and diffs run at about 3.6 characters a token with current model tokenizers; an
@@ -33,6 +35,11 @@ def tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
+def over_budget(reason: str) -> bool:
+    """Whether a part was left out for lack of room (its class may follow the reason)."""
+    return reason.startswith((BUDGET, ENORMOUS))
+
+
 @dataclass(frozen=True)
 class Compressed:
     text: str  # the diff the engine is shown
@@ -40,26 +47,37 @@ class Compressed:
     budget: int
     included: tuple[str, ...]  # files shown whole or in part
     omitted: tuple[OmittedPart, ...]  # what of the reviewed files is not shown
+    spent: tuple[tuple[str, int], ...] = ()  # (path, tokens) of each file shown
 
     @property
     def complete(self) -> bool:
-        return not any(o.reason in (BUDGET, ENORMOUS) for o in self.omitted)
+        return not any(over_budget(o.reason) for o in self.omitted)
 
 
 def _volume(file: FileDiff) -> int:
     return file.added_count + file.removed_count
 
 
-def compress(diff: Diff, paths: Iterable[str], budget: int) -> Compressed:
+def compress(
+    diff: Diff,
+    paths: Iterable[str],
+    budget: int,
+    *,
+    classify: Callable[[str], FileClass] | None = reviewability.classify,
+) -> Compressed:
     """Fit the diff of `paths` into `budget` tokens.
 
     1. Deleted files and hunks that only remove lines are named, not shown (they cost
        budget and a reviewer can say little about code that is gone).
-    2. Files are ranked by change volume, largest first, so the riskiest changes are
-       seen; enormous files go after all others; ties by path.
+    2. Files are ranked by what they deserve of a review first (`classify`: source, then
+       tests, then documentation, then translations, release notes and data files:
+       reviews/reviewability.py), then by change volume, largest first, so the riskiest
+       changes are seen; within a class, enormous files go after all others; ties by
+       path. `classify=None` ranks by change volume alone.
     3. Whole files are taken while they fit; a file that does not fit is shown hunk by
        hunk as far as it fits; later, smaller files may still fit.
-    4. Every file or hunk left out is listed with the reason.
+    4. Every file or hunk left out is listed with the reason, and a file left out for
+       lack of room after ranking low says how it was ranked.
     """
     files = [diff.get(path) for path in paths]
     omitted: list[OmittedPart] = []
@@ -88,22 +106,35 @@ def compress(diff: Diff, paths: Iterable[str], budget: int) -> Compressed:
         return tokens(file.header) + sum(tokens(h.text) for h in hunks)
 
     enormous_at = budget * ENORMOUS_SHARE
+
+    def class_of(file: FileDiff) -> FileClass:
+        return classify(file.path) if classify is not None else SOURCE
+
     ranked = sorted(
         candidates,
-        key=lambda item: (cost(*item) > enormous_at, -_volume(item[0]), item[0].path),
+        key=lambda item: (
+            class_of(item[0]).rank,
+            cost(*item) > enormous_at,
+            -_volume(item[0]),
+            item[0].path,
+        ),
     )
     used = 0
     parts: list[str] = []
     included: list[str] = []
+    spent: list[tuple[str, int]] = []
     for file, hunks in ranked:
         header = tokens(file.header)
         whole = cost(file, hunks)
         if used + whole <= budget:
             parts.append(file.header + "".join(h.text for h in hunks))
             included.append(file.path)
+            spent.append((file.path, whole))
             used += whole
             continue
         reason = ENORMOUS if whole > enormous_at else BUDGET
+        if ranked_as := class_of(file).ranked:
+            reason = f"{reason} ({ranked_as})"
         taken, left = [], []
         room = budget - used - header
         for hunk in hunks:
@@ -116,7 +147,9 @@ def compress(diff: Diff, paths: Iterable[str], budget: int) -> Compressed:
         if taken:
             parts.append(file.header + "".join(h.text for h in taken))
             included.append(file.path)
-            used += header + sum(tokens(h.text) for h in taken)
+            part = header + sum(tokens(h.text) for h in taken)
+            spent.append((file.path, part))
+            used += part
             omitted.append(
                 OmittedPart(path=file.path, reason=reason, hunks=tuple(h.header for h in left))
             )
@@ -128,4 +161,5 @@ def compress(diff: Diff, paths: Iterable[str], budget: int) -> Compressed:
         budget=budget,
         included=tuple(included),
         omitted=tuple(sorted(omitted, key=lambda o: (o.path, o.reason))),
+        spent=tuple(spent),
     )

@@ -19,6 +19,7 @@ from django.db.models import Exists, F, Max, OuterRef
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from reviews import timeline
 from reviews.models import (
     RUN_FINAL_STATES,
     AttemptOutcome,
@@ -140,9 +141,32 @@ def run_claim(
 
 
 def run_stage(held: Held, stage: str) -> None:
-    """Record the stage a held run is in (a failure or a lost worker is blamed on it)."""
-    if not _held(held).update(stage=stage):
+    """Record the stage a held run is in (a failure or a lost worker is blamed on it),
+    and on its attempt when the stage began (the one before ends there)."""
+    now = timezone.now()
+    # One transaction, the run's row locked first as the reaper locks it: an attempt the
+    # reaper is closing as lost (and a later worker's attempt) is never written to.
+    # (Raised outside it: an exception within would break a transaction it is part of.)
+    with transaction.atomic(savepoint=False):
+        still_held = _held(held).update(stage=stage)
+        attempt = _running_attempt(held.run_pk) if still_held else None
+        if attempt is not None:
+            pk, started_at, stages = attempt
+            entered = timeline.stage_enter(stages, stage, timeline.offset(started_at, now))
+            RunAttempt.objects.filter(pk=pk).update(stage_times=entered)
+    if not still_held:
         raise LeaseLost(f"run {held.run_pk} is no longer held by {held.worker}")
+
+
+def _running_attempt(run_pk: int) -> tuple[int, datetime, list[dict]] | None:
+    """The run's attempt under way (there is at most one), locked until the transaction
+    ends: (its pk, when it started, its stage times)."""
+    return (
+        RunAttempt.objects.select_for_update()
+        .filter(run_id=run_pk, outcome=AttemptOutcome.RUNNING)
+        .values_list("pk", "started_at", "stage_times")
+        .first()
+    )
 
 
 def run_cancel_request(run_pk: int, reason: str, *, superseded_by: str = "") -> str:
@@ -192,7 +216,7 @@ def run_finish(held: Held, *, status: str, reason: str = "", superseded_by: str 
             finished_at=now,
         )
         if done:
-            _attempt_end(held.run_pk, outcome=outcome, now=now)
+            attempt_end(held.run_pk, outcome=outcome, now=now)
             _ring_waiting(held.run_pk)
     return bool(done)
 
@@ -252,7 +276,7 @@ def run_attempt_failed(held: Held, exc: BaseException, *, stage: str, final: boo
             **fields,
         )
         if changed:
-            _attempt_end(
+            attempt_end(
                 held.run_pk,
                 outcome=outcome,
                 now=now,
@@ -288,7 +312,7 @@ def run_release(held: Held, *, stage: str) -> str:
             reason=f"interrupted: {why}; another worker takes it over"[:2000],
         )
         if released:
-            _attempt_end(
+            attempt_end(
                 held.run_pk,
                 outcome=AttemptOutcome.INTERRUPTED,
                 now=now,
@@ -301,7 +325,7 @@ def run_release(held: Held, *, stage: str) -> str:
     return RunStatus.QUEUED if released else "lost"
 
 
-def _attempt_end(
+def attempt_end(
     run_pk: int,
     *,
     outcome: str,
@@ -310,10 +334,24 @@ def _attempt_end(
     error: str = "",
     error_code: str = "",
 ) -> None:
-    """Close the run's running attempt row (there is at most one)."""
-    RunAttempt.objects.filter(run_id=run_pk, outcome=AttemptOutcome.RUNNING).update(
-        outcome=outcome, finished_at=now, stage=stage, error=error, error_code=error_code
-    )
+    """Close the run's running attempt row (there is at most one), and the stage it was
+    in with it."""
+    with transaction.atomic(savepoint=False):
+        attempt = _running_attempt(run_pk)
+        if attempt is None:
+            return
+        pk, started_at, stages = attempt
+        closed = timeline.stages_close(
+            stages, timeline.offset(started_at, now), lost=outcome == AttemptOutcome.LOST
+        )
+        RunAttempt.objects.filter(pk=pk, outcome=AttemptOutcome.RUNNING).update(
+            outcome=outcome,
+            finished_at=now,
+            stage=stage,
+            error=error,
+            error_code=error_code,
+            stage_times=closed,
+        )
 
 
 def _ring_waiting(run_pk: int) -> None:
@@ -371,7 +409,7 @@ def _hand_on(run: ReviewRun, *, now: datetime, still: dict, error: str) -> str:
             pk=run.pk, status=RunStatus.RUNNING, attempts=run.attempts, **still
         ).update(**updates):
             return ""
-        _attempt_end(
+        attempt_end(
             run.pk,
             outcome=AttemptOutcome.LOST,
             now=now,
@@ -448,7 +486,7 @@ def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
                 reason=f"did not finish within {settings.TASUKU_RUN_DEADLINE_SECONDS // 60} minutes of starting",
                 error_code="run-deadline",
             ):
-                _attempt_end(
+                attempt_end(
                     run.pk,
                     outcome=AttemptOutcome.FAILED,
                     now=now,

@@ -16,10 +16,28 @@ ROOT = Path(__file__).resolve().parents[1]
     ("script", "args", "expect"),
     [
         ("pipeline.py", ["--files", "60", "--engine"], "static engine on"),
-        ("large_pr.py", ["--files", "60", "--runs", "1"], "peak memory"),
+        ("large_pr.py", ["--files", "60", "--runs", "1", "--release"], "by reviewability (now)"),
         ("agent_tools.py", ["--files", "60"], "search_code rare pattern"),
         ("static_quality.py", ["--cases", "2"], "recall against the bare tools"),
         ("slow_clients.py", ["--duration", "1", "--slow", "1"], "1 slow clients:"),
+        # The floor and Tasuku side by side, one pair: the floor's INSERT still matches
+        # the table (it failed unnoticed for a while when the table grew).
+        (
+            "webhook_intake.py",
+            [
+                "--databases",
+                "sqlite",
+                "--duration",
+                "0.5",
+                "--pairs",
+                "1",
+                "--concurrency",
+                "1",
+                "--gunicorn-workers",
+                "1",
+            ],
+            "deliveries lost (202 answered but not stored): 0",
+        ),
     ],
 )
 def test_a_benchmark_script_runs(script, args, expect):
@@ -37,37 +55,119 @@ def test_a_benchmark_script_runs(script, args, expect):
 def test_the_dashboard_benchmark_seeds_its_own_database_and_times_every_page(tmp_path):
     import os
 
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'bench.sqlite3'}"}
+    # DATABASE_URL is the developer's database: a benchmark never reads it.
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'mine.sqlite3'}"}
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "dashboard.py"),
-         "--runs", "300", "--findings", "2000", "--requests", "2"],
+         "--database", f"sqlite:///{tmp_path / 'bench.sqlite3'}", "--keep-database",
+         "--runs", "300", "--findings", "2000", "--requests", "2", "--busy-hour", "20"],
         capture_output=True, text=True, timeout=300, cwd=ROOT, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     for page in ("overview", "repositories", "pull request", "run (failed)", "diagnostics",
                  "status", "metrics"):  # fmt: skip
         assert f"\n{page} " in done.stdout, page
+    assert (tmp_path / "bench.sqlite3").exists() and not (tmp_path / "mine.sqlite3").exists()
 
 
-def test_the_dashboard_benchmark_refuses_to_run_without_a_database_of_its_own():
-    import os
+def test_a_benchmark_drops_the_database_it_created_and_keeps_one_it_was_given(tmp_path):
+    import sqlite3
 
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "dashboard.py")],
-        capture_output=True, text=True, timeout=60, cwd=ROOT, env=env,
-    )  # fmt: skip
-    assert done.returncode != 0 and "DATABASE_URL" in done.stderr
+    from benchmarks.isolation import own_database
+
+    with own_database("sqlite", script="t") as db:
+        made = Path(db.name)
+        sqlite3.connect(made).execute("CREATE TABLE t (x)")
+        assert db.created
+    assert not made.exists()
+    given = tmp_path / "given.sqlite3"
+    sqlite3.connect(given).execute("CREATE TABLE t (x)")
+    with own_database(f"sqlite:///{given}", script="t") as db:
+        assert not db.created
+    assert given.exists()
+
+
+def test_a_benchmark_server_must_answer_with_its_own_token(tmp_path):
+    import http.server
+    import threading
+
+    from benchmarks.isolation import Served, identity
+
+    class Impostor(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            body = b'{"token": "not yours", "pid": 1}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    impostor = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Impostor)
+    threading.Thread(target=impostor.serve_forever, daemon=True).start()
+    port = impostor.server_address[1]
+    assert identity(port) == {"token": "not yours", "pid": 1}
+    served = Served("benchmarks.floor_app:application", port=port, gunicorn=["--workers", "1"],
+                    env={"GITHUB_WEBHOOK_SECRET": "s", "BENCH_DATABASE": "sqlite",
+                         "BENCH_DSN": str(tmp_path / "x.sqlite3"), "PATH": "/usr/bin:/bin"},
+                    log=subprocess.DEVNULL)  # fmt: skip
+    try:
+        with pytest.raises(RuntimeError, match="another server answers there"), served:
+            pass
+    finally:
+        impostor.shutdown()
 
 
 def test_the_rereview_benchmark_runs_on_a_database_of_its_own(tmp_path):
-    import os
-
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'bench.sqlite3'}"}
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "rereview.py"), "--files", "40",
-         "--history", "3"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT, env=env,
+         "--history", "3", "--database", f"sqlite:///{tmp_path / 'bench.sqlite3'}"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "same head asked again (engine result reused)" in done.stdout
+
+
+def test_the_large_pr_benchmark_reads_a_real_pull_request_from_a_repository(tmp_path):
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "app.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "base")
+    (tmp_path / "app.py").write_text("x = 1\n" + "y = 2\n" * 50)
+    (tmp_path / "locale" / "fr").mkdir(parents=True)
+    (tmp_path / "locale" / "fr" / "django.po").write_text('msgstr "x"\n' * 400)
+    (tmp_path / "CHANGELOG.md").write_text("* a change\n" * 300)
+    git("add", "-A")
+    git("-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "head")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "large_pr.py"), "--repo", str(tmp_path),
+         "--base", "HEAD~1", "--head", "HEAD", "--budget", "1000"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "(ranked low as a translation)" in done.stdout
+    assert "(ranked low as release notes)" in done.stdout
+
+
+def test_the_latency_benchmark_times_a_review_from_its_webhook_to_github(tmp_path):
+    import os
+
+    url = os.environ.get("DATABASE_URL", "")
+    env = dict(os.environ)
+    if url.startswith("postgres"):  # a database of its own on the suite's server
+        database = "postgres"
+        env["BENCH_POSTGRES_URL"] = url.rsplit("/", 1)[0]
+    else:
+        database = f"sqlite:///{tmp_path / 'bench.sqlite3'}"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "latency.py"), "--warm", "1",
+         "--no-throttle", "--database", database],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    for line in ("webhook -> review on GitHub", "stage: sandbox", "GitHub API requests"):
+        assert line in done.stdout, line

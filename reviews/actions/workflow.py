@@ -46,8 +46,8 @@ from reviews.actions.oidc import subject_repository
 from reviews.checkruns import run_check_ensure
 from reviews.context import Context
 from reviews.gate import reports_on_check
-from reviews.models import AttemptOutcome, ReviewRun, RunAttempt, RunStatus, Stage
-from reviews.runs import CONCLUDE_TASK, Held, run_ring
+from reviews.models import AttemptOutcome, ReviewRun, RunStatus, Stage
+from reviews.runs import CONCLUDE_TASK, Held, attempt_end, run_ring
 from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.errors import StageError
 from tasuku.broker import ring
@@ -168,11 +168,8 @@ def dispatch(ctx: Context, job: ReviewJob) -> str:
             reason=reason,
         )
         if updated:
-            RunAttempt.objects.filter(run_id=run.pk, outcome=AttemptOutcome.RUNNING).update(
-                outcome=AttemptOutcome.SUCCEEDED,
-                finished_at=now,
-                stage=Stage.SANDBOX,
-                error=note,
+            attempt_end(
+                run.pk, outcome=AttemptOutcome.SUCCEEDED, now=now, stage=Stage.SANDBOX, error=note
             )
     run.actions_run_url = url
     logger.info("run %s %s", run.pk, note)

@@ -18,12 +18,14 @@ from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
+    GaugeHistogramMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
 )
 
 from repos.models import GitHubApiUsage, Installation
+from reviews import timeline
 from reviews.budget import month_start
 from reviews.dashboard.selectors import broker_queue_size, day_start
 from reviews.models import (
@@ -39,6 +41,19 @@ from webhooks.models import DeliveryStatus, WebhookDelivery
 # Upper bounds (seconds) of the run duration histogram's buckets: a static review takes
 # seconds, a model review minutes; the run deadline is 45 minutes.
 DURATION_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1200, 2700)
+# The stage histogram counts the stages of attempts that ended in the last hour, the
+# latest STAGE_ATTEMPTS of them at most: a gauge histogram (what the stages took lately),
+# not a counter since the beginning, because a counter would have to read every attempt
+# ever kept (a million at a large installation) at each scrape. An hour is a few hundred
+# attempts at a million runs a quarter, read through the `metrics_stage_times` index; the
+# cap bounds a scrape in a burst (decoding 10,000 attempts' stage times takes ~0.15 s
+# here), where the latest 2,000 still describe the hour. Take quantiles of its buckets
+# as they are, not of their rate(). Its buckets span a fast admission (a GitHub read or
+# two, tenths of a second) to the sandbox's 30-minute deadline, a step of 2-2.5x apart: a
+# quantile is read within a bucket's width, and 15 buckets x 5 stages stay few series.
+STAGE_WINDOW = timedelta(hours=1)
+STAGE_ATTEMPTS = 2000
+STAGE_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800)
 
 
 class TasukuCollector:
@@ -47,6 +62,7 @@ class TasukuCollector:
         yield from self._deliveries()
         yield from self._runs(now)
         yield from self._durations()
+        yield from self._stages(now)
         yield from self._github()
         yield from self._models(now)
         workers = GaugeMetricFamily(
@@ -145,6 +161,29 @@ class TasukuCollector:
             "Time from a run's start to its end, for completed and failed runs.",
         )
         histogram.add_metric([], buckets, sum_value=total.total_seconds() if total else 0.0)
+        yield histogram
+
+    def _stages(self, now) -> Iterator[Metric]:
+        """Each stage's duration, over the attempts that ended within STAGE_WINDOW."""
+        recent = (
+            RunAttempt.objects.filter(finished_at__gte=now - STAGE_WINDOW)
+            .order_by("-finished_at")
+            .values_list("stage_times", flat=True)[:STAGE_ATTEMPTS]
+        )
+        histogram = GaugeHistogramMetricFamily(
+            "tasuku_stage_duration_seconds",
+            f"How long each stage of a run took, over the attempts that ended in the last "
+            f"{STAGE_WINDOW.total_seconds() / 3600:g} hour(s), the latest {STAGE_ATTEMPTS} at "
+            "most (a stage a lost worker was in is not counted): quantiles of the buckets as "
+            "they are, not of their rate.",
+            labels=["stage"],
+        )
+        for stage, figures in timeline.histogram(recent, STAGE_BUCKETS).items():
+            buckets = [
+                (str(float(b)), n) for b, n in zip(STAGE_BUCKETS, figures.buckets, strict=True)
+            ]
+            buckets.append(("+Inf", figures.count))
+            histogram.add_metric([stage], buckets, gsum_value=round(figures.total, 3))
         yield histogram
 
     def _github(self) -> Iterator[Metric]:

@@ -36,6 +36,7 @@ from reviews.models import (
     Walkthrough,
 )
 from reviews.runs import run_cancel_request, run_retry
+from reviews.timeline import timeline
 from reviews.workers import silent_after
 from sandbox.contract import Severity
 from webhooks.models import DeliveryStatus, WebhookDelivery
@@ -173,6 +174,11 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if run.started_at and run.finished_at:
         duration = (run.finished_at - run.started_at).total_seconds()
     attempts = list(run.attempt_rows.all())
+    now = timezone.now()
+    for attempt in attempts:
+        attempt.timeline = timeline(
+            attempt.stage_times, attempt.started_at, attempt.finished_at, now
+        )
     failed_attempts = [a for a in attempts if a.error]
     advice = None
     if run.status == RunStatus.FAILED:

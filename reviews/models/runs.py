@@ -241,10 +241,23 @@ class RunAttempt(models.Model):
     stage = models.CharField(max_length=16, choices=Stage.choices, blank=True)
     error = models.TextField(blank=True)
     error_code = models.CharField(max_length=40, blank=True, default="")  # tasuku/errors.py
+    # Each stage it went through: [{"stage", "start", "seconds"}], `start` in seconds
+    # after `started_at`, `seconds` null while under way (reviews/timeline.py).
+    stage_times = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["run", "number"]
         constraints = [models.UniqueConstraint(fields=["run", "number"], name="attempt_unique")]
+        indexes = [
+            # /metrics: the stage histogram reads the attempts that ended in its window,
+            models.Index(fields=["finished_at"], name="metrics_stage_times"),
+            # and counts the deferred ones: a few among a million attempts.
+            models.Index(
+                fields=["outcome"],
+                condition=models.Q(outcome="deferred"),
+                name="metrics_deferred_attempts",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"attempt {self.number} of run {self.run_id}"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reviews.compression import BUDGET, DELETED, DELETION_ONLY, ENORMOUS, compress, tokens
 from reviews.diff import diff_parse
+from reviews.reviewability import classify
 
 
 def file_diff(path: str, added: int, *, start: int = 1) -> str:
@@ -99,3 +101,111 @@ def test_compression_is_deterministic_whatever_the_order_and_never_exceeds_the_b
     assert first.tokens <= budget
     named = {o.path for o in first.omitted} | set(first.included)
     assert named == set(paths)
+
+
+# --- Ranked by what deserves review ------------------------------------------------------
+
+CLASSES = [
+    ("django/db/models/query.py", "source"),
+    ("src/releases/manager.py", "source"),  # a folder named releases holding code
+    ("django/conf/locale/fr/formats.py", "source"),  # code in a locale folder is code
+    ("requirements/base.txt", "source"),
+    ("requirements.txt", "source"),
+    ("package.json", "source"),
+    ("docs/conf.py", "source"),
+    ("tests/queries/test_qs_combinators.py", "test"),
+    ("web/src/app.spec.ts", "test"),
+    ("pkg/server/handler_test.go", "test"),
+    ("src/test/java/FooTest.java", "test"),
+    ("docs/ref/models/querysets.txt", "documentation"),
+    ("docs/topics/i18n/translation.txt", "documentation"),  # about translations
+    ("docs/topics/testing/tools.txt", "documentation"),  # about tests
+    ("tests/requirements/py3.txt", "test"),
+    ("js_tests/admin/core.test.js", "test"),
+    ("README.md", "documentation"),
+    ("LICENSE", "documentation"),
+    ("django/conf/locale/fr/LC_MESSAGES/django.po", "translation"),
+    ("locale/django.pot", "translation"),
+    ("app/i18n/de.yml", "translation"),
+    ("ios/en.lproj/Localizable.strings", "translation"),
+    ("web/locales/fr/messages.json", "translation"),
+    ("docs/releases/5.0.txt", "release notes"),
+    ("CHANGELOG.md", "release notes"),
+    ("NEWS", "release notes"),
+    ("changelog.d/1234.bugfix.rst", "release notes"),
+    ("src/history.py", "source"),
+    ("data/countries.csv", "data"),
+    ("static/img/logo.svg", "data"),
+    ("tests/data/response.json", "data"),
+    ("terraform/.terraform.lock.hcl", "data"),
+    ("deno.lock", "data"),
+]
+
+
+@pytest.mark.parametrize(("path", "expected"), CLASSES)
+def test_a_changed_file_is_classed_by_what_it_deserves_of_a_review(path, expected):
+    assert classify(path).name == expected
+
+
+def test_source_comes_before_tests_before_docs_before_translations_whatever_their_size():
+    diff = diff_parse(
+        file_diff("locale/fr/LC_MESSAGES/django.po", 300)
+        + file_diff("docs/releases/5.0.txt", 200)
+        + file_diff("docs/topics/db.txt", 100)
+        + file_diff("tests/test_models.py", 50)
+        + file_diff("app/models.py", 10)
+        + file_diff("app/views.py", 20)
+    )
+    paths = [f.path for f in diff.files]
+    result = compress(diff, paths, 100_000)
+    assert result.included[:4] == (
+        "app/views.py",  # within a class, the larger change first
+        "app/models.py",
+        "tests/test_models.py",
+        "docs/topics/db.txt",
+    )
+    # Release notes and translations are one class, last, by volume.
+    assert result.included[4:] == ("locale/fr/LC_MESSAGES/django.po", "docs/releases/5.0.txt")
+    # By change volume alone (the old order), the catalog came first.
+    assert compress(diff, paths, 100_000, classify=None).included[0] == (
+        "locale/fr/LC_MESSAGES/django.po"
+    )
+
+
+def test_what_is_clipped_after_ranking_low_says_how_it_was_ranked():
+    catalogs = [f"django/conf/locale/{lang}/LC_MESSAGES/django.po" for lang in "abcdef"]
+    diff = diff_parse(
+        # Each under a quarter of the budget (not "enormous"), and larger than any source.
+        "".join(file_diff(path, 80) for path in catalogs)
+        + file_diff("docs/releases/5.0.txt", 70)
+        + file_diff("data/cities.csv", 70)
+        + file_diff("tests/test_forms.py", 60)
+        + "".join(file_diff(f"django/forms/f{i}.py", 60) for i in range(6))
+    )
+    paths = [f.path for f in diff.files]
+    budget = 7_000
+    result = compress(diff, paths, budget)
+    assert not result.complete and result.tokens <= budget
+    assert {f"django/forms/f{i}.py" for i in range(6)} <= set(result.included)
+    assert "tests/test_forms.py" in result.included
+    reasons = {o.path: o.reason for o in result.omitted}
+    for path in catalogs:
+        assert reasons[path] == f"{BUDGET} (ranked low as a translation)"
+    assert reasons["docs/releases/5.0.txt"].endswith("(ranked low as release notes)")
+    assert reasons["data/cities.csv"].endswith("(ranked low as a data file)")
+    source = sum(n for path, n in result.spent if classify(path).name == "source")
+    before = compress(diff, paths, budget, classify=None)
+    source_before = sum(n for path, n in before.spent if classify(path).name == "source")
+    # By change volume alone the catalogs came first and the code was left out.
+    assert source_before == 0 < source
+    assert sum(n for _, n in result.spent) == result.tokens
+
+
+def test_a_tests_file_left_out_for_room_says_tests_rank_after_source():
+    diff = diff_parse(file_diff("app/core.py", 200) + file_diff("tests/test_core.py", 200))
+    one = tokens(diff.get("app/core.py").header) + tokens(diff.get("app/core.py").hunks[0].text)
+    result = compress(diff, ["app/core.py", "tests/test_core.py"], one + 10)
+    assert result.included == ("app/core.py",)
+    [left] = result.omitted
+    assert left.path == "tests/test_core.py"
+    assert left.reason.endswith("(tests rank after source)")
