@@ -5,6 +5,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 BIND   ?= 127.0.0.1:8000
 PYTEST_ARGS ?=
+# Test processes: one a core by default; TEST_PROCESSES=0 runs the suite in one process.
+TEST_PROCESSES ?= auto
 
 .PHONY: run test install lint check bench clean
 
@@ -27,9 +29,10 @@ run: $(STAMP)
 	$(BIN)/python manage.py ensure_admin
 	$(BIN)/python manage.py serve --bind $(BIND)
 
-## Run the whole test suite (DATABASE_URL picks the database; SQLite by default).
+## Run the whole test suite (DATABASE_URL picks the database; SQLite by default), on one
+## process a core (each with a test database of its own).
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
