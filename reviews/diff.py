@@ -103,6 +103,23 @@ class FileDiff:
                         number += 1
         return None
 
+    @property
+    def whitespace_only(self) -> bool:
+        """Whether the change is nothing but whitespace that cannot change what the file
+        means: line ends and spaces or tabs at the ends of lines, as `git diff
+        --ignore-space-at-eol` sees it (a mode change and an empty file added or deleted
+        count too). Indentation and spaces inside a line are changes: they are meaning
+        in Python or YAML, and in a string anywhere. Judged hunk by hunk, each hunk's
+        base side against its head side, line for line, so a real change is never
+        called whitespace (where git would align an edit differently, the file is merely
+        reviewed). A binary or renamed file never is (not even an empty file git paired
+        with another by their content)."""
+        if self.binary or self.status == "renamed":
+            return False
+        if self.status in ("added", "deleted"):
+            return not self.hunks
+        return all(_same_ignoring_space(hunk.text) for hunk in self.hunks)
+
     def changed_file(self) -> ChangedFile:
         return ChangedFile(
             path=self.path,
@@ -130,6 +147,33 @@ class Diff:
     @property
     def added_lines(self) -> int:
         return sum(f.added_count for f in self.files)
+
+    @property
+    def touched_paths(self) -> tuple[str, ...]:
+        """Every path the diff touches, sorted, a renamed file's old name and new name
+        both: what `git diff --name-only --no-renames` lists, read from the same diff."""
+        paths = {f.path for f in self.files} | {f.previous_path for f in self.files}
+        return tuple(sorted(path for path in paths if path))
+
+
+# What `git diff --ignore-space-at-eol` ignores at a line's end: git's own isspace.
+GIT_SPACE = " \t\r"
+
+
+def _same_ignoring_space(hunk_text: str) -> bool:
+    """Whether a hunk's base side and head side are the same lines, but for whitespace
+    at their ends."""
+    base: list[str] = []
+    head: list[str] = []
+    for line in hunk_text.split("\n")[1:]:  # after the @@ line
+        if not line or line[0] == "\\":  # the end, or "\\ No newline at end of file"
+            continue
+        text = line[1:].rstrip(GIT_SPACE)
+        if line[0] in " -":
+            base.append(text)
+        if line[0] in " +":
+            head.append(text)
+    return base == head
 
 
 def _strip_prefix(path: str | None) -> str | None:

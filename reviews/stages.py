@@ -130,7 +130,7 @@ def prepare(
     if checkout.anchor_diff is not None:
         core.anchors = diff_parse(checkout.anchor_diff)
     if config.triage_enabled:
-        core.verdict = triage_rule(diff, reviewed, whitespace_only=checkout.whitespace_only)
+        core.verdict = triage_rule(diff, reviewed)
         if core.verdict.trivial and paid(reviewer):
             core.stopped = "trivial"
     return core
@@ -203,7 +203,7 @@ def job_build(
         omitted=core.compressed.omitted,
         filtered=tuple(OmittedPart(path=f.path, reason=f.reason) for f in core.filtered),
         incremental_since=checkout.incremental_since,
-        pull_request_files=checkout.pull_request_files,
+        pull_request_files=(core.anchors or core.diff).touched_paths,
         strictness=config.strictness,
         rules=reviewer.rules,
         skills=reviewer.skills,

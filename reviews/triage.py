@@ -136,12 +136,9 @@ def _version_bump(file: FileDiff) -> bool:
     return bool(lines) and all(VERSION_LINE.match(line) for line in lines)
 
 
-def triage_rule(
-    diff: Diff, reviewed: Iterable[str], *, whitespace_only: Iterable[str] = ()
-) -> Verdict:
+def triage_rule(diff: Diff, reviewed: Iterable[str]) -> Verdict:
     """The deterministic verdict over the files left after filtering."""
     reviewed = list(reviewed)
-    whitespace = set(whitespace_only)
     if not reviewed:
         return Verdict(
             TRIVIAL,
@@ -155,7 +152,7 @@ def triage_rule(
             continue
         if _is_docs(path):
             reasons[path] = "documentation"
-        elif path in whitespace:
+        elif file.whitespace_only:
             reasons[path] = "whitespace only"
         elif file.status != "deleted" and _comments_only(file):
             reasons[path] = "comments only"

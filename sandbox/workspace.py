@@ -59,8 +59,6 @@ class Checkout:
     merge_base: str
     diff: str  # what is reviewed: the whole PR, or only the changes since `incremental_since`
     incremental_since: str | None = None
-    pull_request_files: tuple[str, ...] = ()  # every file the whole pull request touches
-    whitespace_only: frozenset[str] = frozenset()
     removed: list[str] = field(default_factory=list)
     # The diff from the previous review's head to this head (for reconciliation), when
     # that commit is available; equal to `diff` for an incremental review.
@@ -394,32 +392,10 @@ def _prepare(
     ):
         incremental = start_at
     start = incremental or merge_base
-    names = git(
-        *DIFF,
-        "--name-only",
-        "-z",
-        "--no-renames",
-        merge_base,
-        head_sha,
-        "--",
-        what="list the pull request's files",
-    )
+    # One diff from where the review starts; the pull request's files and which
+    # changes are whitespace only are read from the parsed diffs (reviews/diff.py).
     diff = git(
         *DIFF, "--find-renames", "--unified=3", start, head_sha, "--", what="compute the diff"
-    )
-    numstat = git(
-        *DIFF,
-        "--numstat",
-        "-z",
-        "-w",
-        "--no-renames",
-        start,
-        head_sha,
-        "--",
-        what="find whitespace-only changes",
-    )
-    whitespace_only = frozenset(
-        entry.split("\t", 2)[2] for entry in numstat.split("\0") if entry.startswith("0\t0\t")
     )
     previous_diff = None
     anchor_diff = None
@@ -466,8 +442,6 @@ def _prepare(
         merge_base=merge_base,
         diff=diff,
         incremental_since=incremental,
-        pull_request_files=tuple(sorted(n for n in names.split("\0") if n)),
-        whitespace_only=whitespace_only,
         removed=removed,
         previous_diff=previous_diff,
         anchor_diff=anchor_diff,

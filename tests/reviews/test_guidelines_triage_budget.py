@@ -122,10 +122,16 @@ def test_the_triage_rule(text, path, verdict):
 
 
 def test_whitespace_only_changes_and_filtered_only_changes_are_trivial():
-    diff = diff_parse(_diff("app.py", ["x=1"], ["x = 1"]))
-    assert triage_rule(diff, ["app.py"], whitespace_only=["app.py"]).verdict == TRIVIAL
+    diff = diff_parse(_diff("app.py", ["x = 1"], ["x = 1  "]))
+    assert triage_rule(diff, ["app.py"]).verdict == TRIVIAL
+    for indented in (["x=1"], ["x = 1"]), (["x = 1"], ["    x = 1"]):  # a change in Python
+        assert triage_rule(diff_parse(_diff("app.py", *indented)), ["app.py"]).verdict == (
+            SUBSTANTIVE
+        )
     assert triage_rule(diff, []).verdict == TRIVIAL
-    assert triage_rule(diff, ["app.py"]).verdict == SUBSTANTIVE
+    assert triage_rule(diff_parse(_diff("app.py", ["x=1"], ["x=2"])), ["app.py"]).verdict == (
+        SUBSTANTIVE
+    )
 
 
 @pytest.mark.django_db

@@ -39,7 +39,7 @@ def _checkout(fake, tmp_path, head, base, previous=None, *, mirror=None):
             for p in sorted(checkout.root.rglob("*"))
             if p.is_file()
         }
-        facts = (checkout.diff, checkout.pull_request_files, checkout.whitespace_only,
+        facts = (checkout.diff,
                  checkout.incremental_since, checkout.previous_diff, checkout.anchor_diff,
                  checkout.merge_base, checkout.removed)  # fmt: skip
     return facts, files

@@ -112,7 +112,7 @@ def test_hostile_names_are_reviewed_like_any_file_and_anchored_on_their_paths(ho
     checkout, files = hostile_checkout
     diff = diff_parse(checkout.diff)
     assert sorted(diff.paths) == sorted(files)
-    assert sorted(checkout.pull_request_files) == sorted(files)
+    assert sorted(diff.touched_paths) == sorted(files)
     before = files_of(checkout.root)
     job = ReviewJob(
         job_id="1", repository="a/b", pull_request=1, base_sha=checkout.base_sha,
