@@ -31,6 +31,9 @@ run: $(STAMP)
 
 ## Run the whole test suite (DATABASE_URL picks the database; SQLite by default), on one
 ## process a core (each with a test database of its own).
+# Compiled modules are kept (a host may set PYTHONDONTWRITEBYTECODE): otherwise every
+# test process and every process a test starts compiles the project afresh.
+test: export PYTHONDONTWRITEBYTECODE =
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_PROCESSES) $(PYTEST_ARGS)
 
