@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from sandbox.connectors import (
     TOKEN_VARIABLE,
     ConnectorBridge,
     ConnectorClient,
+    _address,
     failed,
     refused,
 )
@@ -162,7 +164,8 @@ def test_the_bridge_answers_only_the_runs_token(tmp_path):
         assert handler.calls == []
         # Not JSON at all.
         with socket.socket(socket.AF_UNIX) as conn:
-            conn.connect(env[SOCKET_VARIABLE])
+            with _address(Path(env[SOCKET_VARIABLE])) as address:  # a long path too
+                conn.connect(address)
             conn.sendall(b"GET / HTTP/1.1\r\n\r\n\n")
             reply = json.loads(conn.makefile().readline())
         assert reply["status"] == "refused" and handler.calls == []
