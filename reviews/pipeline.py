@@ -137,7 +137,7 @@ def pipeline(ctx: Context) -> str:
         budget_alert(installation, budget)
         earlier = threads.earlier_open(threads.previous_review(run, previous), run.head_sha)
         told = ctx.mode.earlier_context(run, earlier)
-        # A later pass continues the reviewer's conversation, or says why it cannot.
+        # The mode may continue the reviewer's earlier conversation, or say why it cannot.
         going_on = ctx.mode.continuation(run, reviewer)
         if going_on.note:
             ReviewRun.objects.filter(pk=run.pk).update(conversation_note=going_on.note)

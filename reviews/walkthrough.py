@@ -266,17 +266,22 @@ def _post(
             if exc.status != 404:
                 raise
             # Someone deleted it: look again, and make a new one if it is gone.
-    slug = gateway.app_slug()
-    for comment in gateway.issue_comments_list(**where, number=number):
-        # Only Tasuku's own comment with a valid marker: a copy of the marker in anyone
-        # else's comment is text, and never what Tasuku edits.
-        if (
-            is_ours(comment.user_login, comment.user_type, slug)
-            and marker_of(comment.body, KIND) == key
-        ):
-            if comment.body == body:
-                return comment
-            return gateway.issue_comment_update(**where, comment_id=comment.id, body=body)
+    # A comment can be on GitHub unrecorded only if a create was tried (its answer lost,
+    # or the sender stopped before recording it): a walkthrough never sent skips the
+    # look-up, a request saved on every first review.
+    if row.comment_id or row.create_tried:
+        slug = gateway.app_slug()
+        for comment in gateway.issue_comments_list(**where, number=number):
+            # Only Tasuku's own comment with a valid marker: a copy of the marker in
+            # anyone else's comment is text, and never what Tasuku edits.
+            if (
+                is_ours(comment.user_login, comment.user_type, slug)
+                and marker_of(comment.body, KIND) == key
+            ):
+                if comment.body == body:
+                    return comment
+                return gateway.issue_comment_update(**where, comment_id=comment.id, body=body)
+    Walkthrough.objects.filter(pk=row.pk).update(create_tried=True)
     # The gateway looks for this marker before it posts again after a lost answer.
     return gateway.issue_comment_create(**where, number=number, body=body, marker=signed)
 

@@ -46,6 +46,9 @@ class Walkthrough(models.Model):
     comment_id = models.BigIntegerField(null=True, blank=True)
     comment_url = models.URLField(max_length=500, blank=True)
     body = models.TextField(blank=True, help_text="The comment as last sent to GitHub.")
+    # Set before the first create is sent: only then can a comment be on GitHub that
+    # `comment_id` does not name, so only then does a sender look for one first.
+    create_tried = models.BooleanField(default=False)
     error = models.TextField(blank=True, help_text="Why GitHub does not have it (yet).")
     # When it was last asked for: GitHub's weather defers a send for a day at most from then.
     requested_at = models.DateTimeField(null=True, blank=True)

@@ -152,6 +152,32 @@ def test_a_retried_walkthrough_edits_tasukus_own_comment_and_never_a_copy_of_its
     assert world.fake.repos[REPO].issue_comments[9999]["body"] == ours["body"]  # untouched
 
 
+def test_a_first_walkthrough_is_created_without_a_look_up_marked_before_it_is_sent(
+    world, deliver, monkeypatch
+):
+    from repos.github.conversation import ConversationCalls
+
+    real = ConversationCalls.issue_comment_create
+    marked = []
+
+    def create(self, **kwargs):
+        # Marked before GitHub is asked: a sender stopped after GitHub took it looks first.
+        marked.append(Walkthrough.objects.get().create_tried)
+        return real(self, **kwargs)
+
+    monkeypatch.setattr(ConversationCalls, "issue_comment_create", create)
+    run = deliver(world)
+    assert run.status == RunStatus.COMPLETED, run.reason
+    assert len(walkthroughs(world)) == 1 and marked == [True]
+    assert world.fake.requests("GET", r"/issues/\d+/comments(\?|$)") == []
+    # Lost after the create (a crash before the id was recorded): found, not posted again.
+    Walkthrough.objects.update(comment_id=None, body="")
+    walkthrough_request(run)
+    drain_queue()
+    assert len(walkthroughs(world)) == 1 and marked == [True]
+    assert len(world.fake.requests("GET", r"/issues/\d+/comments(\?|$)")) == 1
+
+
 def test_local_reviews_and_review_passes_keep_no_walkthrough(world, deliver):
     run = deliver(world)
     config = EffectiveConfig.model_validate(run.config)
