@@ -123,3 +123,21 @@ def _app_registration_read_afresh():
     registration_forget()
     yield
     registration_forget()
+
+
+# Fixtures through which a test reaches the suite's database (directly or through
+# another fixture: `item.fixturenames` is the whole closure).
+DATABASE_FIXTURES = frozenset(
+    {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback"}
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark `database_free` every test that cannot touch the suite's database (pytest-django
+    refuses it any query): it runs the same on PostgreSQL and on SQLite, so CI runs it
+    once, in its PostgreSQL run (.ci/run)."""
+    for item in items:
+        if item.get_closest_marker("django_db") is None and not (
+            DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+        ):
+            item.add_marker(pytest.mark.database_free)
