@@ -135,9 +135,13 @@ DATABASE_FIXTURES = frozenset(
 def pytest_collection_modifyitems(config, items):
     """Mark `database_free` every test that cannot touch the suite's database (pytest-django
     refuses it any query): it runs the same on PostgreSQL and on SQLite, so CI runs it
-    once, in its PostgreSQL run (.ci/run)."""
+    once, in one of its two runs (.ci/run)."""
     for item in items:
         if item.get_closest_marker("django_db") is None and not (
             DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
         ):
             item.add_marker(pytest.mark.database_free)
+            # CI shares them out: the sandbox's and the benchmarks' in its SQLite run,
+            # the rest in its PostgreSQL run, so that the two runs take about as long.
+            if item.nodeid.startswith(("tests/sandbox/", "tests/test_benchmarks.py")):
+                item.add_marker(pytest.mark.second_run)
