@@ -393,3 +393,28 @@ def conversation_answers(fake: Any, full_name: str, number: int) -> list[dict[st
         for c in fake.issue_comments_of(full_name, number)
         if not (c["user"]["type"] == "Bot" and marker_of(c["body"], "walkthrough"))
     ]
+
+
+def wsgi_serve(environ: dict[str, Any]) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Call `tasuku.wsgi.application` as a WSGI server does: (status, headers, content).
+    As Django's test client does, the request signals leave the test's database
+    connection open (closing it would end the test's transaction)."""
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections
+
+    from tasuku.wsgi import application
+
+    started: list[tuple[str, list[tuple[str, str]]]] = []
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        chunks = application(
+            environ, lambda status, headers, exc=None: started.append((status, headers))
+        )
+        content = b"".join(chunks)
+        getattr(chunks, "close", lambda: None)()
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+    [(status, headers)] = started
+    return int(status.split()[0]), headers, content

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
+import psycopg
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.utils import timezone
@@ -160,38 +161,31 @@ def _delivery_insert(values: dict[str, Any], doorbell: tuple[str, str, str] | No
     and COMMIT; SQLite, in the same process, writes both in one transaction. The column
     list comes from the model, so a new field not given a value here fails loudly.
     """
-    sql, fields = _delivery_insert_sql(connection.vendor)
-    missing = {f.attname for f in fields} ^ set(values)
-    if missing:
-        raise ImproperlyConfigured(f"_delivery_insert: columns out of step: {sorted(missing)}")
-    params = []
-    for field in fields:
-        value = values[field.attname]
-        if field.get_internal_type() == "DateTimeField" and value is not None:
-            value = connection.ops.adapt_datetimefield_value(value)
-        elif field.attname == "payload" and connection.vendor == "postgresql":
-            # jsonb cannot hold NUL; GitHub JSON-escapes it, so the escape is replaced.
-            value = value.replace("\\u0000", "\\ufffd")
-        params.append(value)
+    insert = _delivery_insert_sql(connection.vendor)
+    if values.keys() != insert.columns:
+        missing = sorted(insert.columns ^ values.keys())
+        raise ImproperlyConfigured(f"_delivery_insert: columns out of step: {missing}")
+    params = [values[name] for name in insert.order]
+    adapt = connection.ops.adapt_datetimefield_value
+    for index in insert.datetimes:
+        if params[index] is not None:
+            params[index] = adapt(params[index])
+    if insert.payload is not None:
+        # jsonb cannot hold NUL; GitHub JSON-escapes it, so the escape is replaced.
+        params[insert.payload] = params[insert.payload].replace("\\u0000", "\\ufffd")
     if doorbell is None:
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            cursor.execute(insert.sql, params)
             row = cursor.fetchone()
         return row[0] if row else None
-    table, key, payload, lock = doorbell_table()
-    enqueue = f"INSERT INTO {table} ({key}, {payload}, {lock}) "  # noqa: S608 (quoted names)
-    if connection.vendor == "postgresql":
-        both = (
-            f"WITH stored AS ({sql}), rung AS ({enqueue}SELECT %s, %s, %s FROM stored) "  # noqa: S608
-            "SELECT * FROM stored"
-        )
-        return _server_bound(both, [*params, *doorbell])
+    if insert.with_doorbell:
+        return _server_bound(insert.with_doorbell, [*params, *doorbell])
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(insert.sql, params)
         row = cursor.fetchone()
         if row is None:
             return None
-        cursor.execute(enqueue + "VALUES (%s, %s, %s)", list(doorbell))
+        cursor.execute(insert.doorbell, list(doorbell))
         return row[0]
 
 
@@ -204,8 +198,6 @@ def _server_bound(sql: str, params: list[Any]) -> int | None:
     parameters of an unnamed statement instead (nothing prepared, so a transaction-mode
     pooler in front is no trouble), the bytes go as they are. Errors are Django's, as
     from any cursor, and the statement is in Django's query log when it keeps one."""
-    import psycopg
-
     connection.ensure_connection()
     started = time.monotonic()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
@@ -216,13 +208,23 @@ def _server_bound(sql: str, params: list[Any]) -> int | None:
     return row[0] if row else None
 
 
+@dataclass(frozen=True)
+class _Insert:
+    sql: str  # the delivery's INSERT
+    doorbell: str  # the doorbell's INSERT (its key, payload and lock)
+    with_doorbell: str  # both as one statement ("" where the database cannot)
+    order: tuple[str, ...]  # the parameters' names, in order
+    columns: frozenset[str]
+    datetimes: tuple[int, ...]  # positions of values the database adapts
+    payload: int | None  # position of the JSON text cast to jsonb
+
+
 @cache
-def _delivery_insert_sql(vendor: str) -> tuple[str, list[Any]]:
+def _delivery_insert_sql(vendor: str) -> _Insert:
     quote = connection.ops.quote_name
     fields = [f for f in WebhookDelivery._meta.concrete_fields if not f.primary_key]
-    placeholders = [
-        "%s::jsonb" if f.attname == "payload" and vendor == "postgresql" else "%s" for f in fields
-    ]
+    postgres = vendor == "postgresql"
+    placeholders = ["%s::jsonb" if f.attname == "payload" and postgres else "%s" for f in fields]
     unique = ", ".join(
         quote(WebhookDelivery._meta.get_field(n).column) for n in ("hook_id", "delivery_id")
     )
@@ -234,7 +236,24 @@ def _delivery_insert_sql(vendor: str) -> tuple[str, list[Any]]:
         f"VALUES ({', '.join(placeholders)}) ON CONFLICT ({unique}) DO NOTHING "
         f"RETURNING {quote(WebhookDelivery._meta.pk.column)}"
     )
-    return sql, fields
+    table, key, payload, lock = doorbell_table()
+    enqueue = f"INSERT INTO {table} ({key}, {payload}, {lock}) "  # noqa: S608 (quoted names)
+    both = (
+        f"WITH stored AS ({sql}), rung AS ({enqueue}SELECT %s, %s, %s FROM stored) "  # noqa: S608
+        "SELECT * FROM stored"
+    )
+    order = tuple(f.attname for f in fields)
+    return _Insert(
+        sql=sql,
+        doorbell=enqueue + "VALUES (%s, %s, %s)",
+        with_doorbell=both if postgres else "",
+        order=order,
+        columns=frozenset(order),
+        datetimes=tuple(
+            i for i, f in enumerate(fields) if f.get_internal_type() == "DateTimeField"
+        ),
+        payload=order.index("payload") if postgres else None,
+    )
 
 
 def doorbell_ring(delivery_pk: int) -> None:

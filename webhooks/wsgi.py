@@ -1,0 +1,69 @@
+"""The intake's WSGI door: `POST /webhooks/github` answered in front of Django's request
+handling (registered in webhooks/apps.py, put in front by tasuku/wsgi.py).
+
+It does what Django's handler does for such a request — the request signals, through
+which the database connections are checked and given back, and a logged 500 for an
+error — and nothing else: no middleware (none of it concerns a signed delivery: no
+session, no CSRF, no page to frame), no URL resolution. Its answers are the view's
+(webhooks/views.py): both are `intake` (webhooks/intake.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django.core import signals
+
+from webhooks.intake import Answer, intake
+
+logger = logging.getLogger("django.request")
+
+_REASONS = {
+    200: "OK",
+    202: "Accepted",
+    400: "Bad Request",
+    401: "Unauthorized",
+    408: "Request Timeout",
+    413: "Content Too Large",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+def _reader(environ: dict[str, Any]) -> Callable[[int], bytes]:
+    """The body's reader, bounded as Django bounds it: by Content-Length, unless the
+    server ends the stream at the body's end itself (`wsgi.input_terminated`, gunicorn).
+    Reading past the body of a raw socket stream would wait for the client."""
+    stream = environ["wsgi.input"]
+    if environ.get("wsgi.input_terminated"):
+        return stream.read
+    try:
+        declared = max(0, int(environ.get("CONTENT_LENGTH") or 0))
+    except ValueError:
+        declared = 0
+    return lambda size: stream.read(min(size, declared))
+
+
+def intake_door(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    signals.request_started.send(sender=intake_door, environ=environ)
+    try:
+        try:
+            answer = intake(environ, _reader(environ))
+        except Exception:
+            logger.exception("Internal Server Error: %s", environ.get("PATH_INFO", ""))
+            signals.got_request_exception.send(sender=intake_door, request=None)
+            answer = Answer(500, {"error": "internal error; the delivery may not be stored"})
+        content = answer.content()
+        start_response(
+            f"{answer.status} {_REASONS.get(answer.status, '')}".rstrip(),
+            [
+                ("Content-Type", "application/json"),
+                ("Content-Length", str(len(content))),
+                *answer.headers,
+            ],
+        )
+        return [content]
+    finally:
+        signals.request_finished.send(sender=intake_door)
