@@ -139,6 +139,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # more than the INSERTs themselves.
 DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django turns psycopg's prepared statements off, for transaction-mode poolers. Its
+    # queries bind client-side and are never prepared either way; the one statement
+    # Tasuku binds server-side, the webhook intake's, is prepared once per connection
+    # (and sent unprepared for good if a pooler refuses it: webhooks/services.py).
+    # `"prepare_threshold": None` in OPTIONS keeps everything unprepared.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

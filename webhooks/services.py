@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from tasuku import durable
@@ -189,23 +189,57 @@ def _delivery_insert(values: dict[str, Any], doorbell: tuple[str, str, str] | No
         return row[0]
 
 
+# Whether the intake's statement is prepared on each database connection (see
+# `_server_bound`); false for the rest of the process once a pooler in front refused it.
+_prepare = True
+_POOLER_REFUSALS = (
+    psycopg.errors.InvalidSqlStatementName,
+    psycopg.errors.DuplicatePreparedStatement,
+)
+
+
 def _server_bound(sql: str, params: list[Any]) -> int | None:
-    """Run the intake's statement on PostgreSQL with its parameters bound by the server.
+    """Run the intake's statement on PostgreSQL with its parameters bound by the server,
+    prepared once per connection.
 
     Django's cursors bind client-side: the 27 KB payload would be escaped into the
     statement's text, and the compressed body spelled out in hex, before it is sent —
     about a fifth of the request's time (benchmarks/webhook_intake.py). Sent as
-    parameters of an unnamed statement instead (nothing prepared, so a transaction-mode
-    pooler in front is no trouble), the bytes go as they are. Errors are Django's, as
-    from any cursor, and the statement is in Django's query log when it keeps one."""
-    connection.ensure_connection()
+    parameters, the bytes go as they are; prepared, the database parses and plans the
+    statement once per connection rather than for every delivery (a fifth of the
+    database's own time on each). A transaction-mode pooler that does not keep prepared
+    statements (PgBouncer before 1.21, or without `max_prepared_statements`) refuses
+    one: the statement is sent again unprepared — nothing was written — and never
+    prepared again by this process. Errors are Django's, as from any cursor, and the
+    statement is in Django's query log when it keeps one."""
+    global _prepare
+    db = connections[DEFAULT_DB_ALIAS]
+    db.ensure_connection()
     started = time.monotonic()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, params, prepare=False)
-        row = cursor.fetchone()
-    if connection.queries_logged:
-        connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
+    with db.wrap_database_errors:
+        try:
+            row = _execute(db, sql, params, prepare=_prepare)
+        except _POOLER_REFUSALS as exc:
+            if not _prepare or db.in_atomic_block:
+                raise
+            _prepare = False
+            logger.warning(
+                "the database (or a pooler in front of it) refused a prepared statement (%s); "
+                "the webhook intake sends its statement unprepared from now on",
+                exc,
+            )
+            row = _execute(db, sql, params, prepare=False)
+    if db.queries_logged:
+        db.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
     return row[0] if row else None
+
+
+def _execute(db: Any, sql: str, params: list[Any], *, prepare: bool) -> tuple[Any, ...] | None:
+    with psycopg.Cursor(db.connection) as cursor:
+        # prepare=True: at its first use on a connection (None would wait for the fifth);
+        # ignored where the connection's prepare_threshold is None (settings.py).
+        cursor.execute(sql, params, prepare=prepare)
+        return cursor.fetchone()
 
 
 @dataclass(frozen=True)

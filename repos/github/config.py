@@ -123,7 +123,13 @@ def webhook_secret() -> str:
     found = registration()
     if found is None:
         return ""
-    return key_open(found.webhook_secret_sealed)
+    return _opened(found.webhook_secret_sealed)
+
+
+@functools.lru_cache(maxsize=4)
+def _opened(sealed: str) -> str:
+    """A sealed secret, opened once: the webhook intake asks for it on every delivery."""
+    return key_open(sealed)
 
 
 def missing_settings() -> list[str]:

@@ -88,3 +88,26 @@ def test_a_busy_worker_leaves_the_review_to_the_queue(client, secret, fake_githu
     post_webhook(client, "pull_request", body, secret=secret)
     drain_queue(only="webhooks.tasks.delivery_process")
     assert ReviewRun.objects.get().status == RunStatus.QUEUED
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_pooler_that_forgets_prepared_statements_costs_no_delivery(
+    client, secret, monkeypatch, caplog
+):
+    """Behind a transaction-mode pooler, the next delivery may reach a database connection
+    that never saw the statement prepared: it is sent again unprepared, stored, and the
+    process prepares it no more."""
+    from webhooks import services
+
+    monkeypatch.setattr(services, "_prepare", True)
+    assert post_webhook(client, "ping_like", {"x": 1}, secret=secret).status_code == 202
+    with connection.cursor() as cursor:  # as another server connection would be:
+        cursor.execute("SELECT name FROM pg_prepared_statements")
+        [(name,)] = cursor.fetchall()
+        cursor.execute(f'DEALLOCATE "{name}"')
+    answer = post_webhook(client, "ping_like", {"x": 2}, secret=secret, delivery_id="pooled")
+    assert answer.status_code == 202, answer.content
+    assert WebhookDelivery.objects.filter(delivery_id="pooled").exists()
+    assert services._prepare is False
+    assert "unprepared from now on" in caplog.text
+    assert post_webhook(client, "ping_like", {"x": 3}, secret=secret).status_code == 202
