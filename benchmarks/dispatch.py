@@ -56,7 +56,7 @@ def worker(pks: list[int], seed: int, queue, throttle: bool) -> None:
     from reviews.pipeline import run_execute
 
     if not throttle:
-        settings.GITHUB_SECONDS_BETWEEN_REQUESTS = settings.GITHUB_SECONDS_BETWEEN_WRITES = 0
+        settings.GITHUB_SECONDS_BETWEEN_WRITES = "0"
 
     random.Random(seed).shuffle(pks)
     outcomes: Counter[str] = Counter()

@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     from django.core.management import call_command
     from django.utils import timezone
 
-    settings.GITHUB_SECONDS_BETWEEN_REQUESTS = settings.GITHUB_SECONDS_BETWEEN_WRITES = 0
+    settings.GITHUB_SECONDS_BETWEEN_WRITES = "0"
     from repos.models import Installation, Repository, Reviewer
     from repos.selectors import effective_config
     from repos.services import installation_upsert, repository_upsert

@@ -1,6 +1,6 @@
 """Webhook to published review: how long a small pull request waits, stage by stage.
 
-    .venv/bin/python benchmarks/latency.py [--warm 3] [--no-throttle] [--port 0]
+    .venv/bin/python benchmarks/latency.py [--warm 3] [--gap 6] [--no-throttle] [--port 0]
                                            [--github-port 0] [--database postgres]
 
 Starts the fake GitHub (tests/fakes, as `tests.fakes.serve` runs it standalone) with the
@@ -13,13 +13,18 @@ waits for the review on the fake GitHub:
 
 - cold: the first pull request after the worker started (no installation token yet, no
   mirror of the repository, nothing imported for an engine yet);
-- warm: --warm more pull requests of the same size, one after the other.
+- warm: --warm more pull requests of the same size, one after the other, each --gap
+  seconds after the last one's review was complete: a worker idle when its pull
+  request arrives, its installation's write pace back to a full burst (the default gap,
+  6 s, is GITHUB_WRITE_BURST writes at one a second). `--gap 0` sends each at once: a
+  busy installation, whose writes wait their turn.
 
 For each: the webhook's answer, the wait until the run was queued and until a worker
 took it, each stage of the run (its attempt's stage times), the time to the review on
 GitHub and to the completed check, and the GitHub requests the review cost (the fake
 counts them: API requests, writes among them, git). GitHub's pacing is on, as deployed
-(0.25 s between requests, 1 s between writes); --no-throttle measures Tasuku's own time.
+(an installation's writes: 6 at once, then one a second; reads unpaced); --no-throttle
+measures Tasuku's own time.
 The periodic sweeps are off, so every request counted is the review's.
 """
 
@@ -119,6 +124,8 @@ class Worker:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--warm", type=int, default=3, help="pull requests after the first")
+    parser.add_argument("--gap", type=float, default=6.0,
+                        help="seconds between a review and the next pull request (idle)")  # fmt: skip
     parser.add_argument("--no-throttle", action="store_true",
                         help="no pauses between GitHub requests: Tasuku's own time")  # fmt: skip
     parser.add_argument("--github-port", type=int, default=0, help="the fake GitHub's port")
@@ -195,17 +202,20 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901
             wait(lambda: Repository.objects.filter(full_name=REPO, enabled=True).exists(),
                  timeout=60, what="the repository to be installed", every=0.1)  # fmt: skip
             pacing = (
-                "off" if args.no_throttle else "on (0.25 s between requests, 1 s between writes)"
+                "off"
+                if args.no_throttle
+                else "on (an installation's writes: 6 at once, then one a second)"
             )
             print(f"Tasuku web on port {web.port} (answered with its token), a worker "
                   f"(pid {worker.process.pid}, {args.workers} processes), the fake GitHub at {fake.url}; database "
-                  f"{db_label()}; GitHub pacing {pacing}")  # fmt: skip
+                  f"{db_label()}; GitHub pacing {pacing}; {args.gap:g} s between reviews")  # fmt: skip
 
             results = []
             for index in range(1 + args.warm):
                 if index == 0:
                     pull = world.pull
                 else:
+                    time.sleep(args.gap)
                     number = 100 + index
                     head = world.git.commit(
                         {**HEAD_FILES, "app/payments.py": HEAD_FILES["app/payments.py"]

@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     from django.conf import settings
     from django.core.management import call_command
 
-    settings.GITHUB_SECONDS_BETWEEN_REQUESTS = settings.GITHUB_SECONDS_BETWEEN_WRITES = 0
+    settings.GITHUB_SECONDS_BETWEEN_WRITES = "0"
     from repos import github
     from repos.models import Installation, Repository, Reviewer
     from repos.selectors import effective_config

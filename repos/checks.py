@@ -70,8 +70,12 @@ def github_settings_check(app_configs: object = None, **kwargs: object) -> list:
         ("GITHUB_RETRY_BACKOFF", 0, False),
         ("GITHUB_MAX_RATE_LIMIT_WAIT", 0, False),
         ("GITHUB_TIMEOUT", 1, False),
+        ("GITHUB_SECONDS_BETWEEN_WRITES", 0, False),
+        ("GITHUB_WRITE_BURST", 1, True),
     ):
-        problem = _number_problem(getattr(settings, variable), minimum=minimum, integer=integer)
+        problem = _number_problem(
+            str(getattr(settings, variable)), minimum=minimum, integer=integer
+        )
         if problem:
             messages.append(
                 Error(f"{variable} {problem}: {getattr(settings, variable)!r}.", id="tasuku.E006")

@@ -216,10 +216,15 @@ GITHUB_MAX_ATTEMPTS = env.str("GITHUB_MAX_ATTEMPTS", default="3")
 GITHUB_RETRY_BACKOFF = env.str("GITHUB_RETRY_BACKOFF", default="1.0")
 GITHUB_MAX_RATE_LIMIT_WAIT = env.str("GITHUB_MAX_RATE_LIMIT_WAIT", default="30")
 GITHUB_TIMEOUT = env.str("GITHUB_TIMEOUT", default="15")
-# Pauses PyGithub keeps between requests of one client; GitHub asks integrations to space
-# out content-creating requests to stay clear of its secondary rate limits.
-GITHUB_SECONDS_BETWEEN_REQUESTS = 0.25
-GITHUB_SECONDS_BETWEEN_WRITES = 1.0
+# GitHub asks integrations to make requests one at a time (a run does) and to wait a
+# second between many content-creating ones (80 a minute at most): an installation's
+# writes go GITHUB_WRITE_BURST at once, then one every GITHUB_SECONDS_BETWEEN_WRITES (0:
+# unpaced, e.g. an Enterprise server without rate limits); reads wait for nothing
+# (repos/github/pacing.py). GITHUB_SECONDS_BETWEEN_REQUESTS: a pause PyGithub would keep
+# before every request of one client, none by default.
+GITHUB_SECONDS_BETWEEN_REQUESTS = None
+GITHUB_SECONDS_BETWEEN_WRITES = env.str("GITHUB_SECONDS_BETWEEN_WRITES", default="1.0")
+GITHUB_WRITE_BURST = env.str("GITHUB_WRITE_BURST", default="6")
 
 
 # --- Tasuku -------------------------------------------------------------------------

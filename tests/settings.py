@@ -21,8 +21,7 @@ GITHUB_WEBHOOK_SECRET = ""
 GITHUB_API_URL = "https://api.github.invalid"
 GITHUB_RETRY_BACKOFF = "0.01"
 GITHUB_MAX_RATE_LIMIT_WAIT = "3"
-GITHUB_SECONDS_BETWEEN_REQUESTS = None
-GITHUB_SECONDS_BETWEEN_WRITES = None
+GITHUB_SECONDS_BETWEEN_WRITES = "0"
 TASUKU_BASE_URL = "http://tasuku.test"
 # A checkout cache of the test process's own (tests that use the fake GitHub get one of
 # their own test's: tests/conftest.py).

@@ -13,6 +13,7 @@ from github import Auth, Github, GithubIntegration
 from jwt.algorithms import RSAAlgorithm
 
 from repos.github.config import AppCredentials, RetryPolicy
+from repos.github.pacing import WritePacer
 from repos.github.schemas import InstallationToken
 
 # GitHub allows at most 10 minutes; leave room for clock drift between us and GitHub.
@@ -106,6 +107,19 @@ def integration_client(creds: AppCredentials, policy: RetryPolicy) -> GithubInte
 
 
 _client_cache: dict[tuple[Any, ...], Github] = {}
+_pacers: dict[tuple[int, float], WritePacer] = {}
+
+
+def write_pacer(policy: RetryPolicy) -> WritePacer | None:
+    """The process's pacer of installations' writes under `policy` (None: unpaced)."""
+    if not policy.seconds_between_writes:
+        return None
+    key = (policy.write_burst, float(policy.seconds_between_writes))
+    with cache_lock:
+        pacer = _pacers.get(key)
+        if pacer is None:
+            pacer = _pacers[key] = WritePacer(burst=key[0], interval=key[1])
+    return pacer
 
 
 def installation_client(
@@ -126,7 +140,9 @@ def installation_client(
                 per_page=100,
                 lazy=True,  # objects load when read: no GET before every call
                 seconds_between_requests=policy.seconds_between_requests,
-                seconds_between_writes=policy.seconds_between_writes,
+                # Writes are paced per installation by the gateway (repos/github/pacing.py),
+                # not per client: one installation's writes go through many clients.
+                seconds_between_writes=None,
             )
             _pinned(client.requester)
             if cached:
@@ -135,8 +151,8 @@ def installation_client(
 
 
 def caches_clear() -> None:
-    """Forget cached tokens, installation permissions and clients (tests; a changed App
-    key)."""
+    """Forget cached tokens, installation permissions, clients and the writes' pace
+    (tests; a changed App key)."""
     with cache_lock:
         token_cache.clear()
         permissions_cache.clear()
@@ -144,5 +160,6 @@ def caches_clear() -> None:
         reach_cache.clear()
         repository_cache.clear()
         _client_cache.clear()
+        _pacers.clear()
         run_details_refused.clear()
     integration_client.cache_clear()

@@ -33,7 +33,10 @@ class RetryPolicy:
     max_rate_limit_wait: float
     timeout: int
     seconds_between_requests: float | None
+    # An installation's writes: `write_burst` at once, then one every
+    # `seconds_between_writes` (repos/github/pacing.py); None: not paced.
     seconds_between_writes: float | None
+    write_burst: int = 1
 
 
 def private_key_text() -> tuple[str, str | None]:
@@ -201,5 +204,6 @@ def retry_policy() -> RetryPolicy:
         max_rate_limit_wait=float(settings.GITHUB_MAX_RATE_LIMIT_WAIT),
         timeout=int(float(settings.GITHUB_TIMEOUT)),
         seconds_between_requests=settings.GITHUB_SECONDS_BETWEEN_REQUESTS,
-        seconds_between_writes=settings.GITHUB_SECONDS_BETWEEN_WRITES,
+        seconds_between_writes=float(settings.GITHUB_SECONDS_BETWEEN_WRITES or 0) or None,
+        write_burst=max(1, int(settings.GITHUB_WRITE_BURST)),
     )

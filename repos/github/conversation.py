@@ -195,6 +195,7 @@ class ConversationCalls(Transport):
             repository_id=repository_id,
             permissions={"pull_requests": "write", "contents": "write"},
             fn=resolve,
+            write=True,
         )
 
     def comment_reply(
@@ -267,6 +268,7 @@ class ConversationCalls(Transport):
             repository_id=repository_id,
             permissions={"pull_requests": "write"},
             fn=put,
+            write=True,
         )
 
     def issue_comment_create(
@@ -373,4 +375,5 @@ class ConversationCalls(Transport):
             repository_id=repository_id,
             permissions={"pull_requests": "write"},
             fn=patch,
+            write=True,
         )

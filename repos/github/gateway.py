@@ -193,6 +193,7 @@ class GitHubGateway(
             repository_id=repository_id,
             permissions={"checks": "write"},
             fn=update,
+            write=True,
         )
 
     def repository_get(
@@ -341,6 +342,7 @@ class GitHubGateway(
             repository_id=repository_id,
             permissions={"pull_requests": "write"},
             fn=update,
+            write=True,
         )
 
     def review_find(

@@ -24,6 +24,7 @@ from repos.github.clients import (
     reach_cache,
     token_cache,
     token_key,
+    write_pacer,
 )
 from repos.github.config import AppCredentials, RetryPolicy
 from repos.github.errors import GitHubError, classify, permissions_not_granted
@@ -334,19 +335,25 @@ class Transport:
         fn: Callable[[Github], T],
         recover: Callable[[Github], T | None] | None = None,
         creates: bool = False,
+        write: bool = False,
         exact: bool = False,
     ) -> T:
         """Run `fn` with a client holding a token scoped to one repository (with the
         permissions a repository's calls share; `exact`: with just `permissions`, for a
-        call made on someone else's behalf, such as a connector's).
+        call made on someone else's behalf, such as a connector's). `write` (or
+        `creates`): `fn` changes something on GitHub, and waits its turn among the
+        installation's writes first (repos/github/pacing.py), each try.
 
         A 401 means the cached token was revoked or expired early: it is dropped and the
         call repeated once with a new token.
         """
+        paced = write or creates
         if self.single_use_tokens:
             return self._call(
                 description,
-                lambda: self._single_use(installation_id, repository_id, permissions, fn),
+                lambda: self._single_use(
+                    installation_id, repository_id, permissions, fn, paced=paced
+                ),
                 recover=(
                     (lambda: self._single_use(installation_id, repository_id, permissions, recover))
                     if recover
@@ -359,6 +366,8 @@ class Transport:
             if self.guard is not None:
                 self.guard()  # every try: a retry after a 502 is a post like the first
             client = self._client(installation_id, repository_id, permissions, exact=exact)
+            if paced:
+                self._pace(installation_id)
             try:
                 with usage_counted(self.creds.app_id, installation_id, client.requester):
                     return fn(client)
@@ -389,10 +398,14 @@ class Transport:
         repository_id: int | None,
         permissions: dict[str, str],
         fn: Callable[[Github], T],
+        *,
+        paced: bool = False,
     ) -> T:
         """`fn` with a client whose token is minted for it and revoked after it."""
         if self.guard is not None:
             self.guard()
+        if paced:
+            self._pace(installation_id)
         token = self._token_mint(
             installation_id,
             repository_ids=(repository_id,) if repository_id else (),
@@ -404,6 +417,15 @@ class Transport:
                 return fn(client)
         finally:
             self._token_revoke(client, installation_id)
+
+    def _pace(self, installation_id: int) -> None:
+        pacer = write_pacer(self.policy)
+        if pacer is not None:
+            waited = pacer.wait((self.creds.base_url, self.creds.app_id, installation_id))
+            if waited > 0:
+                logger.debug(
+                    "GitHub: a write for installation %s waited %.2fs", installation_id, waited
+                )
 
     def _app_call(self, description: str, fn: Callable[[], T]) -> T:
         """`_call` for a call made with the App's JWT, counted as the App's own."""

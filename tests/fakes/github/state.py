@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -215,6 +216,7 @@ class Call:
     status: int
     auth: str
     token: str = ""  # the installation token it was made with, if any
+    at: float = field(default_factory=time.monotonic)  # when it was answered
 
 
 @dataclass
