@@ -253,6 +253,10 @@ TASUKU_ALLOW_CODE_ON_LOCAL_RUNNER = env.bool("TASUKU_ALLOW_CODE_ON_LOCAL_RUNNER"
 TASUKU_WORKERS = env.str("TASUKU_WORKERS", default="2")
 # Address space (MB) of an engine the local runner starts, and of each process it starts.
 TASUKU_SANDBOX_MEMORY_MB = env.str("TASUKU_SANDBOX_MEMORY_MB", default="6144")
+# The local runner starts engines from a fork server of each worker process that has
+# imported them once (the model SDKs take seconds to import): false starts each as a
+# fresh Python process (sandbox/runners/forkserver.py).
+TASUKU_ENGINE_FORK_SERVER = env.bool("TASUKU_ENGINE_FORK_SERVER", default=True)
 # Address space (MB) of each checker process of the static reviewer (ruff, shellcheck on
 # one script). shellcheck's Haskell heap needs about 1.7 times its resident peak in address
 # space (~2.9 GB resident on nvm's 4,000-line nvm.sh). One that runs out makes the review

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import logging
 import os
 import resource
 import signal
@@ -29,7 +30,10 @@ from sandbox import progress
 from sandbox.connectors import ConnectorBridge
 from sandbox.contract import ReplyJob, ReplyResult, ReviewJob, ReviewResult
 from sandbox.errors import ProviderError, SandboxError, StageError
+from sandbox.runners.forkserver import ForkedProcess, ForkServerError, fork_server
 from sandbox.workspace import remove_tree
+
+logger = logging.getLogger(__name__)
 
 MAX_OUTPUT = 20 * 1024 * 1024
 DEFAULT_MEMORY_MB = 6144
@@ -126,7 +130,7 @@ class Completed:
 
 
 # What runs now under a name (a run's attempt): `engine_stop` stops it from another thread.
-_running: dict[str, subprocess.Popen] = {}
+_running: dict[str, subprocess.Popen | ForkedProcess] = {}
 _running_lock = threading.Lock()
 
 
@@ -139,6 +143,54 @@ def engine_stop(name: str) -> bool:
         return False
     _kill_group(process)
     return True
+
+
+def fork_server_enabled() -> bool:
+    """TASUKU_ENGINE_FORK_SERVER: engines start from the worker's fork server
+    (sandbox/runners/forkserver.py). Off where no setting says (an Actions runner: one
+    engine a process, nothing to gain)."""
+    return _setting("TASUKU_ENGINE_FORK_SERVER").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _limits_of(limits: Limits) -> dict[str, int]:
+    return {
+        "RLIMIT_AS": limits.memory_bytes,
+        "RLIMIT_CPU": limits.cpu_seconds,
+        "RLIMIT_FSIZE": limits.file_bytes,
+        "RLIMIT_CORE": 0,
+    }
+
+
+def _start(
+    command: list[str], *, cwd: Path, env: dict[str, str], limits: Limits, what: str
+) -> subprocess.Popen | ForkedProcess:
+    """`command` started in a process group of its own under `limits`: a Python module
+    (`python -I -m …`) from the fork server when it is on and answers, anything else (or
+    when it does not) as a subprocess."""
+    python_module = command[:3] == [sys.executable, "-I", "-m"] and len(command) > 3
+    if python_module and fork_server_enabled():
+        try:
+            server = fork_server(scrubbed_environment(""))
+            return server.spawn(
+                command[3], command[4:], cwd=cwd, env=env, limits=_limits_of(limits)
+            )
+        except (ForkServerError, OSError) as exc:
+            logger.warning("starting %s as a subprocess: %s", what, exc)
+    try:
+        return subprocess.Popen(  # noqa: S603
+            command,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group, killed as one
+            preexec_fn=_limit(limits),  # noqa: PLW1509
+        )
+    except OSError as exc:
+        raise SandboxError(
+            f"Could not start {what}: {exc}", permanent=False, code="engine-start"
+        ) from exc
 
 
 def sandboxed_run(
@@ -155,32 +207,24 @@ def sandboxed_run(
     """Run `command` in its own process group under `limits`; on the wall-clock limit
     the whole group (the command and everything it started) is killed. `on_progress` is
     given each progress event (sandbox/progress.py) the command writes, as it writes it."""
-    try:
-        process = subprocess.Popen(  # noqa: S603
-            command,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # its own process group, killed as one
-            preexec_fn=_limit(limits),  # noqa: PLW1509
-        )
-    except OSError as exc:
-        raise SandboxError(
-            f"Could not start {what}: {exc}", permanent=False, code="engine-start"
-        ) from exc
+    process = _start(command, cwd=cwd, env=env, limits=limits, what=what)
     if name:
         with _running_lock:
             _running[name] = process
     try:
-        if on_progress is None:
+        if on_progress is None and isinstance(process, subprocess.Popen):
             stdout, stderr = process.communicate(stdin, timeout=limits.wall_seconds)
         else:
-            stdout, stderr = _relayed(process, stdin, limits.wall_seconds, on_progress)
+            stdout, stderr = _relayed(
+                process, stdin, limits.wall_seconds, on_progress or (lambda event: None)
+            )
     except subprocess.TimeoutExpired:
         _kill_group(process)
-        process.communicate()
+        if isinstance(process, subprocess.Popen):
+            process.communicate()
+        else:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=10)
         raise SandboxError(
             f"{what[:1].upper()}{what[1:]} did not finish within {limits.wall_seconds}s and was stopped.",
             permanent=True,
@@ -198,7 +242,10 @@ STDERR_KEPT = 256 * 1024  # the failure line is the last one; progress lines com
 
 
 def _relayed(
-    process: subprocess.Popen, stdin: bytes, seconds: float, on_progress: Callable[[dict], None]
+    process: subprocess.Popen | ForkedProcess,
+    stdin: bytes,
+    seconds: float,
+    on_progress: Callable[[dict], None],
 ) -> tuple[bytes, bytes]:
     """`communicate`, with each progress line of stderr handed on as it arrives."""
     out: list[bytes] = []
@@ -330,7 +377,7 @@ def result_parse(engine: str, stdout: bytes) -> ReviewResult:
         ) from exc
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def _kill_group(process: subprocess.Popen | ForkedProcess) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
 

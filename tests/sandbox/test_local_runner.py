@@ -19,9 +19,23 @@ from sandbox.runners.local import (
 )
 
 
+@pytest.fixture(params=["subprocess", "fork server"])
+def via(request, settings) -> str:
+    """An engine (a Python module) starts as a subprocess, or from the worker's fork
+    server (sandbox/runners/forkserver.py): each test of the sandbox runs through both."""
+    settings.TASUKU_ENGINE_FORK_SERVER = request.param == "fork server"
+    return request.param
+
+
+def python_module(code: str) -> list[str]:
+    """`code` run as an engine is, `python -I -m <module>` (the standard library's timeit
+    runs it once), so that either way of starting one takes it."""
+    return [sys.executable, "-I", "-m", "timeit", "-n", "1", "-r", "1", code]
+
+
 def run(code: str, tmp_path, **limits):
     return sandboxed_run(
-        [sys.executable, "-c", code],
+        python_module(code),
         cwd=tmp_path,
         stdin=b"",
         limits=Limits(**{"wall_seconds": 20, **limits}),
@@ -30,12 +44,15 @@ def run(code: str, tmp_path, **limits):
     )
 
 
-def test_the_engine_sees_no_token_key_or_secret_of_the_worker(tmp_path, monkeypatch):
+def test_the_engine_sees_no_token_key_or_secret_of_the_worker(tmp_path, monkeypatch, via):
     monkeypatch.setenv("GITHUB_PRIVATE_KEY", "-----BEGIN RSA PRIVATE KEY-----")
     monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s3cret")
     monkeypatch.setenv("SECRET_KEY", "django")
     monkeypatch.setenv("DATABASE_URL", "postgres://user:pw@db/tasuku")
-    completed = run("import os, json; print(json.dumps(dict(os.environ)))", tmp_path)
+    completed = run(
+        "import os, json, sys; sys.stdout.write(json.dumps(dict(os.environ))); sys.stdout.flush(); os._exit(0)",
+        tmp_path,
+    )
     seen = json.loads(completed.stdout)
     assert set(seen) <= {
         "PATH",
@@ -55,12 +72,12 @@ def test_only_the_keys_an_engine_is_allowed_are_passed(tmp_path):
     assert env["HOME"] == str(tmp_path)
 
 
-def test_the_wall_clock_limit_kills_the_whole_process_group(tmp_path):
+def test_the_wall_clock_limit_kills_the_whole_process_group(tmp_path, via):
     pid_file = tmp_path / "child.pid"
     code = (
-        "import subprocess, time\n"
-        f"child = subprocess.Popen(['sleep', '60'])\nopen({str(pid_file)!r}, 'w').write(str(child.pid))\n"
-        "time.sleep(60)\n"
+        "import subprocess, time; "
+        f"child = subprocess.Popen(['sleep', '60']); open({str(pid_file)!r}, 'w').write(str(child.pid)); "
+        "time.sleep(60)"
     )
     started = time.monotonic()
     with pytest.raises(SandboxError, match="did not finish within 2s") as caught:
@@ -81,18 +98,18 @@ def _dead(pid: int) -> bool:
         return True
 
 
-def test_the_memory_limit_stops_a_runaway_engine(tmp_path):
+def test_the_memory_limit_stops_a_runaway_engine(tmp_path, via):
     completed = run("x = bytearray(1024 * 1024 * 1024)", tmp_path, memory_bytes=256 * 1024 * 1024)
     assert completed.returncode != 0
     assert b"MemoryError" in completed.stderr
 
 
-def test_the_cpu_limit_stops_a_spinning_engine(tmp_path):
+def test_the_cpu_limit_stops_a_spinning_engine(tmp_path, via):
     completed = run("while True: pass", tmp_path, cpu_seconds=1)
     assert completed.returncode < 0  # killed by SIGXCPU
 
 
-def test_python_code_in_the_checkout_cannot_replace_tasukus_modules(tmp_path):
+def test_python_code_in_the_checkout_cannot_replace_tasukus_modules(tmp_path, via):
     (tmp_path / "sandbox").mkdir()
     (tmp_path / "sandbox" / "__init__.py").write_text("raise SystemExit('hijacked')\n")
     (tmp_path / "sitecustomize.py").write_text("raise SystemExit('hijacked')\n")
@@ -106,7 +123,7 @@ def test_python_code_in_the_checkout_cannot_replace_tasukus_modules(tmp_path):
     assert result.engine == "static"
 
 
-def test_an_unknown_engine_fails_clearly(tmp_path):
+def test_an_unknown_engine_fails_clearly(tmp_path, via):
     job = ReviewJob(
         job_id="1", repository="a/b", pull_request=1, base_sha="a" * 40, head_sha="b" * 40
     )
@@ -133,35 +150,48 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-def test_an_engine_dies_with_the_worker_that_started_it(tmp_path):
+@pytest.mark.parametrize("fork_server", [False, True], ids=["subprocess", "fork server"])
+def test_an_engine_dies_with_the_worker_that_started_it(tmp_path, fork_server):
     """A worker SIGKILLed mid-review leaves no engine running on (still calling a model
-    another worker is paying for again)."""
+    another worker is paying for again), nor a fork server."""
     import os
     import signal
     import subprocess
     import textwrap
 
     pidfile = tmp_path / "engine.pid"
+    engine_code = (
+        f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    )
     worker = subprocess.Popen(  # noqa: S603
         [sys.executable, "-c", textwrap.dedent(f"""
             from pathlib import Path
-            from sandbox.runners.local import Limits, sandboxed_run
-            sandboxed_run(["sh", "-c", "echo $$ > {pidfile}; exec sleep 120"], cwd=Path("{tmp_path}"),
-                          stdin=b"", limits=Limits(wall_seconds=300), env={{"PATH": "/usr/bin:/bin"}},
-                          what="a long engine")
+            from sandbox.runners.local import Limits, sandboxed_run, scrubbed_environment
+            sandboxed_run({python_module(engine_code)!r}, cwd=Path("{tmp_path}"),
+                          stdin=b"", limits=Limits(wall_seconds=300),
+                          env=scrubbed_environment("{tmp_path}"), what="a long engine")
         """)],
+        env={**os.environ, "TASUKU_ENGINE_FORK_SERVER": str(fork_server)},
     )  # fmt: skip
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 30
     while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.1)
     engine = int(pidfile.read_text())
     assert _alive(engine)
+    server = _parent(engine)
+    assert (server != worker.pid) is fork_server
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait()
     deadline = time.monotonic() + 5
-    while _alive(engine) and time.monotonic() < deadline:
+    while (_alive(engine) or _alive(server)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(engine)
+    assert not _alive(server)
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
 
 
 def test_a_tree_1200_folders_deep_is_removed(tmp_path):

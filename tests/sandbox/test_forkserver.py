@@ -1,0 +1,140 @@
+"""The local runner's fork server (sandbox/runners/forkserver.py): engines forked from a
+process that imported them once, and nothing of the worker in it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from sandbox.runners import forkserver
+from sandbox.runners.local import Limits, sandboxed_run, scrubbed_environment
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's prctl")
+
+
+@pytest.fixture(autouse=True)
+def fork_server_on(settings):
+    settings.TASUKU_ENGINE_FORK_SERVER = True
+    forkserver.fork_server_stop()
+    yield
+    forkserver.fork_server_stop()
+
+
+def module(code: str) -> list[str]:
+    return [sys.executable, "-I", "-m", "timeit", "-n", "1", "-r", "1", code]
+
+
+def run(tmp_path, code: str, **limits):
+    return sandboxed_run(
+        module(code),
+        cwd=tmp_path,
+        stdin=b"",
+        limits=Limits(**{"wall_seconds": 30, **limits}),
+        env=scrubbed_environment(str(tmp_path), {"ANTHROPIC_API_KEY": "k"}),
+        what="a test engine",
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_an_engine_is_forked_from_the_server_with_its_own_directory_and_environment(tmp_path):
+    report = (
+        "import os, sys, json, tempfile; sys.stdout.write(json.dumps({'pid': os.getpid(), "
+        "'ppid': os.getppid(), 'pgid': os.getpgid(0), 'cwd': os.getcwd(), "
+        "'tmp': tempfile.gettempdir(), 'key': os.environ.get('ANTHROPIC_API_KEY'), "
+        "'anthropic': 'anthropic' in sys.modules})); sys.stdout.flush(); os._exit(0)"
+    )
+    first = json.loads(run(tmp_path, report).stdout)
+    second = json.loads(run(tmp_path, report).stdout)
+    server = forkserver.fork_server(scrubbed_environment(""))
+    assert first["ppid"] == second["ppid"] == server.pid  # one server, forked twice
+    assert first["pid"] != second["pid"]
+    assert first["pgid"] == first["pid"]  # a process group of its own
+    assert first["cwd"] == str(tmp_path) and first["tmp"] == str(tmp_path)
+    assert first["key"] == "k"
+    assert first["anthropic"] is True  # imported once, by the server
+
+
+def test_the_server_holds_nothing_of_the_worker(tmp_path, monkeypatch):
+    monkeypatch.setenv("GITHUB_PRIVATE_KEY", "-----BEGIN RSA PRIVATE KEY-----")
+    monkeypatch.setenv("DATABASE_URL", "postgres://user:pw@db/tasuku")
+    run(tmp_path, "pass")
+    server = forkserver.fork_server(scrubbed_environment(""))
+    with open(f"/proc/{server.pid}/environ", "rb") as environ:
+        names = {item.split(b"=", 1)[0].decode() for item in environ.read().split(b"\0") if item}
+    assert names <= {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LANG",
+        "LC_ALL",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONHASHSEED",
+    }
+    fds = os.listdir(f"/proc/{server.pid}/fd")
+    assert len(fds) < 12, fds  # its socket, its selector, a wake-up pipe; none of the worker's
+
+
+def test_a_server_that_dies_takes_its_engines_with_it_and_the_next_run_gets_a_new_one(tmp_path):
+    pidfile = tmp_path / "engine.pid"
+    server = forkserver.fork_server(scrubbed_environment(""))
+    process = server.spawn(
+        "timeit",
+        [
+            "-n",
+            "1",
+            "-r",
+            "1",
+            f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(60)",
+        ],
+        cwd=tmp_path,
+        env=scrubbed_environment(str(tmp_path)),
+        limits={},
+    )
+    deadline = time.monotonic() + 20
+    while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    engine = int(pidfile.read_text())
+    os.kill(server.pid, signal.SIGKILL)
+    assert process.wait(timeout=10) == -signal.SIGKILL
+    deadline = time.monotonic() + 5
+    while _alive(engine) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(engine)
+    completed = run(
+        tmp_path,
+        "import os, sys; sys.stdout.write(str(os.getppid())); sys.stdout.flush(); os._exit(0)",
+    )
+    assert int(completed.stdout) not in (server.pid, os.getpid())  # a new server
+
+
+def test_an_engine_that_fails_says_why_and_the_server_goes_on(tmp_path):
+    failed = run(tmp_path, "raise RuntimeError('the engine broke')")
+    assert failed.returncode == 1
+    assert b"RuntimeError: the engine broke" in failed.stderr
+    exited = run(tmp_path, "import os; os._exit(4)")
+    assert exited.returncode == 4
+    killed = run(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    assert killed.returncode == -signal.SIGKILL
+    assert run(tmp_path, "pass").returncode == 0
+
+
+def test_without_a_server_the_engine_starts_as_a_subprocess(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(forkserver, "READY", b"something else")  # it never says it is ready
+    completed = run(
+        tmp_path,
+        "import os, sys; sys.stdout.write(str(os.getppid())); sys.stdout.flush(); os._exit(0)",
+    )
+    assert int(completed.stdout) == os.getpid()
+    assert "starting a test engine as a subprocess" in caplog.text
