@@ -85,13 +85,19 @@ def git_text(output: bytes) -> str:
     return output.decode("utf-8", errors="replace")
 
 
+# How git says the server refused it: its own words, or an HTTP status it was answered
+# with ("The requested URL returned error: 403", "RPC failed; HTTP 401"). Not a bare
+# "403" or "401": a port (127.0.0.1:40187) or a commit id holds those digits.
+_DENIED = re.compile(
+    r"authentication failed|could not read username|(?:returned error|\bhttp)[: ]+40[13]\b"
+)
+
+
 def clone_error(what: str, stderr: str) -> CloneError:
     text = stderr.strip().splitlines()
     detail = text[-1] if text else "no output"
     lowered = stderr.lower()
-    if any(
-        s in lowered for s in ("authentication failed", "403", "401", "could not read username")
-    ):
+    if _DENIED.search(lowered):
         return CloneError(
             f"Could not {what}: access denied ({detail}). The App may not read this "
             "repository: grant it Contents: read.",

@@ -23,6 +23,12 @@ from webhooks.signature import signature_for
 FIXTURES = Path(__file__).parent / "fixtures" / "github"
 
 
+# All an engine's environment may hold, beside the keys its reviewer allows it.
+ENGINE_ENVIRONMENT = frozenset(
+    {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED"}
+)
+
+
 @cache
 def _fixture_text(event: str, variant: str) -> str:
     return (FIXTURES / f"{event}__{variant}.json").read_text()

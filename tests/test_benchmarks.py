@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("pipeline.py", ["--files", "60", "--engine"], "static engine on"),
         ("large_pr.py", ["--files", "60", "--runs", "1", "--release"], "by reviewability (now)"),
         ("agent_tools.py", ["--files", "60"], "search_code rare pattern"),
+        ("engine_start.py", ["--runs", "2", "--engines", "static"], "fork server"),
         ("static_quality.py", ["--cases", "2"], "recall against the bare tools"),
         ("slow_clients.py", ["--duration", "1", "--slow", "1"], "1 slow clients:"),
         # The floor and Tasuku side by side, one pair: the floor's INSERT still matches

@@ -13,6 +13,7 @@ import pytest
 
 from sandbox.runners import forkserver
 from sandbox.runners.local import Limits, sandboxed_run, scrubbed_environment
+from tests.helpers import ENGINE_ENVIRONMENT
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's prctl")
 
@@ -73,15 +74,7 @@ def test_the_server_holds_nothing_of_the_worker(tmp_path, monkeypatch):
     server = forkserver.fork_server(scrubbed_environment(""))
     with open(f"/proc/{server.pid}/environ", "rb") as environ:
         names = {item.split(b"=", 1)[0].decode() for item in environ.read().split(b"\0") if item}
-    assert names <= {
-        "PATH",
-        "HOME",
-        "TMPDIR",
-        "LANG",
-        "LC_ALL",
-        "PYTHONDONTWRITEBYTECODE",
-        "PYTHONHASHSEED",
-    }
+    assert names <= ENGINE_ENVIRONMENT
     fds = os.listdir(f"/proc/{server.pid}/fd")
     assert len(fds) < 12, fds  # its socket, its selector, a wake-up pipe; none of the worker's
 

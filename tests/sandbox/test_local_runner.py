@@ -17,6 +17,7 @@ from sandbox.runners.local import (
     sandboxed_run,
     scrubbed_environment,
 )
+from tests.helpers import ENGINE_ENVIRONMENT
 
 
 @pytest.fixture(params=["subprocess", "fork server"])
@@ -54,15 +55,7 @@ def test_the_engine_sees_no_token_key_or_secret_of_the_worker(tmp_path, monkeypa
         tmp_path,
     )
     seen = json.loads(completed.stdout)
-    assert set(seen) <= {
-        "PATH",
-        "HOME",
-        "TMPDIR",
-        "LANG",
-        "LC_ALL",
-        "PYTHONDONTWRITEBYTECODE",
-        "PYTHONHASHSEED",
-    }
+    assert set(seen) <= ENGINE_ENVIRONMENT
     assert "s3cret" not in completed.stdout.decode()
 
 

@@ -112,3 +112,30 @@ def test_the_workspace_is_removed_when_the_review_fails():
         (path / "file").write_text("x")
         raise RuntimeError("engine crashed")
     assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("stderr", "denied"),
+    [
+        ("fatal: Authentication failed for 'https://github.com/acme/shop/'", True),
+        (
+            "fatal: unable to access 'https://github.com/acme/shop/': The requested URL returned error: 403",
+            True,
+        ),
+        ("error: RPC failed; HTTP 401 curl 22 The requested URL returned error: 401", True),
+        (
+            "fatal: could not read Username for 'https://github.com': terminal prompts disabled",
+            True,
+        ),
+        # A port, a commit id: the digits of a status, no refusal.
+        ("error: http://127.0.0.1:40187/acme/shop.git did not send all necessary objects", False),
+        ("fatal: bad object 4031c2d9e8b7a6f5e4d3c2b1a09f8e7d6c5b4a39", False),
+    ],
+)
+def test_only_a_refusal_reads_as_access_denied(stderr, denied):
+    from sandbox.git import clone_error
+
+    error = clone_error("fetch the pull request's commits", stderr)
+    assert (error.code == "clone-access") is denied
+    if not denied:
+        assert not error.permanent  # a broken mirror or a hiccup: tried again, or afresh
