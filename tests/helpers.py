@@ -48,9 +48,11 @@ def post_webhook(
     delivery_id: str | None = None,
     hook_id: str = "123456",
     signature: str | None = None,
+    **extra: str,
 ):
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     headers = {
+        **extra,
         "HTTP_X_GITHUB_EVENT": event,
         "HTTP_X_GITHUB_DELIVERY": delivery_id or str(uuid.uuid4()),
         "HTTP_X_GITHUB_HOOK_ID": hook_id,

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from typing import Any
 
+from django.conf import settings
 from django.core import signals
+from django.http.request import split_domain_port, validate_host
 
 from webhooks.intake import Answer, intake
 
@@ -46,11 +49,36 @@ def _reader(environ: dict[str, Any]) -> Callable[[int], bytes]:
     return lambda size: stream.read(min(size, declared))
 
 
+def _host(environ: dict[str, Any]) -> str:
+    """The request's host as Django reads it (HttpRequest.get_host, before validation)."""
+    if settings.USE_X_FORWARDED_HOST and "HTTP_X_FORWARDED_HOST" in environ:
+        return environ["HTTP_X_FORWARDED_HOST"]
+    if "HTTP_HOST" in environ:
+        return environ["HTTP_HOST"]
+    host, port = environ.get("SERVER_NAME", ""), str(environ.get("SERVER_PORT", ""))
+    default = "443" if environ.get("wsgi.url_scheme") == "https" else "80"
+    return host if port in ("", default) else f"{host}:{port}"
+
+
+@lru_cache(maxsize=64)
+def _host_allowed(host: str, allowed: tuple[str, ...], debug: bool) -> bool:
+    """Whether ALLOWED_HOSTS admits `host`, as Django's request handling checks it."""
+    domain, _ = split_domain_port(host)
+    if debug and not allowed:
+        allowed = (".localhost", "127.0.0.1", "[::1]")
+    return bool(domain) and validate_host(domain, allowed)
+
+
 def intake_door(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
     signals.request_started.send(sender=intake_door, environ=environ)
     try:
         try:
-            answer = intake(environ, _reader(environ))
+            # As Django's middleware would (CommonMiddleware asks for the host): a Host
+            # the site does not serve is refused before anything is read.
+            if not _host_allowed(_host(environ), tuple(settings.ALLOWED_HOSTS), settings.DEBUG):
+                answer = Answer(400, {"error": "invalid Host header"})
+            else:
+                answer = intake(environ, _reader(environ))
         except Exception:
             logger.exception("Internal Server Error: %s", environ.get("PATH_INFO", ""))
             signals.got_request_exception.send(sender=intake_door, request=None)

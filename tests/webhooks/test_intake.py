@@ -301,3 +301,10 @@ def test_the_body_is_kept_byte_exact_with_its_signature_and_the_delivery_page_ve
     page = staff_client.get(f"/status/deliveries/{delivery.pk}/").content.decode()
     assert f"{len(raw)} bytes kept as received" in page
     assert "its signature verifies with the webhook secret" in page
+
+
+def test_a_host_the_site_does_not_serve_is_refused_and_nothing_stored(client, secret):
+    body = payload("pull_request", "opened")
+    response = post_webhook(client, "pull_request", body, secret=secret, HTTP_HOST="evil.example")
+    assert response.status_code == 400
+    assert not WebhookDelivery.objects.exists()
