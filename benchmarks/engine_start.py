@@ -8,9 +8,10 @@ at once with an empty review: what is left is starting the engine and its SDK) a
 `static` engine (on a one-file checkout) through `sandbox.runners.local.engine_run`,
 `--runs` times each, with TASUKU_ENGINE_FORK_SERVER off and on in turn (A B A B).
 Prints the first run of each (the fork server's includes starting the server and its
-imports) and the median of the rest, wall time, and the CPU the runs cost: the reaped
-children's for the subprocesses, the fork server's own and its children's for the
-fork server (read from /proc, which is why this is Linux's).
+imports) and the median of the rest, wall time; the CPU a run costs (the reaped
+children's for the subprocesses, the fork server's children's for the fork server);
+and the fork server's own CPU, spent once per worker process (read from /proc, which is
+why this is Linux's).
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tasuku.settings")
 
 
-def _cpu_of(pid: int) -> float:
-    """Seconds of CPU of `pid` and of the children it reaped (utime, stime, cutime,
-    cstime: /proc/<pid>/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+def _cpu_of(pid: int) -> tuple[float, float]:
+    """Seconds of CPU of `pid` itself and of the children it reaped (utime + stime,
+    cutime + cstime: /proc/<pid>/stat)."""
+    fields = [int(v) for v in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (fields[11] + fields[12]) / tick, (fields[13] + fields[14]) / tick
 
 
 def main() -> int:
@@ -76,6 +78,7 @@ def main() -> int:
     print(f"{os.cpu_count()} CPUs; {args.runs} runs of each engine each way, interleaved")
     results: dict[tuple[str, str], list[float]] = {}
     cpu: dict[tuple[str, str], float] = {}
+    server_start: list[float] = []
     try:
         for engine in args.engines:
             for way in ("subprocess", "fork server", "subprocess", "fork server"):
@@ -83,7 +86,7 @@ def main() -> int:
                 forkserver.fork_server_stop()  # each round starts its own (its first run)
                 children = resource.getrusage(resource.RUSAGE_CHILDREN)
                 times = []
-                server_cpu = 0.0
+                children_cpu = 0.0
                 for _ in range(args.runs):
                     fake.reset()
                     fake.script(submit)
@@ -92,13 +95,14 @@ def main() -> int:
                     times.append(time.perf_counter() - started)
                 if way == "fork server":
                     server = forkserver.fork_server(scrubbed_environment(""))
-                    server_cpu = _cpu_of(server.pid)
+                    own, children_cpu = _cpu_of(server.pid)
+                    server_start.append(own)  # its imports, then forks: next to nothing
                     forkserver.fork_server_stop()
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 reaped = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
                 key = (engine, way)
                 results.setdefault(key, []).extend(times)
-                cpu[key] = cpu.get(key, 0.0) + reaped + server_cpu
+                cpu[key] = cpu.get(key, 0.0) + reaped + children_cpu
                 print(f"  {engine:<10} {way:<12} first {times[0]:6.2f} s, then median "
                       f"{statistics.median(times[1:]):6.3f} s", flush=True)  # fmt: skip
     finally:
@@ -108,6 +112,9 @@ def main() -> int:
     for (engine, way), times in results.items():
         per_run = cpu[(engine, way)] / len(times)
         print(f"{engine:<10} {way:<12} {statistics.median(times):10.3f}s {per_run:11.2f}s")
+    if server_start:
+        print(f"the fork server's own CPU, once per worker process (its imports): "
+              f"median {statistics.median(server_start):.2f}s")  # fmt: skip
     return 0
 
 

@@ -193,8 +193,9 @@ def _delivery_insert(values: dict[str, Any], doorbell: tuple[str, str, str] | No
 # `_server_bound`); false for the rest of the process once a pooler in front refused it.
 _prepare = True
 _POOLER_REFUSALS = (
-    psycopg.errors.InvalidSqlStatementName,
-    psycopg.errors.DuplicatePreparedStatement,
+    psycopg.errors.InvalidSqlStatementName,  # not prepared on the connection it reached
+    psycopg.errors.DuplicatePreparedStatement,  # prepared there already, by another client
+    psycopg.errors.ProtocolViolation,  # that name is another client's statement there
 )
 
 
@@ -216,11 +217,12 @@ def _server_bound(sql: str, params: list[Any]) -> int | None:
     db = connections[DEFAULT_DB_ALIAS]
     db.ensure_connection()
     started = time.monotonic()
+    prepare = _prepare  # as sent: another thread may turn it off meanwhile
     with db.wrap_database_errors:
         try:
-            row = _execute(db, sql, params, prepare=_prepare)
+            row = _execute(db, sql, params, prepare=prepare)
         except _POOLER_REFUSALS as exc:
-            if not _prepare or db.in_atomic_block:
+            if not prepare or db.in_atomic_block:
                 raise
             _prepare = False
             logger.warning(

@@ -35,13 +35,30 @@ _REASONS = {
 }
 
 
+@lru_cache(maxsize=1)
+def _security_headers() -> tuple[tuple[str, str], ...]:
+    """The headers Django's security and clickjacking middleware put on every answer
+    (settings do not change while the process runs), so that the door's answers carry
+    what the view's do."""
+    headers = []
+    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
+        headers.append(("X-Content-Type-Options", "nosniff"))
+    if settings.SECURE_REFERRER_POLICY:
+        policy = settings.SECURE_REFERRER_POLICY
+        if not isinstance(policy, str):
+            policy = ",".join(policy)
+        headers.append(("Referrer-Policy", policy))
+    if settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
+        headers.append(("Cross-Origin-Opener-Policy", settings.SECURE_CROSS_ORIGIN_OPENER_POLICY))
+    headers.append(("X-Frame-Options", getattr(settings, "X_FRAME_OPTIONS", "DENY").upper()))
+    return tuple(headers)
+
+
 def _reader(environ: dict[str, Any]) -> Callable[[int], bytes]:
-    """The body's reader, bounded as Django bounds it: by Content-Length, unless the
-    server ends the stream at the body's end itself (`wsgi.input_terminated`, gunicorn).
-    Reading past the body of a raw socket stream would wait for the client."""
+    """The body's reader, bounded as Django bounds it: by Content-Length (none: an empty
+    body, as for the view; GitHub always says how long its body is). Reading past the
+    body of a raw socket stream would wait for the client."""
     stream = environ["wsgi.input"]
-    if environ.get("wsgi.input_terminated"):
-        return stream.read
     try:
         declared = max(0, int(environ.get("CONTENT_LENGTH") or 0))
     except ValueError:
@@ -90,6 +107,7 @@ def intake_door(environ: dict[str, Any], start_response: Callable[..., Any]) -> 
                 ("Content-Type", "application/json"),
                 ("Content-Length", str(len(content))),
                 *answer.headers,
+                *_security_headers(),
             ],
         )
         return [content]

@@ -363,11 +363,11 @@ class Transport:
             )
 
         def attempt() -> T:
+            if paced:
+                self._pace(installation_id)  # before the guard: a stop while waiting counts
             if self.guard is not None:
                 self.guard()  # every try: a retry after a 502 is a post like the first
             client = self._client(installation_id, repository_id, permissions, exact=exact)
-            if paced:
-                self._pace(installation_id)
             try:
                 with usage_counted(self.creds.app_id, installation_id, client.requester):
                     return fn(client)
@@ -376,6 +376,8 @@ class Transport:
                     raise
                 self._drop_token(installation_id, repository_id, permissions, exact=exact)
                 client = self._client(installation_id, repository_id, permissions, exact=exact)
+                if paced:
+                    self._pace(installation_id)
                 with usage_counted(self.creds.app_id, installation_id, client.requester):
                     return fn(client)
 
@@ -402,10 +404,10 @@ class Transport:
         paced: bool = False,
     ) -> T:
         """`fn` with a client whose token is minted for it and revoked after it."""
-        if self.guard is not None:
-            self.guard()
         if paced:
             self._pace(installation_id)
+        if self.guard is not None:
+            self.guard()
         token = self._token_mint(
             installation_id,
             repository_ids=(repository_id,) if repository_id else (),

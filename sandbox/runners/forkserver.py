@@ -30,12 +30,14 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -72,10 +74,14 @@ class ForkedProcess:
         self.pid = pid
         self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
         self.returncode: int | None = None
+        # The server ended before it told how this child ended (it was killed with the
+        # server): not the engine's failure, and nothing about its limits.
+        self.lost = False
         self._ended = threading.Event()
 
-    def _end(self, status: int) -> None:
+    def _end(self, status: int, *, lost: bool = False) -> None:
         self.returncode = status
+        self.lost = lost
         self._ended.set()
 
     def poll(self) -> int | None:
@@ -94,13 +100,18 @@ class ForkServer:
 
     def __init__(self, env: dict[str, str]) -> None:
         self._lock = threading.Lock()
+        # One request at a time: the server answers in order, and a reply must reach the
+        # thread whose request it answers.
+        self._spawning = threading.Lock()
         self._replies: list[dict[str, Any]] = []
         self._reply_ready = threading.Condition(self._lock)
         self._children: dict[int, ForkedProcess] = {}
         self._ended_early: dict[int, int] = {}
         self._closed = False
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        home = tempfile.mkdtemp(prefix="tasuku-forkserver-")
+        # Named as an engine's home: what a killed worker leaves is pruned with those.
+        home = tempfile.mkdtemp(prefix="tasuku-home-forkserver-")
+        self._home = home
         try:
             self._process = subprocess.Popen(  # noqa: S603
                 [sys.executable, "-I", "-m", "sandbox.runners.forkserver", str(theirs.fileno())],
@@ -111,9 +122,12 @@ class ForkServer:
                 stdout=subprocess.DEVNULL,
                 start_new_session=True,
             )
+        except OSError:
+            ours.close()
+            shutil.rmtree(home, ignore_errors=True)
+            raise
         finally:
             theirs.close()
-        self._home = home
         self._sock = ours
         self._sock.settimeout(120)  # the imports: a few seconds, more on a loaded host
         try:
@@ -143,15 +157,29 @@ class ForkServer:
         limits: dict[str, int],
     ) -> ForkedProcess:
         """Start `python -I -m <module> <args>` as a child of the server, with its three
-        pipes; the child's process group is its pid."""
+        pipes; the child's process group is its pid.
+
+        The environment (the run's keys) goes to the child through a pipe of its own,
+        which only the child reads: the server forwards the descriptor and never holds
+        the values, so no later engine can find an earlier run's key in memory it
+        inherited from the server."""
         pipes = [os.pipe() for _ in range(3)]  # (read, write) each
-        child_ends = [pipes[0][0], pipes[1][1], pipes[2][1]]
+        env_read, env_write = os.pipe()
+        child_ends = [pipes[0][0], pipes[1][1], pipes[2][1], env_read]
         ours = [pipes[0][1], pipes[1][0], pipes[2][0]]
         request = json.dumps(
-            {"module": module, "args": list(args), "cwd": str(cwd), "env": env, "limits": limits}
+            {"module": module, "args": list(args), "cwd": str(cwd), "limits": limits}
         ).encode()
         try:
-            with self._lock:
+            environment = json.dumps(env).encode()
+            if len(environment) > 60_000:  # a pipe holds 64 KiB: the child reads it later
+                raise ForkServerError("the engine's environment is too large to pass")
+            # Its length first: the child reads exactly that much, whoever else may hold
+            # a copy of the pipe's writing end.
+            os.write(env_write, len(environment).to_bytes(8, "big") + environment)
+            os.close(env_write)
+            env_write = -1
+            with self._spawning, self._lock:
                 if not self.alive:
                     raise ForkServerError("the fork server is gone")
                 try:
@@ -185,9 +213,10 @@ class ForkServer:
                     self._children[process.pid] = process
                 return process
         finally:
-            for fd in child_ends + ours:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            for fd in [*child_ends, *ours, env_write]:
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
 
     def _listen(self) -> None:
         while True:
@@ -213,7 +242,7 @@ class ForkServer:
         with self._lock:
             self._closed = True
             for child in self._children.values():
-                child._end(-signal.SIGKILL)
+                child._end(-signal.SIGKILL, lost=True)
             self._children.clear()
             self._reply_ready.notify_all()
 
@@ -226,25 +255,34 @@ class ForkServer:
             self._process.kill()
         with contextlib.suppress(Exception):
             self._process.wait(timeout=5)
-        with contextlib.suppress(OSError):
-            import shutil
-
-            shutil.rmtree(self._home, ignore_errors=True)
+        shutil.rmtree(self._home, ignore_errors=True)
 
 
 _server: ForkServer | None = None
 _server_lock = threading.Lock()
+_failed_at: float | None = None  # when a server last failed to start (time.monotonic)
+RETRY_START_SECONDS = 60.0
 
 
 def fork_server(env: dict[str, str]) -> ForkServer:
     """This process's fork server, started (with the scrubbed environment `env`) when
-    first needed or when the last one is gone; ForkServerError when it cannot start."""
-    global _server
+    first needed or when the last one is gone; ForkServerError when it cannot start (and
+    at once, for a minute after a start failed: engines start as subprocesses meanwhile,
+    rather than each wait for a server that does not come)."""
+    global _server, _failed_at
     with _server_lock:
         if _server is None or not _server.alive:
             if _server is not None and _server._owner == os.getpid():
                 _server.close()
-            _server = ForkServer(env)
+            _server = None
+            if _failed_at is not None and time.monotonic() - _failed_at < RETRY_START_SECONDS:
+                raise ForkServerError("the fork server failed to start a moment ago")
+            try:
+                _server = ForkServer(env)
+            except (ForkServerError, OSError):
+                _failed_at = time.monotonic()
+                raise
+            _failed_at = None
         return _server
 
 
@@ -252,8 +290,9 @@ def _forget_in_child() -> None:
     """A process forked from one with a server (a worker process the cluster forks) has a
     copy of its socket: close the copy (the server must see its worker's end close when
     the worker ends) and start a server of its own when it needs one."""
-    global _server, _server_lock
+    global _server, _server_lock, _failed_at
     _server_lock = threading.Lock()  # another thread may have held it at the fork
+    _failed_at = None
     if _server is not None:
         with contextlib.suppress(OSError):
             _server._sock.close()
@@ -265,7 +304,8 @@ os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def fork_server_stop() -> None:
-    global _server
+    global _server, _failed_at
+    _failed_at = None
     with _server_lock:
         if _server is not None and _server._owner == os.getpid():
             _server.close()
@@ -277,7 +317,9 @@ def fork_server_stop() -> None:
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def _child(request: dict[str, Any], fds: list[int], server: Any, parent: int, prctl: Any) -> None:
+def _child(
+    request: dict[str, Any], fds: list[int], settled: int, server: Any, parent: int, prctl: Any
+) -> None:
     """In the forked child: become the engine's process, run its module, exit.
 
     It ends with os._exit once its output is flushed (the server's exit handlers are not
@@ -290,7 +332,12 @@ def _child(request: dict[str, Any], fds: list[int], server: Any, parent: int, pr
             prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             if os.getppid() != parent:
                 os._exit(1)
-        for target, fd in enumerate(fds):  # its pipes first: any error below reaches them
+        # Settled: the server tells the runner its pid only now, so that the runner's
+        # kill of the group (a cancel, a stop) cannot come before the group exists.
+        os.write(settled, b"1")
+        size = int.from_bytes(_read_exactly(fds[3], 8), "big")
+        environment = _read_exactly(fds[3], size)
+        for target, fd in enumerate(fds[:3]):  # its pipes first: any error below reaches them
             os.dup2(fd, target)
         server.close()
         os.closerange(3, 65536)
@@ -303,7 +350,7 @@ def _child(request: dict[str, Any], fds: list[int], server: Any, parent: int, pr
             resource.setrlimit(getattr(resource, name), (soft, hard))
         os.chdir(request["cwd"])
         os.environ.clear()
-        os.environ.update(request["env"])
+        os.environ.update(json.loads(environment))
         tempfile.tempdir = None  # TMPDIR is the run's now
         sys.argv = [request["module"], *request["args"]]
         import runpy
@@ -329,6 +376,17 @@ def _child(request: dict[str, Any], fds: list[int], server: Any, parent: int, pr
         os._exit(code)
 
 
+def _read_exactly(fd: int, size: int) -> bytes:
+    """`size` bytes from `fd` (a pipe the runner filled before the fork was asked for)."""
+    data = b""
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            raise EOFError("the engine's environment was cut short")
+        data += chunk
+    return data
+
+
 class _Server:
     """What the server holds that a child must close: its socket and selector."""
 
@@ -347,6 +405,7 @@ def serve(fd: int) -> None:
     until the worker's end of the socket closes."""
     import ctypes
     import importlib
+    import select
     import selectors
 
     control = socket.socket(fileno=fd)
@@ -381,7 +440,7 @@ def serve(fd: int) -> None:
                     control.sendall(json.dumps(message).encode())
                 continue
             try:
-                data, fds, _, _ = socket.recv_fds(control, MESSAGE_BYTES, 3)
+                data, fds, _, _ = socket.recv_fds(control, MESSAGE_BYTES, 4)
             except OSError:
                 data, fds = b"", []
             if not data:  # the worker is gone: so is everything it started here
@@ -389,25 +448,37 @@ def serve(fd: int) -> None:
                     with contextlib.suppress(OSError):
                         os.killpg(pid, signal.SIGKILL)
                 os._exit(0)
+            pid = -1
             try:
                 request = json.loads(data)
-                if len(fds) != 3:
-                    raise ValueError(f"{len(fds)} descriptors instead of 3")
+                if len(fds) != 4:
+                    raise ValueError(f"{len(fds)} descriptors instead of 4")
+                settled_read, settled_write = os.pipe()
                 sys.stdout.flush()
                 sys.stderr.flush()
                 pid = os.fork()
+                if pid == 0:
+                    os.close(settled_read)
+                    _child(request, fds, settled_write, _Server(control, selector), me, prctl)
+                children.add(pid)
+                os.close(settled_write)
+                # The child's first act; a child that died first is answered all the same
+                # (its exit follows).
+                ready, _, _ = select.select([settled_read], [], [], SPAWN_SECONDS / 2)
+                if ready:
+                    os.read(settled_read, 1)
+                os.close(settled_read)
+                answer = {"pid": pid}
             except Exception as exc:
+                if pid > 0:  # forked, but the runner will not know it: it must not run
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            finally:
                 for descriptor in fds:
                     with contextlib.suppress(OSError):
                         os.close(descriptor)
-                control.sendall(json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
-                continue
-            if pid == 0:
-                _child(request, fds, _Server(control, selector), me, prctl)
-            children.add(pid)
-            for descriptor in fds:
-                os.close(descriptor)
-            control.sendall(json.dumps({"pid": pid}).encode())
+            control.sendall(json.dumps(answer).encode())
 
 
 if __name__ == "__main__":

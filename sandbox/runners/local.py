@@ -235,6 +235,14 @@ def sandboxed_run(
         if name:
             with _running_lock:
                 _running.pop(name, None)
+    if getattr(process, "lost", False):
+        # Its fork server died (and took it along): nothing the engine did or hit.
+        raise SandboxError(
+            f"{what[:1].upper()}{what[1:]} was ended with the worker's fork server; "
+            "it will be tried again.",
+            permanent=False,
+            code="engine-start",
+        )
     return Completed(process.returncode, stdout, stderr)
 
 

@@ -131,3 +131,53 @@ def test_without_a_server_the_engine_starts_as_a_subprocess(tmp_path, monkeypatc
     )
     assert int(completed.stdout) == os.getpid()
     assert "starting a test engine as a subprocess" in caplog.text
+
+
+def test_an_engine_ended_with_its_server_is_a_failure_to_try_again(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sandbox.errors import SandboxError
+
+    pidfile = tmp_path / "engine.pid"
+    code = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(run, tmp_path, code)
+        deadline = time.monotonic() + 20
+        while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        server = forkserver.fork_server(scrubbed_environment(""))
+        os.kill(server.pid, signal.SIGKILL)
+        with pytest.raises(SandboxError) as caught:
+            running.result(timeout=30)
+    assert not caught.value.permanent and caught.value.code == "engine-start"
+    assert "fork server" in str(caught.value)
+
+
+def test_engines_started_at_once_from_several_threads_each_get_their_own(tmp_path):
+    """Each thread's engine is the one it was told about: its pid, its output."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(index: int) -> tuple[int, bytes, int]:
+        server = forkserver.fork_server(scrubbed_environment(""))
+        process = server.spawn(
+            "timeit",
+            [
+                "-n",
+                "1",
+                "-r",
+                "1",
+                f"import os, sys, time; time.sleep(0.2); sys.stdout.write(f'{index} {{os.getpid()}}'); sys.stdout.flush(); os._exit({index})",
+            ],
+            cwd=tmp_path,
+            env=scrubbed_environment(str(tmp_path)),
+            limits={},
+        )
+        process.stdin.close()
+        out = process.stdout.read()
+        return process.pid, out, process.wait(timeout=30)
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(one, range(8)))
+    for index, (pid, out, status) in enumerate(results):
+        assert out == f"{index} {pid}".encode()
+        assert status == index

@@ -85,15 +85,33 @@ def test_the_door_reads_no_further_than_the_content_length_of_a_raw_stream(secre
 
 
 @pytest.mark.django_db
-def test_a_server_that_ends_the_stream_itself_is_read_to_its_end(secret):
-    """gunicorn ends `wsgi.input` at the body's end (`wsgi.input_terminated`), chunked
-    bodies included, which carry no Content-Length."""
+def test_a_body_without_a_length_is_empty_as_for_the_view(secret):
+    """Django reads as much of a body as its Content-Length says, none without one (a
+    chunked upload); the door does the same. GitHub always sends the length."""
     body = json.dumps({"action": "opened"}).encode()
     environ = _environ(body, secret, **{"wsgi.input_terminated": True})
     del environ["CONTENT_LENGTH"]
     status, _, _ = _serve(environ)
-    assert status == 202
-    assert WebhookDelivery.objects.get().raw_body == body
+    assert status == 401  # the signature of an empty body does not match
+    assert not WebhookDelivery.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_door_answers_with_the_headers_the_views_middleware_adds(secret):
+    from django.test import Client
+
+    body = json.dumps({"action": "opened"}).encode()
+    _, door, _ = _serve(_environ(body, secret))
+    view = Client().post("/webhooks/github", data=body, content_type="application/json",
+                         HTTP_X_GITHUB_EVENT="pull_request", HTTP_X_GITHUB_DELIVERY="v",
+                         HTTP_X_HUB_SIGNATURE_256=signature_for(secret, body))  # fmt: skip
+    for name in (
+        "X-Content-Type-Options",
+        "Referrer-Policy",
+        "Cross-Origin-Opener-Policy",
+        "X-Frame-Options",
+    ):
+        assert door.get(name) == view.headers.get(name), name
 
 
 @pytest.mark.django_db

@@ -244,6 +244,7 @@ class FakeGitHubBase:
         return handler.rfile.read(length) if length else b""
 
     def handle(self, handler: _Handler) -> None:
+        arrived = time.monotonic()
         parts = urlsplit(handler.path)
         path, query = parts.path.rstrip("/") or "/", parse_qs(parts.query)
         raw = self._read_body(handler)
@@ -264,7 +265,8 @@ class FakeGitHubBase:
             if injection.delay:
                 time.sleep(injection.delay)
             if injection.status is not None or injection.disconnect:
-                self._record(method, path, query, body, injection.status or 0, "injected")
+                self._record(method, path, query, body, injection.status or 0, "injected",
+                             arrived=arrived)  # fmt: skip
                 self._answer_injection(handler, injection)
                 return
 
@@ -275,11 +277,17 @@ class FakeGitHubBase:
             if injection.status is not None or injection.disconnect:
                 # The call took effect; its answer is lost.
                 self._record(
-                    method, path, query, body, injection.status or 0, f"{auth}, answer lost"
+                    method,
+                    path,
+                    query,
+                    body,
+                    injection.status or 0,
+                    f"{auth}, answer lost",
+                    arrived=arrived,
                 )
                 self._answer_injection(handler, injection)
                 return
-        self._record(method, path, query, body, status, auth, headers)
+        self._record(method, path, query, body, status, auth, headers, arrived=arrived)
         self._send(handler, status, payload, extra)
 
     def _take_injection(self, method: str, path: str) -> Injection | None:
@@ -340,11 +348,16 @@ class FakeGitHubBase:
         status: int,
         auth: str,
         headers: dict[str, str] | None = None,
+        *,
+        arrived: float | None = None,
     ) -> None:
         scheme, _, credential = (headers or {}).get("authorization", "").partition(" ")
         token = credential if auth == "token" and scheme.lower() in ("token", "bearer") else ""
+        call = Call(method, path, query, body, status, auth, token)
+        if arrived is not None:
+            call.at = arrived
         with self.lock:
-            self.calls.append(Call(method, path, query, body, status, auth, token))
+            self.calls.append(call)
 
     def _dispatch(
         self,

@@ -216,7 +216,7 @@ class Call:
     status: int
     auth: str
     token: str = ""  # the installation token it was made with, if any
-    at: float = field(default_factory=time.monotonic)  # when it was answered
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
 
 @dataclass
