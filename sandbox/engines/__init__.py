@@ -23,6 +23,7 @@ class Provider:
     key_variable: str  # the API key's setting and environment variable
     url_variable: str  # the server's (a gateway, an OpenAI-compatible server)
     conversation: str  # "module:Class" of its API conversation (the agent loop, triage)
+    sdk: str  # the vendor's SDK the conversation imports when it starts (seconds of it)
 
     @property
     def variables(self) -> tuple[str, str]:
@@ -53,18 +54,29 @@ class EngineFacts:
         server, and nothing else."""
         return self.provider.variables if self.provider else ()
 
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """What the engine imports before it does anything (the local runner's fork
+        server imports them once: sandbox/runners/forkserver.py)."""
+        entry = (self.entry.split(":")[0],)
+        if self.provider is None or not self.tasuku_tools:
+            return entry
+        return (*entry, self.provider.conversation.split(":")[0], self.provider.sdk)
+
 
 ANTHROPIC = Provider(
     name="anthropic",
     key_variable="ANTHROPIC_API_KEY",
     url_variable="ANTHROPIC_BASE_URL",
     conversation="sandbox.agent.anthropic_api:AnthropicConversation",
+    sdk="anthropic",
 )
 OPENAI = Provider(
     name="openai",
     key_variable="OPENAI_API_KEY",
     url_variable="OPENAI_BASE_URL",
     conversation="sandbox.agent.openai_api:OpenAIConversation",
+    sdk="openai",
 )
 PROVIDERS = {p.name: p for p in (ANTHROPIC, OPENAI)}
 
@@ -81,3 +93,16 @@ REGISTRY = {
 
 # Engine name → the "module:function" a runner's `sandbox.run_engine` calls.
 ENGINES = {name: facts.entry for name, facts in REGISTRY.items()}
+
+
+def modules_of(program: str, engine: str) -> tuple[str, ...]:
+    """What `python -m <program> <engine>` imports before it starts: a review
+    (`sandbox.run_engine`) imports its engine's; a reply (`sandbox.run_reply`), its
+    provider's conversation and SDK."""
+    facts = REGISTRY.get(engine)
+    if facts is None:
+        return ()
+    if program == "sandbox.run_reply" and facts.provider is not None:
+        provider = facts.provider
+        return ("sandbox.agent.reply", provider.conversation.split(":")[0], provider.sdk)
+    return facts.modules if program == "sandbox.run_engine" else ()

@@ -44,19 +44,12 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-# What the server imports before it forks anything: the engines' entry points and the
-# heavy libraries they load (a module not listed is imported by the child that needs it).
-PRELOAD = (
-    "sandbox.run_engine",
-    "sandbox.run_reply",
-    "sandbox.engines.static",
-    "sandbox.agent.loop",
-    "sandbox.agent.reply",
-    "sandbox.agent.anthropic_api",
-    "sandbox.agent.openai_api",
-    "anthropic",
-    "openai",
-)
+# What the server imports when it starts: the engines' entry points (light). Each request
+# names what its engine imports (sandbox.engines.modules_of): the server imports those
+# the first time it is asked, before it forks, so that an engine's first run costs what a
+# fresh process would and every later one nothing (a static reviewer's worker never
+# imports a model SDK).
+PRELOAD = ("sandbox.run_engine", "sandbox.run_reply")
 MESSAGE_BYTES = 1 << 20
 SPAWN_SECONDS = 30  # a fork takes milliseconds: a server this slow is stuck
 READY = b'{"ready": true}'
@@ -155,9 +148,11 @@ class ForkServer:
         cwd: Path,
         env: dict[str, str],
         limits: dict[str, int],
+        warm: Sequence[str] = (),
     ) -> ForkedProcess:
         """Start `python -I -m <module> <args>` as a child of the server, with its three
-        pipes; the child's process group is its pid.
+        pipes; the child's process group is its pid. `warm`: modules the server imports
+        first (once), so that the child finds them imported.
 
         The environment (the run's keys) goes to the child through a pipe of its own,
         which only the child reads: the server forwards the descriptor and never holds
@@ -168,8 +163,9 @@ class ForkServer:
         child_ends = [pipes[0][0], pipes[1][1], pipes[2][1], env_read]
         ours = [pipes[0][1], pipes[1][0], pipes[2][0]]
         request = json.dumps(
-            {"module": module, "args": list(args), "cwd": str(cwd), "limits": limits}
-        ).encode()
+            {"module": module, "args": list(args), "cwd": str(cwd), "limits": limits,
+             "warm": list(warm)}
+        ).encode()  # fmt: skip
         try:
             environment = json.dumps(env).encode()
             if len(environment) > 60_000:  # a pipe holds 64 KiB: the child reads it later
@@ -453,6 +449,10 @@ def serve(fd: int) -> None:
                 request = json.loads(data)
                 if len(fds) != 4:
                     raise ValueError(f"{len(fds)} descriptors instead of 4")
+                for name in request.get("warm", ()):
+                    if name not in sys.modules:
+                        with contextlib.suppress(Exception):  # the child's error to report
+                            importlib.import_module(name)
                 settled_read, settled_write = os.pipe()
                 sys.stdout.flush()
                 sys.stderr.flush()

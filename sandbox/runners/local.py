@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from sandbox import progress
 from sandbox.connectors import ConnectorBridge
 from sandbox.contract import ReplyJob, ReplyResult, ReviewJob, ReviewResult
+from sandbox.engines import modules_of
 from sandbox.errors import ProviderError, SandboxError, StageError
 from sandbox.runners.forkserver import ForkedProcess, ForkServerError, fork_server
 from sandbox.workspace import remove_tree
@@ -171,8 +172,14 @@ def _start(
     if python_module and fork_server_enabled():
         try:
             server = fork_server(scrubbed_environment(""))
+            engine = command[4] if len(command) > 4 else ""
             return server.spawn(
-                command[3], command[4:], cwd=cwd, env=env, limits=_limits_of(limits)
+                command[3],
+                command[4:],
+                cwd=cwd,
+                env=env,
+                limits=_limits_of(limits),
+                warm=modules_of(command[3], engine),
             )
         except (ForkServerError, OSError) as exc:
             logger.warning("starting %s as a subprocess: %s", what, exc)

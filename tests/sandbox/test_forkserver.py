@@ -53,8 +53,8 @@ def test_an_engine_is_forked_from_the_server_with_its_own_directory_and_environm
     report = (
         "import os, sys, json, tempfile; sys.stdout.write(json.dumps({'pid': os.getpid(), "
         "'ppid': os.getppid(), 'pgid': os.getpgid(0), 'cwd': os.getcwd(), "
-        "'tmp': tempfile.gettempdir(), 'key': os.environ.get('ANTHROPIC_API_KEY'), "
-        "'anthropic': 'anthropic' in sys.modules})); sys.stdout.flush(); os._exit(0)"
+        "'tmp': tempfile.gettempdir(), 'key': os.environ.get('ANTHROPIC_API_KEY')})); "
+        "sys.stdout.flush(); os._exit(0)"
     )
     first = json.loads(run(tmp_path, report).stdout)
     second = json.loads(run(tmp_path, report).stdout)
@@ -64,7 +64,33 @@ def test_an_engine_is_forked_from_the_server_with_its_own_directory_and_environm
     assert first["pgid"] == first["pid"]  # a process group of its own
     assert first["cwd"] == str(tmp_path) and first["tmp"] == str(tmp_path)
     assert first["key"] == "k"
-    assert first["anthropic"] is True  # imported once, by the server
+
+
+def test_the_server_imports_what_an_engine_needs_once_and_no_more(tmp_path):
+    """A review by the anthropic engine warms its SDK in the server; a static reviewer's
+    worker never imports a model SDK."""
+    from sandbox.engines import modules_of
+
+    assert "anthropic" in modules_of("sandbox.run_engine", "anthropic")
+    assert "openai" in modules_of("sandbox.run_reply", "openai")
+    assert not {"anthropic", "openai"} & set(modules_of("sandbox.run_engine", "static"))
+    server = forkserver.fork_server(scrubbed_environment(""))
+    report = "import os, sys; sys.stdout.write(str(sorted({'anthropic', 'openai'} & set(sys.modules)))); sys.stdout.flush(); os._exit(0)"
+
+    def imported(warm: tuple[str, ...]) -> tuple[str, float]:
+        started = time.monotonic()
+        process = server.spawn("timeit", ["-n", "1", "-r", "1", report], cwd=tmp_path,
+                               env=scrubbed_environment(str(tmp_path)), limits={}, warm=warm)  # fmt: skip
+        process.stdin.close()
+        out = process.stdout.read().decode()
+        process.wait(timeout=30)
+        return out, time.monotonic() - started
+
+    assert imported(modules_of("sandbox.run_engine", "static"))[0] == "[]"
+    first, _ = imported(modules_of("sandbox.run_engine", "anthropic"))
+    again, seconds = imported(modules_of("sandbox.run_engine", "anthropic"))
+    assert first == again == "['anthropic']"
+    assert seconds < 1.0  # imported already
 
 
 def test_the_server_holds_nothing_of_the_worker(tmp_path, monkeypatch):
