@@ -33,9 +33,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tasuku.settings")
 def _cpu_of(pid: int) -> tuple[float, float]:
     """Seconds of CPU of `pid` itself and of the children it reaped (utime + stime,
     cutime + cstime: /proc/<pid>/stat)."""
-    fields = [int(v) for v in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()]
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    utime, stime, cutime, cstime = (int(v) for v in fields[11:15])
     tick = os.sysconf("SC_CLK_TCK")
-    return (fields[11] + fields[12]) / tick, (fields[13] + fields[14]) / tick
+    return (utime + stime) / tick, (cutime + cstime) / tick
 
 
 def main() -> int:
