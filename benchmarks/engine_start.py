@@ -94,12 +94,14 @@ def main() -> int:
                     started = time.perf_counter()
                     engine_run(engine, job, root, allow_env=env if engine == "anthropic" else {})
                     times.append(time.perf_counter() - started)
+                # Read before the server is stopped: reaped by this process, it would add
+                # its own CPU and its children's to ours.
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 if way == "fork server":
                     server = forkserver.fork_server(scrubbed_environment(""))
                     own, children_cpu = _cpu_of(server.pid)
                     server_start.append(own)  # its imports, then forks: next to nothing
                     forkserver.fork_server_stop()
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 reaped = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
                 key = (engine, way)
                 results.setdefault(key, []).extend(times)

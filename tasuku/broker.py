@@ -9,6 +9,7 @@ statement is prepared once; dequeue, locking and acknowledgement are the stock b
 from __future__ import annotations
 
 import logging
+import uuid
 from functools import cache
 
 from django import db
@@ -19,6 +20,8 @@ from django_q.brokers import Broker, get_broker
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 from django_q.models import OrmQ
+from django_q.signals import pre_enqueue
+from django_q.signing import SignedPackage
 from django_q.tasks import async_task
 
 logger = logging.getLogger(__name__)
@@ -63,31 +66,40 @@ def _shares_the_database() -> bool:
     return settings.Q_CLUSTER.get("orm") == DEFAULT_DB_ALIAS and not settings.Q_CLUSTER.get("sync")
 
 
-class _Kept:
-    """A broker that keeps the signed package `async_task` makes instead of sending it:
-    the package is then written by a statement of the caller's (`doorbell_row`)."""
-
-    def __init__(self) -> None:
-        # django-q2 logs "Enqueued [<list_key>] <id>": say where the row is going.
-        self.list_key = f"{Conf.CLUSTER_NAME}, written with its row"
-        self.pack: str | None = None
-
-    def enqueue(self, pack: str) -> int:
-        self.pack = pack
-        return 0
-
-
 def doorbell_row(task: str, *args: object, name: str) -> tuple[str, str, str] | None:
     """The queue row (key, payload, lock) that rings `task(*args)`, for a statement that
     writes it together with the row it rings for — one round trip, both or neither (the
-    webhook intake). None when the doorbells are not in Tasuku's database: ring after."""
+    webhook intake). None when the doorbells are not in Tasuku's database: ring after.
+
+    The payload is django-q2's own package, signed by its `SignedPackage`, with what
+    `async_task` puts in it for a task of a name, a function and arguments; built here
+    because `async_task` spends as much again on a human-readable id nobody reads and on
+    log lines, on the intake's hot path (tests/test_broker.py holds the two alike)."""
     if not _shares_the_database():
         return None
-    kept = _Kept()
-    async_task(task, *args, task_name=name, broker=kept)
-    alias = Conf.ORM
-    lock = connections[alias].ops.adapt_datetimefield_value(timezone.now())
-    return (_broker().list_key or Conf.CLUSTER_NAME, kept.pack or "", lock)
+    now = timezone.now()
+    package: dict[str, object] = {
+        "id": uuid.uuid4().hex,
+        "name": name,
+        "func": task,
+        "args": args,
+        **_options(),
+        "kwargs": {},
+        "started": now,
+    }
+    pre_enqueue.send(sender="django_q", task=package)
+    lock = connections[Conf.ORM].ops.adapt_datetimefield_value(now)
+    return (_broker().list_key or Conf.CLUSTER_NAME, SignedPackage.dumps(package), lock)
+
+
+def _options() -> dict[str, object]:
+    """The cluster's settings `async_task` copies into every package it makes."""
+    options: dict[str, object] = {}
+    if Conf.CACHED:
+        options["cached"] = Conf.CACHED
+    if Conf.ACK_FAILURES:
+        options["ack_failure"] = Conf.ACK_FAILURES
+    return options
 
 
 def doorbell_table() -> tuple[str, str, str, str]:
