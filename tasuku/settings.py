@@ -308,7 +308,7 @@ if TASUKU_REDIS_URL:
 # before it runs out); the reaper, a thread in every worker process (one of them wins each
 # turn: reviews/reaper.py), looks every 10 s and at the moment the next lease runs out, so
 # a lost host's run is taken over 12 to 20 s after the host died (benchmarks/reclaim.py:
-# median 17.3 s, worst 20.9 s over 20 kills); a worker process that dies is noticed by its
+# median 17.3 s, worst 20.1 s over 20 kills); a worker process that dies is noticed by its
 # own cluster at once.
 TASUKU_RUN_LEASE_SECONDS = _positive_int(env.str("TASUKU_RUN_LEASE_SECONDS", default="20"), 20)
 TASUKU_RUN_HEARTBEAT_SECONDS = _positive_int(
