@@ -101,6 +101,19 @@ def run_ring(run: ReviewRun) -> None:
     RUNS.ring(run.pk)
 
 
+def run_ring_later(run: ReviewRun) -> None:
+    """A run written in the current transaction, to be rung by `run_ring_ready` once its
+    check run exists (or by the reaper, RING_AGAIN_AFTER later, if that never comes)."""
+    RUNS.ring_later(run.pk)
+
+
+def run_ring_ready(run: ReviewRun) -> None:
+    """Ring for a queued run whose check run now exists."""
+    if run.status == RunStatus.QUEUED:
+        with transaction.atomic():
+            RUNS.ring(run.pk)
+
+
 def _held(held: Held):
     return RUNS.held(held.run_pk, held.attempt, {"worker": held.worker})
 

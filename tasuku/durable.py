@@ -209,6 +209,13 @@ class Queue:
     def ring_now(self, pk: int) -> bool:
         return ring_now(self.task, pk, name=f"{self.name}-{pk}")
 
+    def ring_later(self, pk: int, *, now: datetime | None = None) -> None:
+        """Count a row written in the current transaction as rung without ringing: its
+        writer rings (`ring`) once what must come before any worker takes it is done.
+        Should the writer die first, `ring_due` rings the row when `ring_again` has
+        passed."""
+        self.rows.filter(pk=pk).update(**{self.rung: now or _now()})
+
     # Holding a row.
     def installation_of(self, pk: int) -> int | None:
         if not self.installation:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils.translation import ngettext
@@ -17,7 +18,13 @@ from reviews.checkruns import run_check_ensure
 from reviews.intake.admission import Admission, PullRequestFacts, admission_decide
 from reviews.models import PullRequest, ReviewRun, RunStatus
 from reviews.outcomes import outcomes_harvest
-from reviews.runs import CONCLUDE_TASK, PROCESS_TASK, run_cancel_request, run_ring
+from reviews.runs import (
+    CONCLUDE_TASK,
+    PROCESS_TASK,
+    run_cancel_request,
+    run_ring_later,
+    run_ring_ready,
+)
 from tasuku.broker import ring
 from webhooks import payloads
 from webhooks.routing import Decision, Outcome
@@ -130,6 +137,7 @@ def run_request(
     note: str = "",
 ) -> tuple[ReviewRun, bool]:
     """A run for the pull request's current head, coalesced with what is already there.
+    The caller ensures the run's check run and then rings it (`run_ring_ready`).
 
     - A run of this head already waiting: the trigger joins it (a full-review request
       upgrades it); nothing new.
@@ -211,8 +219,23 @@ def run_request(
                 pull_request=pull_request, reviewer=reviewer, status=RunStatus.QUEUED
             ), False
         if status == RunStatus.QUEUED:
-            run_ring(run)
+            # Rung by the caller once the run's check run exists (run_ring_ready): a
+            # worker that took it before would find no check run and create a second.
+            run_ring_later(run)
     return run, True
+
+
+def run_check_then_ring(
+    run: ReviewRun, *, created: bool, installation: Installation, **check: Any
+) -> None:
+    """Ensure the run's check run, then ring the run if nobody has: a run is rung only
+    once its check run exists, so one without a check run was never rung (its first
+    admission died, or GitHub refused the check run) and one with it was. A worker that
+    took a run before its check run existed would create a second one."""
+    had_check = bool(run.check_run_id)
+    run_check_ensure(run, created=created, installation=installation, **check)
+    if not had_check:
+        run_ring_ready(run)
 
 
 def runs_create(
@@ -358,9 +381,9 @@ def pull_request_event(payload: payloads.PullRequestEvent, *, delivery_id: int) 
     verdict = admission.check
     for run, created in runs:
         if verdict is None:
-            run_check_ensure(run, created=created, installation=installation)
+            run_check_then_ring(run, created=created, installation=installation)
         else:
-            run_check_ensure(
+            run_check_then_ring(
                 run,
                 created=created,
                 installation=installation,

@@ -17,12 +17,12 @@ from repos.github.conversation import WRITE_ROLES
 from repos.models import Installation, Repository, Reviewer
 from repos.policy import Trigger
 from repos.selectors import effective_config
-from reviews.checkruns import run_check_ensure
 from reviews.intake.pull_requests import (
     NOTE_MAX,
     admission_for,
     pull_request_record,
     repository_from_payload,
+    run_check_then_ring,
     run_request,
 )
 from reviews.markers import marker as signed_marker
@@ -168,7 +168,7 @@ def runs_request_for(
             requested_by=requested_by,
             note=note,
         )
-        run_check_ensure(run, created=created, installation=installation)
+        run_check_then_ring(run, created=created, installation=installation)
         runs.append(run)
     return runs, ""
 

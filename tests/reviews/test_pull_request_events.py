@@ -297,3 +297,82 @@ def test_github_being_down_during_admission_retries_the_delivery(world, deliver)
     assert delivery.status == DeliveryStatus.RETRYING
     assert "503" in delivery.last_error
     assert not ReviewRun.objects.exists()
+
+
+def test_no_worker_can_take_a_new_run_before_its_check_run_exists(world, deliver, monkeypatch):
+    """A worker that took the run before admission had created its check run would find
+    no check run for it and create one of its own: two `Tasuku · static` checks on the
+    head, one left queued for ever. So the run's doorbell rings only once its check run
+    exists (a crash in between leaves the run to the reaper, which rings it later)."""
+    from repos.github.gateway import GitHubGateway
+
+    create = GitHubGateway.check_run_create
+    seen = []
+
+    def check_run_create(self, **kwargs):
+        seen.append(queued_tasks("reviews.tasks.run_process"))
+        return create(self, **kwargs)
+
+    monkeypatch.setattr(GitHubGateway, "check_run_create", check_run_create)
+    fake, repo, pull = world
+    deliver(pull_request_payload(fake, repo, pull, action="opened"))
+    run = ReviewRun.objects.get()
+    assert seen == [[]]  # no doorbell while the check run was being created
+    assert queued_tasks("reviews.tasks.run_process") == [("reviews.tasks.run_process", (run.pk,))]
+    assert run.rung_at is not None
+    [check] = fake.check_runs_of("acme/widgets")
+    assert run.check_run_id == check.id
+
+
+def test_a_run_whose_admission_died_before_its_check_run_is_rung_by_the_reaper(
+    world, deliver, monkeypatch
+):
+    """GitHub refuses the check run (every attempt of the delivery): the run stays queued
+    without a doorbell, and the reaper rings it once RING_AGAIN_AFTER has passed; the
+    worker that takes it then creates the check run itself."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from repos.github.gateway import GitHubGateway
+    from reviews.runs import RING_AGAIN_AFTER, RUNS
+
+    def refused(self, **kwargs):
+        raise RuntimeError("GitHub is down")
+
+    monkeypatch.setattr(GitHubGateway, "check_run_create", refused)
+    fake, repo, pull = world
+    delivery = deliver(pull_request_payload(fake, repo, pull, action="opened"))
+    assert delivery.status != DeliveryStatus.PROCESSED
+    run = ReviewRun.objects.get()
+    assert run.status == RunStatus.QUEUED and run.check_run_id is None
+    assert queued_tasks("reviews.tasks.run_process") == []
+    assert RUNS.ring_due() == 0  # not yet: its admission may still ring it
+    later = timezone.now() + RING_AGAIN_AFTER + timedelta(seconds=1)
+    assert RUNS.ring_due(now=later) == 1
+    assert queued_tasks("reviews.tasks.run_process") == [("reviews.tasks.run_process", (run.pk,))]
+
+
+def test_a_run_left_without_its_check_run_is_rung_when_asked_for_again(world, deliver, monkeypatch):
+    """The same head asked for again (GitHub back, the event redelivered) creates the
+    check run the first admission could not, and rings the run then — at once, not when
+    the reaper would — while a run that has its check run is not rung twice."""
+    from repos.github.gateway import GitHubGateway
+
+    def refused(self, **kwargs):
+        raise RuntimeError("GitHub is down")
+
+    fake, repo, pull = world
+    with monkeypatch.context() as patched:
+        patched.setattr(GitHubGateway, "check_run_create", refused)
+        deliver(pull_request_payload(fake, repo, pull, action="opened"))
+    run = ReviewRun.objects.get()
+    assert queued_tasks("reviews.tasks.run_process") == []
+    deliver(pull_request_payload(fake, repo, pull, action="reopened"))
+    run.refresh_from_db()
+    [check] = fake.check_runs_of("acme/widgets")
+    assert run.check_run_id == check.id
+    assert queued_tasks("reviews.tasks.run_process") == [("reviews.tasks.run_process", (run.pk,))]
+    deliver(pull_request_payload(fake, repo, pull, action="reopened"))
+    assert len(queued_tasks("reviews.tasks.run_process")) == 1
+    assert len(fake.check_runs_of("acme/widgets")) == 1
