@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from repos import github
@@ -34,6 +34,11 @@ logger = logging.getLogger(__name__)
 
 SENT, WAITING, REFUSED, NOTHING = "sent", "waiting", "refused", "nothing due"
 FIRST_WAIT = timedelta(seconds=30)  # before the first resend; doubled each time (to 15 min)
+# A conclusion recorded is sent at once by the worker that recorded it, which may wait its
+# installation's write pace to do so (repos/github/pacing.py): the sweeper leaves a first
+# send this long before it rings another worker to send it too (a worker that died with
+# it unsent), or both would PATCH the same check run.
+FIRST_SEND_GRACE = timedelta(seconds=60)
 CONCLUDE_TASK = "reviews.tasks.run_conclude"
 
 
@@ -89,8 +94,12 @@ def _send_once(run_pk: int) -> tuple[str, tuple[str, str, str] | None]:
     repository = run.pull_request.repository
     waiting = durable.quiet_until(repository.installation.github_id, timezone.now())
     if waiting is not None:
-        # The installation is waiting out a rate limit: so does its check.
-        ReviewRun.objects.filter(pk=run.pk, check_due_at=due).update(check_due_at=waiting)
+        # The installation is waiting out a rate limit: so does its check (said, so the
+        # sweeper rings it when the wait is over: conclusions_sweep).
+        ReviewRun.objects.filter(pk=run.pk, check_due_at=due).update(
+            check_due_at=waiting,
+            check_error=f"waiting out the installation's rate limit, until {waiting:%H:%M:%S}",
+        )
         return WAITING, None
     try:
         check_id = run_check_ensure(run, created=False, installation=repository.installation)
@@ -133,10 +142,15 @@ def check_final(run_pk: int, conclusion: str, title: str, summary: str) -> str:
 
 
 def conclusions_sweep(now: datetime | None = None, limit: int = 200) -> int:
-    """Ring every run whose check conclusion is due (the reaper calls this)."""
+    """Ring every run whose check conclusion is due (the reaper calls this): one put off
+    (GitHub did not take it, or a rate limit) when its time comes; a first send, which
+    its own worker is making, once FIRST_SEND_GRACE has passed with it unsent."""
     now = now or timezone.now()
+    put_off = Q(check_sends__gt=0) | ~Q(check_error="")
     due = list(
-        ReviewRun.objects.filter(check_due_at__lte=now)
+        ReviewRun.objects.filter(
+            Q(put_off, check_due_at__lte=now) | Q(check_due_at__lte=now - FIRST_SEND_GRACE)
+        )
         .order_by("check_due_at")
         .values_list("pk", flat=True)[:limit]
     )

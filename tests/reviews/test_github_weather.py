@@ -268,3 +268,28 @@ def test_two_concluders_at_once_never_leave_github_showing_the_older_conclusion(
     assert (check.conclusion, check.output["summary"]) == ("failure", "newer")
     run.refresh_from_db()
     assert run.check_due_at is None and run.check_conclusion == "failure"
+
+
+def test_a_conclusion_its_worker_is_sending_is_not_sent_twice():
+    """A worker records a conclusion and sends it, waiting its installation's write pace
+    first: the reaper does not ring a second send of it meanwhile (two PATCHes of one
+    check run), only once FIRST_SEND_GRACE has passed with it unsent (its worker died);
+    one GitHub put off is rung as soon as it is due."""
+    from reviews.conclusions import FIRST_SEND_GRACE, conclusion_record, conclusions_sweep
+    from tests.factories import ReviewRunFactory
+    from tests.helpers import queued_tasks
+
+    run = ReviewRunFactory(check_run_id=5)
+    due = conclusion_record(run.pk, "success", "No findings", "Nothing found.")
+    assert conclusions_sweep(now=due + timedelta(seconds=10)) == 0
+    assert queued_tasks("reviews.tasks.run_conclude") == []
+    assert conclusions_sweep(now=due + FIRST_SEND_GRACE) == 1
+    assert queued_tasks("reviews.tasks.run_conclude") == [("reviews.tasks.run_conclude", (run.pk,))]
+
+    later = timezone.now()
+    ReviewRun.objects.filter(pk=run.pk).update(check_due_at=later, check_sends=1, check_error="502")
+    assert conclusions_sweep(now=later) == 1  # a resend: at once when due
+    ReviewRun.objects.filter(pk=run.pk).update(
+        check_due_at=later, check_sends=0, check_error="waiting out the installation's rate limit"
+    )
+    assert conclusions_sweep(now=later) == 1
