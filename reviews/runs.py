@@ -15,10 +15,11 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, Max, OuterRef
+from django.db.models import Exists, F, Max, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from repos.policy import CHECKLESS_TRIGGERS
 from reviews import timeline
 from reviews.models import (
     RUN_FINAL_STATES,
@@ -368,11 +369,14 @@ def attempt_end(
 
 
 def _ring_waiting(run_pk: int) -> None:
-    """Ring the next queued run of the same pull request (it waited for this one)."""
+    """Ring the next queued run of the same pull request (it waited for this one). Not a
+    run whose check run is not there yet: its admission rings it once it is (a worker
+    taking it before would create a second check run), or the reaper does."""
     pull_request_id = ReviewRun.objects.values_list("pull_request_id", flat=True).get(pk=run_pk)
     waiting = (
         ReviewRun.objects.filter(pull_request_id=pull_request_id, status=RunStatus.QUEUED)
         .exclude(pk=run_pk)
+        .exclude(Q(check_run_id__isnull=True) & ~Q(trigger__in=CHECKLESS_TRIGGERS))
         .order_by("created_at", "pk")
         .first()
     )

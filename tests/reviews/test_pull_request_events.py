@@ -376,3 +376,42 @@ def test_a_run_left_without_its_check_run_is_rung_when_asked_for_again(world, de
     deliver(pull_request_payload(fake, repo, pull, action="reopened"))
     assert len(queued_tasks("reviews.tasks.run_process")) == 1
     assert len(fake.check_runs_of("acme/widgets")) == 1
+
+
+def test_a_run_ending_does_not_ring_the_next_before_its_check_run_exists(
+    world, deliver, monkeypatch
+):
+    """A push while the old head's run is running: the old run stops (asked to by the push)
+    while admission is creating the new run's check run. Ending, it rings the next queued
+    run of the pull request — but not one whose check run is not there yet: the worker
+    that took it would create a second check run, left queued for ever. Admission rings it
+    once its check run exists, once."""
+    from repos.github.gateway import GitHubGateway
+    from reviews.runs import run_claim, run_finish
+
+    fake, repo, pull = world
+    deliver(pull_request_payload(fake, repo, pull, action="opened"))
+    old = ReviewRun.objects.get()
+    held = run_claim(old.pk)
+    assert held is not None
+    new_head = "3" * 40
+    pull.head_sha = new_head
+    repo.commits.add(new_head)
+
+    create = GitHubGateway.check_run_create
+    seen = []
+
+    def check_run_create(self, **kwargs):
+        if kwargs["head_sha"] == new_head and not seen:
+            run_finish(held, status=RunStatus.CANCELLED, reason="stale")  # its worker stops
+            seen.append(queued_tasks("reviews.tasks.run_process"))
+        return create(self, **kwargs)
+
+    monkeypatch.setattr(GitHubGateway, "check_run_create", check_run_create)
+    deliver(pull_request_payload(fake, repo, pull, action="synchronize"))
+    new = ReviewRun.objects.get(head_sha=new_head)
+    assert seen and ("reviews.tasks.run_process", (new.pk,)) not in seen[0]
+    rung = queued_tasks("reviews.tasks.run_process")
+    assert rung.count(("reviews.tasks.run_process", (new.pk,))) == 1
+    [check] = [c for c in fake.check_runs_of("acme/widgets") if c.head_sha == new_head]
+    assert new.check_run_id == check.id
