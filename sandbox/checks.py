@@ -8,10 +8,14 @@ sooner than its lease ends.
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 from django.conf import settings
 from django.core.checks import Error, register
 
 from sandbox.prices import PriceTableError, prices_parse
+from sandbox.workspace import workspace_root_problem
 
 
 @register("tasuku")
@@ -164,3 +168,40 @@ def docker_settings_check(app_configs: object = None, **kwargs: object) -> list:
             )
         )
     return errors
+
+
+def workspace_problems() -> list[str]:
+    """What keeps this host from checking out a review: the workspace root (or the
+    temporary folder, when none is set) missing, unwritable or nearly full, and the
+    checkout cache's disk nearly full. For `manage.py check` and /healthz."""
+    minimum = settings.TASUKU_WORKSPACE_MIN_FREE_MB * 1_000_000
+    root = Path(settings.TASUKU_WORKSPACE_ROOT or tempfile.gettempdir())
+    problems = []
+    problem = workspace_root_problem(root, minimum)
+    if problem:
+        problems.append(f"workspace root (TASUKU_WORKSPACE_ROOT): {problem}")
+    cache = settings.TASUKU_CHECKOUT_CACHE
+    if cache and cache.lower() != "off":
+        # Made when first used: what is checked is the folder it is (or will be) in.
+        folder = Path(cache)
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if folder.resolve() != root.resolve():
+            problem = workspace_root_problem(folder, minimum)
+            if problem:
+                problems.append(f"checkout cache (TASUKU_CHECKOUT_CACHE): {problem}")
+    return problems
+
+
+@register("tasuku")
+def workspace_root_check(app_configs: object = None, **kwargs: object) -> list:
+    """Every review is checked out under the workspace root: one that is missing,
+    unwritable or nearly full fails (or cuts short) every review."""
+    return [
+        Error(
+            problem + ".",
+            hint="Reviews check out pull requests there; each would fail at its checkout.",
+            id="tasuku.E022",
+        )
+        for problem in workspace_problems()
+    ]

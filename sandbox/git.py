@@ -53,11 +53,10 @@ class Git:
     def __init__(self, root: Path, env: dict[str, str]) -> None:
         self.root, self.env = root, env
 
-    def __call__(
-        self, *args: str, what: str = "", check: bool = True, returncode: bool = False
-    ) -> str:
+    def run(self, *args: str, what: str = "") -> subprocess.CompletedProcess:
+        """git with `args`, its output and exit status as they are (a timeout raises)."""
         try:
-            completed = subprocess.run(  # noqa: S603
+            return subprocess.run(  # noqa: S603
                 ["git", *args],  # noqa: S607
                 cwd=self.root,
                 env=self.env,
@@ -71,6 +70,11 @@ class Git:
                 permanent=False,
                 code="clone-timeout",
             ) from exc
+
+    def __call__(
+        self, *args: str, what: str = "", check: bool = True, returncode: bool = False
+    ) -> str:
+        completed = self.run(*args, what=what)
         if returncode:
             return str(completed.returncode)
         if completed.returncode != 0 and check:
@@ -93,10 +97,31 @@ _DENIED = re.compile(
 )
 
 
+# How git says a file of the work tree (or its index) could not be written: a full disk,
+# a quota, a file-size limit. Its exit status does not always say so (`git checkout`
+# exits 0 after "error: unable to write file …"), so its words are read too.
+_UNWRITTEN = re.compile(
+    r"unable to write|no space left|out of diskspace|disk quota|file too large|"
+    r"write error|short write|failed to write|could not write",
+)
+
+
+def unwritten(stderr: str) -> bool:
+    """Whether git's error output says it could not write something."""
+    return bool(_UNWRITTEN.search(stderr.lower()))
+
+
 def clone_error(what: str, stderr: str) -> CloneError:
     text = stderr.strip().splitlines()
     detail = text[-1] if text else "no output"
     lowered = stderr.lower()
+    if unwritten(stderr):
+        return CloneError(
+            f"Could not {what}: git could not write to the workspace ({detail}). The disk "
+            "of TASUKU_WORKSPACE_ROOT (or of the checkout cache) may be full.",
+            permanent=False,
+            code="workspace-write",
+        )
     if _DENIED.search(lowered):
         return CloneError(
             f"Could not {what}: access denied ({detail}). The App may not read this "

@@ -16,9 +16,11 @@ removed. The workspace is deleted on exit, also when the review fails.
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -32,8 +34,11 @@ from sandbox.git import (  # git run safely: sandbox/git.py
     DIFF,
     Git,
     attributes_neutralise,
+    clone_error,
     commit_ids,
     git_env,
+    git_text,
+    unwritten,
 )
 
 logger = logging.getLogger(__name__)
@@ -116,8 +121,8 @@ class Workspace:
             except _MirrorBusy:
                 logger.info("checkout cache %s is busy: cloning afresh", mirror)
             except (CloneError, OSError) as exc:
-                if isinstance(exc, CloneError) and exc.permanent:
-                    raise
+                if isinstance(exc, CloneError) and (exc.permanent or exc.code == WRITE_FAILED):
+                    raise  # a fresh clone would be refused too, or fill the same disk
                 logger.warning("checkout cache %s failed (%s): cloning afresh", mirror, exc)
                 broken = True
             if root.exists():
@@ -425,15 +430,7 @@ def _prepare(
             "--",
             what="diff against the previous review",
         )
-    git(
-        "-c",
-        "advice.detachedHead=false",
-        "checkout",
-        "--quiet",
-        "--detach",
-        head_sha,
-        what="check out the head commit",
-    )
+    checkout_verified(git, head_sha)
     removed = sanitise(root)
     return Checkout(
         root=root,
@@ -446,6 +443,62 @@ def _prepare(
         previous_diff=previous_diff,
         anchor_diff=anchor_diff,
     )
+
+
+# Files of the work tree named in a failed verification (the rest are counted).
+WRITE_FAILED = "workspace-write"
+UNWRITTEN_NAMED = 5
+
+
+def checkout_verified(git: Git, head_sha: str) -> None:
+    """Check out `head_sha`, then verify that the work tree is that commit: what the
+    reviewer reads is the commit's bytes or the review does not happen. On a full disk
+    `git checkout` can leave files truncated or empty and still exit 0 (it says
+    "unable to write file" on its error output); `git status` then names them. Either
+    is a `workspace-write` error, which a retry may get past (never a review of what
+    happened to be written)."""
+    completed = git.run(
+        "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", head_sha,
+        what="check out the head commit",
+    )  # fmt: skip
+    stderr = git_text(completed.stderr)
+    if completed.returncode != 0:
+        raise clone_error("check out the head commit", stderr)
+    if unwritten(stderr):
+        raise clone_error("check out the head commit", stderr)
+    status = git.run(
+        "status", "--porcelain=v1", "-z", "--untracked-files=no", "--ignore-submodules=all",
+        "--no-renames", what="verify the checkout",
+    )  # fmt: skip
+    if status.returncode != 0:
+        # Unverified is untrusted (on a full disk git status can die of SIGBUS, silently).
+        said = (git_text(status.stderr).strip().splitlines() or ["no output"])[-1][:300]
+        raise CloneError(
+            f"Could not verify the checkout of {head_sha[:12]} (git status: exit "
+            f"{_exit(status.returncode)}, {said}). The disk of the workspace "
+            "(TASUKU_WORKSPACE_ROOT, or the checkout cache) may be full. Nothing was reviewed.",
+            permanent=False,
+            code=WRITE_FAILED,
+        )
+    differing = [entry[3:] for entry in git_text(status.stdout).split("\0") if entry]
+    if differing:
+        named = ", ".join(json.dumps(p, ensure_ascii=False) for p in differing[:UNWRITTEN_NAMED])
+        more = len(differing) - UNWRITTEN_NAMED
+        raise CloneError(
+            f"The checkout does not match commit {head_sha[:12]}: {len(differing)} "
+            f"file(s) differ from it ({named}{f' and {more} more' if more > 0 else ''}). A "
+            "write to the workspace failed — its disk (TASUKU_WORKSPACE_ROOT, or the "
+            "checkout cache) may be full. Nothing was reviewed.",
+            permanent=False,
+            code=WRITE_FAILED,
+        )
+
+
+def _exit(code: int) -> str:
+    if code < 0:
+        with suppress(ValueError):
+            return signal.Signals(-code).name
+    return str(code)
 
 
 def sanitise(root: Path) -> list[str]:
@@ -507,6 +560,32 @@ def remove_tree(path: Path) -> None:
 
 
 _remove_tree = remove_tree
+
+
+def workspace_root_problem(root: Path, min_free_bytes: int) -> str:
+    """What keeps `root` from holding workspaces ("" when nothing): it does not exist, is
+    not a folder, cannot be written, or has less than `min_free_bytes` free — a review
+    checked out there would be cut short (and fail as `workspace-write`)."""
+    if not root.exists():
+        return f"{root} does not exist: create it, owned by the user the worker runs as"
+    if not root.is_dir():
+        return f"{root} is not a folder"
+    try:
+        probe = Path(tempfile.mkdtemp(prefix="tasuku-probe-", dir=root))
+        probe.rmdir()
+    except OSError as exc:
+        return f"{root} cannot be written by this process ({exc.strerror or exc})"
+    try:
+        free = shutil.disk_usage(root).free
+    except OSError as exc:
+        return f"the free space of {root} cannot be read ({exc.strerror or exc})"
+    if free < min_free_bytes:
+        return (
+            f"{root} has {free / 1_000_000:.0f} MB free, under the "
+            f"{min_free_bytes / 1_000_000:.0f} MB a checkout is given "
+            "(TASUKU_WORKSPACE_MIN_FREE_MB): free space there"
+        )
+    return ""
 
 
 def workspaces_prune(root: Path, max_age_seconds: float) -> list[str]:

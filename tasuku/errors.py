@@ -106,6 +106,11 @@ CODES: dict[str, Cause] = dict((
            "git could not fetch or check out the pull request.",
            "Read git's message in the run's attempts: usually passing (retry); if it repeats, "
            "check the worker's disk space and its network to GitHub."),
+    _cause("workspace-write", "clone",
+           "The checkout could not be written whole (a full disk, a quota or a file-size "
+           "limit): the work tree did not match the commit, so nothing was reviewed.",
+           "Free space on the disk of TASUKU_WORKSPACE_ROOT and of the checkout cache "
+           "(`manage.py check` and /healthz say how much is left), then retry."),
     # --- GitHub (repos/github/errors.py) --------------------------------------------------
     _cause("github-rate-limit", "",
            "GitHub rate limited the App.",

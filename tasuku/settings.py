@@ -336,6 +336,11 @@ TASUKU_INLINE_FIRST_RUN = env.bool("TASUKU_INLINE_FIRST_RUN", default=True)
 TASUKU_METRICS_TOKEN = env.str("TASUKU_METRICS_TOKEN", default="")
 # Where workspaces are created (a fresh folder per run, removed afterwards).
 TASUKU_WORKSPACE_ROOT = env.str("TASUKU_WORKSPACE_ROOT", default="") or None
+# Below this much free space on the workspace root (and the checkout cache), `manage.py
+# check` and /healthz report it: a checkout there would be cut short.
+TASUKU_WORKSPACE_MIN_FREE_MB = _positive_int(
+    env.str("TASUKU_WORKSPACE_MIN_FREE_MB", default="500"), 500
+)
 # The checkout cache: a bare mirror per repository, fetched incrementally, that each
 # review's checkout is made from (sandbox/workspace.py). `off` clones every review afresh.
 # Safe to delete at any time; a mirror no review used for TASUKU_CHECKOUT_CACHE_DAYS goes.

@@ -32,6 +32,7 @@ from repos.refs import ref_parse
 from reviews.dashboard.views import may_act
 from reviews.reaper import reaper_last
 from reviews.schedules import schedule_late, schedules_missing
+from sandbox.checks import workspace_problems
 from webhooks.health import broker_health, database_health, static_health
 from webhooks.models import DeliveryStatus, Redelivery, WebhookDelivery
 from webhooks.services import delivery_retry
@@ -114,9 +115,9 @@ def _reaper() -> dict:
 
 def healthz(request: HttpRequest) -> JsonResponse:
     """Readiness, for load balancers: 200 while this node can serve — the database
-    answers, the static files are collected (else every admin page is a 500), and the
-    periodic work is registered (else no reaper) — else 503 with what is wrong. No
-    login. `/livez` is liveness alone."""
+    answers, the static files are collected (else every admin page is a 500), the
+    workspace root can hold a checkout, and the periodic work is registered (else no
+    reaper) — else 503 with what is wrong. No login. `/livez` is liveness alone."""
     database = database_health()
     problems = {}
     if not database.ok:
@@ -124,6 +125,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
     static = static_health()
     if not static.ok:
         problems["static"] = static.detail
+    workspace = workspace_problems()
+    if workspace:
+        problems["workspace"] = "; ".join(workspace)
     if database.ok:
         missing = schedules_missing()
         if missing:

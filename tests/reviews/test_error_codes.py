@@ -140,7 +140,9 @@ def test_an_empty_or_unknown_code_is_an_unknown_cause():
          True),
         ("fatal: remote error: upload-pack: not our ref 1234", "clone-commit-gone", True),
         ("remote: Repository not found.\nfatal: repository not found", "clone-not-found", True),
-        ("fatal: unable to write new index file", "clone-failed", False),
+        # A write that failed is the workspace's disk, not the network: its own code.
+        ("fatal: unable to write new index file", "workspace-write", False),
+        ("fatal: the remote end hung up unexpectedly", "clone-failed", False),
     ],
 )  # fmt: skip
 def test_a_git_failure_is_coded_by_what_git_said(stderr, code, permanent):

@@ -286,3 +286,25 @@ class TestWorkerHeartbeats:
         workers.heartbeat_write("host:9", started_at=now, now=now + timedelta(days=1))
         assert workers.heartbeats_prune(now + timedelta(days=1, minutes=1)) == 2
         assert list(WorkerHeartbeat.objects.values_list("name", flat=True)) == ["host:9"]
+
+
+@pytest.mark.django_db
+def test_a_workspace_root_that_cannot_hold_a_checkout_fails_the_check_and_healthz(
+    client, settings, tmp_path
+):
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    call_command("setup_schedules", stdout=open("/dev/null", "w"))  # noqa: SIM115
+    settings.TASUKU_WORKSPACE_ROOT = str(tmp_path / "workspaces")  # never created
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    assert "does not exist" in response.json()["workspace"]
+    with pytest.raises(SystemCheckError, match=r"tasuku\.E022.*workspaces does not exist"):
+        call_command("check")
+
+    (tmp_path / "workspaces").mkdir()
+    assert client.get("/healthz").status_code == 200
+    settings.TASUKU_WORKSPACE_MIN_FREE_MB = 10**12  # more than any disk has
+    response = client.get("/healthz")
+    assert response.status_code == 503 and "MB free" in response.json()["workspace"]

@@ -139,3 +139,92 @@ def test_only_a_refusal_reads_as_access_denied(stderr, denied):
     assert (error.code == "clone-access") is denied
     if not denied:
         assert not error.permanent  # a broken mirror or a hiccup: tried again, or afresh
+
+
+# --- The checkout is the commit ---------------------------------------------------------
+
+WRITE_LIMITED_GIT = """#!/bin/sh
+# git whose checkout may write files of at most 2 KB: the write past it fails (EFBIG),
+# as a full disk's does, and git says so on its error output and still exits 0.
+case " $* " in *" checkout "*) trap '' XFSZ; ulimit -f 4;; esac
+exec {git} "$@"
+"""
+
+
+def _origin_with(tmp_path, files):
+    from tests.fakes.github.git import GitRepo
+
+    origin = GitRepo.init(tmp_path / "origin.git")
+    base = origin.commit({"README.md": "# x\n"})
+    head = origin.commit(files, parent=base)
+    return origin, base, head
+
+
+def test_a_file_the_checkout_could_not_write_whole_fails_it_as_a_workspace_error(
+    tmp_path, monkeypatch
+):
+    import shutil
+
+    origin, base, head = _origin_with(
+        tmp_path, {"a_big.py": "x = 1\n" * 2000, "b.py": 'KEY = "AKIAZ2Q7WJ4KXN5BL3TP"\n'}
+    )
+    wrapper = tmp_path / "bin"
+    wrapper.mkdir()
+    (wrapper / "git").write_text(WRITE_LIMITED_GIT.format(git=shutil.which("git")))
+    (wrapper / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper}:{os.environ['PATH']}")
+    with Workspace(str(tmp_path)) as workspace, pytest.raises(CloneError) as caught:
+        workspace.checkout_local(repository=origin.git_dir, head_sha=head, base_sha=base)
+    error = caught.value
+    assert (error.code, error.permanent, error.stage) == ("workspace-write", False, "clone")
+    assert "a_big.py" in str(error) and "may be full" in str(error)
+
+
+def test_a_full_disk_fails_the_checkout_as_a_workspace_error(tmp_path):
+    import subprocess
+
+    origin, base, head = _origin_with(
+        tmp_path, {"a_big.py": "x = 1\n" * 200_000, "b.py": 'KEY = "AKIAZ2Q7WJ4KXN5BL3TP"\n'}
+    )
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(disk)],
+                             capture_output=True, check=False)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        with Workspace(str(disk)) as workspace, pytest.raises(CloneError) as caught:
+            workspace.checkout_local(repository=origin.git_dir, head_sha=head, base_sha=base)
+        assert caught.value.code == "workspace-write" and not caught.value.permanent
+        assert not list(disk.iterdir())  # the workspace is gone all the same
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True, check=False)
+
+
+def test_git_saying_it_could_not_write_is_a_workspace_error_whatever_it_was_doing():
+    from sandbox.git import clone_error
+
+    for said in (
+        "error: unable to write file app/payments.py",
+        "fatal: sha1 file '.git/index.lock' write error. Out of diskspace",
+        "error: copy-fd: write returned: No space left on device",
+        "fatal: unable to write new index file",
+    ):
+        error = clone_error("check out the head commit", said)
+        assert (error.code, error.permanent) == ("workspace-write", False), said
+
+
+def test_a_workspace_root_that_cannot_hold_a_checkout_says_why(tmp_path, monkeypatch):
+    from sandbox.workspace import workspace_root_problem
+
+    assert workspace_root_problem(tmp_path, 1) == ""
+    assert "does not exist" in workspace_root_problem(tmp_path / "missing", 1)
+    (tmp_path / "file").write_text("x")
+    assert "is not a folder" in workspace_root_problem(tmp_path / "file", 1)
+    assert "MB free" in workspace_root_problem(tmp_path, 10**18)
+
+    def refused(**kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("sandbox.workspace.tempfile.mkdtemp", refused)
+    assert "cannot be written" in workspace_root_problem(tmp_path, 1)
