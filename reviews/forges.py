@@ -20,6 +20,7 @@ from django.conf import settings
 from reviews import threads
 from reviews.context import Context
 from reviews.gate import check_complete
+from reviews.intake.pull_requests import head_catch_up
 from reviews.models import Finding, Review, ReviewRun, RunStatus
 from reviews.publication import approval_decide, approval_withheld, approvals_dismiss, publish
 from reviews.reconcile import Decision
@@ -62,6 +63,15 @@ class GitHub:
                 "The pull request was closed before the review started.",
             )
         if info.head_sha != run.head_sha:
+            # GitHub's head is the one reviewed, whatever order the deliveries came in:
+            # the newer head gets its run (if none exists, this makes it) before this
+            # one steps aside for it.
+            newer, refused = head_catch_up(ctx.repository, info, run.reviewer)
+            then = (
+                "the newer commit is reviewed instead."
+                if newer is not None
+                else f"the newer commit is not reviewed: {refused}."
+            )
             return _stop(
                 ctx,
                 RunStatus.CANCELLED,
@@ -69,8 +79,7 @@ class GitHub:
                 "cancelled",
                 f"Superseded by {info.head_sha[:7]}",
                 f"The pull request's head moved from `{run.head_sha[:12]}` to "
-                f"`{info.head_sha[:12]}` before this review started; the newer commit is "
-                "reviewed instead.",
+                f"`{info.head_sha[:12]}` before this review started; {then}",
                 superseded_by=info.head_sha,
             )
         return None

@@ -121,6 +121,9 @@ class PullRequest(Shape):
 class PullRequestEvent(RepositoryEvent):
     action: StrictStr
     pull_request: PullRequest
+    # A `synchronize`'s head before and after the push (other actions have none).
+    before: StrictStr | None = None
+    after: StrictStr | None = None
 
 
 # --- comments and reviews ---------------------------------------------------------------

@@ -113,6 +113,74 @@ def pull_request_sync(*, repository: Repository, pull: payloads.PullRequest) -> 
     )
 
 
+def pull_request_from_info(repository: Repository, info: github.PullRequestInfo) -> PullRequest:
+    """Record the pull request as GitHub's API answered for it."""
+    return pull_request_record(
+        repository=repository,
+        number=info.number,
+        title=info.title,
+        author_login=info.author_login,
+        author_type=info.author_type,
+        state="closed" if info.merged else info.state,
+        draft=info.draft,
+        merged=info.merged,
+        head_sha=info.head_sha,
+        head_ref=info.head_ref,
+        base_sha=info.base_sha,
+        base_ref=info.base_ref,
+        html_url=info.html_url,
+        changed_files=info.changed_files,
+        body=info.body,
+    )
+
+
+def pull_request_refresh(
+    installation: Installation, repository: Repository, number: int
+) -> PullRequest:
+    """The pull request as GitHub has it now (comment events carry no head SHA; a late
+    delivery's is out of date)."""
+    info = github.gateway().pull_request_get(
+        installation_id=installation.github_id,
+        repository_id=repository.github_id,
+        full_name=repository.full_name,
+        number=number,
+    )
+    return pull_request_from_info(repository, info)
+
+
+def pull_request_current(
+    installation: Installation, repository: Repository, payload: payloads.PullRequestEvent
+) -> PullRequest:
+    """The pull request as it is now, from a `pull_request` delivery. GitHub does not
+    deliver in order (and a redelivered event can be hours old), so the payload's head
+    is taken only when it follows from what Tasuku knows: the same head, the first word
+    of the pull request, or a `synchronize` whose `before` is the head on record. Any
+    other head — an older push delivered late, an event redelivered, a push whose
+    delivery is missing — is asked of GitHub, whose answer is the head: a late delivery
+    never takes the pull request back to an older commit."""
+    pull = payload.pull_request
+    known = (
+        PullRequest.objects.filter(repository=repository, number=pull.number)
+        .values_list("head_sha", flat=True)
+        .first()
+    )
+    follows = (
+        known is None
+        or known == pull.head.sha
+        or (payload.action == "synchronize" and payload.before == known)
+    )
+    if follows:
+        return pull_request_sync(repository=repository, pull=pull)
+    logger.info(
+        "%s#%d: the delivery's head %s does not follow %s: asking GitHub",
+        repository.full_name,
+        pull.number,
+        pull.head.sha[:7],
+        known[:7],
+    )
+    return pull_request_refresh(installation, repository, pull.number)
+
+
 # Triggers a person or GitHub asks for explicitly: each may review a head again. Pull
 # request events are idempotent per head: one review of a head is enough.
 EXPLICIT_TRIGGERS = (
@@ -238,6 +306,32 @@ def run_check_then_ring(
         run_ring_ready(run)
 
 
+def head_catch_up(
+    repository: Repository, info: github.PullRequestInfo, reviewer: Reviewer
+) -> tuple[ReviewRun | None, str]:
+    """A run of `reviewer` found that the pull request's head moved on to a commit that
+    may have no run (its delivery late, lost, or superseded by an older one): record
+    GitHub's answer and see that the new head has its run, admitted as its push would
+    be. Returns that run (None when the policy does not review it) and what was said."""
+    pull_request = pull_request_from_info(repository, info)
+    if not repository.enabled or pull_request.state != "open":
+        return None, "the pull request is not reviewed now"
+    config = effective_config(repository)
+    if reviewer.slug not in {r.slug for r in config.reviewers}:
+        return None, f"{reviewer.slug} no longer reviews this repository"
+    admission = admission_for(pull_request, action=Trigger.SYNCHRONIZE.value, config=config)
+    if not admission.admitted:
+        return None, admission.reason
+    run, created = run_request(
+        pull_request=pull_request,
+        reviewer=reviewer,
+        trigger=Trigger.SYNCHRONIZE,
+        config=config,
+    )
+    run_check_then_ring(run, created=created, installation=repository.installation)
+    return run, ""
+
+
 def runs_create(
     *,
     pull_request: PullRequest,
@@ -349,7 +443,7 @@ def pull_request_event(payload: payloads.PullRequestEvent, *, delivery_id: int) 
     if isinstance(found, Outcome):
         return found
     installation, repository = found
-    pull_request = pull_request_sync(repository=repository, pull=payload.pull_request)
+    pull_request = pull_request_current(installation, repository, payload)
     label = f"{repository.full_name}#{pull_request.number}"
 
     if action == "closed":

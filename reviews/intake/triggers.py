@@ -20,7 +20,7 @@ from repos.selectors import effective_config
 from reviews.intake.pull_requests import (
     NOTE_MAX,
     admission_for,
-    pull_request_record,
+    pull_request_refresh,
     repository_from_payload,
     run_check_then_ring,
     run_request,
@@ -98,35 +98,6 @@ def command_parse(body: str, slug: str) -> str | None:
     if words[:1] == ["help"]:
         return "help"
     return "unknown"
-
-
-def pull_request_refresh(
-    installation: Installation, repository: Repository, number: int
-) -> PullRequest:
-    """The pull request as GitHub has it now (comment events carry no head SHA)."""
-    info = github.gateway().pull_request_get(
-        installation_id=installation.github_id,
-        repository_id=repository.github_id,
-        full_name=repository.full_name,
-        number=number,
-    )
-    return pull_request_record(
-        repository=repository,
-        number=number,
-        title=info.title,
-        author_login=info.author_login,
-        author_type=info.author_type,
-        state="closed" if info.merged else info.state,
-        draft=info.draft,
-        merged=info.merged,
-        head_sha=info.head_sha,
-        head_ref=info.head_ref,
-        base_sha=info.base_sha,
-        base_ref=info.base_ref,
-        html_url=info.html_url,
-        changed_files=info.changed_files,
-        body=info.body,
-    )
 
 
 def runs_request_for(

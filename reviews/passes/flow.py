@@ -23,7 +23,7 @@ from repos.github import GitHubError
 from repos.models import Repository, Reviewer
 from repos.policy import Trigger
 from repos.selectors import effective_config, reviewer_config
-from reviews.intake.triggers import pull_request_refresh
+from reviews.intake.pull_requests import pull_request_refresh
 from reviews.models import (
     RUN_FINAL_STATES,
     TASK_FINAL_STATES,

@@ -104,3 +104,118 @@ def test_a_full_workspace_disk_fails_the_checkout_instead_of_reviewing_what_was_
     check = last_check(world)
     assert check.conclusion == "failure"
     assert KEY_TITLE in check.output["summary"]
+
+
+# --- 4. The newest head always gets its review ------------------------------------------
+
+
+def _events(world, pushes: int):
+    """The pull request opened, then `pushes` pushes: each event's payload as GitHub
+    built it when it happened (its head then), and the heads oldest first."""
+    import dataclasses
+
+    heads = [world.pull.head_sha]
+    events = [("opened", dataclasses.replace(world.pull), {})]
+    for n in range(pushes):
+        before = world.pull.head_sha
+        world.push({"app/payments.py": PAYMENTS.replace("refund", f"refund{n}")}, message=f"p{n}")
+        heads.append(world.pull.head_sha)
+        events.append(("synchronize", dataclasses.replace(world.pull), {"before": before}))
+    return events, heads
+
+
+def _every_order(count: int):
+    import itertools
+
+    return list(itertools.permutations(range(count)))
+
+
+@pytest.mark.parametrize("worker", ["busy", "idle"])
+@pytest.mark.parametrize("order", _every_order(3) + _every_order(4), ids=str)
+def test_every_delivery_order_ends_with_the_newest_head_reviewed(
+    fake_github, client, test_app, order, worker
+):
+    """Two and three pushes after the opening, their deliveries in every order; the
+    worker takes each as it comes (idle) or all of them after the last (busy)."""
+    from reviews.models import PullRequest
+
+    world = world_build(fake_github)
+    events, heads = _events(world, len(order) - 1)
+    newest = heads[-1]
+    seen_newest = False
+    for index in order:
+        action, pull, extra = events[index]
+        body = pull_request_payload(world.fake, world.repo, pull, action=action, **extra)
+        response = post_webhook(client, "pull_request", body, secret=test_app.webhook_secret)
+        assert response.status_code == 202
+        if worker == "idle":
+            drain_queue()
+        known = PullRequest.objects.values_list("head_sha", flat=True).first()
+        # Once the newest head is on record, no late delivery takes it back.
+        assert not (seen_newest and known != newest), (order, known)
+        seen_newest = seen_newest or known == newest
+    drain_queue()
+
+    assert PullRequest.objects.get().head_sha == newest
+    # The newest head's run was never cancelled, by any delivery.
+    assert not ReviewRun.objects.filter(head_sha=newest, status=RunStatus.CANCELLED)
+    reviewed = ReviewRun.objects.filter(head_sha=newest, status=RunStatus.COMPLETED)
+    assert reviewed.count() == 1 and Review.objects.filter(run__in=reviewed).exists()
+    checks = [c for c in world.fake.check_runs_of(REPO) if c.head_sha == newest]
+    assert checks[-1].conclusion == "failure"  # the key: reviewed, not superseded
+    # Every superseded check names a newer commit than its own, never an older one.
+    for check in world.fake.check_runs_of(REPO):
+        title = (check.output or {}).get("title") or ""
+        if title.startswith("Superseded by "):
+            newer = next(h for h in heads if h.startswith(title.removeprefix("Superseded by ")))
+            assert heads.index(newer) > heads.index(check.head_sha), (order, title)
+
+
+def test_a_redelivered_old_event_supersedes_nothing(world, deliver, client, test_app):
+    import dataclasses
+
+    opened = dataclasses.replace(world.pull)
+    deliver(world)
+    before = world.pull.head_sha
+    world.push({"app/payments.py": PAYMENTS + "\n# later\n"})
+    deliver(world, "synchronize", before=before)
+    runs = ReviewRun.objects.count()
+    # GitHub (or Tasuku's own recovery) redelivers the opening event, hours late.
+    body = pull_request_payload(world.fake, world.repo, opened, action="opened")
+    assert (
+        post_webhook(client, "pull_request", body, secret=test_app.webhook_secret).status_code
+        == 202
+    )
+    drain_queue()
+    assert ReviewRun.objects.count() == runs  # nothing new, nothing cancelled
+    assert not ReviewRun.objects.filter(status=RunStatus.CANCELLED, head_sha=world.pull.head_sha)
+    assert last_check(world).head_sha == world.pull.head_sha
+    assert last_check(world).conclusion == "failure"
+
+
+def test_a_run_that_finds_a_newer_head_with_no_run_makes_one_before_it_steps_aside(
+    world, deliver, client, test_app
+):
+    deliver(world)
+    before = world.pull.head_sha
+    world.push({"app/payments.py": PAYMENTS + "\n# A\n"})
+    body = pull_request_payload(world.fake, world.repo, world.pull, action="synchronize",
+                                before=before)  # fmt: skip
+    assert (
+        post_webhook(client, "pull_request", body, secret=test_app.webhook_secret).status_code
+        == 202
+    )
+    a = world.pull.head_sha
+    # Pushed again before A's run starts, and that push's delivery never comes.
+    world.push({"app/payments.py": PAYMENTS + "\n# B\n"})
+    b = world.pull.head_sha
+    drain_queue()
+
+    a_run = ReviewRun.objects.get(head_sha=a)
+    assert (a_run.status, a_run.superseded_by) == (RunStatus.CANCELLED, b)
+    [a_check] = [c for c in world.fake.check_runs_of(REPO) if c.head_sha == a]
+    assert a_check.output["title"] == f"Superseded by {b[:7]}"
+    assert "the newer commit is reviewed instead" in a_check.output["summary"]
+    b_run = ReviewRun.objects.get(head_sha=b)
+    assert b_run.status == RunStatus.COMPLETED
+    assert last_check(world).head_sha == b and last_check(world).conclusion == "failure"

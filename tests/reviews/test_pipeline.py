@@ -74,14 +74,17 @@ def test_a_run_whose_head_moved_is_cancelled_as_stale_and_its_check_names_the_ne
 
     drain_queue()
 
-    run = ReviewRun.objects.get()
+    run = ReviewRun.objects.get(head_sha=world.head)
     assert run.status == RunStatus.CANCELLED
     assert run.superseded_by == newer
     assert run.reason == f"stale: the head moved to {newer[:12]}"
     check = world.fake.check_runs_of(REPO)[0]
     assert check.conclusion == "cancelled"
     assert check.output["title"] == f"Superseded by {newer[:7]}"
-    assert world.fake.reviews_of(REPO, 7) == []
+    # Nothing is posted on the old head; the newer one (its push never delivered here)
+    # gets the run its delivery would have made.
+    assert [r["commit_id"] for r in world.fake.reviews_of(REPO, 7)] == [newer]
+    assert ReviewRun.objects.get(head_sha=newer).status == RunStatus.COMPLETED
 
 
 def test_a_closed_pull_request_is_skipped_not_reviewed(world, client, test_app):
