@@ -26,22 +26,19 @@ from reviews.intake.pull_requests import (
     run_request,
 )
 from reviews.markers import marker as signed_marker
-from reviews.models import Notice, PullRequest, ReviewRun
+from reviews.models import CommandComment, Notice, PullRequest, ReviewRun
 from webhooks import payloads
 from webhooks.routing import Decision, Outcome
 
 logger = logging.getLogger(__name__)
 
-WRITE_ACCESS = ("OWNER", "MEMBER", "COLLABORATOR")
 
-
-def _may_command(installation, repository, login: str, association: str | None) -> bool:
-    """Write access or above. The webhook's `author_association` can say yes (an owner,
-    member or collaborator), but not no: a member whose organisation membership is
-    private arrives as CONTRIBUTOR — then GitHub's collaborator permission decides
-    (cached for a minute). A transient GitHub error raises: the delivery is retried."""
-    if association in WRITE_ACCESS:
-        return True
+def _may_command(installation, repository, login: str) -> bool:
+    """Write access or above, asked of GitHub (its collaborator permission, cached for a
+    minute). The webhook's `author_association` is no answer either way: a read-only
+    organisation member arrives as MEMBER and a `triage` collaborator as COLLABORATOR,
+    while a member whose membership is private arrives as CONTRIBUTOR. A transient
+    GitHub error raises: the delivery is retried."""
     if not login:
         return False
     try:
@@ -56,6 +53,18 @@ def _may_command(installation, repository, login: str, association: str | None) 
             raise
         return False
     return role in WRITE_ROLES
+
+
+def command_acted_on(repository: Repository, comment_id: int, delivery_id: int) -> str | None:
+    """Record that this delivery acts on the comment's command; None when it may (the
+    first delivery of the comment, or that delivery tried again), else the delivery
+    that acted on it already."""
+    record, _ = CommandComment.objects.get_or_create(
+        repository=repository, comment_id=comment_id, defaults={"delivery_id": delivery_id}
+    )
+    if record.delivery_id == delivery_id:
+        return None
+    return str(record.delivery_id)
 
 
 def help_text(slug: str) -> str:
@@ -163,10 +172,12 @@ def issue_comment_event(payload: payloads.IssueCommentEvent, *, delivery_id: int
 
     1. Only new comments on pull requests, by people (never bots, Tasuku included).
     2. A comment that does not address `@<slug>` is ignored.
-    3. Without write access (author association OWNER, MEMBER, COLLABORATOR): a polite
-       refusal, once per person and pull request.
+    3. Without write access (GitHub's collaborator permission: write, maintain or
+       admin): a polite refusal, once per person and pull request.
     4. `help`, or an unknown command: the list of commands. `review` / `full review`:
-       runs for the current head (a full review ignores earlier reviews).
+       runs for the current head (a full review ignores earlier reviews), once per
+       comment — a delivery of the same comment under another delivery id (a captured
+       delivery replayed) starts nothing.
     """
     if payload.action != "created":
         return Outcome.ignore(f"issue_comment.{payload.action} needs no action")
@@ -187,7 +198,7 @@ def issue_comment_event(payload: payloads.IssueCommentEvent, *, delivery_id: int
     if command is None:
         return Outcome.ignore("the comment does not address Tasuku")
     login = user.login
-    if not _may_command(installation, repository, login, comment.author_association):
+    if not _may_command(installation, repository, login):
         pull_request = PullRequest.objects.filter(repository=repository, number=number).first()
         if pull_request is None:
             pull_request = pull_request_refresh(installation, repository, number)
@@ -210,6 +221,12 @@ def issue_comment_event(payload: payloads.IssueCommentEvent, *, delivery_id: int
     if command in ("help", "unknown"):
         _answer(installation, repository, number, help_text(slug), f"help-{comment.id}")
         return Outcome(f"answered {command} on {label}")
+    acted = command_acted_on(repository, comment.id, delivery_id)
+    if acted is not None:
+        return Outcome.ignore(
+            f"the {command} command of comment {comment.id} on {label} was acted on already "
+            f"(delivery {acted})"
+        )
     pull_request = pull_request_refresh(installation, repository, number)
     trigger = Trigger.FULL_REVIEW_COMMAND if command == "full review" else Trigger.COMMAND
     runs, refusal = runs_request_for(

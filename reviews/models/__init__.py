@@ -5,6 +5,7 @@ Everything is importable from here, as Django and the migrations expect."""
 
 from reviews.models.connectors import ConnectorCall
 from reviews.models.findings import (
+    CommandComment,
     Dismissal,
     Finding,
     FindingOutcome,
@@ -46,6 +47,7 @@ from reviews.models.runs import (
 from reviews.models.walkthroughs import Walkthrough
 
 __all__ = [
+    "CommandComment",
     "ConnectorCall",
     "Answer",
     "AnswerKind",

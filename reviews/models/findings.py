@@ -257,6 +257,25 @@ class Notice(models.Model):
         return f"{self.kind} to {self.login} on {self.pull_request}"
 
 
+class CommandComment(models.Model):
+    """A comment whose command Tasuku acted on, and the delivery that did: a command is
+    acted on once per comment, so a signed delivery captured and replayed under a new
+    delivery id starts nothing (a retry of the same delivery still may)."""
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="+")
+    comment_id = models.BigIntegerField()
+    delivery_id = models.BigIntegerField(null=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["repository", "comment_id"], name="command_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"comment {self.comment_id} on {self.repository}"
+
+
 class FindingOutcome(models.Model):
     """What became of a published finding when its pull request closed."""
 

@@ -20,7 +20,10 @@ SLUG = "tasuku-test"
 
 @pytest.fixture
 def world(fake_github):
-    return world_build(fake_github)
+    built = world_build(fake_github)
+    # The comments' default author (tests/helpers.py): a maintainer with write access.
+    fake_github.add_collaborator(REPO, "maria", "write")
+    return built
 
 
 @pytest.fixture

@@ -501,6 +501,7 @@ def test_a_full_review_command_goes_through_admission_like_any_event(world, clie
     drain_queue()
     ReviewRun.objects.all().delete()
     set_policy(max_changed_files=1)  # the pull request changes three files
+    world.fake.add_collaborator(REPO, "maria", "write")  # the comment's author
     post_webhook(
         client, "issue_comment",
         issue_comment_payload(world.fake, world.repo, world.pull.number, body=f"@{SLUG} full review"),

@@ -24,7 +24,10 @@ SLUG = "tasuku-test"
 
 @pytest.fixture
 def world(fake_github):
-    return world_build(fake_github)
+    built = world_build(fake_github)
+    # The comments' default author (tests/helpers.py): a maintainer with write access.
+    fake_github.add_collaborator(REPO, "maria", "write")
+    return built
 
 
 @pytest.fixture
@@ -102,11 +105,59 @@ def test_people_without_write_access_are_refused_politely_once(world, send, asso
     assert not ReviewRun.objects.exclude(trigger="opened").exists()
 
 
-@pytest.mark.parametrize("association", ["OWNER", "MEMBER", "COLLABORATOR"])
-def test_owners_members_and_collaborators_may_give_commands(world, send, association):
+@pytest.mark.parametrize(
+    ("role", "association"),
+    [("admin", "OWNER"), ("maintain", "MEMBER"), ("write", "COLLABORATOR")],
+)
+def test_people_with_write_access_may_give_commands(world, send, role, association):
     opened(world, send)
-    comment(world, send, f"@{SLUG} review", association=association)
+    world.fake.add_collaborator(REPO, "lead", role)
+    comment(world, send, f"@{SLUG} review", login="lead", association=association)
     assert ReviewRun.objects.filter(trigger="command").exists()
+
+
+@pytest.mark.parametrize(
+    ("role", "association"),
+    [("read", "MEMBER"), ("triage", "COLLABORATOR"), ("read", "OWNER")],
+    ids=["a read-only member", "a triage collaborator", "association says owner"],
+)
+def test_an_association_without_write_permission_orders_nothing(world, send, role, association):
+    """The webhook's association is no permission: a read-only organisation member
+    arrives as MEMBER, a `triage` collaborator as COLLABORATOR. GitHub's permission
+    answer decides, and no model money is spent on their order."""
+    opened(world, send)
+    world.fake.add_collaborator(REPO, "someone", role)
+    comment(world, send, f"@{SLUG} full review", login="someone", association=association)
+    assert not ReviewRun.objects.filter(trigger="full_review_command").exists()
+    [refusal] = conversation_answers(world.fake, REPO, world.pull.number)
+    assert refusal["body"].startswith("Sorry @someone, only people with write access")
+
+
+def test_a_replayed_command_delivery_starts_nothing_a_retried_one_still_does(
+    world, send, client, test_app
+):
+    """A captured, signed delivery sent again under a new delivery id is the same
+    comment: acted on once. The same delivery tried again (it failed half way) may act."""
+    opened(world, send)
+    body = issue_comment_payload(
+        world.fake, world.repo, world.pull.number, body=f"@{SLUG} full review"
+    )
+    first = send("issue_comment", body, drain=None)
+    runs = ReviewRun.objects.filter(trigger="full_review_command").count()
+    assert runs == 1
+    replayed = send("issue_comment", body, drain=None)  # a new X-GitHub-Delivery
+    assert replayed.pk != first.pk
+    assert ReviewRun.objects.filter(trigger="full_review_command").count() == runs
+    assert "acted on already" in replayed.outcome
+    from reviews.intake.triggers import command_acted_on
+
+    assert command_acted_on(world_repository(), body["comment"]["id"], first.pk) is None
+
+
+def world_repository():
+    from repos.models import Repository
+
+    return Repository.objects.get(full_name=REPO)
 
 
 def test_comments_by_bots_without_a_mention_or_on_issues_are_not_commands(world, send):
