@@ -8,7 +8,8 @@ Pure. Two shapes of field:
   Markdown (lists, emphasis, code, links), but raw HTML is shown as text (so no
   `<details>` or `</details>` closing Tasuku's own, no hidden `<!-- … -->` comments and
   so none of Tasuku's markers), mentions do not notify, an unclosed code fence is
-  closed, and the length is bounded.
+  closed, a fence that asks to be a ```` ```suggestion ```` is a plain code block, and
+  the length is bounded.
 
 A suggestion is code and keeps every byte; `rendering.fence_for` gives it a fence it
 cannot close.
@@ -113,7 +114,7 @@ def block_text(text: str | None, limit: int = BLOCK_LIMIT) -> str:
         if fence and not inside:
             flush()
             inside, opener = True, fence.group(1)
-            out.append(_code(line))
+            out.append(_code(_no_suggestion(line, fence.end())))
         elif (
             fence
             and inside
@@ -130,6 +131,19 @@ def block_text(text: str | None, limit: int = BLOCK_LIMIT) -> str:
     if inside:
         out.append(opener)  # close what it left open, so what follows is Tasuku's own
     return "\n".join(out)
+
+
+# The info string that makes GitHub offer a fenced block as a one-click commit.
+SUGGESTION_INFO = re.compile(r"\s*suggestion\b", re.IGNORECASE)
+
+
+def _no_suggestion(line: str, info_at: int) -> str:
+    """A fence opener whose info string says `suggestion` says `text` instead: only
+    Tasuku's own rendering of a finding's `suggestion` field (checked against the
+    changed lines) may be a one-click commit, never words inside a body or evidence."""
+    if SUGGESTION_INFO.match(line, info_at):
+        return line[:info_at] + "text"
+    return line
 
 
 def code_span(text: str | None, limit: int = 1024) -> str:

@@ -173,3 +173,34 @@ def line_moved(diff: Diff | None, path: str, line: int) -> int:
             return line + shift + added_above - above
         break
     return max(1, line + shift)
+
+
+# A line named in a finding's words: `path:12`, `path:12-14`, "line 12", "lines 12-14".
+_NAMED_LINE = re.compile(
+    r"(?P<lead>\blines? |:)(?P<start>\d+)(?:(?P<dash>-|–| to )(?P<end>\d+))?\b"
+)
+
+
+def text_moved(text: str, path: str, start: int, end: int, shift: int) -> str:
+    """A carried finding's words with the lines it names moved as its lines moved:
+    `app.py:11` becomes `app.py:12` when the finding moved from line 11 to 12. Only
+    numbers of the finding's own lines (`start`..`end` before the move) are moved —
+    `path:N` when the path is the finding's, "line N" anywhere — so the words never
+    point at a line the finding no longer is on."""
+    if not shift or not text:
+        return text
+
+    def moved(number: str) -> str:
+        value = int(number)
+        return str(value + shift) if start <= value <= end else number
+
+    def replace(match: re.Match[str]) -> str:
+        lead = match.group("lead")
+        if lead == ":" and not text[: match.start()].endswith(path):
+            return match.group(0)
+        out = lead + moved(match.group("start"))
+        if match.group("end"):
+            out += match.group("dash") + moved(match.group("end"))
+        return out
+
+    return _NAMED_LINE.sub(replace, text)

@@ -40,6 +40,7 @@ from reviews.reconcile import (
     Earlier,
     line_moved,
     reconcile,
+    text_moved,
 )
 
 logger = logging.getLogger(__name__)
@@ -274,6 +275,11 @@ def carry(
                 if successor.side == "RIGHT":
                     start = line_moved(since_previous, successor.path, successor.start_line)
                     shift = start - successor.start_line
+                    for name in ("title", "body", "evidence"):
+                        setattr(successor, name, text_moved(
+                            getattr(successor, name), successor.path, successor.start_line,
+                            successor.end_line, shift,
+                        ))  # fmt: skip
                     successor.start_line, successor.end_line = start, successor.end_line + shift
                     if successor.original_start_line is not None:
                         successor.original_start_line += shift

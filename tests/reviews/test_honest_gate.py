@@ -193,6 +193,10 @@ def test_a_comment_only_push_moves_carried_findings_to_their_new_lines(world, de
     key = Finding.objects.get(review__run=run, title__contains=KEY_TITLE)
     assert key.start_line == AWS_KEY_LINE + 2
     assert f"app/payments.py:{SHELL_TRUE_LINE + 2}" in last_check(world).output["summary"]
+    # Its words moved with it: no text still names the line it left.
+    assert f"app/payments.py:{SHELL_TRUE_LINE + 2}:" in new.evidence
+    assert f":{SHELL_TRUE_LINE}:" not in new.evidence
+    assert f"line {AWS_KEY_LINE + 2}" in key.evidence
 
 
 def test_the_budget_stop_carries_open_findings_too(world, claude_reviewer):

@@ -408,3 +408,18 @@ def test_a_summary_someone_else_changed_is_left_as_it_is(world, deliver):
     bodies = [r["body"] for r in world.fake.reviews_of(REPO, NUMBER)]
     assert "edited by hand" in bodies  # left as it is
     assert len(main_reviews(world)) == 1  # and a new review posted instead
+
+
+def test_a_carried_findings_words_name_the_lines_it_moved_to():
+    from reviews.reconcile import text_moved
+
+    evidence = "ruff S602 at app/payments.py:8: `subprocess.call(cmd, shell=True)`"
+    assert text_moved(evidence, "app/payments.py", 8, 8, 2) == (
+        "ruff S602 at app/payments.py:10: `subprocess.call(cmd, shell=True)`"
+    )
+    # Only the finding's own lines, and `path:N` only of its own file.
+    said = "on line 3; lines 3-4; see app/other.py:3 and app/payments.py:30"
+    assert text_moved(said, "app/payments.py", 3, 4, 5) == (
+        "on line 8; lines 8-9; see app/other.py:3 and app/payments.py:30"
+    )
+    assert text_moved(said, "app/payments.py", 3, 4, 0) == said
