@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.translation import ngettext
 
 from repos.github import GitHubError
+from repos.policy import CHECKLESS_TRIGGERS
 from reviews import stages, threads
 from reviews.checkruns import dashboard_url
 from reviews.context import Context
@@ -26,6 +27,7 @@ from reviews.models import (
     ReviewRun,
     ReviewState,
     RunAttempt,
+    RunStatus,
 )
 from reviews.rendering import (
     BODY_ONLY_NOTE,
@@ -62,15 +64,57 @@ def approval_withheld(ctx: Context, open_now: list[Finding]) -> str:
     return ""
 
 
+def others_withhold(ctx: Context) -> str:
+    """Why another of the repository's reviewers withholds an approval of this head ("":
+    none does): one that has not reviewed it, is still to, did not review it in full
+    (failed, skipped, incomplete, triaged, partial), or has a finding open on it. An
+    approval stands for every Tasuku reviewer of the pull request, not the one that
+    happens to finish last."""
+    run = ctx.run
+    head = run.head_sha[:7]
+    lenient = ctx.config.approve_with_nits or ctx.mode.approves_with_nits
+    for reviewer in ctx.config.reviewers:
+        if reviewer.slug == run.reviewer.slug:
+            continue
+        latest = (
+            ReviewRun.objects.filter(
+                pull_request=run.pull_request, reviewer__slug=reviewer.slug, head_sha=run.head_sha
+            )
+            .exclude(trigger__in=CHECKLESS_TRIGGERS)
+            .order_by("-pk")
+            .first()
+        )
+        if latest is None:
+            return f"{reviewer.slug} has not reviewed {head}"
+        if latest.status in (RunStatus.QUEUED, RunStatus.RUNNING):
+            return f"{reviewer.slug}'s review of {head} is still to come"
+        review = Review.objects.filter(run=latest).first()
+        if latest.status != RunStatus.COMPLETED or review is None:
+            return f"{reviewer.slug} did not review {head} ({latest.get_status_display()})"
+        if review.state != ReviewState.COMPLETE or review.shortfall:
+            return f"{reviewer.slug} did not review {head} in full"
+        open_there = review.findings.filter(state=OPEN)
+        blocking = open_there.filter(blocking=True).count()
+        if blocking or (not lenient and open_there.exists()):
+            count = blocking or open_there.count()
+            return ngettext(
+                "%(reviewer)s has %(count)d finding open on %(head)s",
+                "%(reviewer)s has %(count)d findings open on %(head)s",
+                count,
+            ) % {"reviewer": reviewer.slug, "count": count, "head": head}
+    return ""
+
+
 def approval_decide(ctx: Context, open_now: list[Finding]) -> tuple[bool, list[str]]:
     """Approve only when the policy says so, no Tasuku finding is open (or only nits,
-    where the policy says so), and — asked of GitHub again now — the reviewed head is
-    still the head, the pull request is open and not a draft, and its author is not
-    Tasuku itself. Tasuku never merges."""
+    where the policy says so) — this reviewer's, or any other reviewer's of the
+    repository on this head, each of which must have reviewed it in full — and, asked of
+    GitHub again now, the reviewed head is still the head, the pull request is open and
+    not a draft, and its author is not Tasuku itself. Tasuku never merges."""
     # A mode may approve every clean pull request: the approval is its verdict.
     if not (ctx.config.auto_approve or ctx.mode.approves):
         return False, []
-    withheld = approval_withheld(ctx, open_now)
+    withheld = approval_withheld(ctx, open_now) or others_withhold(ctx)
     if withheld:
         return False, [f"not approved: {withheld}"]
     pr = ctx.gateway.pull_request_get(**ctx.where, number=ctx.run.pull_request.number)

@@ -219,3 +219,94 @@ def test_a_run_that_finds_a_newer_head_with_no_run_makes_one_before_it_steps_asi
     b_run = ReviewRun.objects.get(head_sha=b)
     assert b_run.status == RunStatus.COMPLETED
     assert last_check(world).head_sha == b and last_check(world).conclusion == "failure"
+
+
+# --- 5. An approval stands for every reviewer -------------------------------------------
+
+CLEAN_HEAD = {"app/payments.py": "def refund(order_id):\n    return order_id\n"}
+
+
+@pytest.fixture
+def two_reviewers(settings, fake_anthropic):
+    """`static` and a model reviewer on the repository, auto-approval on; the model
+    reviewer's name sorts before `static` or after it (who runs first)."""
+    from repos.models import Reviewer
+    from tests.fakes.models import ANTHROPIC_TEST_KEY
+
+    settings.ANTHROPIC_BASE_URL = fake_anthropic.base_url
+    settings.ANTHROPIC_API_KEY = ANTHROPIC_TEST_KEY
+
+    def make(slug):
+        Reviewer.objects.create(
+            slug=slug, engine="anthropic", model="claude-sonnet-5-5",
+            default_for_new_repositories=True,
+        )  # fmt: skip
+        return fake_anthropic
+
+    return make
+
+
+def _auto_approve():
+    from repos.models import Repository
+
+    policy = Repository.objects.get(full_name=REPO).policy
+    policy.auto_approve = True
+    policy.save()
+
+
+def _clean_model_review(model):
+    from tests.fakes.models import ToolCall
+
+    model.script(ToolCall("submit_review", {"findings": []}))
+
+
+@pytest.mark.parametrize("model_slug", ["aaa-claude", "zzz-claude"])
+def test_a_clean_reviewer_never_approves_over_another_reviewers_open_findings(
+    fake_github, deliver, two_reviewers, model_slug
+):
+    model = two_reviewers(model_slug)
+    world = world_build(fake_github)
+    deliver(world, "opened")  # the repository is learnt; its policy made
+    _auto_approve()
+    previous = world.pull.head_sha
+    world.push({"README.md": "# Shop\n\nMore.\n"})
+    for _ in range(2):
+        _clean_model_review(model)
+    deliver(world, "synchronize", before=previous)
+
+    assert not [r for r in tasuku_reviews(world) if r["state"] == "APPROVED"]
+    model_run = ReviewRun.objects.filter(reviewer__slug=model_slug).latest("pk")
+    notes = " ".join(Review.objects.get(run=model_run).notes)
+    assert "not approved: static" in notes, notes
+    static_checks = [c for c in world.fake.check_runs_of(REPO) if c.name == "Tasuku · static"]
+    assert static_checks[-1].conclusion == "failure"
+
+
+@pytest.mark.parametrize("model_slug", ["aaa-claude", "zzz-claude"])
+def test_two_clean_reviewers_approve_once_and_a_later_finding_dismisses_it(
+    fake_github, deliver, two_reviewers, model_slug
+):
+    model = two_reviewers(model_slug)
+    world = world_build(fake_github, head_files=CLEAN_HEAD)
+    _clean_model_review(model)
+    deliver(world, "opened")
+    _auto_approve()
+    previous = world.pull.head_sha
+    world.push(
+        {
+            "app/payments.py": CLEAN_HEAD["app/payments.py"]
+            + "\n\ndef total(a, b):\n    return a + b\n"
+        }
+    )
+    _clean_model_review(model)
+    deliver(world, "synchronize", before=previous)
+    approvals = [r for r in tasuku_reviews(world) if r["state"] == "APPROVED"]
+    assert len(approvals) == 1 and approvals[0]["commit_id"] == world.pull.head_sha
+
+    # A push with a key: the model reviewer finds nothing, static finds the key.
+    previous = world.pull.head_sha
+    world.push({"app/payments.py": PAYMENTS})
+    _clean_model_review(model)
+    deliver(world, "synchronize", before=previous)
+    states = [r["state"] for r in tasuku_reviews(world)]
+    assert "APPROVED" not in states and "DISMISSED" in states
