@@ -199,6 +199,71 @@ def _any_default() -> pathspec.GitIgnoreSpec:
     )
 
 
+# The families a name alone can claim: a pull request that adds `vendor/run.py`,
+# `app/payments.generated.py` or `fixtures/setup.py` has its code reviewed like any other
+# file. They stay out of review only where the base already holds them as such — the
+# folder exists in the base, the file is the base's own — and then the free safety checks
+# still read what the pull request adds to them (reviews/stages.py).
+BASE_DECIDES = frozenset({
+    "vendored or dependency folder", "generated file", "fixture", BUILD_FAMILY,
+})  # fmt: skip
+INTRODUCED_NOTE = "added under a {family} name by this pull request, so reviewed ({rule})"
+
+
+def base_holds(path: str, rule: str, base_paths: frozenset[str], previous: str | None) -> bool:
+    """Whether the base already holds `path` as what `rule` calls it: for a folder rule
+    (`vendor/`, `fixtures/`, `dist/ beside package.json`), that folder exists in the base
+    with files in it; for a file rule (`*.generated.*`, a marker), the file itself (or the
+    file it was renamed from) is in the base."""
+    name = rule.split(" ", 1)[0]
+    if name.endswith("/"):
+        folder = name.strip("/")
+        parts = path.split("/")[:-1]
+        if folder in parts:
+            prefix = "/".join(parts[: parts.index(folder) + 1]) + "/"
+            return any(p.startswith(prefix) for p in base_paths)
+        return False
+    return path in base_paths or (previous is not None and previous in base_paths)
+
+
+# What the base's `.gitattributes` may say of its own files (GitHub Linguist's words).
+LINGUIST = {
+    "linguist-generated": "generated file",
+    "linguist-vendored": "vendored or dependency folder",
+}
+
+
+def linguist_marks(attributes: str) -> list[tuple[pathspec.GitIgnoreSpec, str, str, bool]]:
+    """(pattern, family, its line, set or unset) for each Linguist attribute a
+    `.gitattributes` names, in order (the last line that matches a path decides)."""
+    marks = []
+    for line in attributes.splitlines():
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        for word in words[1:]:
+            name, _, value = word.lstrip("-!").partition("=")
+            if name not in LINGUIST:
+                continue
+            state = not word.startswith(("-", "!")) and value.lower() not in ("false", "0")
+            pattern = pathspec.GitIgnoreSpec.from_lines([words[0]])
+            marks.append((pattern, LINGUIST[name], line.strip(), state))
+    return marks
+
+
+def linguist_family(path: str, marks) -> tuple[str, str] | None:
+    """(family, the line) when the base's `.gitattributes` marks `path` generated or
+    vendored (each attribute decided by the last line that matches)."""
+    decided: dict[str, tuple[bool, str]] = {}
+    for pattern, family, line, state in marks:
+        if pattern.match_file(path):
+            decided[family] = (state, line)
+    for family, (state, line) in decided.items():
+        if state:
+            return family, line
+    return None
+
+
 POLICY_REASON = "excluded by the repository's policy"
 INSTALLATION_REASON = "excluded by the installation's policy"
 
@@ -212,6 +277,10 @@ def paths_filter(
     head: Callable[[str], str | None] | None = None,
     added: Callable[[str], str] | None = None,
     tree: Iterable[str] = (),
+    base_paths: Iterable[str] | None = None,
+    renamed_from: dict[str, str] | None = None,
+    notes: dict[str, str] | None = None,
+    base_attributes: str = "",
 ) -> tuple[list[str], list[Filtered]]:
     """Split `paths` into those to review and those filtered out, each with its reason.
 
@@ -230,6 +299,13 @@ def paths_filter(
     The installation's globs come first and the repository's after them, as one
     gitignore: a repository's `!pattern` re-includes what its installation excludes, and
     re-includes what a default family would filter (`!**/migrations/` reviews migrations).
+
+    `base_paths`: every path of the base commit. Given, a vendored, generated, fixture or
+    build-output name filters a path only where the base already holds it as such
+    (`base_holds`); one the pull request introduces is kept, and `notes` (when given)
+    says why for each. `renamed_from`: a renamed path's old name. `base_attributes`: the
+    base's `.gitattributes`, whose `linguist-generated` and `linguist-vendored` marks are
+    the repository's own word (the pull request's `.gitattributes` is not asked).
     """
     paths = list(paths)
     installation_lines = list(installation_globs)
@@ -238,6 +314,8 @@ def paths_filter(
     binary_paths = set(binary)
     tree = list(tree)
     manifests = _manifests([*tree, *paths])
+    base = frozenset(base_paths) if base_paths is not None else None
+    marks = linguist_marks(base_attributes) if base_attributes else []
     kept: list[str] = []
     filtered: list[Filtered] = []
     for path in paths:
@@ -270,6 +348,16 @@ def paths_filter(
             built = build_output(path, manifests, tree_known=bool(tree))
             if built is not None:
                 reason, rule = BUILD_FAMILY, built
+        if reason in BASE_DECIDES and base is not None:
+            previous = (renamed_from or {}).get(path)
+            if not base_holds(path, rule, base, previous):
+                if notes is not None:
+                    notes[path] = INTRODUCED_NOTE.format(family=reason, rule=rule)
+                reason, rule = None, ""
+        if reason is None and marks and not wanted:
+            marked = linguist_family(path, marks)
+            if marked is not None:
+                reason, rule = marked[0], f"{marked[1]} in the base's .gitattributes"
         if reason is None and path in binary_paths:
             reason, rule = "image or binary", "binary in the diff"
         if reason is None and head is not None and not wanted:

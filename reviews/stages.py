@@ -10,6 +10,7 @@ the budget, and stores or publishes what comes out.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from reviews.compression import Compressed, compress
 from reviews.diff import Diff, diff_parse
 from reviews.filters import Filtered, paths_filter
 from reviews.triage import Verdict, triage_rule
-from reviews.validation import GateConfig, History, Validated, gate
+from reviews.validation import SAFETY_RULES, GateConfig, History, Validated, gate
 from sandbox.contract import (
     ConnectorTool,
     EarlierFinding,
@@ -56,6 +57,23 @@ class Core:
     # Where findings may be anchored: the pull request's whole diff when the review
     # diff is incremental (None: the review diff itself).
     anchors: Diff | None = None
+    # Why a path under a filtered family's name is reviewed all the same (the pull
+    # request itself put it there).
+    notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def safety(self) -> list[str]:
+        """Filtered paths the change adds lines to: kept out of the review, not out of
+        the free safety checks (secrets, private keys, conflict markers), which read
+        every file a change adds to."""
+        return [
+            f.path
+            for f in self.filtered
+            if (file := self.diff.get(f.path)) is not None
+            and file.status != "deleted"
+            and not file.binary
+            and file.changed_file().added
+        ]
 
 
 def head_reader(root: Path) -> Callable[[str], str | None]:
@@ -88,16 +106,27 @@ def added_text(diff: Diff, path: str) -> str:
     )
 
 
-def tree_paths(root: Path) -> list[str]:
+# Folders whose files say nothing of the project's own languages and frameworks.
+NOT_THE_PROJECT = ("node_modules", ".venv", "vendor")
+
+
+def tree_paths(root: Path, listed: list[str] | None = None) -> list[str]:
+    """The head's paths (at most TREE_LIMIT), outside dependency folders: from git's
+    tree when the checkout listed it, else by walking the checkout."""
+    if listed is not None:
+        return [path for path in listed if not NOT_THE_PROJECT_PART.search(path)][:TREE_LIMIT]
     found: list[str] = []
     for directory, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in ("node_modules", ".venv", "vendor")]
+        dirnames[:] = [d for d in dirnames if d not in NOT_THE_PROJECT]
         relative = os.path.relpath(directory, root)
         for name in filenames:
             found.append(name if relative == "." else f"{relative}/{name}")
             if len(found) >= TREE_LIMIT:
                 return found
     return found
+
+
+NOT_THE_PROJECT_PART = re.compile(r"(?:^|/)(?:node_modules|\.venv|vendor)/")
 
 
 def paid(reviewer: ReviewerConfig | None) -> bool:
@@ -114,7 +143,8 @@ def prepare(
     README or a `#` comment is still a secret)."""
     diff = diff_parse(checkout.diff)
     read = head_reader(checkout.root)
-    tree = tree_paths(checkout.root)
+    tree = tree_paths(checkout.root, checkout.head_paths)
+    notes: dict[str, str] = {}
     reviewed, filtered = paths_filter(
         diff.paths,
         policy_globs=config.excluded_paths,
@@ -123,10 +153,14 @@ def prepare(
         head=read,
         added=lambda path: added_text(diff, path),
         tree=tree,
+        base_paths=checkout.base_paths,
+        renamed_from={f.path: f.previous_path for f in diff.files if f.previous_path},
+        notes=notes,
+        base_attributes=checkout.base_attributes,
     )
     changed = [p for p in reviewed if diff.get(p) and diff.get(p).status != "deleted"]
     packs = guidelines.detect(changed, tree, read) if changed else []
-    core = Core(diff=diff, reviewed=reviewed, filtered=filtered, packs=packs)
+    core = Core(diff=diff, reviewed=reviewed, filtered=filtered, packs=packs, notes=notes)
     if checkout.anchor_diff is not None:
         core.anchors = diff_parse(checkout.anchor_diff)
     if config.triage_enabled:
@@ -202,6 +236,7 @@ def job_build(
         changed_files=tuple(core.diff.get(p).changed_file() for p in core.reviewed),
         omitted=core.compressed.omitted,
         filtered=tuple(OmittedPart(path=f.path, reason=f.reason) for f in core.filtered),
+        safety_files=tuple(core.diff.get(p).changed_file() for p in core.safety),
         incremental_since=checkout.incremental_since,
         pull_request_files=(core.anchors or core.diff).touched_paths,
         strictness=config.strictness,
@@ -241,6 +276,7 @@ def validate(
             min_confidence=config.min_confidence,
             comment_limit=config.comment_limit,
             filtered={f.path: f.reason for f in core.filtered},
+            safety_rules=SAFETY_RULES if result.engine == "static" else (),
             secondaries={s.path: s.full_name for s in core.job.secondaries} if core.job else {},
         ),
         history,

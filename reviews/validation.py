@@ -31,6 +31,9 @@ from sandbox.contract import (
 
 OPEN = "open"
 SUPPRESSED = "suppressed"
+# The static engine's safety checks (sandbox/engines/static: detect-secrets, and the
+# hygiene checks for private keys and conflict markers).
+SAFETY_RULES = ("detect-secrets:", "hygiene:private-key", "hygiene:conflict-marker")
 
 # Tasuku's hidden marker in published comments; engine text must never carry one.
 MARKER_RE = re.compile(r"<!--.*?(-->|$)", re.DOTALL)
@@ -45,6 +48,10 @@ class GateConfig:
     comment_limit: int = 25
     # path -> why it is not reviewed (excluded by default or by the policy's globs)
     filtered: dict[str, str] = field(default_factory=dict)
+    # Rules whose findings stand on a filtered path too: the safety checks the static
+    # engine runs on every file a change adds to (a committed key is one wherever it is).
+    # Only the static engine's are trusted so (a model could name any rule).
+    safety_rules: tuple[str, ...] = ()
     # where a secondary repository is mounted (`secondary/<owner>/<name>`) -> its name:
     # context for the review, never under it
     secondaries: dict[str, str] = field(default_factory=dict)
@@ -454,7 +461,9 @@ def _locate(result: Validated, diff: Diff, config: GateConfig, seen: dict[tuple,
     file = diff.get(path)
     if file is None:
         return replace(result, state=SUPPRESSED, reason="path is not part of the pull request")
-    if path in config.filtered:
+    if path in config.filtered and not (
+        config.safety_rules and (result.rule or "").startswith(config.safety_rules)
+    ):
         return replace(
             result, state=SUPPRESSED, reason=f"on a path not reviewed ({config.filtered[path]})"
         )

@@ -313,6 +313,10 @@ class ReviewJob(BaseModel):
     changed_files: tuple[ChangedFile, ...] = ()  # the files to review
     omitted: tuple[OmittedPart, ...] = ()  # what of them the diff leaves out
     filtered: tuple[OmittedPart, ...] = ()  # changed files not to review (lock files …)
+    # Of those, the ones the change adds lines to: the static engine's free safety checks
+    # (secrets, private keys, conflict markers) read them all the same; a model engine
+    # is not shown them.
+    safety_files: tuple[ChangedFile, ...] = ()
     # Incremental review: only the changes since this commit are in the diff; the whole
     # pull request touches `pull_request_files`.
     incremental_since: str | None = None

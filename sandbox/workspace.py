@@ -54,6 +54,8 @@ MIRROR_WAIT = 300
 MIRROR_PACKS = 32
 # Commits a mirror keeps a ref to (the heads and bases of recent reviews).
 MIRROR_REFS = 200
+# What of the base's `.gitattributes` is read (GitHub's own limit on one is 100 KB).
+ATTRIBUTES_MAX = 100_000
 
 
 @dataclass
@@ -74,6 +76,15 @@ class Checkout:
     # The secondary repositories beside the checkout (sandbox/secondaries.py): each
     # mounted, or why it is not. Filled in by the forge after the checkout is made.
     secondaries: list = field(default_factory=list)
+    # Every path of the merge base's tree and of the head's (git's trees, read before
+    # `.git` goes): what the base already holds decides what a name may keep out of
+    # review (reviews/filters.py). None: not known.
+    base_paths: list[str] | None = None
+    head_paths: list[str] | None = None
+    # The merge base's `.gitattributes` ("" when it has none): its Linguist marks are the
+    # repository's word on what is generated or vendored, which the pull request's own
+    # `.gitattributes` cannot change.
+    base_attributes: str = ""
 
 
 class Workspace:
@@ -430,6 +441,13 @@ def _prepare(
             "--",
             what="diff against the previous review",
         )
+    base_paths = tree_list(git, merge_base)
+    head_paths = tree_list(git, head_sha)
+    base_attributes = ""
+    if ".gitattributes" in base_paths:
+        base_attributes = git("cat-file", "blob", f"{merge_base}:.gitattributes", check=False)[
+            :ATTRIBUTES_MAX
+        ]
     checkout_verified(git, head_sha)
     removed = sanitise(root)
     return Checkout(
@@ -442,7 +460,16 @@ def _prepare(
         removed=removed,
         previous_diff=previous_diff,
         anchor_diff=anchor_diff,
+        base_paths=base_paths,
+        head_paths=head_paths,
+        base_attributes=base_attributes,
     )
+
+
+def tree_list(git: Git, commit: str) -> list[str]:
+    """Every file path of `commit`'s tree (from git's tree objects: no file is read)."""
+    listed = git("ls-tree", "-r", "-z", "--name-only", commit, "--", what="list the tree")
+    return [path for path in listed.split("\0") if path]
 
 
 # Files of the work tree named in a failed verification (the rest are counted).

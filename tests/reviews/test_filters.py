@@ -206,3 +206,45 @@ def test_a_re_included_path_skips_the_default_families_but_never_the_binary_chec
     )
     assert kept == ["vendor/lib.go", "dist/app.js"]
     assert [f.path for f in filtered] == ["vendor/logo.png"]
+
+
+def test_the_base_decides_what_a_vendored_generated_or_fixture_name_keeps_out():
+    base = ["vendor/lib/a.py", "api/client_pb2.py", "web/dist/app.js", "web/package.json"]
+    notes: dict[str, str] = {}
+    kept, filtered = paths_filter(
+        ["vendor/lib/b.py", "vendor2/x.py", "third_party/new/x.py", "api/client_pb2.py",
+         "api/other_pb2.py", "fixtures/setup.py", "web/dist/app.js", "dist/new.js",
+         "app/moved_pb2.py", "yarn.lock"],
+        base_paths=base, renamed_from={"app/moved_pb2.py": "api/client_pb2.py"}, notes=notes,
+        tree=["web/package.json", "package.json"],
+    )  # fmt: skip
+    assert {f.path: f.reason for f in filtered} == {
+        "vendor/lib/b.py": "vendored or dependency folder",  # the base vendors vendor/
+        "api/client_pb2.py": "generated file",  # the base's own generated file
+        "web/dist/app.js": "build output",
+        "app/moved_pb2.py": "generated file",  # renamed from one the base holds
+        "yarn.lock": "lock file",  # a lock file is one whoever adds it
+    }
+    assert set(kept) == {"vendor2/x.py", "third_party/new/x.py", "api/other_pb2.py",
+                         "fixtures/setup.py", "dist/new.js"}  # fmt: skip
+    assert "added under a fixture name by this pull request" in notes["fixtures/setup.py"]
+    # Without the base's tree, names decide (a unit that knows no base).
+    _, filtered = paths_filter(["fixtures/setup.py"])
+    assert [f.reason for f in filtered] == ["fixture"]
+
+
+def test_the_bases_gitattributes_marks_what_is_generated_or_vendored():
+    attributes = (
+        "# Linguist\napi/** linguist-generated\nlib/third/** linguist-vendored=true\n"
+        "api/handwritten.py -linguist-generated\n*.sh text eol=lf\n"
+    )
+    kept, filtered = paths_filter(
+        ["api/client.py", "api/handwritten.py", "lib/third/x.py", "app.py"],
+        base_paths=["api/client.py"], base_attributes=attributes,
+    )  # fmt: skip
+    assert {f.path: (f.reason, f.rule) for f in filtered} == {
+        "api/client.py": ("generated file", "api/** linguist-generated in the base's .gitattributes"),
+        "lib/third/x.py": ("vendored or dependency folder",
+                           "lib/third/** linguist-vendored=true in the base's .gitattributes"),
+    }  # fmt: skip
+    assert set(kept) == {"api/handwritten.py", "app.py"}

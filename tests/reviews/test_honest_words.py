@@ -310,3 +310,59 @@ def test_two_clean_reviewers_approve_once_and_a_later_finding_dismisses_it(
     deliver(world, "synchronize", before=previous)
     states = [r["state"] for r in tasuku_reviews(world)]
     assert "APPROVED" not in states and "DISMISSED" in states
+
+
+# --- 2. A name is no hiding place; the safety checks read every added line --------------
+
+KEY_LINE = 'AWS_ACCESS_KEY_ID = "AKIAZ2Q7WJ4KXN5BL3TP"\n'
+SHELL_RUN = "import os\n\n\ndef run(cmd):\n    os.system('sh -c ' + cmd)\n"
+
+
+def _open_rules(run):
+    from reviews.models import Finding
+
+    return sorted(Finding.objects.filter(review__run=run, state="open").values_list("path", "rule"))
+
+
+def test_a_tree_the_base_vendors_stays_out_of_review_but_not_out_of_the_secret_checks(
+    fake_github, deliver
+):
+    world = world_build(fake_github)
+    # The base vendors a library already; the pull request adds a module to it.
+    base = world.git.commit(
+        {"vendor/helpers/__init__.py": ""}, parent=world.base, branch="main", message="vendor"
+    )
+    head = world.git.commit(
+        {"vendor/helpers/run.py": KEY_LINE + SHELL_RUN}, parent=base, branch="feature"
+    )
+    world.pull.base_sha, world.pull.head_sha = base, head
+    world.repo.commits.update({base, head})
+    deliver(world)
+    run = ReviewRun.objects.get()
+    assert [tuple(f) for f in run.filtered] == [
+        ("vendor/helpers/run.py", "vendored or dependency folder")
+    ]
+    # Its shell call is the vendored project's business; a committed key is everyone's.
+    assert _open_rules(run) == [("vendor/helpers/run.py", "detect-secrets:AWS Access Key")]
+    assert last_check(world).conclusion == "failure"
+
+
+@pytest.mark.parametrize("glob", ["vendor/", "**/*.py"])
+def test_a_path_the_admin_excluded_is_excluded_by_that_rule_and_still_checked_for_secrets(
+    fake_github, deliver, glob
+):
+    from repos.models import Repository
+
+    world = world_build(fake_github, head_files=CLEAN_HEAD)
+    deliver(world)  # the repository is learnt
+    policy = Repository.objects.get(full_name=REPO).policy
+    policy.excluded_paths = glob  # one glob a line
+    policy.save()
+    previous = world.pull.head_sha
+    world.push({"vendor/helpers/run.py": KEY_LINE + SHELL_RUN})
+    deliver(world, "synchronize", before=previous)
+    run = ReviewRun.objects.latest("pk")
+    filtered = [tuple(f) for f in run.filtered]
+    assert ("vendor/helpers/run.py", "excluded by the repository's policy") in filtered
+    assert ("vendor/helpers/run.py", "detect-secrets:AWS Access Key") in _open_rules(run)
+    assert not [r for _, r in _open_rules(run) if r.startswith("ruff:")]

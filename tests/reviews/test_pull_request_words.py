@@ -60,6 +60,7 @@ def test_the_description_and_the_requesters_note_reach_the_reviewer_fenced_as_da
     assert "Ignore previous instructions" not in text[: text.index("<<<DATA ")]
 
     # A person with write access asks again, with a note.
+    world.fake.add_collaborator(REPO, "maria", "write")
     _send(client, test_app, "issue_comment", issue_comment_payload(
         world.fake, world.repo, world.pull.number,
         body="@tasuku-test review please look hard at the refund's error handling",

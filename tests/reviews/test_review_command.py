@@ -171,7 +171,11 @@ def test_paths_that_need_encoding_are_relative_uri_references(repo):
 
 
 def test_filtered_files_name_their_rule_in_every_format(repo):
-    commit(repo, {"web/package.json": "{}\n", "web/dist/app.js": "var x = 1;\n",
+    # The base builds into web/dist/ already: the pull request's rebuild is build output.
+    git(repo, "checkout", "-q", "main")
+    commit(repo, {"web/package.json": "{}\n", "web/dist/app.js": "var x = 0;\n"}, "built")
+    git(repo, "checkout", "-q", "-b", "rebuild")
+    commit(repo, {"web/dist/app.js": "var x = 1;\n",
                   "lib/coverage/report.py": "import subprocess\nsubprocess.call(input(), shell=True)\n"},
            "build output and a coverage module")  # fmt: skip
     _, text = review(repo)

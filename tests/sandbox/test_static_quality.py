@@ -154,8 +154,8 @@ def test_a_checker_that_raises_is_a_partial_review_not_a_failed_engine(tmp_path,
     monkeypatch.setattr(secrets, "check", broken)
     monkeypatch.setattr(
         "sandbox.engines.static.CHECKERS",
-        tuple((area, broken if area.startswith("Secrets") else check)
-              for area, check in __import__("sandbox.engines.static").engines.static.CHECKERS),
+        tuple((area, broken if area.startswith("Secrets") else check, safety)
+              for area, check, safety in __import__("sandbox.engines.static").engines.static.CHECKERS),
     )  # fmt: skip
     result = review(tmp_path, {"app.py": "import os\n"})
     assert ("app.py", "ruff:F401") in rules(result)

@@ -16,24 +16,37 @@ from sandbox.engines.static import hygiene, ruff, secrets, shellcheck
 from sandbox.engines.static.common import CheckerFailed, Skipped, select, shown
 from sandbox.engines.static.dedupe import dedupe
 
+# (area, checker, whether it is a safety check: one that also reads the files the review
+# leaves out — vendored, generated, lock files — because what it finds there is as bad)
 CHECKERS = (
-    ("Python (ruff: pyflakes, bugbear, bandit rules, syntax)", ruff.check),
-    ("Shell scripts (shellcheck)", shellcheck.check),
-    ("Secrets (detect-secrets)", secrets.check),
-    ("Diff hygiene (conflict markers, private keys, debugger breakpoints)", hygiene.check),
+    ("Python (ruff: pyflakes, bugbear, bandit rules, syntax)", ruff.check, False),
+    ("Shell scripts (shellcheck)", shellcheck.check, False),
+    ("Secrets (detect-secrets)", secrets.check, True),
+    ("Diff hygiene (conflict markers, private keys, debugger breakpoints)", hygiene.check, True),
 )
 
 
 def review(job: ReviewJob, root: Path) -> ReviewResult:
     files, skipped = select(root, job.changed_files)
+    # Outside the review's scope, not outside the safety checks (a key in a vendored
+    # tree is a key): what the pull request adds there is read by those alone.
+    kept_out, _ = select(root, job.safety_files, safety_only=True)
+    everything = files + kept_out
     findings = []
     areas, versions = [], []
+
+    def run(checker):
+        area, check, safety = checker
+        if not safety:
+            return _run(area, check, root, files)
+        return _run(area, check, root, everything)
+
     # The checkers are independent (two are external programs): run them side by side.
     with ThreadPoolExecutor(max_workers=len(CHECKERS)) as pool:
-        outcomes = list(pool.map(lambda checker: _run(*checker, root, files), CHECKERS))
+        outcomes = list(pool.map(run, CHECKERS))
     partly: list[Skipped] = []
     failures: list[str] = []
-    for (area, _), (found, version, missed, failed) in zip(CHECKERS, outcomes, strict=True):
+    for (area, _, _), (found, version, missed, failed) in zip(CHECKERS, outcomes, strict=True):
         if version:
             areas.append(area)
             versions.append(version)

@@ -133,6 +133,8 @@ class Target:
     path: str  # relative to the checkout
     absolute: Path
     added: frozenset[int]
+    # Outside the review's scope (vendored, generated …): only the safety checks read it.
+    safety_only: bool = False
 
     def touches(self, start: int, end: int) -> bool:
         return any(line in self.added for line in range(start, end + 1))
@@ -169,7 +171,9 @@ def targets(root: Path, changed: tuple[ChangedFile, ...]) -> list[Target]:
     return select(root, changed)[0]
 
 
-def select(root: Path, changed: tuple[ChangedFile, ...]) -> tuple[list[Target], list[Skipped]]:
+def select(
+    root: Path, changed: tuple[ChangedFile, ...], *, safety_only: bool = False
+) -> tuple[list[Target], list[Skipped]]:
     """The changed files to check (regular, reasonably sized text files of the checkout
     with added lines), and those with added lines that are not checked, with why."""
     found: list[Target] = []
@@ -200,7 +204,7 @@ def select(root: Path, changed: tuple[ChangedFile, ...]) -> tuple[list[Target], 
             skipped.append(Skipped(file.path, reason))
             continue
         added = frozenset(line for span in file.added for line in range(span.start, span.end + 1))
-        found.append(Target(file.path, absolute, added))
+        found.append(Target(file.path, absolute, added, safety_only))
     return found, skipped
 
 

@@ -66,7 +66,7 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
                         confidence=0.99,
                     )
                 )
-            elif language and DEBUGGERS[language].match(text):
+            elif language and not target.safety_only and DEBUGGERS[language].match(text):
                 findings.append(
                     finding(
                         target=target,
