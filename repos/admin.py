@@ -99,6 +99,7 @@ class RepositoryPolicyInline(admin.StackedInline):
                     "auto_approve",
                     "approve_with_nits",
                     "author_may_dismiss",
+                    "honour_pr_suppressions",
                     "walkthrough",
                 )
             },

@@ -444,6 +444,15 @@ class RepositoryPolicy(models.Model):
         help_text="The pull request's author may dismiss findings on it (resolving the "
         "thread, or `@<app> dismiss <reason>`). People with write access always may.",
     )
+    honour_pr_suppressions = models.BooleanField(
+        "Honour the pull request's own suppressions",
+        default=Defaults.HONOUR_PR_SUPPRESSIONS,
+        help_text="Off: a suppression comment the pull request adds itself (# noqa, "
+        "# pragma: allowlist secret, # shellcheck disable=) keeps its finding open, shown "
+        "as suppressed in this pull request, until someone with write access dismisses it. "
+        "On: such a comment silences the finding. Suppressions the base branch already "
+        "has are honoured either way. Review passes never honour them on blocking findings.",
+    )
     triage_enabled = models.BooleanField(default=Defaults.TRIAGE_ENABLED)
     walkthrough = models.BooleanField(
         default=Defaults.WALKTHROUGH,

@@ -95,6 +95,9 @@ class Defaults:
     AUTO_APPROVE = False
     APPROVE_WITH_NITS = False
     AUTHOR_MAY_DISMISS = False
+    # A pull request's own noqa comment, `pragma: allowlist secret` or `shellcheck
+    # disable=` silences nothing: only a person with write access does, by an explicit act.
+    HONOUR_PR_SUPPRESSIONS = False
     TRIAGE_ENABLED = True
     # One summary comment per pull request, kept up to date (reviews/walkthrough.py): on,
     # because it is where a person sees that a review is under way and what it did and
@@ -158,6 +161,7 @@ class EffectiveConfig(BaseModel):
     auto_approve: bool = Defaults.AUTO_APPROVE
     approve_with_nits: bool = Defaults.APPROVE_WITH_NITS
     author_may_dismiss: bool = Defaults.AUTHOR_MAY_DISMISS
+    honour_pr_suppressions: bool = Defaults.HONOUR_PR_SUPPRESSIONS
     triage_enabled: bool = Defaults.TRIAGE_ENABLED
     walkthrough: bool = Defaults.WALKTHROUGH
     min_confidence: float = Field(default=Defaults.MIN_CONFIDENCE, ge=0, le=1)

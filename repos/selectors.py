@@ -64,6 +64,7 @@ def policy_values(policy: RepositoryPolicy) -> dict[str, object]:
         "auto_approve": policy.auto_approve,
         "approve_with_nits": policy.approve_with_nits,
         "author_may_dismiss": policy.author_may_dismiss,
+        "honour_pr_suppressions": policy.honour_pr_suppressions,
         "triage_enabled": policy.triage_enabled,
         "walkthrough": policy.walkthrough,
     }

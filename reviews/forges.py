@@ -152,6 +152,9 @@ class GitHub:
         notes += threads.close_threads(
             ctx.gateway, ctx.where, number, ctx.run, earlier, decisions, talk.threads
         )
+        notes += threads.suppression_replies(
+            ctx.gateway, ctx.where, number, ctx.run, review, earlier, decisions, talk.threads
+        )
         notes += self.unauthorised_reopen(ctx, earlier, decisions, talk)
         if approval_withheld(ctx, open_now):
             notes += approvals_dismiss(ctx)

@@ -49,6 +49,9 @@ class RunMode(Protocol):
     approves: bool
     # Open nits do not withhold that approval.
     approves_with_nits: bool
+    # A suppression comment the pull request adds never silences a blocking finding,
+    # whatever the policy says (a review pass: the author is the party under review).
+    strict_suppressions: bool
 
     def earlier_context(self, run: ReviewRun, earlier: list[Finding]) -> EarlierContext: ...
 
@@ -84,6 +87,7 @@ class PullRequestReview:
     untouched_as_nits: bool = False
     approves: bool = False
     approves_with_nits: bool = False
+    strict_suppressions: bool = False
 
     def earlier_context(self, run: ReviewRun, earlier: list[Finding]) -> EarlierContext:
         return EarlierContext()

@@ -225,7 +225,9 @@ def pipeline(ctx: Context) -> str:
         untouched_as_nits=ctx.mode.untouched_as_nits,
         positions=threads.positions(run, earlier, talk.dismissed, since_previous, previous),
     )
-    validated = stages.validate(core, result, ctx.config, history)
+    validated = stages.validate(
+        core, result, ctx.config, history, strict_suppressions=ctx.mode.strict_suppressions
+    )
     review = persist(ctx.run, core, result=result)
     found_again = {v.fingerprint for v in validated if v.category != INVALID}
     # The engine ruled that an earlier finding is still there (though it did not raise

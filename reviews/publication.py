@@ -244,6 +244,7 @@ def _finding_row(review: Review, run: ReviewRun, v: Validated) -> Finding:
         code_digest=v.code_digest,
         state=v.state,
         suppression_reason=v.reason,
+        suppressed_in_pr=v.suppressed_in_pr,
         published=v.published,
     )
 

@@ -310,6 +310,13 @@ def check_output(
         lines += ["| Severity | Where | Finding |", "| --- | --- | --- |"]
         for finding in open_now[:50]:
             title_cell = inline_text(finding.title).replace("|", "\\|")
+            if getattr(finding, "suppressed_in_pr", ""):
+                # Its pragma is the pull request's own: open all the same, and said so.
+                title_cell += (
+                    " (suppressed in this pull request by "
+                    + inline_text(finding.suppressed_in_pr).replace("|", "\\|")
+                    + ": still open)"
+                )
             severity = Severity(finding.severity).value
             where = code_span(location(finding)).replace("|", "\\|")
             lines.append(f"| {severity} | {where} | {title_cell} |")

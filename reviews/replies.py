@@ -135,19 +135,32 @@ def static_answer(finding: Finding, reply: ThreadReply, slug: str = "") -> str:
     silence it on this line if it does not apply."""
     rule = finding.rule or ""
     tool, _, code = rule.partition(":")
+    dismiss = f"`@{slug} dismiss <reason>`" if slug else "a dismissal"
+    # A suppression comment is worth knowing of for the code's future, but the pull
+    # request's own does not close the finding here (unless the repository says so).
+    honoured = bool((finding.review.run.config or {}).get("honour_pr_suppressions"))
+    then = (
+        "this repository honours such a comment in the pull request that adds it."
+        if honoured
+        else "a comment this pull request adds keeps the finding open here (shown as "
+        "suppressed in this pull request) until someone with write access closes it with "
+        f"{dismiss}; once merged, it keeps the rule quiet on that line."
+    )
     if tool == "ruff":
         lines = [
             f"This comes from ruff's rule `{code}`: https://docs.astral.sh/ruff/rules/ (search {code})."
         ]
         if code != "invalid-syntax":
-            lines.append(f"If it does not apply here, add `# noqa: {code}` at the end of the line.")
+            lines.append(f"If it does not apply here: `# noqa: {code}` at the end of the line is "
+                         f"ruff's way to say so, and {then}")  # fmt: skip
     elif tool == "shellcheck":
         lines = [f"This comes from ShellCheck's rule {code}: https://www.shellcheck.net/wiki/{code}.",
-                 f"If it does not apply here, put `# shellcheck disable={code}` on the line above."]  # fmt: skip
+                 f"If it does not apply here: `# shellcheck disable={code}` on the line above is "
+                 f"ShellCheck's way to say so, and {then}"]  # fmt: skip
     elif tool == "detect-secrets":
         lines = ["This comes from detect-secrets, which recognises credentials by their format.",
-                 "If this value is not a secret, add `# pragma: allowlist secret` at the end of the line; "
-                 "if it is one, rotate it: it stays in the history."]  # fmt: skip
+                 "If it is one, rotate it: it stays in the history. If this value is not a "
+                 f"secret: `# pragma: allowlist secret` at the end of the line says so, and {then}"]  # fmt: skip
     elif tool == "hygiene":
         lines = ["This is one of Tasuku's hygiene checks (conflict markers, private keys, debugger "
                  "breakpoints); it has no suppression: remove the line."]  # fmt: skip

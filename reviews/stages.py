@@ -265,7 +265,12 @@ def job_build(
 
 
 def validate(
-    core: Core, result: ReviewResult, config: EffectiveConfig, history: History | None = None
+    core: Core,
+    result: ReviewResult,
+    config: EffectiveConfig,
+    history: History | None = None,
+    *,
+    strict_suppressions: bool = False,
 ) -> list[Validated]:
     core.result = result
     core.validated = gate(
@@ -277,6 +282,8 @@ def validate(
             comment_limit=config.comment_limit,
             filtered={f.path: f.reason for f in core.filtered},
             safety_rules=SAFETY_RULES if result.engine == "static" else (),
+            honour_pr_suppressions=config.honour_pr_suppressions,
+            strict_blocking_suppressions=strict_suppressions,
             secondaries={s.path: s.full_name for s in core.job.secondaries} if core.job else {},
         ),
         history,

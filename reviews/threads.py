@@ -18,6 +18,7 @@ thread state), so a retry repeats nothing.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from dataclasses import dataclass, field
@@ -365,6 +366,79 @@ def close_threads(
                 notes.append(f"could not resolve the thread of “{finding.title}”: {exc.message}")
                 logger.warning("run %s: %s", run.pk, exc.message)
     return notes
+
+
+def suppression_replies(
+    gateway: GitHubGateway,
+    where: dict,
+    number: int,
+    run: ReviewRun,
+    review: Review,
+    earlier: list[Finding],
+    decisions: dict[str, Decision],
+    threads: list[ThreadInfo],
+) -> list[str]:
+    """Say in the thread of each earlier finding that a suppression comment now covers
+    what became of it, once: one the pull request added itself leaves it open (and its
+    thread open: reopened if someone resolved it); one that counts (the base branch's,
+    or the pull request's where the policy honours them) suppresses it, and its thread
+    is resolved. Returns notes (what GitHub refused)."""
+    notes: list[str] = []
+    by_comment = {t.first.id: t for t in threads if t.first is not None}
+    now = {f.fingerprint: f for f in review.findings.all()}
+    short = run.head_sha[:7]
+    for finding in earlier:
+        if decisions[finding.fingerprint].state != CURRENT:
+            continue
+        thread = by_comment.get(finding.github_comment_id or -1)
+        successor = now.get(finding.fingerprint)
+        if thread is None or successor is None:
+            continue
+        if successor.state == FindingState.OPEN and successor.suppressed_in_pr:
+            text = (
+                f"Still open in {short}: suppressed in this pull request by "
+                f"{successor.suppressed_in_pr}. A pull request's own suppression does not "
+                "close a finding here; it stays open until the code is fixed or someone "
+                f"with write access dismisses it (`@{gateway.app_slug()} dismiss <reason>`)."
+            )
+            key = f"pr-suppressed-{finding.fingerprint}-{_digest(successor.suppressed_in_pr)}"
+            notes += thread_reopen(gateway, where, number, thread, text, key)
+        elif successor.state == FindingState.SUPPRESSED and (
+            successor.suppression_reason.startswith(("suppressed by ", "suppressed in this"))
+        ):
+            key = f"suppressed-{finding.fingerprint}-{short}"
+            notes += thread_settle(
+                gateway, where, number, thread, f"Suppressed in {short}: "
+                f"{successor.suppression_reason}.", key,
+            )  # fmt: skip
+    return notes
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def thread_settle(
+    gateway: GitHubGateway, where: dict, number: int, thread: ThreadInfo, text: str, key: str
+) -> list[str]:
+    """Say `text` in one of Tasuku's threads (once: keyed by `key`) and resolve it."""
+    slug = gateway.app_slug()
+    marker = signed_marker("reconcile", key)
+    if not any(
+        marker in c.body for c in thread.comments if is_ours(c.author_login, c.author_type, slug)
+    ):
+        gateway.comment_reply(
+            **where, number=number, comment_id=thread.first.id, body=f"{text}\n\n{marker}",
+            marker=marker,
+        )  # fmt: skip
+    if not thread.is_resolved:
+        try:
+            gateway.thread_resolve(**where, thread_id=thread.id)
+        except GitHubError as exc:
+            if not exc.permanent:
+                raise
+            return [f"could not resolve a thread: {exc.message}"]
+    return []
 
 
 def thread_reopen(

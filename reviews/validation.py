@@ -52,6 +52,11 @@ class GateConfig:
     # engine runs on every file a change adds to (a committed key is one wherever it is).
     # Only the static engine's are trusted so (a model could name any rule).
     safety_rules: tuple[str, ...] = ()
+    # Whether a suppression comment the pull request adds itself silences a finding (the
+    # repository's policy; off by default, and never for a blocking finding in a review
+    # pass). One the base branch already has always does.
+    honour_pr_suppressions: bool = False
+    strict_blocking_suppressions: bool = False
     # where a secondary repository is mounted (`secondary/<owner>/<name>`) -> its name:
     # context for the review, never under it
     secondaries: dict[str, str] = field(default_factory=dict)
@@ -122,6 +127,9 @@ class Validated:
     original_lines: tuple[int, int] | None = None  # where the engine pointed, if narrowed
     suggestion_applies: bool = False  # a ```suggestion block can replace the lines
     published: bool = False  # chosen for an inline comment (within the comment limit)
+    # A suppression comment for it that the pull request added itself, in words (the
+    # comment in backticks, "on line 8"): the finding stays open, and says so.
+    suppressed_in_pr: str = ""
     raw: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
@@ -321,6 +329,8 @@ def gate(
             raw=data,
         )
         located = _locate(result, diff, config, seen)
+        if finding.suppressed_by is not None:
+            located = _suppressed(located, finding.suppressed_by, diff, config)
         results.append(_history(located, history) if history is not None else located)
 
     open_findings = sorted((r for r in results if r.state == OPEN), key=_sort_key)
@@ -340,6 +350,57 @@ def gate(
                 )
         final.append(result)
     return sorted(final, key=lambda r: (r.state != OPEN, *_sort_key(r)))
+
+
+def pragma_added(diff: Diff, path: str, pragma: str, line: int) -> bool:
+    """Whether the pull request wrote this suppression itself: its line is one the pull
+    request adds, and no line it removes from the file carried the same words (a line
+    the pull request rewrote that had the pragma already is the base's suppression)."""
+    file = diff.get(path)
+    if file is None or not file.is_added(line):
+        return False
+    said = " ".join(pragma.split())
+    return not any(
+        said in " ".join(text.split()) for hunk in file.hunks for text in _removed_texts(hunk.text)
+    )
+
+
+def _removed_texts(hunk_text: str) -> list[str]:
+    return [line[1:] for line in hunk_text.splitlines()[1:] if line.startswith("-")]
+
+
+PR_SUPPRESSION_NOTE = (
+    "Suppressed in this pull request by {pragma}: a pull request's own suppression does "
+    "not close a finding here. It stays open until the code is fixed or someone with "
+    "write access dismisses it (`dismiss <reason>` in this thread)."
+)
+
+
+def _suppressed(result: Validated, suppression, diff: Diff, config: GateConfig) -> Validated:
+    """A finding its checker would have kept quiet about, for a suppression comment: the
+    base branch's suppresses it; the pull request's own keeps it open and says so —
+    unless the repository's policy honours those (never for a blocking finding in a
+    review pass)."""
+    if result.state != OPEN:
+        return result
+    pragma = f"`{' '.join(suppression.pragma.split())[:200]}` on line {suppression.line}"
+    if not pragma_added(diff, result.path, suppression.pragma, suppression.line):
+        return replace(
+            result, state=SUPPRESSED, reason=f"suppressed by {pragma}, as in the base branch"
+        )
+    honoured = config.honour_pr_suppressions and not (
+        config.strict_blocking_suppressions and result.blocking
+    )
+    if honoured:
+        return replace(
+            result,
+            state=SUPPRESSED,
+            reason=f"suppressed in this pull request by {pragma} (this repository honours "
+            "a pull request's own suppressions)",
+        )
+    note = PR_SUPPRESSION_NOTE.format(pragma=pragma)
+    body = f"{result.body}\n\n{note}" if result.body else note
+    return replace(result, body=body, suppressed_in_pr=pragma)
 
 
 NEAR_LINES = 3  # a known finding moved by its own edit stays within this many lines

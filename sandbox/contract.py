@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 # 2: named skills, explorers, web research and the per-turn output cap in the job; the
 # explorers' usage in the result. A version-1 job or result reads as one without them.
@@ -347,6 +348,16 @@ class ReviewJob(BaseModel):
     previous_summary: str = Field(default="", max_length=MAX_BODY)
 
 
+class Suppression(BaseModel):
+    """A comment in the file that tells a checker to keep quiet about a finding (`# noqa:
+    S602`, `# pragma: allowlist secret`, `# shellcheck disable=SC2086`), and its line.
+    The engine reports the finding all the same; the validation gate decides whether the
+    suppression counts (the base branch's does; the pull request's own, by default, not)."""
+
+    pragma: str = Field(min_length=1, max_length=300)
+    line: int = Field(ge=1)
+
+
 class Finding(BaseModel):
     """One problem an engine raises: where, how bad, what goes wrong, and the fix."""
 
@@ -363,6 +374,10 @@ class Finding(BaseModel):
     confidence: float = Field(default=0.8, ge=0, le=1)
     blocking: bool = False
     rule: str | None = Field(default=None, max_length=200)
+    # A suppression comment the checker found for it (the static engine reads the file
+    # with every suppression ignored, then says which one would have hidden the finding).
+    # Not offered to a model (absent from the submission's schema): it is the checkers'.
+    suppressed_by: SkipJsonSchema[Suppression | None] = None
     # The id of the earlier finding this one is (the same problem, still there).
     same_as: str | None = Field(default=None, max_length=200)
 

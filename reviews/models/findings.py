@@ -126,6 +126,9 @@ class Finding(models.Model):
     )
     state = models.CharField(max_length=16, choices=FindingState.choices, default=FindingState.OPEN)
     suppression_reason = models.TextField(blank=True)
+    # Open, though a suppression comment the pull request added would have silenced it:
+    # which one, in words (its words in backticks, and "on line 8").
+    suppressed_in_pr = models.CharField(max_length=300, blank=True)
     published = models.BooleanField(
         default=False, help_text="Chosen for an inline comment (within the comment limit)."
     )

@@ -35,6 +35,8 @@ class ReviewPassMode:
     untouched_as_nits: bool = True
     approves: bool = True
     approves_with_nits: bool = True
+    # The author under review never silences its own blocking finding with a comment.
+    strict_suppressions: bool = True
 
     def earlier_context(self, run: ReviewRun, earlier: list[Finding]) -> EarlierContext:
         if not earlier:

@@ -366,3 +366,90 @@ def test_a_path_the_admin_excluded_is_excluded_by_that_rule_and_still_checked_fo
     assert ("vendor/helpers/run.py", "excluded by the repository's policy") in filtered
     assert ("vendor/helpers/run.py", "detect-secrets:AWS Access Key") in _open_rules(run)
     assert not [r for _, r in _open_rules(run) if r.startswith("ruff:")]
+
+
+# --- 3. A pull request's own suppression is no fix --------------------------------------
+
+SILENCED = PAYMENTS.replace(
+    '"AKIAZ2Q7WJ4KXN5BL3TP"', '"AKIAZ2Q7WJ4KXN5BL3TP"  # pragma: allowlist secret'
+).replace("shell=True)", "shell=True)  # noqa: S602")
+# (the copy line rewritten too: an incremental review re-examines the lines it changes)
+DEPLOY_SILENCED = (
+    "#!/bin/bash\nset -e\n# shellcheck disable=SC2086\ncp build/app.tar.gz $TARGET_DIR/\n"
+)
+
+
+def _silence(world, deliver):
+    previous = world.pull.head_sha
+    world.push({"app/payments.py": SILENCED, "deploy.sh": DEPLOY_SILENCED}, message="quiet")
+    deliver(world, "synchronize", before=previous)
+    return ReviewRun.objects.latest("pk")
+
+
+def _our_threads(world):
+    return [
+        t for t in world.fake.threads_of(REPO, world.pull.number)
+        if t["comments"][0]["user"]["type"] == "Bot"
+    ]  # fmt: skip
+
+
+def test_a_pull_requests_own_pragmas_leave_its_findings_open_and_say_so(world, deliver):
+    from reviews.models import Finding
+
+    deliver(world)
+    assert last_check(world).conclusion == "failure"
+    run = _silence(world, deliver)
+
+    check = last_check(world)
+    assert check.conclusion == "failure", check.output
+    still = {f.rule: f for f in Finding.objects.filter(review__run=run, state="open")}
+    assert "`# noqa: S602` on line 8" in still["ruff:S602"].suppressed_in_pr
+    assert "pragma: allowlist secret" in still["detect-secrets:AWS Access Key"].suppressed_in_pr
+    assert "shellcheck disable=SC2086" in still["shellcheck:SC2086"].suppressed_in_pr
+    assert "(suppressed in this pull request by" in check.output["summary"]
+    for thread in _our_threads(world):
+        said = [c["body"] for c in thread["comments"][1:]]
+        assert not thread["isResolved"], said
+        assert not any("Verified fixed" in b for b in said), said
+        assert any(b.startswith("Still open in") and "suppressed in this pull request" in b
+                   for b in said), said  # fmt: skip
+
+
+def test_a_repository_may_honour_a_pull_requests_own_suppressions(world, deliver):
+    from repos.models import Repository
+    from reviews.models import Finding
+
+    deliver(world)
+    policy = Repository.objects.get(full_name=REPO).policy
+    policy.honour_pr_suppressions = True
+    policy.save()
+    run = _silence(world, deliver)
+
+    assert not Finding.objects.filter(review__run=run, state="open").exists()
+    reasons = Finding.objects.filter(review__run=run, state="suppressed").values_list(
+        "suppression_reason", flat=True
+    )
+    assert all("suppressed in this pull request by" in r for r in reasons), list(reasons)
+    assert last_check(world).conclusion == "success"
+    for thread in _our_threads(world):
+        said = [c["body"] for c in thread["comments"][1:]]
+        assert thread["isResolved"] and any(b.startswith("Suppressed in") for b in said)
+        assert not any("Verified fixed" in b for b in said)
+
+
+def test_a_suppression_the_base_already_has_is_honoured(fake_github, deliver):
+    from reviews.models import Finding
+
+    world = world_build(fake_github)
+    base = world.git.commit({"app/tool.py": "import os\nos.system('ls')  # noqa: S605\n"},
+                            parent=world.base, branch="main")  # fmt: skip
+    # The pull request rewrites the line and keeps the base's pragma.
+    head = world.git.commit({"app/tool.py": "import os\nos.system('ls -l')  # noqa: S605\n"},
+                            parent=base, branch="feature")  # fmt: skip
+    world.pull.base_sha, world.pull.head_sha = base, head
+    world.repo.commits.update({base, head})
+    deliver(world)
+    [finding] = Finding.objects.filter(path="app/tool.py", rule="ruff:S605")
+    assert finding.state == "suppressed"
+    assert "as in the base branch" in finding.suppression_reason
+    assert last_check(world).conclusion == "success"

@@ -398,10 +398,27 @@ def test_secrets_in_readme_and_comments_are_found(tmp_path):
     assert _secret(result, "run.py")[0]["severity"] == "critical"
 
 
-def test_pragma_allowlist_secret_is_honoured(tmp_path):
+def test_a_suppression_comment_is_reported_with_its_finding_for_the_gate_to_weigh(tmp_path):
+    """The engine reads every line with every suppression ignored and names the one that
+    would have hidden a finding; the validation gate decides whether it counts (the base
+    branch's does, the pull request's own does not: tests/reviews/test_honest_words.py)."""
     key = "AKIAZ2Q7WJ4KXN5BL3TP"
-    result = review(tmp_path, {"a.cfg": f"k = {key}  # pragma: allowlist secret\nj = {key}\n"})
-    assert [f["start_line"] for f in _secret(result, "a.cfg")] == [2]
+    result = review(tmp_path, {
+        "a.cfg": f"k = {key}  # pragma: allowlist secret\nj = {key}\n"
+                 f"# pragma: allowlist nextline secret\nm = {key}\n",
+        "run.py": "import subprocess\n\n\ndef run(c):\n    subprocess.call(c, shell=True)  # noqa: S602\n",
+        "file.py": "# ruff: noqa: F401\nimport os\n",
+        "go.sh": "#!/bin/bash\nset -e\n# shellcheck disable=SC2086\ncp a $B\ncp a $C\n",
+    })  # fmt: skip
+    said = {(f["path"], f["start_line"]): (f.get("suppressed_by") or {}) for f in result.findings}
+    assert said[("a.cfg", 1)] == {"pragma": "pragma: allowlist secret", "line": 1}
+    assert said[("a.cfg", 2)] == {}
+    assert said[("a.cfg", 4)] == {"pragma": "pragma: allowlist nextline secret", "line": 3}
+    assert said[("run.py", 5)] == {"pragma": "# noqa: S602", "line": 5}
+    assert said[("file.py", 2)] == {"pragma": "# ruff: noqa: F401", "line": 1}
+    # A directive before a command covers that command, not the next one.
+    assert said[("go.sh", 4)] == {"pragma": "# shellcheck disable=SC2086", "line": 3}
+    assert said[("go.sh", 5)] == {}
 
 
 # --- 6. One finding per problem -------------------------------------------------------

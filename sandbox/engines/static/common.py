@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from sandbox.contract import ChangedFile, Finding, Severity
+from sandbox.contract import ChangedFile, Finding, Severity, Suppression
 
 # Larger changed files are named, not checked. shellcheck reads a 3 MB script in ~4 s and
 # 120 MB; every checker runs under its own memory limit and timeout besides.
@@ -234,6 +234,7 @@ def finding(
     rule: str,
     suggestion: str | None = None,
     confidence: float = 0.9,
+    suppressed_by: Suppression | None = None,
 ) -> Finding:
     return Finding(
         path=target.path,
@@ -248,6 +249,7 @@ def finding(
         confidence=confidence,
         blocking=severity.at_least(Severity.HIGH),
         rule=rule,
+        suppressed_by=suppressed_by,
     )
 
 

@@ -7,7 +7,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from sandbox.contract import Finding, Severity
+from sandbox.contract import Finding, Severity, Suppression
 from sandbox.engines.static.common import (
     Skipped,
     Target,
@@ -175,6 +175,7 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
                 evidence=f"{rule} at {path}:{item['location']['row']}: `{quote_line(target, item['location']['row'])}`",
                 rule=f"ruff:{code}",
                 suggestion=suggestion,
+                suppressed_by=suppression(target, code, item.get("noqa_row")),
             )
         )
     return findings, version_of("ruff", tool("ruff"), root).strip() or "ruff", skipped
@@ -182,12 +183,14 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
 
 def _run(root: Path, paths: list[str], version: str) -> list[tuple[str, dict]]:
     """ruff over `paths` (relative to `root`): (path, diagnostic) pairs. `--isolated`:
-    the project's ruff configuration selects nothing; only its Python version is used."""
+    the project's ruff configuration selects nothing; only its Python version is used.
+    `--ignore-noqa`: every `# noqa` is ignored, and `suppression` says which one would
+    have hidden a diagnostic (the validation gate decides whether it counts)."""
     if not paths:
         return []
     command = [
         tool("ruff"), "check", "--isolated", "--no-cache", "--exit-zero",
-        "--output-format", "json", "--select", SELECT, "--ignore", IGNORE,
+        "--output-format", "json", "--select", SELECT, "--ignore", IGNORE, "--ignore-noqa",
         "--target-version", version, "--", *(argument(p) for p in sorted(paths)),
     ]  # fmt: skip
     on = shown(paths[0]) if len(paths) == 1 else f"{len(paths)} files"
@@ -197,6 +200,40 @@ def _run(root: Path, paths: list[str], version: str) -> list[tuple[str, dict]]:
     for item in parsed_json("ruff", completed.stdout, on, "[]"):
         found.append((str(Path(item["filename"]).resolve().relative_to(base)), item))
     return found
+
+
+# A noqa comment (blanket, or naming codes such as F401,E501) on a diagnostic's line; a
+# ruff or flake8 file-level noqa (with or without codes) on a line of its own.
+CODES = r"[A-Za-z]+[0-9]+(?:\s*[,\s]\s*[A-Za-z]+[0-9]+)*"
+LINE_NOQA = re.compile(rf"#\s*noqa\b(?:\s*:\s*(?P<codes>{CODES}))?", re.IGNORECASE)
+FILE_NOQA = re.compile(
+    rf"^\s*#\s*(?:ruff|flake8)\s*:\s*noqa\b(?:\s*:\s*(?P<codes>{CODES}))?", re.IGNORECASE
+)
+
+
+def _covers(match: re.Match[str], code: str) -> bool:
+    codes = match.group("codes")
+    return not codes or code.upper() in {c.upper() for c in re.split(r"[,\s]+", codes) if c}
+
+
+def suppression(target: Target, code: str, noqa_row: int | None) -> Suppression | None:
+    """The `# noqa` that would have silenced `code` here (on its noqa row, or for the
+    whole file), with its line; None when none would have. A syntax error is never
+    silenced."""
+    if code == "invalid-syntax":
+        return None
+    lines = target.lines
+    if noqa_row and 0 < noqa_row <= len(lines):
+        found = LINE_NOQA.search(lines[noqa_row - 1])
+        if found and _covers(found, code):
+            return Suppression(pragma=found.group(0)[:300], line=noqa_row)
+    for number, text in enumerate(lines, start=1):
+        if "noqa" not in text:
+            continue
+        found = FILE_NOQA.match(text)
+        if found and _covers(found, code):
+            return Suppression(pragma=found.group(0).strip()[:300], line=number)
+    return None
 
 
 PASSWORDS = {"S105", "S106", "S107"}

@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from sandbox.contract import Finding, Severity
+from sandbox.contract import Finding, Severity, Suppression
 from sandbox.engines.static.common import Skipped, Target, finding, test_path, utf8_copies
 
 # Private keys are reported by the hygiene checks, with the key's own words.
@@ -90,6 +90,36 @@ def grade(
     )
 
 
+ALLOWLIST_FILTER = "detect_secrets.filters.allowlist.is_line_allowlisted"
+# detect-secrets' own words: on the line, or on the line before it for the next line.
+SAME_LINE = re.compile(r"pragma:\s*(?:allow|white)list[ -]secret", re.IGNORECASE)
+NEXT_LINE = re.compile(r"pragma:\s*allowlist[ -]nextline[ -]secret", re.IGNORECASE)
+
+
+def allowlisted(target: Target, line: int) -> Suppression | None:
+    """The allowlist pragma detect-secrets would have obeyed for `line`, if any."""
+    lines = target.lines
+    here = lines[line - 1] if 0 < line <= len(lines) else ""
+    found = SAME_LINE.search(here)
+    if found:
+        return Suppression(pragma=found.group(0), line=line)
+    before = lines[line - 2] if 1 < line <= len(lines) + 1 else ""
+    found = NEXT_LINE.search(before)
+    if found:
+        return Suppression(pragma=found.group(0), line=line - 1)
+    return None
+
+
+def _lines_of(target: Target, secret) -> list[int]:
+    """Every line of the file that holds the secret's value (its first line, when the
+    value is unknown)."""
+    value = secret.secret_value
+    if not value or len(value) < 8:
+        return [secret.line_number]
+    found = [n for n, text in enumerate(target.lines, start=1) if value in text]
+    return found or [secret.line_number]
+
+
 def _scan(root: Path, files: list[Target]) -> dict:
     """detect-secrets over `files` (paths relative to `root`): {path: secrets}."""
     from detect_secrets import SecretsCollection
@@ -110,7 +140,10 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
     from detect_secrets.settings import default_settings
 
     findings: list[Finding] = []
-    with default_settings():
+    with default_settings() as settings:
+        # Every line is scanned: an allowlist pragma is reported, not obeyed (the
+        # validation gate decides whether the pull request's own counts).
+        settings.disable_filters(ALLOWLIST_FILTER)
         found = _scan(root, [t for t in files if t.utf8])
         others = [t for t in files if not t.utf8]
         if others:
@@ -124,11 +157,14 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
                 continue
             by_line: dict[int, list] = {}
             for secret in secrets:
-                if secret.type in SKIP_TYPES or not target.touches(
-                    secret.line_number, secret.line_number
-                ):
+                if secret.type in SKIP_TYPES:
                     continue
-                by_line.setdefault(secret.line_number, []).append(secret)
+                # detect-secrets names a secret once per file, on its first line: the
+                # same value on later lines is the same secret there too (and the first
+                # line's allowlist pragma must not hide the others).
+                for line in _lines_of(target, secret):
+                    if target.touches(line, line):
+                        by_line.setdefault(line, []).append(secret)
             for line, here in sorted(by_line.items()):
                 # One finding per line: a known format wins over a guess from a keyword
                 # or from entropy; a keyword and entropy agreeing are more certain.
@@ -146,7 +182,7 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
                     "it from the environment or a secret store instead."
                 )
                 if why:
-                    body += f"\n\n{why} A line marked `# pragma: allowlist secret` is not reported."
+                    body += f"\n\n{why}"
                 findings.append(
                     finding(
                         target=target,
@@ -158,6 +194,7 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
                         evidence=f"detect-secrets: {', '.join(sorted(kinds))} on line {line}",
                         rule=f"detect-secrets:{secret.type}",
                         confidence=confidence,
+                        suppressed_by=allowlisted(target, line),
                     )
                 )
     return findings, f"detect-secrets {VERSION}", []

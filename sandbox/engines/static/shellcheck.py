@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 
-from sandbox.contract import Finding, Severity
+from sandbox.contract import Finding, Severity, Suppression
 from sandbox.engines.static.common import (
     MAX_FILE_BYTES,
     CheckerFailed,
@@ -139,19 +140,76 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
     return findings, "shellcheck " + version_line.split(":", 1)[1].strip(), failed
 
 
-def _check_one(root: Path, target: Target) -> list[Finding]:
+# A directive that turns checks off: `# shellcheck disable=SC2086,SC2046` (or `all`, or a
+# range `SC1000-SC1999`), on a line of its own before what it silences.
+DISABLE = re.compile(r"^(\s*#\s*)shellcheck(\s[^\n]*?\bdisable=([^\s#]+))", re.MULTILINE)
+
+
+def _comments(root: Path, target: Target, *, cwd: Path, follows: bool) -> list[dict]:
+    """shellcheck's comments on the script at `cwd / target.path`."""
     # As `./name`, after `--`: a script named `--severity=error.sh` or `-` is a file.
     name = argument(target.path)
     command = [tool("shellcheck"), "--format", "json1", "--norc"]
-    if _follows_only_inside(root, root / target.path):
+    if follows:
         # Sourced files are read from the script's folder and the checkout's root.
-        command += ["--external-sources", "--source-path=SCRIPTDIR", f"--source-path={root}"]
+        folder = (root / target.path).parent
+        command += ["--external-sources", "--source-path=SCRIPTDIR", f"--source-path={folder}",
+                    f"--source-path={root}"]  # fmt: skip
     command += ["--", name]
-    completed = run_checker("shellcheck", command, cwd=root, on=shown(target.path), ok=(0, 1))
+    completed = run_checker("shellcheck", command, cwd=cwd, on=shown(target.path), ok=(0, 1))
     report = parsed_json("shellcheck", completed.stdout, shown(target.path), "{}")
+    return [item for item in report.get("comments", []) if item.get("file") == name]
+
+
+def _disables(text: str) -> list[tuple[int, str, list[str]]]:
+    """(line, the directive, what it disables) for each `disable=` directive."""
+    found = []
+    for match in DISABLE.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        words = [w.strip() for w in match.group(3).split(",") if w.strip()]
+        found.append((line, (match.group(0).strip())[:300], words))
+    return found
+
+
+def _names(code: int, words: list[str]) -> bool:
+    for word in words:
+        if word.lower() == "all":
+            return True
+        low, _, high = word.upper().partition("-")
+        low, high = low.removeprefix("SC"), (high or low).removeprefix("SC")
+        if low.isdigit() and high.isdigit() and int(low) <= code <= int(high):
+            return True
+    return False
+
+
+def _key(item: dict) -> tuple:
+    return (item["code"], item["line"], item["column"], item["endLine"], item["endColumn"])
+
+
+def _with_directives_ignored(root: Path, target: Target, follows: bool) -> tuple[list[dict], set]:
+    """shellcheck's comments with every `disable=` directive ignored, and the keys of
+    those the directives hide (a copy of the script whose directives read as comments,
+    beside nothing: sourced files are found in the script's real folder)."""
+    neutral = DISABLE.sub(lambda m: m.group(1) + "shellchec_" + m.group(2), target.text)
+    with tempfile.TemporaryDirectory(prefix="tasuku-sc-") as scratch:
+        copy = Path(scratch) / target.path
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(neutral.encode("utf-8", errors="surrogateescape"))
+        everything = _comments(root, target, cwd=Path(scratch), follows=follows)
+    obeyed = {_key(item) for item in _comments(root, target, cwd=root, follows=follows)}
+    return everything, {_key(item) for item in everything} - obeyed
+
+
+def _check_one(root: Path, target: Target) -> list[Finding]:
+    follows = _follows_only_inside(root, root / target.path)
+    directives = _disables(target.text) if "disable=" in target.text else []
+    if directives:
+        comments, hidden = _with_directives_ignored(root, target, follows)
+    else:
+        comments, hidden = _comments(root, target, cwd=root, follows=follows), set()
     findings = []
-    for item in report.get("comments", []):
-        if item.get("file") != name or not target.touches(item["line"], item["endLine"]):
+    for item in comments:
+        if not target.touches(item["line"], item["endLine"]):
             continue  # a sourced file's problem is reported on that file, if it changed
         code = item["code"]
         severity = LEVELS.get(item["level"], Severity.LOW)
@@ -172,6 +230,15 @@ def _check_one(root: Path, target: Target) -> list[Finding]:
                 evidence=f"shellcheck SC{code} ({item['level']}) at {target.path}:{line}: `{quote_line(target, line)}`",
                 rule=f"shellcheck:SC{code}",
                 suggestion=suggestion,
+                suppressed_by=_directive(item, directives) if _key(item) in hidden else None,
             )
         )
     return findings
+
+
+def _directive(item: dict, directives: list[tuple[int, str, list[str]]]) -> Suppression | None:
+    """The nearest `disable=` directive above the comment's line that names its code."""
+    for line, said, words in reversed(directives):
+        if line <= item["line"] and _names(item["code"], words):
+            return Suppression(pragma=said, line=line)
+    return None
