@@ -99,6 +99,9 @@ class Context:
     core: Any = None  # what the stages made of the checkout (reviews.stages.Core)
     repository_info: Any = None  # the repository as GitHub described it when cloned
     reused_from: int | None = None  # the run whose engine result this run reuses
+    # Why this head is not reviewed in full ("" when it is): the ledger's files not
+    # reviewed, a partial result. Known before publication: it withholds an approval.
+    shortfall: str = ""
 
     @property
     def repository(self):

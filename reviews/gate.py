@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import logging
 
-from django.utils.translation import ngettext
-
 from repos.github import GitHubError
 from repos.policy import CHECKLESS_TRIGGERS, EffectiveConfig
 from reviews.checkruns import dashboard_url, details_url, run_check_ensure
 from reviews.conclusions import REFUSED, check_final, conclusion_send
 from reviews.context import Context
+from reviews.coverage import entries_of, unreviewed
 from reviews.models import (
     Dismissal,
     Finding,
@@ -49,28 +48,25 @@ def gate_complete(
     *,
     shortfall: str = "",
     limitations: tuple[str, ...] | list[str] = (),
-    unread: int = 0,
 ) -> None:
     """Complete the check run from every open finding of this reviewer on the pull
     request at this head (the review's own and those it carried), whatever path the
-    run took. A head not reviewed in full (`shortfall` says why; a changed file the
-    engine could not read is one reason) is never `success`."""
-    if unread and not shortfall:
-        shortfall = ngettext(
-            "%(count)d changed file could not be read (the limitations name them).",
-            "%(count)d changed files could not be read (the limitations name them).",
-            unread,
-        ) % {"count": unread}
+    run took, and from what was reviewed: a head not reviewed in depth (`shortfall`
+    says why) or with a changed file its coverage ledger names as not reviewed
+    (`review.coverage`) is never `success`."""
     Review.objects.filter(pk=review.pk).update(shortfall=shortfall)
+    ledger = entries_of(review.coverage)
     fail_on = ctx.config.fail_check_on
-    conclusion = check_conclusion(open_now, fail_on, in_full=not shortfall)
+    conclusion = check_conclusion(
+        open_now, fail_on, in_full=not shortfall and not unreviewed(ledger)
+    )
     title, summary = check_output(
         open_now,
         conclusion,
         fail_on,
         shortfall=shortfall,
         limitations=limitations,
-        unread=unread,
+        ledger=ledger,
     )
     check_complete(ctx, conclusion, title, summary)
 
@@ -165,13 +161,17 @@ def gate_refresh(pull_request_pk: int, reviewer_pk: int) -> str:
     shortfall = review.shortfall
     if review.state != ReviewState.COMPLETE and not shortfall:
         shortfall = "this head was not reviewed in full (the run page says why)."
-    conclusion = check_conclusion(open_now, config.fail_check_on, in_full=not shortfall)
+    ledger = entries_of(review.coverage)
+    conclusion = check_conclusion(
+        open_now, config.fail_check_on, in_full=not shortfall and not unreviewed(ledger)
+    )
     title, summary = check_output(
         open_now,
         conclusion,
         config.fail_check_on,
         shortfall=shortfall,
         limitations=review.limitations,
+        ledger=ledger,
     )
     if (conclusion, title[:255]) == (run.check_conclusion, run.check_title):
         return "unchanged"

@@ -19,7 +19,7 @@ from django.utils import timezone
 from repos import github
 from repos.models import RepoMemory
 from repos.policy import EffectiveConfig, ReviewerConfig, Trigger
-from reviews import engines, secondaries, stages, threads
+from reviews import coverage, engines, secondaries, stages, threads
 from reviews.budget import Budget, budget_alert, installation_budget
 from reviews.checkruns import dashboard_url
 from reviews.connectors import RunConnectors
@@ -135,7 +135,8 @@ def pipeline(ctx: Context) -> str:
         installation = ctx.repository.installation
         budget = installation_budget(installation)
         budget_alert(installation, budget)
-        earlier = threads.earlier_open(threads.previous_review(run, previous), run.head_sha)
+        before = threads.previous_review(run, previous)
+        earlier = threads.earlier_open(before, run.head_sha)
         told = ctx.mode.earlier_context(run, earlier)
         # The mode may continue the reviewer's earlier conversation, or say why it cannot.
         going_on = ctx.mode.continuation(run, reviewer)
@@ -211,6 +212,21 @@ def pipeline(ctx: Context) -> str:
     if result.incomplete:
         return stop_incomplete(ctx, core, result, earlier, checkout)
 
+    # What was looked at: every file the change touches, reviewed, excluded or not.
+    ledger = coverage.ledger(
+        core.diff,
+        core.filtered,
+        job=job,
+        result=result,
+        notes=core.notes,
+        earlier=coverage.carried(coverage.entries_of(before.coverage), before.head_sha)
+        if checkout.incremental_since and before is not None
+        else (),
+        pull_request_paths=(core.anchors or core.diff).paths,
+    )
+    partial = f"part of the review did not run: {result.partial}" if result.partial else ""
+    ctx.shortfall = " ".join(text for text in (coverage.shortfall(ledger), partial) if text)
+
     # Validation sees the pull request's history: what people dismissed, what earlier
     # reviews raised, and what was already there when the previous review looked.
     ctx.stage(Stage.VALIDATION)
@@ -228,7 +244,7 @@ def pipeline(ctx: Context) -> str:
     validated = stages.validate(
         core, result, ctx.config, history, strict_suppressions=ctx.mode.strict_suppressions
     )
-    review = persist(ctx.run, core, result=result)
+    review = persist(ctx.run, core, result=result, coverage=ledger)
     found_again = {v.fingerprint for v in validated if v.category != INVALID}
     # The engine ruled that an earlier finding is still there (though it did not raise
     # it again in the same words): it stays open, its thread untouched.
@@ -240,6 +256,9 @@ def pipeline(ctx: Context) -> str:
         found_again,
         since_previous=since_previous,
         incremental=bool(checkout.incremental_since),
+        examined=coverage.examined(ledger),
+        engine=result.engine,
+        ruled_fixed={r.id for r in result.rulings if not r.still_open},
     )
     decisions = ctx.mode.rulings_settle(run, result, decisions, found_again)
     threads.carry(review, earlier, decisions, talk, since_previous=since_previous)
@@ -264,14 +283,7 @@ def pipeline(ctx: Context) -> str:
         notes=notes,
     )
     Review.objects.filter(pk=review.pk).update(approved=approved, notes=notes)
-    gate_complete(
-        ctx,
-        review,
-        open_now,
-        limitations=result.summary.limitations,
-        unread=len(result.unread),
-        shortfall=f"part of the review did not run: {result.partial}" if result.partial else "",
-    )
+    gate_complete(ctx, review, open_now, limitations=result.summary.limitations, shortfall=partial)
     ctx.beat.check()
     run_finish(ctx.held, status=RunStatus.COMPLETED)
     if ctx.forge.learns:

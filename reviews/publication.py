@@ -19,6 +19,7 @@ from repos.policy import CHECKLESS_TRIGGERS
 from reviews import stages, threads
 from reviews.checkruns import dashboard_url
 from reviews.context import Context
+from reviews.coverage import Entry, entries_of, unreviewed
 from reviews.escaping import code_span
 from reviews.markers import is_ours
 from reviews.models import (
@@ -114,7 +115,11 @@ def approval_decide(ctx: Context, open_now: list[Finding]) -> tuple[bool, list[s
     # A mode may approve every clean pull request: the approval is its verdict.
     if not (ctx.config.auto_approve or ctx.mode.approves):
         return False, []
-    withheld = approval_withheld(ctx, open_now) or others_withhold(ctx)
+    withheld = (
+        approval_withheld(ctx, open_now)
+        or (f"this head was not reviewed in full ({ctx.shortfall})" if ctx.shortfall else "")
+        or others_withhold(ctx)
+    )
     if withheld:
         return False, [f"not approved: {withheld}"]
     pr = ctx.gateway.pull_request_get(**ctx.where, number=ctx.run.pull_request.number)
@@ -170,10 +175,16 @@ def approvals_dismiss(ctx: Context) -> list[str]:
 
 
 def persist(
-    run: ReviewRun, core: stages.Core, *, result: ReviewResult | None = None, incomplete: str = ""
+    run: ReviewRun,
+    core: stages.Core,
+    *,
+    result: ReviewResult | None = None,
+    incomplete: str = "",
+    coverage: list[Entry] | None = None,
 ) -> Review:
-    """Store the review and every finding, published or not. A retried run replaces
-    what an earlier attempt stored (the findings it would publish are the same ones)."""
+    """Store the review, its coverage ledger and every finding, published or not. A
+    retried run replaces what an earlier attempt stored (the findings it would publish
+    are the same ones)."""
     summary = result.summary if result else None
     usage = result.usage if result else None
     triage = core.verdict or Verdict(verdict="", summary="")
@@ -214,6 +225,7 @@ def persist(
                 "transcript": [e.model_dump() for e in result.transcript] if result else [],
                 "rulings": [r.model_dump() for r in result.rulings] if result else [],
                 "walkthrough": result.walkthrough if result else "",
+                "coverage": [e.as_dict() for e in coverage or ()],
             },
         )
         review.findings.all().delete()
@@ -289,7 +301,7 @@ def publish(
         omitted=tuple((o["path"], o["reason"]) for o in run.omitted),
         guidelines=tuple(review.guidelines),
         still_open=still_open,
-        unread=len(result.unread),
+        not_reviewed=tuple((e.path, e.reason) for e in unreviewed(entries_of(review.coverage))),
     )
     # The run's first try, with nothing of it ever posted: the database knows what is on
     # the pull request (every post of Tasuku's is recorded by the run that made it), so

@@ -33,6 +33,10 @@ class Earlier:
     start_line: int
     end_line: int
     side: str = "RIGHT"
+    # What raised it (a static checker's name, or the engine), and whether that checker
+    # is deterministic: run again on the same code it says the same.
+    checker: str = ""
+    deterministic: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,10 +95,18 @@ def reconcile(
     deleted_files: set[str] = frozenset(),
     incremental: bool = False,
     head_sha: str = "",
+    examined: dict[str, frozenset[str]] | None = None,
+    ruled_fixed: set[str] = frozenset(),
 ) -> dict[str, Decision]:
     """One decision per earlier open finding. `diff` runs from the earlier review's head
     to the new one (None when unknown: then a finding that is gone counts as resolved);
-    `deleted_files` are files gone at the new head."""
+    `deleted_files` are files gone at the new head.
+
+    A finding closes only by a fix: "gone" needs its checker to have read its file at
+    the new head (`examined`: path -> what read it; None: not known, as before there was
+    a ledger), and its code to have changed — its lines, or for a deterministic checker
+    its file — unless the engine ruled it fixed (`ruled_fixed`: a model reviewer's word
+    on an earlier finding). Otherwise it stays open, saying why."""
     short = head_sha[:7]
     decisions: dict[str, Decision] = {}
     for item in earlier:
@@ -118,8 +130,16 @@ def reconcile(
         else:
             changed, deleted, gone = _touched(diff, item)
         where = f"{item.path}:{item.start_line}"
+        seen = examined.get(item.path) if examined is not None else None
+        looked = examined is None or (
+            seen is not None and (item.checker in seen or "static" in seen or not item.checker)
+        )
         if incremental and not changed:
             reason = "not re-examined: the new changes do not touch it"
+            decisions[item.fingerprint] = Decision(CURRENT, reason)
+        elif not looked and not (gone or deleted):
+            who = item.checker or "its checker"
+            reason = f"not re-examined: {who} did not review {item.path} at {short}"
             decisions[item.fingerprint] = Decision(CURRENT, reason)
         elif gone:
             decisions[item.fingerprint] = Decision(OUTDATED, f"the code around {where} was removed")
@@ -129,9 +149,23 @@ def reconcile(
         elif changed:
             reason = f"{where} was changed and the problem is gone"
             decisions[item.fingerprint] = Decision(RESOLVED, reason)
+        elif item.fingerprint in ruled_fixed:
+            decisions[item.fingerprint] = Decision(
+                RESOLVED, f"the reviewer ruled it fixed ({where} itself is unchanged)",
+                code_changed=False,
+            )  # fmt: skip
+        elif item.deterministic and (diff is None or diff.get(item.path) is not None):
+            # Its checker says the same of the same code: no longer found after its file
+            # changed, the change fixed it (an import added above a use, say).
+            decisions[item.fingerprint] = Decision(
+                RESOLVED, f"{item.checker} no longer finds it after {item.path} changed",
+                code_changed=False,
+            )  # fmt: skip
         else:
             decisions[item.fingerprint] = Decision(
-                RESOLVED, f"no longer found in {item.path}", code_changed=False
+                CURRENT,
+                f"not found again, but the code at {where} did not change: it stays open "
+                "until it is fixed or dismissed",
             )
     return decisions
 

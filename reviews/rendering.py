@@ -14,6 +14,7 @@ from typing import Any
 
 from django.utils.translation import ngettext
 
+from reviews.coverage import EXCLUDED, REVIEWED, Entry, title_part, unreviewed
 from reviews.escaping import block_text, code_span, inline_text
 from reviews.markers import marker, markers_of
 from reviews.validation import OPEN, UNANCHORABLE, Validated
@@ -130,7 +131,8 @@ class ReviewContext:
     omitted: tuple[tuple[str, str], ...] = ()
     guidelines: tuple[str, ...] = ()
     still_open: int = 0  # earlier findings still open on the pull request
-    unread: int = 0  # changed files the engine could not read
+    # The ledger's files not reviewed, with why (reviews/coverage.py)
+    not_reviewed: tuple[tuple[str, str], ...] = ()
 
 
 def review_body(
@@ -160,22 +162,24 @@ def review_body(
             % {"span": span, "count": len(published)}
             + (f", {blocking} blocking." if blocking else ".")
         )
-    elif context.unread:
-        count = context.unread
-        parts.append(
-            ngettext(
-                "Reviewed %(span)s: no problems found in the files it read; %(count)d "
-                "changed file could not be read (see *Limitations*).",
-                "Reviewed %(span)s: no problems found in the files it read; %(count)d "
-                "changed files could not be read (see *Limitations*).",
-                count,
-            )
-            % {"span": span, "count": count}
-        )
+    elif context.not_reviewed:
+        parts.append(f"Reviewed {span}: no problems found in the files it reviewed.")
     elif context.still_open:
         parts.append(f"Reviewed {span}: no new problems in the changed lines.")
     else:
         parts.append(f"Reviewed {span}: no problems found in the changed lines.")
+    if context.not_reviewed:
+        count = len(context.not_reviewed)
+        parts.append(
+            ngettext(
+                "**%(count)d changed file was not reviewed** (see *Not reviewed* below): "
+                "this head is not reviewed in full.",
+                "**%(count)d changed files were not reviewed** (see *Not reviewed* below): "
+                "this head is not reviewed in full.",
+                count,
+            )
+            % {"count": count}
+        )
     if context.still_open:
         parts.append(
             ngettext(
@@ -228,10 +232,19 @@ def review_body(
         parts.append(
             "**Limitations:** " + " ".join(inline_text(t, 2000) for t in summary.limitations)
         )
+    if context.not_reviewed:
+        shown = ", ".join(
+            f"{code_span(path)} ({inline_text(reason, 300)})"
+            for path, reason in context.not_reviewed[:15]
+        )
+        more = (
+            f" and {len(context.not_reviewed) - 15} more" if len(context.not_reviewed) > 15 else ""
+        )
+        parts.append(f"**Not reviewed:** {shown}{more}")
     if context.filtered:
         shown = ", ".join(f"{code_span(path)} ({reason})" for path, reason in context.filtered[:15])
         more = f" and {len(context.filtered) - 15} more" if len(context.filtered) > 15 else ""
-        parts.append(f"**Not reviewed:** {shown}{more}")
+        parts.append(f"**Excluded by a rule:** {shown}{more}")
     if context.omitted:
         shown = ", ".join(f"{code_span(path)} ({reason})" for path, reason in context.omitted[:15])
         more = f" and {len(context.omitted) - 15} more" if len(context.omitted) > 15 else ""
@@ -272,11 +285,14 @@ def check_output(
     *,
     shortfall: str = "",
     limitations: Iterable[str] = (),
-    unread: int = 0,
+    ledger: Iterable[Entry] = (),
 ) -> tuple[str, str]:
     """(title, summary) of a completed check run. `shortfall` says why the head was not
-    reviewed in full; `limitations` name what the review could not read (`unread`: how
-    many changed files)."""
+    reviewed in depth; `ledger` is its coverage (reviews/coverage.py): the files it did
+    not review are named in the title and the summary, and "No problems found" is said
+    only when there are none; `limitations` are the engine's own."""
+    entries = list(ledger)
+    missing = unreviewed(entries)
     open_now = [f for f in findings if f.state == OPEN]
     if open_now:
         worst = max((Severity(f.severity) for f in open_now), key=lambda s: s.rank).value
@@ -284,21 +300,38 @@ def check_output(
             "count": len(open_now)
         }
         title = f"{count} (worst: {worst})"
-    elif unread:
-        title = ngettext(
-            "No problems found in what was read (%(count)d file not read)",
-            "No problems found in what was read (%(count)d files not read)",
-            unread,
-        ) % {"count": unread}
+    elif missing:
+        title = "No problems found in what was reviewed"
     elif shortfall:
         title = "No open findings"
     else:
         title = "No problems found"
+    if missing:
+        title += " · " + title_part(entries)
     if shortfall:
         title += " · not reviewed in depth"
     lines = []
     if shortfall:
         lines.append(f"**Not reviewed in depth:** {shortfall}\n")
+    if missing:
+        named = ", ".join(
+            f"{code_span(e.path)} ({inline_text(e.reason, 300)}"
+            + (f", at {e.at[:7]}" if e.at else "")
+            + ")"
+            for e in missing[:20]
+        )
+        more = (
+            f" and {len(missing) - 20} more (the run page lists them)" if len(missing) > 20 else ""
+        )
+        lines.append(f"**Not reviewed:** {named}{more}.\n")
+    if entries:
+        reviewed = sum(1 for e in entries if e.status == REVIEWED and e.adds)
+        excluded = sum(1 for e in entries if e.status == EXCLUDED)
+        lines.append(
+            f"**Coverage:** {reviewed} reviewed, {excluded} excluded by a rule, "
+            f"{len(missing)} not reviewed, of the {len(entries)} files this review covers "
+            "(every file, with what read it, on the run page).\n"
+        )
     if conclusion == "failure" and fail_on is not None:
         lines.append(
             f"Failing: an open finding reaches **{fail_on.value}**, this repository's threshold.\n"
@@ -322,7 +355,7 @@ def check_output(
             lines.append(f"| {severity} | {where} | {title_cell} |")
         if len(open_now) > 50:
             lines.append(f"\n… and {len(open_now) - 50} more on the dashboard.")
-    elif shortfall:
+    elif shortfall or missing:
         lines.append("No Tasuku finding is open on this pull request.")
     else:
         lines.append("No open finding on the changed lines.")

@@ -23,7 +23,7 @@ from sandbox.contract import Severity
 FINDING_KEYS = (
     "path", "start_line", "end_line", "side", "severity", "category", "title", "body", "evidence",
     "suggestion", "confidence", "blocking", "fingerprint", "state", "suppression_reason", "rule",
-    "first_seen_sha", "original_start_line", "original_end_line",
+    "first_seen_sha", "original_start_line", "original_end_line", "suppressed_in_pr",
 )  # fmt: skip
 URI_BASE = "SRCROOT"
 LINE_RE = re.compile(r"([^\r\n]*)(\r\n|\r|\n|$)")
@@ -178,8 +178,12 @@ def report_text(review: dict[str, Any], findings: list[dict[str, Any]]) -> str:
     scope = f"{review['base'][:7]}..{review['head'][:7]}"
     if review["incremental"]:
         scope += f" (only the changes since {review['incremental_since'][:7]})"
+    missing = [
+        e for e in review.get("coverage") or () if e["status"] == "not reviewed" and e["adds"]
+    ]
+    not_read = f" ({len(missing)} of them not reviewed, listed below)" if missing else ""
     lines.append(
-        f"Reviewed {scope}: {len(review['reviewed'])} files, {len(shown)} open findings"
+        f"Reviewed {scope}: {len(review['reviewed'])} files{not_read}, {len(shown)} open findings"
         + (f", {suppressed} suppressed" if suppressed else "")
         + (f", {len(closed)} resolved or outdated since the last review" if closed else "")
         + "."
@@ -196,12 +200,12 @@ def report_text(review: dict[str, Any], findings: list[dict[str, Any]]) -> str:
             else ("Reviewed all the same (triage only spares a paid model).")
         )
         lines.append(f"Triage: trivial — {review['triage']['summary']} {depth}")
+    for entry in missing:
+        lines.append(f"Not reviewed: {entry['path']} ({entry['reason']})")
     for item in review["filtered"]:
         path, reason, rule = _filtered(item)
         lines.append(
-            f"Not reviewed: {path} ({reason}: {rule})"
-            if rule
-            else f"Not reviewed: {path} ({reason})"
+            f"Excluded: {path} ({reason}: {rule})" if rule else f"Excluded: {path} ({reason})"
         )
     if review["validation"]:
         lines.append(review["validation"])
@@ -337,9 +341,34 @@ def report_sarif(
                 ],
                 "columnKind": "unicodeCodePoints",
                 "results": results,
+                # A file the review did not look at is said, not left to look clean.
+                "invocations": [
+                    {
+                        "executionSuccessful": True,
+                        "toolExecutionNotifications": [
+                            {
+                                "level": "warning",
+                                "message": {"text": f"Not reviewed: {e['reason']}"},
+                                "locations": [
+                                    {
+                                        "physicalLocation": {
+                                            "artifactLocation": {
+                                                "uri": artifact_uri(e["path"]),
+                                                "uriBaseId": URI_BASE,
+                                            }
+                                        }
+                                    }
+                                ],
+                            }  # fmt: skip
+                            for e in review.get("coverage") or ()
+                            if e["status"] == "not reviewed" and e["adds"]
+                        ],
+                    }
+                ],
                 "properties": {
                     "base": review["base"],
                     "incremental": review["incremental"],
+                    "coverage": review.get("coverage") or [],
                     "filtered": [
                         dict(zip(("path", "reason", "rule"), _filtered(item), strict=True))
                         for item in review["filtered"]

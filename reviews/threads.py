@@ -28,6 +28,7 @@ from django.db.models import Q
 
 from repos.github import GitHubError, GitHubGateway, ThreadInfo
 from repos.github.conversation import WRITE_ROLES
+from reviews.coverage import STATIC_CHECKERS, checker_of
 from reviews.diff import Diff
 from reviews.markers import is_ours
 from reviews.markers import marker as signed_marker
@@ -221,17 +222,39 @@ def decide(
     *,
     since_previous: Diff | None,
     incremental: bool,
+    examined: dict[str, frozenset[str]] | None = None,
+    engine: str = "",
+    ruled_fixed: set[str] = frozenset(),
 ) -> dict[str, Decision]:
+    """What became of each earlier open finding (reviews/reconcile.py). `examined`: what
+    read each file at this head (the coverage ledger); `engine`: the reviewer's engine
+    (its static checkers are told apart by the finding's rule)."""
     deleted = (
         {f.path for f in since_previous.files if f.status == "deleted"} if since_previous else set()
     )
+    items = []
+    for f in earlier:
+        checker = checker_of(f.rule, engine) if engine else ""
+        items.append(
+            Earlier(
+                f.fingerprint,
+                f.path,
+                f.start_line,
+                f.end_line,
+                f.side,
+                checker=checker,
+                deterministic=checker in STATIC_CHECKERS,
+            )  # fmt: skip
+        )
     return reconcile(
-        [Earlier(f.fingerprint, f.path, f.start_line, f.end_line, f.side) for f in earlier],
+        items,
         found_again,
         diff=since_previous,
         deleted_files=deleted,
         incremental=incremental,
         head_sha=run.head_sha,
+        examined=examined,
+        ruled_fixed=ruled_fixed,
     )
 
 

@@ -490,6 +490,16 @@ class TranscriptEntry(BaseModel):
     connector: ConnectorRecord | None = None  # a connector call's record
 
 
+class FileCoverage(BaseModel):
+    """What an engine did with one changed file: which of its checkers read it, or why
+    none could (`not_checked`: no checker for its language, it does not parse, too
+    large …). A file an engine names in neither way is one it did not review."""
+
+    path: str = Field(max_length=MAX_PATH)
+    checkers: tuple[str, ...] = Field(default=(), max_length=20)
+    not_checked: str = Field(default="", max_length=500)
+
+
 class ReviewResult(BaseModel):
     """What every engine returns. `findings` is kept as raw objects here: each one is
     validated on its own by the validation gate, so one malformed finding is recorded
@@ -514,6 +524,10 @@ class ReviewResult(BaseModel):
     # Changed files the engine could not read (too large, binary, unreadable), each with
     # why: a review never says it found nothing in a file it did not read.
     unread: list[OmittedPart] = Field(default_factory=list, max_length=1000)
+    # What the engine did with each changed file it was given (the static engine's
+    # checkers; None from an engine that does not say, or from a runner older than this
+    # field: Tasuku then tells from the job and the transcript what the engine saw).
+    coverage: list[FileCoverage] | None = Field(default=None, max_length=20_000)
     transcript: list[TranscriptEntry] = Field(default_factory=list, max_length=MAX_TRANSCRIPT)
     # The reviewer's conversation as it ended (API engines), kept so that the next pass
     # of a review pass can continue it; None when the engine keeps none, or it was too

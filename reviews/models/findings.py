@@ -42,6 +42,9 @@ class Review(models.Model):
     context_sources = models.JSONField(default=list)
     confidence = models.FloatField(default=0)
     limitations = models.JSONField(default=list)
+    # The coverage ledger (reviews/coverage.py): every file the change touches,
+    # reviewed (by what), excluded (by which rule) or not reviewed (why).
+    coverage = models.JSONField(default=list, blank=True)
     body = models.TextField(blank=True, help_text="The review body as posted on GitHub.")
     github_review_id = models.BigIntegerField(null=True, blank=True)
     github_review_url = models.URLField(max_length=500, blank=True)

@@ -144,7 +144,8 @@ def test_a_file_too_large_to_read_makes_the_check_neutral_not_success(fake_githu
     deliver(world)
     check = last_check(world)
     assert check.conclusion == "neutral"
-    assert "not read" in check.output["title"] and "app/payments.py" in check.output["summary"]
+    assert "1 file not reviewed (larger than 8 MB)" in check.output["title"]
+    assert "app/payments.py" in check.output["summary"]
 
 
 def _removed(start, end, title="Removing run() breaks its callers"):

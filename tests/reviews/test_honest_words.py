@@ -453,3 +453,105 @@ def test_a_suppression_the_base_already_has_is_honoured(fake_github, deliver):
     assert finding.state == "suppressed"
     assert "as in the base branch" in finding.suppression_reason
     assert last_check(world).conclusion == "success"
+
+
+# --- 6. Languages nobody linted are said out loud: the coverage ledger ------------------
+
+GO_MAIN = (
+    'package main\n\nimport "os/exec"\n\nfunc main() {\n\texec.Command("sh", "-c", "ls").Run()\n}\n'
+)
+
+
+BROKEN_SCRIPT = '#!/bin/bash\nset -e\nif [ -n "$X" ]; then\n  echo ok\n'  # no `fi`
+
+
+@pytest.mark.parametrize(
+    ("base", "files", "language"),
+    [
+        ({}, {"web/index.ts": "export const refund = (id: string) => id;\n"}, "TypeScript"),
+        ({}, {"cmd/main.go": GO_MAIN}, "Go"),
+        # The script already does not parse; the change touches another line of it.
+        ({"deploy/run.sh": BROKEN_SCRIPT},
+         {"deploy/run.sh": BROKEN_SCRIPT.replace("set -e", "set -eu")},
+         "shellcheck could not parse it"),
+    ],
+    ids=["typescript", "go", "unparseable shell"],
+)  # fmt: skip
+def test_a_change_no_checker_could_read_is_neutral_and_named_never_no_problems_found(
+    fake_github, deliver, base, files, language
+):
+    world = world_build(fake_github, head_files=files)
+    if base:
+        start = world.git.commit(base, parent=world.base, branch="main")
+        head = world.git.commit(files, parent=start, branch="feature")
+        world.pull.base_sha, world.pull.head_sha = start, head
+        world.repo.commits.update({start, head})
+    deliver(world)
+    [path] = files
+    check = last_check(world)
+    assert check.conclusion == "neutral", check.output
+    assert check.output["title"].startswith(
+        "No problems found in what was reviewed · 1 file not reviewed"
+    )
+    assert check.output["title"] != "No problems found"
+    assert path in check.output["summary"] and language in check.output["summary"]
+    [review] = tasuku_reviews(world)
+    assert "no problems found in the changed lines" not in review["body"]
+    assert "**1 changed file was not reviewed**" in review["body"]
+    stored = Review.objects.get().coverage
+    [entry] = [e for e in stored if e["path"] == path]
+    assert entry["status"] == "not reviewed" and language in entry["reason"]
+    # The secret checks read it all the same.
+    assert "detect-secrets" in entry["by"]
+
+
+def test_every_changed_file_is_in_the_ledger_with_what_read_it(fake_github, deliver):
+    world = world_build(fake_github, head_files={
+        "app/payments.py": "def refund(order_id):\n    return order_id\n",
+        "README.md": "# Shop\n\nMore.\n", "web/package-lock.json": "{}\n",
+    })  # fmt: skip
+    deliver(world)
+    ledger = {e["path"]: e for e in Review.objects.get().coverage}
+    assert ledger["app/payments.py"]["status"] == "reviewed"
+    assert ledger["app/payments.py"]["by"] == ["ruff", "detect-secrets", "hygiene"]
+    assert ledger["README.md"]["status"] == "reviewed"
+    assert ledger["web/package-lock.json"]["status"] == "excluded"
+    assert ledger["web/package-lock.json"]["reason"] == "lock file"
+    assert last_check(world).conclusion == "success"
+    assert last_check(world).output["title"] == "No problems found"
+    assert (
+        "**Coverage:** 2 reviewed, 1 excluded by a rule, 0 not reviewed"
+        in last_check(world).output["summary"]
+    )
+
+
+def test_a_finding_whose_file_its_checker_no_longer_reads_is_not_verified_fixed(world, deliver):
+    """A push that makes the file unreadable to its checker (too large, say) is no fix:
+    the finding stays open, and its thread is not told "Verified fixed"."""
+    from reviews.models import Finding
+    from sandbox.engines.static.common import MAX_FILE_BYTES
+
+    deliver(world)
+    previous = world.pull.head_sha
+    padding = ("# " + "x" * 98 + "\n") * (MAX_FILE_BYTES // 100 + 1_000)
+    world.push({"app/payments.py": PAYMENTS.replace("subprocess.call(cmd, shell=True)",
+                                                    "subprocess.call(cmd, shell=True)  # x") + padding})  # fmt: skip
+    deliver(world, "synchronize", before=previous)
+    run = ReviewRun.objects.latest("pk")
+    shell = Finding.objects.get(review__run=run, rule="ruff:S602")
+    assert shell.state == "open"
+    check = last_check(world)
+    assert check.conclusion == "failure"
+    said = [
+        c["body"] for t in world.fake.threads_of(REPO, world.pull.number) for c in t["comments"]
+    ]
+    assert not any("Verified fixed" in b for b in said)
+
+
+def test_the_run_page_shows_the_ledger(fake_github, deliver, staff_client):
+    world = world_build(fake_github, head_files={"cmd/main.go": GO_MAIN, "app/a.py": "X = 1\n"})
+    deliver(world)
+    page = staff_client.get(f"/runs/{ReviewRun.objects.get().pk}/").content.decode()
+    assert "<h2>Coverage" in page
+    assert "<code>cmd/main.go</code>" in page and "no checker for Go" in page
+    assert "ruff, detect-secrets, hygiene" in page

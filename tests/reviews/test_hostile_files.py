@@ -115,11 +115,12 @@ def test_a_file_over_the_size_limit_is_named_in_the_reviews_limitations(fake_git
     run, _ = open_pull({"data/big.py": big, "app.py": "VALUE = 1\n"})
     _, body, _ = posted(fake_github)
     assert "Not checked (larger than 8 MB)" in body and "data/big.py" in body
-    assert "no problems found in the files it read; 1 changed file could not be read" in body
+    assert "no problems found in the files it reviewed" in body
+    assert "**1 changed file was not reviewed**" in body
     [check] = fake_github.check_runs_of(REPO)
     assert check.conclusion == "neutral"  # a file nobody read: never success
     assert check.output["title"] == (
-        "No problems found in what was read (1 file not read) · not reviewed in depth"
+        "No problems found in what was reviewed · 1 file not reviewed (larger than 8 MB)"
     )
     assert "data/big.py" in check.output["summary"]
 

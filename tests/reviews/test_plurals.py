@@ -47,11 +47,11 @@ def test_the_review_body_counts_its_findings(n, word):
 
 @pytest.mark.parametrize(("n", "files"), [(1, "file"), (2, "files")])
 def test_the_review_body_counts_the_files_it_could_not_read(n, files):
-    body = review_body(ReviewSummary(), [], context(unread=n))
-    assert (
-        f"Reviewed {SPAN}: no problems found in the files it read; {n} changed {files} "
-        "could not be read (see *Limitations*)."
-    ) in body
+    missing = tuple((f"big{i}.py", "larger than 8 MB") for i in range(n))
+    body = review_body(ReviewSummary(), [], context(not_reviewed=missing))
+    assert f"Reviewed {SPAN}: no problems found in the files it reviewed." in body
+    verb = "was" if n == 1 else "were"
+    assert f"**{n} changed {files} {verb} not reviewed** (see *Not reviewed* below)" in body
 
 
 @pytest.mark.parametrize(
@@ -82,8 +82,14 @@ def test_the_check_runs_title_counts_the_open_findings(n, word):
 
 @pytest.mark.parametrize(("n", "files"), [(1, "file"), (2, "files")])
 def test_the_check_runs_title_counts_the_files_not_read(n, files):
-    title, _ = check_output([], "neutral", None, unread=n)
-    assert title == f"No problems found in what was read ({n} {files} not read)"
+    from reviews.coverage import NOT_REVIEWED, Entry
+
+    ledger = [Entry(f"big{i}.py", NOT_REVIEWED, reason="larger than 8 MB") for i in range(n)]
+    title, _ = check_output([], "neutral", None, ledger=ledger)
+    assert (
+        title
+        == f"No problems found in what was reviewed · {n} {files} not reviewed (larger than 8 MB)"
+    )
 
 
 @pytest.mark.parametrize(("paths", "said"), [(["a.py"], "1 file"), (["a.py", "b.py"], "2 files")])

@@ -241,9 +241,8 @@ def test_suppressed_findings_are_in_every_format_with_their_reason():
 
 
 def test_filtered_files_are_listed_with_their_rule_in_every_format():
-    assert (
-        "Not reviewed: web/dist/app.js (build output: dist/ beside web/package.json)"
-        in report_text(REVIEW, [])
+    assert "Excluded: web/dist/app.js (build output: dist/ beside web/package.json)" in report_text(
+        REVIEW, []
     )
     assert json.loads(report_json(REVIEW, []))["review"]["filtered"] == REVIEW["filtered"]
     assert sarif([], {})["runs"][0]["properties"]["filtered"] == REVIEW["filtered"]

@@ -93,13 +93,16 @@ def test_json_has_the_review_and_every_finding_with_the_documented_keys(repo):
         "omitted",
         "inspected_areas",
         "validation",
+        "coverage",
+        "in_full",
     } <= set(data["review"])
     assert data["review"]["head"] == git(repo, "rev-parse", "HEAD")
     assert data["review"]["base"] == git(repo, "rev-parse", "main")
     assert data["review"]["incremental"] is False
     keys = {"path", "start_line", "end_line", "side", "severity", "category", "title", "body", "evidence",
             "suggestion", "confidence", "blocking", "fingerprint", "state", "suppression_reason",
-            "rule", "first_seen_sha", "original_start_line", "original_end_line", "fix"}  # fmt: skip
+            "rule", "first_seen_sha", "original_start_line", "original_end_line", "fix",
+            "suppressed_in_pr"}  # fmt: skip
     assert data["findings"] and all(set(f) == keys for f in data["findings"])
     assert all(
         f["rule"] and f["first_seen_sha"] == data["review"]["head"] for f in data["findings"]
@@ -179,7 +182,7 @@ def test_filtered_files_name_their_rule_in_every_format(repo):
                   "lib/coverage/report.py": "import subprocess\nsubprocess.call(input(), shell=True)\n"},
            "build output and a coverage module")  # fmt: skip
     _, text = review(repo)
-    assert "Not reviewed: web/dist/app.js (build output: dist/ beside web/package.json)" in text
+    assert "Excluded: web/dist/app.js (build output: dist/ beside web/package.json)" in text
     assert "lib/coverage/report.py:2" in text  # a module named coverage is reviewed
     _, out = review(repo, "--format", "json")
     assert {"path": "web/dist/app.js", "reason": "build output",

@@ -435,3 +435,30 @@ def test_ruff_and_a_specific_detector_on_one_line_are_one_finding_the_detectors(
     result = review(tmp_path, {"app.py": f'token = "{token}"\n'})
     on_line = [f["rule"] for f in result.findings if f["start_line"] == 1]
     assert on_line == ["detect-secrets:GitHub Token"]
+
+
+# --- What each changed file was read by (the coverage ledger's engine half) ------------
+
+
+def test_the_engine_says_what_read_each_file_and_what_it_could_not_check(tmp_path):
+    result = review(tmp_path, {
+        "app.py": "import os\n",
+        "cmd/main.go": "package main\n\nfunc main() {}\n",
+        "web/index.ts": "export const x = 1;\n",
+        "Dockerfile": "FROM python:3.12\n",
+        ".github/workflows/ci.yml": "on: push\njobs: {}\n",
+        "README.md": "# Hello\n",
+        "broken.sh": "#!/bin/bash\nif [ -n x ]; then\n  echo hi\n",
+        "broken.py": "def f(:\n    pass\n",
+    })  # fmt: skip
+    by_path = {c.path: c for c in result.coverage}
+    assert by_path["app.py"].checkers == ("ruff", "detect-secrets", "hygiene")
+    assert by_path["app.py"].not_checked == ""
+    assert by_path["README.md"].not_checked == ""  # prose: secrets and hygiene are all
+    for path, language in [("cmd/main.go", "Go"), ("web/index.ts", "TypeScript"),
+                           ("Dockerfile", "Dockerfile"),
+                           (".github/workflows/ci.yml", "GitHub Actions workflow")]:  # fmt: skip
+        assert by_path[path].not_checked.startswith(f"no checker for {language}"), path
+        assert "detect-secrets" in by_path[path].checkers
+    assert "shellcheck could not parse it (SC10" in by_path["broken.sh"].not_checked
+    assert "does not parse as Python (line 1)" in by_path["broken.py"].not_checked

@@ -158,6 +158,11 @@ class Command(BaseCommand):
             "confidence": review.confidence,
             "limitations": review.limitations,
             "reviewed": run.reviewed,
+            # Every file the change touches: reviewed (by what), excluded (by which
+            # rule), or not reviewed (why) — reviews/coverage.py.
+            "coverage": review.coverage,
+            "in_full": not review.shortfall
+            and not any(e["status"] == "not reviewed" and e["adds"] for e in review.coverage),
             "filtered": [
                 {"path": path, "reason": reason, "rule": rules.get(path, "")}
                 for path, reason, *_ in run.filtered
@@ -187,6 +192,7 @@ class Command(BaseCommand):
                     "first_seen_sha": finding.first_seen_sha,
                     "original_start_line": finding.original_start_line,
                     "original_end_line": finding.original_end_line,
+                    "suppressed_in_pr": finding.suppressed_in_pr,
                 }
             )
         return data, findings

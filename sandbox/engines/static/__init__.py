@@ -11,10 +11,18 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sandbox.contract import MAX_FINDINGS, OmittedPart, ReviewJob, ReviewResult, ReviewSummary
+from sandbox.contract import (
+    MAX_FINDINGS,
+    FileCoverage,
+    OmittedPart,
+    ReviewJob,
+    ReviewResult,
+    ReviewSummary,
+)
 from sandbox.engines.static import hygiene, ruff, secrets, shellcheck
-from sandbox.engines.static.common import CheckerFailed, Skipped, select, shown
+from sandbox.engines.static.common import CheckerFailed, Skipped, Target, select, shown
 from sandbox.engines.static.dedupe import dedupe
+from sandbox.engines.static.languages import language_of
 
 # (area, checker, whether it is a safety check: one that also reads the files the review
 # leaves out — vendored, generated, lock files — because what it finds there is as bad)
@@ -24,6 +32,13 @@ CHECKERS = (
     ("Secrets (detect-secrets)", secrets.check, True),
     ("Diff hygiene (conflict markers, private keys, debugger breakpoints)", hygiene.check, True),
 )
+# Each checker's name in the coverage, and the files it reads.
+APPLIES = {
+    "ruff": ruff.applies,
+    "shellcheck": shellcheck.applies,
+    "detect-secrets": lambda target: True,
+    "hygiene": lambda target: True,
+}
 
 
 def review(job: ReviewJob, root: Path) -> ReviewResult:
@@ -46,13 +61,26 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
         outcomes = list(pool.map(run, CHECKERS))
     partly: list[Skipped] = []
     failures: list[str] = []
-    for (area, _, _), (found, version, missed, failed) in zip(CHECKERS, outcomes, strict=True):
+    read_by: dict[str, list[str]] = {t.path: [] for t in everything}
+    missed_by: dict[str, list[str]] = {}
+    for (area, _, safety), (found, version, missed, failed) in zip(CHECKERS, outcomes, strict=True):
         if version:
             areas.append(area)
             versions.append(version)
         findings.extend(found)
         partly.extend(missed)
         failures.extend(failed)
+        name = _name(area)
+        not_read = {s.path: s.reason for s in missed}
+        for target in everything if safety else files:
+            if not APPLIES[name](target):
+                continue
+            if not version:  # the checker failed as a whole
+                missed_by.setdefault(target.path, []).append(f"the {name} checker failed")
+            elif target.path in not_read:
+                missed_by.setdefault(target.path, []).append(not_read[target.path])
+            else:
+                read_by[target.path].append(name)
     findings = dedupe(findings)
     dropped = 0
     if len(findings) > MAX_FINDINGS:
@@ -79,6 +107,7 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
         )
     return ReviewResult(
         engine="static",
+        coverage=_coverage(files, kept_out, skipped, read_by, missed_by),
         findings=[f.model_dump(mode="json") for f in findings],
         summary=ReviewSummary(
             inspected_areas=areas,
@@ -98,6 +127,38 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
 
 
 NAMES = {"Python": "ruff", "Shell": "shellcheck", "Secrets": "detect-secrets", "Diff": "hygiene"}
+# The checker that reviews a language's code, and the language it reviews.
+LANGUAGE_CHECKERS = {"ruff": "Python", "shellcheck": "shell"}
+
+
+def _coverage(
+    files: list[Target],
+    kept_out: list[Target],
+    skipped: list[Skipped],
+    read_by: dict[str, list[str]],
+    missed_by: dict[str, list[str]],
+) -> list[FileCoverage]:
+    """What each changed file was read by, and why a file was not reviewed: code in a
+    language no checker here knows (its secrets and hygiene were read all the same), a
+    checker that could not read or parse it, or a file no checker could open."""
+    out = []
+    for target in files:
+        read = tuple(read_by.get(target.path, ()))
+        why = missed_by.get(target.path, [])
+        language = language_of(target.path)
+        linted = any(name in read for name in LANGUAGE_CHECKERS)
+        if language and not linted:
+            why = [f"no checker for {language} (only secrets and hygiene were checked)", *why]
+        out.append(FileCoverage(path=target.path, checkers=read, not_checked="; ".join(why)[:500]))
+    for target in kept_out:
+        # Out of the review's scope: what the safety checks read is all that was asked.
+        out.append(FileCoverage(path=target.path, checkers=tuple(read_by.get(target.path, ()))))
+    for item in skipped:
+        if item.reason == "a symbolic link":
+            out.append(FileCoverage(path=item.path))  # a link's target is its whole content
+        else:
+            out.append(FileCoverage(path=item.path, not_checked=item.reason))
+    return out
 
 
 def _run(area: str, checker, root: Path, files) -> tuple[list, str, list[Skipped], list[str]]:

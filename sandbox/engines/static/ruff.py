@@ -111,8 +111,13 @@ def _suggestion(target: Target, fix: dict | None) -> tuple[int, int, str] | None
     return first, last, out
 
 
+def applies(target: Target) -> bool:
+    """Whether ruff reads this file: Python by its name or its `#!` line."""
+    return target.path.endswith((".py", ".pyi")) or _python_shebang(target)
+
+
 def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Skipped]]:
-    python = [t for t in files if t.path.endswith((".py", ".pyi")) or _python_shebang(t)]
+    python = [t for t in files if applies(t)]
     if not python:
         return [], "", []
     by_path = {t.path: t for t in python}
@@ -132,6 +137,7 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
     findings = []
     skipped: list[Skipped] = []
     syntax_reported: set[str] = set()
+    unparsed: set[str] = set()
     for path, item in items:
         target = by_path.get(path)
         if target is None:
@@ -140,6 +146,14 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
         if code == "E902":  # ruff could not read the file: nothing was checked
             skipped.append(Skipped(path, f"ruff could not read it: {item.get('message', '')}"))
             continue
+        if code == "invalid-syntax" and path not in unparsed:
+            # A file that does not parse gets none of ruff's other rules: it was not
+            # checked, wherever the error is.
+            unparsed.add(path)
+            skipped.append(Skipped(
+                path, f"it does not parse as Python (line {item['location']['row']}), so "
+                "ruff's other rules did not run",
+            ))  # fmt: skip
         start, end = item["location"]["row"], item["end_location"]["row"]
         if not target.touches(start, end):
             continue  # a problem the base already had is not the author's

@@ -121,6 +121,11 @@ def _suggestion(target: Target, line: int, fix: dict | None) -> str | None:
     return text
 
 
+def applies(target: Target) -> bool:
+    """Whether shellcheck reads this file: a shell script by name or `#!` line."""
+    return _is_shell(target)
+
+
 def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Skipped]]:
     scripts = sorted((t for t in files if _is_shell(t)), key=lambda t: t.path)
     if not scripts:
@@ -132,9 +137,13 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
     # own findings.
     for target in scripts:
         try:
-            findings.extend(_check_one(base, target))
+            found, unparsed = _check_one(base, target)
         except CheckerFailed as exc:
             failed.append(Skipped(target.path, "shellcheck failed on it", failure=str(exc)))
+            continue
+        findings.extend(found)
+        if unparsed:
+            failed.append(Skipped(target.path, unparsed))
     text = version_of("shellcheck", tool("shellcheck"), root)
     version_line = next((v for v in text.splitlines() if v.startswith("version:")), "version: ?")
     return findings, "shellcheck " + version_line.split(":", 1)[1].strip(), failed
@@ -200,7 +209,19 @@ def _with_directives_ignored(root: Path, target: Target, follows: bool) -> tuple
     return everything, {_key(item) for item in everything} - obeyed
 
 
-def _check_one(root: Path, target: Target) -> list[Finding]:
+def _unparsed(comments: list[dict]) -> str:
+    """Why shellcheck checked nothing else in the script ("" when it parsed): a parse
+    error (SC1000–SC1199 at error level) anywhere, on the lines the change added or not."""
+    for item in comments:
+        if item.get("level") == "error" and 1000 <= item["code"] <= 1199:
+            return (
+                f"shellcheck could not parse it (SC{item['code']} at line {item['line']}), so "
+                "its other checks did not run"
+            )
+    return ""
+
+
+def _check_one(root: Path, target: Target) -> tuple[list[Finding], str]:
     follows = _follows_only_inside(root, root / target.path)
     directives = _disables(target.text) if "disable=" in target.text else []
     if directives:
@@ -233,7 +254,7 @@ def _check_one(root: Path, target: Target) -> list[Finding]:
                 suppressed_by=_directive(item, directives) if _key(item) in hidden else None,
             )
         )
-    return findings
+    return findings, _unparsed(comments)
 
 
 def _directive(item: dict, directives: list[tuple[int, str, list[str]]]) -> Suppression | None:

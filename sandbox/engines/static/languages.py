@@ -1,0 +1,44 @@
+"""Which changed files are code in a language the static engine has no checker for: those
+are named as not checked ("no checker for Go"), never counted as reviewed because the
+secret and hygiene checks, which read every file, found nothing in them.
+
+Prose, data and configuration (Markdown, JSON, YAML, TOML, CSV …) are read in full by
+the secret and hygiene checks: that is the whole of what a static reviewer checks there.
+Pure: names in, a language (or None) out."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+# Extension -> language, for code that a linter would check.
+BY_EXTENSION = {
+    ".js": "JavaScript", ".jsx": "JavaScript", ".mjs": "JavaScript", ".cjs": "JavaScript",
+    ".ts": "TypeScript", ".tsx": "TypeScript", ".mts": "TypeScript", ".cts": "TypeScript",
+    ".vue": "Vue", ".svelte": "Svelte",
+    ".go": "Go", ".rs": "Rust", ".rb": "Ruby", ".php": "PHP", ".java": "Java",
+    ".kt": "Kotlin", ".kts": "Kotlin", ".scala": "Scala", ".swift": "Swift", ".cs": "C#",
+    ".c": "C", ".h": "C", ".cc": "C++", ".cpp": "C++", ".cxx": "C++", ".hpp": "C++",
+    ".m": "Objective-C", ".mm": "Objective-C", ".dart": "Dart", ".ex": "Elixir",
+    ".exs": "Elixir", ".erl": "Erlang", ".lua": "Lua", ".pl": "Perl", ".pm": "Perl",
+    ".r": "R", ".jl": "Julia", ".hs": "Haskell", ".clj": "Clojure", ".groovy": "Groovy",
+    ".ps1": "PowerShell", ".sql": "SQL",
+    ".tf": "Terraform", ".tfvars": "Terraform", ".hcl": "HCL",
+}  # fmt: skip
+# Whole names (or their prefix before a dot: `Dockerfile.prod`).
+BY_NAME = {
+    "dockerfile": "Dockerfile", "containerfile": "Dockerfile", "jenkinsfile": "Jenkinsfile",
+}  # fmt: skip
+WORKFLOW_FOLDERS = (".github/workflows/",)
+
+
+def language_of(path: str) -> str | None:
+    """The language of code at `path` that wants a checker of its own, or None (prose,
+    data, configuration, or a language the engine checks: Python and shell are decided
+    by their checkers, which know shebangs)."""
+    pure = PurePosixPath(path)
+    name = pure.name.lower()
+    if path.startswith(WORKFLOW_FOLDERS) and name.endswith((".yml", ".yaml")):
+        return "GitHub Actions workflow"
+    if name.endswith(".dockerfile") or BY_NAME.get(name.split(".", 1)[0]):
+        return BY_NAME.get(name.split(".", 1)[0], "Dockerfile")
+    return BY_EXTENSION.get(pure.suffix.lower())
