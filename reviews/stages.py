@@ -24,6 +24,7 @@ from reviews.filters import Filtered, paths_filter
 from reviews.triage import Verdict, triage_rule
 from reviews.validation import SAFETY_RULES, GateConfig, History, Validated, gate
 from sandbox.contract import (
+    ChangedFile,
     ConnectorTool,
     EarlierFinding,
     Explorers,
@@ -35,6 +36,7 @@ from sandbox.contract import (
     SavedConversation,
     WebResearch,
 )
+from sandbox.engines.static.common import test_folder
 from sandbox.workspace import Checkout
 
 HEAD_BYTES = 4096
@@ -233,10 +235,15 @@ def job_build(
         base_sha=checkout.base_sha,
         head_sha=checkout.head_sha,
         diff=core.compressed.text,
-        changed_files=tuple(core.diff.get(p).changed_file() for p in core.reviewed),
+        changed_files=tuple(
+            _as_test_data(core.diff.get(p).changed_file(), checkout.base_paths)
+            for p in core.reviewed
+        ),
         omitted=core.compressed.omitted,
         filtered=tuple(OmittedPart(path=f.path, reason=f.reason) for f in core.filtered),
-        safety_files=tuple(core.diff.get(p).changed_file() for p in core.safety),
+        safety_files=tuple(
+            _as_test_data(core.diff.get(p).changed_file(), checkout.base_paths) for p in core.safety
+        ),
         incremental_since=checkout.incremental_since,
         pull_request_files=(core.anchors or core.diff).touched_paths,
         strictness=config.strictness,
@@ -262,6 +269,17 @@ def job_build(
         connectors=connectors,
     )
     return core.job
+
+
+def _as_test_data(file: ChangedFile, base_paths: list[str] | None) -> ChangedFile:
+    """The file, saying whether it is test data by a folder the base already holds: a
+    pull request that adds `fixtures/setup.py` to a repository with no `fixtures/` earns
+    its key no "mostly made up" leniency."""
+    folder = test_folder(file.path)
+    if folder is None or base_paths is None:
+        return file
+    held = any(path.startswith(folder) for path in base_paths)
+    return file.model_copy(update={"test_data": held})
 
 
 def validate(

@@ -117,6 +117,10 @@ class ChangedFile(BaseModel):
     previous_path: str | None = None
     added: tuple[LineRange, ...] = ()
     binary: bool = False
+    # Whether the file is test data by a folder the base already holds (`tests/`,
+    # `fixtures/` …), where credentials are mostly made up; None: judged by its path. A
+    # folder the pull request itself introduces under such a name earns no leniency.
+    test_data: bool | None = None
 
 
 class OmittedPart(BaseModel):

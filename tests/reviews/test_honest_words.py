@@ -555,3 +555,18 @@ def test_the_run_page_shows_the_ledger(fake_github, deliver, staff_client):
     assert "<h2>Coverage" in page
     assert "<code>cmd/main.go</code>" in page and "no checker for Go" in page
     assert "ruff, detect-secrets, hygiene" in page
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["vendor/helpers/run.py", "app/payments.generated.py", "fixtures/setup.py", "dist/app.js",
+     "web/yarn.lock", "__snapshots__/app.snap", "static/app.min.js", "app/migrations/0002_keys.py"],
+)  # fmt: skip
+def test_a_key_the_pull_request_adds_under_any_default_family_fails_the_check(
+    fake_github, deliver, path
+):
+    world = world_build(fake_github, head_files={path: KEY_LINE, "package.json": "{}\n"})
+    deliver(world)
+    check = last_check(world)
+    assert check.conclusion == "failure", (path, check.output)
+    assert KEY_TITLE in check.output["summary"]

@@ -462,3 +462,21 @@ def test_the_engine_says_what_read_each_file_and_what_it_could_not_check(tmp_pat
         assert "detect-secrets" in by_path[path].checkers
     assert "shellcheck could not parse it (SC10" in by_path["broken.sh"].not_checked
     assert "does not parse as Python (line 1)" in by_path["broken.py"].not_checked
+
+
+def test_a_key_in_a_lock_file_or_a_file_detect_secrets_takes_for_binary_is_found(tmp_path):
+    """detect-secrets skips lock files and extensions it takes for binary (`.lock`); the
+    engine gives it text files only, so each is read — in one process and in a pool."""
+    from sandbox.engines.static import secrets as secrets_module
+
+    key = 'token = "AKIAZ2Q7WJ4KXN5BL3TP"\n'
+    small = review(tmp_path / "small", {"yarn.lock": key, "Gemfile.lock": key, "x.txt": "x\n"})
+    assert {f["path"] for f in small.findings} == {"yarn.lock", "Gemfile.lock"}
+    many = {f"f{i}.txt": "x\n" for i in range(120)} | {"web/yarn.lock": key}
+    original = secrets_module.os.cpu_count
+    secrets_module.os.cpu_count = lambda: 2  # a pool, whatever this machine has
+    try:
+        pooled = review(tmp_path / "many", many)
+    finally:
+        secrets_module.os.cpu_count = original
+    assert {f["path"] for f in pooled.findings} == {"web/yarn.lock"}

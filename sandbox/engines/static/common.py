@@ -135,6 +135,9 @@ class Target:
     added: frozenset[int]
     # Outside the review's scope (vendored, generated …): only the safety checks read it.
     safety_only: bool = False
+    # In a folder of tests or fixtures (the job's word, else by its path): where a
+    # credential is mostly made up.
+    test_data: bool = False
 
     def touches(self, start: int, end: int) -> bool:
         return any(line in self.added for line in range(start, end + 1))
@@ -204,7 +207,8 @@ def select(
             skipped.append(Skipped(file.path, reason))
             continue
         added = frozenset(line for span in file.added for line in range(span.start, span.end + 1))
-        found.append(Target(file.path, absolute, added, safety_only))
+        test_data = file.test_data if file.test_data is not None else test_path(file.path)
+        found.append(Target(file.path, absolute, added, safety_only, test_data))
     return found, skipped
 
 
@@ -280,7 +284,17 @@ TEST_FOLDERS = {
 def test_path(path: str) -> bool:
     """Whether `path` is in a folder of tests, fixtures or examples (`tests/`, `spec/`,
     `testdata/`, `examples/` …), where credentials are mostly made up."""
-    return any(part.lower() in TEST_FOLDERS for part in Path(path).parts[:-1])
+    return test_folder(path) is not None
+
+
+def test_folder(path: str) -> str | None:
+    """The outermost folder of tests, fixtures or examples `path` is in, as a prefix
+    (`pkg/tests/`), or None."""
+    parts = Path(path).parts[:-1]
+    for index, part in enumerate(parts):
+        if part.lower() in TEST_FOLDERS:
+            return "/".join(parts[: index + 1]) + "/"
+    return None
 
 
 def version_of(name: str, program: str, cwd: Path) -> str:

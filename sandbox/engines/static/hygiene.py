@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from sandbox.contract import Finding, Severity
-from sandbox.engines.static.common import Skipped, Target, finding, quote_line, test_path
+from sandbox.engines.static.common import Skipped, Target, finding, quote_line
 
 CONFLICT = re.compile(r"^(<{7}( |$)|={7}$|>{7}( |$)|\|{7}( |$))")
 OURS, THEIRS = re.compile(r"^<{7}( |$)"), re.compile(r"^>{7}( |$)")
@@ -41,7 +41,7 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
             if CONFLICT.match(text):
                 markers.append(number)
             elif PRIVATE_KEY.search(text):
-                fixture = test_path(target.path)
+                fixture = target.test_data
                 findings.append(
                     finding(
                         target=target,

@@ -18,7 +18,6 @@ from sandbox.engines.static.common import (
     quote_line,
     run_checker,
     shown,
-    test_path,
     utf8_copies,
     version_of,
 )
@@ -262,7 +261,7 @@ def _made_up(target: Target, row: int) -> str:
         return (
             "The value looks like a placeholder, not a live password; check it is not a real one."
         )
-    if test_path(target.path):
+    if target.test_data:
         return "It is in a test or fixture folder, where passwords are mostly made up."
     return ""
 

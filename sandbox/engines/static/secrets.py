@@ -35,7 +35,7 @@ def placeholder(value: str | None) -> bool:
 
 
 def grade(
-    kind: str, path: str, value: str | None, *, keyword: bool
+    kind: str, path: str, value: str | None, *, keyword: bool, test_data: bool | None = None
 ) -> tuple[Severity, float, str, str]:
     """(severity, confidence, title, why) for a detected secret. A known format is
     critical; an example value or a test fixture's is medium, saying why; a guess from
@@ -50,7 +50,7 @@ def grade(
                 "The value looks like a documented example or placeholder, not a live "
                 "credential; check it is not a real one.",
             )
-        if test_path(path):
+        if test_data if test_data is not None else test_path(path):
             return (
                 Severity.MEDIUM,
                 0.7,
@@ -68,7 +68,7 @@ def grade(
             "Only the name suggests a secret (a keyword such as `password` or `token`); "
             "the value may be harmless.",
         )
-    if placeholder(value) or test_path(path):
+    if placeholder(value) or (test_data if test_data is not None else test_path(path)):
         return (
             Severity.LOW,
             0.4,
@@ -91,6 +91,8 @@ def grade(
 
 
 ALLOWLIST_FILTER = "detect_secrets.filters.allowlist.is_line_allowlisted"
+LOCK_FILE_FILTER = "detect_secrets.filters.heuristic.is_lock_file"
+NON_TEXT_FILTER = "detect_secrets.filters.heuristic.is_non_text_file"
 # detect-secrets' own words: on the line, or on the line before it for the next line.
 SAME_LINE = re.compile(r"pragma:\s*(?:allow|white)list[ -]secret", re.IGNORECASE)
 NEXT_LINE = re.compile(r"pragma:\s*allowlist[ -]nextline[ -]secret", re.IGNORECASE)
@@ -123,13 +125,27 @@ def _lines_of(target: Target, secret) -> list[int]:
 def _scan(root: Path, files: list[Target]) -> dict:
     """detect-secrets over `files` (paths relative to `root`): {path: secrets}."""
     from detect_secrets import SecretsCollection
+    from detect_secrets.settings import Settings
 
     if not files:
         return {}
     collection = SecretsCollection(root=str(root))
-    # In parallel over the machine's cores for large pull requests.
+    # In parallel over the machine's cores for large pull requests; in this process
+    # otherwise (a pool of one is a process forked for nothing).
     processes = min(os.cpu_count() or 1, max(1, len(files) // 50))
-    collection.scan_files(*[t.path for t in files], num_processors=processes)
+    if processes == 1:
+        for target in files:
+            collection.scan_file(target.path)
+        return dict(collection.data.items())
+    # The pool's workers configure themselves afresh, and always add detect-secrets'
+    # default filters back — the one that skips `.lock` and other extensions it takes
+    # for binary among them. Forked, they inherit this class's set: keep it out there.
+    defaults = Settings.DEFAULT_FILTERS
+    Settings.DEFAULT_FILTERS = defaults - {NON_TEXT_FILTER}
+    try:
+        collection.scan_files(*[t.path for t in files], num_processors=processes)
+    finally:
+        Settings.DEFAULT_FILTERS = defaults
     return dict(collection.data.items())
 
 
@@ -142,8 +158,11 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
     findings: list[Finding] = []
     with default_settings() as settings:
         # Every line is scanned: an allowlist pragma is reported, not obeyed (the
-        # validation gate decides whether the pull request's own counts).
-        settings.disable_filters(ALLOWLIST_FILTER)
+        # validation gate decides whether the pull request's own counts). Lock files too:
+        # they are read only for secrets of a known format (below), not for guesses.
+        # (What detect-secrets takes for a binary by its extension — `.lock` is one — is
+        # text here: the engine never gives it a file with a NUL byte in its first 8 KB.)
+        settings.disable_filters(ALLOWLIST_FILTER, LOCK_FILE_FILTER, NON_TEXT_FILTER)
         found = _scan(root, [t for t in files if t.utf8])
         others = [t for t in files if not t.utf8]
         if others:
@@ -159,6 +178,11 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
             for secret in secrets:
                 if secret.type in SKIP_TYPES:
                     continue
+                if target.safety_only and secret.type in GUESSES:
+                    # Outside the review's scope (vendored, generated, a lock file): only a
+                    # credential of a known format is worth a word; their random-looking
+                    # strings (integrity hashes, test data) are not the author's.
+                    continue
                 # detect-secrets names a secret once per file, on its first line: the
                 # same value on later lines is the same secret there too (and the first
                 # line's allowlist pragma must not hide the others).
@@ -173,8 +197,9 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
                 kinds = {s.type for s in here}
                 agreed = KEYWORD in kinds and bool(kinds & ENTROPY)
                 severity, confidence, title, why = grade(
-                    secret.type, path, secret.secret_value, keyword=agreed
-                )
+                    secret.type, path, secret.secret_value, keyword=agreed,
+                    test_data=target.test_data,
+                )  # fmt: skip
                 body = (
                     f"This line contains what looks like a secret ({secret.type}). Anyone with "
                     "read access to the repository, its forks or its history can use it. "
