@@ -34,6 +34,7 @@ from repos import github
 from repos.github import GitHubError, IssueCommentInfo
 from repos.policy import CHECKLESS_TRIGGERS, EffectiveConfig
 from reviews.checkruns import dashboard_url
+from reviews.coverage import entries_of, unreviewed
 from reviews.diff import Diff, diff_parse
 from reviews.escaping import block_text, code_span, inline_text
 from reviews.markers import is_ours, marker, marker_of
@@ -440,13 +441,19 @@ def _scope(run: ReviewRun, change: dict[str, Any]) -> list[str]:
         + scope
         + "."
     )
+    ledger = _ledger(run)
+    missing = [(e.path, e.reason) for e in unreviewed(ledger)]
     for label, items in (
-        ("Not reviewed (filtered)", [(p, r) for p, r in (run.filtered or [])]),
+        ("**Not reviewed**", missing),
+        ("Excluded by a rule", [(p, r) for p, r in (run.filtered or [])]),
         (
             "Not shown to the reviewer (it could read them)",
-            [(o["path"], o["reason"]) for o in run.omitted or []],
+            [(o["path"], o["reason"]) for o in run.omitted or []] if not ledger else [],
         ),
-        ("Could not be read", [(u.get("path", ""), u.get("reason", "")) for u in _unread(run)]),
+        (
+            "Could not be read",
+            [(u.get("path", ""), u.get("reason", "")) for u in _unread(run)] if not ledger else [],
+        ),
     ):
         if items:
             shown = ", ".join(
@@ -456,6 +463,12 @@ def _scope(run: ReviewRun, change: dict[str, Any]) -> list[str]:
             more = f" and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else ""
             lines.append(f"- {label}: {shown}{more}")
     return lines
+
+
+def _ledger(run: ReviewRun) -> list:
+    """The coverage ledger of the run's review (reviews/coverage.py), when it has one."""
+    stored = Review.objects.filter(run=run).values_list("coverage", flat=True).first()
+    return entries_of(stored)
 
 
 def _unread(run: ReviewRun) -> list[dict[str, Any]]:

@@ -570,3 +570,13 @@ def test_a_key_the_pull_request_adds_under_any_default_family_fails_the_check(
     check = last_check(world)
     assert check.conclusion == "failure", (path, check.output)
     assert KEY_TITLE in check.output["summary"]
+
+
+def test_the_walkthrough_names_what_the_reviewer_did_not_review(fake_github, deliver):
+    world = world_build(fake_github, head_files={"cmd/main.go": GO_MAIN})
+    deliver(world)
+    [walkthrough] = [
+        c for c in world.fake.issue_comments_of(REPO, world.pull.number)
+        if c["user"]["type"] == "Bot"
+    ]  # fmt: skip
+    assert "**Not reviewed**: `cmd/main.go` (no checker for Go" in walkthrough["body"]
