@@ -148,7 +148,21 @@ def ledger(
         adds = file.status != "deleted" and (bool(file.added) or file.binary)
         excluded = kept_out.get(path)
         told = said.get(path)
-        if excluded is not None:
+        if excluded is not None and told is not None and told.not_checked:
+            # Out of the review by a rule, and the safety checks could not read it
+            # either: nothing looked at what the change put there.
+            entries.append(
+                Entry(
+                    path,
+                    NOT_REVIEWED,
+                    by=told.checkers,
+                    reason=f"{excluded.reason}, and the secret checks could not read it "
+                    f"({told.not_checked})",
+                    rule=excluded.rule,
+                    adds=adds,
+                )
+            )
+        elif excluded is not None:
             entries.append(
                 Entry(
                     path,
@@ -215,10 +229,19 @@ def shortfall(entries: list[Entry]) -> str:
     return f"{count} changed file{'s were' if count != 1 else ' was'} not reviewed — {named}{more}."
 
 
+# In `examined`: a file the change only removes lines from (nothing added there can hold
+# a problem anew): whatever was found in it, what is gone is gone.
+ANY = "*"
+
+
 def examined(entries: Iterable[Entry]) -> dict[str, frozenset[str]]:
     """path -> what read it at this head (reviewed or, for the safety checks, excluded),
     for telling whether an earlier finding's checker looked at its file again."""
-    return {e.path: frozenset(e.by) for e in entries if e.by and not e.at}
+    seen = {e.path: frozenset(e.by) for e in entries if e.by and not e.at}
+    for e in entries:
+        if not e.at and not e.adds and e.status == REVIEWED:
+            seen[e.path] = frozenset({ANY})
+    return seen
 
 
 def checker_of(rule: str | None, engine: str) -> str:

@@ -130,11 +130,17 @@ def block_text(text: str | None, limit: int = BLOCK_LIMIT) -> str:
     flush()
     if inside:
         out.append(opener)  # close what it left open, so what follows is Tasuku's own
-    return "\n".join(out)
+    # A fence inside a block quote or a list item opens a code block too.
+    return NESTED_SUGGESTION.sub(r"\1text", "\n".join(out))
 
 
 # The info string that makes GitHub offer a fenced block as a one-click commit.
 SUGGESTION_INFO = re.compile(r"\s*suggestion\b", re.IGNORECASE)
+# The same after block-quote or list markers (`> ```suggestion`, `- ```suggestion`).
+NESTED_SUGGESTION = re.compile(
+    r"^([ \t]*(?:(?:>|[-*+]|\d+[.)])[ \t]*)+(?:`{3,}|~{3,})[ \t]*)suggestion\b",
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
 def _no_suggestion(line: str, info_at: int) -> str:

@@ -206,24 +206,72 @@ def _any_default() -> pathspec.GitIgnoreSpec:
 # still read what the pull request adds to them (reviews/stages.py).
 BASE_DECIDES = frozenset({
     "vendored or dependency folder", "generated file", "fixture", BUILD_FAMILY,
+    MIGRATION_FAMILY, "snapshot",
 })  # fmt: skip
 INTRODUCED_NOTE = "added under a {family} name by this pull request, so reviewed ({rule})"
 
 
-def base_holds(path: str, rule: str, base_paths: frozenset[str], previous: str | None) -> bool:
-    """Whether the base already holds `path` as what `rule` calls it: for a folder rule
-    (`vendor/`, `fixtures/`, `dist/ beside package.json`), that folder exists in the base
-    with files in it; for a file rule (`*.generated.*`, a marker), the file itself (or the
-    file it was renamed from) is in the base."""
-    name = rule.split(" ", 1)[0]
+def _folder_of(rule: str) -> tuple[str, ...] | None:
+    """The folder a rule names (`vendor/` -> vendor, `**/migrations/*.py` -> migrations,
+    `db/migrate/` -> db/migrate, `dist/ beside package.json` -> dist), or None for a rule
+    on file names (`*.generated.*`, `*_pb2.py`, a marker)."""
+    name = rule.split(" ", 1)[0].removeprefix("**/")
     if name.endswith("/"):
-        folder = name.strip("/")
-        parts = path.split("/")[:-1]
-        if folder in parts:
-            prefix = "/".join(parts[: parts.index(folder) + 1]) + "/"
-            return any(p.startswith(prefix) for p in base_paths)
-        return False
-    return path in base_paths or (previous is not None and previous in base_paths)
+        folder = name.rstrip("/")
+    elif "/" in name:
+        folder = name.rsplit("/", 1)[0]
+    else:
+        return None
+    parts = tuple(p for p in folder.split("/") if p and p != "**")
+    return parts or None
+
+
+def _prefix(path: str, folder: tuple[str, ...]) -> str | None:
+    """`path`'s leading folders up to the first place `folder` appears in them."""
+    parts = path.split("/")[:-1]
+    size = len(folder)
+    for start in range(len(parts) - size + 1):
+        if tuple(parts[start : start + size]) == folder:
+            return "/".join(parts[: start + size]) + "/"
+    return None
+
+
+def base_holds(
+    path: str,
+    rule: str,
+    base_paths: frozenset[str],
+    previous: str | None = None,
+    previous_family: str | None = None,
+    family: str = "",
+) -> bool:
+    """Whether the base already holds `path` as what `rule` calls it: for a folder rule
+    (`vendor/`, `fixtures/`, `**/migrations/*.py`, `dist/ beside package.json`), that
+    folder exists in the base with files in it; for a file rule (`*.generated.*`, a
+    marker), the file itself is in the base. A renamed file is held only when what it
+    was renamed from was held as such too (`previous_family`): code moved into a vendored
+    folder, or renamed to a generated name, is still the pull request's."""
+    folder = _folder_of(rule)
+    if previous is not None:
+        if previous_family != family or previous not in base_paths:
+            return False
+        if folder is not None:
+            here = _prefix(path, folder)
+            return here is not None and _prefix(previous, folder) == here
+        return True
+    if folder is not None:
+        here = _prefix(path, folder)
+        return here is not None and any(p.startswith(here) for p in base_paths)
+    return path in base_paths
+
+
+def default_family(path: str) -> str | None:
+    """The default family a path's name puts it in (None: none)."""
+    if not _any_default().match_file(path):
+        return None
+    for family, patterns, spec in _default_specs():
+        if _matched(spec, patterns, path) is not None:
+            return family
+    return None
 
 
 # What the base's `.gitattributes` may say of its own files (GitHub Linguist's words).
@@ -265,6 +313,8 @@ def linguist_family(path: str, marks) -> tuple[str, str] | None:
 
 
 POLICY_REASON = "excluded by the repository's policy"
+# A file git shows as binary by its content (no binary name): the safety checks still look.
+BINARY_RULE = "binary in the diff"
 INSTALLATION_REASON = "excluded by the installation's policy"
 
 
@@ -350,7 +400,10 @@ def paths_filter(
                 reason, rule = BUILD_FAMILY, built
         if reason in BASE_DECIDES and base is not None:
             previous = (renamed_from or {}).get(path)
-            if not base_holds(path, rule, base, previous):
+            was = default_family(previous) if previous is not None else None
+            if was is None and previous is not None and reason == BUILD_FAMILY:
+                was = BUILD_FAMILY if build_output(previous, manifests, tree_known=True) else None
+            if not base_holds(path, rule, base, previous, was, reason):
                 if notes is not None:
                     notes[path] = INTRODUCED_NOTE.format(family=reason, rule=rule)
                 reason, rule = None, ""
@@ -359,7 +412,7 @@ def paths_filter(
             if marked is not None:
                 reason, rule = marked[0], f"{marked[1]} in the base's .gitattributes"
         if reason is None and path in binary_paths:
-            reason, rule = "image or binary", "binary in the diff"
+            reason, rule = "image or binary", BINARY_RULE
         if reason is None and head is not None and not wanted:
             text = head(path)
             if text and generated_marker(text):

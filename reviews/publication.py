@@ -92,7 +92,11 @@ def others_withhold(ctx: Context) -> str:
         review = Review.objects.filter(run=latest).first()
         if latest.status != RunStatus.COMPLETED or review is None:
             return f"{reviewer.slug} did not review {head} ({latest.get_status_display()})"
-        if review.state != ReviewState.COMPLETE or review.shortfall:
+        if (
+            review.state != ReviewState.COMPLETE
+            or review.shortfall
+            or unreviewed(entries_of(review.coverage))
+        ):
             return f"{reviewer.slug} did not review {head} in full"
         open_there = review.findings.filter(state=OPEN)
         blocking = open_there.filter(blocking=True).count()

@@ -132,12 +132,15 @@ def reconcile(
         where = f"{item.path}:{item.start_line}"
         seen = examined.get(item.path) if examined is not None else None
         looked = examined is None or (
-            seen is not None and (item.checker in seen or "static" in seen or not item.checker)
+            seen is not None
+            and (item.checker in seen or "static" in seen or "*" in seen or not item.checker)
         )
         if incremental and not changed:
             reason = "not re-examined: the new changes do not touch it"
             decisions[item.fingerprint] = Decision(CURRENT, reason)
-        elif not looked and not (gone or deleted):
+        elif not looked:
+            # Its lines may be gone, but the problem may stand elsewhere in a file its
+            # checker did not read: nothing says it is fixed.
             who = item.checker or "its checker"
             reason = f"not re-examined: {who} did not review {item.path} at {short}"
             decisions[item.fingerprint] = Decision(CURRENT, reason)

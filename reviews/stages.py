@@ -20,7 +20,7 @@ from reviews import guidelines
 from reviews.budget import Budget
 from reviews.compression import Compressed, compress
 from reviews.diff import Diff, diff_parse
-from reviews.filters import Filtered, paths_filter
+from reviews.filters import BINARY_RULE, Filtered, paths_filter
 from reviews.triage import Verdict, triage_rule
 from reviews.validation import SAFETY_RULES, GateConfig, History, Validated, gate
 from sandbox.contract import (
@@ -73,8 +73,9 @@ class Core:
             for f in self.filtered
             if (file := self.diff.get(f.path)) is not None
             and file.status != "deleted"
-            and not file.binary
-            and file.changed_file().added
+            # A file git calls binary by its content, not its name, may be text it cannot
+            # read (UTF-16): the engine looks, and says so if it cannot read it either.
+            and (file.changed_file().added if not file.binary else f.rule == BINARY_RULE)
         ]
 
 
@@ -144,6 +145,10 @@ def prepare(
     engine reviews every change, documentation and comments included (a secret in a
     README or a `#` comment is still a secret)."""
     diff = diff_parse(checkout.diff)
+    anchors = diff_parse(checkout.anchor_diff) if checkout.anchor_diff is not None else None
+    # What the pull request wrote is what its whole diff adds, not this push alone: a
+    # marker it wrote one push earlier is still its own.
+    whole = anchors or diff
     read = head_reader(checkout.root)
     tree = tree_paths(checkout.root, checkout.head_paths)
     notes: dict[str, str] = {}
@@ -153,7 +158,7 @@ def prepare(
         installation_globs=config.installation_excluded_paths,
         binary=[f.path for f in diff.files if f.binary],
         head=read,
-        added=lambda path: added_text(diff, path),
+        added=lambda path: added_text(whole, path),
         tree=tree,
         base_paths=checkout.base_paths,
         renamed_from={f.path: f.previous_path for f in diff.files if f.previous_path},
@@ -163,8 +168,7 @@ def prepare(
     changed = [p for p in reviewed if diff.get(p) and diff.get(p).status != "deleted"]
     packs = guidelines.detect(changed, tree, read) if changed else []
     core = Core(diff=diff, reviewed=reviewed, filtered=filtered, packs=packs, notes=notes)
-    if checkout.anchor_diff is not None:
-        core.anchors = diff_parse(checkout.anchor_diff)
+    core.anchors = anchors
     if config.triage_enabled:
         core.verdict = triage_rule(diff, reviewed)
         if core.verdict.trivial and paid(reviewer):

@@ -333,11 +333,13 @@ def gate(
             located = _suppressed(located, finding.suppressed_by, diff, config)
         results.append(_history(located, history) if history is not None else located)
 
-    open_findings = sorted((r for r in results if r.state == OPEN), key=_sort_key)
+    open_findings = sorted(
+        (r for r in results if r.state == OPEN and r.held != UNANCHORABLE), key=_sort_key
+    )
     chosen = {id(r) for r in open_findings[: config.comment_limit]}
     final = []
     for result in results:
-        if result.state == OPEN:
+        if result.state == OPEN and result.held != UNANCHORABLE:
             if id(result) in chosen:
                 result = replace(result, published=True)
             else:
@@ -352,21 +354,69 @@ def gate(
     return sorted(final, key=lambda r: (r.state != OPEN, *_sort_key(r)))
 
 
-def pragma_added(diff: Diff, path: str, pragma: str, line: int) -> bool:
-    """Whether the pull request wrote this suppression itself: its line is one the pull
-    request adds, and no line it removes from the file carried the same words (a line
-    the pull request rewrote that had the pragma already is the base's suppression)."""
-    file = diff.get(path)
-    if file is None or not file.is_added(line):
-        return False
+BASE, PULL_REQUEST, REWRITTEN = "base", "pull request", "rewritten"
+
+
+def replaced_lines(file: FileDiff) -> dict[int, str]:
+    """Head-side line -> the base line it replaces: in each run of removed lines followed
+    by added ones, the n-th added line replaces the n-th removed line (an added line with
+    no counterpart replaces nothing)."""
+    pairs: dict[int, str] = {}
+    for hunk in file.hunks:
+        target = hunk.target_start
+        removed: list[str] = []
+        taken = 0
+        for text in hunk.text.splitlines()[1:]:
+            if text.startswith("-"):
+                if taken:  # a new run of removals after additions
+                    removed, taken = [], 0
+                removed.append(text[1:])
+            elif text.startswith("+"):
+                if taken < len(removed):
+                    pairs[target] = removed[taken]
+                taken += 1
+                target += 1
+            elif text.startswith(" "):
+                removed, taken = [], 0
+                target += 1
+    return pairs
+
+
+def _says(line: str, pragma: str) -> bool:
+    """Whether `line` carries exactly this pragma: its words, not followed by more of a
+    pragma (a blanket `# noqa` is not `# noqa: E501`, nor the reverse)."""
     said = " ".join(pragma.split())
-    return not any(
-        said in " ".join(text.split()) for hunk in file.hunks for text in _removed_texts(hunk.text)
-    )
+    text = " ".join(line.split())
+    start = text.find(said)
+    while start != -1:
+        rest = text[start + len(said) :].lstrip()
+        if not rest or not (
+            rest[0] == ":" or text[start + len(said) : start + len(said) + 1].isalnum()
+        ):
+            return True
+        start = text.find(said, start + 1)
+    return False
 
 
-def _removed_texts(hunk_text: str) -> list[str]:
-    return [line[1:] for line in hunk_text.splitlines()[1:] if line.startswith("-")]
+def pragma_owner(diff: Diff, path: str, suppression, finding_line: int) -> str:
+    """Whose a suppression is: the base's (BASE: it stands as the base branch had it),
+    the pull request's own (PULL_REQUEST: it wrote the pragma), or the base's pragma over
+    a line the pull request rewrote (REWRITTEN: it covered what the base said there,
+    not this). A pragma on a line the pull request adds is the base's only when that line
+    replaces a base line that carried the very same pragma."""
+    file = diff.get(path)
+    if file is None:
+        return BASE
+    replaced = replaced_lines(file)
+    line = suppression.line
+    if file.is_added(line) and not _says(replaced.get(line, ""), suppression.pragma):
+        return PULL_REQUEST
+    if suppression.scope in ("file", "line"):
+        # The repository's word on the whole file, or on a line that kept the base's
+        # pragma through the pull request's rewrite of it.
+        return BASE
+    # Over the next line or command: it covered that line's base version.
+    return REWRITTEN if file.is_added(finding_line) else BASE
 
 
 PR_SUPPRESSION_NOTE = (
@@ -374,17 +424,24 @@ PR_SUPPRESSION_NOTE = (
     "not close a finding here. It stays open until the code is fixed or someone with "
     "write access dismisses it (`dismiss <reason>` in this thread)."
 )
+REWRITTEN_NOTE = (
+    "The base branch's {pragma} covered what this line said before; this pull request "
+    "rewrote the line, so the suppression does not carry over. It stays open until the "
+    "code is fixed or someone with write access dismisses it (`dismiss <reason>` in this "
+    "thread)."
+)
 
 
 def _suppressed(result: Validated, suppression, diff: Diff, config: GateConfig) -> Validated:
     """A finding its checker would have kept quiet about, for a suppression comment: the
-    base branch's suppresses it; the pull request's own keeps it open and says so —
-    unless the repository's policy honours those (never for a blocking finding in a
-    review pass)."""
+    base branch's suppresses it; the pull request's own — or the base's over a line the
+    pull request rewrote — keeps it open and says so, unless the repository's policy
+    honours those (never for a blocking finding in a review pass)."""
     if result.state != OPEN:
         return result
     pragma = f"`{' '.join(suppression.pragma.split())[:200]}` on line {suppression.line}"
-    if not pragma_added(diff, result.path, suppression.pragma, suppression.line):
+    owner = pragma_owner(diff, result.path, suppression, result.start_line)
+    if owner == BASE:
         return replace(
             result, state=SUPPRESSED, reason=f"suppressed by {pragma}, as in the base branch"
         )
@@ -398,7 +455,8 @@ def _suppressed(result: Validated, suppression, diff: Diff, config: GateConfig) 
             reason=f"suppressed in this pull request by {pragma} (this repository honours "
             "a pull request's own suppressions)",
         )
-    note = PR_SUPPRESSION_NOTE.format(pragma=pragma)
+    template = PR_SUPPRESSION_NOTE if owner == PULL_REQUEST else REWRITTEN_NOTE
+    note = template.format(pragma=pragma)
     body = f"{result.body}\n\n{note}" if result.body else note
     return replace(result, body=body, suppressed_in_pr=pragma)
 
@@ -529,6 +587,16 @@ def _locate(result: Validated, diff: Diff, config: GateConfig, seen: dict[tuple,
             result, state=SUPPRESSED, reason=f"on a path not reviewed ({config.filtered[path]})"
         )
 
+    if file.binary and not file.hunks:
+        # Git shows no lines of it (a UTF-16 script, say): what a checker read in it
+        # stands — open, in the review's body, never an inline comment GitHub refuses.
+        return replace(
+            result,
+            start_line=1,
+            end_line=1,
+            held=UNANCHORABLE,
+            reason="in a file git shows as binary: listed in the review, not inline",
+        )
     narrowed = _narrow(file, result.side, result.start_line, result.end_line)
     if narrowed is None:
         return replace(

@@ -360,6 +360,10 @@ class Suppression(BaseModel):
 
     pragma: str = Field(min_length=1, max_length=300)
     line: int = Field(ge=1)
+    # What it covers: its own line ("line"), the line or command after it ("next"), or
+    # the whole file ("file"). A base suppression of a line covers what the base said
+    # there, not what a pull request writes in its place.
+    scope: Literal["line", "next", "file"] = "line"
 
 
 class Finding(BaseModel):

@@ -116,6 +116,7 @@ class PullRequest(Shape):
     html_url: StrictStr
     changed_files: StrictInt | None = None
     body: StrictStr | None = None  # null when the author wrote none
+    updated_at: StrictStr | None = None  # ISO 8601, when GitHub last changed it
 
 
 class PullRequestEvent(RepositoryEvent):

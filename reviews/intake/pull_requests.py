@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -148,6 +149,35 @@ def pull_request_refresh(
     return pull_request_from_info(repository, info)
 
 
+# Actions that change a pull request's state at the same head: delivered out of order
+# (a `closed` after the `reopened` that followed it), the older one changes nothing —
+# told apart by the `updated_at` GitHub stamps on each.
+STATE_ACTIONS = ("closed", "reopened")
+
+
+def _when(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def state_outdated(repository: Repository, payload: payloads.PullRequestEvent) -> bool:
+    """Whether a closing or reopening event is older than the one that set the state on
+    record (GitHub delivers in no order)."""
+    if payload.action not in STATE_ACTIONS:
+        return False
+    when = _when(payload.pull_request.updated_at)
+    known = (
+        PullRequest.objects.filter(repository=repository, number=payload.pull_request.number)
+        .values_list("state_changed_at", flat=True)
+        .first()
+    )
+    return when is not None and known is not None and when < known
+
+
 def pull_request_current(
     installation: Installation, repository: Repository, payload: payloads.PullRequestEvent
 ) -> PullRequest:
@@ -170,7 +200,11 @@ def pull_request_current(
         or (payload.action == "synchronize" and payload.before == known)
     )
     if follows:
-        return pull_request_sync(repository=repository, pull=pull)
+        pull_request = pull_request_sync(repository=repository, pull=pull)
+        when = _when(pull.updated_at)
+        if payload.action in STATE_ACTIONS and when is not None:
+            PullRequest.objects.filter(pk=pull_request.pk).update(state_changed_at=when)
+        return pull_request
     logger.info(
         "%s#%d: the delivery's head %s does not follow %s: asking GitHub",
         repository.full_name,
@@ -443,6 +477,11 @@ def pull_request_event(payload: payloads.PullRequestEvent, *, delivery_id: int) 
     if isinstance(found, Outcome):
         return found
     installation, repository = found
+    if state_outdated(repository, payload):
+        return Outcome.ignore(
+            f"pull_request.{action} of {repository.full_name}#{payload.pull_request.number} "
+            "is older than the state on record (delivered late): nothing changes"
+        )
     pull_request = pull_request_current(installation, repository, payload)
     label = f"{repository.full_name}#{pull_request.number}"
 

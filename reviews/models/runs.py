@@ -35,6 +35,9 @@ class PullRequest(models.Model):
         null=True, blank=True, help_text="As GitHub last counted them (admission's file limit)."
     )
     updated_at = models.DateTimeField(auto_now=True)
+    # When GitHub says the state on record last changed (the `updated_at` of the closing
+    # or reopening event that set it): an older such event delivered late changes nothing.
+    state_changed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["repository", "-number"]

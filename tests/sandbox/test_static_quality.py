@@ -411,13 +411,15 @@ def test_a_suppression_comment_is_reported_with_its_finding_for_the_gate_to_weig
         "go.sh": "#!/bin/bash\nset -e\n# shellcheck disable=SC2086\ncp a $B\ncp a $C\n",
     })  # fmt: skip
     said = {(f["path"], f["start_line"]): (f.get("suppressed_by") or {}) for f in result.findings}
-    assert said[("a.cfg", 1)] == {"pragma": "pragma: allowlist secret", "line": 1}
+    assert said[("a.cfg", 1)] == {"pragma": "pragma: allowlist secret", "line": 1, "scope": "line"}
     assert said[("a.cfg", 2)] == {}
-    assert said[("a.cfg", 4)] == {"pragma": "pragma: allowlist nextline secret", "line": 3}
-    assert said[("run.py", 5)] == {"pragma": "# noqa: S602", "line": 5}
-    assert said[("file.py", 2)] == {"pragma": "# ruff: noqa: F401", "line": 1}
+    assert said[("a.cfg", 4)] == {
+        "pragma": "pragma: allowlist nextline secret", "line": 3, "scope": "next"}  # fmt: skip
+    assert said[("run.py", 5)] == {"pragma": "# noqa: S602", "line": 5, "scope": "line"}
+    assert said[("file.py", 2)] == {"pragma": "# ruff: noqa: F401", "line": 1, "scope": "file"}
     # A directive before a command covers that command, not the next one.
-    assert said[("go.sh", 4)] == {"pragma": "# shellcheck disable=SC2086", "line": 3}
+    assert said[("go.sh", 4)] == {
+        "pragma": "# shellcheck disable=SC2086", "line": 3, "scope": "next"}  # fmt: skip
     assert said[("go.sh", 5)] == {}
 
 

@@ -20,7 +20,14 @@ from sandbox.contract import (
     ReviewSummary,
 )
 from sandbox.engines.static import hygiene, ruff, secrets, shellcheck
-from sandbox.engines.static.common import CheckerFailed, Skipped, Target, select, shown
+from sandbox.engines.static.common import (
+    CheckerFailed,
+    Skipped,
+    Target,
+    interpreter,
+    select,
+    shown,
+)
 from sandbox.engines.static.dedupe import dedupe
 from sandbox.engines.static.languages import language_of
 
@@ -45,7 +52,7 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
     files, skipped = select(root, job.changed_files)
     # Outside the review's scope, not outside the safety checks (a key in a vendored
     # tree is a key): what the pull request adds there is read by those alone.
-    kept_out, _ = select(root, job.safety_files, safety_only=True)
+    kept_out, kept_out_skipped = select(root, job.safety_files, safety_only=True)
     everything = files + kept_out
     findings = []
     areas, versions = [], []
@@ -107,7 +114,7 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
         )
     return ReviewResult(
         engine="static",
-        coverage=_coverage(files, kept_out, skipped, read_by, missed_by),
+        coverage=_coverage(files, kept_out, skipped + kept_out_skipped, read_by, missed_by),
         findings=[f.model_dump(mode="json") for f in findings],
         summary=ReviewSummary(
             inspected_areas=areas,
@@ -145,7 +152,7 @@ def _coverage(
     for target in files:
         read = tuple(read_by.get(target.path, ()))
         why = missed_by.get(target.path, [])
-        language = language_of(target.path)
+        language = language_of(target.path, interpreter(target))
         linted = any(name in read for name in LANGUAGE_CHECKERS)
         if language and not linted:
             why = [f"no checker for {language} (only secrets and hygiene were checked)", *why]

@@ -156,7 +156,11 @@ class Target:
 
     @cached_property
     def text(self) -> str:
-        """The file as UTF-8 (an invalid byte becomes U+FFFD), line ends as they are."""
+        """The file as UTF-8 (an invalid byte becomes U+FFFD), line ends as they are; a
+        file that starts with a UTF-16 byte order mark as UTF-16 (PowerShell, some
+        Windows tools write it: git calls it binary, a key in it is still a key)."""
+        if utf16(self.data[:2]):
+            return self.data.decode("utf-16", errors="replace")
         return self.data.decode("utf-8", errors="replace")
 
     @cached_property
@@ -186,9 +190,12 @@ def select(
             continue  # nothing added: nothing the author could be told about
         reason = None
         absolute = root / file.path
+        every_line = False
         try:
-            if file.binary:
+            if file.binary and not _utf16_file(absolute):
                 reason = "binary in the diff"
+            elif file.binary:
+                every_line = True  # git shows no lines of it: all of it is read
             elif absolute.is_symlink():
                 reason = "a symbolic link"
             elif not absolute.exists():
@@ -199,7 +206,8 @@ def select(
                 reason = f"larger than {MAX_FILE_BYTES // 1_000_000} MB"
             else:
                 with absolute.open("rb") as handle:
-                    if b"\0" in handle.read(BINARY_PROBE):
+                    start = handle.read(BINARY_PROBE)
+                    if b"\0" in start and not utf16(start[:2]):
                         reason = "binary (a NUL byte in its first 8 KB)"
         except OSError as exc:
             reason = f"unreadable ({exc.strerror or exc})"
@@ -208,8 +216,29 @@ def select(
             continue
         added = frozenset(line for span in file.added for line in range(span.start, span.end + 1))
         test_data = file.test_data if file.test_data is not None else test_path(file.path)
-        found.append(Target(file.path, absolute, added, safety_only, test_data))
+        target = Target(file.path, absolute, added, safety_only, test_data)
+        if every_line:
+            target = Target(
+                file.path, absolute, frozenset(range(1, len(target.lines) + 1)),
+                safety_only, test_data,
+            )  # fmt: skip
+        found.append(target)
     return found, skipped
+
+
+def utf16(start: bytes) -> bool:
+    """Whether bytes start with a UTF-16 byte order mark."""
+    return start in (b"\xff\xfe", b"\xfe\xff")
+
+
+def _utf16_file(path: Path) -> bool:
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
+            return False
+        with path.open("rb") as handle:
+            return utf16(handle.read(2))
+    except OSError:
+        return False
 
 
 @contextmanager

@@ -21,20 +21,37 @@ BY_EXTENSION = {
     ".m": "Objective-C", ".mm": "Objective-C", ".dart": "Dart", ".ex": "Elixir",
     ".exs": "Elixir", ".erl": "Erlang", ".lua": "Lua", ".pl": "Perl", ".pm": "Perl",
     ".r": "R", ".jl": "Julia", ".hs": "Haskell", ".clj": "Clojure", ".groovy": "Groovy",
-    ".ps1": "PowerShell", ".sql": "SQL",
+    ".ps1": "PowerShell", ".psm1": "PowerShell", ".sql": "SQL", ".bat": "Batch", ".cmd": "Batch",
+    ".mk": "Makefile", ".ipynb": "Jupyter notebook", ".html": "HTML", ".htm": "HTML",
+    ".tcl": "Tcl", ".vb": "Visual Basic", ".fs": "F#", ".zig": "Zig", ".nim": "Nim",
     ".tf": "Terraform", ".tfvars": "Terraform", ".hcl": "HCL",
 }  # fmt: skip
 # Whole names (or their prefix before a dot: `Dockerfile.prod`).
 BY_NAME = {
     "dockerfile": "Dockerfile", "containerfile": "Dockerfile", "jenkinsfile": "Jenkinsfile",
+    "makefile": "Makefile", "gnumakefile": "Makefile", "rakefile": "Ruby", "gemfile": "Ruby",
+    "vagrantfile": "Ruby", "justfile": "justfile",
+}  # fmt: skip
+# A `#!` line's program -> language (Python and shell scripts are their checkers').
+BY_INTERPRETER = {
+    "node": "JavaScript", "nodejs": "JavaScript", "deno": "JavaScript", "bun": "JavaScript",
+    "ts-node": "TypeScript", "tsx": "TypeScript", "ruby": "Ruby", "perl": "Perl",
+    "php": "PHP", "lua": "Lua", "Rscript": "R", "tclsh": "Tcl", "pwsh": "PowerShell",
+    "awk": "awk", "gawk": "awk", "osascript": "AppleScript", "groovy": "Groovy",
+    "make": "Makefile", "julia": "Julia", "elixir": "Elixir", "swift": "Swift",
 }  # fmt: skip
 WORKFLOW_FOLDERS = (".github/workflows/",)
 
 
-def language_of(path: str) -> str | None:
+def language_of(path: str, interpreter: str = "") -> str | None:
     """The language of code at `path` that wants a checker of its own, or None (prose,
     data, configuration, or a language the engine checks: Python and shell are decided
-    by their checkers, which know shebangs)."""
+    by their checkers, which know shebangs). `interpreter`: the program its `#!` line
+    names, which decides for a script without an extension."""
+    if interpreter:
+        program = interpreter.rstrip("0123456789.")
+        if program in BY_INTERPRETER:
+            return BY_INTERPRETER[program]
     pure = PurePosixPath(path)
     name = pure.name.lower()
     if path.startswith(WORKFLOW_FOLDERS) and name.endswith((".yml", ".yaml")):

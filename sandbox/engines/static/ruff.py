@@ -3,7 +3,9 @@ errors. A safe fix ruff offers becomes the finding's suggestion."""
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 import tomllib
 from pathlib import Path
 
@@ -112,7 +114,7 @@ def _suggestion(target: Target, fix: dict | None) -> tuple[int, int, str] | None
 
 def applies(target: Target) -> bool:
     """Whether ruff reads this file: Python by its name or its `#!` line."""
-    return target.path.endswith((".py", ".pyi")) or _python_shebang(target)
+    return target.path.endswith((".py", ".pyi", ".pyw")) or _python_shebang(target)
 
 
 def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Skipped]]:
@@ -229,23 +231,44 @@ def _covers(match: re.Match[str], code: str) -> bool:
     return not codes or code.upper() in {c.upper() for c in re.split(r"[,\s]+", codes) if c}
 
 
+def comments(target: Target) -> dict[int, str]:
+    """line -> the comment on it (Python's tokenizer's word: a `#` in a string is no
+    comment). A file the tokenizer cannot read (it does not parse) has none counted."""
+    cached = _COMMENTS.get(id(target))
+    if cached is not None and cached[0] is target:
+        return cached[1]
+    found: dict[int, str] = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(target.text).readline):
+            if token.type == tokenize.COMMENT:
+                found[token.start[0]] = token.string
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        pass
+    _COMMENTS[id(target)] = (target, found)
+    return found
+
+
+_COMMENTS: dict[int, tuple[Target, dict[int, str]]] = {}
+
+
 def suppression(target: Target, code: str, noqa_row: int | None) -> Suppression | None:
-    """The `# noqa` that would have silenced `code` here (on its noqa row, or for the
-    whole file), with its line; None when none would have. A syntax error is never
-    silenced."""
+    """The `# noqa` that would have silenced `code` here (in the comment on its noqa row,
+    or a file-level one on a line of its own), with its line; None when none would have.
+    A syntax error is never silenced; a noqa inside a string is no comment."""
     if code == "invalid-syntax":
         return None
-    lines = target.lines
-    if noqa_row and 0 < noqa_row <= len(lines):
-        found = LINE_NOQA.search(lines[noqa_row - 1])
+    said = comments(target)
+    if noqa_row and noqa_row in said:
+        found = LINE_NOQA.search(said[noqa_row])
         if found and _covers(found, code):
-            return Suppression(pragma=found.group(0)[:300], line=noqa_row)
-    for number, text in enumerate(lines, start=1):
-        if "noqa" not in text:
-            continue
+            return Suppression(pragma=found.group(0)[:300], line=noqa_row, scope="line")
+    lines = target.lines
+    for number, text in sorted(said.items()):
+        if "noqa" not in text or number > len(lines) or lines[number - 1].strip() != text.strip():
+            continue  # a file-level noqa stands on a line of its own
         found = FILE_NOQA.match(text)
         if found and _covers(found, code):
-            return Suppression(pragma=found.group(0).strip()[:300], line=number)
+            return Suppression(pragma=found.group(0).strip()[:300], line=number, scope="file")
     return None
 
 

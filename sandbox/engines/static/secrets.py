@@ -104,11 +104,11 @@ def allowlisted(target: Target, line: int) -> Suppression | None:
     here = lines[line - 1] if 0 < line <= len(lines) else ""
     found = SAME_LINE.search(here)
     if found:
-        return Suppression(pragma=found.group(0), line=line)
+        return Suppression(pragma=found.group(0), line=line, scope="line")
     before = lines[line - 2] if 1 < line <= len(lines) + 1 else ""
     found = NEXT_LINE.search(before)
     if found:
-        return Suppression(pragma=found.group(0), line=line - 1)
+        return Suppression(pragma=found.group(0), line=line - 1, scope="next")
     return None
 
 

@@ -150,8 +150,9 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
 
 
 # A directive that turns checks off: `# shellcheck disable=SC2086,SC2046` (or `all`, or a
-# range `SC1000-SC1999`), on a line of its own before what it silences.
-DISABLE = re.compile(r"^(\s*#\s*)shellcheck(\s[^\n]*?\bdisable=([^\s#]+))", re.MULTILINE)
+# range `SC1000-SC1999`), on a line of its own before what it silences — or after `then`,
+# `do` or `{`, where ShellCheck obeys it too.
+DISABLE = re.compile(r"((?:^|(?<=\s))#\s*)shellcheck(\s[^\n]*?\bdisable=([^\s#]+))", re.MULTILINE)
 
 
 def _comments(root: Path, target: Target, *, cwd: Path, follows: bool) -> list[dict]:
@@ -170,13 +171,23 @@ def _comments(root: Path, target: Target, *, cwd: Path, follows: bool) -> list[d
     return [item for item in report.get("comments", []) if item.get("file") == name]
 
 
-def _disables(text: str) -> list[tuple[int, str, list[str]]]:
-    """(line, the directive, what it disables) for each `disable=` directive."""
+def _disables(text: str) -> list[tuple[int, str, list[str], str]]:
+    """(line, the directive, what it disables, its scope) for each `disable=` directive:
+    one on a line of its own before the script's first command covers the whole file;
+    any other covers the command (or block) after it."""
+    lines = text.split("\n")
+    first_command = next(
+        (n for n, line in enumerate(lines, start=1)
+         if line.strip() and not line.lstrip().startswith("#")),
+        len(lines) + 1,
+    )  # fmt: skip
     found = []
     for match in DISABLE.finditer(text):
         line = text.count("\n", 0, match.start()) + 1
         words = [w.strip() for w in match.group(3).split(",") if w.strip()]
-        found.append((line, (match.group(0).strip())[:300], words))
+        own_line = lines[line - 1].lstrip().startswith("#")
+        scope = "file" if own_line and line < first_command else "next"
+        found.append((line, (match.group(0).strip())[:300], words, scope))
     return found
 
 
@@ -257,9 +268,9 @@ def _check_one(root: Path, target: Target) -> tuple[list[Finding], str]:
     return findings, _unparsed(comments)
 
 
-def _directive(item: dict, directives: list[tuple[int, str, list[str]]]) -> Suppression | None:
+def _directive(item: dict, directives: list[tuple[int, str, list[str], str]]) -> Suppression | None:
     """The nearest `disable=` directive above the comment's line that names its code."""
-    for line, said, words in reversed(directives):
+    for line, said, words, scope in reversed(directives):
         if line <= item["line"] and _names(item["code"], words):
-            return Suppression(pragma=said, line=line)
+            return Suppression(pragma=said, line=line, scope=scope)
     return None
