@@ -18,6 +18,7 @@ from pathlib import Path
 from django.conf import settings
 
 from reviews import threads
+from repos.github import GitHubError
 from reviews.context import Context
 from reviews.gate import check_complete
 from reviews.intake.pull_requests import head_catch_up
@@ -63,6 +64,14 @@ class GitHub:
                 "The pull request was closed before the review started.",
             )
         if info.head_sha != run.head_sha:
+            if _answer_lags(ctx, info.head_sha):
+                raise GitHubError(
+                    f"GitHub still names {info.head_sha[:12]} as the head, an ancestor of "
+                    f"{run.head_sha[:12]} that a push made the head: its answer lags behind "
+                    "the push; asked again shortly",
+                    permanent=False,
+                    code="github-stale-head",
+                )
             # GitHub's head is the one reviewed, whatever order the deliveries came in:
             # the newer head gets its run (if none exists, this makes it) before this
             # one steps aside for it.
@@ -181,6 +190,20 @@ class GitHub:
 
 
 GITHUB = GitHub()
+
+
+def _answer_lags(ctx: Context, github_head: str) -> bool:
+    """Whether GitHub's answer for the pull request's head lags behind this run's head:
+    the run's head is a descendant of the one GitHub named (a push's webhook can arrive
+    before GitHub's API shows the push). A force push back to an older commit is told
+    apart by its own delivery, which supersedes this run before it starts."""
+    try:
+        comparison = ctx.gateway.compare(**ctx.where, base=github_head, head=ctx.run.head_sha)
+    except GitHubError as exc:
+        if not exc.permanent:
+            raise
+        return False  # one of them is gone: no lag to wait out
+    return comparison.status == "ahead"
 
 
 def _stop(

@@ -112,6 +112,10 @@ CODES: dict[str, Cause] = dict((
            "Free space on the disk of TASUKU_WORKSPACE_ROOT and of the checkout cache "
            "(`manage.py check` and /healthz say how much is left), then retry."),
     # --- GitHub (repos/github/errors.py) --------------------------------------------------
+    _cause("github-stale-head", "admission",
+           "GitHub's API still named an older commit as the pull request's head than the push "
+           "that made this run (its answer lags behind the push for a few seconds).",
+           "Nothing: the run waits and asks again (30 s, then longer)."),
     _cause("github-rate-limit", "",
            "GitHub rate limited the App.",
            "Wait for the limit to reset (/metrics: tasuku_github_rate_limit_remaining), then "

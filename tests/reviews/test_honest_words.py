@@ -580,3 +580,36 @@ def test_the_walkthrough_names_what_the_reviewer_did_not_review(fake_github, del
         if c["user"]["type"] == "Bot"
     ]  # fmt: skip
     assert "**Not reviewed**: `cmd/main.go` (no checker for Go" in walkthrough["body"]
+
+
+def test_a_push_github_does_not_show_yet_is_waited_for_not_superseded_by_its_parent(
+    world, deliver, client, test_app
+):
+    """GitHub's API can name the previous head for a few seconds after the push whose
+    webhook Tasuku already has: the run waits and asks again; it never makes a run for
+    the older commit, nor says it was superseded by it."""
+    deliver(world)
+    parent = world.pull.head_sha
+    world.push({"app/payments.py": PAYMENTS + "\n# pushed\n"})
+    pushed = world.pull.head_sha
+    body = pull_request_payload(world.fake, world.repo, world.pull, action="synchronize",
+                                before=parent)  # fmt: skip
+    world.pull.head_sha = parent  # GitHub's API lags behind its own webhook
+    assert (
+        post_webhook(client, "pull_request", body, secret=test_app.webhook_secret).status_code
+        == 202
+    )
+    drain_queue()
+    run = ReviewRun.objects.get(head_sha=pushed)
+    assert run.status == RunStatus.QUEUED and "lags behind the push" in run.reason
+    assert ReviewRun.objects.filter(head_sha=parent).count() == 1  # the first review's only
+    assert not any(
+        (c.output or {}).get("title", "").startswith("Superseded")
+        for c in world.fake.check_runs_of(REPO)
+    )
+
+    world.pull.head_sha = pushed  # GitHub catches up
+    retry_now()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED
+    assert last_check(world).head_sha == pushed and last_check(world).conclusion == "failure"
