@@ -17,8 +17,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from reviews import threads
 from repos.github import GitHubError
+from reviews import threads
 from reviews.context import Context
 from reviews.gate import check_complete
 from reviews.intake.pull_requests import head_catch_up
