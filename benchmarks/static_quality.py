@@ -159,7 +159,7 @@ def bare_tools(repo: Path, added: dict[str, set[int]]) -> tuple[set[tuple[str, i
     if python:
         run = subprocess.run(
             [str(Path(PYTHON).parent / "ruff"), "check", "--isolated", "--no-cache", "--exit-zero",
-             "--output-format", "json", "--select", SELECT, "--ignore", IGNORE, "--", *python],
+             "--output-format", "json", "--select", ",".join(SELECT), "--ignore", ",".join(IGNORE), "--", *python],
             cwd=repo, capture_output=True,
         )  # fmt: skip
         for item in json.loads(run.stdout or b"[]"):

@@ -87,7 +87,10 @@ class RepositoryPolicyInline(admin.StackedInline):
                 )
             },
         ),
-        ("Reviewers", {"fields": ("reviewers", "strictness", "triage_enabled", "runner")}),
+        (
+            "Reviewers",
+            {"fields": ("reviewers", "strictness", "triage_enabled", "runner", "static_rules")},
+        ),
         ("Scope", {"fields": ("max_changed_files", "excluded_paths", "excluded_authors")}),
         (
             "Publication and the merge gate",

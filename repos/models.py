@@ -3,6 +3,8 @@ reviewers may call, are in repos/connectors/models.py.)"""
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import (
@@ -453,6 +455,15 @@ class RepositoryPolicy(models.Model):
         "On: such a comment silences the finding. Suppressions the base branch already "
         "has are honoured either way. Review passes never honour them on blocking findings.",
     )
+    static_rules = models.TextField(
+        "Static reviewer's rules",
+        blank=True,
+        help_text="Rules the static reviewer adds to its defaults, or turns off: rule codes "
+        "or prefixes, separated by commas or lines; a minus turns one off (e.g. `B904, "
+        "S113, -F401`, `SC2016`). The defaults are chosen for precision (see the "
+        "reviewers documentation); the repository's own ruff, flake8 and shellcheck "
+        "ignores, as its base branch has them, are honoured as well.",
+    )
     triage_enabled = models.BooleanField(default=Defaults.TRIAGE_ENABLED)
     walkthrough = models.BooleanField(
         default=Defaults.WALKTHROUGH,
@@ -494,6 +505,24 @@ class RepositoryPolicy(models.Model):
                     )
                 }
             )
+        wrong = [
+            word
+            for word in re.split(r"[\s,]+", self.static_rules or "")
+            if word and not STATIC_RULE.fullmatch(word)
+        ]
+        if wrong:
+            raise ValidationError(
+                {
+                    "static_rules": f"Not a rule code or prefix: {', '.join(wrong[:5])}. Use "
+                    "ruff's and ShellCheck's codes (`B904`, `S1`, `SC2016`), a minus before "
+                    "one to turn it off."
+                }
+            )
+
+
+# A rule code or prefix of the static reviewer's checkers (ruff's `B904`, `S1`, `F`;
+# ShellCheck's `SC2016`), `-` before one to turn it off.
+STATIC_RULE = re.compile(r"-?[A-Z]{1,4}[0-9]{0,4}")
 
 
 class SecondaryRepository(models.Model):

@@ -162,6 +162,8 @@ class EffectiveConfig(BaseModel):
     approve_with_nits: bool = Defaults.APPROVE_WITH_NITS
     author_may_dismiss: bool = Defaults.AUTHOR_MAY_DISMISS
     honour_pr_suppressions: bool = Defaults.HONOUR_PR_SUPPRESSIONS
+    # The static reviewer's rules added to (or, with a leading `-`, taken from) its defaults.
+    static_rules: tuple[str, ...] = ()
     triage_enabled: bool = Defaults.TRIAGE_ENABLED
     walkthrough: bool = Defaults.WALKTHROUGH
     min_confidence: float = Field(default=Defaults.MIN_CONFIDENCE, ge=0, le=1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from repos.connectors.calls import connector_tools
 from repos.models import Repository, RepositoryPolicy, Reviewer
 from repos.policy import (
@@ -65,6 +67,9 @@ def policy_values(policy: RepositoryPolicy) -> dict[str, object]:
         "approve_with_nits": policy.approve_with_nits,
         "author_may_dismiss": policy.author_may_dismiss,
         "honour_pr_suppressions": policy.honour_pr_suppressions,
+        "static_rules": tuple(
+            word for word in re.split(r"[\s,]+", policy.static_rules or "") if word
+        ),
         "triage_enabled": policy.triage_enabled,
         "walkthrough": policy.walkthrough,
     }

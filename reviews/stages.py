@@ -34,6 +34,7 @@ from sandbox.contract import (
     ReviewJob,
     ReviewResult,
     SavedConversation,
+    StaticOptions,
     WebResearch,
 )
 from sandbox.engines.static.common import test_folder
@@ -271,6 +272,11 @@ def job_build(
         web=web,
         secondaries=tuple(m.secondary() for m in checkout.secondaries if m.mounted),
         connectors=connectors,
+        static=StaticOptions(
+            select=tuple(r for r in config.static_rules if not r.startswith("-")),
+            ignore=tuple(r[1:] for r in config.static_rules if r.startswith("-")),
+            configs=checkout.base_configs,
+        ),
     )
     return core.job
 

@@ -301,6 +301,22 @@ class SavedConversation(BaseModel):
     shortened: int = Field(default=0, ge=0)
 
 
+MAX_STATIC_CONFIGS = 200
+MAX_STATIC_CONFIG = 256_000
+
+
+class StaticOptions(BaseModel):
+    """What the static engine is told beyond its defaults: rules the repository's policy
+    adds (`select`: codes or prefixes, `B904`, `S113`) or turns off (`ignore`), and the
+    linters' configuration files as the **base** commit has them (path -> text:
+    `pyproject.toml`, `setup.cfg`, `.flake8`, `ruff.toml`, `.shellcheckrc` …) — the
+    repository's own word, which the pull request under review cannot change."""
+
+    select: tuple[str, ...] = Field(default=(), max_length=200)
+    ignore: tuple[str, ...] = Field(default=(), max_length=200)
+    configs: dict[str, str] = Field(default_factory=dict, max_length=MAX_STATIC_CONFIGS)
+
+
 class ReviewJob(BaseModel):
     """Everything an engine is given. The PR's title, body and diff are untrusted."""
 
@@ -344,6 +360,8 @@ class ReviewJob(BaseModel):
     # Other repositories mounted read-only beside the checkout, as context (version 3).
     secondaries: tuple[Secondary, ...] = Field(default=(), max_length=MAX_SECONDARIES)
     connectors: tuple[ConnectorTool, ...] = Field(default=(), max_length=MAX_CONNECTORS)
+    # The static engine's options (a model engine ignores them).
+    static: StaticOptions = StaticOptions()
     # Review passes: the same reviewer's conversation of the previous pass, to continue
     # (an engine that cannot — another provider or model — starts fresh and says so),
     # and, when it is not continued, a summary of what that pass concluded (model text

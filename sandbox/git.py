@@ -71,6 +71,42 @@ class Git:
                 code="clone-timeout",
             ) from exc
 
+    def blobs(self, names: list[str], *, limit: int, what: str = "") -> dict[str, bytes]:
+        """The contents of `names` (`<commit>:<path>`), read in one `git cat-file
+        --batch`; a name that is not a blob, or is larger than `limit`, is left out."""
+        if not names:
+            return {}
+        try:
+            completed = subprocess.run(  # noqa: S603
+                ["git", "cat-file", "--batch"],  # noqa: S607
+                cwd=self.root,
+                env=self.env,
+                input="".join(f"{name}\n" for name in names).encode(),
+                capture_output=True,
+                timeout=GIT_TIMEOUT,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise CloneError(
+                f"git timed out after {GIT_TIMEOUT}s ({what or 'cat-file'})",
+                permanent=False,
+                code="clone-timeout",
+            ) from exc
+        out, found, at = completed.stdout, {}, 0
+        for name in names:
+            end = out.find(b"\n", at)
+            if end == -1:
+                break
+            header = out[at:end].split()
+            at = end + 1
+            if len(header) != 3 or header[1] != b"blob":
+                continue  # "<name> missing", or not a blob
+            size = int(header[2])
+            if size <= limit:
+                found[name] = out[at : at + size]
+            at += size + 1
+        return found
+
     def __call__(
         self, *args: str, what: str = "", check: bool = True, returncode: bool = False
     ) -> str:

@@ -85,6 +85,10 @@ class Checkout:
     # repository's word on what is generated or vendored, which the pull request's own
     # `.gitattributes` cannot change.
     base_attributes: str = ""
+    # The linters' configuration files as the merge base has them (path -> text): the
+    # static reviewer honours the repository's own ignores and Python versions from
+    # these, never from the pull request's copies.
+    base_configs: dict[str, str] = field(default_factory=dict)
 
 
 class Workspace:
@@ -448,6 +452,7 @@ def _prepare(
         base_attributes = git("cat-file", "blob", f"{merge_base}:.gitattributes", check=False)[
             :ATTRIBUTES_MAX
         ]
+    base_configs = linter_configs(git, merge_base, base_paths)
     checkout_verified(git, head_sha)
     removed = sanitise(root)
     return Checkout(
@@ -463,7 +468,30 @@ def _prepare(
         base_paths=base_paths,
         head_paths=head_paths,
         base_attributes=base_attributes,
+        base_configs=base_configs,
     )
+
+
+# Files a linter reads its configuration from (and where a project says which Python
+# versions it supports).
+LINTER_CONFIGS = frozenset({
+    "pyproject.toml", "setup.cfg", "setup.py", "tox.ini", ".flake8", "ruff.toml",
+    ".ruff.toml", ".shellcheckrc", ".python-version",
+})  # fmt: skip
+MAX_CONFIGS = 200
+MAX_CONFIG_BYTES = 256_000
+
+
+def linter_configs(git: Git, commit: str, paths: list[str]) -> dict[str, str]:
+    """The linters' configuration files of `commit` (at most MAX_CONFIGS, the shallowest
+    first; each at most MAX_CONFIG_BYTES), read from git in one batch."""
+    wanted = sorted(
+        (p for p in paths if p.rsplit("/", 1)[-1] in LINTER_CONFIGS),
+        key=lambda p: (p.count("/"), p),
+    )[:MAX_CONFIGS]
+    read = git.blobs([f"{commit}:{p}" for p in wanted], limit=MAX_CONFIG_BYTES)
+    prefix = len(commit) + 1
+    return {name[prefix:]: data.decode("utf-8", errors="replace") for name, data in read.items()}
 
 
 def tree_list(git: Git, commit: str) -> list[str]:

@@ -27,7 +27,7 @@ def refund(order_id):
     return subprocess.call(cmd, shell=True)
 """
 
-DEPLOY = "#!/bin/bash\nset -e\ncp build/app.tar.gz $TARGET_DIR\n"
+DEPLOY = "#!/bin/bash\nset -e\nrm -rf $TARGET_DIR/\n"
 
 HEAD_FILES: dict[str, str | Symlink | None] = {
     "app/payments.py": PAYMENTS,

@@ -101,15 +101,15 @@ def test_a_base_allowlist_pragma_the_pr_deletes_does_not_launder_a_new_key(fake_
     )
 
 
-SH_BASE = "#!/bin/bash\nset -e\n# shellcheck disable=SC2086\ncp a $SRC\necho done\n"
-SH_HEAD = "#!/bin/bash\nset -e\necho done\n\n\n\n\n# shellcheck disable=SC2086\nrm -rf $TARGET/\n"
+SH_BASE = "#!/bin/bash\nset -e\n# shellcheck disable=SC2115\nrm -rf $SRC/\necho done\n"
+SH_HEAD = "#!/bin/bash\nset -e\necho done\n\n\n\n\n# shellcheck disable=SC2115\nrm -rf $TARGET/\n"
 
 
 def test_a_base_shellcheck_directive_the_pr_moves_does_not_launder_a_new_one(fake_github, deliver):
     world = world_build(fake_github, head_files=CLEAN)
     on_base(world, {"deploy/run.sh": SH_BASE}, {"deploy/run.sh": SH_HEAD})
     deliver(world)
-    [finding] = Finding.objects.filter(path="deploy/run.sh", rule="shellcheck:SC2086")
+    [finding] = Finding.objects.filter(path="deploy/run.sh", rule="shellcheck:SC2115")
     # Open (a low finding: the check's threshold is high), saying whose pragma it is.
     assert finding.state == "open", finding.suppression_reason
     assert "suppressed in this pull request" in finding.body.lower() or finding.suppressed_in_pr

@@ -297,7 +297,7 @@ def test_a_dismiss_command_from_a_writer_dismisses_and_records_who_how_and_why(
     check = last_check(world)
     assert check.head_sha == world.pull.head_sha
     assert check.conclusion == "success", check.output
-    assert check.output["title"] == "1 open finding (worst: low)"
+    assert check.output["title"] == "1 open finding (worst: medium)"
 
     previous = world.pull.head_sha
     world.push({"app/util.py": "def util():\n    return 1\n"})
@@ -466,7 +466,7 @@ def test_a_fixed_problem_put_back_reopens_its_thread(world, deliver):
 # --- 7. Smaller lies --------------------------------------------------------------------
 
 
-NIT_ONLY = "#!/bin/bash\nset -e\ncp build/app.tar.gz $TARGET_DIR\n"  # SC2086: low, not blocking
+NIT_ONLY = "#!/bin/bash\nset -e\nrm -rf $TARGET_DIR/\n"  # SC2115: medium, not blocking
 
 
 @pytest.mark.parametrize("with_nits", [False, True])

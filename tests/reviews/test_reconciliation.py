@@ -33,7 +33,7 @@ TOOLS_1 = (
     "    return 'tools'\n"
 )
 TOOLS_2 = "def name():\n    return 'tools'\n"  # B's code removed
-DEPLOY = "#!/bin/bash\nset -e\ncp build/app.tar.gz $TARGET_DIR\n"  # C (line 3), low
+DEPLOY = "#!/bin/bash\nset -e\nrm -rf $TARGET_DIR/\n"  # C (line 3), medium: a nit
 DEBUG_2 = "def handler(event):\n    breakpoint()\n    return event\n"  # D (line 2)
 DEBUG_3 = "def handler(event):\n    return event\n"  # D fixed
 

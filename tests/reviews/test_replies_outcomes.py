@@ -56,8 +56,8 @@ def test_a_persons_reply_is_answered_in_the_thread_with_how_to_suppress_the_rule
     ]
     answer = thread["comments"][-1]
     assert answer["user"]["type"] == "Bot"
-    assert "https://www.shellcheck.net/wiki/SC2086" in answer["body"]
-    assert "# shellcheck disable=SC2086" in answer["body"]
+    assert "https://www.shellcheck.net/wiki/SC2115" in answer["body"]
+    assert "# shellcheck disable=SC2115" in answer["body"]
 
 
 def test_the_same_reply_delivered_twice_is_answered_once(world, client, test_app):
@@ -136,14 +136,14 @@ def test_closing_a_pull_request_records_each_findings_fate_and_the_repository_me
 
     fates = dict(FindingOutcome.objects.values_list("rule", "fate"))
     assert fates["detect-secrets:AWS Access Key"] == "fixed"
-    assert fates["shellcheck:SC2086"] == "dismissed"
+    assert fates["shellcheck:SC2115"] == "dismissed"
     assert fates["ruff:S602"] == "open"
     repository = Repository.objects.get(full_name=REPO)
     numbers = figures(repository=repository)
     assert (numbers.published, numbers.fixed, numbers.dismissed, numbers.left_open) == (3, 1, 1, 1)
     assert numbers.acceptance == 0.5
     memory = RepoMemory.objects.get(repository=repository).text
-    assert "dismissed findings of these kinds as not worth fixing: shellcheck:SC2086 (1×)" in memory
+    assert "dismissed findings of these kinds as not worth fixing: shellcheck:SC2115 (1×)" in memory
     assert "fixed findings of these kinds: detect-secrets:AWS Access Key (1×)" in memory
 
     # A later review receives the memory in its job.

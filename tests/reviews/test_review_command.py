@@ -55,7 +55,7 @@ def repo(tmp_path) -> Path:
         "base",
     )
     git(path, "checkout", "-q", "-b", "feature")
-    commit(path, {"pay.py": PAY, "deploy.sh": "#!/bin/bash\ncp a $DEST\n"}, "feature")
+    commit(path, {"pay.py": PAY, "deploy.sh": "#!/bin/bash\nrm -rf $DEST/\n"}, "feature")
     return path
 
 
@@ -77,7 +77,7 @@ def test_text_lists_each_finding_then_a_summary(repo):
         "pay.py:7 high (blocking) `subprocess` call with `shell=True` identified, security issue"
         in lines
     )
-    assert any(line.startswith("deploy.sh:2 low") for line in lines)
+    assert any(line.startswith("deploy.sh:2 medium") for line in lines)
     assert not any(line.startswith("legacy.py") for line in lines)  # the base's problem
     assert lines[-2].startswith("Reviewed ") and "3 open findings" in lines[-2]
 
@@ -121,7 +121,7 @@ def test_sarif_is_valid_sarif_2_1_0(repo):
         "pay.py",
         "deploy.sh",
     }
-    assert {r["level"] for r in results} == {"error", "note"}
+    assert {r["level"] for r in results} == {"error", "warning"}
     assert all(r["partialFingerprints"]["tasuku/v1"] for r in results)
     # no remote: the repository is its root's file:// URI
     provenance = log["runs"][0]["versionControlProvenance"][0]
@@ -132,14 +132,15 @@ def test_sarif_is_valid_sarif_2_1_0(repo):
 def test_sarif_fixes_apply_to_the_head_files(repo):
     from tests.reviews.test_reports import apply_fixes, schema
 
+    commit(repo, {"util.py": "import os\n\nVALUE = 1\n"}, "an unused import")
     _, out = review(repo, "--format", "sarif")
     log = json.loads(out)
     jsonschema.validate(log, schema())
     fixed = [r for r in log["runs"][0]["results"] if r.get("fixes")]
-    assert fixed  # shellcheck's quoting fix for deploy.sh
-    files = {p: (repo / p).read_text() for p in ("pay.py", "deploy.sh")}
+    assert fixed  # ruff's safe fix for the unused import
+    files = {p: (repo / p).read_text() for p in ("pay.py", "deploy.sh", "util.py")}
     applied = apply_fixes(log, files)
-    assert applied["deploy.sh"] == '#!/bin/bash\ncp a "$DEST"\n'
+    assert applied["util.py"] == "\nVALUE = 1\n"
 
 
 def test_the_repository_uri_is_the_origin_without_credentials(repo):
@@ -160,7 +161,7 @@ def test_the_repository_uri_is_the_origin_without_credentials(repo):
 
 
 def test_paths_that_need_encoding_are_relative_uri_references(repo):
-    commit(repo, {"my scripts/#1 déploy.sh": "#!/bin/bash\ncp a $DEST\n"}, "odd name")
+    commit(repo, {"my scripts/#1 déploy.sh": "#!/bin/bash\nrm -rf $DEST/\n"}, "odd name")
     _, out = review(repo, "--format", "sarif")
     from tests.reviews.test_reports import schema
 
@@ -250,7 +251,7 @@ def test_a_later_review_reconciles_fixed_removed_and_unchanged_findings(repo):
     states = {f["title"]: f["state"] for f in data["findings"]}
     assert states["Secret committed: AWS Access Key"] == "resolved"
     assert states["`subprocess` call with `shell=True` identified, security issue"] == "resolved"
-    assert states["Double quote to prevent globbing and word splitting."] == "outdated"
+    assert states['Use "${var:?}" to ensure this never expands to / .'] == "outdated"
     assert states["Debugger breakpoint left in"] == "open"
     secret = Finding.objects.get(pk=first["Secret committed: AWS Access Key"].pk)
     assert secret.resolved_in_sha == git(repo, "rev-parse", "HEAD")
@@ -260,7 +261,7 @@ def test_an_unchanged_finding_keeps_its_identity_across_reviews(repo):
     review(repo)
     commit(repo, {"notes.txt": "more\n"}, "docs")
     review(repo)
-    shell = Finding.objects.filter(title__startswith="Double quote").order_by("id")
+    shell = Finding.objects.filter(title__startswith='Use "${var:?}"').order_by("id")
     assert shell.count() == 2
     older, newer = shell
     assert older.fingerprint == newer.fingerprint

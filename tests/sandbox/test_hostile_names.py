@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from reviews.diff import diff_parse
 from reviews.validation import GateConfig, gate
-from sandbox.contract import ReviewJob, Severity
+from sandbox.contract import ReviewJob, Severity, StaticOptions
 from sandbox.engines.static import review, ruff, shellcheck
 from sandbox.engines.static.common import Target
 from sandbox.workspace import Workspace
@@ -71,7 +71,9 @@ def test_a_tool_never_reads_a_file_name_as_an_option(name):
         assert [(f.path, f.start_line, f.rule) for f in found] == [
             (python.path, SHELL_TRUE_LINE, "ruff:S602")
         ]
-        found, version, skipped = shellcheck.check(root, [python, script])
+        # SC2086, an info, asked for by its code as a policy may (warnings come anyway).
+        asked = StaticOptions(select=("SC2086",))
+        found, version, skipped = shellcheck.check(root, [python, script], asked)
         assert version and skipped == []
         assert {(f.path, f.rule) for f in found} == {
             (script.path, "shellcheck:SC2115"),

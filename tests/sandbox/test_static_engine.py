@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.contract import ChangedFile, LineRange, ReviewJob, Severity
+from sandbox.contract import ChangedFile, LineRange, ReviewJob, Severity, StaticOptions
 from sandbox.engines.static import review
 from sandbox.runners.local import engine_run
 
@@ -83,16 +83,22 @@ def test_secrets_on_added_lines_are_critical(checkout):
 
 
 def test_shellcheck_flags_an_unquoted_variable_and_suggests_the_quotes(checkout):
+    """SC2086 is an info (off by default); a repository that asks for it by its code gets
+    it, with shellcheck's fix as the suggestion."""
     write(checkout, "deploy.sh", "#!/bin/bash\ncp a $DEST\n")
-    [finding] = findings(checkout, added("deploy.sh", 2, status="added"))
+    asked = job(added("deploy.sh", 2, status="added")).model_copy(
+        update={"static": StaticOptions(select=("SC2086",))}
+    )
+    assert review(job(added("deploy.sh", 2, status="added")), checkout).findings == []
+    [finding] = review(asked, checkout).findings
     assert finding["rule"] == "shellcheck:SC2086"
     assert finding["suggestion"] == 'cp a "$DEST"'
 
 
 def test_a_script_without_extension_is_recognised_by_its_shebang(checkout):
-    write(checkout, "bin/run", "#!/bin/sh\nrm -rf $DIR/tmp\n")
+    write(checkout, "bin/run", "#!/bin/sh\nrm -rf $DIR/\n")
     rules = {f["rule"] for f in findings(checkout, added("bin/run", 2, status="added"))}
-    assert "shellcheck:SC2086" in rules
+    assert "shellcheck:SC2115" in rules
 
 
 def test_conflict_markers_private_keys_and_breakpoints_are_caught_in_any_language(checkout):

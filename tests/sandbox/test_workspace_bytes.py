@@ -146,7 +146,7 @@ def test_a_file_ruff_cannot_read_is_named_not_reported_as_a_finding(tmp_path, mo
     monkeypatch.setattr(
         ruff_checker,
         "_run",
-        lambda root, paths, version: [
+        lambda root, paths, version, *rules: [
             (p, {"code": "E902", "message": "Permission denied (os error 13)"}) for p in paths
         ],
     )

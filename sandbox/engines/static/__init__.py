@@ -18,6 +18,7 @@ from sandbox.contract import (
     ReviewJob,
     ReviewResult,
     ReviewSummary,
+    StaticOptions,
 )
 from sandbox.engines.static import hygiene, ruff, secrets, shellcheck
 from sandbox.engines.static.common import (
@@ -60,8 +61,8 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
     def run(checker):
         area, check, safety = checker
         if not safety:
-            return _run(area, check, root, files)
-        return _run(area, check, root, everything)
+            return _run(area, check, root, files, job.static)
+        return _run(area, check, root, everything, job.static)
 
     # The checkers are independent (two are external programs): run them side by side.
     with ThreadPoolExecutor(max_workers=len(CHECKERS)) as pool:
@@ -168,12 +169,14 @@ def _coverage(
     return out
 
 
-def _run(area: str, checker, root: Path, files) -> tuple[list, str, list[Skipped], list[str]]:
+def _run(
+    area: str, checker, root: Path, files, options: StaticOptions | None = None
+) -> tuple[list, str, list[Skipped], list[str]]:
     """A checker's findings, version, what it did not check, and why it failed: a
     checker that fails (out of memory, timeout, crash, bad output) loses its own
     findings, never the others'."""
     try:
-        found, version, missed = checker(root, files)
+        found, version, missed = checker(root, files, options)
     except CheckerFailed as exc:
         return [], "", [], [str(exc)]
     except MemoryError:

@@ -28,7 +28,9 @@ LANGUAGES = {
 }  # fmt: skip
 
 
-def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Skipped]]:
+def check(
+    root: Path, files: list[Target], options: object = None
+) -> tuple[list[Finding], str, list[Skipped]]:
     findings: list[Finding] = []
     for target in files:
         language = LANGUAGES.get(Path(target.path).suffix.lower())

@@ -7,9 +7,9 @@ import io
 import re
 import tokenize
 import tomllib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from sandbox.contract import Finding, Severity, Suppression
+from sandbox.contract import Finding, Severity, StaticOptions, Suppression
 from sandbox.engines.static.common import (
     Skipped,
     Target,
@@ -23,13 +23,30 @@ from sandbox.engines.static.common import (
     utf8_copies,
     version_of,
 )
+from sandbox.engines.static.config import RepositoryWord
 from sandbox.engines.static.secrets import placeholder
 from sandbox.engines.static.tools import tool
 
-SELECT = "F,B,S,E9"
-# `assert` is how tests are written; S603/S607 flag every subprocess call, shell or not,
-# which buries the real problem (S602, `shell=True`) in noise.
-IGNORE = "S101,S603,S607"
+# The default rules, chosen for precision (docs/reviewers.md says why each): pyflakes'
+# correctness rules, syntax errors, the bugbear rules that are bugs whatever the project's
+# style, and a short list of security rules that are wrong wherever they fire. A policy
+# adds others (`StaticOptions.select`: `B904`, `S113`, `S`).
+SELECT = (
+    "F", "E9",
+    "B006", "B012", "B015", "B020", "B023", "B025", "B033",
+    "S102", "S307", "S501", "S506", "S602", "S604", "S605",
+)  # fmt: skip
+# Style, or noise whatever is selected: star imports and f-strings without placeholders
+# (style); `assert` is how tests are written; S603/S607 flag every subprocess call,
+# shell or not, which buries the real problem (S602, `shell=True`) in noise.
+IGNORE = ("F403", "F405", "F541", "S101", "S603", "S607")
+# Python 2's builtins: in a project that still supports Python 2, a use of one is
+# guarded by a version check ruff cannot follow, never a NameError.
+PY2_NAMES = frozenset({
+    "long", "unicode", "basestring", "xrange", "raw_input", "unichr", "file", "execfile",
+    "reduce", "cmp", "buffer", "apply", "intern", "coerce", "reload", "StandardError",
+})  # fmt: skip
+UNDEFINED = re.compile(r"Undefined name `([^`]+)`")
 
 # rule -> (severity, category, what goes wrong). Rules not listed fall back by prefix.
 RULES: dict[str, tuple[Severity, str, str]] = {
@@ -117,24 +134,44 @@ def applies(target: Target) -> bool:
     return target.path.endswith((".py", ".pyi", ".pyw")) or _python_shebang(target)
 
 
-def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Skipped]]:
+def check(
+    root: Path, files: list[Target], options: StaticOptions | None = None
+) -> tuple[list[Finding], str, list[Skipped]]:
     python = [t for t in files if applies(t)]
     if not python:
         return [], "", []
+    options = options or StaticOptions()
+    word = RepositoryWord(options.configs)
     by_path = {t.path: t for t in python}
-    # Each file with the Python version its project declares (nearest pyproject.toml's
-    # requires-python, else ruff.toml's target-version), one ruff run per version.
+    select = [*SELECT, *(r for r in options.select if not r.startswith("SC"))]
+    ignore = [*IGNORE, *(r for r in options.ignore if not r.startswith("SC"))]
+    # Each file with the Python version its project declares, as the base commit has it
+    # (requires-python, python_requires, classifiers, ruff's target-version,
+    # .python-version), one ruff run per version.
     versions: dict[str, list[Target]] = {}
+    py2: set[str] = set()
     for target in python:
-        versions.setdefault(target_version(root, target.path), []).append(target)
+        if options.configs:
+            declared, two = word.python(target.path)
+            version = declared or DEFAULT_VERSION
+            if two:
+                py2.add(target.path)
+        else:  # no base configuration given (a unit test, an old job): the checkout's
+            version = target_version(root, target.path)
+        versions.setdefault(version, []).append(target)
     items = []
     for version, group in sorted(versions.items()):
         # ruff reads only UTF-8: a file that is not is checked as `Target.text` reads it.
-        items += _run(root, [t.path for t in group if t.utf8], version)
+        items += _run(root, [t.path for t in group if t.utf8], version, select, ignore)
         others = [t for t in group if not t.utf8]
         if others:
             with utf8_copies(others) as scratch:
-                items += _run(scratch, [t.path for t in others], version)
+                items += _run(scratch, [t.path for t in others], version, select, ignore)
+    items = [
+        (path, item)
+        for path, item in items
+        if _stands(root, by_path.get(path), item, word, py2=path in py2)
+    ]
     findings = []
     skipped: list[Skipped] = []
     syntax_reported: set[str] = set()
@@ -196,7 +233,13 @@ def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Ski
     return findings, version_of("ruff", tool("ruff"), root).strip() or "ruff", skipped
 
 
-def _run(root: Path, paths: list[str], version: str) -> list[tuple[str, dict]]:
+def _run(
+    root: Path,
+    paths: list[str],
+    version: str,
+    select: list[str] | tuple[str, ...] = SELECT,
+    ignore: list[str] | tuple[str, ...] = IGNORE,
+) -> list[tuple[str, dict]]:
     """ruff over `paths` (relative to `root`): (path, diagnostic) pairs. `--isolated`:
     the project's ruff configuration selects nothing; only its Python version is used.
     `--ignore-noqa`: every `# noqa` is ignored, and `suppression` says which one would
@@ -205,7 +248,8 @@ def _run(root: Path, paths: list[str], version: str) -> list[tuple[str, dict]]:
         return []
     command = [
         tool("ruff"), "check", "--isolated", "--no-cache", "--exit-zero",
-        "--output-format", "json", "--select", SELECT, "--ignore", IGNORE, "--ignore-noqa",
+        "--output-format", "json", "--select", ",".join(select), "--ignore", ",".join(ignore),
+        "--ignore-noqa",
         "--target-version", version, "--", *(argument(p) for p in sorted(paths)),
     ]  # fmt: skip
     on = shown(paths[0]) if len(paths) == 1 else f"{len(paths)} files"
@@ -215,6 +259,81 @@ def _run(root: Path, paths: list[str], version: str) -> list[tuple[str, dict]]:
     for item in parsed_json("ruff", completed.stdout, on, "[]"):
         found.append((str(Path(item["filename"]).resolve().relative_to(base)), item))
     return found
+
+
+def _stands(
+    root: Path, target: Target | None, item: dict, word: RepositoryWord, *, py2: bool
+) -> bool:
+    """Whether a diagnostic is worth a word: not a rule the repository's own
+    configuration turns off for this file, not a Python 2 name in a project that still
+    supports Python 2, and not an unused import that is a re-export (a package's
+    `__init__`, or a name another module imports from this one) or a test's import (in a
+    test the import is often what is tested)."""
+    if target is None:
+        return False
+    code = item.get("code") or "invalid-syntax"
+    if code != "invalid-syntax" and word.ruff_ignores(target.path).covers(target.path, code):
+        return False
+    if py2 and code == "F821":
+        name = UNDEFINED.search(item.get("message", ""))
+        if name and name.group(1) in PY2_NAMES:
+            return False
+    if code == "F401":
+        if target.path.endswith("__init__.py") or target.test_data or _test_module(target.path):
+            return False
+        name = _imported_name(item.get("message", ""))
+        if name and reexported(root, target.path, name):
+            return False
+    return True
+
+
+def _test_module(path: str) -> bool:
+    name = PurePosixPath(path).name
+    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+
+
+IMPORTED = re.compile(r"`([^`]+)` imported but unused")
+
+
+def _imported_name(message: str) -> str | None:
+    """The name an unused-import message is about (`os.path` -> `path`; `x as y` -> y)."""
+    found = IMPORTED.search(message)
+    if not found:
+        return None
+    return found.group(1).rsplit(" as ", 1)[-1].rsplit(".", 1)[-1]
+
+
+REEXPORT_SCAN_FILES = 20_000
+REEXPORT_SCAN_BYTES = 200_000_000
+
+
+def reexported(root: Path, path: str, name: str) -> bool:
+    """Whether another Python file of the checkout imports `name` from this module
+    (`from pkg.compat import name`, `from .compat import name`): then the import is the
+    module's re-export, and deleting it breaks the importer. When the tree is too large
+    to read whole, it is taken for one (a deletion is never suggested on a guess)."""
+    module = PurePosixPath(path).with_suffix("")
+    last = module.name
+    pattern = re.compile(
+        rf"from\s+[\w.]*\b{re.escape(last)}\s+import\s+(?:\([^)]*|[^\n]*)\b{re.escape(name)}\b"
+    )
+    read_files = read_bytes = 0
+    for candidate in root.rglob("*.py"):
+        if candidate.is_symlink() or not candidate.is_file():
+            continue
+        if str(candidate.relative_to(root)) == path:
+            continue
+        read_files += 1
+        try:
+            text = candidate.read_text(errors="replace")
+        except OSError:
+            continue
+        read_bytes += len(text)
+        if read_files > REEXPORT_SCAN_FILES or read_bytes > REEXPORT_SCAN_BYTES:
+            return True
+        if last in text and name in text and pattern.search(text):
+            return True
+    return False
 
 
 # A noqa comment (blanket, or naming codes such as F401,E501) on a diagnostic's line; a

@@ -149,7 +149,9 @@ def _scan(root: Path, files: list[Target]) -> dict:
     return dict(collection.data.items())
 
 
-def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Skipped]]:
+def check(
+    root: Path, files: list[Target], options: object = None
+) -> tuple[list[Finding], str, list[Skipped]]:
     if not files:
         return [], "", []
     from detect_secrets.__version__ import VERSION

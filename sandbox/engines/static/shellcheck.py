@@ -7,7 +7,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from sandbox.contract import Finding, Severity, Suppression
+from sandbox.contract import Finding, Severity, StaticOptions, Suppression
 from sandbox.engines.static.common import (
     MAX_FILE_BYTES,
     CheckerFailed,
@@ -22,7 +22,14 @@ from sandbox.engines.static.common import (
     shown,
     version_of,
 )
+from sandbox.engines.static.config import RepositoryWord
 from sandbox.engines.static.tools import tool
+
+# Levels reported only when a policy asks for a rule by its code.
+QUIET_LEVELS = ("info", "style")
+# bats runs each test in a subshell and sets `$status`, `$output` and `$lines`: what
+# shellcheck says of variables lost in a subshell, or never assigned, is bats' design.
+BATS_BY_DESIGN = frozenset({"SC2030", "SC2031", "SC2034", "SC2154"})
 
 LEVELS = {
     "error": Severity.HIGH,
@@ -126,18 +133,29 @@ def applies(target: Target) -> bool:
     return _is_shell(target)
 
 
-def check(root: Path, files: list[Target]) -> tuple[list[Finding], str, list[Skipped]]:
+def check(
+    root: Path, files: list[Target], options: StaticOptions | None = None
+) -> tuple[list[Finding], str, list[Skipped]]:
     scripts = sorted((t for t in files if _is_shell(t)), key=lambda t: t.path)
     if not scripts:
         return [], "", []
+    options = options or StaticOptions()
+    word = RepositoryWord(options.configs)
+    # Warnings and errors by default (info and style are a team's taste); a policy may
+    # ask for a rule of a lower level by its code.
+    asked = frozenset(r for r in options.select if r.startswith("SC"))
+    turned_off = frozenset(r for r in options.ignore if r.startswith("SC"))
     findings: list[Finding] = []
     failed: list[Skipped] = []
     base = root.resolve()
     # One script at a time: a huge script that exhausts the memory limit loses only its
     # own findings.
     for target in scripts:
+        off = turned_off | word.shellcheck_disabled(target.path)
+        if target.path.endswith(".bats"):
+            off |= BATS_BY_DESIGN
         try:
-            found, unparsed = _check_one(base, target)
+            found, unparsed = _check_one(base, target, asked=asked, off=off)
         except CheckerFailed as exc:
             failed.append(Skipped(target.path, "shellcheck failed on it", failure=str(exc)))
             continue
@@ -232,7 +250,13 @@ def _unparsed(comments: list[dict]) -> str:
     return ""
 
 
-def _check_one(root: Path, target: Target) -> tuple[list[Finding], str]:
+def _check_one(
+    root: Path,
+    target: Target,
+    *,
+    asked: frozenset[str] = frozenset(),
+    off: frozenset[str] = frozenset(),
+) -> tuple[list[Finding], str]:
     follows = _follows_only_inside(root, root / target.path)
     directives = _disables(target.text) if "disable=" in target.text else []
     if directives:
@@ -244,6 +268,9 @@ def _check_one(root: Path, target: Target) -> tuple[list[Finding], str]:
         if not target.touches(item["line"], item["endLine"]):
             continue  # a sourced file's problem is reported on that file, if it changed
         code = item["code"]
+        name = f"SC{code}"
+        if name in off or (item["level"] in QUIET_LEVELS and name not in asked):
+            continue
         severity = LEVELS.get(item["level"], Severity.LOW)
         explanation = EXPLAIN.get(code)
         body = explanation or item["message"]

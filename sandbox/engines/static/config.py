@@ -1,0 +1,272 @@
+"""What a repository says about itself, as its base commit has it: the Python versions it
+supports and the rules its ruff, flake8 and shellcheck configuration turns off (for the
+whole project, or for some files). The static engine honours these; the pull request's
+own copies of the files are never read, so a change cannot silence its own checks by
+editing them.
+
+Pure: the configuration files' texts in (`StaticOptions.configs`, path -> text), answers
+per changed file out."""
+
+from __future__ import annotations
+
+import configparser
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import PurePosixPath
+
+import pathspec
+
+CODE = re.compile(r"[A-Z]+[0-9]*")
+VERSION = re.compile(r"(?:>=|~=|==|>)\s*(\d)\.(\d+)")
+CLASSIFIER = re.compile(r"Programming Language :: Python :: (\d)(?:\.(\d+))?(?=\s*['\"\n]|$)")
+PYTHON_REQUIRES = re.compile(r"python_requires\s*=\s*['\"]([^'\"]+)['\"]")
+FLAKE8_FILES = ("setup.cfg", "tox.ini", ".flake8")
+RUFF_FILES = ("ruff.toml", ".ruff.toml", "pyproject.toml")
+
+
+@dataclass(frozen=True)
+class Ignores:
+    """Rules turned off: everywhere, and per file pattern (relative to `folder`)."""
+
+    everywhere: frozenset[str] = frozenset()
+    per_file: tuple[tuple[str, str, frozenset[str]], ...] = ()  # (folder, pattern, codes)
+
+    def covers(self, path: str, code: str) -> bool:
+        if _prefixed(code, self.everywhere):
+            return True
+        for folder, pattern, codes in self.per_file:
+            relative = path[len(folder) + 1 :] if folder else path
+            if folder and not path.startswith(folder + "/"):
+                continue
+            if _matches(pattern, relative) and _prefixed(code, codes):
+                return True
+        return False
+
+
+def _prefixed(code: str, codes: frozenset[str]) -> bool:
+    """Whether `code` is one of `codes` or starts with one (`F4` covers `F401`; `ALL`)."""
+    return "ALL" in codes or any(code.startswith(c) for c in codes)
+
+
+def _matches(pattern: str, path: str) -> bool:
+    if "/" not in pattern.rstrip("/"):
+        return PurePosixPath(path).match(pattern) or PurePosixPath(path).name == pattern
+    return pathspec.GitIgnoreSpec.from_lines([pattern]).match_file(path)
+
+
+def _codes(value: object) -> frozenset[str]:
+    if isinstance(value, str):
+        words = re.split(r"[\s,]+", value)
+    elif isinstance(value, list):
+        words = [str(v) for v in value]
+    else:
+        return frozenset()
+    return frozenset(w.strip().upper() for w in words if CODE.fullmatch(w.strip().upper()))
+
+
+@dataclass
+class RepositoryWord:
+    """The base commit's configuration files, asked per changed file."""
+
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @cached_property
+    def _folders(self) -> dict[str, dict[str, str]]:
+        by_folder: dict[str, dict[str, str]] = {}
+        for path, text in self.configs.items():
+            folder, _, name = path.rpartition("/")
+            by_folder.setdefault(folder, {})[name] = text
+        return by_folder
+
+    def _up(self, path: str):
+        """The folders from `path`'s own up to the root, each with its config files."""
+        folder = path.rpartition("/")[0]
+        while True:
+            files = self._folders.get(folder)
+            if files:
+                yield folder, files
+            if not folder:
+                return
+            folder = folder.rpartition("/")[0]
+
+    # --- Python versions --------------------------------------------------------------
+
+    def python(self, path: str) -> tuple[str | None, bool]:
+        """(the oldest Python 3 the file's project declares, as ruff spells it — `py38` —
+        or None; whether it declares Python 2 support too)."""
+        for _, files in self._up(path):
+            minors: list[int] = []
+            py2 = False
+            for name, text in files.items():
+                found, two = _declared(name, text)
+                minors += found
+                py2 = py2 or two
+            if minors or py2:
+                supported = [m for m in minors if 7 <= m <= 14]
+                return (f"py3{min(supported)}" if supported else None), py2
+        return None, False
+
+    # --- ignores ------------------------------------------------------------------------
+
+    def ruff_ignores(self, path: str) -> Ignores:
+        """What the file's nearest ruff configuration and flake8 configuration turn off."""
+        everywhere: set[str] = set()
+        per_file: list[tuple[str, str, frozenset[str]]] = []
+        ruff_done = flake8_done = False
+        for folder, files in self._up(path):
+            if not ruff_done:
+                for name in RUFF_FILES:
+                    section = _ruff_section(name, files.get(name))
+                    if section is not None:
+                        ignored, patterns = _ruff_ignores(section)
+                        everywhere |= ignored
+                        per_file += [(folder, p, c) for p, c in patterns]
+                        ruff_done = True
+                        break
+            if not flake8_done:
+                for name in FLAKE8_FILES:
+                    section = _flake8_section(files.get(name))
+                    if section is not None:
+                        ignored, patterns = _flake8_ignores(section)
+                        everywhere |= ignored
+                        per_file += [(folder, p, c) for p, c in patterns]
+                        flake8_done = True
+                        break
+        return Ignores(frozenset(everywhere), tuple(per_file))
+
+    def shellcheck_disabled(self, path: str) -> frozenset[str]:
+        """What the nearest `.shellcheckrc` above the script turns off (`SC2034`)."""
+        for _, files in self._up(path):
+            text = files.get(".shellcheckrc")
+            if text is None:
+                continue
+            codes: set[str] = set()
+            for line in text.splitlines():
+                key, _, value = line.split("#", 1)[0].strip().partition("=")
+                if key.strip() == "disable":
+                    for word in value.split(","):
+                        word = word.strip().upper()
+                        if word.isdigit():
+                            word = f"SC{word}"
+                        if re.fullmatch(r"SC\d{4}", word):
+                            codes.add(word)
+            return frozenset(codes)
+        return frozenset()
+
+
+def _declared(name: str, text: str) -> tuple[list[int], bool]:
+    """(Python 3 minor versions a file declares as supported or required, whether it
+    declares Python 2)."""
+    minors: list[int] = []
+    py2 = False
+    requires: list[str] = []
+    classifiers: list[tuple[str, str]] = (
+        CLASSIFIER.findall(text) if name != ".python-version" else []
+    )
+    if name == "pyproject.toml":
+        data = _toml(text)
+        project = data.get("project") if isinstance(data.get("project"), dict) else {}
+        if isinstance(project.get("requires-python"), str):
+            requires.append(project["requires-python"])
+        tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
+        ruff = tool.get("ruff") if isinstance(tool.get("ruff"), dict) else {}
+        version = ruff.get("target-version")
+        if isinstance(version, str) and re.fullmatch(r"py3\d{1,2}", version):
+            minors.append(int(version[3:]))
+    elif name in ("ruff.toml", ".ruff.toml"):
+        version = _toml(text).get("target-version")
+        if isinstance(version, str) and re.fullmatch(r"py3\d{1,2}", version):
+            minors.append(int(version[3:]))
+    elif name in ("setup.py", "setup.cfg"):
+        requires += PYTHON_REQUIRES.findall(text)
+        if name == "setup.cfg":
+            section = _ini(text)
+            if section is not None and section.has_option("options", "python_requires"):
+                requires.append(section.get("options", "python_requires"))
+    elif name == ".python-version":
+        first = (text.strip().splitlines() or [""])[0]
+        match = re.match(r"(\d)\.(\d+)", first)
+        if match:
+            py2 = py2 or match.group(1) == "2"
+            if match.group(1) == "3":
+                minors.append(int(match.group(2)))
+    for spec in requires:
+        for major, minor in VERSION.findall(spec):
+            if major == "2":
+                py2 = True
+            elif major == "3":
+                minors.append(int(minor))
+    for major, minor in classifiers:
+        if major == "2":
+            py2 = True
+        elif major == "3" and minor:
+            minors.append(int(minor))
+    return minors, py2
+
+
+def _toml(text: str | None) -> dict:
+    if not text:
+        return {}
+    try:
+        return tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError):
+        return {}
+
+
+def _ini(text: str | None) -> configparser.ConfigParser | None:
+    if not text:
+        return None
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return None
+    return parser
+
+
+def _ruff_section(name: str, text: str | None) -> dict | None:
+    """The ruff settings a file holds (None: it holds none — a pyproject.toml without
+    `[tool.ruff]` is not a ruff configuration, and ruff looks further up)."""
+    if text is None:
+        return None
+    data = _toml(text)
+    if name == "pyproject.toml":
+        tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
+        section = tool.get("ruff")
+        return section if isinstance(section, dict) else None
+    return data
+
+
+def _ruff_ignores(section: dict) -> tuple[frozenset[str], list[tuple[str, frozenset[str]]]]:
+    ignored: set[str] = set()
+    patterns: list[tuple[str, frozenset[str]]] = []
+    for part in (section, section.get("lint") if isinstance(section.get("lint"), dict) else {}):
+        for key in ("ignore", "extend-ignore"):
+            ignored |= _codes(part.get(key))
+        for key in ("per-file-ignores", "extend-per-file-ignores"):
+            table = part.get(key)
+            if isinstance(table, dict):
+                patterns += [(str(p), _codes(c)) for p, c in table.items()]
+    return frozenset(ignored), patterns
+
+
+def _flake8_section(text: str | None) -> configparser.SectionProxy | None:
+    parser = _ini(text)
+    if parser is None or not parser.has_section("flake8"):
+        return None
+    return parser["flake8"]
+
+
+def _flake8_ignores(
+    section: configparser.SectionProxy,
+) -> tuple[frozenset[str], list[tuple[str, frozenset[str]]]]:
+    ignored = _codes(section.get("ignore", "")) | _codes(section.get("extend-ignore", ""))
+    patterns: list[tuple[str, frozenset[str]]] = []
+    for line in re.split(r"[\n]+", section.get("per-file-ignores", "")):
+        for item in re.split(r"\s+(?=\S+:)", line.strip()):
+            pattern, _, codes = item.partition(":")
+            if pattern.strip() and codes.strip():
+                patterns.append((pattern.strip(), _codes(codes)))
+    return ignored, patterns
