@@ -611,3 +611,32 @@ def test_a_push_github_does_not_show_yet_is_waited_for_not_superseded_by_its_par
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED
     assert last_check(world).head_sha == pushed and last_check(world).conclusion == "failure"
+
+
+def test_a_pull_request_cannot_silence_its_own_checks_by_editing_the_linters_configuration(
+    fake_github, deliver
+):
+    """The base branch's ruff configuration is the repository's word: its ignores are
+    honoured, and the pull request's edit of the file changes nothing — said in the
+    review's limitations."""
+    from reviews.models import Finding
+
+    world = world_build(fake_github, head_files=CLEAN_HEAD)
+    base = world.git.commit(
+        {"pyproject.toml": '[tool.ruff.lint]\nignore = ["F841"]\n'},
+        parent=world.base, branch="main", message="lint config",
+    )  # fmt: skip
+    head = world.git.commit(
+        {"pyproject.toml": '[tool.ruff.lint]\nignore = ["F841", "S602"]\n',
+         "app/tool.py": "import subprocess\n\n\ndef run(cmd):\n    unused = 1\n"
+                        "    return subprocess.call(cmd, shell=True)\n"},
+        parent=base, branch="feature",
+    )  # fmt: skip
+    world.pull.base_sha, world.pull.head_sha = base, head
+    world.repo.commits.update({base, head})
+    deliver(world)
+    rules = set(Finding.objects.filter(state="open").values_list("rule", flat=True))
+    assert "ruff:S602" in rules  # the pull request's own ignore does not count
+    assert "ruff:F841" not in rules  # the base's does
+    review = Review.objects.get()
+    assert any("changes the linters' configuration" in text for text in review.limitations)

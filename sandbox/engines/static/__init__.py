@@ -31,6 +31,7 @@ from sandbox.engines.static.common import (
 )
 from sandbox.engines.static.dedupe import dedupe
 from sandbox.engines.static.languages import language_of
+from sandbox.workspace import LINTER_CONFIGS
 
 # (area, checker, whether it is a safety check: one that also reads the files the review
 # leaves out — vendored, generated, lock files — because what it finds there is as bad)
@@ -104,6 +105,16 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
     # Never claim to have read a file that was not read: each one is named, with why.
     limitations.extend(_unchecked("Not checked", skipped))
     limitations.extend(_unchecked("Not fully checked", partly))
+    changed_configs = [
+        f.path for f in job.changed_files if f.path.rsplit("/", 1)[-1] in LINTER_CONFIGS
+    ]
+    if changed_configs and job.static.configs:
+        # The pull request's own configuration never decides its review.
+        limitations.append(
+            "This pull request changes the linters' configuration ("
+            + _names(changed_configs)
+            + "): it was reviewed with the base branch's, as every pull request is."
+        )
     replaced = [t.path for t in files if not t.utf8]
     if replaced:
         limitations.append(
