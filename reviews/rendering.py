@@ -17,7 +17,7 @@ from django.utils.translation import ngettext
 from reviews.coverage import EXCLUDED, REVIEWED, Entry, title_part, unreviewed
 from reviews.escaping import block_text, code_span, inline_text
 from reviews.markers import marker, markers_of
-from reviews.validation import OPEN, UNANCHORABLE, Validated
+from reviews.validation import GROUPED, OPEN, UNANCHORABLE, Validated
 from sandbox.contract import ReviewSummary, Severity, Side
 
 BODY_ONLY_NOTE = (
@@ -73,10 +73,33 @@ def _heading(finding: Validated) -> str:
     )
 
 
+def _also(finding: Validated) -> list[str]:
+    """The other occurrences a grouped comment stands for."""
+    said = []
+    also = getattr(finding, "also_lines", ())
+    if also:
+        shown = ", ".join(str(n) for n in also[:30]) + (" …" if len(also) > 30 else "")
+        said.append(
+            ngettext(
+                "The same in this file on line %(lines)s.",
+                "The same in this file on lines %(lines)s.",
+                len(also),
+            )
+            % {"lines": shown}
+        )
+    here = getattr(finding, "also_here", ())
+    if here:
+        said.append("Also on this line: " + "; ".join(inline_text(t) for t in here[:10]) + ".")
+    return said
+
+
 def comment_body(finding: Validated) -> str:
     parts = [_heading(finding)]
     if finding.body:
         parts += ["", block_text(finding.body)]
+    also = _also(finding)
+    if also:
+        parts += ["", " ".join(also)]
     if finding.evidence:
         parts += [
             "",
@@ -146,21 +169,30 @@ def review_body(
     """The review's body: the verdict, findings that could not go inline, the summary,
     what was not reviewed, and the run marker."""
     published = [f for f in findings if f.published]
-    blocking = sum(1 for f in published if f.blocking)
+    grouped = [f for f in findings if f.held == GROUPED]
+    # Every open finding a posted comment stands for: its own, and those it lists.
+    told = published + grouped
+    blocking = sum(1 for f in told if f.blocking)
     unanchored = [f for f in findings if f.held == UNANCHORABLE]
     parts = [f"### Tasuku review · {context.reviewer}", ""]
     span = f"`{context.base_sha[:7]}…{context.head_sha[:7]}`"
     if context.incremental:
         parts += [f"Reviewed only the changes since `{context.base_sha[:7]}`.", ""]
-    if published:
+    if told:
         parts.append(
             ngettext(
                 "Reviewed %(span)s: **%(count)d finding**",
                 "Reviewed %(span)s: **%(count)d findings**",
-                len(published),
+                len(told),
             )
-            % {"span": span, "count": len(published)}
-            + (f", {blocking} blocking." if blocking else ".")
+            % {"span": span, "count": len(told)}
+            + (f", {blocking} blocking" if blocking else "")
+            + (
+                ngettext(" (in %(n)d comment).", " (in %(n)d comments).", len(published))
+                % {"n": len(published)}
+                if grouped
+                else "."
+            )
         )
     elif context.not_reviewed:
         parts.append(f"Reviewed {span}: no problems found in the files it reviewed.")
@@ -190,7 +222,18 @@ def review_body(
             )
             % {"count": context.still_open}
         )
-    suppressed = len(findings) - len(published)
+    if grouped:
+        parts.append(
+            ngettext(
+                "%(count)d of them is listed in the comment of the same problem, not "
+                "commented on again.",
+                "%(count)d of them are listed in the comments of the same problem, not "
+                "commented on again.",
+                len(grouped),
+            )
+            % {"count": len(grouped)}
+        )
+    suppressed = len(findings) - len(told)
     if suppressed:
         parts.append(
             ngettext(

@@ -98,6 +98,9 @@ INVALID = "invalid"
 # Why an open finding is not posted inline (`Validated.held`).
 OVER_LIMIT = "over-limit"
 UNANCHORABLE = "unanchorable"
+# Open, and listed in the comment of the same problem (the same rule in the same file,
+# or the same line): one comment per problem, not one per occurrence.
+GROUPED = "grouped"
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,11 @@ class Validated:
     # A suppression comment for it that the pull request added itself, in words (the
     # comment in backticks, "on line 8"): the finding stays open, and says so.
     suppressed_in_pr: str = ""
+    # The other occurrences its comment lists: lines of the same rule in this file, and
+    # the titles of other findings on this line (GROUPED into this one).
+    also_lines: tuple[int, ...] = ()
+    also_here: tuple[str, ...] = ()
+    grouped_with: str = ""  # GROUPED: the fingerprint of the finding whose comment lists it
     raw: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
@@ -333,13 +341,15 @@ def gate(
             located = _suppressed(located, finding.suppressed_by, diff, config)
         results.append(_history(located, history) if history is not None else located)
 
+    results = _grouped(results, history.earlier if history is not None else frozenset())
     open_findings = sorted(
-        (r for r in results if r.state == OPEN and r.held != UNANCHORABLE), key=_sort_key
+        (r for r in results if r.state == OPEN and r.held not in (UNANCHORABLE, GROUPED)),
+        key=_sort_key,
     )
     chosen = {id(r) for r in open_findings[: config.comment_limit]}
     final = []
     for result in results:
-        if result.state == OPEN and result.held != UNANCHORABLE:
+        if result.state == OPEN and result.held not in (UNANCHORABLE, GROUPED):
             if id(result) in chosen:
                 result = replace(result, published=True)
             else:
@@ -351,7 +361,84 @@ def gate(
                     held=OVER_LIMIT,
                 )
         final.append(result)
+    commented = {r.fingerprint for r in final if r.published}
+    for index, result in enumerate(final):
+        if result.held == GROUPED and result.grouped_with not in commented:
+            # The comment that would list it is not posted: it is over the limit too.
+            final[index] = replace(
+                result,
+                reason=f"over the comment limit ({config.comment_limit})",
+                held=OVER_LIMIT,
+            )
     return sorted(final, key=lambda r: (r.state != OPEN, *_sort_key(r)))
+
+
+def _grouped(results: list[Validated], earlier: frozenset[str]) -> list[Validated]:
+    """One comment per problem: of the new open findings of one rule in one file, and of
+    those on one line, the most useful is commented and lists the others (which stay
+    open, count in the gate and in the check's table, each with its own identity). A
+    finding an earlier review raised keeps its own thread, and lists nothing new: a
+    comment already posted is not where a new occurrence would be seen."""
+    candidates = sorted(
+        (
+            r
+            for r in results
+            # one the pull request tried to silence says so in a comment of its own
+            if r.state == OPEN
+            and not r.held
+            and not r.suppressed_in_pr
+            and r.fingerprint not in earlier
+        ),
+        key=_sort_key,
+    )
+    by_rule: dict[tuple, int] = {}
+    by_line: dict[tuple, int] = {}
+    lines: dict[int, list[int]] = {}
+    titles: dict[int, list[str]] = {}
+    follows: dict[int, str] = {}
+    leader_line: dict[int, int] = {}
+    leader_of: dict[int, str] = {}
+    leaders: dict[int, str] = {}
+    for result in candidates:
+        rule_key = (result.path, result.rule) if result.rule else None
+        line_key = (result.path, result.side, result.start_line)
+        leader = by_rule.get(rule_key) if rule_key else None
+        if leader is not None:
+            lines[leader].append(result.start_line)
+            follows[id(result)] = f"the same problem as line {leader_line[leader]}"
+            leader_of[id(result)] = leaders[leader]
+            continue
+        leader = by_line.get(line_key)
+        if leader is not None:
+            titles[leader].append(result.title)
+            follows[id(result)] = f"on the same line as another finding (line {result.start_line})"
+            leader_of[id(result)] = leaders[leader]
+            continue
+        me = id(result)
+        if rule_key:
+            by_rule[rule_key] = me
+        by_line[line_key] = me
+        lines[me], titles[me] = [], []
+        leader_line[me] = result.start_line
+        leaders[me] = result.fingerprint
+    out = []
+    for result in results:
+        me = id(result)
+        if me in follows:
+            result = replace(
+                result,
+                held=GROUPED,
+                reason=f"{follows[me]}: listed in its comment",
+                grouped_with=leader_of[me],
+            )
+        elif lines.get(me) or titles.get(me):
+            result = replace(
+                result,
+                also_lines=tuple(sorted(set(lines[me]) - {result.start_line})),
+                also_here=tuple(dict.fromkeys(titles[me])),
+            )
+        out.append(result)
+    return out
 
 
 BASE, PULL_REQUEST, REWRITTEN = "base", "pull request", "rewritten"

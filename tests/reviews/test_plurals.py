@@ -19,9 +19,14 @@ DIFF = diff_parse(
 )
 
 
-def findings(n: int, **config):
+ADDED = [("a.py", 2), ("a.py", 3), ("a.py", 4), ("b.py", 2)]
+
+
+def findings(n: int, *, same_line: bool = False, **config):
+    # On lines of their own: findings on one line are one comment (see the last test).
     raw = [
-        dict(path="a.py", start_line=2, end_line=2, severity="low", category=f"c{i}",
+        dict(path=ADDED[0 if same_line else i][0], start_line=ADDED[0 if same_line else i][1],
+             end_line=ADDED[0 if same_line else i][1], severity="low", category=f"c{i}",
              title=f"T{i}", body="B")
         for i in range(n)
     ]  # fmt: skip
@@ -110,3 +115,19 @@ def test_admission_counts_the_reviewers_it_queues(n, said):
         repository_accessible=lambda: True,
     )
     assert decision.reason == said
+
+
+@pytest.mark.parametrize(
+    ("n", "said"),
+    [(1, "**2 findings** (in 1 comment).\n1 of them is listed in the comment of the same "
+         "problem, not commented on again."),
+     (2, "**3 findings** (in 1 comment).\n2 of them are listed in the comments of the same "
+         "problem, not commented on again.")],
+)  # fmt: skip
+def test_the_review_body_counts_the_findings_one_comment_stands_for(n, said):
+    grouped = findings(n + 1, same_line=True)
+    published = [f for f in grouped if f.published]
+    assert len(published) == 1
+    body = review_body(ReviewSummary(), grouped, context(), inline=published)
+    assert f"Reviewed {SPAN}: {said}" in body
+    assert "kept off the pull request" not in body

@@ -191,3 +191,71 @@ def test_fingerprints_ignore_line_numbers_but_tell_repeats_apart():
     assert fingerprint("app.py", "bug", "Line too long (120 > 100)", 0) == fingerprint(
         "app.py", "BUG", "line too long (99 > 100)", 0
     )
+
+
+def test_one_comment_per_problem_the_same_rule_in_a_file_and_the_same_line_are_grouped():
+    from reviews.rendering import comment_body
+    from reviews.validation import GROUPED
+
+    diff = diff_parse(
+        "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -0,0 +1,6 @@\n"
+        + "".join(f"+x{i} = 1\n" for i in range(1, 7))
+    )
+
+    def f(line, rule, title, severity="low"):
+        return {"path": "a.py", "start_line": line, "end_line": line, "severity": severity,
+                "category": "maintainability", "title": title, "rule": rule}  # fmt: skip
+
+    raw = [f(n, "ruff:F841", f"Local variable `x{n}` is never used") for n in (2, 4, 6)]
+    raw.append(f(4, "ruff:B006", "Mutable default", severity="medium"))
+    raw.append(f(5, "ruff:S602", "Shell", severity="high"))
+    raw.append(f(5, "ruff:B023", "Loop variable in a closure", severity="medium"))
+    out = gate(raw, diff, GateConfig())
+    published = [v for v in out if v.published]
+    grouped = [v for v in out if v.held == GROUPED]
+    assert len(published) == 3 and len(grouped) == 3
+    assert all(v.state == "open" for v in out)  # each still counts in the gate
+    unused = next(v for v in published if v.rule == "ruff:F841")
+    assert (unused.start_line, unused.also_lines) == (2, (4, 6))
+    shell = next(v for v in published if v.rule == "ruff:S602")
+    assert shell.also_here == ("Loop variable in a closure",)
+    assert "The same in this file on lines 4, 6." in comment_body(unused)
+    assert "Also on this line: Loop variable in a closure." in comment_body(shell)
+    assert len({v.fingerprint for v in out}) == 6  # identities kept, one each
+
+
+def _six_lines():
+    return diff_parse(
+        "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -0,0 +1,6 @@\n"
+        + "".join(f"+x{i} = 1\n" for i in range(1, 7))
+    )
+
+
+def _unused(line):
+    return {"path": "a.py", "start_line": line, "end_line": line, "severity": "low",
+            "category": "maintainability", "title": f"Local variable `x{line}` is never used",
+            "rule": "ruff:F841"}  # fmt: skip
+
+
+def test_a_grouped_finding_whose_comment_is_over_the_limit_is_over_the_limit_too():
+    from reviews.validation import OVER_LIMIT
+
+    shell = {**_unused(1), "rule": "ruff:S602", "title": "Shell", "severity": "high"}
+    out = gate([shell, _unused(2), _unused(4)], _six_lines(), GateConfig(comment_limit=1))
+    assert [v.rule for v in out if v.published] == ["ruff:S602"]
+    held = {v.start_line: v.held for v in out if v.rule == "ruff:F841"}
+    assert held == {2: OVER_LIMIT, 4: OVER_LIMIT}  # never "listed" in a comment not posted
+    assert all(v.state == OPEN for v in out)
+
+
+def test_a_new_occurrence_is_not_hidden_in_a_comment_an_earlier_review_posted():
+    from reviews.validation import GROUPED, History
+
+    first = gate([_unused(2)], _six_lines(), GateConfig())
+    earlier = frozenset(v.fingerprint for v in first)
+    out = gate([_unused(2), _unused(4), _unused(6)], _six_lines(), GateConfig(),
+               history=History(earlier=earlier))  # fmt: skip
+    by_line = {v.start_line: v for v in out}
+    assert not by_line[2].also_lines  # its comment is already posted: it lists nothing new
+    assert by_line[4].published and by_line[4].also_lines == (6,)
+    assert by_line[6].held == GROUPED
