@@ -460,9 +460,11 @@ class RepositoryPolicy(models.Model):
         blank=True,
         help_text="Rules the static reviewer adds to its defaults, or turns off: rule codes "
         "or prefixes, separated by commas or lines; a minus turns one off (e.g. `B904, "
-        "S113, -F401`, `SC2016`). The defaults are chosen for precision (see the "
-        "reviewers documentation); the repository's own ruff, flake8 and shellcheck "
-        "ignores, as its base branch has them, are honoured as well.",
+        "S113, -F401`, `SC2016`, `DL3008`, `oxlint:eslint/no-console`, "
+        "`-zizmor:unpinned-uses`). The defaults are chosen for precision (see the "
+        "reviewers documentation); the repository's own ruff, flake8, shellcheck, "
+        "ESLint/oxlint, hadolint and zizmor configuration, as its base branch has it, is "
+        "honoured as well.",
     )
     triage_enabled = models.BooleanField(default=Defaults.TRIAGE_ENABLED)
     walkthrough = models.BooleanField(
@@ -514,7 +516,8 @@ class RepositoryPolicy(models.Model):
             raise ValidationError(
                 {
                     "static_rules": f"Not a rule code or prefix: {', '.join(wrong[:5])}. Use "
-                    "ruff's and ShellCheck's codes (`B904`, `S1`, `SC2016`), a minus before "
+                    "ruff's, ShellCheck's and hadolint's codes (`B904`, `S1`, `SC2016`, "
+                    "`DL3008`), or `oxlint:<rule>` and `zizmor:<audit>`, a minus before "
                     "one to turn it off."
                 }
             )
@@ -522,7 +525,9 @@ class RepositoryPolicy(models.Model):
 
 # A rule code or prefix of the static reviewer's checkers (ruff's `B904`, `S1`, `F`;
 # ShellCheck's `SC2016`), `-` before one to turn it off.
-STATIC_RULE = re.compile(r"-?[A-Z]{1,4}[0-9]{0,4}")
+# ruff's, ShellCheck's (SC…) and hadolint's (DL…) codes, or an oxlint rule or a zizmor
+# audit by name (`oxlint:eslint/no-console`, `zizmor:artipacked`).
+STATIC_RULE = re.compile(r"-?(?:[A-Z]{1,4}[0-9]{0,4}|(?:oxlint|zizmor):[a-z0-9][a-z0-9/-]{0,80})")
 
 
 class SecondaryRepository(models.Model):

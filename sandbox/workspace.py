@@ -476,7 +476,8 @@ def _prepare(
 # versions it supports).
 LINTER_CONFIGS = frozenset({
     "pyproject.toml", "setup.cfg", "setup.py", "tox.ini", ".flake8", "ruff.toml",
-    ".ruff.toml", ".shellcheckrc", ".python-version",
+    ".ruff.toml", ".shellcheckrc", ".python-version", ".oxlintrc.json", ".eslintrc.json",
+    ".eslintrc", ".hadolint.yaml", ".hadolint.yml", "zizmor.yml", "zizmor.yaml",
 })  # fmt: skip
 MAX_CONFIGS = 200
 MAX_CONFIG_BYTES = 256_000

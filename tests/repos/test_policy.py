@@ -293,3 +293,15 @@ def test_an_invalid_installation_glob_is_refused_in_the_admin(admin_client):
     )
     assert response.status_code == 200
     assert b"Not a valid gitignore pattern" in response.content
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [("B904, S113\n-F401", True), ("SC2016, DL3008", True),
+     ("oxlint:eslint/no-console, -zizmor:unpinned-uses", True),
+     ("eslint/no-console", False), ("--select=ALL", False), ("oxlint:; rm -rf", False)],
+)  # fmt: skip
+def test_the_static_rules_are_each_tools_codes_or_names(value, valid):
+    policy = RepositoryFactory().policy
+    policy.static_rules = value
+    assert ("static_rules" not in _errors(policy)) is valid

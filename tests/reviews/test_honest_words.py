@@ -466,14 +466,14 @@ BROKEN_SCRIPT = '#!/bin/bash\nset -e\nif [ -n "$X" ]; then\n  echo ok\n'  # no `
 @pytest.mark.parametrize(
     ("base", "files", "language"),
     [
-        ({}, {"web/index.ts": "export const refund = (id: string) => id;\n"}, "TypeScript"),
+        ({}, {"infra/main.tf": 'resource "null_resource" "refund" {}\n'}, "Terraform"),
         ({}, {"cmd/main.go": GO_MAIN}, "Go"),
         # The script already does not parse; the change touches another line of it.
         ({"deploy/run.sh": BROKEN_SCRIPT},
          {"deploy/run.sh": BROKEN_SCRIPT.replace("set -e", "set -eu")},
          "shellcheck could not parse it"),
     ],
-    ids=["typescript", "go", "unparseable shell"],
+    ids=["terraform", "go", "unparseable shell"],
 )  # fmt: skip
 def test_a_change_no_checker_could_read_is_neutral_and_named_never_no_problems_found(
     fake_github, deliver, base, files, language

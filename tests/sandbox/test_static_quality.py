@@ -462,6 +462,8 @@ def test_the_engine_says_what_read_each_file_and_what_it_could_not_check(tmp_pat
         "web/index.ts": "export const x = 1;\n",
         "Dockerfile": "FROM python:3.12\n",
         ".github/workflows/ci.yml": "on: push\njobs: {}\n",
+        "infra/main.tf": 'resource "null_resource" "x" {}\n',
+        "src/lib.rs": "pub fn f() {}\n",
         "README.md": "# Hello\n",
         "broken.sh": "#!/bin/bash\nif [ -n x ]; then\n  echo hi\n",
         "broken.py": "def f(:\n    pass\n",
@@ -470,9 +472,12 @@ def test_the_engine_says_what_read_each_file_and_what_it_could_not_check(tmp_pat
     assert by_path["app.py"].checkers == ("ruff", "detect-secrets", "hygiene")
     assert by_path["app.py"].not_checked == ""
     assert by_path["README.md"].not_checked == ""  # prose: secrets and hygiene are all
-    for path, language in [("cmd/main.go", "Go"), ("web/index.ts", "TypeScript"),
-                           ("Dockerfile", "Dockerfile"),
-                           (".github/workflows/ci.yml", "GitHub Actions workflow")]:  # fmt: skip
+    for path, checker in [("web/index.ts", "oxlint"), ("Dockerfile", "hadolint"),
+                          (".github/workflows/ci.yml", "zizmor")]:  # fmt: skip
+        assert by_path[path].checkers == (checker, "detect-secrets", "hygiene"), path
+        assert by_path[path].not_checked == "", path
+    for path, language in [("cmd/main.go", "Go"), ("infra/main.tf", "Terraform"),
+                           ("src/lib.rs", "Rust")]:  # fmt: skip
         assert by_path[path].not_checked.startswith(f"no checker for {language}"), path
         assert "detect-secrets" in by_path[path].checkers
     assert "shellcheck could not parse it (SC10" in by_path["broken.sh"].not_checked

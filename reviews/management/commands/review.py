@@ -193,6 +193,10 @@ class Command(BaseCommand):
                     "original_start_line": finding.original_start_line,
                     "original_end_line": finding.original_end_line,
                     "suppressed_in_pr": finding.suppressed_in_pr,
+                    # What a pull request would get as an inline comment of its own (an
+                    # open finding may instead be listed in the comment of the same
+                    # problem, or be past the comment limit: `suppression_reason` says).
+                    "published": finding.published,
                 }
             )
         return data, findings

@@ -1,7 +1,8 @@
 """The `static` engine: the offline default reviewer.
 
 Deterministic and network-free: ruff (pyflakes, bugbear, bandit-derived rules, syntax
-errors), detect-secrets, shellcheck, and diff-hygiene checks of its own. Only problems
+errors), shellcheck, oxlint (JavaScript and TypeScript), hadolint (Dockerfiles), zizmor
+(GitHub Actions workflows), detect-secrets, and diff-hygiene checks of its own. Only problems
 on lines the pull request added are reported: what the base already had is not the
 author's. Severity mapping: README, "The static reviewer".
 """
@@ -20,7 +21,7 @@ from sandbox.contract import (
     ReviewSummary,
     StaticOptions,
 )
-from sandbox.engines.static import hygiene, ruff, secrets, shellcheck
+from sandbox.engines.static import hadolint, hygiene, oxlint, ruff, secrets, shellcheck, zizmor
 from sandbox.engines.static.common import (
     CheckerFailed,
     Skipped,
@@ -38,6 +39,9 @@ from sandbox.workspace import LINTER_CONFIGS
 CHECKERS = (
     ("Python (ruff: pyflakes, bugbear, bandit rules, syntax)", ruff.check, False),
     ("Shell scripts (shellcheck)", shellcheck.check, False),
+    ("JavaScript and TypeScript (oxlint)", oxlint.check, False),
+    ("Dockerfiles (hadolint)", hadolint.check, False),
+    ("GitHub Actions workflows (zizmor)", zizmor.check, False),
     ("Secrets (detect-secrets)", secrets.check, True),
     ("Diff hygiene (conflict markers, private keys, debugger breakpoints)", hygiene.check, True),
 )
@@ -45,6 +49,9 @@ CHECKERS = (
 APPLIES = {
     "ruff": ruff.applies,
     "shellcheck": shellcheck.applies,
+    "oxlint": oxlint.applies,
+    "hadolint": hadolint.applies,
+    "zizmor": zizmor.applies,
     "detect-secrets": lambda target: True,
     "hygiene": lambda target: True,
 }
@@ -145,9 +152,15 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
     )
 
 
-NAMES = {"Python": "ruff", "Shell": "shellcheck", "Secrets": "detect-secrets", "Diff": "hygiene"}
+NAMES = {
+    "Python": "ruff", "Shell": "shellcheck", "JavaScript": "oxlint", "Dockerfiles": "hadolint",
+    "GitHub": "zizmor", "Secrets": "detect-secrets", "Diff": "hygiene",
+}  # fmt: skip
 # The checker that reviews a language's code, and the language it reviews.
-LANGUAGE_CHECKERS = {"ruff": "Python", "shellcheck": "shell"}
+LANGUAGE_CHECKERS = {
+    "ruff": "Python", "shellcheck": "shell", "oxlint": "JavaScript and TypeScript",
+    "hadolint": "Dockerfile", "zizmor": "GitHub Actions workflow",
+}  # fmt: skip
 
 
 def _coverage(

@@ -1,6 +1,6 @@
 """What a repository says about itself, as its base commit has it: the Python versions it
-supports and the rules its ruff, flake8 and shellcheck configuration turns off (for the
-whole project, or for some files). The static engine honours these; the pull request's
+supports and the rules its ruff, flake8, shellcheck, ESLint/oxlint, hadolint and zizmor
+configuration turns off (for the whole project, or for some files). The static engine honours these; the pull request's
 own copies of the files are never read, so a change cannot silence its own checks by
 editing them.
 
@@ -10,6 +10,7 @@ per changed file out."""
 from __future__ import annotations
 
 import configparser
+import json
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -17,12 +18,16 @@ from functools import cached_property
 from pathlib import PurePosixPath
 
 import pathspec
+import yaml
 
 CODE = re.compile(r"[A-Z]+[0-9]*")
 VERSION = re.compile(r"(?:>=|~=|==|>)\s*(\d)\.(\d+)")
 CLASSIFIER = re.compile(r"Programming Language :: Python :: (\d)(?:\.(\d+))?(?=\s*['\"\n]|$)")
 PYTHON_REQUIRES = re.compile(r"python_requires\s*=\s*['\"]([^'\"]+)['\"]")
 FLAKE8_FILES = ("setup.cfg", "tox.ini", ".flake8")
+ESLINT_FILES = (".oxlintrc.json", ".eslintrc.json", ".eslintrc")
+HADOLINT_FILES = (".hadolint.yaml", ".hadolint.yml")
+ZIZMOR_FILES = (".github/zizmor.yml", ".github/zizmor.yaml", "zizmor.yml", "zizmor.yaml")
 RUFF_FILES = ("ruff.toml", ".ruff.toml", "pyproject.toml")
 
 
@@ -154,6 +159,95 @@ class RepositoryWord:
                             codes.add(word)
             return frozenset(codes)
         return frozenset()
+
+    def eslint_disabled(self, path: str, rule: str) -> bool:
+        """Whether the nearest ESLint or oxlint JSON configuration above the file turns
+        `rule` (`eslint/no-unused-vars`) off, for every file or by an `overrides` entry
+        whose `files` match it. A JavaScript configuration (`eslint.config.js`) is code,
+        and is not run."""
+        short = rule.rsplit("/", 1)[-1]
+        for folder, files in self._up(path):
+            for name in ESLINT_FILES:
+                data = _json_or_yaml(files.get(name))
+                if data is None:
+                    continue
+                relative = path[len(folder) + 1 :] if folder else path
+                off = _off(data.get("rules"), short)
+                for override in data.get("overrides") or []:
+                    if not isinstance(override, dict):
+                        continue
+                    patterns = override.get("files")
+                    patterns = [patterns] if isinstance(patterns, str) else patterns or []
+                    if any(_matches(str(p), relative) for p in patterns):
+                        off = _off(override.get("rules"), short, off)
+                return bool(off)
+        return False
+
+    def hadolint_ignored(self, path: str) -> frozenset[str]:
+        """What the nearest `.hadolint.yaml` above the Dockerfile ignores (`DL3008`)."""
+        for _, files in self._up(path):
+            for name in HADOLINT_FILES:
+                data = _json_or_yaml(files.get(name))
+                if isinstance(data, dict):
+                    return _codes(data.get("ignored"))
+        return frozenset()
+
+    def zizmor_disabled(self, path: str, audit: str, line: int) -> bool:
+        """Whether the repository's zizmor configuration turns `audit` off, everywhere
+        or for this workflow (`ignore: [ci.yml]`, `ci.yml:12`)."""
+        for name in ZIZMOR_FILES:
+            data = _json_or_yaml(self.configs.get(name))
+            if not isinstance(data, dict):
+                continue
+            rules = data.get("rules") if isinstance(data.get("rules"), dict) else {}
+            settings = rules.get(audit) if isinstance(rules.get(audit), dict) else {}
+            if settings.get("disable") is True:
+                return True
+            file_name = PurePosixPath(path).name
+            for entry in settings.get("ignore") or []:
+                where, _, at = str(entry).partition(":")
+                number = at.split(":", 1)[0]
+                if where == file_name and (not number or number == str(line)):
+                    return True
+            return False
+        return False
+
+
+def _json_or_yaml(text: str | None):
+    """A configuration file's data (JSON with comments, or YAML), or None."""
+    if not text:
+        return None
+    try:
+        return json.loads(JSONC.sub(_uncomment, text))
+    except ValueError:
+        pass
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+# A JSON string, a comment, or a comma before a closing bracket (JSON with comments).
+JSONC = re.compile(r'("(?:\\.|[^"\\])*")|(//[^\n]*|/\*.*?\*/)|(,)(?=\s*[}\]])', re.DOTALL)
+
+
+def _uncomment(match: re.Match[str]) -> str:
+    return match.group(1) or ""
+
+
+def _off(rules: object, short: str, already: bool = False) -> bool:
+    """Whether ESLint `rules` turn the rule named `short` off (any plugin's spelling:
+    `no-eval`, `eslint/no-eval`, `@typescript-eslint/no-unused-vars`); one that turns
+    it on again undoes an earlier off."""
+    if not isinstance(rules, dict):
+        return already
+    for key, value in rules.items():
+        if str(key).rsplit("/", 1)[-1] != short:
+            continue
+        level = value[0] if isinstance(value, list) and value else value
+        already = level in ("off", 0, "0")
+    return already
 
 
 def _declared(name: str, text: str) -> tuple[list[int], bool]:

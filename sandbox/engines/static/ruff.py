@@ -143,8 +143,8 @@ def check(
     options = options or StaticOptions()
     word = RepositoryWord(options.configs)
     by_path = {t.path: t for t in python}
-    select = [*SELECT, *(r for r in options.select if not r.startswith("SC"))]
-    ignore = [*IGNORE, *(r for r in options.ignore if not r.startswith("SC"))]
+    select = [*SELECT, *_own(options.select)]
+    ignore = [*IGNORE, *_own(options.ignore)]
     # Each file with the Python version its project declares, as the base commit has it
     # (requires-python, python_requires, classifiers, ruff's target-version,
     # .python-version), one ruff run per version.
@@ -231,6 +231,12 @@ def check(
             )
         )
     return findings, version_of("ruff", tool("ruff"), root).strip() or "ruff", skipped
+
+
+def _own(rules: tuple[str, ...]) -> list[str]:
+    """The policy's rules that are ruff's: not ShellCheck's (SC…), hadolint's (DL…) or
+    another tool's by name (`oxlint:…`)."""
+    return [r for r in rules if ":" not in r and not r.startswith(("SC", "DL"))]
 
 
 def _run(

@@ -1,0 +1,241 @@
+"""The static engine beyond Python and shell: oxlint on JavaScript and TypeScript, hadolint
+on Dockerfiles, zizmor on GitHub Actions workflows — each with its rules chosen for
+precision, the repository's own configuration read from the base, and a pull request's
+own suppression comments reported, never obeyed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandbox.contract import ChangedFile, LineRange, ReviewJob, StaticOptions
+from sandbox.engines.static import review
+
+
+def job(*files: ChangedFile, options: StaticOptions | None = None) -> ReviewJob:
+    return ReviewJob(
+        job_id="1",
+        repository="a/b",
+        pull_request=1,
+        base_sha="a" * 40,
+        head_sha="b" * 40,
+        changed_files=files,
+        static=options or StaticOptions(),
+    )
+
+
+def added(path: str, *lines: int) -> ChangedFile:
+    return ChangedFile(
+        path=path, status="modified", added=tuple(LineRange(start=n, end=n) for n in lines)
+    )
+
+
+def write(root: Path, path: str, text: str) -> None:
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_text(text)
+
+
+def everything(root: Path, path: str, options: StaticOptions | None = None):
+    count = len((root / path).read_text().splitlines())
+    return review(job(added(path, *range(1, count + 1)), options=options), root)
+
+
+def rules(result) -> list[tuple[int, str]]:
+    return sorted((f["start_line"], f["rule"]) for f in result.findings)
+
+
+TS = """import { readFileSync } from "fs";
+export function check(a: number, kind: string) {
+  if (a = 2) { return a; }
+  if (typeof kind === "strng") { return 0; }
+  const b = a;
+  b = 3;
+  return NaN == a;
+}
+let unusedCounter = 0;
+"""
+
+
+def test_typescript_gets_its_bugs_and_nothing_of_taste(tmp_path):
+    write(tmp_path, "src/check.ts", TS)
+    result = everything(tmp_path, "src/check.ts")
+    assert rules(result) == [
+        (1, "oxlint:eslint/no-unused-vars"),
+        (3, "oxlint:eslint/no-cond-assign"),
+        (4, "oxlint:eslint/valid-typeof"),
+        (6, "oxlint:eslint/no-const-assign"),
+        (6, "oxlint:eslint/no-unused-vars"),  # `b` is written, never read
+        (7, "oxlint:eslint/use-isnan"),
+        (9, "oxlint:eslint/no-unused-vars"),
+    ]
+    const = next(f for f in result.findings if f["rule"].endswith("no-const-assign"))
+    assert const["severity"] == "high" and "TypeError" in const["body"]
+    [coverage] = result.coverage
+    assert "oxlint" in coverage.checkers and not coverage.not_checked
+    assert any(a.startswith("JavaScript and TypeScript") for a in result.summary.inspected_areas)
+
+
+def test_only_the_added_lines_of_a_javascript_file_are_the_authors(tmp_path):
+    write(tmp_path, "a.js", "var x = 1;\nif (x = 2) {}\nif (x = 3) {}\nexport { x };\n")
+    result = review(job(added("a.js", 3)), tmp_path)
+    assert rules(result) == [(3, "oxlint:eslint/no-cond-assign")]
+
+
+def test_the_pull_requests_own_eslint_config_and_ignore_file_change_nothing(tmp_path):
+    write(tmp_path, ".oxlintrc.json", '{"rules": {"no-cond-assign": "off"}}')
+    write(tmp_path, ".eslintignore", "a.js\n")
+    write(tmp_path, "a.js", "var x = 1;\nif (x = 2) {}\nexport { x };\n")
+    assert rules(everything(tmp_path, "a.js")) == [(2, "oxlint:eslint/no-cond-assign")]
+
+
+def test_the_base_branchs_eslint_config_turns_a_rule_off(tmp_path):
+    write(tmp_path, "web/a.js", "var x = 1;\nif (x = 2) {}\nexport { x };\n")
+    base = StaticOptions(configs={"web/.eslintrc.json": '{"rules": {"no-cond-assign": 0}}'})
+    assert rules(everything(tmp_path, "web/a.js", base)) == []
+
+
+def test_an_eslint_disable_the_pull_request_adds_is_reported_not_obeyed(tmp_path):
+    write(
+        tmp_path,
+        "a.js",
+        "var x = 1;\n// eslint-disable-next-line no-cond-assign\nif (x = 2) {}\nexport { x };\n",
+    )
+    [found] = everything(tmp_path, "a.js").findings
+    assert found["rule"] == "oxlint:eslint/no-cond-assign"
+    assert found["suppressed_by"] == {
+        "pragma": "eslint-disable-next-line no-cond-assign",
+        "line": 2,
+        "scope": "next",
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("const a = 1;\nconst b = ;\n", "oxlint could not parse it (line 2: Unexpected token)"),
+     ("// @flow\ntype T = {a: number};\nconst a: T = {a: 1};\n",
+      "Flow-typed JavaScript, which oxlint may not parse")],
+    ids=["syntax-error", "flow"],
+)  # fmt: skip
+def test_a_file_oxlint_cannot_parse_is_named_not_reviewed(tmp_path, text, why):
+    write(tmp_path, "a.js", text)
+    result = everything(tmp_path, "a.js")
+    assert result.findings == []
+    [coverage] = result.coverage
+    assert why in coverage.not_checked
+
+
+DOCKERFILE = """FROM python
+RUN apt-get update && apt-get install -y curl
+RUN curl -fsSL https://example.com/install.sh | sh
+CMD python app.py
+CMD ["python", "other.py"]
+"""
+
+
+def test_a_dockerfile_gets_its_pitfalls_and_not_version_pinning(tmp_path):
+    write(tmp_path, "Dockerfile", DOCKERFILE)
+    result = everything(tmp_path, "Dockerfile")
+    assert rules(result) == [
+        (1, "hadolint:DL3006"),
+        (3, "hadolint:DL4006"),
+        (4, "hadolint:DL3025"),
+        (5, "hadolint:DL4003"),
+    ]  # no DL3008 (pin apt versions), DL3015, DL3009: a team's taste
+    assert "hadolint" in result.coverage[0].checkers
+
+
+def test_the_base_branchs_hadolint_config_and_an_in_pr_ignore_comment(tmp_path):
+    write(tmp_path, "docker/Dockerfile.prod", "FROM python\n# hadolint ignore=DL4006\nRUN a | b\n")
+    base = StaticOptions(configs={".hadolint.yaml": "ignored:\n  - DL3006\n"})
+    [found] = everything(tmp_path, "docker/Dockerfile.prod", base).findings
+    assert found["rule"] == "hadolint:DL4006"
+    assert found["suppressed_by"]["pragma"] == "# hadolint ignore=DL4006"
+
+
+WORKFLOW = """name: ci
+on:
+  pull_request_target:
+permissions: write-all
+jobs:
+  build:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - uses: someone/deploy-action@main
+      - run: echo "${{ github.event.pull_request.title }}"
+"""
+
+
+def test_a_workflow_gets_injection_unpinned_actions_and_write_all(tmp_path):
+    write(tmp_path, ".github/workflows/ci.yml", WORKFLOW)
+    result = everything(tmp_path, ".github/workflows/ci.yml")
+    assert rules(result) == [
+        (3, "zizmor:dangerous-triggers"),
+        (4, "zizmor:excessive-permissions"),
+        (10, "zizmor:unpinned-uses"),
+        (11, "zizmor:template-injection"),
+    ]  # actions/checkout@v4 is GitHub's own, pinned to a tag: not reported
+    injection = next(f for f in result.findings if f["rule"].endswith("template-injection"))
+    assert injection["severity"] == "high" and injection["blocking"]
+    assert "zizmor" in result.coverage[0].checkers
+
+
+def test_a_zizmor_ignore_comment_the_pull_request_adds_is_reported(tmp_path):
+    write(
+        tmp_path,
+        ".github/workflows/ci.yml",
+        WORKFLOW.replace('title }}"', 'title }}" # zizmor: ignore[template-injection]'),
+    )
+    found = next(
+        f
+        for f in everything(tmp_path, ".github/workflows/ci.yml").findings
+        if f["rule"] == "zizmor:template-injection"
+    )
+    assert found["suppressed_by"]["pragma"] == "# zizmor: ignore[template-injection]"
+
+
+def test_the_base_branchs_zizmor_config_turns_an_audit_off(tmp_path):
+    write(tmp_path, ".github/workflows/ci.yml", WORKFLOW)
+    base = StaticOptions(
+        configs={".github/zizmor.yml": "rules:\n  unpinned-uses:\n    disable: true\n"}
+    )
+    found = rules(everything(tmp_path, ".github/workflows/ci.yml", base))
+    assert (10, "zizmor:unpinned-uses") not in found and found
+
+
+def test_a_workflow_that_is_not_yaml_is_named_not_reviewed(tmp_path):
+    write(tmp_path, ".github/workflows/bad.yml", "name: x\non: [push\njobs: {\n")
+    result = everything(tmp_path, ".github/workflows/bad.yml")
+    assert "zizmor could not read it" in result.coverage[0].not_checked
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "checker"),
+    [
+        ("web/App.vue", "<script>\nexport default { data() { return {}; } };\n</script>\n", "oxlint"),
+        ("Containerfile", "FROM alpine:3.20\n", "hadolint"),
+        ("action.yml", "name: a\nruns:\n  using: composite\n  steps:\n    - run: echo hi\n      shell: bash\n", "zizmor"),
+    ],
+)  # fmt: skip
+def test_each_file_kind_is_read_by_its_checker(tmp_path, path, text, checker):
+    write(tmp_path, path, text)
+    [coverage] = everything(tmp_path, path).coverage
+    assert checker in coverage.checkers and not coverage.not_checked
+
+
+def test_a_policy_adds_and_turns_off_rules_of_each_tool_by_its_own_names(tmp_path):
+    write(tmp_path, "Dockerfile", "FROM python:3.12\nRUN apt-get install -y curl\n")
+    write(tmp_path, "a.js", "console.log(1);\n")
+    write(tmp_path, ".github/workflows/ci.yml", WORKFLOW)
+    write(tmp_path, "app.py", "import os\n")
+    options = StaticOptions(
+        select=("DL3008", "oxlint:eslint/no-console"), ignore=("zizmor:unpinned-uses", "F401")
+    )
+    paths = ["Dockerfile", "a.js", ".github/workflows/ci.yml", "app.py"]
+    changed = [added(p, *range(1, len((tmp_path / p).read_text().splitlines()) + 1)) for p in paths]
+    result = review(job(*changed, options=options), tmp_path)
+    found = {f["rule"] for f in result.findings}
+    assert {"hadolint:DL3008", "oxlint:eslint/no-console"} <= found
+    assert "zizmor:unpinned-uses" not in found and "ruff:F401" not in found
+    assert not result.partial  # ruff is never handed another tool's code
