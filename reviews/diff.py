@@ -12,13 +12,49 @@ hunks only.
 from __future__ import annotations
 
 import bisect
+import keyword
 import re
 from dataclasses import dataclass, field
 
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from sandbox.contract import ChangedFile, LineRange, Side
+from sandbox.contract import MAX_REMOVED_NAMES, ChangedFile, LineRange, Side
+
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+PY_KEYWORDS = frozenset(keyword.kwlist) | {"self", "cls"}
+DEFINES = (
+    re.compile(r"^\s*(?:async\s+)?def\s+(\w+)"),
+    re.compile(r"^\s*class\s+(\w+)"),
+    re.compile(r"^\s*(\w+)\s*(?::[^=]*)?=(?!=)"),
+    re.compile(r"^\s*for\s+(\w+)\s+in\b"),
+    re.compile(r"\bas\s+(\w+)"),
+)
+IMPORTED = re.compile(r"^\s*(?:from\s+\S+\s+)?import\s+(.*)$")
+
+
+def _code_part(line: str) -> str:
+    """The line without a trailing comment (a `#` outside quotes, roughly)."""
+    return line.split("#", 1)[0] if "'" not in line and '"' not in line else line
+
+
+def _defined(line: str) -> list[str]:
+    """Names a removed Python line binds: `def f`, `class C`, `x =`, `for x in`, `as x`,
+    and what `import a.b` or `from m import a, b` brings in."""
+    names = [m.group(1) for pattern in DEFINES if (m := pattern.search(line))]
+    imported = IMPORTED.match(_code_part(line))
+    if imported:
+        for part in imported.group(1).strip("() \\").split(","):
+            words = part.split()
+            if not words:
+                continue
+            if len(words) >= 3 and words[1] == "as":
+                names.append(words[2])
+            elif line.lstrip().startswith("import"):
+                names.append(words[0].split(".")[0])
+            else:
+                names.append(words[0])
+    return names
 
 
 class DiffError(ValueError):
@@ -127,7 +163,34 @@ class FileDiff:
             previous_path=self.previous_path,
             added=self.added_ranges(),
             binary=self.binary,
+            removed=self.removed_names() if self.status == "modified" else (),
         )
+
+    def removed_names(self) -> tuple[tuple[str, int, bool], ...]:
+        """Python names on the lines this diff removes: (name, base line, whether the
+        line defines it), a name's defining line first, else its first removed line."""
+        if not self.path.endswith((".py", ".pyi")):
+            return ()
+        found: dict[str, tuple[int, bool]] = {}
+        for hunk in self.hunks:
+            number = hunk.source_start
+            for text in hunk.text.splitlines()[1:]:
+                if text.startswith("+") or text.startswith("\\"):
+                    continue
+                if text.startswith("-"):
+                    line = text[1:]
+                    defined = set(_defined(line))
+                    for name in dict.fromkeys(IDENTIFIER.findall(_code_part(line))):
+                        if name in PY_KEYWORDS:
+                            continue
+                        if name in defined and not found.get(name, (0, False))[1]:
+                            found[name] = (number, True)
+                        elif name not in found:
+                            found[name] = (number, False)
+                        if len(found) >= MAX_REMOVED_NAMES:
+                            break
+                number += 1
+        return tuple((name, line, defines) for name, (line, defines) in found.items())
 
 
 @dataclass(frozen=True)

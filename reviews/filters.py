@@ -27,7 +27,7 @@ DEFAULT_EXCLUDES: dict[str, tuple[str, ...]] = {
     ),
     "vendored or dependency folder": (
         "vendor/", "third_party/", "third-party/", "node_modules/", "bower_components/",
-        "Pods/", ".yarn/", "site-packages/", "__vendor__/",
+        "Pods/", ".yarn/", "site-packages/", "__vendor__/", "_vendor/", "_vendored/",
     ),
     "build output": (  # dist/, build/, out/, target/, coverage/: see BUILD_DIRS
         ".next/", ".nuxt/", "__pycache__/", "*.pyc", "*.class", "*.o", "*.so", "*.dll", "*.exe", "*.jar",
@@ -264,6 +264,61 @@ def base_holds(
     return path in base_paths
 
 
+VENDOR_LISTS = ("vendor.txt", "vendored.txt")
+LICENSE_NAMES = frozenset({
+    "license", "license.txt", "license.md", "license.rst", "licence", "licence.txt",
+    "copying", "copying.txt", "unlicense",
+})  # fmt: skip
+
+
+def vendored_trees(base_paths: Iterable[str]) -> dict[str, str]:
+    """Folders the base holds as copies of other projects, told by their content rather
+    than their name: folder -> why. A folder with a `vendor.txt` (the list of what was
+    copied in, as pip keeps it); a Python package's `packages/` folder holding packages
+    of their own (`requests/packages/urllib3/`); and a folder inside a Python package that
+    carries a licence of its own (another project's code, kept under its licence). A
+    monorepo's own packages (`packages/ui/` at the root, beside no `__init__.py`) are none
+    of these."""
+    paths = set(base_paths)
+    found: dict[str, str] = {}
+    for path in paths:
+        folder, _, name = path.rpartition("/")
+        if not folder:
+            continue
+        lower = name.lower()
+        parent = folder.rpartition("/")[0]
+        if lower in VENDOR_LISTS:
+            found.setdefault(folder + "/", f"{name} in {folder}/ lists what was copied in")
+        elif lower in LICENSE_NAMES and _inside_package(parent, paths):
+            found.setdefault(folder + "/", f"a licence of its own ({name}) inside a Python package")
+        elif lower == "__init__.py":
+            above, _, here = parent.rpartition("/")
+            if here == "packages" and above and f"{above}/__init__.py" in paths:
+                found.setdefault(folder + "/", f"a package of its own inside {above}/packages/")
+    # The outermost folder decides (a vendored tree's own sub-packages are inside it).
+    return {
+        folder: why
+        for folder, why in found.items()
+        if not any(folder != other and folder.startswith(other) for other in found)
+    }
+
+
+def _inside_package(folder: str, paths: set[str]) -> bool:
+    """Whether `folder` or a folder above it is a Python package (has `__init__.py`)."""
+    while folder:
+        if f"{folder}/__init__.py" in paths:
+            return True
+        folder = folder.rpartition("/")[0]
+    return False
+
+
+def _vendored_by_content(path: str, trees: dict[str, str]) -> str | None:
+    for folder, why in trees.items():
+        if path.startswith(folder):
+            return why
+    return None
+
+
 def default_family(path: str) -> str | None:
     """The default family a path's name puts it in (None: none)."""
     if not _any_default().match_file(path):
@@ -366,6 +421,7 @@ def paths_filter(
     manifests = _manifests([*tree, *paths])
     base = frozenset(base_paths) if base_paths is not None else None
     marks = linguist_marks(base_attributes) if base_attributes else []
+    copies = vendored_trees(base) if base is not None else {}
     kept: list[str] = []
     filtered: list[Filtered] = []
     for path in paths:
@@ -407,6 +463,14 @@ def paths_filter(
                 if notes is not None:
                     notes[path] = INTRODUCED_NOTE.format(family=reason, rule=rule)
                 reason, rule = None, ""
+        if reason is None and copies and not wanted:
+            # A copy of another project the base already keeps: what the pull request
+            # adds to it is the copy's, and the safety checks still read it.
+            why = _vendored_by_content(path, copies)
+            previous = (renamed_from or {}).get(path)
+            moved_in = previous is not None and _vendored_by_content(previous, copies) is None
+            if why is not None and not moved_in:
+                reason, rule = "vendored or dependency folder", why
         if reason is None and marks and not wanted:
             marked = linguist_family(path, marks)
             if marked is not None:

@@ -24,6 +24,7 @@ FINDING_KEYS = (
     "path", "start_line", "end_line", "side", "severity", "category", "title", "body", "evidence",
     "suggestion", "confidence", "blocking", "fingerprint", "state", "suppression_reason", "rule",
     "first_seen_sha", "original_start_line", "original_end_line", "suppressed_in_pr",
+    "published",
 )  # fmt: skip
 URI_BASE = "SRCROOT"
 LINE_RE = re.compile(r"([^\r\n]*)(\r\n|\r|\n|$)")

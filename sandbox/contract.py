@@ -106,6 +106,9 @@ class LineRange(BaseModel):
     end: int = Field(ge=1)
 
 
+MAX_REMOVED_NAMES = 2000
+
+
 class ChangedFile(BaseModel):
     """A file the pull request changes, and which of its lines (on the head side) are
     added; a finding may only be raised on those."""
@@ -121,6 +124,11 @@ class ChangedFile(BaseModel):
     # `fixtures/` …), where credentials are mostly made up; None: judged by its path. A
     # folder the pull request itself introduces under such a name earns no leniency.
     test_data: bool | None = None
+    # Python names on the lines the change removes, each with its base-side line and
+    # whether that line defined it (`def name`, `import name`, `name = …`): so a checker
+    # can tell a problem the change causes on a line it did not touch — an import whose
+    # last use it removed, a name it deleted that a kept line still uses.
+    removed: tuple[tuple[str, int, bool], ...] = Field(default=(), max_length=MAX_REMOVED_NAMES)
 
 
 class OmittedPart(BaseModel):

@@ -102,7 +102,7 @@ def test_json_has_the_review_and_every_finding_with_the_documented_keys(repo):
     keys = {"path", "start_line", "end_line", "side", "severity", "category", "title", "body", "evidence",
             "suggestion", "confidence", "blocking", "fingerprint", "state", "suppression_reason",
             "rule", "first_seen_sha", "original_start_line", "original_end_line", "fix",
-            "suppressed_in_pr"}  # fmt: skip
+            "suppressed_in_pr", "published"}  # fmt: skip
     assert data["findings"] and all(set(f) == keys for f in data["findings"])
     assert all(
         f["rule"] and f["first_seen_sha"] == data["review"]["head"] for f in data["findings"]
@@ -303,3 +303,45 @@ def test_a_docs_only_change_is_triaged_trivial_and_still_reviewed_by_the_static_
     assert code == 1
     assert "README.md:3 critical (blocking)" in out
     assert "Triage: trivial" in out and "Reviewed all the same" in out
+
+
+def test_problems_the_change_causes_on_lines_it_did_not_touch_are_said_where_it_caused_them(
+    tmp_path,
+):
+    path = tmp_path / "lib"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "dev@example.com")
+    git(path, "config", "user.name", "Dev")
+    commit(path, {"lib.py": (
+        "import os\nimport json\n\n\ndef helper(x):\n    return os.path.join('a', x)\n\n\n"
+        "def main():\n    print(json.dumps([1]))\n    return helper('b')\n"
+    )}, "base")  # fmt: skip
+    git(path, "checkout", "-q", "-b", "feature")
+    # The change removes `helper` (which main still calls) and json's last use.
+    commit(path, {"lib.py": (
+        "import os\nimport json\n\n\ndef main():\n    print(os.sep)\n    return helper('b')\n"
+    )}, "feature")  # fmt: skip
+    _, out = review(path, "--format", "json")
+    found = {f["rule"]: f for f in json.loads(out)["findings"]}
+    undefined, unused = found["ruff:F821"], found["ruff:F401"]
+    # Each on the removed line that caused it, on the diff's left side: an inline comment.
+    assert (undefined["side"], undefined["start_line"]) == ("LEFT", 5)
+    assert undefined["title"] == "`helper` is removed here but line 7 still uses it"
+    assert undefined["state"] == "open" and undefined["blocking"] and undefined["published"]
+    assert (unused["side"], unused["start_line"]) == ("LEFT", 10)
+    assert "`json` is no longer used" in unused["title"] and unused["published"]
+    assert "line 2" in unused["body"]
+
+
+def test_an_import_the_base_already_left_unused_is_not_blamed_on_the_change(tmp_path):
+    path = tmp_path / "lib"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "dev@example.com")
+    git(path, "config", "user.name", "Dev")
+    commit(path, {"lib.py": "import os\nimport sys\n\nX = 1\nY = 2\n"}, "base")
+    git(path, "checkout", "-q", "-b", "feature")
+    commit(path, {"lib.py": "import os\nimport sys\n\nX = 1\n"}, "feature")
+    _, out = review(path, "--format", "json")
+    assert [f for f in json.loads(out)["findings"] if f["state"] == "open"] == []

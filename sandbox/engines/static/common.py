@@ -138,6 +138,8 @@ class Target:
     # In a folder of tests or fixtures (the job's word, else by its path): where a
     # credential is mostly made up.
     test_data: bool = False
+    # Names on the lines the change removed (ChangedFile.removed).
+    removed: tuple[tuple[str, int, bool], ...] = ()
 
     def touches(self, start: int, end: int) -> bool:
         return any(line in self.added for line in range(start, end + 1))
@@ -216,11 +218,11 @@ def select(
             continue
         added = frozenset(line for span in file.added for line in range(span.start, span.end + 1))
         test_data = file.test_data if file.test_data is not None else test_path(file.path)
-        target = Target(file.path, absolute, added, safety_only, test_data)
+        target = Target(file.path, absolute, added, safety_only, test_data, file.removed)
         if every_line:
             target = Target(
                 file.path, absolute, frozenset(range(1, len(target.lines) + 1)),
-                safety_only, test_data,
+                safety_only, test_data, file.removed,
             )  # fmt: skip
         found.append(target)
     return found, skipped

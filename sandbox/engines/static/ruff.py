@@ -9,7 +9,7 @@ import tokenize
 import tomllib
 from pathlib import Path, PurePosixPath
 
-from sandbox.contract import Finding, Severity, StaticOptions, Suppression
+from sandbox.contract import Finding, Severity, Side, StaticOptions, Suppression
 from sandbox.engines.static.common import (
     Skipped,
     Target,
@@ -194,6 +194,9 @@ def check(
             ))  # fmt: skip
         start, end = item["location"]["row"], item["end_location"]["row"]
         if not target.touches(start, end):
+            caused = caused_by_change(target, code, item)
+            if caused is not None:
+                findings.append(caused)
             continue  # a problem the base already had is not the author's
         if code == "invalid-syntax":
             if path in syntax_reported:
@@ -291,6 +294,65 @@ def _stands(
         if name and reexported(root, target.path, name):
             return False
     return True
+
+
+def bound_name(target: Target, item: dict) -> str | None:
+    """The name an unused-import diagnostic is about, as the module binds it: `os` for
+    `import os.path`, `path` for `from os import path`, `y` for `import x as y`."""
+    found = IMPORTED.search(item.get("message", ""))
+    if not found:
+        return None
+    text = found.group(1)
+    if " as " in text:
+        return text.rsplit(" as ", 1)[-1]
+    line = quote_line(target, item["location"]["row"])
+    return text.split(".")[0] if line.startswith("import ") else text.rsplit(".", 1)[-1]
+
+
+def caused_by_change(target: Target, code: str, item: dict) -> Finding | None:
+    """A problem on a line the change did not touch that the change caused, reported on
+    the removed line that caused it (a comment on the diff's left side): an import whose
+    last use the change removed (F401), a name the change deleted that a kept line still
+    uses (F821). None for anything else: what the base already had is not the author's."""
+    removed = {name: (line, defines) for name, line, defines in target.removed}
+    row = item["location"]["row"]
+    if code == "F401":
+        name = bound_name(target, item)
+        if not name or name not in removed or removed[name][1]:
+            return None  # a removed line that *defines* it is not a use of it
+        line = removed[name][0]
+        title = f"`{name}` is no longer used: this change removes its last use"
+        body = (
+            f"The import on line {row} (`{quote_line(target, row)}`) is now unused: the "
+            "lines that used it are gone. Remove the import too, unless something imports "
+            "it from this module."
+        )
+        severity, category = Severity.LOW, "maintainability"
+    elif code == "F821":
+        name_match = UNDEFINED.search(item.get("message", ""))
+        name = name_match.group(1) if name_match else None
+        if not name or not removed.get(name, (0, False))[1]:
+            return None
+        line = removed[name][0]
+        title = f"`{name}` is removed here but line {row} still uses it"
+        body = (
+            f"Line {row} (`{quote_line(target, row)}`) still reads `{name}`, which this "
+            "change deletes: it raises NameError when that line runs."
+        )
+        severity, category = Severity.HIGH, "bug"
+    else:
+        return None
+    found = finding(
+        target=target,
+        start=line,
+        severity=severity,
+        category=category,
+        title=title,
+        body=body,
+        evidence=f"ruff {code} at {target.path}:{row} after this change: `{quote_line(target, row)}`",
+        rule=f"ruff:{code}",
+    )
+    return found.model_copy(update={"side": Side.LEFT})
 
 
 def _test_module(path: str) -> bool:
