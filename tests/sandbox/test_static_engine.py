@@ -152,3 +152,27 @@ def test_the_engine_runs_in_the_local_runner_and_returns_the_contract(checkout):
     write(checkout, "app.py", "import subprocess\nCMD = 'make'\nsubprocess.call(CMD, shell=True)\n")
     result = engine_run("static", job(added("app.py", 3)), checkout)
     assert [f["rule"] for f in result.findings] == ["ruff:S602"]
+
+
+def test_a_suggestion_is_offered_only_where_the_module_still_compiles(tmp_path):
+    from sandbox.engines.static.common import Target
+    from sandbox.engines.static.ruff import still_parses
+
+    (tmp_path / "m.py").write_text("def f():\n    import os\n    return 1\n")
+    target = Target("m.py", tmp_path / "m.py", frozenset({2}))
+    assert still_parses(target, 2, 2, "    pass")
+    assert not still_parses(target, 2, 2, "    return (")  # would not import: no suggestion
+    (tmp_path / "new.py").write_text("type Pair = tuple[int, int]\nimport os\n")
+    newer = Target("new.py", tmp_path / "new.py", frozenset({2}))
+    assert still_parses(newer, 2, 2, "")  # newer syntax than this Python: ruff's fix stands
+
+
+def test_appears_unused_is_a_rule_a_repository_asks_for(checkout):
+    """SC2034 is a warning, but wrong wherever the sourcing script reads the variable (a
+    plugin's metadata): measured on real pull requests it was noise every time, so it is
+    reported only when a policy asks for it."""
+    write(checkout, "dnsapi/dns_x.sh", "#!/usr/bin/env sh\ndns_x_info='X DNS'\nrm -rf $DIR/\n")
+    change = added("dnsapi/dns_x.sh", 1, 2, 3, status="added")
+    assert {f["rule"] for f in findings(checkout, change)} == {"shellcheck:SC2115"}
+    asked = job(change).model_copy(update={"static": StaticOptions(select=("SC2034",))})
+    assert "shellcheck:SC2034" in {f["rule"] for f in review(asked, checkout).findings}

@@ -500,3 +500,21 @@ def test_a_key_in_a_lock_file_or_a_file_detect_secrets_takes_for_binary_is_found
     finally:
         secrets_module.os.cpu_count = original
     assert {f["path"] for f in pooled.findings} == {"web/yarn.lock"}
+
+
+def test_entropy_alone_is_kept_off_the_pull_request_and_a_keyword_agreeing_is_not(tmp_path):
+    # Measured on real merged work (benchmarks/data/static_grades.json): a random-looking
+    # string with no name saying "secret" was an example token or a checksum every time.
+    value = "XKrxpRBosdIKFzxW_CT3KLZNf6q0HG9i01zxXp5CPBs"
+    result = review(tmp_path, {
+        "dns.sh": f'#!/bin/sh\n# Usage: dns_add _acme-challenge.example.com "{value}"\nx=1\n',
+        "conf.py": f'api_secret = "{value}"\n',
+        "empty.sh": '#!/bin/sh\nEMPTY="e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"\n',
+    })  # fmt: skip
+    [alone] = _secret(result, "dns.sh")
+    assert (alone["severity"], alone["blocking"]) == ("low", False)
+    assert alone["confidence"] < 0.5  # below the default floor: the dashboard, no comment
+    agreed = _secret(result, "conf.py")[0]
+    assert agreed["severity"] == "medium" and agreed["confidence"] >= 0.5
+    for found in _secret(result, "empty.sh"):  # the SHA-256 of nothing is no secret
+        assert found["confidence"] < 0.5

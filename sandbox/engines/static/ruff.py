@@ -210,7 +210,13 @@ def check(
                 explanation = f"{explanation or item['message'] + '.'} {why}"
         suggestion = None
         fix = _suggestion(target, item.get("fix"))
-        if fix is not None and fix[0] <= start and end <= fix[1] and target.touches(fix[0], fix[1]):
+        if (
+            fix is not None
+            and fix[0] <= start
+            and end <= fix[1]
+            and target.touches(fix[0], fix[1])
+            and still_parses(target, *fix)
+        ):
             start, end, suggestion = fix
         rule = f"ruff {code}" + (f" ({item['name']})" if item.get("name") else "")
         url = item.get("url")
@@ -293,6 +299,25 @@ def _stands(
         name = _imported_name(item.get("message", ""))
         if name and reexported(root, target.path, name):
             return False
+    return True
+
+
+def still_parses(target: Target, first: int, last: int, replacement: str) -> bool:
+    """Whether the file still compiles with lines `first`..`last` replaced: a suggestion
+    is offered only where applying it leaves a module Python can import. A file this
+    Python cannot compile as it is (newer syntax) is not judged, and keeps ruff's fix."""
+    lines = target.text.split("\n")
+    patched = "\n".join([*lines[: first - 1], *replacement.split("\n"), *lines[last:]])
+    try:
+        compile(patched, target.path, "exec", dont_inherit=True)
+    except SyntaxError:
+        try:
+            compile(target.text, target.path, "exec", dont_inherit=True)
+        except SyntaxError:
+            return True
+        return False
+    except ValueError:  # a NUL byte: no suggestion on such a file
+        return False
     return True
 
 

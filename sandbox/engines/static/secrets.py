@@ -25,10 +25,23 @@ PLACEHOLDER = re.compile(
 )
 
 
+# Digests of the empty input: constants code compares with, never credentials.
+WELL_KNOWN = frozenset({
+    "d41d8cd98f00b204e9800998ecf8427e",  # MD5
+    "da39a3ee5e6b4b0d3255bfef95601890afd80709",  # SHA-1
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",  # SHA-256
+    "38b060a751ac96384cd9327eb1b1e36a21fdb71114be07434c0cc7bf63f6e1da274edebfe76f65fbd51ad2f14898b95b",  # SHA-384
+    "cf83e1357eefb8bdf1542850d66d8007d620e4050b5715dc83f4a921d36ce9ce47d0d13c5d85f2b0ff8318d2877eec2f63b931bd47417a81a538327af927da3e",  # SHA-512
+    "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",  # SHA-256, base64
+})  # fmt: skip
+
+
 def placeholder(value: str | None) -> bool:
     """Whether a detected value is a known example or placeholder, not a credential."""
     if not value:
         return False
+    if value in WELL_KNOWN or value.lower() in WELL_KNOWN:
+        return True
     if len(set(value.lower())) <= 2:  # `xxxxxxxx`, `00000000`, `abababab`
         return True
     return bool(PLACEHOLDER.search(value))
@@ -39,8 +52,8 @@ def grade(
 ) -> tuple[Severity, float, str, str]:
     """(severity, confidence, title, why) for a detected secret. A known format is
     critical; an example value or a test fixture's is medium, saying why; a guess from
-    a keyword is low and below the default confidence floor; from entropy, medium (a
-    nit in documentation)."""
+    a keyword alone, or from entropy alone, is low and below the default confidence
+    floor; a keyword and entropy agreeing are medium (a nit in documentation)."""
     if kind not in GUESSES:
         if placeholder(value):
             return (
@@ -82,11 +95,23 @@ def grade(
             title,
             "A random-looking string in documentation is often an example.",
         )
+    if keyword:
+        return (
+            Severity.MEDIUM,
+            0.7,
+            title,
+            "A random-looking string assigned to a name that says secret.",
+        )
+    # Entropy alone: checksums, commit ids, test vectors and examples look the same as a
+    # key. Measured on real pull requests it was never a credential, so it is kept on
+    # the dashboard, below the default confidence floor; a known format is reported
+    # wherever it is, and a keyword agreeing makes it a comment.
     return (
-        Severity.MEDIUM,
-        0.7 if keyword else 0.6,
+        Severity.LOW,
+        0.45,
         title,
-        "A random-looking string, guessed from its entropy.",
+        "A random-looking string, guessed from its entropy alone: no name says it is a "
+        "secret and it has no credential's known format.",
     )
 
 
