@@ -23,7 +23,7 @@ from tests.fakes.github.git import GitRepo
 SHELL_TRUE = "import subprocess\n\n\ndef run(cmd):\n    return subprocess.call(cmd, shell=True)\n"
 SHELL_TRUE_LINE = 5
 RM_ROOT = "#!/bin/bash\nrm -rf $BUILD_DIR/\n"  # SC2115 (warning) and SC2086 (info), line 2
-SECRET = 'AWS_ACCESS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"\n'
+SECRET = 'AWS_ACCESS_KEY_ID = "AKIAZ2Q7WJ4KXN5BL3TP"\n'
 HOSTILE = [
     "--output-file=zz.py", "-rf.py", '--config=x".py', 'q"uote.py', "tab\there.py",
     "new\nline.py", "back\\slash.py", "sp ace.py", "ünïcødé.py", "--=.py", "-.py",

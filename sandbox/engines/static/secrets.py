@@ -33,15 +33,21 @@ WELL_KNOWN = frozenset({
     "38b060a751ac96384cd9327eb1b1e36a21fdb71114be07434c0cc7bf63f6e1da274edebfe76f65fbd51ad2f14898b95b",  # SHA-384
     "cf83e1357eefb8bdf1542850d66d8007d620e4050b5715dc83f4a921d36ce9ce47d0d13c5d85f2b0ff8318d2877eec2f63b931bd47417a81a538327af927da3e",  # SHA-512
     "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",  # SHA-256, base64
+    # The Azure Storage emulator's account key, published in Microsoft's documentation
+    # (devstoreaccount1): every SDK ships it.
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
 })  # fmt: skip
+# A credential stands apart from what is around it; the same letters inside a longer run
+# of base64 or hex (an embedded wasm module, a bundle's data URL) are a coincidence.
+RUN_CHARACTER = re.compile(r"[A-Za-z0-9+/]")
 
 
 def placeholder(value: str | None) -> bool:
     """Whether a detected value is a known example or placeholder, not a credential."""
     if not value:
         return False
-    if value in WELL_KNOWN or value.lower() in WELL_KNOWN:
-        return True
+    if any(known in value or known in value.lower() for known in WELL_KNOWN):
+        return True  # (detect-secrets may give it with its name: `AccountKey=…`)
     if len(set(value.lower())) <= 2:  # `xxxxxxxx`, `00000000`, `abababab`
         return True
     return bool(PLACEHOLDER.search(value))
@@ -56,12 +62,13 @@ def grade(
     floor; a keyword and entropy agreeing are medium (a nit in documentation)."""
     if kind not in GUESSES:
         if placeholder(value):
+            # Documentation's example keys, emulators' published keys, `changeme`: no one
+            # thanks a comment for them (kept on the dashboard, below the floor).
             return (
-                Severity.MEDIUM,
-                0.6,
+                Severity.LOW,
+                0.45,
                 f"Example credential committed: {kind}",
-                "The value looks like a documented example or placeholder, not a live "
-                "credential; check it is not a real one.",
+                "The value is a documented example or placeholder, not a live credential.",
             )
         if test_data if test_data is not None else test_path(path):
             return (
@@ -135,6 +142,26 @@ def allowlisted(target: Target, line: int) -> Suppression | None:
     if found:
         return Suppression(pragma=found.group(0), line=line - 1, scope="next")
     return None
+
+
+def embedded(target: Target, line: int, value: str | None) -> bool:
+    """Whether every occurrence of `value` on the line sits inside a longer run of
+    base64 letters (a coincidence in encoded data, not a credential someone pasted)."""
+    if not value or len(value) < 8:
+        return False
+    try:
+        text = target.lines[line - 1]
+    except IndexError:
+        return False
+    starts = [m.start() for m in re.finditer(re.escape(value), text)]
+    if not starts:
+        return False
+    for start in starts:
+        before = text[start - 1] if start > 0 else ""
+        after = text[start + len(value) : start + len(value) + 1]
+        if not (RUN_CHARACTER.fullmatch(before or " ") and RUN_CHARACTER.fullmatch(after or " ")):
+            return False
+    return True
 
 
 def _lines_of(target: Target, secret) -> list[int]:
@@ -214,7 +241,9 @@ def check(
                 # same value on later lines is the same secret there too (and the first
                 # line's allowlist pragma must not hide the others).
                 for line in _lines_of(target, secret):
-                    if target.touches(line, line):
+                    if target.touches(line, line) and not (
+                        secret.type not in GUESSES and embedded(target, line, secret.secret_value)
+                    ):
                         by_line.setdefault(line, []).append(secret)
             for line, here in sorted(by_line.items()):
                 # One finding per line: a known format wins over a guess from a keyword
