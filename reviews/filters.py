@@ -368,6 +368,7 @@ def linguist_family(path: str, marks) -> tuple[str, str] | None:
 
 
 POLICY_REASON = "excluded by the repository's policy"
+COPY_REASON = "a copy of a file the base holds"
 # A file git shows as binary by its content (no binary name): the safety checks still look.
 BINARY_RULE = "binary in the diff"
 INSTALLATION_REASON = "excluded by the installation's policy"
@@ -386,6 +387,7 @@ def paths_filter(
     renamed_from: dict[str, str] | None = None,
     notes: dict[str, str] | None = None,
     base_attributes: str = "",
+    copies: dict[str, str] | None = None,
 ) -> tuple[list[str], list[Filtered]]:
     """Split `paths` into those to review and those filtered out, each with its reason.
 
@@ -411,6 +413,9 @@ def paths_filter(
     says why for each. `renamed_from`: a renamed path's old name. `base_attributes`: the
     base's `.gitattributes`, whose `linguist-generated` and `linguist-vendored` marks are
     the repository's own word (the pull request's `.gitattributes` is not asked).
+    `copies`: files the change adds that are byte for byte a file the base holds (path ->
+    that file): their content, and its problems, are the base's (the safety checks still
+    read them).
     """
     paths = list(paths)
     installation_lines = list(installation_globs)
@@ -421,7 +426,7 @@ def paths_filter(
     manifests = _manifests([*tree, *paths])
     base = frozenset(base_paths) if base_paths is not None else None
     marks = linguist_marks(base_attributes) if base_attributes else []
-    copies = vendored_trees(base) if base is not None else {}
+    vendored = vendored_trees(base) if base is not None else {}
     kept: list[str] = []
     filtered: list[Filtered] = []
     for path in paths:
@@ -463,18 +468,20 @@ def paths_filter(
                 if notes is not None:
                     notes[path] = INTRODUCED_NOTE.format(family=reason, rule=rule)
                 reason, rule = None, ""
-        if reason is None and copies and not wanted:
+        if reason is None and vendored and not wanted:
             # A copy of another project the base already keeps: what the pull request
             # adds to it is the copy's, and the safety checks still read it.
-            why = _vendored_by_content(path, copies)
+            why = _vendored_by_content(path, vendored)
             previous = (renamed_from or {}).get(path)
-            moved_in = previous is not None and _vendored_by_content(previous, copies) is None
+            moved_in = previous is not None and _vendored_by_content(previous, vendored) is None
             if why is not None and not moved_in:
                 reason, rule = "vendored or dependency folder", why
         if reason is None and marks and not wanted:
             marked = linguist_family(path, marks)
             if marked is not None:
                 reason, rule = marked[0], f"{marked[1]} in the base's .gitattributes"
+        if reason is None and copies and path in copies and not wanted:
+            reason, rule = COPY_REASON, f"identical to {copies[path]}"
         if reason is None and path in binary_paths:
             reason, rule = "image or binary", BINARY_RULE
         if reason is None and head is not None and not wanted:

@@ -165,6 +165,7 @@ def prepare(
         renamed_from={f.path: f.previous_path for f in diff.files if f.previous_path},
         notes=notes,
         base_attributes=checkout.base_attributes,
+        copies=checkout.copies,
     )
     changed = [p for p in reviewed if diff.get(p) and diff.get(p).status != "deleted"]
     packs = guidelines.detect(changed, tree, read) if changed else []

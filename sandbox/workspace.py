@@ -81,6 +81,9 @@ class Checkout:
     # review (reviews/filters.py). None: not known.
     base_paths: list[str] | None = None
     head_paths: list[str] | None = None
+    # Files the change adds that are byte for byte a file the merge base already holds
+    # (added path -> that base path): what the base already had is not the author's.
+    copies: dict[str, str] = field(default_factory=dict)
     # The merge base's `.gitattributes` ("" when it has none): its Linguist marks are the
     # repository's word on what is generated or vendored, which the pull request's own
     # `.gitattributes` cannot change.
@@ -445,8 +448,9 @@ def _prepare(
             "--",
             what="diff against the previous review",
         )
-    base_paths = tree_list(git, merge_base)
-    head_paths = tree_list(git, head_sha)
+    base_blobs = tree_blobs(git, merge_base)
+    head_blobs = tree_blobs(git, head_sha)
+    base_paths, head_paths = list(base_blobs), list(head_blobs)
     base_attributes = ""
     if ".gitattributes" in base_paths:
         base_attributes = git("cat-file", "blob", f"{merge_base}:.gitattributes", check=False)[
@@ -467,6 +471,7 @@ def _prepare(
         anchor_diff=anchor_diff,
         base_paths=base_paths,
         head_paths=head_paths,
+        copies=copies_of(base_blobs, head_blobs),
         base_attributes=base_attributes,
         base_configs=base_configs,
     )
@@ -493,6 +498,39 @@ def linter_configs(git: Git, commit: str, paths: list[str]) -> dict[str, str]:
     read = git.blobs([f"{commit}:{p}" for p in wanted], limit=MAX_CONFIG_BYTES)
     prefix = len(commit) + 1
     return {name[prefix:]: data.decode("utf-8", errors="replace") for name, data in read.items()}
+
+
+def tree_blobs(git: Git, commit: str) -> dict[str, str]:
+    """Every file of `commit`'s tree with its blob id (from git's tree objects: no file is
+    read)."""
+    listed = git("ls-tree", "-r", "-z", "--full-tree", commit, what="list the tree")
+    found: dict[str, str] = {}
+    for entry in listed.split("\0"):
+        meta, _, path = entry.partition("\t")
+        words = meta.split()
+        if path and len(words) == 3 and words[1] == "blob":
+            found[path] = words[2]
+    return found
+
+
+# The empty blob: an empty file "copies" every other empty file, and adds nothing.
+EMPTY_BLOB = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+
+
+def copies_of(base_blobs: dict[str, str], head_blobs: dict[str, str]) -> dict[str, str]:
+    """The files a change adds that are byte for byte a file the base already holds
+    (path -> the base's path of those bytes): a version folder a script regenerates, a
+    template copied into place. Their content is the base's, problems included."""
+    by_blob: dict[str, str] = {}
+    for path, blob in base_blobs.items():
+        by_blob.setdefault(blob, path)
+    added = set(head_blobs) - set(base_blobs)
+    found = {}
+    for path in sorted(added):
+        blob = head_blobs[path]
+        if blob != EMPTY_BLOB and blob in by_blob:
+            found[path] = by_blob[blob]
+    return found
 
 
 def tree_list(git: Git, commit: str) -> list[str]:

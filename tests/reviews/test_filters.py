@@ -275,3 +275,18 @@ def test_the_base_holds_copies_of_other_projects_known_by_their_content():
     # a vendored tree are reviewed.
     assert set(kept) == {"packages/ui/button.ts", "shop/payments.py", "requests/api.py",
                          "shop/thirdparty/minijson/moved.py"}  # fmt: skip
+
+
+def test_a_file_the_change_adds_as_a_byte_for_byte_copy_of_a_base_file_is_the_bases():
+    from sandbox.workspace import EMPTY_BLOB, copies_of
+
+    base = {"33/fpm/entrypoint.sh": "d8d2", "docker-entrypoint.sh": "aaaa", "x/empty": EMPTY_BLOB}
+    head = {**base, "34/fpm/entrypoint.sh": "d8d2", "34/fpm/new.sh": "bbbb", "y/empty": EMPTY_BLOB}
+    copies = copies_of(base, head)
+    assert copies == {"34/fpm/entrypoint.sh": "33/fpm/entrypoint.sh"}  # empty files copy nothing
+    kept, filtered = paths_filter(["34/fpm/entrypoint.sh", "34/fpm/new.sh"], copies=copies)
+    assert kept == ["34/fpm/new.sh"]
+    assert [(f.path, f.reason, f.rule) for f in filtered] == [
+        ("34/fpm/entrypoint.sh", "a copy of a file the base holds",
+         "identical to 33/fpm/entrypoint.sh"),
+    ]  # fmt: skip

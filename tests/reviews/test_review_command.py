@@ -345,3 +345,18 @@ def test_an_import_the_base_already_left_unused_is_not_blamed_on_the_change(tmp_
     commit(path, {"lib.py": "import os\nimport sys\n\nX = 1\n"}, "feature")
     _, out = review(path, "--format", "json")
     assert [f for f in json.loads(out)["findings"] if f["state"] == "open"] == []
+
+
+def test_a_file_added_as_a_copy_of_a_base_file_brings_the_bases_problems_not_new_ones(repo):
+    git(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-q", "-b", "copy")
+    commit(repo, {"legacy_copy.py": (repo / "legacy.py").read_text()}, "copy")
+    _, out = review(repo, "--format", "json")
+    data = json.loads(out)
+    assert [f for f in data["findings"] if f["path"] == "legacy_copy.py"] == []
+    [entry] = [e for e in data["review"]["coverage"] if e["path"] == "legacy_copy.py"]
+    assert (entry["status"], entry["reason"], entry["rule"]) == (
+        "excluded",
+        "a copy of a file the base holds",
+        "identical to legacy.py",
+    )
