@@ -106,7 +106,7 @@ def test_conflict_markers_private_keys_and_breakpoints_are_caught_in_any_languag
     write(
         checkout,
         "id_rsa",
-        "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw7onLRnrq0\n-----END OPENSSH PRIVATE KEY-----\n",
     )
     write(checkout, "ui.js", "function f() {\n  debugger;\n}\n")
     write(checkout, "svc.py", "def f():\n    breakpoint()\n    import pdb; pdb.set_trace()\n")
@@ -176,3 +176,21 @@ def test_appears_unused_is_a_rule_a_repository_asks_for(checkout):
     assert {f["rule"] for f in findings(checkout, change)} == {"shellcheck:SC2115"}
     asked = job(change).model_copy(update={"static": StaticOptions(select=("SC2034",))})
     assert "shellcheck:SC2034" in {f["rule"] for f in review(asked, checkout).findings}
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('HEADER = "-----BEGIN RSA PRIVATE KEY-----"\n', False),
+        ('if line.startswith("-----BEGIN OPENSSH PRIVATE KEY-----"):\n    pass\n', False),
+        ('KEY = "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\\n-----END PRIVATE KEY-----"\n', True),
+        ("-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,3F17\n\n"
+         "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n-----END RSA PRIVATE KEY-----\n", True),
+    ],
+    ids=["a-constant", "a-parser", "in-a-string", "encrypted-pem"],
+)  # fmt: skip
+def test_a_private_key_is_one_only_with_its_body(checkout, text, key):
+    write(checkout, "keys.py", text)
+    count = len(text.splitlines())
+    rules = [f["rule"] for f in findings(checkout, added("keys.py", *range(1, count + 1)))]
+    assert ("hygiene:private-key" in rules) is key

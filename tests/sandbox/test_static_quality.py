@@ -376,7 +376,7 @@ def test_a_key_under_tests_or_fixtures_is_medium(tmp_path):
 
 
 def test_a_private_key_in_a_fixture_is_medium(tmp_path):
-    key = "-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----\n"
+    key = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw7onLRnrq0\n-----END RSA PRIVATE KEY-----\n"
     result = review(tmp_path, {"tests/fixtures/id_rsa": key, "deploy/id_rsa": key})
     assert _secret(result, "tests/fixtures/id_rsa")[0]["severity"] == "medium"
     assert _secret(result, "deploy/id_rsa")[0]["severity"] == "critical"

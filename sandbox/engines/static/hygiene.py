@@ -14,6 +14,12 @@ OURS, THEIRS = re.compile(r"^<{7}( |$)"), re.compile(r"^>{7}( |$)")
 PRIVATE_KEY = re.compile(
     r"-----BEGIN ((RSA|EC|DSA|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY( BLOCK)?-----"
 )
+# What a key's body looks like: a run of base64 (PEM lines are 64 long; an encrypted key's
+# headers come first).
+KEY_BODY = re.compile(r"[A-Za-z0-9+/]{40,}")
+KEY_HEADERS = ("Proc-Type:", "DEK-Info:", "Comment:", "Version:")
+LOOK_AHEAD = 6
+
 DEBUGGERS: dict[str, re.Pattern[str]] = {
     "python": re.compile(r"^\s*(breakpoint\(\)|(import (i|web|pu)?pdb\b.*;\s*)?(i|web|pu)?pdb\.set_trace\(\)|import (i|web|pu)?pdb\s*$|from (i|pu)?pdb import set_trace)"),
     "javascript": re.compile(r"^\s*debugger\s*;?\s*$"),
@@ -42,7 +48,7 @@ def check(
             text = lines[number - 1]
             if CONFLICT.match(text):
                 markers.append(number)
-            elif PRIVATE_KEY.search(text):
+            elif PRIVATE_KEY.search(text) and _key_follows(lines, number, text):
                 fixture = target.test_data
                 findings.append(
                     finding(
@@ -107,6 +113,21 @@ def check(
                 )
             )
     return findings, "hygiene checks", []
+
+
+def _key_follows(lines: list[str], number: int, text: str) -> bool:
+    """Whether a key's body follows its BEGIN line: base64 after it on the same line (a
+    key in a string, `\\n`-escaped) or on the next lines. A header alone — a constant,
+    a parser's test, an error message — is no key."""
+    after = text[PRIVATE_KEY.search(text).end() :]
+    if KEY_BODY.search(after):
+        return True
+    for line in lines[number : number + LOOK_AHEAD]:
+        stripped = line.strip().strip("'\",").strip()
+        if not stripped or stripped.startswith(KEY_HEADERS):
+            continue
+        return bool(KEY_BODY.search(stripped))
+    return False
 
 
 def _conflict(lines: list[str], added: list[int]) -> list[int]:
