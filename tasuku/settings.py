@@ -24,15 +24,29 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 
-def _secret_key() -> str:
-    """SECRET_KEY from the environment, else a key generated once and kept in `.secret_key`.
+# The command that makes a key, in every message that asks for one.
+SECRET_KEY_COMMAND = 'python3 -c "import secrets; print(secrets.token_urlsafe(50))"'  # noqa: S105 - a command, not a key
+DEBUG = env.bool("DEBUG", default=False)
 
-    The web process and the worker must share the key (django-q2 signs queued tasks with
-    it), so a per-process random key would make every queued task unreadable.
-    """
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment (or `.env`). Outside DEBUG there is no fallback:
+    every web and worker process must share the key (django-q2 signs queued tasks with
+    it, stored credentials are sealed with it), and a key generated where it is missing
+    would be one per container or host — sessions lost, sealed credentials unreadable.
+    With DEBUG a key is generated once into `.secret_key` for the processes of this
+    folder."""
     value = env.str("SECRET_KEY", default="")
     if value:
         return value
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. Make one with\n"
+            f"    {SECRET_KEY_COMMAND}\n"
+            "and set it as SECRET_KEY in the environment or in .env — the same key for the "
+            "web server and every worker, kept with the database backups (`make install` "
+            "writes one into .env for a machine of your own)."
+        )
     path = BASE_DIR / ".secret_key"
     try:
         return path.read_text().strip()
@@ -48,7 +62,6 @@ SECRET_KEY_FROM_ENV = bool(env.str("SECRET_KEY", default=""))
 # Earlier SECRET_KEYs, comma-separated, during a rotation: what they signed (markers) and
 # sealed (reviewer keys) still reads; `manage.py reseal_keys` moves sealed keys over.
 SECRET_KEY_FALLBACKS = [k for k in env.str("SECRET_KEY_FALLBACKS", default="").split(",") if k]
-DEBUG = env.bool("DEBUG", default=False)
 
 # Unset, the address `make run` serves on (its BIND, passed as TASUKU_BIND) is the URL.
 TASUKU_BASE_URL = env.str(

@@ -40,7 +40,9 @@ def test_compose_runs_the_database_the_migration_web_worker_and_the_proxy():
     for name in ("migrate", "web", "worker"):
         service = services[name]
         assert service["build"] == "." and service["env_file"] == ".env"
-        assert service["environment"]["DATABASE_URL"].startswith("postgres://tasuku:")
+        assert service["environment"]["DATABASE_URL"] == "postgres://tasuku@db:5432/tasuku"
+        assert service["environment"]["PGPASSWORD"].startswith("${POSTGRES_PASSWORD:?")
+        assert service["environment"]["SECRET_KEY"].startswith("${SECRET_KEY:?")
         assert "tasuku-work:/var/lib/tasuku" in service["volumes"]
     assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
     assert services["worker"]["command"] == ["python", "manage.py", "worker"]
@@ -138,3 +140,42 @@ def test_nginx_accepts_the_shipped_configuration(tmp_path):
     checked = subprocess.run([binary, "-t", "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path)],
                              capture_output=True, text=True, timeout=30)  # fmt: skip
     assert checked.returncode == 0, checked.stderr
+
+
+def interpolated(value: str, variables: dict[str, str]) -> str:
+    """`value` with Compose's `${NAME:?message}` and `${NAME}` filled from `variables`."""
+    return re.sub(r"\$\{(\w+)(?::\?[^}]*)?\}", lambda m: variables[m.group(1)], value)
+
+
+def test_composes_database_settings_work_for_a_password_urls_cannot_hold(monkeypatch):
+    """The password reaches PostgreSQL as PGPASSWORD, never inside DATABASE_URL, where
+    `/`, `@`, `:` or `#` broke the URL ("Port could not be cast to integer")."""
+    import environ
+
+    password = "p/ss@w:rd#1?"
+    web = COMPOSE["services"]["web"]["environment"]
+    variables = {"POSTGRES_PASSWORD": password, "SECRET_KEY": "k"}
+    url = interpolated(web["DATABASE_URL"], variables)
+    assert interpolated(web["PGPASSWORD"], variables) == password
+    assert COMPOSE["services"]["db"]["environment"]["POSTGRES_PASSWORD"].startswith(
+        "${POSTGRES_PASSWORD:?"
+    )
+    parsed = environ.Env.db_url_config(url)
+    assert (parsed["HOST"], parsed["PORT"], parsed["USER"], parsed["NAME"]) == (
+        "db",
+        5432,
+        "tasuku",
+        "tasuku",
+    )
+    assert not parsed["PASSWORD"]
+    # libpq takes the password from the environment when the settings give none (here
+    # against the PostgreSQL of this machine, when there is one, in place of `db`).
+    psycopg = pytest.importorskip("psycopg")
+    monkeypatch.setenv("PGPASSWORD", password)
+    try:
+        connection = psycopg.connect(host="127.0.0.1", port=5432, user="postgres",
+                                     dbname="postgres", connect_timeout=3)  # fmt: skip
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"no PostgreSQL on 127.0.0.1:5432 ({exc})")
+    with connection:
+        assert connection.info.password == password
