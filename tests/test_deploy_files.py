@@ -5,6 +5,7 @@ here, so the image itself is not built by the suite."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -179,3 +180,185 @@ def test_composes_database_settings_work_for_a_password_urls_cannot_hold(monkeyp
         pytest.skip(f"no PostgreSQL on 127.0.0.1:5432 ({exc})")
     with connection:
         assert connection.info.password == password
+
+
+# --- The systemd units, as the README's host steps install them -------------------------
+
+# Where systemd makes each kind of a unit's own folders (systemd.exec(5)).
+UNIT_FOLDERS = {
+    "StateDirectory": "/var/lib",
+    "RuntimeDirectory": "/run",
+    "ConfigurationDirectory": "/etc",
+    "CacheDirectory": "/var/cache",
+    "LogsDirectory": "/var/log",
+}
+# What the README's host steps make before the units start: the checkout with its .venv,
+# and the settings file.
+CHECKOUT = "/opt/tasuku"
+SETTINGS_FILE = "/etc/tasuku/tasuku.env"
+
+
+def unit_lines(text: str) -> list[tuple[str, str]]:
+    """(key, value) of every setting of a unit file, in order."""
+    return [
+        (key.strip(), value.strip())
+        for key, _, value in (
+            line.partition("=")
+            for line in text.splitlines()
+            if "=" in line and not line.lstrip().startswith(("#", ";", "["))
+        )
+    ]
+
+
+def unit_made(text: str) -> set[str]:
+    """The folders systemd makes for the unit before it starts."""
+    made = set()
+    for key, value in unit_lines(text):
+        if key in UNIT_FOLDERS:
+            made.update(f"{UNIT_FOLDERS[key]}/{name}" for name in value.split())
+    return made
+
+
+def unit_environment(text: str) -> dict[str, str]:
+    return dict(v.split("=", 1) for k, v in unit_lines(text) if k == "Environment")
+
+
+def unit_paths(text: str) -> set[str]:
+    """Every path the unit names: its folders, files, programs and path settings."""
+    named = set()
+    for key, value in unit_lines(text):
+        if key in ("WorkingDirectory", "EnvironmentFile", "ReadWritePaths", "ReadOnlyPaths"):
+            named.update(p.lstrip("-") for p in value.split())
+        elif key.startswith("Exec"):
+            named.add(value.lstrip("-@:+!").split()[0])
+    named.update(v for v in unit_environment(text).values() if v.startswith("/"))
+    return named
+
+
+@pytest.mark.parametrize("name", sorted(UNITS))
+def test_every_path_a_unit_names_is_made_by_the_unit_or_the_readmes_steps(name):
+    """systemd refuses to start a unit whose ReadWritePaths= is missing (226/NAMESPACE),
+    and a workspace root nobody made failed every review at its checkout."""
+    text, readme = UNITS[name], (ROOT / "README.md").read_text()
+    made = unit_made(text)
+    for path in unit_paths(text):
+        if path.startswith(CHECKOUT + "/") or path in (CHECKOUT, SETTINGS_FILE):
+            continue  # the README's steps: checked below
+        if path.startswith(("/bin/", "/usr/bin/")):
+            assert Path(path).exists() or shutil.which(Path(path).name), path
+            continue
+        assert path in made, f"{name}: {path} is made by nothing (StateDirectory=...?)"
+    assert re.search(r"^\s*ExecStart=/opt/tasuku/\.venv/bin/python ", text, re.M)
+    # The README's steps make the user, the settings file and the checkout's .venv.
+    host = readme[readme.index("**On a host**") : readme.index("**Stopping and restarting.**")]
+    assert re.search(r"^useradd .*\btasuku$", host, re.M)
+    assert "install -m 600 /dev/null /etc/tasuku/tasuku.env" in host
+    assert "cd /opt/tasuku && make install" in host
+    assert re.search(r"^User=tasuku$", text, re.M) and "ReadWritePaths" not in text
+
+
+def test_web_and_worker_use_the_same_workspace_root_and_checkout_cache():
+    """/healthz on the web checks the workspace root the worker's reviews use."""
+    web, worker = (unit_environment(UNITS[f"tasuku-{n}.service"]) for n in ("web", "worker"))
+    for name in ("TASUKU_WORKSPACE_ROOT", "TASUKU_CHECKOUT_CACHE"):
+        assert web[name] == worker[name], name
+
+
+def rebased(value: str, root: Path) -> str:
+    """A path of the host's under `root`; the checkout is this one."""
+    if value == CHECKOUT or value.startswith(CHECKOUT + "/"):
+        return str(ROOT) + value[len(CHECKOUT) :]
+    return str(root / value.lstrip("/")) if value.startswith("/") else value
+
+
+def started(name: str, root: Path, port: int) -> tuple[dict[str, str], list[list[str]]]:
+    """What systemd would do to start the unit, on a host whose / is `root`: make its
+    folders, and the environment and commands it runs with, paths under `root`."""
+    text = UNITS[name]
+    for folder in unit_made(text):
+        Path(rebased(folder, root)).mkdir(parents=True, exist_ok=True)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "GITHUB_", "TASUKU_")) and k != "DATABASE_URL"
+    }
+    env.update({k: rebased(v, root) for k, v in unit_environment(text).items()})
+    settings_file = Path(rebased(SETTINGS_FILE, root))
+    for line in settings_file.read_text().splitlines():
+        key, _, value = line.partition("=")
+        env[key] = value
+    commands = []
+    for key, value in unit_lines(text):
+        if key in ("ExecStartPre", "ExecStart"):
+            argv = [rebased(a, root) for a in value.split()]
+            commands.append([a.replace("127.0.0.1:8000", f"127.0.0.1:{port}") for a in argv])
+    return env, commands
+
+
+def test_the_units_start_on_a_fresh_host_and_the_web_is_ready(tmp_path):
+    """The units as systemd starts them, on a host the README's steps prepared: the web's
+    ExecStartPre steps succeed, gunicorn answers /healthz ready (the workspace root
+    there), and the worker's system checks (run before it starts) pass."""
+    import secrets
+    import socket
+    import time
+
+    import requests
+
+    settings_file = tmp_path / SETTINGS_FILE.lstrip("/")
+    settings_file.parent.mkdir(parents=True)
+    settings_file.write_text(
+        f"SECRET_KEY={secrets.token_urlsafe(50)}\n"
+        "TASUKU_BASE_URL=https://tasuku.example.com\nALLOWED_HOSTS=tasuku.example.com\n"
+        f"DATABASE_URL=sqlite:///{tmp_path / 'tasuku.sqlite3'}\n"
+    )
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env, commands = started("tasuku-web.service", tmp_path, port)
+    *before, serve = commands
+    for command in before:
+        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,  # noqa: S603
+                              timeout=300)  # fmt: skip
+        assert done.returncode == 0, (command, done.stderr[-2000:])
+    web = subprocess.Popen(serve, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,  # noqa: S603
+                           stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                health = requests.get(f"http://127.0.0.1:{port}/healthz", timeout=15)
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline and web.poll() is None
+                time.sleep(0.1)
+        assert health.status_code == 200, health.text
+    finally:
+        web.terminate()
+        web.wait(timeout=20)
+
+    env, [worker] = started("tasuku-worker.service", tmp_path, port)
+    assert worker[-2:] == ["manage.py", "worker"]
+    checked = subprocess.run([*worker[:-1], "check"], cwd=ROOT, env=env, capture_output=True,  # noqa: S603
+                             text=True, timeout=120)  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+    # Without the folders systemd makes, the same check fails, naming the workspace root.
+    shutil.rmtree(tmp_path / "var")
+    checked = subprocess.run([*worker[:-1], "check"], cwd=ROOT, env=env, capture_output=True,  # noqa: S603
+                             text=True, timeout=120)  # fmt: skip
+    assert checked.returncode != 0 and "tasuku.E022" in checked.stderr
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze is not installed")
+def test_systemd_analyze_verify_accepts_the_units(tmp_path):
+    """The units as shipped, the checkout in place of /opt/tasuku (verify checks that
+    each program exists); every warning (an unknown key, a bad value) fails."""
+    for name, text in UNITS.items():
+        (tmp_path / name).write_text(text.replace(CHECKOUT, str(ROOT)))
+    verified = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", *(str(tmp_path / n) for n in sorted(UNITS))],  # noqa: S607
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert verified.returncode == 0 and not (verified.stdout + verified.stderr).strip(), (
+        verified.stdout + verified.stderr
+    )
