@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from tasuku.hosts import served
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -63,14 +65,22 @@ SECRET_KEY_FROM_ENV = bool(env.str("SECRET_KEY", default=""))
 # sealed (reviewer keys) still reads; `manage.py reseal_keys` moves sealed keys over.
 SECRET_KEY_FALLBACKS = [k for k in env.str("SECRET_KEY_FALLBACKS", default="").split(",") if k]
 
-# Unset, the address `make run` serves on (its BIND, passed as TASUKU_BIND) is the URL.
-TASUKU_BASE_URL = env.str(
-    "TASUKU_BASE_URL", default=f"http://{env.str('TASUKU_BIND', default='127.0.0.1:8000')}"
-).rstrip("/")
+# The address `make run` serves on (its BIND). Unless TASUKU_BASE_URL and ALLOWED_HOSTS
+# say otherwise, it gives the URL in Tasuku's links and the hosts it answers: an
+# interface's address is its own name; for a wildcard (0.0.0.0) the machine's names and
+# addresses (tasuku/hosts.py), and `manage.py serve` says the URL is a guess.
+TASUKU_BIND = env.str("TASUKU_BIND", default="127.0.0.1:8000")
+try:
+    _served = served(TASUKU_BIND)
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from exc
+# (Empty reads as unset, for both.)
+TASUKU_BASE_URL = (env.str("TASUKU_BASE_URL", default="") or _served.base_url).rstrip("/")
+TASUKU_BASE_URL_GUESSED = _served.wildcard and not env.str("TASUKU_BASE_URL", default="")
 _base_host = urlsplit(TASUKU_BASE_URL).hostname or ""
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=[]) or list(dict.fromkeys(_served.hosts))
 if _base_host and _base_host not in ALLOWED_HOSTS:
-    ALLOWED_HOSTS.append(_base_host)
+    ALLOWED_HOSTS.append(_base_host if ":" not in _base_host else f"[{_base_host}]")
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 if TASUKU_BASE_URL.startswith("https://"):
     CSRF_TRUSTED_ORIGINS.append(TASUKU_BASE_URL)
