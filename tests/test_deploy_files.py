@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -49,10 +50,24 @@ def test_compose_runs_the_database_the_migration_web_worker_and_the_proxy():
     assert services["worker"]["command"] == ["python", "manage.py", "worker"]
     assert services["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert services["proxy"]["network_mode"] == "service:web"
+    readme = (ROOT / "README.md").read_text()
     for volume in services["proxy"]["volumes"]:
         source = volume.split(":")[0]
-        if source.startswith("./") and "certs" not in source:
+        if source in ("./deploy/certs", "./deploy/acme"):
+            # Made by the README's steps, filled by certbot: not in the checkout.
+            assert "mkdir -p deploy/certs deploy/acme" in readme
+        elif source.startswith("./"):
             assert (ROOT / source).exists(), source
+
+
+def test_nginx_answers_acme_on_port_80_and_the_readme_edits_no_tracked_file():
+    conf = (ROOT / "deploy" / "nginx" / "tasuku.conf").read_text()
+    plain = conf[conf.index("listen 80;") :]
+    acme = re.search(r"location /\.well-known/acme-challenge/ \{\s*root (\S+);", plain)
+    assert acme and "return 301" in plain
+    assert f"./deploy/acme:{acme.group(1)}:ro" in COMPOSE["services"]["proxy"]["volumes"]
+    readme = (ROOT / "README.md").read_text()
+    assert "sed -i" not in readme and "TASUKU_WEBHOOK_MAX_BYTES" not in conf
 
 
 def test_every_command_and_setting_the_deployment_files_name_exists():
@@ -141,6 +156,49 @@ def test_nginx_accepts_the_shipped_configuration(tmp_path):
     checked = subprocess.run([binary, "-t", "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path)],
                              capture_output=True, text=True, timeout=30)  # fmt: skip
     assert checked.returncode == 0, checked.stderr
+
+    # Served on free ports: port 80's server answers an ACME challenge from the webroot
+    # certbot writes to, and redirects everything else to https.
+    import socket
+
+    import requests
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+    webroot = tmp_path / "acme"
+    (webroot / ".well-known" / "acme-challenge").mkdir(parents=True)
+    (webroot / ".well-known" / "acme-challenge" / "tok3n").write_text("tok3n.thumbprint")
+    served = (
+        shipped.replace("/etc/ssl/tasuku", str(tmp_path))
+        .replace("listen 443 ssl", f"listen 127.0.0.1:{ports[0]} ssl")
+        .replace("listen 80;", f"listen 127.0.0.1:{ports[1]};")
+        .replace("/var/www/certbot", str(webroot))
+    )
+    (tmp_path / "tasuku.conf").write_text(served)
+    user = "user root;\n" if os.geteuid() == 0 else ""  # workers read the test's files
+    (tmp_path / "nginx.conf").write_text(user + (tmp_path / "nginx.conf").read_text())
+    nginx = subprocess.Popen([binary, "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path),  # noqa: S603
+                              "-g", "daemon off;"], stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        plain = f"http://127.0.0.1:{ports[1]}"
+        for _ in range(100):
+            try:
+                challenge = requests.get(f"{plain}/.well-known/acme-challenge/tok3n", timeout=5)
+                break
+            except requests.ConnectionError:
+                assert nginx.poll() is None, nginx.stderr.read()
+                time.sleep(0.05)
+        assert (challenge.status_code, challenge.text) == (200, "tok3n.thumbprint")
+        other = requests.get(f"{plain}/webhooks/github", timeout=5, allow_redirects=False,
+                             headers={"Host": "tasuku.example.com"})  # fmt: skip
+        assert other.status_code == 301
+        assert other.headers["Location"] == "https://tasuku.example.com/webhooks/github"
+    finally:
+        nginx.terminate()
+        nginx.wait(timeout=10)
 
 
 def interpolated(value: str, variables: dict[str, str]) -> str:
@@ -301,7 +359,6 @@ def test_the_units_start_on_a_fresh_host_and_the_web_is_ready(tmp_path):
     there), and the worker's system checks (run before it starts) pass."""
     import secrets
     import socket
-    import time
 
     import requests
 
