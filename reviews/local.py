@@ -75,8 +75,35 @@ def _default_branch(repo: Path) -> str | None:
     return None
 
 
+def _remote_defaults(repo: Path, default: str) -> list[str]:
+    """The remote branches a head on the default branch may be ahead of, most telling
+    first: the current branch's upstream, the remote's default branch, and origin's
+    branch of the default branch's name."""
+    found = []
+    upstream = _git(repo, "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}")
+    if upstream:
+        found.append(upstream)
+    remote_head = _git(repo, "symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD")
+    if remote_head:
+        found.append(remote_head)
+    name = default.removeprefix("origin/")
+    if _git(repo, "rev-parse", "--verify", "--quiet", f"refs/remotes/origin/{name}"):
+        found.append(f"origin/{name}")
+    return list(dict.fromkeys(found))
+
+
+NOTHING_TO_REVIEW = (
+    "pass --base (the last commit: --base HEAD~1; a branch's work: --base main --head <branch>)"
+)
+
+
 def refs_resolve(repo: Path, base: str | None, head: str | None) -> tuple[Path, str, str, str]:
-    """(repository root, base SHA, head SHA, branch name); LocalReviewError otherwise."""
+    """(repository root, base SHA, head SHA, branch name); LocalReviewError otherwise.
+
+    Without `base`: the merge base of the head with the default branch; for a head on
+    the default branch itself (nothing there to compare with), with the remote's — the
+    commits not pushed yet — and when there is none either, an error that says what to
+    pass, never an empty review."""
     path = repo.expanduser()
     if not path.is_dir():
         raise LocalReviewError(f"not a directory: {repo}")
@@ -85,8 +112,13 @@ def refs_resolve(repo: Path, base: str | None, head: str | None) -> tuple[Path, 
         raise LocalReviewError(f"not a git repository: {repo}")
     root = Path(top)
     head_sha = _resolve(root, head or "HEAD")
+    shown = head or "HEAD"
     if base:
         base_sha = _resolve(root, base)
+        if base_sha == head_sha:
+            raise LocalReviewError(
+                f"--base {base} and {shown} are the same commit: nothing to review"
+            )
     else:
         default = _default_branch(root)
         if default is None:
@@ -95,9 +127,22 @@ def refs_resolve(repo: Path, base: str | None, head: str | None) -> tuple[Path, 
             )
         merge_base = _git(root, "merge-base", default, head_sha)
         if not merge_base:
-            raise LocalReviewError(
-                f"{head or 'HEAD'} has no common history with {default}: pass --base"
-            )
+            raise LocalReviewError(f"{shown} has no common history with {default}: pass --base")
+        if merge_base == head_sha:
+            # The head is on the default branch (or behind it): what is new there is
+            # what the remote does not have yet.
+            for remote in _remote_defaults(root, default):
+                ahead = _git(root, "merge-base", remote, head_sha)
+                if ahead and ahead != head_sha:
+                    merge_base = ahead
+                    break
+            else:
+                remotes = _remote_defaults(root, default)
+                beyond = f" and nothing beyond {remotes[0]}" if remotes else ""
+                raise LocalReviewError(
+                    f"{shown} is on {default}{beyond}: no change to review against it; "
+                    + NOTHING_TO_REVIEW
+                )
         base_sha = merge_base
     branch = (
         head if head and head != "HEAD" else _git(root, "rev-parse", "--abbrev-ref", "HEAD")

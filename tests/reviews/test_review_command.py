@@ -215,6 +215,45 @@ def test_a_bad_ref_or_reviewer_is_one_clear_line_and_exit_2(repo, args, message)
     assert caught.value.returncode == 2
 
 
+def test_on_main_the_commits_not_pushed_are_reviewed(repo, tmp_path):
+    """A clone that sits on main (the likeliest first try): its merge base with main is
+    itself, so the review compares with the remote's main instead."""
+    remote = tmp_path / "remote.git"
+    git(repo, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "origin", "main")
+    git(repo, "fetch", "-q", "origin")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "branch", "-q", "--set-upstream-to", "origin/main")
+    pushed = git(repo, "rev-parse", "HEAD")
+    commit(repo, {"pay.py": PAY}, "not pushed yet")
+    code, out = review(repo, "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["review"]["base"] == pushed
+    assert {f["path"] for f in data["findings"]} == {"pay.py"}
+
+
+def test_on_main_with_nothing_beyond_the_remote_says_what_to_pass(repo, tmp_path):
+    git(repo, "checkout", "-q", "main")
+    commit(repo, {"pay.py": PAY}, "straight onto main")
+    with pytest.raises(CommandError) as caught:  # no remote at all
+        call_command("review", "--repo", str(repo))
+    assert str(caught.value).startswith("HEAD is on main: no change to review against it; ")
+    assert "--base HEAD~1" in str(caught.value) and caught.value.returncode == 2
+
+    remote = tmp_path / "remote.git"
+    git(repo, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "-u", "origin", "main")
+    with pytest.raises(CommandError, match=r"^HEAD is on main and nothing beyond origin/main: "):
+        call_command("review", "--repo", str(repo))
+    with pytest.raises(CommandError, match=r"^--base main and HEAD are the same commit: "):
+        call_command("review", "--repo", str(repo), "--base", "main")
+    # What the message says to pass works: the last commit reviewed.
+    code, out = review(repo, "--base", "HEAD~1")
+    assert code == 0 and "pay.py:7 high" in out
+
+
 def test_a_path_that_is_no_repository_is_refused(tmp_path):
     with pytest.raises(CommandError, match=r"^not a git repository: ") as caught:
         call_command("review", "--repo", str(tmp_path))
