@@ -295,3 +295,26 @@ def test_a_secondary_limit_refuses_what_it_covers_with_the_seconds_left_until_it
     world.limits.advance(61)
     assert rest(world, "/repos/acme/big/pulls/1")[0] == 200
     assert window.refused == 2
+
+
+def test_a_persons_token_reads_what_its_user_may_and_writes_no_check_run(world):
+    """A personal access token acts as its user: public repositories and those the user
+    collaborates on, reviews as the user, and never a check run (an App's alone)."""
+    token = world.user_token("mona")
+    person = Github(auth=Auth.Token(token), base_url=world.url, retry=None, lazy=True)
+    assert person.get_repo("acme/big").get_pull(1).title == "Big"
+    with pytest.raises(GithubException) as caught:
+        person.get_repo("acme/big").create_check_run(name="x", head_sha="c" * 40)
+    assert (caught.value.status, caught.value.data["message"]) == (
+        403,
+        "You must authenticate via a GitHub App.",
+    )
+    world.repos["acme/big"].private = True
+    with pytest.raises(GithubException) as caught:
+        person.get_repo("acme/big").get_pull(1).title  # noqa: B018
+    assert caught.value.status == 404
+    world.repos["acme/big"].collaborators["mona"] = "read"
+    assert person.get_repo("acme/big").get_pull(1).title == "Big"
+    with pytest.raises(GithubException) as caught:
+        person.requester.requestJsonAndCheck("GET", "/installation/repositories")
+    assert caught.value.status == 403
