@@ -262,21 +262,33 @@ def local_review(
     *, repo: Path, base: str | None, head: str | None, reviewer_slug: str
 ) -> LocalReview:
     """Review `head` of a local repository against `base` (default: its merge base with
-    the default branch) and record the review.
-
-    1. Resolve the refs; find or create the local repository and its "pull request"
-       (one per branch).
-    2. A run, claimed like any other (the same head reviewed again is re-run).
-    3. The review pipeline with the local forge: a shared clone in a workspace, filters,
-       guideline packs, triage, the budget, the engine in the local runner, validation,
-       reconciliation with the branch's previous review.
-    """
-    reviewer = Reviewer.objects.filter(slug=reviewer_slug, enabled=True).first()
-    if reviewer is None:
-        raise LocalReviewError(f"no enabled reviewer named {reviewer_slug!r}")
+    the default branch) and record the review: resolve the refs, find or create the
+    local repository and its "pull request" (one per branch), then `review_execute`."""
+    reviewer = reviewer_enabled(reviewer_slug)
     root, base_sha, head_sha, branch = refs_resolve(repo, base, head)
     repository = _local_repository(root)
     pull_request = _pull_request(repository, branch, base_sha, head_sha)
+    return review_execute(pull_request, reviewer, base_sha, head_sha, Local(root))
+
+
+def reviewer_enabled(slug: str) -> Reviewer:
+    reviewer = Reviewer.objects.filter(slug=slug, enabled=True).first()
+    if reviewer is None:
+        raise LocalReviewError(f"no enabled reviewer named {slug!r}")
+    return reviewer
+
+
+def review_execute(
+    pull_request: PullRequest, reviewer: Reviewer, base_sha: str, head_sha: str, forge: Local
+) -> LocalReview:
+    """One review of `head_sha`, in this process, through the one pipeline with `forge`:
+
+    1. A run, claimed like any other (the same head reviewed again is re-run).
+    2. The review pipeline with the forge: a checkout in a workspace, filters, guideline
+       packs, triage, the budget, the engine in the local runner, validation,
+       reconciliation with the pull request's previous review, the forge's publication.
+    """
+    repository = pull_request.repository
     config = effective_config(repository).model_copy(
         update={"reviewers": (reviewer_config(reviewer),)}
     )
@@ -305,7 +317,6 @@ def local_review(
     run = ReviewRun.objects.select_related(
         "pull_request__repository__installation", "reviewer"
     ).get(pk=run.pk)
-    forge = Local(root)
     with Heartbeat(held) as beat:
         ctx = Context(run=run, held=held, beat=beat, config=config, gateway=None, forge=forge)
         try:
