@@ -383,10 +383,16 @@ def pull_review(
         info = gateway.pull_request_get(**where, number=address.number)
         repository_info = gateway.repository_get(**where)
     except GitHubError as exc:
-        if exc.status in (401, 403, 404):
+        if exc.status == 401:
+            raise RemoteReviewError(
+                f"GitHub refused the token from {token_from} (401, bad credentials): it is "
+                f"expired, revoked, or not a token of {address.host}"
+            ) from exc
+        if exc.status in (403, 404):
             raise RemoteReviewError(
                 f"GitHub refused {address.url} to the token from {token_from} ({exc.status}): "
-                f"it must be able to read {address.full_name} — {exc.message}"
+                f"it must be able to read {address.full_name} (GitHub answers 404 for a "
+                "private repository a token cannot see)"
             ) from exc
         raise
     repository = _repository(address, repository_info)

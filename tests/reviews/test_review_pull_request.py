@@ -114,6 +114,16 @@ def test_a_repository_the_token_cannot_read_is_one_clear_line(pull):
     assert review(f"{pull.fake.url}/acme/shop/pull/7")[0] == 0
 
 
+def test_a_token_github_does_not_know_is_said_to_be_refused(pull, monkeypatch):
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_revoked")
+    with pytest.raises(CommandError) as caught:
+        call_command("review", f"{pull.fake.url}/acme/shop/pull/7")
+    assert str(caught.value) == (
+        "GitHub refused the token from GITHUB_TOKEN (401, bad credentials): it is expired, "
+        f"revoked, or not a token of {pull.fake.url.split('://')[1]}"
+    )
+
+
 def test_the_github_clis_login_is_used_when_no_variable_holds_a_token(pull, monkeypatch, tmp_path):
     token = os.environ.pop("GITHUB_TOKEN")
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
