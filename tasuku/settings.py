@@ -1,10 +1,10 @@
 """Tasuku's settings: everything comes from the environment (django-environ).
 
-Every variable read here is listed, with its default, in the README's configuration
-table. Values that can be malformed (the App id, the private key, URLs, time limits) are
-read as plain strings here and checked by Django system checks (`repos/checks.py`,
-`reviews/checks.py`), so a bad value is reported by name at start-up instead of as a
-traceback in the middle of a review.
+Every variable read here is listed, with its default, in docs/configuration.md's table
+(tests/test_readme.py checks). Values that can be malformed (the App id, the private
+key, URLs, time limits) are read as plain strings here and checked by Django system
+checks (`repos/checks.py`, `reviews/checks.py`), so a bad value is reported by name at
+start-up instead of as a traceback in the middle of a review.
 """
 
 from __future__ import annotations
