@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # Test processes: one a core by default; TEST_PROCESSES=0 runs the suite in one process.
 TEST_PROCESSES ?= auto
 
-.PHONY: run test install key lint check bench clean
+.PHONY: run test install key lint check clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \

@@ -419,3 +419,11 @@ def test_systemd_analyze_verify_accepts_the_units(tmp_path):
     assert verified.returncode == 0 and not (verified.stdout + verified.stderr).strip(), (
         verified.stdout + verified.stderr
     )
+
+
+def test_every_make_target_declared_has_a_rule():
+    """A phony target with no rule does nothing, silently (`make bench` did)."""
+    makefile = (ROOT / "Makefile").read_text()
+    declared = re.search(r"^\.PHONY: (.+)$", makefile, re.M).group(1).split()
+    for target in declared:
+        assert re.search(rf"^{target}:", makefile, re.M), target
