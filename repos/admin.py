@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import Count, F, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.html import escape
 from django.utils.translation import ngettext
 
 from repos.connectors.models import Connector
@@ -70,8 +71,21 @@ class InstallationAdmin(admin.ModelAdmin):
         return False  # installations come from GitHub's installation events
 
 
+class PlainHelpTextForm(forms.ModelForm):
+    """The admin shows help text as HTML: each field's is escaped here, so that a
+    placeholder such as `@<app> dismiss <reason>` shows as written instead of vanishing
+    as an unknown tag."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            if field.help_text:
+                field.help_text = escape(field.help_text)
+
+
 class RepositoryPolicyInline(admin.StackedInline):
     model = RepositoryPolicy
+    form = PlainHelpTextForm
     can_delete = False
     min_num = 1
     max_num = 1
@@ -314,7 +328,9 @@ class SkillInline(admin.StackedInline):
     extra = 0
     max_num = MAX_SKILLS
     fields = ("name", "description", "body")
-    verbose_name = "skill (loaded by the model when it needs it)"
+    verbose_name = "skill"
+    # The inline's heading is the plural (Django would make "…it)s" of a long singular).
+    verbose_name_plural = "skills (each loaded by the model when it needs it)"
 
 
 @admin.register(Reviewer)
