@@ -371,6 +371,13 @@ class Repository(models.Model):
     def name(self) -> str:
         return self.full_name.split("/", 1)[-1]
 
+    @property
+    def local(self) -> bool:
+        """Reviewed from the command line (`manage.py review`: reviews/local.py,
+        reviews/remote.py), never by the App: such a repository's id is negative, no
+        GitHub repository's; it has no check runs, no webhook and no Review now."""
+        return self.github_id < 0
+
 
 def _validate_logins(value: str) -> None:
     bad = [line for line in lines(value) if not all(c.isalnum() or c in "-_[]*?." for c in line)]

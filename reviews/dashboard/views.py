@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 
 from repos.github import GitHubError
 from repos.models import Repository
+from repos.policy import Trigger
 from repos.refs import ref_parse
 from repos.services import github_usage_flush
 from reviews.dashboard import selectors
@@ -117,6 +118,13 @@ def pull_request_review(request: HttpRequest, owner: str, name: str, number: int
     )
     if not may_act(request.user):
         return HttpResponseForbidden("You may look at reviews but not start them.")
+    if pull_request.repository.local:
+        messages.warning(
+            request,
+            "Not reviewed: a local review is run from the command line (`manage.py review`), "
+            "where its repository is.",
+        )
+        return redirect("reviews:pull_request", owner=owner, name=name, number=number)
     full = request.POST.get("full") == "1"
     try:
         runs, refusal = manual_review(pull_request, full=full)
@@ -195,6 +203,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "open_count": sum(1 for f in findings if f.state == "open"),
             "suppressed_count": sum(1 for f in findings if f.state == FindingState.SUPPRESSED),
             "published_count": sum(1 for f in findings if f.published),
+            # A local review (`manage.py review`) posted nothing unless `--post` put it on
+            # the pull request: its findings went to the command's report.
+            "told_locally": run.trigger == Trigger.LOCAL
+            and not (review is not None and review.github_review_url),
             "closed": closed,
             "attempts": attempts,
             "duration": duration,

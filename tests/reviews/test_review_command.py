@@ -274,6 +274,30 @@ def test_the_review_is_recorded_under_a_local_repository_on_the_dashboard(repo, 
     )
 
 
+def test_the_dashboard_tells_a_local_review_as_local(repo, operator_client):
+    """Nothing of a local review was posted, it has no check run, and Review now cannot
+    reach its repository: the pages say so instead of GitHub's words."""
+    review(repo)
+    run = ReviewRun.objects.get()
+    number = run.pull_request.number
+    page = operator_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "reported to the command (a local review: nothing posted)" in page
+    assert "posted inline" not in page and "in the review" not in page
+    assert "On GitHub" not in page and "not created yet" not in page
+    assert "none: a local review" in page
+    pull = operator_client.get(f"/repos/local/shop/pulls/{number}/").content.decode()
+    assert "Review now" not in pull and "local review" in pull
+    assert f"→ <code>{run.base_sha[:7]}</code>" in pull  # the base it was reviewed against
+    refused = operator_client.post(f"/repos/local/shop/pulls/{number}/review", follow=True)
+    assert "a local review is run from the command line" in refused.content.decode()
+    assert ReviewRun.objects.count() == 1
+    listing = operator_client.get("/repos/").content.decode()
+    assert (
+        '<span class="pill" title="Reviewed from the command line (manage.py review)">local</span>'
+        in listing
+    )
+
+
 def test_a_later_review_reconciles_fixed_removed_and_unchanged_findings(repo):
     review(repo)
     first = {f.title: f for f in Finding.objects.all()}
