@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from repos.github import GitHubError
+from repos.github import GitHubError, missing_settings
 from repos.models import Repository
 from repos.policy import Trigger
 from repos.refs import ref_parse
@@ -48,15 +48,20 @@ SEVERITY_RANK = {s.value: s.rank for s in Severity}
 @staff_member_required
 def overview(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
+    workers = selectors.worker_heartbeats(now, silent_after=silent_after())
+    steps = selectors.first_steps(workers, app_missing=missing_settings())
     return render(
         request,
         "reviews/overview.html",
         {
+            # A new install: the way to its first review, in place of tables of zeros.
+            "steps": steps if not all(step.done for step in steps) else [],
+            "fresh": not ReviewRun.objects.exists(),
             "runs": ReviewRun.objects.select_related("reviewer", "pull_request__repository")[:25],
             "run_counts": selectors.runs_by_status(now),
             "failures": selectors.failures_by_stage(now - selectors.WINDOWS["7d"]),
             "queue": selectors.queue_state(now),
-            "workers": selectors.worker_heartbeats(now, silent_after=silent_after()),
+            "workers": workers,
             "spend": selectors.spend_by_installation(now),
             "chart": daily_chart(selectors.reviews_per_day(now)),
             "failed_deliveries": WebhookDelivery.objects.filter(
