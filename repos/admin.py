@@ -12,7 +12,9 @@ from django.utils.html import escape
 from django.utils.translation import ngettext
 
 from repos.connectors.models import Connector
+from repos.github import caches_clear, registration_forget
 from repos.models import (
+    AppRegistration,
     Installation,
     RepoMemory,
     Repository,
@@ -24,6 +26,37 @@ from repos.models import (
 from repos.services import policy_copy, policy_create_default
 from sandbox.contract import MAX_CONNECTORS, MAX_SKILLS
 from sandbox.engines import REGISTRY
+
+
+@admin.register(AppRegistration)
+class AppRegistrationAdmin(admin.ModelAdmin):
+    """The App created on the setup page: shown (never its sealed secrets), and removed
+    to replace it — the setup page then creates another. Deleting it here leaves the
+    App on GitHub, which its own settings page deletes."""
+
+    list_display = ("slug", "app_id", "owner", "api_url", "created_at")
+    fields = ("slug", "name", "app_id", "owner", "html_url", "api_url", "client_id", "created_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # created on the setup page, from GitHub's answer
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def delete_model(self, request: HttpRequest, obj: AppRegistration) -> None:
+        super().delete_model(request, obj)
+        _app_forget()
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        super().delete_queryset(request, queryset)
+        _app_forget()
+
+
+def _app_forget() -> None:
+    """This process reads the App afresh (others within REGISTRATION_TTL)."""
+    registration_forget()
+    caches_clear()
 
 
 @admin.register(Installation)

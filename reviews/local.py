@@ -14,7 +14,7 @@ from pathlib import Path
 from django.db import transaction
 from django.db.models import Max
 
-from repos.models import Installation, Repository, Reviewer
+from repos.models import LOCAL_INSTALLATION, Installation, Repository, Reviewer
 from repos.policy import Trigger
 from repos.selectors import effective_config, reviewer_config
 from repos.services import policy_create_default
@@ -28,8 +28,6 @@ from reviews.runs import run_attempt_failed, run_claim
 from reviews.validation import Validated
 from sandbox.contract import ReviewResult
 from sandbox.workspace import Checkout, Workspace
-
-LOCAL_INSTALLATION = 0
 
 
 class LocalReviewError(Exception):

@@ -26,13 +26,12 @@ from django.db import transaction
 
 from repos.github import GitHubError, PullRequestInfo, RepositoryInfo, ReviewInfo, retry_policy
 from repos.github.personal import PersonalGateway
-from repos.models import Installation, Repository
+from repos.models import LOCAL_INSTALLATION, Installation, Repository
 from repos.services import policy_create_default
 from reviews import threads
 from reviews.context import Context
 from reviews.coverage import entries_of, unreviewed
 from reviews.local import (
-    LOCAL_INSTALLATION,
     Local,
     LocalReview,
     LocalReviewError,
