@@ -427,3 +427,19 @@ def test_every_make_target_declared_has_a_rule():
     declared = re.search(r"^\.PHONY: (.+)$", makefile, re.M).group(1).split()
     for target in declared:
         assert re.search(rf"^{target}:", makefile, re.M), target
+
+
+def test_composes_variables_are_the_ones_the_readmes_env_sets():
+    """Every variable Compose requires (`${NAME:?…}`) is in the README's .env, every
+    name there is one Tasuku or Compose reads, and the web service keeps the image's
+    health check while the one-shot and worker services turn it off."""
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"cat > \.env <<'ENV'\n(.*?)\nENV\n", readme, re.S).group(1)
+    written = {line.split("=", 1)[0] for line in block.splitlines()}
+    required = set(re.findall(r"\$\{(\w+):\?", (ROOT / "compose.yaml").read_text()))
+    assert required <= written, required - written
+    assert written - required <= READ_FROM_ENVIRONMENT | {"ALLOWED_HOSTS"}
+    services = COMPOSE["services"]
+    assert "healthcheck" not in services["web"]  # the Dockerfile's HEALTHCHECK
+    assert services["migrate"]["healthcheck"] == {"disable": True}
+    assert services["worker"]["healthcheck"] == {"disable": True}
