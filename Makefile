@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # Test processes: one a core by default; TEST_PROCESSES=0 runs the suite in one process.
 TEST_PROCESSES ?= auto
 
-.PHONY: run test install lint check bench clean
+.PHONY: run test install key lint check clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
@@ -18,12 +18,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) key
+
+## A SECRET_KEY in .env unless one is set (tasuku/devkey.py): Tasuku refuses to start
+## without one. In production, set it yourself (README, *Deploy*).
+key:
+	@$(PYTHON) -m tasuku.devkey
 
 ## Run Tasuku on its embedded defaults (SQLite, static reviewer, local runner).
 ## BIND=host:port serves elsewhere (and is the URL in links, unless TASUKU_BASE_URL is set).
 run: export TASUKU_BIND = $(BIND)
-run: $(STAMP)
+run: $(STAMP) key
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(BIN)/python manage.py ensure_admin

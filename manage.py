@@ -7,8 +7,16 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tasuku.settings")
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
+    try:
+        settings.INSTALLED_APPS  # noqa: B018 - loads the settings
+    except ImproperlyConfigured as exc:
+        # A setting missing or malformed (tasuku/settings.py says which, and what to do):
+        # the message is the whole answer, a traceback into the settings would bury it.
+        sys.exit(f"manage.py: {exc}")
     execute_from_command_line(sys.argv)
 
 

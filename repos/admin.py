@@ -8,10 +8,13 @@ from django.db import models
 from django.db.models import Count, F, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.html import escape
 from django.utils.translation import ngettext
 
 from repos.connectors.models import Connector
+from repos.github import caches_clear, registration_forget
 from repos.models import (
+    AppRegistration,
     Installation,
     RepoMemory,
     Repository,
@@ -23,6 +26,37 @@ from repos.models import (
 from repos.services import policy_copy, policy_create_default
 from sandbox.contract import MAX_CONNECTORS, MAX_SKILLS
 from sandbox.engines import REGISTRY
+
+
+@admin.register(AppRegistration)
+class AppRegistrationAdmin(admin.ModelAdmin):
+    """The App created on the setup page: shown (never its sealed secrets), and removed
+    to replace it — the setup page then creates another. Deleting it here leaves the
+    App on GitHub, which its own settings page deletes."""
+
+    list_display = ("slug", "app_id", "owner", "api_url", "created_at")
+    fields = ("slug", "name", "app_id", "owner", "html_url", "api_url", "client_id", "created_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # created on the setup page, from GitHub's answer
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def delete_model(self, request: HttpRequest, obj: AppRegistration) -> None:
+        super().delete_model(request, obj)
+        _app_forget()
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        super().delete_queryset(request, queryset)
+        _app_forget()
+
+
+def _app_forget() -> None:
+    """This process reads the App afresh (others within REGISTRATION_TTL)."""
+    registration_forget()
+    caches_clear()
 
 
 @admin.register(Installation)
@@ -70,8 +104,21 @@ class InstallationAdmin(admin.ModelAdmin):
         return False  # installations come from GitHub's installation events
 
 
+class PlainHelpTextForm(forms.ModelForm):
+    """The admin shows help text as HTML: each field's is escaped here, so that a
+    placeholder such as `@<app> dismiss <reason>` shows as written instead of vanishing
+    as an unknown tag."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            if field.help_text:
+                field.help_text = escape(field.help_text)
+
+
 class RepositoryPolicyInline(admin.StackedInline):
     model = RepositoryPolicy
+    form = PlainHelpTextForm
     can_delete = False
     min_num = 1
     max_num = 1
@@ -314,7 +361,9 @@ class SkillInline(admin.StackedInline):
     extra = 0
     max_num = MAX_SKILLS
     fields = ("name", "description", "body")
-    verbose_name = "skill (loaded by the model when it needs it)"
+    verbose_name = "skill"
+    # The inline's heading is the plural (Django would make "…it)s" of a long singular).
+    verbose_name_plural = "skills (each loaded by the model when it needs it)"
 
 
 @admin.register(Reviewer)

@@ -44,6 +44,11 @@ SEVERITY_CHOICES = [(s.value, s.value) for s in Severity]
 FAIL_CHECK_CHOICES = [*SEVERITY_CHOICES, (NEVER, "never (findings never fail the check)")]
 
 
+# The installation command-line reviews are recorded under (`manage.py review`:
+# reviews/local.py, reviews/remote.py); no GitHub installation has this id.
+LOCAL_INSTALLATION = 0
+
+
 class AppRegistration(models.Model):
     """The GitHub App Tasuku created from a manifest (the setup page, repos/setup.py): its
     credentials, sealed with SECRET_KEY. Used when the GITHUB_APP_ID, GITHUB_PRIVATE_KEY*
@@ -370,6 +375,13 @@ class Repository(models.Model):
     @property
     def name(self) -> str:
         return self.full_name.split("/", 1)[-1]
+
+    @property
+    def local(self) -> bool:
+        """Reviewed from the command line (`manage.py review`: reviews/local.py,
+        reviews/remote.py), never by the App: such a repository's id is negative, no
+        GitHub repository's; it has no check runs, no webhook and no Review now."""
+        return self.github_id < 0
 
 
 def _validate_logins(value: str) -> None:

@@ -32,7 +32,7 @@ from repos.credentials import key_seal
 from repos.github import GitHubError, registration_forget
 from repos.github.config import registration, settings_name_an_app
 from repos.github.manifest import FEATURES, hosts, manifest_convert, manifest_for, new_app_url
-from repos.models import AppRegistration, Installation
+from repos.models import LOCAL_INSTALLATION, AppRegistration, Installation, Repository
 
 ORG = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
 SESSION_KEY = "tasuku_manifest"
@@ -92,7 +92,12 @@ def setup_github(request: HttpRequest) -> HttpResponse:
 
 def _page(request: HttpRequest, *, error: str = ""):
     found = registration()
-    installations = Installation.objects.prefetch_related("repositories").order_by("account_login")
+    # The App's installations; command-line reviews' `local` one is no GitHub installation.
+    installations = (
+        Installation.objects.exclude(github_id=LOCAL_INSTALLATION)
+        .prefetch_related("repositories")
+        .order_by("account_login")
+    )
     return render(
         request,
         "repos/setup_github.html",
@@ -107,6 +112,9 @@ def _page(request: HttpRequest, *, error: str = ""):
             "default_host": _default_host(),
             "base_url": settings.TASUKU_BASE_URL,
             "installations": installations,
+            "local_repositories": Repository.objects.filter(
+                installation__github_id=LOCAL_INSTALLATION
+            ).count(),
         },
         status=400 if error else 200,
     )

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
 from reviews.models import (
     ApiScope,
@@ -15,10 +17,20 @@ from reviews.models import (
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows Tasuku writes and people read: shown, never saved, added or deleted here (a
+    deleted run or task would leave its queue and history without it). What can be done
+    to them is done on the dashboard (Retry, Review now) or the task board."""
+
     def get_readonly_fields(self, request: HttpRequest, obj: object = None) -> list[str]:
         return [f.name for f in self.model._meta.fields]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False  # the page is a view: no Save button over read-only fields
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
 
@@ -35,6 +47,20 @@ class ReviewRunAdmin(ReadOnlyAdmin):
     list_filter = ("status", "stage", "trigger", "reviewer")
     search_fields = ("pull_request__repository__full_name", "head_sha")
     list_select_related = ("pull_request__repository", "reviewer")
+    # The run's page on the dashboard tells a run whole (attempts, findings, transcript):
+    # here, what identifies it and where it stands, and the way there.
+    fields = (
+        "run_page", "pull_request", "reviewer", "trigger", "status", "stage", "reason",
+        "head_sha", "base_sha", "attempts", "created_at", "started_at", "finished_at",
+    )  # fmt: skip
+
+    def get_readonly_fields(self, request: HttpRequest, obj: object = None) -> list[str]:
+        return list(self.fields)
+
+    @admin.display(description="Run page")
+    def run_page(self, run: ReviewRun) -> str:
+        url = reverse("reviews:run", args=[run.pk])
+        return format_html('<a href="{}">the run on the dashboard</a>', url)
 
 
 # --- Review passes: read here, acted on from the task board (/tasks/) or the API ---------

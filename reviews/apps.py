@@ -10,8 +10,16 @@ class ReviewsConfig(AppConfig):
         from django_q.signals import post_execute_in_worker, post_spawn, pre_execute
 
         from reviews import reaper, workers
+        from reviews.dashboard.status import healthz, livez
         from reviews.schedules import schedules_after_migrate
+        from tasuku.doors import door_register, view_door
         from tasuku.lifecycle import worker_lost
+
+        # The health endpoints answer a probe that asks by address (a container's health
+        # check asks 127.0.0.1, a load balancer the node's IP), whatever ALLOWED_HOSTS
+        # says: they build nothing from the Host (tasuku/doors.py, `view_door`).
+        door_register("GET", "/healthz", view_door(healthz))
+        door_register("GET", "/livez", view_door(livez))
 
         # The periodic work is registered by every migrate (reviews/schedules.py).
         post_migrate.connect(schedules_after_migrate, sender=self, dispatch_uid="reviews.schedules")

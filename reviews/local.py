@@ -14,7 +14,7 @@ from pathlib import Path
 from django.db import transaction
 from django.db.models import Max
 
-from repos.models import Installation, Repository, Reviewer
+from repos.models import LOCAL_INSTALLATION, Installation, Repository, Reviewer
 from repos.policy import Trigger
 from repos.selectors import effective_config, reviewer_config
 from repos.services import policy_create_default
@@ -28,8 +28,6 @@ from reviews.runs import run_attempt_failed, run_claim
 from reviews.validation import Validated
 from sandbox.contract import ReviewResult
 from sandbox.workspace import Checkout, Workspace
-
-LOCAL_INSTALLATION = 0
 
 
 class LocalReviewError(Exception):
@@ -75,8 +73,35 @@ def _default_branch(repo: Path) -> str | None:
     return None
 
 
+def _remote_defaults(repo: Path, default: str) -> list[str]:
+    """The remote branches a head on the default branch may be ahead of, most telling
+    first: the current branch's upstream, the remote's default branch, and origin's
+    branch of the default branch's name."""
+    found = []
+    upstream = _git(repo, "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}")
+    if upstream:
+        found.append(upstream)
+    remote_head = _git(repo, "symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD")
+    if remote_head:
+        found.append(remote_head)
+    name = default.removeprefix("origin/")
+    if _git(repo, "rev-parse", "--verify", "--quiet", f"refs/remotes/origin/{name}"):
+        found.append(f"origin/{name}")
+    return list(dict.fromkeys(found))
+
+
+NOTHING_TO_REVIEW = (
+    "pass --base (the last commit: --base HEAD~1; a branch's work: --base main --head <branch>)"
+)
+
+
 def refs_resolve(repo: Path, base: str | None, head: str | None) -> tuple[Path, str, str, str]:
-    """(repository root, base SHA, head SHA, branch name); LocalReviewError otherwise."""
+    """(repository root, base SHA, head SHA, branch name); LocalReviewError otherwise.
+
+    Without `base`: the merge base of the head with the default branch; for a head on
+    the default branch itself (nothing there to compare with), with the remote's — the
+    commits not pushed yet — and when there is none either, an error that says what to
+    pass, never an empty review."""
     path = repo.expanduser()
     if not path.is_dir():
         raise LocalReviewError(f"not a directory: {repo}")
@@ -85,8 +110,13 @@ def refs_resolve(repo: Path, base: str | None, head: str | None) -> tuple[Path, 
         raise LocalReviewError(f"not a git repository: {repo}")
     root = Path(top)
     head_sha = _resolve(root, head or "HEAD")
+    shown = head or "HEAD"
     if base:
         base_sha = _resolve(root, base)
+        if base_sha == head_sha:
+            raise LocalReviewError(
+                f"--base {base} and {shown} are the same commit: nothing to review"
+            )
     else:
         default = _default_branch(root)
         if default is None:
@@ -95,9 +125,22 @@ def refs_resolve(repo: Path, base: str | None, head: str | None) -> tuple[Path, 
             )
         merge_base = _git(root, "merge-base", default, head_sha)
         if not merge_base:
-            raise LocalReviewError(
-                f"{head or 'HEAD'} has no common history with {default}: pass --base"
-            )
+            raise LocalReviewError(f"{shown} has no common history with {default}: pass --base")
+        if merge_base == head_sha:
+            # The head is on the default branch (or behind it): what is new there is
+            # what the remote does not have yet.
+            for remote in _remote_defaults(root, default):
+                ahead = _git(root, "merge-base", remote, head_sha)
+                if ahead and ahead != head_sha:
+                    merge_base = ahead
+                    break
+            else:
+                remotes = _remote_defaults(root, default)
+                beyond = f" and nothing beyond {remotes[0]}" if remotes else ""
+                raise LocalReviewError(
+                    f"{shown} is on {default}{beyond}: no change to review against it; "
+                    + NOTHING_TO_REVIEW
+                )
         base_sha = merge_base
     branch = (
         head if head and head != "HEAD" else _git(root, "rev-parse", "--abbrev-ref", "HEAD")
@@ -217,21 +260,33 @@ def local_review(
     *, repo: Path, base: str | None, head: str | None, reviewer_slug: str
 ) -> LocalReview:
     """Review `head` of a local repository against `base` (default: its merge base with
-    the default branch) and record the review.
-
-    1. Resolve the refs; find or create the local repository and its "pull request"
-       (one per branch).
-    2. A run, claimed like any other (the same head reviewed again is re-run).
-    3. The review pipeline with the local forge: a shared clone in a workspace, filters,
-       guideline packs, triage, the budget, the engine in the local runner, validation,
-       reconciliation with the branch's previous review.
-    """
-    reviewer = Reviewer.objects.filter(slug=reviewer_slug, enabled=True).first()
-    if reviewer is None:
-        raise LocalReviewError(f"no enabled reviewer named {reviewer_slug!r}")
+    the default branch) and record the review: resolve the refs, find or create the
+    local repository and its "pull request" (one per branch), then `review_execute`."""
+    reviewer = reviewer_enabled(reviewer_slug)
     root, base_sha, head_sha, branch = refs_resolve(repo, base, head)
     repository = _local_repository(root)
     pull_request = _pull_request(repository, branch, base_sha, head_sha)
+    return review_execute(pull_request, reviewer, base_sha, head_sha, Local(root))
+
+
+def reviewer_enabled(slug: str) -> Reviewer:
+    reviewer = Reviewer.objects.filter(slug=slug, enabled=True).first()
+    if reviewer is None:
+        raise LocalReviewError(f"no enabled reviewer named {slug!r}")
+    return reviewer
+
+
+def review_execute(
+    pull_request: PullRequest, reviewer: Reviewer, base_sha: str, head_sha: str, forge: Local
+) -> LocalReview:
+    """One review of `head_sha`, in this process, through the one pipeline with `forge`:
+
+    1. A run, claimed like any other (the same head reviewed again is re-run).
+    2. The review pipeline with the forge: a checkout in a workspace, filters, guideline
+       packs, triage, the budget, the engine in the local runner, validation,
+       reconciliation with the pull request's previous review, the forge's publication.
+    """
+    repository = pull_request.repository
     config = effective_config(repository).model_copy(
         update={"reviewers": (reviewer_config(reviewer),)}
     )
@@ -260,7 +315,6 @@ def local_review(
     run = ReviewRun.objects.select_related(
         "pull_request__repository__installation", "reviewer"
     ).get(pk=run.pk)
-    forge = Local(root)
     with Heartbeat(held) as beat:
         ctx = Context(run=run, held=held, beat=beat, config=config, gateway=None, forge=forge)
         try:

@@ -139,6 +139,8 @@ def _version_bump(file: FileDiff) -> bool:
 def triage_rule(diff: Diff, reviewed: Iterable[str]) -> Verdict:
     """The deterministic verdict over the files left after filtering."""
     reviewed = list(reviewed)
+    if not diff.files:
+        return Verdict(TRIVIAL, "Nothing changed between the base and the head.")
     if not reviewed:
         return Verdict(
             TRIVIAL,

@@ -1,10 +1,10 @@
 """Tasuku's settings: everything comes from the environment (django-environ).
 
-Every variable read here is listed, with its default, in the README's configuration
-table. Values that can be malformed (the App id, the private key, URLs, time limits) are
-read as plain strings here and checked by Django system checks (`repos/checks.py`,
-`reviews/checks.py`), so a bad value is reported by name at start-up instead of as a
-traceback in the middle of a review.
+Every variable read here is listed, with its default, in docs/configuration.md's table
+(tests/test_readme.py checks). Values that can be malformed (the App id, the private
+key, URLs, time limits) are read as plain strings here and checked by Django system
+checks (`repos/checks.py`, `reviews/checks.py`), so a bad value is reported by name at
+start-up instead of as a traceback in the middle of a review.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from tasuku.hosts import served
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -24,15 +26,29 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 
-def _secret_key() -> str:
-    """SECRET_KEY from the environment, else a key generated once and kept in `.secret_key`.
+# The command that makes a key, in every message that asks for one.
+SECRET_KEY_COMMAND = 'python3 -c "import secrets; print(secrets.token_urlsafe(50))"'  # noqa: S105 - a command, not a key
+DEBUG = env.bool("DEBUG", default=False)
 
-    The web process and the worker must share the key (django-q2 signs queued tasks with
-    it), so a per-process random key would make every queued task unreadable.
-    """
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment (or `.env`). Outside DEBUG there is no fallback:
+    every web and worker process must share the key (django-q2 signs queued tasks with
+    it, stored credentials are sealed with it), and a key generated where it is missing
+    would be one per container or host — sessions lost, sealed credentials unreadable.
+    With DEBUG a key is generated once into `.secret_key` for the processes of this
+    folder."""
     value = env.str("SECRET_KEY", default="")
     if value:
         return value
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. Make one with\n"
+            f"    {SECRET_KEY_COMMAND}\n"
+            "and set it as SECRET_KEY in the environment or in .env — the same key for the "
+            "web server and every worker, kept with the database backups (`make install` "
+            "writes one into .env for a machine of your own)."
+        )
     path = BASE_DIR / ".secret_key"
     try:
         return path.read_text().strip()
@@ -48,16 +64,23 @@ SECRET_KEY_FROM_ENV = bool(env.str("SECRET_KEY", default=""))
 # Earlier SECRET_KEYs, comma-separated, during a rotation: what they signed (markers) and
 # sealed (reviewer keys) still reads; `manage.py reseal_keys` moves sealed keys over.
 SECRET_KEY_FALLBACKS = [k for k in env.str("SECRET_KEY_FALLBACKS", default="").split(",") if k]
-DEBUG = env.bool("DEBUG", default=False)
 
-# Unset, the address `make run` serves on (its BIND, passed as TASUKU_BIND) is the URL.
-TASUKU_BASE_URL = env.str(
-    "TASUKU_BASE_URL", default=f"http://{env.str('TASUKU_BIND', default='127.0.0.1:8000')}"
-).rstrip("/")
+# The address `make run` serves on (its BIND). Unless TASUKU_BASE_URL and ALLOWED_HOSTS
+# say otherwise, it gives the URL in Tasuku's links and the hosts it answers: an
+# interface's address is its own name; for a wildcard (0.0.0.0) the machine's names and
+# addresses (tasuku/hosts.py), and `manage.py serve` says the URL is a guess.
+TASUKU_BIND = env.str("TASUKU_BIND", default="127.0.0.1:8000")
+try:
+    _served = served(TASUKU_BIND)
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from exc
+# (Empty reads as unset, for both.)
+TASUKU_BASE_URL = (env.str("TASUKU_BASE_URL", default="") or _served.base_url).rstrip("/")
+TASUKU_BASE_URL_GUESSED = _served.wildcard and not env.str("TASUKU_BASE_URL", default="")
 _base_host = urlsplit(TASUKU_BASE_URL).hostname or ""
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=[]) or list(dict.fromkeys(_served.hosts))
 if _base_host and _base_host not in ALLOWED_HOSTS:
-    ALLOWED_HOSTS.append(_base_host)
+    ALLOWED_HOSTS.append(_base_host if ":" not in _base_host else f"[{_base_host}]")
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 if TASUKU_BASE_URL.startswith("https://"):
     CSRF_TRUSTED_ORIGINS.append(TASUKU_BASE_URL)
@@ -436,6 +459,5 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
 }

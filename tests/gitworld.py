@@ -64,12 +64,14 @@ def world_build(
     head_files: dict[str, str | Symlink | None] | None = None,
     number: int = 7,
     clock: int | None = None,
+    full_name: str = REPO,
+    repo_id: int = REPO_ID,
 ) -> World:
     """The world; `clock` (epoch seconds) dates its commits, so another clock gives other
     commit SHAs (the demo, run again, is new to a Tasuku that saw the last one)."""
     if INSTALLATION not in fake.installations:
         fake.add_installation(INSTALLATION, "acme")
-    repo, git = fake.add_git_repo(REPO, installation_id=INSTALLATION, repo_id=REPO_ID)
+    repo, git = fake.add_git_repo(full_name, installation_id=INSTALLATION, repo_id=repo_id)
     if clock is not None:
         git._clock = clock
     base = git.commit(BASE_FILES, message="base", branch="main")
@@ -80,7 +82,7 @@ def world_build(
         branch="feature",
     )
     pull = fake.add_pull(
-        REPO, Pull(number=number, title="Add refunds", head_sha=head, base_sha=base)
+        full_name, Pull(number=number, title="Add refunds", head_sha=head, base_sha=base)
     )
     return World(fake, repo, git, pull, base, head)
 

@@ -2,9 +2,14 @@
 needs it points it at the fake GitHub server) and waits shortened."""
 
 import os
+import secrets
 import tempfile
 
-from tasuku.settings import *  # noqa: F403
+# Outside DEBUG, Tasuku starts only with a SECRET_KEY (tasuku/settings.py): one per test
+# session, in the environment, so that every process a test starts shares it.
+os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
+
+from tasuku.settings import *  # noqa: E402, F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {

@@ -295,3 +295,61 @@ def test_a_secondary_limit_refuses_what_it_covers_with_the_seconds_left_until_it
     world.limits.advance(61)
     assert rest(world, "/repos/acme/big/pulls/1")[0] == 200
     assert window.refused == 2
+
+
+def test_a_persons_token_reads_what_its_user_may_and_writes_no_check_run(world):
+    """A personal access token acts as its user: public repositories and those the user
+    collaborates on, reviews as the user, and never a check run (an App's alone)."""
+    token = world.user_token("mona")
+    person = Github(auth=Auth.Token(token), base_url=world.url, retry=None, lazy=True)
+    assert person.get_repo("acme/big").get_pull(1).title == "Big"
+    with pytest.raises(GithubException) as caught:
+        person.get_repo("acme/big").create_check_run(name="x", head_sha="c" * 40)
+    assert (caught.value.status, caught.value.data["message"]) == (
+        403,
+        "You must authenticate via a GitHub App.",
+    )
+    world.repos["acme/big"].private = True
+    with pytest.raises(GithubException) as caught:
+        person.get_repo("acme/big").get_pull(1).title  # noqa: B018
+    assert caught.value.status == 404
+    world.repos["acme/big"].collaborators["mona"] = "read"
+    assert person.get_repo("acme/big").get_pull(1).title == "Big"
+    with pytest.raises(GithubException) as caught:
+        person.requester.requestJsonAndCheck("GET", "/installation/repositories")
+    assert caught.value.status == 403
+
+
+def test_the_web_pages_show_a_pull_requests_checks_reviews_and_a_check_run(fake_github):
+    """What the dashboard links to ("on GitHub", a review, a comment) opens a page that
+    shows it, anchors and all."""
+    import requests
+
+    from tests.gitworld import AWS_KEY_LINE, world_build
+
+    world = world_build(fake_github)
+    person = Github(auth=Auth.Token(fake_github.user_token("mona")), base_url=fake_github.url,
+                    retry=None, lazy=True)  # fmt: skip
+    token = github.gateway().installation_token(41).token
+    app = Github(auth=Auth.Token(token), base_url=fake_github.url, retry=None, lazy=True)
+    run = app.get_repo("acme/shop").create_check_run(
+        name="Tasuku · static", head_sha=world.head, status="completed", conclusion="failure",
+        output={"title": "2 problems <found>", "summary": "A **secret** committed."},
+    )  # fmt: skip
+    _, review = person.requester.requestJsonAndCheck(
+        "POST", "/repos/acme/shop/pulls/7/reviews",
+        input={"commit_id": world.head, "event": "COMMENT", "body": "Have a look <b>here</b>",
+               "comments": [{"path": "app/payments.py", "line": AWS_KEY_LINE, "side": "RIGHT",
+                             "body": "A key & a secret"}]},
+    )  # fmt: skip
+    [comment] = fake_github.review_comments_of("acme/shop", 7)
+
+    page = requests.get(review["html_url"], timeout=10)
+    assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html")
+    assert "Add refunds" in page.text and f"id='pullrequestreview-{review['id']}'" in page.text
+    assert "Have a look &lt;b&gt;here&lt;/b&gt;" in page.text  # shown, never rendered
+    assert f"id='discussion_r{comment['id']}'" in page.text and "A key &amp; a secret" in page.text
+    assert f"href='/acme/shop/runs/{run.id}'" in page.text and "failure" in page.text
+    check = requests.get(f"{fake_github.url}/acme/shop/runs/{run.id}", timeout=10)
+    assert "2 problems &lt;found&gt;" in check.text and "A **secret** committed." in check.text
+    assert requests.get(f"{fake_github.url}/acme/shop/pull/99", timeout=10).status_code == 404

@@ -73,3 +73,23 @@ def test_every_file_linked_exists(page):
         if "://" in target or target.startswith("mailto:"):
             continue
         assert (page.parent / target).exists(), f"{page.name}: {target}"
+
+
+def test_every_setting_tasuku_reads_is_in_the_configuration_table():
+    """docs/configuration.md's table names every variable tasuku/settings.py reads from
+    the environment, and names nothing else but variables read elsewhere (each listed
+    here with its reader)."""
+    table = set(
+        re.findall(
+            r"^\| `([A-Z][A-Z0-9_]*)`", (ROOT / "docs" / "configuration.md").read_text(), re.M
+        )
+    )
+    read_elsewhere = {
+        "DOCKER_HOST": ROOT / "sandbox" / "runners" / "docker.py",  # the Docker client's
+        "TASUKU_ADMIN_USER": ROOT / "reviews" / "management" / "commands" / "ensure_admin.py",
+        "TASUKU_ADMIN_PASSWORD": ROOT / "reviews" / "management" / "commands" / "ensure_admin.py",
+    }
+    assert READ_FROM_ENVIRONMENT - table == set(), "read by settings.py, not in the table"
+    assert table - READ_FROM_ENVIRONMENT == set(read_elsewhere)
+    for name, reader in read_elsewhere.items():
+        assert name in reader.read_text(), (name, reader)

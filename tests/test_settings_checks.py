@@ -142,3 +142,50 @@ def test_a_heartbeat_not_under_the_lease_is_an_error(settings):
     assert settings.TASUKU_RUN_HEARTBEAT_SECONDS < settings.TASUKU_RUN_LEASE_SECONDS
     settings.TASUKU_RUN_HEARTBEAT_SECONDS = settings.TASUKU_RUN_LEASE_SECONDS
     assert ids(time_limits_check()) == ["tasuku.E012"]
+
+
+def test_without_a_secret_key_outside_debug_tasuku_refuses_to_start_and_says_how():
+    """No key is generated behind the operator's back (one per container or host would
+    split sessions and sealed credentials): the command says what to run instead."""
+    import os
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    # An empty SECRET_KEY in the environment: `.env` (which only fills what is unset)
+    # cannot supply one either.
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env.update(SECRET_KEY="", DEBUG="false")
+    done = subprocess.run([sys.executable, "manage.py", "check"], cwd=settings.BASE_DIR,  # noqa: S603
+                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode != 0
+    assert "SECRET_KEY is not set" in done.stderr
+    assert "secrets.token_urlsafe(50)" in done.stderr  # the command that makes one
+    assert "Traceback" not in done.stderr
+
+
+def test_make_install_writes_a_key_once_and_keeps_an_earlier_one(tmp_path, monkeypatch):
+    from tasuku.devkey import key_ensure
+
+    monkeypatch.delenv("SECRET_KEY", raising=False)
+    env_file, legacy = tmp_path / ".env", tmp_path / ".secret_key"
+    assert "a new one" in key_ensure(env_file, legacy)
+    first = env_file.read_text()
+    assert first.startswith("SECRET_KEY=") and len(first.strip()) > 60
+    assert env_file.stat().st_mode & 0o077 == 0  # a secret: the owner's alone
+    assert key_ensure(env_file, legacy) is None and env_file.read_text() == first
+
+    # A .env without a key (the demo's GITHUB_* block, say) gets one appended; a key
+    # earlier versions generated into .secret_key is moved, so what it sealed opens.
+    env_file.write_text("GITHUB_APP_ID=1")
+    legacy.write_text("an-earlier-generated-key-of-fifty-characters-or-so\n")
+    assert "moved" in key_ensure(env_file, legacy)
+    assert env_file.read_text() == (
+        "GITHUB_APP_ID=1\nSECRET_KEY=an-earlier-generated-key-of-fifty-characters-or-so\n"
+    )
+    assert not legacy.exists()
+
+    monkeypatch.setenv("SECRET_KEY", "from-the-environment")
+    other = tmp_path / "other.env"
+    assert key_ensure(other, legacy) is None and not other.exists()

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core import signals
 from django.http.request import split_domain_port, validate_host
 
+from tasuku.doors import security_headers
 from webhooks.intake import Answer, intake
 
 logger = logging.getLogger("django.request")
@@ -33,25 +34,6 @@ _REASONS = {
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
-
-
-@lru_cache(maxsize=1)
-def _security_headers() -> tuple[tuple[str, str], ...]:
-    """The headers Django's security and clickjacking middleware put on every answer
-    (settings do not change while the process runs), so that the door's answers carry
-    what the view's do."""
-    headers = []
-    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
-        headers.append(("X-Content-Type-Options", "nosniff"))
-    if settings.SECURE_REFERRER_POLICY:
-        policy = settings.SECURE_REFERRER_POLICY
-        if not isinstance(policy, str):
-            policy = ",".join(policy)
-        headers.append(("Referrer-Policy", policy))
-    if settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
-        headers.append(("Cross-Origin-Opener-Policy", settings.SECURE_CROSS_ORIGIN_OPENER_POLICY))
-    headers.append(("X-Frame-Options", getattr(settings, "X_FRAME_OPTIONS", "DENY").upper()))
-    return tuple(headers)
 
 
 def _reader(environ: dict[str, Any]) -> Callable[[int], bytes]:
@@ -107,7 +89,7 @@ def intake_door(environ: dict[str, Any], start_response: Callable[..., Any]) -> 
                 ("Content-Type", "application/json"),
                 ("Content-Length", str(len(content))),
                 *answer.headers,
-                *_security_headers(),
+                *security_headers(),
             ],
         )
         return [content]

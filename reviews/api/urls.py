@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from reviews.actions.api import RunnerConnectorView, RunnerJobView, RunnerResultView
@@ -26,6 +26,7 @@ urlpatterns = [
     path("runner/result", RunnerResultView.as_view(), name="runner-result"),
     path("runner/connector", RunnerConnectorView.as_view(), name="runner-connector"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    # Swagger UI from the sidecar's own files: nothing loaded from another host. (ReDoc is
+    # not offered: its page loads its fonts from Google's.)
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
 ]

@@ -12,6 +12,7 @@ from decimal import Decimal
 
 from django.db.models import Count, Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import TruncDate
+from django.urls import reverse
 from django.utils import timezone
 
 from repos.models import Installation, Repository, Reviewer
@@ -32,6 +33,7 @@ from reviews.models import (
 )
 from reviews.outcomes import Figures
 from sandbox.contract import Severity
+from webhooks.models import WebhookDelivery
 
 SEVERITY_RANK = {s.value: s.rank for s in Severity}
 WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
@@ -446,4 +448,65 @@ def pull_request_dismissals(pull_request: PullRequest) -> list[dict]:
             "at": d.created_at,
         }
         for d in Dismissal.objects.filter(pull_request=pull_request).order_by("created_at", "pk")
+    ]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a new install's way to its first review."""
+
+    name: str
+    done: bool
+    said: str  # what is so, or what to do next
+    link: str = ""  # where to do it
+    link_text: str = ""
+
+
+def first_steps(workers: list[dict], *, app_missing: list[str]) -> list[Step]:
+    """The overview's checklist on a new install: the App connected, a webhook received,
+    a worker alive, a first review — each done or with its next step. Reviews from the
+    command line (local repositories) do not count as the App's first review."""
+    deliveries = WebhookDelivery.objects.exclude(event="ping")
+    app_review = ReviewRun.objects.filter(
+        pull_request__repository__github_id__gte=0, status=RunStatus.COMPLETED
+    ).exists()
+    return [
+        Step(
+            "GitHub App connected",
+            not app_missing,
+            "Tasuku can talk to GitHub as its App."
+            if not app_missing
+            else f"Missing: {', '.join(app_missing)}. Create the App from the setup page "
+            "(or try it all without GitHub: README, Try it without GitHub).",
+            reverse("repos:setup_github"),
+            "Set up the GitHub App",
+        ),
+        Step(
+            "A webhook received",
+            deliveries.exists(),
+            "GitHub's deliveries arrive (the status page lists them)."
+            if deliveries.exists()
+            else "Install the App on a repository: GitHub then tells Tasuku, and the "
+            "delivery shows on the status page. Nothing? GitHub must reach TASUKU_BASE_URL.",
+            reverse("reviews:status"),
+            "The status page",
+        ),
+        Step(
+            "A worker alive",
+            any(w["alive"] for w in workers),
+            "A worker heartbeats: reviews will run."
+            if any(w["alive"] for w in workers)
+            else "No worker heartbeats: start one (`python manage.py worker`; `make run` "
+            "starts one beside the web server).",
+        ),
+        Step(
+            "A first review",
+            app_review,
+            "A pull request was reviewed through the App."
+            if app_review
+            else "Open a pull request on a repository the App is installed on; or review one "
+            "now from the command line: `manage.py review <pull request URL>` (README).",
+            reverse("reviews:repositories"),
+            "Repositories",
+        ),
     ]

@@ -15,8 +15,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from repos.github import GitHubError
+from repos.github import GitHubError, missing_settings
 from repos.models import Repository
+from repos.policy import Trigger
 from repos.refs import ref_parse
 from repos.services import github_usage_flush
 from reviews.dashboard import selectors
@@ -47,15 +48,20 @@ SEVERITY_RANK = {s.value: s.rank for s in Severity}
 @staff_member_required
 def overview(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
+    workers = selectors.worker_heartbeats(now, silent_after=silent_after())
+    steps = selectors.first_steps(workers, app_missing=missing_settings())
     return render(
         request,
         "reviews/overview.html",
         {
+            # A new install: the way to its first review, in place of tables of zeros.
+            "steps": steps if not all(step.done for step in steps) else [],
+            "fresh": not ReviewRun.objects.exists(),
             "runs": ReviewRun.objects.select_related("reviewer", "pull_request__repository")[:25],
             "run_counts": selectors.runs_by_status(now),
             "failures": selectors.failures_by_stage(now - selectors.WINDOWS["7d"]),
             "queue": selectors.queue_state(now),
-            "workers": selectors.worker_heartbeats(now, silent_after=silent_after()),
+            "workers": workers,
             "spend": selectors.spend_by_installation(now),
             "chart": daily_chart(selectors.reviews_per_day(now)),
             "failed_deliveries": WebhookDelivery.objects.filter(
@@ -117,6 +123,13 @@ def pull_request_review(request: HttpRequest, owner: str, name: str, number: int
     )
     if not may_act(request.user):
         return HttpResponseForbidden("You may look at reviews but not start them.")
+    if pull_request.repository.local:
+        messages.warning(
+            request,
+            "Not reviewed: a local review is run from the command line (`manage.py review`), "
+            "where its repository is.",
+        )
+        return redirect("reviews:pull_request", owner=owner, name=name, number=number)
     full = request.POST.get("full") == "1"
     try:
         runs, refusal = manual_review(pull_request, full=full)
@@ -195,6 +208,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "open_count": sum(1 for f in findings if f.state == "open"),
             "suppressed_count": sum(1 for f in findings if f.state == FindingState.SUPPRESSED),
             "published_count": sum(1 for f in findings if f.published),
+            # A local review (`manage.py review`) posted nothing unless `--post` put it on
+            # the pull request: its findings went to the command's report.
+            "told_locally": run.trigger == Trigger.LOCAL
+            and not (review is not None and review.github_review_url),
             "closed": closed,
             "attempts": attempts,
             "duration": duration,

@@ -3,15 +3,20 @@
     .venv/bin/python -m tests.fakes.serve --write-env     # terminal 1
     make run                                              # terminal 2
 
-The first command starts the fake GitHub server (the one the test suite uses) with a
-test App, an installation and a real git repository holding one pull request (it adds
-a shell command run through `shell=True`, an AWS key and an unquoted shell variable);
-writes the
-matching GITHUB_* settings to `.env` (with --write-env; otherwise it prints them); waits
-for Tasuku to answer on --tasuku; then sends `installation.created` and
-`pull_request.opened` deliveries, signed with the App's webhook secret, and reports
-every check run Tasuku creates on the fake GitHub. Press Enter to push a new commit to
-the pull request (a `pull_request.synchronize`), Ctrl-C to stop.
+The first command starts the fake GitHub server (the one the test suite uses) on a free
+port (or --port) with a test App, an installation and a real git repository holding one
+pull request (it adds a shell command run through `shell=True`, an AWS key and an
+unquoted shell variable); writes the matching GITHUB_* settings to `.env` (with
+--write-env, or --env-file PATH; otherwise it prints them); waits for Tasuku to answer on
+--tasuku (http://127.0.0.1:8000); then sends `installation.created` and
+`pull_request.opened` deliveries, signed with the App's webhook secret, and reports every
+check run and review Tasuku posts on the fake GitHub, with the address of the pull
+request's page there. Press Enter to push a new commit to the pull request (a
+`pull_request.synchronize`). Ctrl-C, or any stop signal, takes the settings out of `.env`.
+
+Each run is a repository of its own (`acme/shop-<date-time>`): new to a Tasuku that saw
+the last one, so its pull request is reviewed afresh, by every reviewer that is the
+default for new repositories.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import signal
 import sys
 import threading
 import time
@@ -28,7 +34,7 @@ import uuid
 from pathlib import Path
 
 from tests.fakes.github import FakeGitHub, rsa_keypair
-from tests.gitworld import INSTALLATION, REPO, world_build
+from tests.gitworld import INSTALLATION, world_build
 from webhooks.signature import signature_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,25 +114,58 @@ def scripted_reviewer(request):
     return ToolCall("submit_review", {"findings": findings}, usage=(14_000, 400))
 
 
-def main() -> None:
+def _stop_on(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # every stop takes the same way out: through `finally`
+
+
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, default=9000)
-    parser.add_argument("--tasuku", default="http://127.0.0.1:8000")
-    parser.add_argument("--write-env", action="store_true", help="write the settings to .env")
+    parser.add_argument(
+        "--port", type=int, default=0, help="the fake GitHub's port (default: any free one)"
+    )
+    parser.add_argument(
+        "--tasuku",
+        default="http://127.0.0.1:8000",
+        help="where Tasuku answers (default: http://127.0.0.1:8000, `make run`'s)",
+    )
+    parser.add_argument(
+        "--write-env", action="store_true", help="write the settings to the project's .env"
+    )
+    parser.add_argument(
+        "--env-file",
+        type=Path,
+        help="write the settings to this file instead (implies --write-env)",
+    )
     parser.add_argument(
         "--model-api",
         action="store_true",
-        help="also serve a fake Anthropic API (port + 1) whose scripted model reviews",
+        help="also serve a fake Anthropic API (on a free port) whose scripted model reviews",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
+    env_file = args.env_file or (ROOT / ".env" if args.write_env else None)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stop_on)
 
     private, public = rsa_keypair()
     secret = secrets.token_hex(16)
-    fake = FakeGitHub(port=args.port).start()
+    try:
+        fake = FakeGitHub(port=args.port).start()
+    except OSError as exc:
+        sys.exit(
+            f"Cannot serve the fake GitHub on port {args.port} ({exc.strerror}): leave --port "
+            "out for any free port, or name another."
+        )
     fake.add_app(APP_ID, public, "tasuku-demo")
-    # Commits dated now: a demo run again is new to a Tasuku that reviewed the last one.
-    world = world_build(fake, clock=int(time.time()))
-    repo, pull = world.repo, world.pull
+    # Commits dated now, in a repository of this run's own: new to a Tasuku that reviewed
+    # the last run's, which the default reviewers reach as they reach any new repository.
+    clock = int(time.time())
+    full_name = f"acme/shop-{time.strftime('%m%d-%H%M%S', time.localtime(clock))}"
+    world = world_build(fake, clock=clock, full_name=full_name, repo_id=clock)
+    pull = world.pull
 
     settings = {
         "GITHUB_API_URL": fake.url,
@@ -138,27 +177,37 @@ def main() -> None:
     if args.model_api:
         from tests.fakes.models import ANTHROPIC_TEST_KEY, FakeAnthropic, Loop
 
-        model_api = FakeAnthropic(port=args.port + 1).start()
+        model_api = FakeAnthropic(port=0).start()
         model_api.script(Loop(scripted_reviewer))
         settings["ANTHROPIC_BASE_URL"] = model_api.base_url
         settings["ANTHROPIC_API_KEY"] = ANTHROPIC_TEST_KEY
-        print(
-            f"Fake Anthropic API on {model_api.base_url}. In the admin, add a reviewer: engine "
-            "anthropic, slug claude, model claude-sonnet-5-5, an empty API key (the fake "
-            "API's key is in the settings), 'Default for new repositories' ticked."
-        )
+        print(f"Fake Anthropic API on {model_api.base_url}.")
     lines = "".join(f'{k}="{v}"\n' for k, v in settings.items())
-    print(
-        f"Fake GitHub on {fake.url} (App {APP_ID}, installation {INSTALLATION}, {REPO}#{pull.number})"
-    )
-    if args.write_env:
-        env_write(ROOT / ".env", lines)
-        print(f"Wrote the demo's settings to {ROOT / '.env'} (removed again when this stops); "
-              "start (or restart) Tasuku with `make run`.")  # fmt: skip
-    else:
-        print("Start Tasuku with these settings in its environment (or use --write-env):")
-        print(lines)
+    page = f"{fake.url}/{full_name}/pull/{pull.number}"
+    print(f"Fake GitHub on {fake.url} (App {APP_ID}, installation {INSTALLATION}, "
+          f"{full_name}#{pull.number}: {page})")  # fmt: skip
+    try:
+        if env_file is not None:
+            env_write(env_file, lines)
+            print(f"Wrote the demo's settings to {env_file} (removed again when this stops); "
+                  "start (or restart) Tasuku with `make run`.")  # fmt: skip
+        else:
+            print("Start Tasuku with these settings in its environment (or use --write-env):")
+            print(lines)
+        serve(args, fake, world, secret, page)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if env_file is not None and env_clear(env_file):
+            print(f"Removed the demo's settings from {env_file}: restart Tasuku without them.")
+        fake.stop()
 
+
+def serve(args: argparse.Namespace, fake: FakeGitHub, world, secret: str, page: str) -> None:
+    """Wait for Tasuku, send it the installation and the pull request, report what it
+    posts, and push a commit at each Enter, until stopped."""
+    repo, pull = world.repo, world.pull
+    full_name = repo.full_name
     print(f"Waiting for Tasuku at {args.tasuku} ...")
     while True:
         try:
@@ -169,17 +218,17 @@ def main() -> None:
             break
         if status in (401, 503):
             print(
-                f"Tasuku answers {status}: it runs without these settings; restart it "
-                "(with --write-env they are in .env)."
+                f"Tasuku answers {status}: it runs without these settings (or an earlier "
+                "demo's); restart it (with --write-env they are in .env)."
             )
             time.sleep(5)
         time.sleep(1)
 
     if args.model_api:
         print(
-            "Tasuku is up. Add the anthropic reviewer in the admin now (engine anthropic, slug "
-            "claude, model claude-sonnet-5-5, API key empty, 'Default for new repositories'), "
-            "then press Enter."
+            "Tasuku is up. Add the reviewer in the admin now (Reviewers → Add: engine "
+            "anthropic, slug claude, model claude-sonnet-5-5, API key empty, 'Default for new "
+            f"repositories' ticked: it reaches {full_name}, new to Tasuku), then press Enter."
         )
         sys.stdin.readline()
 
@@ -212,7 +261,7 @@ def main() -> None:
 
     def report() -> None:
         while True:
-            for run in fake.check_runs_of(REPO):
+            for run in fake.check_runs_of(full_name):
                 key = (run.id, run.status, run.conclusion)
                 if key not in seen:
                     seen.add(key)
@@ -220,20 +269,21 @@ def main() -> None:
                         f"check run {run.id} {run.name!r} on {run.head_sha[:7]}: {run.status}"
                         f"{' / ' + run.conclusion if run.conclusion else ''} -> {run.details_url}"
                     )
-            for review in fake.reviews_of(REPO, pull.number):
+            for review in fake.reviews_of(full_name, pull.number):
                 if review["id"] not in seen:
                     seen.add(review["id"])
-                    comments = [c for c in fake.review_comments_of(REPO, pull.number)
+                    comments = [c for c in fake.review_comments_of(full_name, pull.number)
                                 if c["pull_request_review_id"] == review["id"]]  # fmt: skip
                     print(
-                        f"review {review['id']} on {review['commit_id'][:7]} with {len(comments)} inline comments:"
+                        f"review {review['id']} on {review['commit_id'][:7]} with {len(comments)} "
+                        f"inline comments ({page}#pullrequestreview-{review['id']}):"
                     )
                     for comment in comments:
                         reply = " (reply)" if comment.get("in_reply_to_id") else ""
                         print(
                             f"  {comment['path']}:{comment['line']}{reply}  {comment['body'].splitlines()[0]}"
                         )
-            for thread in fake.threads_of(REPO, pull.number):
+            for thread in fake.threads_of(full_name, pull.number):
                 key = ("resolved", thread["id"])
                 if thread["isResolved"] and key not in seen:
                     seen.add(key)
@@ -242,23 +292,17 @@ def main() -> None:
             time.sleep(0.5)
 
     threading.Thread(target=report, daemon=True).start()
+    print(f"The pull request as GitHub would show it: {page}")
     print("Press Enter to push the next commit, Ctrl-C to stop.")
-    try:
-        for _ in sys.stdin:
-            before = pull.head_sha
-            step = PUSHES[min(len(pushed), len(PUSHES) - 1)]
-            pushed.append(step)
-            print(f"pushing: {step[0]}")
-            world.push(step[1])
-            send_pull("synchronize", before=before, after=pull.head_sha)
-        while True:  # no terminal to read from: keep serving until stopped
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if args.write_env and env_clear(ROOT / ".env"):
-            print(f"Removed the demo's settings from {ROOT / '.env'}: restart Tasuku without them.")
-    fake.stop()
+    for _ in sys.stdin:
+        before = pull.head_sha
+        step = PUSHES[min(len(pushed), len(PUSHES) - 1)]
+        pushed.append(step)
+        print(f"pushing: {step[0]}")
+        world.push(step[1])
+        send_pull("synchronize", before=before, after=pull.head_sha)
+    while True:  # no terminal to read from: keep serving until stopped
+        time.sleep(3600)
 
 
 DEMO_BEGIN = "# --- the demo's fake GitHub (tests.fakes.serve; removed when it stops) ---\n"

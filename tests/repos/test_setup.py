@@ -114,6 +114,32 @@ def test_a_superuser_creates_the_app_and_tasuku_uses_it_with_nothing_copied(
     page = superuser_client.get("/setup/github/").content.decode()
     assert f"{row.html_url}/installations/new" in page and "Install the App" in page
 
+    # Replaced: removed in the admin (where its secrets are never shown), the setup page
+    # offers to create another, and Tasuku no longer takes deliveries for the old one.
+    remove = f"/admin/repos/appregistration/{row.pk}/delete/"
+    assert f'href="{remove}"' in page
+    shown = superuser_client.get(f"/admin/repos/appregistration/{row.pk}/change/").content
+    assert b"tasuku-test" in shown and b"sealed" not in shown and b"PRIVATE" not in shown
+    assert superuser_client.post(remove, {"post": "yes"}).status_code == 302
+    assert not AppRegistration.objects.exists()
+    assert "Create the App on GitHub" in superuser_client.get("/setup/github/").content.decode()
+    assert missing_settings()
+
+
+def test_trial_installations_are_marked_and_removable_on_the_setup_page(github, superuser_client):
+    from repos.models import LOCAL_INSTALLATION
+    from tests.factories import InstallationFactory, RepositoryFactory
+
+    demo = InstallationFactory(account_login="acme")
+    RepositoryFactory(installation=demo, full_name="acme/shop-1204-225629")
+    local = InstallationFactory(github_id=LOCAL_INSTALLATION, account_login="local")
+    RepositoryFactory(installation=local, github_id=-5, full_name="local/shop")
+    page = superuser_client.get("/setup/github/").content.decode()
+    assert "acme/shop-1204-225629" in page
+    assert f'href="/admin/repos/installation/{demo.pk}/delete/">remove</a>' in page
+    assert "local/shop" not in page  # no GitHub installation: said apart
+    assert "1 repository reviewed from the command line" in page
+
 
 def test_the_return_refuses_another_sessions_state_and_a_code_used_once(github, superuser_client):
     handed = superuser_client.post("/setup/github/", {"host": github.url.split("://")[1],

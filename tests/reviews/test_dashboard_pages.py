@@ -490,3 +490,35 @@ def test_new_pages_need_a_staff_login(client):
     assert client.post(f"/runs/{run.pk}/retry").status_code == 302
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED
+
+
+class TestFirstSteps:
+    """A new install's overview: the way to a first review, not tables of zeros."""
+
+    def test_a_fresh_install_shows_the_checklist_with_each_next_step(self, staff_client, settings):
+        settings.GITHUB_APP_ID = ""
+        page = staff_client.get("/").content.decode()
+        assert "Getting started" in page and "Runs by outcome" not in page
+        assert "<strong>GitHub App connected</strong> — Missing: GITHUB_APP_ID" in page
+        assert 'href="/setup/github/">Set up the GitHub App</a>' in page
+        assert "No worker heartbeats: start one" in page
+        assert "manage.py review &lt;pull request URL&gt;" in page
+
+    def test_each_step_is_ticked_as_it_happens_and_the_list_goes_when_all_are(
+        self, staff_client, settings, test_app
+    ):
+        settings.GITHUB_APP_ID, settings.GITHUB_PRIVATE_KEY = (
+            str(test_app.app_id),
+            test_app.private_key,
+        )
+        settings.GITHUB_WEBHOOK_SECRET = "s"
+        WebhookDeliveryFactory(event="installation")
+        WorkerHeartbeat.objects.create(
+            name="host:1", started_at=timezone.now(), beat_at=timezone.now()
+        )
+        page = staff_client.get("/").content.decode()
+        assert page.count('<span class="pill completed">done</span>') == 3
+        assert "<strong>A first review</strong> — Open a pull request" in page
+        ReviewRunFactory(status=RunStatus.COMPLETED)  # a repository of the App's
+        page = staff_client.get("/").content.decode()
+        assert "Getting started" not in page and "Runs by outcome" in page

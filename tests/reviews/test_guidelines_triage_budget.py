@@ -129,6 +129,11 @@ def test_whitespace_only_changes_and_filtered_only_changes_are_trivial():
             SUBSTANTIVE
         )
     assert triage_rule(diff, []).verdict == TRIVIAL
+    assert "lock files" in triage_rule(diff, []).summary  # files changed, none reviewed
+    # No file changed at all (a base and head with the same tree): said as such.
+    assert (
+        triage_rule(diff_parse(""), []).summary == "Nothing changed between the base and the head."
+    )
     assert triage_rule(diff_parse(_diff("app.py", ["x=1"], ["x=2"])), ["app.py"]).verdict == (
         SUBSTANTIVE
     )

@@ -178,6 +178,29 @@ class TestHealth:
         assert response.json()["status"] == "ok"
         assert client.get("/livez").json() == {"status": "ok"}
 
+    def test_health_is_answered_by_address_while_every_page_keeps_its_hosts(self):
+        """A container's health check asks 127.0.0.1, a load balancer the node's address:
+        the health endpoints answer them, and only them, whatever ALLOWED_HOSTS says."""
+        from wsgiref.util import setup_testing_defaults
+
+        from django.core.management import call_command
+
+        from tests.helpers import wsgi_serve
+
+        call_command("setup_schedules", stdout=open("/dev/null", "w"))  # noqa: SIM115
+
+        def get(path: str) -> tuple[int, bytes, dict]:
+            environ = {"PATH_INFO": path, "REQUEST_METHOD": "GET", "HTTP_HOST": "10.1.2.3:8000"}
+            setup_testing_defaults(environ)
+            status, headers, body = wsgi_serve(environ)
+            return status, body, dict(headers)
+
+        status, body, headers = get("/healthz")
+        assert status == 200 and b'"status": "ok"' in body, body
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert get("/livez")[0] == 200
+        assert get("/admin/login/")[0] == 400
+
     def test_healthz_is_not_ready_without_the_schedules_or_the_static_files(self, client, settings):
         from django.contrib.staticfiles.storage import staticfiles_storage
 

@@ -215,6 +215,45 @@ def test_a_bad_ref_or_reviewer_is_one_clear_line_and_exit_2(repo, args, message)
     assert caught.value.returncode == 2
 
 
+def test_on_main_the_commits_not_pushed_are_reviewed(repo, tmp_path):
+    """A clone that sits on main (the likeliest first try): its merge base with main is
+    itself, so the review compares with the remote's main instead."""
+    remote = tmp_path / "remote.git"
+    git(repo, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "origin", "main")
+    git(repo, "fetch", "-q", "origin")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "branch", "-q", "--set-upstream-to", "origin/main")
+    pushed = git(repo, "rev-parse", "HEAD")
+    commit(repo, {"pay.py": PAY}, "not pushed yet")
+    code, out = review(repo, "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["review"]["base"] == pushed
+    assert {f["path"] for f in data["findings"]} == {"pay.py"}
+
+
+def test_on_main_with_nothing_beyond_the_remote_says_what_to_pass(repo, tmp_path):
+    git(repo, "checkout", "-q", "main")
+    commit(repo, {"pay.py": PAY}, "straight onto main")
+    with pytest.raises(CommandError) as caught:  # no remote at all
+        call_command("review", "--repo", str(repo))
+    assert str(caught.value).startswith("HEAD is on main: no change to review against it; ")
+    assert "--base HEAD~1" in str(caught.value) and caught.value.returncode == 2
+
+    remote = tmp_path / "remote.git"
+    git(repo, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "-u", "origin", "main")
+    with pytest.raises(CommandError, match=r"^HEAD is on main and nothing beyond origin/main: "):
+        call_command("review", "--repo", str(repo))
+    with pytest.raises(CommandError, match=r"^--base main and HEAD are the same commit: "):
+        call_command("review", "--repo", str(repo), "--base", "main")
+    # What the message says to pass works: the last commit reviewed.
+    code, out = review(repo, "--base", "HEAD~1")
+    assert code == 0 and "pay.py:7 high" in out
+
+
 def test_a_path_that_is_no_repository_is_refused(tmp_path):
     with pytest.raises(CommandError, match=r"^not a git repository: ") as caught:
         call_command("review", "--repo", str(tmp_path))
@@ -232,6 +271,30 @@ def test_the_review_is_recorded_under_a_local_repository_on_the_dashboard(repo, 
     assert b"Secret committed: AWS Access Key" in page.content
     assert (
         staff_client.get(f"/repos/local/shop/pulls/{run.pull_request.number}/").status_code == 200
+    )
+
+
+def test_the_dashboard_tells_a_local_review_as_local(repo, operator_client):
+    """Nothing of a local review was posted, it has no check run, and Review now cannot
+    reach its repository: the pages say so instead of GitHub's words."""
+    review(repo)
+    run = ReviewRun.objects.get()
+    number = run.pull_request.number
+    page = operator_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "reported to the command (a local review: nothing posted)" in page
+    assert "posted inline" not in page and "in the review" not in page
+    assert "On GitHub" not in page and "not created yet" not in page
+    assert "none: a local review" in page
+    pull = operator_client.get(f"/repos/local/shop/pulls/{number}/").content.decode()
+    assert "Review now" not in pull and "local review" in pull
+    assert f"→ <code>{run.base_sha[:7]}</code>" in pull  # the base it was reviewed against
+    refused = operator_client.post(f"/repos/local/shop/pulls/{number}/review", follow=True)
+    assert "a local review is run from the command line" in refused.content.decode()
+    assert ReviewRun.objects.count() == 1
+    listing = operator_client.get("/repos/").content.decode()
+    assert (
+        '<span class="pill" title="Reviewed from the command line (manage.py review)">local</span>'
+        in listing
     )
 
 

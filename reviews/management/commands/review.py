@@ -1,4 +1,6 @@
-"""Review a local git repository with the same pipeline as a pull request."""
+"""`manage.py review`: a pull request on GitHub (by its URL, with a person's token:
+reviews/remote.py) or a local git repository (reviews/local.py) reviewed with the same
+pipeline as an App's pull requests, reported as text, JSON or SARIF."""
 
 from __future__ import annotations
 
@@ -10,10 +12,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
+from django.db.migrations.executor import MigrationExecutor
 
 from reviews.local import LocalReview, LocalReviewError, local_review
+from reviews.remote import WHAT_AN_APP_ADDS, RemoteReview, pull_review
 from reviews.reports import fails, report_json, report_sarif, report_text
 from sandbox.contract import Severity
 
@@ -74,16 +80,42 @@ def _version() -> str:
         return "0"
 
 
+def _embedded_database() -> bool:
+    """Whether the database is the embedded default (SQLite in the project folder)."""
+    database = settings.DATABASES["default"]
+    return database["ENGINE"].endswith("sqlite3") and Path(str(database["NAME"])) == (
+        Path(settings.BASE_DIR) / "db.sqlite3"
+    )
+
+
+def _database_ready(say) -> None:
+    """Migrate the embedded SQLite database on first use (a review from a fresh clone
+    needs no other step); any other database is the operator's to migrate."""
+    if not _embedded_database():
+        return
+    executor = MigrationExecutor(connection)
+    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+        say("Setting up the database (db.sqlite3) for the first review…")
+        call_command("migrate", verbosity=0, interactive=False)
+
+
 class Command(BaseCommand):
     help = (
-        "Review the changes of a local git repository (default: HEAD against its merge base "
-        "with the default branch) and print the findings. Exit code 1 when a finding "
-        "reaches --fail-on, 2 on a usage or repository error."
+        "Review a pull request on GitHub (its URL; a token from GITHUB_TOKEN, GH_TOKEN or "
+        "`gh auth token`) or the changes of a local git repository (--repo; default: HEAD "
+        "against its merge base with the default branch) and print the findings. Exit code "
+        "1 when a finding reaches --fail-on, 2 on a usage or repository error."
     )
     requires_system_checks: list[str] = []  # the GitHub settings do not matter here
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--repo", required=True, help="path to a git repository")
+        parser.add_argument(
+            "pull_request",
+            nargs="?",
+            help="a pull request's URL: https://github.com/<owner>/<repo>/pull/<number> "
+            "(or your GitHub Enterprise Server's)",
+        )
+        parser.add_argument("--repo", help="path to a local git repository (instead of a URL)")
         parser.add_argument("--base", help="base ref (default: the merge base with main/master)")
         parser.add_argument("--head", help="head ref (default: HEAD)")
         parser.add_argument("--reviewer", default="static", help="reviewer slug (default: static)")
@@ -93,15 +125,40 @@ class Command(BaseCommand):
             choices=[s.value for s in Severity],
             help="exit with 1 when an open finding reaches this severity",
         )
+        parser.add_argument(
+            "--post",
+            action="store_true",
+            help="post the review on the pull request (one review with inline comments, as "
+            "the token's owner)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            result = local_review(
-                repo=Path(options["repo"]),
-                base=options["base"],
-                head=options["head"],
-                reviewer_slug=options["reviewer"],
+        url, repo = options["pull_request"], options["repo"]
+        if bool(url) == bool(repo):
+            raise CommandError(
+                "pass a pull request's URL or --repo PATH (one of them)", returncode=2
             )
+        if url and (options["base"] or options["head"]):
+            raise CommandError(
+                "--base and --head are for --repo: a pull request has its own", returncode=2
+            )
+        if repo and options["post"]:
+            raise CommandError("--post needs a pull request's URL", returncode=2)
+        remote: RemoteReview | None = None
+        try:
+            _database_ready(lambda line: self.stderr.write(line))
+            if url:
+                remote = pull_review(
+                    url=url, reviewer_slug=options["reviewer"], post=options["post"]
+                )
+                result = remote.review
+            else:
+                result = local_review(
+                    repo=Path(repo),
+                    base=options["base"],
+                    head=options["head"],
+                    reviewer_slug=options["reviewer"],
+                )
         except LocalReviewError as exc:
             raise CommandError(str(exc), returncode=2) from exc
         except DatabaseError as exc:
@@ -113,12 +170,25 @@ class Command(BaseCommand):
             stage = getattr(exc, "stage", "") or "review"
             raise CommandError(f"the review failed at {stage}: {exc}", returncode=2) from exc
 
-        top = _git(Path(options["repo"]).expanduser(), "rev-parse", "--show-toplevel")
-        root = Path(top.strip()) if top else Path(options["repo"]).expanduser().resolve()
-        review, findings = self.as_data(result, root=root)
+        if remote is not None:
+            review, findings = self.as_data(result, root=None)
+            head = remote.review.head_sha
+            review["repository_uri"] = f"{remote.address.web_url}/{remote.address.full_name}"
+            review["root_uri"] = f"{review['repository_uri']}/blob/{head}/"
+            review["pull_request"] = remote.address.url
+            mirror = remote.mirror
 
-        def source(path: str) -> str | None:
-            return _git(root, "show", f"{result.head_sha}:{path}")
+            def source(path: str) -> str | None:
+                if mirror is None or not mirror.is_dir():
+                    return None
+                return _git(mirror, "show", f"{head}:{path}")
+        else:
+            top = _git(Path(repo).expanduser(), "rev-parse", "--show-toplevel")
+            root = Path(top.strip()) if top else Path(repo).expanduser().resolve()
+            review, findings = self.as_data(result, root=root)
+
+            def source(path: str) -> str | None:
+                return _git(root, "show", f"{result.head_sha}:{path}")
 
         output = options["format"]
         if output == "json":
@@ -127,9 +197,31 @@ class Command(BaseCommand):
             self.stdout.write(report_sarif(review, findings, version=_version(), source=source))
         else:
             self.stdout.write(report_text(review, findings), ending="")
+        if remote is not None:
+            # Beside the report: on stderr, so that JSON and SARIF stay one document.
+            said = self.stdout if output == "text" else self.stderr
+            said.write(self.pull_said(remote, options["reviewer"]))
         threshold = Severity(options["fail_on"]) if options["fail_on"] else None
         if fails(findings, threshold):
             sys.exit(1)
+
+    @staticmethod
+    def pull_said(remote: RemoteReview, reviewer: str) -> str:
+        """Where the review went: posted (where, as whom, how), or how to post it."""
+        if remote.posted is None:
+            return (
+                f"Not posted: add --post to publish it on {remote.address.url} as one review "
+                f"with inline comments (as the owner of the token from {remote.token_from})."
+            )
+        posted = remote.posted
+        how = (
+            "the findings in its body (GitHub refused the inline anchors)"
+            if posted.body_only
+            else f"{posted.comments} inline comment{'s' if posted.comments != 1 else ''}"
+        )
+        return f"Posted as @{posted.login}: {posted.url} ({how}). " + WHAT_AN_APP_ADDS.format(
+            reviewer=reviewer
+        ).replace("*", "")
 
     @staticmethod
     def as_data(

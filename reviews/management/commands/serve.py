@@ -15,17 +15,41 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from tasuku.hosts import LOOPBACK
+
 WEB_STOP_SECONDS = 10  # gunicorn's --graceful-timeout
+
+
+def where_said(bind: str) -> list[str]:
+    """What to tell about the address Tasuku's links carry, when it is not simply `bind`:
+    a guess at the machine's name (a wildcard bind), or another address altogether."""
+    if bind != settings.TASUKU_BIND:
+        return [
+            f"Links Tasuku prints and posts say {settings.TASUKU_BASE_URL}, not {bind}: set "
+            f"TASUKU_BIND={bind} (as `make run BIND=...` does) or TASUKU_BASE_URL."
+        ]
+    if not settings.TASUKU_BASE_URL_GUESSED:
+        return []
+    names = ", ".join(h for h in settings.ALLOWED_HOSTS if h not in LOOPBACK)
+    return [
+        f"Bound to every interface: Tasuku answers as {names or 'this machine'} (and "
+        f"localhost), and its links say {settings.TASUKU_BASE_URL}. If people or GitHub "
+        "reach this machine by another name, set TASUKU_BASE_URL to it (it is then "
+        "answered too)."
+    ]
 
 
 class Command(BaseCommand):
     help = "Serve the web app and run the worker in one foreground process."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--bind", default="127.0.0.1:8000")
+        parser.add_argument(
+            "--bind", default=None, help="host:port (default: TASUKU_BIND, 127.0.0.1:8000)"
+        )
         parser.add_argument("--web-workers", type=int, default=2)
 
-    def handle(self, *args: object, bind: str, web_workers: int, **options: object) -> None:
+    def handle(self, *args: object, bind: str | None, web_workers: int, **options: object) -> None:
+        bind = bind or settings.TASUKU_BIND
         python = sys.executable
         web = [
             python, "-m", "gunicorn", "tasuku.wsgi",
@@ -42,7 +66,11 @@ class Command(BaseCommand):
             "web": subprocess.Popen(web, env=env),  # noqa: S603
             "worker": subprocess.Popen(worker, env=env),  # noqa: S603
         }
-        self.stdout.write(f"Tasuku is running on http://{bind}/ (Ctrl-C stops it)")
+        self.stdout.write(
+            f"Tasuku is serving on {bind}: open {settings.TASUKU_BASE_URL}/ (Ctrl-C stops it)"
+        )
+        for line in where_said(bind):
+            self.stdout.write(line)
 
         stopping = False
 

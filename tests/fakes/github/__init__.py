@@ -38,6 +38,10 @@ faithful where Tasuku's correctness depends on it:
   spent primary quota, secondary windows with retry-after.
 - An App created from a manifest (`manifests`): GitHub's page and button, the redirect
   with a code, and the code's conversion into the App's id, slug, key and secret.
+- People's tokens (`user_token`): a personal access token reads what its user may and
+  posts as its user; GitHub refuses it check-run writes.
+- Web pages (`pages`) for the links the dashboard shows: a pull request with its check
+  runs, reviews and comments, and a check run, as plain HTML.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from tests.fakes.github.issues import Issue, IssuesRoutes
 from tests.fakes.github.manifests import ManifestRoutes
 from tests.fakes.github.merge_queue import MergeQueueRoutes
 from tests.fakes.github.oidc import OidcKey, OidcRoutes
+from tests.fakes.github.pages import PageRoutes
 from tests.fakes.github.pulls import PullsRoutes
 from tests.fakes.github.server import FakeGitHubBase, _Handler
 from tests.fakes.github.state import (
@@ -76,6 +81,7 @@ class FakeGitHub(
     HookRoutes,
     IssuesRoutes,
     ManifestRoutes,
+    PageRoutes,
     FakeGitHubBase,
     AppsRoutes,
     PullsRoutes,

@@ -122,6 +122,12 @@ class AppsRoutes:
     def _list_installation_repos(self, request: Request) -> Response:
         token = request.token
         assert token is not None
+        if token.login is not None:
+            raise HTTPError(
+                403,
+                "You must authenticate with an installation access token in order to list "
+                "repositories for an installation.",
+            )
         repos = [
             self._repo_json(r)
             for r in sorted(self.repos.values(), key=lambda r: r.id)

@@ -64,6 +64,8 @@ ALLOWED: list[tuple[str, re.Pattern[str]]] = [
     ("Actions ID token", re.compile(r"/_apis/actions/runs/\d+/idtoken")),
     # GitHub's web UI where a person creates an App from a manifest (tests/fakes/github/manifests.py)
     ("App manifest page", re.compile(r"(/organizations/[^/]+)?/settings/apps/new(/confirm)?")),
+    # GitHub's web pages of a pull request and of a check run (tests/fakes/github/pages.py)
+    ("GitHub's web pages", re.compile(r"/[^/]+/[^/]+/(pull|runs)/\d+")),
     # what a browser asks of any web page's host (on the manifest page)
     ("a browser's favicon", re.compile(r"/favicon\.ico")),
     # GraphQL: checked against GitHub's GraphQL schema instead (see `_graphql_request`)

@@ -213,6 +213,11 @@ class GitRoutes:
                 "Invalid username or token.",
                 headers={"WWW-Authenticate": 'Basic realm="GitHub"'},
             )
+        if token.login is not None:
+            # A person's token clones what its user may read.
+            if repo.private and token.login not in repo.collaborators:
+                raise HTTPError(404, "Repository not found.")
+            return repo
         granted = token.permissions.get("contents")
         if (
             token.installation_id not in repo.installation_ids

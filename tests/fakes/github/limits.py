@@ -112,9 +112,12 @@ class RateLimits:
             self.windows.append(window)
             return window
 
-    def meter(self, installation_id: int, method: str, path: str) -> dict[str, str]:
-        """Count one call by an installation's token: the headers of its answer, or
-        `Refused` when a limit holds."""
+    def meter(
+        self, installation_id: int, method: str, path: str, *, who: str = "installation"
+    ) -> dict[str, str]:
+        """Count one call by an installation's token (`who`: "user", a person's token,
+        counted under its user's id, negated): the headers of its answer, or `Refused`
+        when a limit holds."""
         resource = "graphql" if path == "/graphql" else "core"
         with self.lock:
             now = self.now()
@@ -135,7 +138,9 @@ class RateLimits:
             }
             if spent:
                 raise Refused(
-                    403, headers, f"API rate limit exceeded for installation ID {installation_id}."
+                    403,
+                    headers,
+                    f"API rate limit exceeded for {who} ID {abs(installation_id)}.",
                 )
             for window in self.windows:
                 if window.until > now and window.covers(method, path):

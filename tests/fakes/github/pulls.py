@@ -173,8 +173,11 @@ class PullsRoutes:
     # --- reviews ---
 
     def _bot_user(self, request: Request) -> dict[str, Any]:
+        """Who the request's token posts as: its App's bot, or a person's token's user."""
         token = request.token
         assert token is not None
+        if token.login is not None:
+            return self._user_json(token.login, "User", token.user_id)  # type: ignore[attr-defined]
         app = self.apps[self.installations[token.installation_id].app_id]  # type: ignore[attr-defined]
         return self._user_json(f"{app.slug}[bot]", "Bot", 40_000_000 + app.id)  # type: ignore[attr-defined]
 

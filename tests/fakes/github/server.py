@@ -168,6 +168,23 @@ class FakeGitHubBase:
             repo.commits.update({pull.head_sha, pull.base_sha})
             return pull
 
+    def user_token(self, login: str, *, user_id: int | None = None) -> str:
+        """A personal access token of `login` (classic, `repo` scope): it reads public
+        repositories and those `login` collaborates on (`Repo.collaborators`), and posts
+        as `login`."""
+        with self.lock:
+            value = "ghp_" + secrets.token_urlsafe(27)
+            self.tokens[value] = Token(
+                token=value,
+                installation_id=None,
+                repository_ids=None,
+                permissions={},
+                expires_at=time.time() + 365 * 24 * 3600,
+                login=login,
+                user_id=user_id or self.next_id(),
+            )
+            return value
+
     def slow(self, count: int = 1, *, seconds: float, **kwargs: Any) -> Injection:
         """Answer the next `count` matching calls normally, `seconds` late (with
         `after=True` the call takes effect first, then the answer waits)."""
@@ -384,7 +401,12 @@ class FakeGitHubBase:
                 if request.token is not None and ".git/" not in path:
                     # Git's own transport is not the REST API's: not metered.
                     try:
-                        metered = self.limits.meter(request.token.installation_id, method, path)
+                        token = request.token
+                        metered = (
+                            self.limits.meter(token.installation_id, method, path)
+                            if token.installation_id is not None
+                            else self.limits.meter(-token.user_id, method, path, who="user")
+                        )
                     except Refused as refused:
                         raise HTTPError(
                             refused.status, refused.message, headers=refused.headers
@@ -441,6 +463,8 @@ class FakeGitHubBase:
         token = self.tokens.get(credential) if scheme.lower() in ("token", "bearer") else None
         if token is None or token.expires_at <= time.time():
             raise HTTPError(401, "Bad credentials")
+        if token.login is not None:
+            return token  # a person's token: no installation behind it
         installation = self.installations.get(token.installation_id)
         if installation is None or installation.suspended:
             raise HTTPError(401, "Bad credentials")
@@ -450,6 +474,8 @@ class FakeGitHubBase:
         repo = self.repos.get(f"{request.params['owner']}/{request.params['repo']}")
         token = request.token
         assert token is not None
+        if token.login is not None:
+            return self._repo_for_person(repo, token.login, permission, level)
         if (
             repo is None
             or token.installation_id not in repo.installation_ids
@@ -459,6 +485,24 @@ class FakeGitHubBase:
         granted = token.permissions.get(permission)
         if not granted or PERMISSION_LEVELS[granted] < PERMISSION_LEVELS[level]:
             raise HTTPError(403, "Resource not accessible by integration")
+        return repo
+
+    def _repo_for_person(self, repo: Repo | None, login: str, permission: str, level: str) -> Repo:
+        """What a person's token reaches: a public repository, or one its user
+        collaborates on (else 404, as GitHub hides a private repository). Anyone who can
+        read a repository may review and comment on its pull requests and issues; other
+        writes need write access; check runs only an App may write."""
+        role = repo.collaborators.get(login) if repo is not None else None
+        if repo is None or (repo.private and role is None):
+            raise HTTPError(404, "Not Found")
+        if level == "read" or permission in ("pull_requests", "issues"):
+            return repo
+        if permission == "checks":
+            # Reference: https://docs.github.com/rest/checks/runs ("OAuth apps and
+            # authenticated users are not able to create a check run")
+            raise HTTPError(403, "You must authenticate via a GitHub App.")
+        if role not in ("admin", "maintain", "write"):
+            raise HTTPError(403, "Resource not accessible by personal access token")
         return repo
 
     # --- routes ---

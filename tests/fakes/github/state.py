@@ -180,10 +180,14 @@ class Repo:
 @dataclass
 class Token:
     token: str
-    installation_id: int
+    installation_id: int | None  # None: a person's token (`login`)
     repository_ids: frozenset[int] | None  # None: every repository of the installation
     permissions: dict[str, str]
     expires_at: float
+    # A person's token (a classic personal access token with the `repo` scope, or the
+    # one `gh auth token` prints): it acts as this user, on what the user may reach.
+    login: str | None = None
+    user_id: int = 0
 
 
 @dataclass

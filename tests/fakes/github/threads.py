@@ -74,6 +74,9 @@ class ThreadsRoutes:
 
     def _graphql_repo(self, token, owner: str, name: str) -> Repo | None:
         repo = self.repos.get(f"{owner}/{name}")  # type: ignore[attr-defined]
+        if token.login is not None:
+            private = repo is not None and repo.private and token.login not in repo.collaborators
+            return None if repo is None or private else repo
         if repo is None or token.installation_id not in repo.installation_ids:
             return None
         if token.repository_ids is not None and repo.id not in token.repository_ids:
@@ -192,6 +195,9 @@ class ThreadsRoutes:
             return 200, {"data": {field: None}, "errors": [_graphql_error(
                 f"Could not resolve to a node with the global id of '{thread_id}'", "NOT_FOUND", field)]}, {}  # fmt: skip
         granted = token.permissions.get("contents")
+        if token.login is not None:  # a person: with write access to the repository
+            role = found.collaborators.get(token.login)
+            granted = "write" if role in ("admin", "maintain", "write") else None
         if not granted or PERMISSION_LEVELS[granted] < PERMISSION_LEVELS["write"]:
             return 200, {"data": {field: None}, "errors": [_graphql_error(
                 "Resource not accessible by integration", "FORBIDDEN", field)]}, {}  # fmt: skip
@@ -202,6 +208,8 @@ class ThreadsRoutes:
         return 200, {"data": {field: {"thread": {"id": thread_id, "isResolved": resolve}}}}, {}
 
     def _bot_login(self, token) -> str:
+        if token.login is not None:
+            return token.login
         app = self.apps[self.installations[token.installation_id].app_id]  # type: ignore[attr-defined]
         return app.slug
 

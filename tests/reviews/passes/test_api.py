@@ -4,6 +4,7 @@ OpenAPI schema."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -50,6 +51,9 @@ def test_the_schema_and_its_browsable_docs_are_served(client):
     assert "/api/tasks/{id}/done/" in json.loads(schema.content)["paths"]
     docs = client.get("/api/docs/")
     assert docs.status_code == 200 and b"swagger-ui" in docs.content
+    # Everything the page loads is Tasuku's own: no font, script or style from elsewhere.
+    assert not re.findall(rb"(?:src|href)=[\"'](?:https?:)?//", docs.content)
+    assert client.get("/api/redoc/").status_code == 404  # ReDoc loads Google's fonts
 
 
 ENDPOINTS = [
