@@ -102,7 +102,19 @@ class Workspace:
         self.path: Path | None = None
 
     def __enter__(self) -> Workspace:
-        self.path = Path(tempfile.mkdtemp(prefix="tasuku-ws-", dir=self.parent))
+        try:
+            self.path = Path(tempfile.mkdtemp(prefix="tasuku-ws-", dir=self.parent))
+        except OSError as exc:
+            # The host's doing, not the repository's and not a bug: a root that does not
+            # exist, is not writable or is full. A retry helps once the operator fixed it.
+            where = self.parent or tempfile.gettempdir()
+            raise CloneError(
+                f"Could not make a workspace in {where} ({exc.strerror or exc}). Set "
+                "TASUKU_WORKSPACE_ROOT to a folder the worker can write to (`manage.py "
+                "check` says what is wrong with it). Nothing was reviewed.",
+                permanent=False,
+                code="workspace-root",
+            ) from None
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -111,6 +111,12 @@ CODES: dict[str, Cause] = dict((
            "limit): the work tree did not match the commit, so nothing was reviewed.",
            "Free space on the disk of TASUKU_WORKSPACE_ROOT and of the checkout cache "
            "(`manage.py check` and /healthz say how much is left), then retry."),
+    _cause("workspace-root", "clone",
+           "The worker could not make a workspace: TASUKU_WORKSPACE_ROOT does not exist, is not "
+           "writable or is full.",
+           "Create the folder and give the worker's user write access to it (the systemd "
+           "units make /var/lib/tasuku/workspaces; `manage.py check` and /healthz say what is "
+           "wrong), then retry."),
     # --- GitHub (repos/github/errors.py) --------------------------------------------------
     _cause("github-stale-head", "admission",
            "GitHub's API still named an older commit as the pull request's head than the push "

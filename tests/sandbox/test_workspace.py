@@ -228,3 +228,14 @@ def test_a_workspace_root_that_cannot_hold_a_checkout_says_why(tmp_path, monkeyp
 
     monkeypatch.setattr("sandbox.workspace.tempfile.mkdtemp", refused)
     assert "cannot be written" in workspace_root_problem(tmp_path, 1)
+
+
+def test_a_workspace_root_that_is_missing_is_the_hosts_error_never_a_bug(tmp_path):
+    from tasuku.errors import advice_for
+
+    with pytest.raises(CloneError) as caught, Workspace(str(tmp_path / "missing")):
+        pass
+    error = caught.value
+    assert (error.code, error.permanent, error.stage) == ("workspace-root", False, "clone")
+    assert str(tmp_path / "missing") in str(error) and "TASUKU_WORKSPACE_ROOT" in str(error)
+    assert "bug" not in advice_for(error.code).cause
