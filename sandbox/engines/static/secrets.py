@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 from pathlib import Path
@@ -177,7 +178,7 @@ def _lines_of(target: Target, secret) -> list[int]:
 def _scan(root: Path, files: list[Target]) -> dict:
     """detect-secrets over `files` (paths relative to `root`): {path: secrets}."""
     from detect_secrets import SecretsCollection
-    from detect_secrets.settings import Settings
+    from detect_secrets.settings import get_settings
 
     if not files:
         return {}
@@ -189,16 +190,34 @@ def _scan(root: Path, files: list[Target]) -> dict:
         for target in files:
             collection.scan_file(target.path)
         return dict(collection.data.items())
-    # The pool's workers configure themselves afresh, and always add detect-secrets'
-    # default filters back — the one that skips `.lock` and other extensions it takes
-    # for binary among them. Forked, they inherit this class's set: keep it out there.
-    defaults = Settings.DEFAULT_FILTERS
-    Settings.DEFAULT_FILTERS = defaults - {NON_TEXT_FILTER}
-    try:
-        collection.scan_files(*[t.path for t in files], num_processors=processes)
-    finally:
-        Settings.DEFAULT_FILTERS = defaults
+    # The pool's workers start from a fresh interpreter (multiprocessing's forkserver),
+    # not forked from this engine: forked, each would hold a copy of everything the engine
+    # holds (the whole diff of a large pull request). They configure detect-secrets
+    # afresh, with its lock-file and binary-extension filters off as here.
+    from detect_secrets.core.secrets_collection import _scan_file_and_serialize
+
+    context = multiprocessing.get_context("forkserver")
+    with context.Pool(
+        processes=processes,
+        initializer=_configure_worker,
+        initargs=(get_settings().json(),),
+    ) as pool:
+        for secrets in pool.imap_unordered(
+            _scan_file_and_serialize, [os.path.join(str(root), t.path) for t in files]
+        ):
+            for secret in secrets:
+                collection[os.path.relpath(secret.filename, str(root))].add(secret)
     return dict(collection.data.items())
+
+
+def _configure_worker(settings: dict) -> None:
+    """A pool worker's detect-secrets: this engine's settings, and nothing skipped by its
+    extension (the engine gives detect-secrets text files only)."""
+    from detect_secrets.core.secrets_collection import configure_settings_from_baseline
+    from detect_secrets.settings import Settings
+
+    Settings.DEFAULT_FILTERS = Settings.DEFAULT_FILTERS - {NON_TEXT_FILTER}
+    configure_settings_from_baseline(settings)
 
 
 def check(
