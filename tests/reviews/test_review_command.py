@@ -180,7 +180,7 @@ def test_filtered_files_name_their_rule_in_every_format(repo):
     commit(repo, {"web/package.json": "{}\n", "web/dist/app.js": "var x = 0;\n"}, "built")
     git(repo, "checkout", "-q", "-b", "rebuild")
     commit(repo, {"web/dist/app.js": "var x = 1;\n",
-                  "lib/coverage/report.py": "import subprocess\nsubprocess.call(input(), shell=True)\n"},
+                  "lib/coverage/report.py": "import subprocess\nsubprocess.call(input(), shell=True)\n# report\n"},
            "build output and a coverage module")  # fmt: skip
     _, text = review(repo)
     assert "Excluded: web/dist/app.js (build output: dist/ beside web/package.json)" in text
