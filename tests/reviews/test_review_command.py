@@ -423,3 +423,29 @@ def test_a_file_added_as_a_copy_of_a_base_file_brings_the_bases_problems_not_new
         "a copy of a file the base holds",
         "identical to legacy.py",
     )
+
+
+def test_a_name_the_change_deletes_that_another_module_imports_is_said_on_its_removal(tmp_path):
+    path = tmp_path / "lib"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "dev@example.com")
+    git(path, "config", "user.name", "Dev")
+    commit(path, {
+        "shop/__init__.py": "",
+        "shop/compat.py": "def old_total(x):\n    return x\n\n\ndef kept(x):\n    return x\n",
+        "shop/orders.py": "from shop.compat import old_total, kept\n\nX = old_total(1) + kept(2)\n",
+        "shop/api.py": "from .compat import (\n    kept,\n    old_total,\n)\n",
+        "other/compat.py": "def old_total(x):\n    return x\n",
+        "other/use.py": "from other.compat import old_total\n",
+    }, "base")  # fmt: skip
+    git(path, "checkout", "-q", "-b", "feature")
+    commit(path, {"shop/compat.py": "def kept(x):\n    return x\n"}, "drop old_total")
+    _, out = review(path, "--format", "json")
+    [gone] = [f for f in json.loads(out)["findings"] if f["rule"] == "ruff:removed-import"]
+    assert (gone["side"], gone["start_line"], gone["severity"]) == ("LEFT", 1, "high")
+    assert gone["title"] in (
+        "`old_total` is removed here but shop/orders.py still imports it",
+        "`old_total` is removed here but shop/api.py still imports it",
+    )  # another package's compat module is another module
+    assert gone["state"] == "open" and gone["published"]

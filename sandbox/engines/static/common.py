@@ -188,8 +188,10 @@ def select(
     found: list[Target] = []
     skipped: list[Skipped] = []
     for file in changed:
-        if file.status == "deleted" or not (file.added or file.binary):
-            continue  # nothing added: nothing the author could be told about
+        if file.status == "deleted" or not (file.added or file.binary or file.removed):
+            # Nothing added and nothing removed that a checker follows (a removed name a
+            # kept line still uses): nothing the author could be told about.
+            continue
         reason = None
         absolute = root / file.path
         every_line = False

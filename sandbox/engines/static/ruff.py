@@ -239,6 +239,7 @@ def check(
                 suppressed_by=suppression(target, code, item.get("noqa_row")),
             )
         )
+    findings += still_imported(root, python)
     return findings, version_of("ruff", tool("ruff"), root).strip() or "ruff", skipped
 
 
@@ -378,6 +379,121 @@ def caused_by_change(target: Target, code: str, item: dict) -> Finding | None:
         rule=f"ruff:{code}",
     )
     return found.model_copy(update={"side": Side.LEFT})
+
+
+def _defines(text: str, name: str) -> bool:
+    """Whether a module's text still binds `name` at some level (a def, a class, an
+    assignment, an import), or answers any name (a module `__getattr__`)."""
+    word = re.escape(name)
+    return bool(
+        re.search(
+            rf"^[ \t]*(?:(?:async[ \t]+)?def|class)[ \t]+{word}\b|^[ \t]*{word}[ \t]*(?::[^=\n]*)?=(?!=)"
+            rf"|\bimport\b[^\n]*\b{word}\b|^def __getattr__\b",
+            text,
+            re.MULTILINE,
+        )
+    )
+
+
+def still_imported(root: Path, python: list[Target]) -> list[Finding]:
+    """Names a change deletes from a module that another module still imports from it
+    (`from pkg.compat import name`): importing that module raises ImportError. Said on
+    the removed line that defined the name (the diff's left side)."""
+    found: list[Finding] = []
+    for target in python:
+        gone = {
+            name: line
+            for name, line, defines in target.removed
+            if defines and not name.startswith("__") and not _defines(target.text, name)
+        }
+        if not gone:
+            continue
+        module = PurePosixPath(target.path).with_suffix("")
+        last = module.name if module.name != "__init__" else module.parent.name
+        if not last:
+            continue
+        importers = _importers(root, target.path, last, set(gone))
+        for name, line in sorted(gone.items(), key=lambda item: item[1]):
+            if name not in importers:
+                continue
+            where, row, text = importers[name]
+            found.append(
+                finding(
+                    target=target,
+                    start=line,
+                    severity=Severity.HIGH,
+                    category="bug",
+                    title=f"`{name}` is removed here but {where} still imports it",
+                    body=(
+                        f"{where} line {row} (`{text}`) imports `{name}` from this module, "
+                        "which no longer defines it: importing that module raises "
+                        "ImportError."
+                    ),
+                    evidence=f"{where}:{row}: `{text}`",
+                    rule="ruff:removed-import",
+                ).model_copy(update={"side": Side.LEFT})
+            )
+    return found
+
+
+def _importers(
+    root: Path, path: str, last: str, names: set[str]
+) -> dict[str, tuple[str, int, str]]:
+    """name -> (file, line, the import) of another Python file that imports it from the
+    module at `path` (`from pkg.compat import a, b`, `from .compat import (a,`): the
+    import's module must resolve to that file — relative to the importer, or as a dotted
+    path that ends the file's own (at least package and module). The tree is read up to
+    the scan's bounds, and what is not read is not claimed."""
+    pattern = re.compile(
+        rf"^[ \t]*from[ \t]+(\.*[\w.]*\b{re.escape(last)})[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)",
+        re.MULTILINE,
+    )
+    module = PurePosixPath(path).with_suffix("")
+    if module.name == "__init__":
+        module = module.parent
+    dotted = ".".join(module.parts)
+    found: dict[str, tuple[str, int, str]] = {}
+    read_files = read_bytes = 0
+    for candidate in root.rglob("*.py"):
+        if candidate.is_symlink() or not candidate.is_file():
+            continue
+        relative = str(candidate.relative_to(root))
+        if relative == path:
+            continue
+        read_files += 1
+        if read_files > REEXPORT_SCAN_FILES or read_bytes > REEXPORT_SCAN_BYTES:
+            break
+        try:
+            text = candidate.read_text(errors="replace")
+        except OSError:
+            continue
+        read_bytes += len(text)
+        if last not in text:
+            continue
+        for match in pattern.finditer(text):
+            if not _resolves(match.group(1), relative, module, dotted):
+                continue
+            imported = {
+                part.split(" as ")[0].strip()
+                for part in match.group(2).strip("()").replace("\\\n", " ").split(",")
+            }
+            for name in imported & names:
+                row = text.count("\n", 0, match.start()) + 1
+                said = " ".join(match.group(0).split())[:200]
+                found.setdefault(name, (relative, row, said))
+    return found
+
+
+def _resolves(spec: str, importer: str, module: PurePosixPath, dotted: str) -> bool:
+    """Whether `from <spec> import …` in `importer` names the module at `module`."""
+    dots = len(spec) - len(spec.lstrip("."))
+    if dots:
+        folder = PurePosixPath(importer).parent
+        for _ in range(dots - 1):
+            folder = folder.parent
+        rest = spec[dots:]
+        return folder.joinpath(*rest.split(".")) == module if rest else False
+    return spec == dotted or (spec.count(".") >= 1 and dotted.endswith("." + spec))
 
 
 def _test_module(path: str) -> bool:
