@@ -239,3 +239,18 @@ def test_a_policy_adds_and_turns_off_rules_of_each_tool_by_its_own_names(tmp_pat
     assert {"hadolint:DL3008", "oxlint:eslint/no-console"} <= found
     assert "zizmor:unpinned-uses" not in found and "ruff:F401" not in found
     assert not result.partial  # ruff is never handed another tool's code
+
+
+def test_an_injection_of_a_callers_input_is_a_hardening_not_a_blocking_hole(tmp_path):
+    workflow = (
+        "name: merge\non:\n  workflow_call:\n    inputs:\n      image:\n        type: string\n"
+        "        required: true\npermissions: {}\njobs:\n  merge:\n    runs-on: ubuntu-latest\n"
+        "    steps:\n      - run: |\n          merge --image ${{ inputs.image }}\n"
+    )  # fmt: skip
+    write(tmp_path, ".github/workflows/merge.yml", workflow)
+    [found] = [
+        f for f in everything(tmp_path, ".github/workflows/merge.yml").findings
+        if f["rule"] == "zizmor:template-injection"
+    ]  # fmt: skip
+    assert (found["severity"], found["blocking"]) == ("medium", False)
+    assert "caller" in found["body"]

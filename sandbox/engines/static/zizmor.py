@@ -50,6 +50,15 @@ AUDITS: dict[str, tuple[Severity, str, str]] = {
     "bot-conditions": (M, "security", "`github.actor == 'dependabot[bot]'` can be true for a pull request a person opened: the check does not say who wrote the code."),
 }  # fmt: skip
 CONFIDENT = ("High", "Medium")
+# Contexts an outsider writes: an event's fields (a title, a body, a branch name, a
+# commit message) and the head branch's name.
+OUTSIDER = re.compile(r"\bgithub\.(?:event\.|head_ref\b)")
+EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}")
+INPUT_INJECTION = (
+    "`${{ … }}` is pasted into the script before it runs, and the value comes from the "
+    "workflow's caller, an input or an earlier step: if it can ever carry text an outsider "
+    "wrote, that text becomes shell code. Pass it through `env:` and quote the variable."
+)
 POLICY = (
     "rules:\n"
     "  unpinned-uses:\n"
@@ -116,6 +125,9 @@ def check(
             continue
         if ident not in asked and determinations.get("confidence") not in CONFIDENT:
             continue
+        pedantic = determinations.get("persona") not in (None, "Regular")
+        if pedantic and ident not in asked and ident != "excessive-permissions":
+            continue  # zizmor's "code smell" persona: its taste, not a risk it is sure of
         where = _primary(item)
         if where is None:
             continue
@@ -129,8 +141,11 @@ def check(
         if not target.touches(start, end) or word.zizmor_disabled(path, ident, start):
             continue
         severity, category, explanation = AUDITS.get(ident, (L, "security", ""))
-        if ident == "template-injection" and determinations.get("confidence") != "High":
+        if ident == "template-injection" and not _outsider_text(target, start, end):
+            # `inputs.*`, `steps.*`, `env.*`: what a caller or an earlier step passes. A
+            # hardening worth saying, not a hole to block on.
             severity = M
+            explanation = INPUT_INJECTION
         title = f"{str(item.get('desc', ident)).capitalize()}: {annotation}".strip(": ")
         url = item.get("url") or f"https://docs.zizmor.sh/audits/#{ident}"
         findings.append(
@@ -210,6 +225,15 @@ def _comment(target: Target, start: int, end: int, ident: str) -> Suppression | 
         if found and ident in {w.strip() for w in found.group(1).split(",")}:
             return Suppression(pragma=found.group(0)[:300], line=number, scope="line")
     return None
+
+
+def _outsider_text(target: Target, start: int, end: int) -> bool:
+    """Whether an expression on the finding's lines reads a context an outsider writes."""
+    for number in range(start, min(end, len(target.lines)) + 1):
+        for expression in EXPRESSION.findall(target.lines[number - 1]):
+            if OUTSIDER.search(expression):
+                return True
+    return False
 
 
 def _unreadable(root: Path, target: Target, config: Path) -> bool:
