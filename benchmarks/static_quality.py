@@ -15,6 +15,12 @@ change added — as reviewdog does. Printed:
 
     .venv/bin/python benchmarks/static_quality.py                 # the built-in corpus
     .venv/bin/python benchmarks/static_quality.py --repo PATH --base REF --head REF
+    .venv/bin/python benchmarks/static_quality.py --history PATH [--history PATH …] \
+        [--ranges 8] [--skip 0] [--to-grade ungraded.jsonl]       # real merged work, graded
+
+`--history` reviews each repository's newest merged pull requests and prints every
+comment with its grade from benchmarks/data/static_grades.json, precision, the rules'
+record, and time and peak memory against the bare tools (benchmarks/static_history.py).
 
 The reviews' rows go to --database (benchmarks/isolation.py; default: a SQLite file of
 the run's own).
@@ -225,8 +231,29 @@ def main() -> None:
     parser.add_argument("--base")
     parser.add_argument("--head", default="HEAD")
     parser.add_argument("--cases", type=int, help="only the first N cases of the corpus")
+    parser.add_argument("--history", action="append", help="a clone whose history to review")
+    parser.add_argument("--ranges", type=int, default=8, help="ranges per repository")
+    parser.add_argument("--skip", type=int, default=0, help="newest ranges to skip")
+    parser.add_argument("--grades", type=Path, default=None, help="the graded set")
+    parser.add_argument("--to-grade", type=Path, help="write ungraded comments here (JSON lines)")
+    parser.add_argument(
+        "--first-push", action="store_true",
+        help="also review each merged pull request at its first commit",
+    )  # fmt: skip
     arguments(parser, database="sqlite", port=None)
     args = parser.parse_args()
+    if args.history:
+        from benchmarks.static_history import GRADES
+        from benchmarks.static_history import run as history
+
+        with own_database(args.database, script="static_quality", keep=args.keep_database) as db:
+            env = {**os.environ, "DATABASE_URL": db.url}
+            subprocess.run([PYTHON, str(ROOT / "manage.py"), "migrate", "--noinput", "-v", "0"],
+                           check=True, env=env, cwd=ROOT)  # fmt: skip
+            repos = [Path(p).resolve() for p in args.history]
+            history(repos, args.ranges, args.skip, env, args.grades or GRADES, args.to_grade,
+                    first_push=args.first_push)  # fmt: skip
+        return
 
     with (
         tempfile.TemporaryDirectory(prefix="tasuku-quality-") as tmp,
