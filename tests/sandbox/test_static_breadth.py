@@ -254,3 +254,12 @@ def test_an_injection_of_a_callers_input_is_a_hardening_not_a_blocking_hole(tmp_
     ]  # fmt: skip
     assert (found["severity"], found["blocking"]) == ("medium", False)
     assert "caller" in found["body"]
+
+
+def test_an_unused_parameter_is_a_signature_not_dead_code(tmp_path):
+    # Seen in a real pull request: a mock's implementation keeping the real signature.
+    write(tmp_path, "a.test.ts", (
+        "export const mock = (paths: string[], primaryKey: string, restoreKey?: string[]) =>\n"
+        "  Promise.resolve(primaryKey);\nconst unused = 1;\n"
+    ))  # fmt: skip
+    assert rules(everything(tmp_path, "a.test.ts")) == [(3, "oxlint:eslint/no-unused-vars")]

@@ -111,9 +111,13 @@ RULES: dict[str, tuple[Severity, str, str]] = {
     "eslint/no-unused-private-class-members": (L, _KEEP, "The private member is never read: either it is dead or the code meant to use it."),
 }  # fmt: skip
 # Options of the rules above: unused names that say they are meant to be unused (`_x`),
-# caught errors and the siblings of a rest pattern are a team's style, not dead code.
+# parameters, caught errors and the siblings of a rest pattern are a team's style or a
+# signature's, not dead code.
 OPTIONS: dict[str, dict] = {
     "eslint/no-unused-vars": {
+        # A parameter is the caller's contract (a callback, a mock of a real signature,
+        # an interface): unused, it is rarely dead code.
+        "args": "none",
         "caughtErrors": "none",
         "ignoreRestSiblings": True,
         "argsIgnorePattern": "^_",
