@@ -172,9 +172,10 @@ def bare_commands(changed: list[str]) -> list[list[str]]:
 
 
 def complete(repo: Path, item: Range) -> bool:
-    """Whether the clone holds every file of the range's head (a snapshot of a public
-    repository can lack its largest files: such a range is skipped, and said so)."""
-    listed = git(repo, "ls-tree", "-r", item.head).splitlines()
+    """Whether the clone holds every file of the range's base and head (a snapshot of a
+    public repository can lack its largest files: such a range is skipped, and said so)."""
+    listed = [*git(repo, "ls-tree", "-r", item.head).splitlines(),
+              *git(repo, "ls-tree", "-r", item.base).splitlines()]  # fmt: skip
     blobs = [line.split()[2] for line in listed if line.split()[1:2] == ["blob"]]
     check = subprocess.run(
         ["git", "-C", str(repo), "cat-file", "--batch-check"],
@@ -329,16 +330,20 @@ def run(repos: list[Path], count: int, skip: int, env: dict[str, str], grades_pa
                 times[-1] = (seconds, bare_s, peak, bare_peak, stages)
                 coverage = review.get("coverage") or []
                 totals["files"] += len(coverage)
+                unreviewed = []
                 for entry in coverage:
                     reason = entry.get("reason") or ""
-                    if entry.get("status") == "not reviewed" and reason.startswith(
-                        "no checker for"
-                    ):
+                    if entry.get("status") != "not reviewed":
+                        continue
+                    unreviewed.append(f"{entry['path']} ({reason})")
+                    if reason.startswith("no checker for"):
                         languages_unchecked[reason.split(" (", 1)[0][len("no checker for ") :]] += 1
                 comments = [f for f in findings if f.get("published")]
                 print(f"\n## {span}  {item.subject}")
                 print(f"   {len(coverage)} files, {len(comments)} comments, {seconds:.1f} s, its "
                       f"stages {stages:.1f} s (bare tools {bare_s:.1f} s), state {review['state']}")  # fmt: skip
+                for said in unreviewed[:10]:
+                    print(f"   not reviewed: {said}")
                 for finding in comments:
                     totals["comments"] += 1
                     rule = finding.get("rule") or ""

@@ -54,8 +54,12 @@ def language_of(path: str, interpreter: str = "") -> str | None:
             return BY_INTERPRETER[program]
     pure = PurePosixPath(path)
     name = pure.name.lower()
-    if path.startswith(WORKFLOW_FOLDERS) and name.endswith((".yml", ".yaml")):
-        return "GitHub Actions workflow"
+    if (
+        path.startswith(WORKFLOW_FOLDERS)
+        and name.endswith((".yml", ".yaml"))
+        and "/" not in path.removeprefix(WORKFLOW_FOLDERS[0])
+    ):
+        return "GitHub Actions workflow"  # GitHub runs those of the folder itself only
     if name.endswith(".dockerfile") or BY_NAME.get(name.split(".", 1)[0]):
         return BY_NAME.get(name.split(".", 1)[0], "Dockerfile")
     return BY_EXTENSION.get(pure.suffix.lower())
