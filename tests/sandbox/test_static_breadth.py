@@ -138,16 +138,15 @@ def test_a_dockerfile_gets_its_pitfalls_and_not_version_pinning(tmp_path):
     result = everything(tmp_path, "Dockerfile")
     assert rules(result) == [
         (1, "hadolint:DL3006"),
-        (3, "hadolint:DL4006"),
         (4, "hadolint:DL3025"),
         (5, "hadolint:DL4003"),
-    ]  # no DL3008 (pin apt versions), DL3015, DL3009: a team's taste
+    ]  # no DL3008 (pin apt versions), DL3015, DL3009: a team's taste; DL4006 on request
     assert "hadolint" in result.coverage[0].checkers
 
 
 def test_the_base_branchs_hadolint_config_and_an_in_pr_ignore_comment(tmp_path):
     write(tmp_path, "docker/Dockerfile.prod", "FROM python\n# hadolint ignore=DL4006\nRUN a | b\n")
-    base = StaticOptions(configs={".hadolint.yaml": "ignored:\n  - DL3006\n"})
+    base = StaticOptions(configs={".hadolint.yaml": "ignored:\n  - DL3006\n"}, select=("DL4006",))
     [found] = everything(tmp_path, "docker/Dockerfile.prod", base).findings
     assert found["rule"] == "hadolint:DL4006"
     assert found["suppressed_by"]["pragma"] == "# hadolint ignore=DL4006"
