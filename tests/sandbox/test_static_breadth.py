@@ -262,3 +262,25 @@ def test_an_unused_parameter_is_a_signature_not_dead_code(tmp_path):
         "  Promise.resolve(primaryKey);\nconst unused = 1;\n"
     ))  # fmt: skip
     assert rules(everything(tmp_path, "a.test.ts")) == [(3, "oxlint:eslint/no-unused-vars")]
+
+
+def test_an_expression_that_can_only_be_true_or_false_injects_nothing(tmp_path):
+    # Seen in a real workflow: `run: ${{ startsWith(steps.x.outputs.version, '3.15.') }}`.
+    workflow = (
+        "name: t\non: pull_request\npermissions: {}\njobs:\n  t:\n    runs-on: ubuntu-latest\n"
+        "    steps:\n      - id: x\n        run: echo version=3.15.0 >> $GITHUB_OUTPUT\n"
+        "      - run: ${{ startsWith(steps.x.outputs.version, '3.15.') }}\n"
+        "      - run: echo ${{ steps.x.outputs.version }}\n"
+    )  # fmt: skip
+    write(tmp_path, ".github/workflows/t.yml", workflow)
+    found = [
+        f["start_line"] for f in everything(tmp_path, ".github/workflows/t.yml").findings
+        if f["rule"] == "zizmor:template-injection"
+    ]  # fmt: skip
+    assert 10 not in found
+    from sandbox.engines.static.common import Target
+    from sandbox.engines.static.zizmor import _only_booleans
+
+    target = Target(".github/workflows/t.yml", tmp_path / ".github/workflows/t.yml", frozenset())
+    assert _only_booleans(target, 10, 10)
+    assert not _only_booleans(target, 11, 11)

@@ -141,6 +141,8 @@ def check(
         if not target.touches(start, end) or word.zizmor_disabled(path, ident, start):
             continue
         severity, category, explanation = AUDITS.get(ident, (L, "security", ""))
+        if ident == "template-injection" and _only_booleans(target, start, end):
+            continue  # `${{ startsWith(…) }}`, `${{ a == b }}`: `true` or `false`, nothing else
         if ident == "template-injection" and not _outsider_text(target, start, end):
             # `inputs.*`, `steps.*`, `env.*`: what a caller or an earlier step passes. A
             # hardening worth saying, not a hole to block on.
@@ -225,6 +227,23 @@ def _comment(target: Target, start: int, end: int, ident: str) -> Suppression | 
         if found and ident in {w.strip() for w in found.group(1).split(",")}:
             return Suppression(pragma=found.group(0)[:300], line=number, scope="line")
     return None
+
+
+BOOLEAN = re.compile(
+    r"^\s*(?:!\s*)?(?:(?:startsWith|endsWith|contains|success|failure|always|cancelled)\s*\("
+    r"|[^'\"]*(?:==|!=|<=|>=|<|>)[^'\"]*$)"
+)
+
+
+def _only_booleans(target: Target, start: int, end: int) -> bool:
+    """Whether every expression on the finding's lines evaluates to `true` or `false` (a
+    test function or a comparison): pasted into a script, it can never be code."""
+    expressions = [
+        e
+        for number in range(start, min(end, len(target.lines)) + 1)
+        for e in EXPRESSION.findall(target.lines[number - 1])
+    ]
+    return bool(expressions) and all(BOOLEAN.match(e) for e in expressions)
 
 
 def _outsider_text(target: Target, start: int, end: int) -> bool:
