@@ -21,6 +21,38 @@ from unidiff.errors import UnidiffParseError
 
 from sandbox.contract import MAX_REMOVED_NAMES, ChangedFile, LineRange, Side
 
+# Languages where a line's indentation carries no meaning (its problems move with it).
+INDENTATION_FREE = (
+    ".sh", ".bash", ".ksh", ".zsh", ".bats", ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx",
+    ".mts", ".cts", ".vue", ".svelte", ".go", ".java", ".c", ".h", ".cc", ".cpp", ".hpp",
+    ".cs", ".rs", ".php", ".rb", ".kt", ".swift", ".scala", ".css", ".scss", ".tf",
+)  # fmt: skip
+
+
+def indentation_free(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1].lower()
+    return (
+        name.endswith(INDENTATION_FREE)
+        or name.split(".", 1)[0] in ("dockerfile", "containerfile")
+        or name.endswith(".dockerfile")
+    )
+
+
+def _ranges(lines: list[int]) -> tuple[LineRange, ...]:
+    ranges: list[LineRange] = []
+    start = previous = None
+    for line in lines:
+        if previous is not None and line == previous + 1:
+            previous = line
+            continue
+        if start is not None:
+            ranges.append(LineRange(start=start, end=previous))
+        start = previous = line
+    if start is not None:
+        ranges.append(LineRange(start=start, end=previous))
+    return tuple(ranges)
+
+
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 PY_KEYWORDS = frozenset(keyword.kwlist) | {"self", "cls"}
 DEFINES = (
@@ -114,18 +146,7 @@ class FileDiff:
         return None
 
     def added_ranges(self) -> tuple[LineRange, ...]:
-        ranges: list[LineRange] = []
-        start = previous = None
-        for line in self._added_sorted:
-            if previous is not None and line == previous + 1:
-                previous = line
-                continue
-            if start is not None:
-                ranges.append(LineRange(start=start, end=previous))
-            start = previous = line
-        if start is not None:
-            ranges.append(LineRange(start=start, end=previous))
-        return tuple(ranges)
+        return _ranges(list(self._added_sorted))
 
     def line_text(self, line: int) -> str | None:
         """The text of head-side `line` (added or context), if a hunk shows it."""
@@ -161,10 +182,39 @@ class FileDiff:
             path=self.path,
             status=self.status,
             previous_path=self.previous_path,
-            added=self.added_ranges(),
+            added=_ranges(sorted(set(self._added_sorted) - self.reindented()))
+            if self.status == "modified"
+            else self.added_ranges(),
             binary=self.binary,
             removed=self.removed_names() if self.status == "modified" else (),
         )
+
+    def reindented(self) -> frozenset[int]:
+        """Head lines whose only change is their indentation, in a file whose language
+        gives indentation no meaning (a shell script, JavaScript, a Dockerfile …): the
+        line's problems, if any, were the base's. Python, YAML and Makefiles keep every
+        re-indented line (there, indentation is meaning)."""
+        if not indentation_free(self.path):
+            return frozenset()
+        found: set[int] = set()
+        for hunk in self.hunks:
+            removed: dict[str, int] = {}
+            added: list[tuple[int, str]] = []
+            number = hunk.target_start
+            for text in hunk.text.splitlines()[1:]:
+                if text.startswith("-"):
+                    key = text[1:].lstrip()
+                    removed[key] = removed.get(key, 0) + 1
+                elif text.startswith("+"):
+                    added.append((number, text[1:].lstrip()))
+                    number += 1
+                elif text.startswith(" "):
+                    number += 1
+            for line, key in added:
+                if key and removed.get(key):
+                    removed[key] -= 1
+                    found.add(line)
+        return frozenset(found)
 
     def removed_names(self) -> tuple[tuple[str, int, bool], ...]:
         """Python names on the lines this diff removes: (name, base line, whether the

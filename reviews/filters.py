@@ -28,6 +28,7 @@ DEFAULT_EXCLUDES: dict[str, tuple[str, ...]] = {
     "vendored or dependency folder": (
         "vendor/", "third_party/", "third-party/", "node_modules/", "bower_components/",
         "Pods/", ".yarn/", "site-packages/", "__vendor__/", "_vendor/", "_vendored/",
+        "thirdparty/", "3rdparty/",
     ),
     "build output": (  # dist/, build/, out/, target/, coverage/: see BUILD_DIRS
         ".next/", ".nuxt/", "__pycache__/", "*.pyc", "*.class", "*.o", "*.so", "*.dll", "*.exe", "*.jar",

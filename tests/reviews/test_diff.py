@@ -89,3 +89,19 @@ def test_a_changed_file_lists_its_added_ranges_for_the_engine():
 
 def test_an_empty_diff_has_no_files():
     assert diff_parse("").files == ()
+
+
+def test_a_line_only_reindented_is_not_added_where_indentation_means_nothing():
+    from reviews.diff import diff_parse
+
+    def added(path: str) -> list[tuple[int, int]]:
+        text = (
+            f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,4 +1,4 @@\n"
+            ' f() {\n-local x=1\n-echo $x\n+  local x=1\n+  echo "$x"\n }\n'
+        )
+        return [(r.start, r.end) for r in diff_parse(text).get(path).changed_file().added]
+
+    assert added("t.sh") == [(3, 3)]  # the re-indented line is the base's
+    assert added("app.js") == [(3, 3)]
+    assert added("t.py") == [(2, 3)]  # in Python indentation is meaning
+    assert added("ci.yml") == [(2, 3)]

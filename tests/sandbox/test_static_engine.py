@@ -194,3 +194,17 @@ def test_a_private_key_is_one_only_with_its_body(checkout, text, key):
     count = len(text.splitlines())
     rules = [f["rule"] for f in findings(checkout, added("keys.py", *range(1, count + 1)))]
     assert ("hygiene:private-key" in rules) is key
+
+
+def test_a_framework_plugins_names_and_pseudo_shebang_are_not_its_bugs(checkout):
+    """Measured on real plugins of a shell framework: the variables its core defines
+    (SC2154), its `#! bash module` marker (SC2239) and `local a= b` (SC1007) were noise."""
+    write(checkout, "themes/t.theme.sh", (
+        "#! bash oh-my-bash.module\nfunction _prompt {\n  local times= n=$COLUMNS\n"
+        '  echo "${_omb_prompt_green}$n$times"\n}\nFOO= bar\n'
+    ))  # fmt: skip
+    change = added("themes/t.theme.sh", *range(1, 7), status="added")
+    assert {f["rule"] for f in findings(checkout, change)} == {"shellcheck:SC1007"}  # line 6
+    asked = job(change).model_copy(update={"static": StaticOptions(select=("SC2154", "SC2239"))})
+    found = {f["rule"] for f in review(asked, checkout).findings}
+    assert {"shellcheck:SC2154", "shellcheck:SC2239"} <= found
