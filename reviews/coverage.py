@@ -142,10 +142,14 @@ def ledger(
         said = _seen_by_model(job, result)
     for part in result.unread:
         said[part.path] = FileCoverage(path=part.path, not_checked=part.reason)
+    # What the change adds, as the engine was told: a line only re-indented where
+    # indentation means nothing is not added (reviews/diff.py), so a file changed only so
+    # adds nothing to review.
+    told_adds = {f.path: bool(f.added) or f.binary for f in (*job.changed_files, *job.safety_files)}
     entries: list[Entry] = []
     for file in diff.files:
         path = file.path
-        adds = file.status != "deleted" and (bool(file.added) or file.binary)
+        adds = file.status != "deleted" and told_adds.get(path, bool(file.added) or file.binary)
         excluded = kept_out.get(path)
         told = said.get(path)
         if excluded is not None and told is not None and told.not_checked:

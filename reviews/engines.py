@@ -39,6 +39,7 @@ from sandbox.contract import (
     WebResearch,
 )
 from sandbox.engines import PROVIDERS, REGISTRY
+from sandbox.engines.static.common import default_checker_megabytes
 from sandbox.errors import ProviderError, SandboxError
 from sandbox.prices import price_for, prices_parse
 from sandbox.runners import docker as docker_runner
@@ -278,7 +279,7 @@ def checker_megabytes(container_bytes: int) -> int:
     more fails its own allocation (the review is partial) before the container's memory
     limit kills the engine with every other checker's findings."""
     raw = str(settings.TASUKU_STATIC_CHECKER_MEMORY_MB).strip()
-    wanted = int(raw) if raw.isdigit() and int(raw) > 0 else 6144
+    wanted = int(raw) if raw.isdigit() and int(raw) > 0 else default_checker_megabytes()
     return max(1, min(wanted, container_bytes * 3 // 4 // (1024 * 1024)))
 
 

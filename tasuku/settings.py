@@ -284,7 +284,8 @@ TASUKU_ENGINE_FORK_SERVER = env.bool("TASUKU_ENGINE_FORK_SERVER", default=True)
 # one script). shellcheck's Haskell heap needs about 1.7 times its resident peak in address
 # space (~2.9 GB resident on nvm's 4,000-line nvm.sh). One that runs out makes the review
 # partial, never failed. Capped by TASUKU_SANDBOX_MEMORY_MB, which the checkers inherit.
-TASUKU_STATIC_CHECKER_MEMORY_MB = env.str("TASUKU_STATIC_CHECKER_MEMORY_MB", default="6144")
+# Unset: half the machine's memory, between 6 GB and 16 GB (sandbox/engines/static/common.py).
+TASUKU_STATIC_CHECKER_MEMORY_MB = env.str("TASUKU_STATIC_CHECKER_MEMORY_MB", default="")
 Q_TIMEOUT = env.str("Q_TIMEOUT", default="2700")
 Q_RETRY = env.str("Q_RETRY", default="2880")
 

@@ -449,3 +449,20 @@ def test_a_name_the_change_deletes_that_another_module_imports_is_said_on_its_re
         "`old_total` is removed here but shop/api.py still imports it",
     )  # another package's compat module is another module
     assert gone["state"] == "open" and gone["published"]
+
+
+def test_a_script_only_re_indented_adds_nothing_to_review_and_is_not_unreviewed(tmp_path):
+    path = tmp_path / "lib"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "dev@example.com")
+    git(path, "config", "user.name", "Dev")
+    commit(path, {"t.sh": "#!/bin/bash\nf() {\nlocal x=$(date)\necho $x\n}\n"}, "base")
+    git(path, "checkout", "-q", "-b", "feature")
+    commit(path, {"t.sh": "#!/bin/bash\nf() {\n  local x=$(date)\n  echo $x\n}\n"}, "indent")
+    _, out = review(path, "--format", "json")
+    data = json.loads(out)
+    assert [f for f in data["findings"] if f["state"] == "open"] == []  # the base's SC2155
+    [entry] = data["review"]["coverage"]
+    assert (entry["status"], entry["adds"]) == ("reviewed", False)
+    assert data["review"]["in_full"]

@@ -113,8 +113,8 @@ def test_an_eslint_disable_the_pull_request_adds_is_reported_not_obeyed(tmp_path
 @pytest.mark.parametrize(
     ("text", "why"),
     [("const a = 1;\nconst b = ;\n", "oxlint could not parse it (line 2: Unexpected token)"),
-     ("// @flow\ntype T = {a: number};\nconst a: T = {a: 1};\n",
-      "Flow-typed JavaScript, which oxlint may not parse")],
+     ("/* @flow */\ntype T = {a: number};\nconst a: T = {a: 1};\nif (a = 2) {}\n",
+      "oxlint skipped it (it could not parse it)")],
     ids=["syntax-error", "flow"],
 )  # fmt: skip
 def test_a_file_oxlint_cannot_parse_is_named_not_reviewed(tmp_path, text, why):
@@ -284,3 +284,12 @@ def test_an_expression_that_can_only_be_true_or_false_injects_nothing(tmp_path):
     target = Target(".github/workflows/t.yml", tmp_path / ".github/workflows/t.yml", frozenset())
     assert _only_booleans(target, 10, 10)
     assert not _only_booleans(target, 11, 11)
+
+
+def test_a_javascript_file_that_mentions_flow_but_parses_is_reviewed(tmp_path):
+    # Seen in a real repository: `@flow` in a JSDoc block of plain JavaScript.
+    write(tmp_path, "a.js", "/**\n * Local maxima.\n * @flow\n */\nconst a = 1;\nexport { a };\n")
+    result = everything(tmp_path, "a.js")
+    [coverage] = result.coverage
+    assert "oxlint" in coverage.checkers and not coverage.not_checked
+    assert result.findings == []  # the canary that tells a file was parsed is never said

@@ -44,7 +44,21 @@ class CheckerFailed(Exception):  # noqa: N818 - it is an outcome, not a programm
     the message is a sentence naming the checker and why."""
 
 
-DEFAULT_CHECKER_MEMORY_MB = 6144
+DEFAULT_CHECKER_MEMORY_MB = 6144  # at least this much, by default
+MOST_CHECKER_MEMORY_MB = 16384  # and at most this much, by default
+
+
+def default_checker_megabytes() -> int:
+    """The checker limit when none is set: half the machine's memory, between 6 GB and
+    16 GB. shellcheck holds about 5 GB resident (and asks for more address space) on an
+    8,700-line script; a 6 GB address-space limit made such a review partial."""
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    except (ValueError, OSError):
+        return DEFAULT_CHECKER_MEMORY_MB
+    return max(DEFAULT_CHECKER_MEMORY_MB, min(MOST_CHECKER_MEMORY_MB, physical // 2))
+
+
 CHECKER_TIMEOUT = 300
 # Run as the checker's parent: set the address-space limit, then become the checker.
 # (A preexec_fn is not safe in a process with threads; the checkers run side by side.)
@@ -59,9 +73,10 @@ _LIMITED = (
 
 def checker_memory_bytes() -> int:
     """Address space each checker process may use: TASUKU_STATIC_CHECKER_MEMORY_MB (the
-    runner passes the setting through), never above the limit this process has."""
+    runner passes the setting through; unset, `default_checker_megabytes`), never above
+    the limit this process has."""
     raw = os.environ.get("TASUKU_STATIC_CHECKER_MEMORY_MB", "").strip()
-    megabytes = int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_CHECKER_MEMORY_MB
+    megabytes = int(raw) if raw.isdigit() and int(raw) > 0 else default_checker_megabytes()
     wanted = megabytes * 1024 * 1024
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     return wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)

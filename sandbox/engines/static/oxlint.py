@@ -125,7 +125,9 @@ OPTIONS: dict[str, dict] = {
         "destructuredArrayIgnorePattern": "^_",
     },
 }
-FLOW = re.compile(r"^\s*(?://|/\*+|\*)\s*@flow\b", re.MULTILINE)
+# A rule that fires on every file oxlint parses (more than 0 lines): its word is how a
+# review knows a file was read, since oxlint skips some it cannot parse in silence.
+CANARY = "eslint/max-lines"
 CODE = re.compile(r"^([\w-]+)\(([\w/-]+)\)$")
 # Directives oxlint obeys (and ESLint's, which it obeys too).
 DIRECTIVE = re.compile(r"\b(eslint|oxlint)-(disable|enable)(-next-line|-line)?\b([^\n*]*)")
@@ -193,13 +195,13 @@ def check(
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     unparsed: set[str] = set()
-    spoken = {path for path, _ in diagnostics}
+    parsed = {path for path, item in diagnostics if rule_of(item.get("code", "")) == CANARY}
+    failed = {path for path, item in diagnostics if not rule_of(item.get("code", ""))}
     for target in scripts:
-        if target.path not in spoken and FLOW.search("\n".join(target.lines[:20])):
-            # oxlint says nothing of a Flow file it cannot parse: silence is no verdict.
-            skipped.append(
-                Skipped(target.path, "Flow-typed JavaScript, which oxlint may not parse")
-            )
+        if target.path not in parsed and target.path not in failed and target.lines:
+            # oxlint says nothing of a file it skips (a Flow file it cannot parse, say):
+            # without the canary's word, silence is no verdict.
+            skipped.append(Skipped(target.path, "oxlint skipped it (it could not parse it)"))
     for path, item in diagnostics:
         target = by_path.get(path)
         if target is None:
@@ -255,6 +257,7 @@ def _config(wanted: dict[str, tuple[Severity, str, str]]) -> dict:
     rules: dict[str, object] = {}
     for name in wanted:
         rules[name] = ["error", OPTIONS[name]] if name in OPTIONS else "error"
+    rules[CANARY] = ["error", {"max": 0, "skipBlankLines": False, "skipComments": False}]
     # The default plugins (eslint, typescript, unicorn, oxc) are what the rules need.
     return {"categories": {"correctness": "off"}, "rules": rules}
 
