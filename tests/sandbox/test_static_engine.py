@@ -208,3 +208,12 @@ def test_a_framework_plugins_names_and_pseudo_shebang_are_not_its_bugs(checkout)
     asked = job(change).model_copy(update={"static": StaticOptions(select=("SC2154", "SC2239"))})
     found = {f["rule"] for f in review(asked, checkout).findings}
     assert {"shellcheck:SC2154", "shellcheck:SC2239"} <= found
+
+
+def test_a_completion_reply_split_on_words_is_the_idiom_not_a_bug(checkout):
+    write(checkout, "c.sh", (
+        "#!/bin/bash\n_c() {\n  COMPREPLY=( $(compgen -W 'a b' -- \"$2\") )\n"
+        "  words=( $(ls) )\n}\n"
+    ))  # fmt: skip
+    found = [(f["start_line"], f["rule"]) for f in findings(checkout, added("c.sh", 3, 4))]
+    assert found == [(4, "shellcheck:SC2207")]

@@ -36,6 +36,9 @@ QUIET_LEVELS = ("info", "style")
 OPT_IN = frozenset({"SC2034", "SC2154", "SC2239"})
 # `local a= b=1`: an empty value on purpose, in a declaration (never a command run with an
 # empty variable in its environment, which is what SC1007 warns of).
+# `COMPREPLY=( $(compgen …) )`: bash-completion's own idiom, where splitting on words is
+# the point (SC2207 on it was noise in every measured completion script).
+COMPLETION = re.compile(r"^\s*COMPREPLY\+?=\(")
 DECLARATION = re.compile(r"^\s*(?:local|declare|typeset|export|readonly)\b")
 # bats runs each test in a subshell and sets `$status`, `$output` and `$lines`: what
 # shellcheck says of variables lost in a subshell, or never assigned, is bats' design.
@@ -282,6 +285,8 @@ def _check_one(
         if name in off or ((item["level"] in QUIET_LEVELS or name in OPT_IN) and name not in asked):
             continue
         if code == 1007 and DECLARATION.match(quote_line(target, item["line"])):
+            continue
+        if code == 2207 and COMPLETION.match(quote_line(target, item["line"])):
             continue
         severity = LEVELS.get(item["level"], Severity.LOW)
         explanation = EXPLAIN.get(code)
