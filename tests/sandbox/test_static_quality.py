@@ -537,3 +537,20 @@ def test_a_known_format_inside_encoded_data_or_a_published_emulator_key_is_no_se
     posted = [f for f in _secret(result, "dist/index.js") if f["confidence"] >= 0.5]
     assert posted == []
     assert _secret(result, "app/conf.py")[0]["severity"] == "critical"  # set apart: a key
+
+
+def test_a_key_added_to_a_long_file_is_found_from_its_added_lines_alone(tmp_path):
+    from sandbox.contract import ChangedFile, LineRange, ReviewJob
+    from sandbox.engines.static import review as engine_review
+
+    lines = [f"Line {n} of the changelog." for n in range(1, 400)]
+    lines[10] = 'old = "AKIAZ2Q7WJ4KXN5BL3TQ"'  # the base's: not the author's
+    lines[200] = 'AWS_ACCESS_KEY_ID = "AKIAZ2Q7WJ4KXN5BL3TP"'
+    (tmp_path / "CHANGES.md").write_text("\n".join(lines) + "\n")
+    job = ReviewJob(
+        job_id="1", repository="a/b", pull_request=1, base_sha="a" * 40, head_sha="b" * 40,
+        changed_files=(ChangedFile(path="CHANGES.md", status="modified",
+                                   added=(LineRange(start=201, end=201),)),),
+    )  # fmt: skip
+    found = [(f["start_line"], f["rule"]) for f in engine_review(job, tmp_path).findings]
+    assert found == [(201, "detect-secrets:AWS Access Key")]

@@ -5,10 +5,13 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sandbox.contract import Finding, Severity, Suppression
-from sandbox.engines.static.common import Skipped, Target, finding, test_path, utf8_copies
+from sandbox.engines.static.common import Skipped, Target, finding, test_path
 
 # Private keys are reported by the hygiene checks, with the key's own words.
 SKIP_TYPES = {"Private Key"}
@@ -145,6 +148,23 @@ def allowlisted(target: Target, line: int) -> Suppression | None:
     return None
 
 
+@contextmanager
+def added_lines_only(files: list[Target]) -> Iterator[tuple[Path, dict[str, list[int]]]]:
+    """A scratch folder holding, for each of `files` at its path, the lines the change
+    added and nothing else, as UTF-8; and for each path, the file's line number of each
+    line of its copy."""
+    numbers: dict[str, list[int]] = {}
+    with tempfile.TemporaryDirectory(prefix="tasuku-added-") as scratch:
+        for target in files:
+            copy = Path(scratch) / target.path
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            kept = sorted(n for n in target.added if 0 < n <= len(target.lines))
+            numbers[target.path] = kept
+            text = "".join(target.lines[n - 1] + "\n" for n in kept)
+            copy.write_bytes(text.encode("utf-8", errors="surrogateescape"))
+        yield Path(scratch), numbers
+
+
 def embedded(target: Target, line: int, value: str | None) -> bool:
     """Whether every occurrence of `value` on the line sits inside a longer run of
     base64 letters (a coincidence in encoded data, not a credential someone pasted)."""
@@ -236,12 +256,20 @@ def check(
         # (What detect-secrets takes for a binary by its extension — `.lock` is one — is
         # text here: the engine never gives it a file with a NUL byte in its first 8 KB.)
         settings.disable_filters(ALLOWLIST_FILTER, LOCK_FILE_FILTER, NON_TEXT_FILTER)
-        found = _scan(root, [t for t in files if t.utf8])
-        others = [t for t in files if not t.utf8]
+        # A file the change mostly adds is scanned as it is; of one it adds a few lines
+        # to (a long changelog, a big module), only those lines are: detect-secrets reads
+        # a line at a time, and a file's other lines are the base's. A file that is not
+        # UTF-8 (which detect-secrets would skip in silence) is scanned as read.
+        whole = [t for t in files if t.utf8 and 2 * len(t.added) >= len(t.lines)]
+        found = _scan(root, whole)
+        others = [t for t in files if t not in whole]
         if others:
-            # detect-secrets silently skips a file that is not UTF-8: scan it as read.
-            with utf8_copies(others) as scratch:
-                found.update(_scan(scratch, others))
+            with added_lines_only(others) as (scratch, numbers):
+                scanned = _scan(scratch, others)
+            for path, secrets in scanned.items():
+                for secret in secrets:  # a line of the copy -> that line of the file
+                    secret.line_number = numbers[path][secret.line_number - 1]
+            found.update(scanned)
         by_path = {t.path: t for t in files}
         for path, secrets in found.items():
             target = by_path.get(path)
