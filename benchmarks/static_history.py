@@ -14,8 +14,8 @@ are written with their code to `--to-grade` so a grader can add them.
 The bare tools (ruff, shellcheck, oxlint, hadolint, zizmor and detect-secrets, each on
 the changed files of its kind, run one after another in a checkout of the head, as a CI
 job that already has the checkout runs them) are timed on the same ranges, and each
-command's peak memory is the largest sum of resident memory of its process tree,
-sampled every 10 ms.
+command's peak memory is the largest sum of proportional resident memory (PSS: a page
+shared by forked processes counted once) of its process tree, sampled every 10 ms.
 """
 
 from __future__ import annotations
@@ -86,8 +86,22 @@ def ranges(repo: Path, count: int, skip: int = 0, *, first_push: bool = False) -
 # --- peak memory of a process tree --------------------------------------------------------
 
 
+def _memory(pid: int) -> int:
+    """A process's proportional resident memory (PSS: a page shared by n processes counts
+    1/n in each — a forked process shares its parent's pages), else its resident size."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    with open(f"/proc/{pid}/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def _tree_rss(pid: int) -> int:
-    """Resident bytes of `pid` and every process below it."""
+    """Memory of `pid` and every process below it (`_memory` of each)."""
     total, queue, seen = 0, [pid], set()
     while queue:
         current = queue.pop()
@@ -95,8 +109,7 @@ def _tree_rss(pid: int) -> int:
             continue
         seen.add(current)
         try:
-            with open(f"/proc/{current}/statm") as handle:
-                total += int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            total += _memory(current)
             for task in os.listdir(f"/proc/{current}/task"):
                 with open(f"/proc/{current}/task/{task}/children") as handle:
                     queue += [int(p) for p in handle.read().split()]
