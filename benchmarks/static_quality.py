@@ -240,6 +240,10 @@ def main() -> None:
         "--first-push", action="store_true",
         help="also review each merged pull request at its first commit",
     )  # fmt: skip
+    parser.add_argument(
+        "--warm", action="store_true",
+        help="review in this one process, as a worker does (no start-up per review)",
+    )  # fmt: skip
     arguments(parser, database="sqlite", port=None)
     args = parser.parse_args()
     if args.history:
@@ -252,7 +256,7 @@ def main() -> None:
                            check=True, env=env, cwd=ROOT)  # fmt: skip
             repos = [Path(p).resolve() for p in args.history]
             history(repos, args.ranges, args.skip, env, args.grades or GRADES, args.to_grade,
-                    first_push=args.first_push)  # fmt: skip
+                    first_push=args.first_push, warm=args.warm)  # fmt: skip
         return
 
     with (
