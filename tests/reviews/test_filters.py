@@ -255,26 +255,26 @@ def test_the_base_holds_copies_of_other_projects_known_by_their_content():
         "src/pip/__init__.py", "src/pip/_vendor/vendor.txt", "src/pip/_vendor/rich/x.py",
         "requests/__init__.py", "requests/packages/__init__.py",
         "requests/packages/urllib3/__init__.py", "requests/packages/urllib3/util/retry.py",
-        "shop/__init__.py", "shop/thirdparty/minijson/LICENSE", "shop/thirdparty/minijson/core.py",
+        "shop/__init__.py", "shop/extern/minijson/LICENSE", "shop/extern/minijson/core.py",
         "packages/ui/LICENSE", "packages/ui/index.ts", "lib/vendored/list/vendor.txt",
     ]  # fmt: skip
     kept, filtered = paths_filter(
         ["src/pip/_vendor/rich/y.py", "requests/packages/urllib3/util/ssl_.py",
-         "shop/thirdparty/minijson/core.py", "lib/vendored/list/tool.py",
+         "shop/extern/minijson/core.py", "lib/vendored/list/tool.py",
          "packages/ui/button.ts", "shop/payments.py", "requests/api.py",
-         "shop/thirdparty/minijson/moved.py"],
-        base_paths=base, renamed_from={"shop/thirdparty/minijson/moved.py": "shop/payments_old.py"},
+         "shop/extern/minijson/moved.py"],
+        base_paths=base, renamed_from={"shop/extern/minijson/moved.py": "shop/payments_old.py"},
     )  # fmt: skip
     assert {f.path: f.rule for f in filtered} == {
         "src/pip/_vendor/rich/y.py": "_vendor/",  # by name, and the base holds it
         "requests/packages/urllib3/util/ssl_.py": "a package of its own inside requests/packages/",
-        "shop/thirdparty/minijson/core.py": "a licence of its own (LICENSE) inside a Python package",
+        "shop/extern/minijson/core.py": "a licence of its own (LICENSE) inside a Python package",
         "lib/vendored/list/tool.py": "vendor.txt in lib/vendored/list/ lists what was copied in",
     }
     # A monorepo's own package, first-party code, and code the pull request moves into
     # a vendored tree are reviewed.
     assert set(kept) == {"packages/ui/button.ts", "shop/payments.py", "requests/api.py",
-                         "shop/thirdparty/minijson/moved.py"}  # fmt: skip
+                         "shop/extern/minijson/moved.py"}  # fmt: skip
 
 
 def test_a_file_the_change_adds_as_a_byte_for_byte_copy_of_a_base_file_is_the_bases():
