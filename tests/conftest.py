@@ -9,7 +9,7 @@ from repos import github as gateway_module
 from tests.fakes.github import FakeGitHub, rsa_keypair
 from tests.fakes.github.contract import summary as contract_summary
 
-pytest_plugins = ["tests.fakes.models.plugin"]
+pytest_plugins = ["tests.fakes.models.plugin", "tests.costs"]
 
 APP_ID = 4242
 APP_SLUG = "tasuku-test"
