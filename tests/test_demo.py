@@ -70,8 +70,24 @@ def demo(env_file: Path, tasuku: str, *args: str) -> subprocess.Popen:
         [sys.executable, "-m", "tests.fakes.serve", "--env-file", str(env_file),
          "--tasuku", tasuku, *args],
         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env={k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
+        text=True,
+        # faulthandler: a demo that does not stop is made to print where each thread was.
+        env={**{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
+             "PYTHONFAULTHANDLER": "1"},
     )  # fmt: skip
+
+
+def stopped(process: subprocess.Popen, stop: int) -> tuple[str, str]:
+    """`stop` sent and the demo's output once it exited; one that has not exited within a
+    minute is aborted (faulthandler prints its threads' stacks) and the test fails with
+    them."""
+    process.send_signal(stop)
+    try:
+        return process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        out, err = process.communicate(timeout=30)
+        raise AssertionError(f"the demo did not stop on signal {stop}:\n{err[-4000:]}") from None
 
 
 def run_once(env_file: Path, stop: int) -> tuple[str, str, str]:
@@ -89,8 +105,7 @@ def run_once(env_file: Path, stop: int) -> tuple[str, str, str]:
         page = requests.get(pull["pull_request"]["html_url"], timeout=10)
         assert page.status_code == 200 and "Add refunds" in page.text
         name = f"{pull['repository']['full_name']}#{pull['number']}"
-        process.send_signal(stop)
-        out, err = process.communicate(timeout=30)
+        out, err = stopped(process, stop)
     finally:
         if process.poll() is None:
             process.kill()
