@@ -152,6 +152,6 @@ def wait_for(
         value = condition()
         if value:
             return value
-        time.sleep(0.2)
+        time.sleep(0.05)
     tail = ("\n--- worker log ---\n" + worker.log()[-6000:]) if worker else ""
     raise AssertionError(f"timed out after {timeout}s waiting for {what}{tail}")
