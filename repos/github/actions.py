@@ -58,9 +58,11 @@ MAX_DISPATCH_INPUTS = 25
 LOST_DISPATCH_WINDOW = timedelta(minutes=10)
 PAGE_SIZE = 100
 MAX_LOOKUP_PAGES = 10
-# The waits between looks for a dispatched run: from FIRST_LOOK_AFTER, doubling up to
-# MAX_LOOK_INTERVAL, until TASUKU_ACTIONS_FIND_SECONDS are spent (20 s: 7 looks).
+# The waits between looks for a dispatched run: from FIRST_LOOK_AFTER (or a fortieth of
+# the time allowed, when that is shorter), doubling up to MAX_LOOK_INTERVAL, until
+# TASUKU_ACTIONS_FIND_SECONDS are spent (20 s: 7 looks, the first after 0.5 s).
 FIRST_LOOK_AFTER = 0.5
+FIRST_LOOK_SHARE = 1 / 40
 MAX_LOOK_INTERVAL = 5.0
 DEFAULT_FIND_SECONDS = 20.0
 
@@ -124,7 +126,7 @@ def look_schedule(total: float | None = None) -> list[float]:
     if total is None:
         total = float(getattr(settings, "TASUKU_ACTIONS_FIND_SECONDS", DEFAULT_FIND_SECONDS))
     waits: list[float] = []
-    wait, spent = FIRST_LOOK_AFTER, 0.0
+    wait, spent = min(FIRST_LOOK_AFTER, total * FIRST_LOOK_SHARE), 0.0
     while spent < total - 1e-9:
         step = min(wait, total - spent)
         waits.append(step)

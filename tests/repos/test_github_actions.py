@@ -20,7 +20,7 @@ DISPATCHES = r"/actions/workflows/[^/]+/dispatches$"
 
 @pytest.fixture(autouse=True)
 def quick_looks(settings):
-    """A dispatched run is looked for over 1 s (0.5 s apart), not 20 s."""
+    """A dispatched run is looked for over 1 s (from 0.025 s, doubling), not 20 s."""
     settings.TASUKU_ACTIONS_FIND_SECONDS = 1.0
 
 
@@ -196,7 +196,12 @@ def test_a_502_before_github_acted_is_retried_and_starts_one_run(world, fake_git
     # it looked for a run the first try might have started (for as long as GitHub takes
     # to create one), and found none
     looks = fake_github.requests("GET", r"/actions/workflows/tasuku.yml/runs$")
-    assert len(looks) == len(look_schedule()) == 2
+    assert len(looks) == len(look_schedule()) == 6  # 1 s here: 0.025 s, doubling
+
+
+def test_the_looks_for_a_dispatched_run_start_at_half_a_second_in_production():
+    assert look_schedule(20.0) == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 2.5]
+    assert look_schedule(1.0) == pytest.approx([0.025, 0.05, 0.1, 0.2, 0.4, 0.225])
 
 
 @pytest.mark.parametrize(
@@ -280,7 +285,9 @@ def test_a_run_github_creates_late_is_looked_for_until_it_is_listed(world, fake_
     started = dispatch()
     [run] = fake_github.actions_runs_of(REPO)
     assert started.workflow_run_id == run.id
-    assert [c.status for c in fake_github.requests("GET", RUNS)] == [200, 200]  # 0.5 s, 1 s
+    looks = [c.status for c in fake_github.requests("GET", RUNS)]
+    # looked again and again (0.025 s, 0.075 s, ... 0.775 s), and no more once listed
+    assert 1 < len(looks) < len(look_schedule()) and set(looks) == {200}
 
 
 def test_a_run_not_listed_in_time_is_returned_as_none_and_found_later(world, fake_github):

@@ -36,7 +36,7 @@ WORKFLOW = ".github/workflows/tasuku.yml"
 
 @pytest.fixture(autouse=True)
 def quick_looks(settings):
-    """A dispatched run is looked for over 1 s (0.5 s apart), not 20 s."""
+    """A dispatched run is looked for over 1 s (from 0.025 s, doubling), not 20 s."""
     settings.TASUKU_ACTIONS_FIND_SECONDS = 1.0
 
 
