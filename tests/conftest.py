@@ -9,7 +9,7 @@ from repos import github as gateway_module
 from tests.fakes.github import FakeGitHub, rsa_keypair
 from tests.fakes.github.contract import summary as contract_summary
 
-pytest_plugins = ["tests.fakes.models.plugin", "tests.costs"]
+pytest_plugins = ["tests.fakes.models.plugin", "tests.costs", "tests.fast"]
 
 APP_ID = 4242
 APP_SLUG = "tasuku-test"
@@ -92,14 +92,19 @@ def operator_client(django_user_model):
 
 @pytest.fixture(autouse=True)
 def _static_reviewer_after_a_flush(request):
-    """A transactional test starts after another one's flush, which empties what the
-    data migrations wrote: give it back the `static` reviewer a fresh install has (as
-    repos/migrations/0002_static_reviewer.py makes it). Rather than serialized rollback,
-    whose teardown leaves the tables empty for the transactional tests after it."""
+    """A test may start after a transactional test's flush, which empties what the data
+    migrations wrote (the processes of `make test` take tests in any order): give it back
+    the `static` reviewer a fresh install has (as repos/migrations/0002_static_reviewer.py
+    makes it), inside the test's own transaction where it has one. Rather than serialized
+    rollback, whose teardown leaves the tables empty for the transactional tests after it."""
     marker = request.node.get_closest_marker("django_db")
-    if marker is None or not marker.kwargs.get("transaction"):
+    names = set(request.fixturenames)
+    transactional = "transactional_db" in names or bool(
+        marker is not None and marker.kwargs.get("transaction")
+    )
+    if not (transactional or marker is not None or "db" in names):
         return
-    request.getfixturevalue("transactional_db")
+    request.getfixturevalue("transactional_db" if transactional else "db")
     from repos.models import Reviewer
 
     Reviewer.objects.get_or_create(

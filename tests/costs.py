@@ -99,6 +99,20 @@ def _popen_init(self, args, *rest, **kwargs):  # type: ignore[no-untyped-def]
     _real_popen_init(self, args, *rest, **kwargs)
 
 
+def _watch_fork_server() -> None:
+    """An engine the sandbox's fork server starts is a process too, though no Popen of
+    the test's starts it (the server was started once, by an earlier test)."""
+    from sandbox.runners import forkserver
+
+    spawn = forkserver.ForkServer.spawn
+
+    def watched(self, module, *args, **kwargs):  # type: ignore[no-untyped-def]
+        _watch.started(["python", "-m", module])
+        return spawn(self, module, *args, **kwargs)
+
+    forkserver.ForkServer.spawn = watched  # type: ignore[method-assign]
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("costs")
     group.addoption(
@@ -117,6 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if _on(config):
         time.sleep = _sleep
         subprocess.Popen.__init__ = _popen_init  # type: ignore[method-assign]
+        _watch_fork_server()
         config._costs_collected = _Collected()  # type: ignore[attr-defined]
         config.pluginmanager.register(config._costs_collected, "costs-collected")
 

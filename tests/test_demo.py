@@ -33,7 +33,6 @@ class StandIn:
     def __init__(self, env_file: Path) -> None:
         self.env_file = env_file
         self.deliveries: list[tuple[str, dict]] = []
-        self.opened = threading.Event()
         stand_in = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -44,14 +43,11 @@ class StandIn:
                     secret.group(1), body, self.headers["X-Hub-Signature-256"]
                 )
                 event = self.headers["X-GitHub-Event"]
+                if signed:  # stored before the answer, as Tasuku's intake does
+                    stand_in.deliveries.append((event, json.loads(body)))
                 self.send_response(401 if not signed else 200 if event == "ping" else 202)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
-                if signed:
-                    payload = json.loads(body)
-                    stand_in.deliveries.append((event, payload))
-                    if event == "pull_request":
-                        stand_in.opened.set()
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -77,26 +73,53 @@ def demo(env_file: Path, tasuku: str, *args: str) -> subprocess.Popen:
     )  # fmt: skip
 
 
-def stopped(process: subprocess.Popen, stop: int) -> tuple[str, str]:
-    """`stop` sent and the demo's output once it exited; one that has not exited within a
-    minute is aborted (faulthandler prints its threads' stacks) and the test fails with
-    them."""
+def stopped(process: subprocess.Popen, stop: int) -> str:
+    """`stop` sent and the demo's standard error once it exited; one that has not exited
+    within a minute is aborted (faulthandler prints its threads' stacks) and the test
+    fails with them. (Its standard output is read as it comes: `Output`.)"""
     process.send_signal(stop)
     try:
-        return process.communicate(timeout=60)
+        process.wait(timeout=60)
     except subprocess.TimeoutExpired:
         process.send_signal(signal.SIGABRT)
-        out, err = process.communicate(timeout=30)
+        process.wait(timeout=30)
+        err = process.stderr.read()
         raise AssertionError(f"the demo did not stop on signal {stop}:\n{err[-4000:]}") from None
+    return process.stderr.read()
+
+
+class Output:
+    """The demo's standard output, read line by line as it comes."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.lines: list[str] = []
+        self.waiting = threading.Event()  # it waits for Enter: everything sent
+        self.reader = threading.Thread(target=self._read, args=(process.stdout,), daemon=True)
+        self.reader.start()
+
+    def text(self) -> str:
+        """All of it, once the demo has exited."""
+        self.reader.join(timeout=10)
+        return "".join(self.lines)
+
+    def _read(self, stream) -> None:  # type: ignore[no-untyped-def]
+        for line in stream:
+            self.lines.append(line)
+            if line.startswith("Press Enter to push"):
+                self.waiting.set()
+        self.waiting.set()  # it exited
 
 
 def run_once(env_file: Path, stop: int) -> tuple[str, str, str]:
-    """One demo run until its pull request reached the stand-in, then `stop` sent:
-    (the pull request's full name and number, its page's HTML, the demo's output)."""
+    """One demo run until it has sent its pull request and waits for Enter, then `stop`
+    sent: (the pull request's full name and number, its page's HTML, the demo's output)."""
     tasuku = StandIn(env_file)
     process = demo(env_file, tasuku.url)
+    output = Output(process)
     try:
-        assert tasuku.opened.wait(60), process.stderr.read() if process.poll() is not None else ""
+        assert output.waiting.wait(60) and process.poll() is None, "".join(output.lines) + (
+            process.stderr.read() if process.poll() is not None else ""
+        )
         assert "GITHUB_API_URL" in env_file.read_text()  # while it runs
         events = [event for event, _ in tasuku.deliveries]
         assert events == ["ping", "installation", "pull_request"]
@@ -105,13 +128,13 @@ def run_once(env_file: Path, stop: int) -> tuple[str, str, str]:
         page = requests.get(pull["pull_request"]["html_url"], timeout=10)
         assert page.status_code == 200 and "Add refunds" in page.text
         name = f"{pull['repository']['full_name']}#{pull['number']}"
-        out, err = stopped(process, stop)
+        err = stopped(process, stop)
     finally:
         if process.poll() is None:
             process.kill()
         tasuku.close()
     assert process.returncode == 0, err
-    return name, page.text, out
+    return name, page.text, output.text()
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])

@@ -1,0 +1,104 @@
+"""The inner loop: `pytest --fast` (`make test-fast`) runs every test that starts no process
+and drives no browser (docs/testing.md).
+
+Which tests start one is known from what they did, not guessed: `tests/external.txt`
+lists every test (by its function: all its parametrisations together) that, in a run
+watched by tests/costs.py, started a process (git, a worker, a server, a linter, an
+engine of the sandbox's fork server) or drove Chromium. `--fast` deselects those. A run
+with `--external-update` rewrites the list from what the tests it ran did (tests it did
+not run keep their line), so after adding such tests:
+
+    make test PYTEST_ARGS=--external-update
+
+A test that starts a process under `--fast` anyway (new, or changed since the list was
+written) still runs and passes or fails as it would; the run names it at the end.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+LIST = Path(__file__).resolve().parent / "external.txt"
+HEADER = (
+    "# Tests that start a process or drive a browser: `pytest --fast` (make test-fast)\n"
+    "# leaves them out. Written by `make test PYTEST_ARGS=--external-update` (tests/fast.py).\n"
+)
+
+
+def key(nodeid: str) -> str:
+    """A test's function, all its parametrisations together."""
+    return re.sub(r"\[.*\]$", "", nodeid)
+
+
+def listed() -> set[str]:
+    if not LIST.exists():
+        return set()
+    lines = LIST.read_text().splitlines()
+    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fast")
+    group.addoption(
+        "--fast",
+        action="store_true",
+        help="only the tests that start no process and drive no browser (tests/fast.py)",
+    )
+    group.addoption(
+        "--external-update",
+        action="store_true",
+        help="rewrite tests/external.txt from what this run's tests did",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--fast") or config.getoption("--external-update"):
+        # What each test starts is watched by tests/costs.py.
+        config.option.costs = True
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--fast"):
+        return
+    external = listed()
+    kept, left = [], []
+    for item in items:
+        if key(item.nodeid) in external or item.get_closest_marker("browser"):
+            left.append(item)
+        else:
+            kept.append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
+
+
+def started_something(figures: dict) -> bool:
+    return bool(figures.get("programs")) or bool(figures.get("browser"))
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
+    collected = getattr(config, "_costs_collected", None)
+    if collected is None:
+        return
+    doing = {
+        key(nodeid) for nodeid, figures in collected.figures.items() if started_something(figures)
+    }
+    if config.getoption("--external-update"):
+        ran = {key(nodeid) for nodeid in collected.figures}
+        keep = listed() - ran
+        LIST.write_text(HEADER + "".join(f"{name}\n" for name in sorted(keep | doing)))
+        terminalreporter.write_line(
+            f"tests/external.txt: {len(keep | doing)} tests that start a process or a browser"
+        )
+    elif config.getoption("--fast") and doing:
+        terminalreporter.section("tests that started a process under --fast")
+        for name in sorted(doing):
+            terminalreporter.write_line(name)
+        terminalreporter.write_line(
+            "They ran; list them for the next --fast with "
+            "`make test PYTEST_ARGS=--external-update` (tests/fast.py)."
+        )
