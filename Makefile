@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 CORES := $(shell nproc 2>/dev/null || echo 2)
 TEST_PROCESSES ?= $(shell c=$(CORES); echo $$(( c * 2 < c + 4 ? c * 2 : c + 4 )))
 
-.PHONY: run test install key lint check clean
+.PHONY: run test test-fast install key lint check clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
@@ -45,6 +45,12 @@ run: $(STAMP) key
 test: export PYTHONDONTWRITEBYTECODE =
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_PROCESSES) $(if $(filter 0,$(TEST_PROCESSES)),,--dist worksteal) $(PYTEST_ARGS)
+
+## The inner loop: every test that starts no process and drives no browser (tests/fast.py;
+## docs/testing.md), in well under a minute. `make test` stays the verdict.
+test-fast: export PYTHONDONTWRITEBYTECODE =
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) $(if $(filter 0,$(TEST_PROCESSES)),,--dist worksteal) -q --fast $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

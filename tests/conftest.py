@@ -90,13 +90,21 @@ def operator_client(django_user_model):
     return client
 
 
+# The data migrations' rows a fresh install has (each function is idempotent).
+FRESH_INSTALL_ROWS = (
+    ("repos.migrations.0002_static_reviewer", "create_static_reviewer"),
+    ("repos.migrations.0017_github_issue_connector", "create"),
+)
+
+
 @pytest.fixture(autouse=True)
-def _static_reviewer_after_a_flush(request):
+def _fresh_install_rows_after_a_flush(request):
     """A test may start after a transactional test's flush, which empties what the data
     migrations wrote (the processes of `make test` take tests in any order): give it back
-    the `static` reviewer a fresh install has (as repos/migrations/0002_static_reviewer.py
-    makes it), inside the test's own transaction where it has one. Rather than serialized
-    rollback, whose teardown leaves the tables empty for the transactional tests after it."""
+    the rows a fresh install has (the `static` reviewer, the `github_issue` connector), by
+    the migrations' own functions, inside the test's own transaction where it has one.
+    Rather than serialized rollback, whose teardown leaves the tables empty for the
+    transactional tests after it."""
     marker = request.node.get_closest_marker("django_db")
     names = set(request.fixturenames)
     transactional = "transactional_db" in names or bool(
@@ -105,18 +113,12 @@ def _static_reviewer_after_a_flush(request):
     if not (transactional or marker is not None or "db" in names):
         return
     request.getfixturevalue("transactional_db" if transactional else "db")
-    from repos.models import Reviewer
+    import importlib
 
-    Reviewer.objects.get_or_create(
-        slug="static",
-        defaults={
-            "name": "Static analysis (offline)",
-            "engine": "static",
-            "runner": "local",
-            "enabled": True,
-            "default_for_new_repositories": True,
-        },
-    )
+    from django.apps import apps
+
+    for module, function in FRESH_INSTALL_ROWS:
+        getattr(importlib.import_module(module), function)(apps, None)
 
 
 @pytest.fixture(autouse=True)

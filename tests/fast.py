@@ -62,9 +62,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.getoption("--fast"):
-        return
     external = listed()
+    if not config.getoption("--fast"):
+        # The tests that start processes take most of the time: they go first, so that
+        # the processes of `make test` end on quick tests rather than wait for a long one
+        # begun last (tests run in any order: tests/conftest.py).
+        items.sort(key=lambda item: key(item.nodeid) not in external)
+        return
     kept, left = [], []
     for item in items:
         if key(item.nodeid) in external or item.get_closest_marker("browser"):

@@ -291,7 +291,7 @@ def test_a_run_github_creates_late_is_looked_for_until_it_is_listed(world, fake_
 
 
 def test_a_run_not_listed_in_time_is_returned_as_none_and_found_later(world, fake_github):
-    fake_github.actions_behave(run_details="ignored", run_delay=3.0)
+    fake_github.actions_behave(run_details="ignored", run_delay=1.5)
     assert dispatch() is None  # accepted; GitHub has not created the run within 1 s
     [run] = fake_github.actions_runs_of(REPO)
     gateway = github.gateway()

@@ -448,7 +448,7 @@ def test_on_ghes_the_late_run_is_found_by_its_run_name_and_its_result_published(
 def test_a_run_listed_after_the_worker_stopped_looking_is_found_by_its_runner(
     actions_world, client, test_app, live_server, settings, tmp_path, operator_client
 ):
-    actions_world.fake.actions_behave(run_details="ignored", run_delay=3.0)
+    actions_world.fake.actions_behave(run_details="ignored", run_delay=1.5)
     settings.TASUKU_ACTIONS_AUDIENCE = live_server.url
     run = open_pull_request(actions_world, client, test_app)
     actions_run = the_actions_run(actions_world)
@@ -479,7 +479,7 @@ def test_a_run_listed_after_the_worker_stopped_looking_is_found_by_its_runner(
 
 @pytest.mark.django_db
 def test_the_reaper_finds_a_run_github_listed_late(actions_world, client, test_app):
-    actions_world.fake.actions_behave(run_details="ignored", run_delay=3.0)
+    actions_world.fake.actions_behave(run_details="ignored", run_delay=1.5)
     run = open_pull_request(actions_world, client, test_app)
     assert run.actions_run_id is None
     actions_run = the_actions_run(actions_world)
@@ -494,7 +494,7 @@ def test_the_reaper_finds_a_run_github_listed_late(actions_world, client, test_a
 
 @pytest.mark.django_db
 def test_a_workflow_run_event_names_the_run_and_its_end_fails_it(actions_world, client, test_app):
-    actions_world.fake.actions_behave(run_details="ignored", run_delay=3.0)
+    actions_world.fake.actions_behave(run_details="ignored", run_delay=1.5)
     run = open_pull_request(actions_world, client, test_app)
     actions_run = the_actions_run(actions_world)
     wait_until_created(actions_world, actions_run)
@@ -560,7 +560,7 @@ def test_a_dispatch_whose_answer_was_lost_and_run_created_late_makes_one_run(
 
 @pytest.mark.django_db
 def test_a_persons_look_alike_run_is_never_taken_for_tasukus(actions_world, client, test_app):
-    actions_world.fake.actions_behave(run_details="ignored", run_delay=3.0)
+    actions_world.fake.actions_behave(run_details="ignored", run_delay=1.5)
     run = open_pull_request(actions_world, client, test_app)
     ours = the_actions_run(actions_world)
     # Someone with write access runs the workflow by hand with the run's inputs.
