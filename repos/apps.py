@@ -25,5 +25,12 @@ class ReposConfig(AppConfig):
         # The intake verifies deliveries with the App's secret, wherever it is kept.
         signing.source_register(signing.Source(secret=webhook_secret, missing=missing_settings))
 
+        # The deliveries this app handles (webhooks/routing.py).
+        from repos import services
+        from webhooks import routing
+
+        routing.register("installation", services.installation_event)
+        routing.register("installation_repositories", services.installation_repositories_event)
+
         request_finished.connect(_github_usage_flush, dispatch_uid="repos.github_usage")
         post_execute_in_worker.connect(_github_usage_flush, dispatch_uid="repos.github_usage")

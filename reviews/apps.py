@@ -21,6 +21,8 @@ class ReviewsConfig(AppConfig):
         door_register("GET", "/healthz", view_door(healthz))
         door_register("GET", "/livez", view_door(livez))
 
+        _handlers_register()
+
         # The periodic work is registered by every migrate (reviews/schedules.py).
         post_migrate.connect(schedules_after_migrate, sender=self, dispatch_uid="reviews.schedules")
 
@@ -32,3 +34,41 @@ class ReviewsConfig(AppConfig):
         # process its cluster saw die has its runs handed on at once.
         post_spawn.connect(reaper.reaper_start, dispatch_uid="reviews.reaper")
         worker_lost.connect(reaper.worker_lost_release, dispatch_uid="reviews.reaper")
+
+
+def _handlers_register() -> None:
+    """What the features plug into the core with: the deliveries this app handles
+    (webhooks/routing.py), each event's handlers in the order they run; the work a
+    delivery may start at once; the runners that review elsewhere."""
+    from repos.policy import Runner
+    from reviews import replies
+    from reviews.actions import workflow
+    from reviews.engines import dispatcher_register
+    from reviews.intake import merge_queue, pull_requests, triggers
+    from reviews.passes import events as passes
+    from reviews.runs import PROCESS_TASK
+    from webhooks.routing import follow_up_register, register
+
+    register("pull_request", pull_requests.pull_request_event)
+    register("issue_comment", triggers.issue_comment_event, passes.issue_comment_event)
+    register("check_run", passes.check_run_event, triggers.check_run_event)
+    register("check_suite", passes.check_suite_event, triggers.check_suite_event)
+    register("status", passes.status_event)
+    register("pull_request_review_comment", replies.review_comment_event,
+             passes.review_comment_event)  # fmt: skip
+    register("pull_request_review", passes.pull_request_review_event)
+    register("pull_request_review_thread", replies.thread_event)
+    register("workflow_run", workflow.workflow_run_event)
+    register("merge_group", merge_queue.merge_group_event)
+    # A delivery that queued a review may have its worker start it at once (webhooks/tasks.py).
+    follow_up_register(PROCESS_TASK, _run_now)
+    # Reviews on GitHub Actions: the pipeline hands the job to its dispatcher (reviews/engines.py).
+    dispatcher_register(Runner.ACTIONS, workflow.review_dispatch)
+
+
+def _run_now(run_pk: int) -> object:
+    """The review run a delivery queued, started in the delivery's worker (the task its
+    doorbell rings: imported on first use, so that a web process never loads it)."""
+    from reviews.tasks import run_process
+
+    return run_process(run_pk)

@@ -27,6 +27,7 @@ from repos.github import CheckRunOutput, GitHubError
 from reviews.checkruns import details_url, run_check_ensure
 from reviews.models import ReviewRun
 from reviews.rendering import MAX_SUMMARY_BYTES, clip_bytes
+from reviews.runs import CONCLUDE_TASK  # the doorbell's task, named once
 from tasuku import durable
 from tasuku.broker import ring_now
 
@@ -39,7 +40,6 @@ FIRST_WAIT = timedelta(seconds=30)  # before the first resend; doubled each time
 # send this long before it rings another worker to send it too (a worker that died with
 # it unsent), or both would PATCH the same check run.
 FIRST_SEND_GRACE = timedelta(seconds=60)
-CONCLUDE_TASK = "reviews.tasks.run_conclude"
 
 
 def conclusion_record(run_pk: int, conclusion: str, title: str, summary: str) -> datetime:

@@ -19,7 +19,6 @@ from importlib import metadata
 from pathlib import Path
 
 from django.conf import settings
-from django.utils.module_loading import import_string
 
 from repos.credentials import KeyUnreadable
 from repos.models import Reviewer
@@ -46,14 +45,17 @@ from sandbox.runners import docker as docker_runner
 from sandbox.runners import local as local_runner
 
 # Runners that review elsewhere: the pipeline hands them the job and stops; the result
-# is posted back and the run goes on from it. Named by dotted path (the runner's package
-# sits above this module).
-DISPATCHERS: dict[str, str] = {Runner.ACTIONS: "reviews.actions.workflow.review_dispatch"}
+# is posted back and the run goes on from it. The runner's package sits above this module
+# and registers its dispatcher from `ready()` (reviews/apps.py).
+DISPATCHERS: dict[str, Callable[..., str]] = {}
+
+
+def dispatcher_register(runner: str, dispatch: Callable[..., str]) -> None:
+    DISPATCHERS[runner] = dispatch
 
 
 def dispatcher_for(runner: str) -> Callable[..., str] | None:
-    path = DISPATCHERS.get(runner)
-    return import_string(path) if path else None
+    return DISPATCHERS.get(runner)
 
 
 def job_digest(job: ReviewJob, reviewer: Reviewer) -> str:

@@ -1,13 +1,11 @@
-"""The seams hold: the pipeline names no feature, and what plugs in by dotted path
-resolves. (The layers and the absence of import circles are checked by `make lint`,
+"""The seams hold: the pipeline names no feature, and the features plug in by
+registration. (The layers and the absence of import circles are checked by `make lint`,
 with import-linter's contracts in .importlinter.)"""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-
-from django.utils.module_loading import import_string
 
 from reviews import engines
 from reviews.modes import REVIEW, RunMode
@@ -29,9 +27,10 @@ def test_a_local_review_is_the_pipeline_with_a_local_forge_not_a_second_orchestr
         assert not re.search(rf"\b{step}\(", text), step
 
 
-def test_every_dispatcher_resolves_to_a_callable():
-    for runner, path in engines.DISPATCHERS.items():
-        assert callable(import_string(path)), runner
+def test_the_actions_runner_registers_its_dispatcher_and_the_local_runner_needs_none():
+    from reviews.actions.workflow import review_dispatch
+
+    assert engines.dispatcher_for("actions") is review_dispatch
     assert engines.dispatcher_for("local") is None
 
 

@@ -182,50 +182,64 @@ def intake(meta: Mapping[str, Any], read: Callable[[int], bytes]) -> Answer:
        200 `duplicate`; the database unavailable: 503, so GitHub shows a failure that
        can be redelivered).
     """
+
+    def refused(status: int, message: str, **extra: object) -> Answer:
+        """The answer to a request not stored, logged at INFO with why and what GitHub's
+        headers said (never the body): a refused delivery is found in the log."""
+        logger.info(
+            "webhook refused (%d): %s [delivery %r, event %r, hook %r]",
+            status, message, meta.get("HTTP_X_GITHUB_DELIVERY", "-")[:64],
+            meta.get("HTTP_X_GITHUB_EVENT", "-")[:64], meta.get("HTTP_X_GITHUB_HOOK_ID", "-")[:32],
+            extra={"status": status, "reason": message,
+                   "delivery": meta.get("HTTP_X_GITHUB_DELIVERY", "")[:64],
+                   "event": meta.get("HTTP_X_GITHUB_EVENT", "")[:64]},
+        )  # fmt: skip
+        return _error(status, message, **extra)
+
     missing = signing.missing()
     if missing:
-        return _error(503, "not configured", missing=missing)
+        return refused(503, "not configured", missing=missing)
 
     limit = settings.TASUKU_WEBHOOK_MAX_BYTES
     try:
         declared = int(meta.get("CONTENT_LENGTH") or 0)
     except ValueError:
-        return _error(400, "invalid Content-Length")
+        return refused(400, "invalid Content-Length")
     if declared > limit:
-        return _error(413, f"payload larger than {limit} bytes")
+        return refused(413, f"payload larger than {limit} bytes")
     # Read the raw bytes ourselves so the size bound is ours, and the time bound: a
     # client sending its body slowly holds a thread only so long.
     try:
         body = _body_read(meta, read, limit + 1, settings.TASUKU_WEBHOOK_READ_SECONDS)
     except TimeoutError:
-        return _error(408, "the body did not arrive in time")
+        return refused(408, "the body did not arrive in time")
     if len(body) > limit:
-        return _error(413, f"payload larger than {limit} bytes")
+        return refused(413, f"payload larger than {limit} bytes")
 
     signature = meta.get("HTTP_X_HUB_SIGNATURE_256")
     if not signature_valid(signing.secret(), body, signature):
-        return _error(401, "missing or invalid X-Hub-Signature-256")
+        return refused(401, "missing or invalid X-Hub-Signature-256")
 
     event = meta.get("HTTP_X_GITHUB_EVENT", "").strip()
     delivery_id = meta.get("HTTP_X_GITHUB_DELIVERY", "").strip()
     if not event or not delivery_id:
-        return _error(400, "X-GitHub-Event and X-GitHub-Delivery headers are required")
+        return refused(400, "X-GitHub-Event and X-GitHub-Delivery headers are required")
     if len(event) > 64 or len(delivery_id) > 64:
-        return _error(400, "X-GitHub-Event or X-GitHub-Delivery is too long")
+        return refused(400, "X-GitHub-Event or X-GitHub-Delivery is too long")
     try:
         text = body.decode()
         payload = json.loads(text, parse_constant=_not_json)
     except UnicodeDecodeError:
-        return _error(400, "body is not UTF-8")
+        return refused(400, "body is not UTF-8")
     except RecursionError:
-        return _error(400, "body is not valid JSON: nested too deeply")
+        return refused(400, "body is not valid JSON: nested too deeply")
     except ValueError as exc:
-        return _error(400, f"body is not valid JSON: {exc}")
+        return refused(400, f"body is not valid JSON: {exc}")
     if not isinstance(payload, dict):
-        return _error(400, "body is not a JSON object")
+        return refused(400, "body is not a JSON object")
     if _SURROGATE_ESCAPE.search(text) and _lone_surrogate(payload):
         # JSON can escape half of a UTF-16 pair; no database column can hold it.
-        return _error(400, "body is not valid JSON: a string holds a lone surrogate")
+        return refused(400, "body is not valid JSON: a string holds a lone surrogate")
 
     hook_id = meta.get("HTTP_X_GITHUB_HOOK_ID", "").strip()[:32]
 

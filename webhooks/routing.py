@@ -1,16 +1,16 @@
 """Which code handles a stored delivery, and which events Tasuku deliberately ignores.
 
-Handlers are named by dotted path so that this table imports nothing at load time (the
-apps above it plug in here); each takes the payload parsed into its event's model
+The apps above this one plug their handlers in from their `ready()` with `register`
+(`repos/apps.py`, `reviews/apps.py`): a call a reader and a static tool can follow, in
+the order the handlers run. Each takes the payload parsed into its event's model
 (`webhooks/payloads.py`) and returns an `Outcome` in words.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
-
-from django.utils.module_loading import import_string
 
 from webhooks.payloads import Event, Malformed, parse
 
@@ -28,7 +28,8 @@ class Outcome:
     ignored: bool = False
     decision: str = ""
     # Work the delivery made that its worker may start at once, when it has nothing else
-    # to do: (dotted path of a task, its one argument) — a queued review run, say.
+    # to do: (the doorbell task's name, its one argument) — a queued review run, say; the
+    # function behind the name is registered with `follow_up_register`.
     then: tuple[tuple[str, int], ...] = ()
 
     @classmethod
@@ -43,34 +44,37 @@ class Handler(Protocol):
     def __call__(self, payload: Event, *, delivery_id: int) -> Outcome: ...
 
 
-# The handlers of each event, by dotted path, run in turn: each does its own part
-# (admission, comment commands, a task's feedback) and none depends on another's.
-HANDLERS: dict[str, tuple[str, ...]] = {
-    "installation": ("repos.services.installation_event",),
-    "installation_repositories": ("repos.services.installation_repositories_event",),
-    "pull_request": ("reviews.intake.pull_requests.pull_request_event",),
-    "issue_comment": (
-        "reviews.intake.triggers.issue_comment_event",
-        "reviews.passes.events.issue_comment_event",
-    ),
-    "check_run": (
-        "reviews.passes.events.check_run_event",
-        "reviews.intake.triggers.check_run_event",
-    ),
-    "check_suite": (
-        "reviews.passes.events.check_suite_event",
-        "reviews.intake.triggers.check_suite_event",
-    ),
-    "status": ("reviews.passes.events.status_event",),
-    "pull_request_review_comment": (
-        "reviews.replies.review_comment_event",
-        "reviews.passes.events.review_comment_event",
-    ),
-    "pull_request_review": ("reviews.passes.events.pull_request_review_event",),
-    "pull_request_review_thread": ("reviews.replies.thread_event",),
-    "workflow_run": ("reviews.actions.workflow.workflow_run_event",),
-    "merge_group": ("reviews.intake.merge_queue.merge_group_event",),
-}
+# The handlers of each event, in the order they were registered, run in turn: each does
+# its own part (admission, comment commands, a task's feedback) and none depends on
+# another's. Every event of `webhooks.payloads.MODELS` has at least one (a test holds it).
+HANDLERS: dict[str, tuple[Handler, ...]] = {}
+
+
+def register(event: str, *handlers: Handler) -> None:
+    """Add `handlers` for `event`, after those already registered (once each: an app's
+    `ready()` may run again in tests)."""
+    known = HANDLERS.get(event, ())
+    HANDLERS[event] = known + tuple(h for h in handlers if h not in known)
+
+
+# The work a handler's outcome may ask its worker to start at once (`Outcome.then`), by
+# the name its doorbell task has on the queue, registered with the function it calls.
+FOLLOW_UPS: dict[str, Callable[[int], object]] = {}
+
+
+def follow_up_register(task: str, function: Callable[[int], object]) -> None:
+    FOLLOW_UPS[task] = function
+
+
+def follow_up(task: str) -> Callable[[int], object]:
+    """The function behind a doorbell task an outcome names (a KeyError names a task no
+    app registered: a bug, not a delivery's doing)."""
+    return FOLLOW_UPS[task]
+
+
+def handler_name(handler: Handler) -> str:
+    return f"{handler.__module__}.{getattr(handler, '__qualname__', handler)}"
+
 
 # Events an App with Tasuku's permissions receives but does not act on, with the reason
 # recorded on each such delivery. An event in neither table is ignored as unknown.
@@ -91,8 +95,8 @@ def route(event: str, payload: dict[str, Any], *, delivery_id: int) -> Outcome:
     A handler that raises does not keep the others from running; its error is raised
     once they have (with a note naming it), so the delivery is tried again. Every
     handler is safe to repeat for the same delivery."""
-    paths = HANDLERS.get(event)
-    if paths is None:
+    handlers = HANDLERS.get(event)
+    if handlers is None:
         reason = IGNORED.get(event, f"Tasuku does not use {event} events")
         return Outcome.ignore(reason)
     parsed = parse(event, payload)
@@ -104,12 +108,11 @@ def route(event: str, payload: dict[str, Any], *, delivery_id: int) -> Outcome:
         )
     outcomes: list[Outcome] = []
     failed: Exception | None = None
-    for path in paths:
-        handler: Handler = import_string(path)
+    for handler in handlers:
         try:
             outcomes.append(handler(parsed, delivery_id=delivery_id))
         except Exception as exc:
-            exc.add_note(f"in {path}, one of the {event} handlers")
+            exc.add_note(f"in {handler_name(handler)}, one of the {event} handlers")
             failed = failed or exc
     if failed is not None:
         raise failed

@@ -312,18 +312,21 @@ def delivery_claim(delivery_pk: int, *, now: datetime | None = None) -> WebhookD
     return WebhookDelivery.objects.get(pk=delivery_pk)
 
 
-# What the last processed delivery made that its worker may start at once (see
-# webhooks/tasks.py); per process, read and emptied by the task that processed it.
-_follow_ups: list[tuple[str, int]] = []
+@dataclass(frozen=True)
+class Handled:
+    """A processed delivery's status, and the work it made that its worker may start at
+    once (`Outcome.then`: a queued review run, say; see webhooks/tasks.py)."""
 
-
-def follow_ups_take() -> list[tuple[str, int]]:
-    taken = list(_follow_ups)
-    _follow_ups.clear()
-    return taken
+    status: str
+    then: tuple[tuple[str, int], ...] = ()
 
 
 def delivery_process(delivery_pk: int | str, delivery_id: str | None = None) -> str:
+    """`delivery_handle`'s status."""
+    return delivery_handle(delivery_pk, delivery_id).status
+
+
+def delivery_handle(delivery_pk: int | str, delivery_id: str | None = None) -> Handled:
     """Process one delivery (by its id, or — as the intake rings — by GitHub's hook id and
     delivery id).
 
@@ -340,17 +343,16 @@ def delivery_process(delivery_pk: int | str, delivery_id: str | None = None) -> 
             .first()
         )
         if found is None:
-            return "no such delivery"
+            return Handled("no such delivery")
         delivery_pk = found
     delivery = delivery_claim(int(delivery_pk))
     if delivery is None:
-        return "not claimed"
+        return Handled("not claimed")
     try:
         outcome = route(delivery.event, delivery.payload, delivery_id=delivery.pk)
     except Exception as exc:
-        return delivery_attempt_failed(delivery, exc)
+        return Handled(delivery_attempt_failed(delivery, exc))
     status = DeliveryStatus.IGNORED if outcome.ignored else DeliveryStatus.PROCESSED
-    _follow_ups.extend(outcome.then)
     # Only the holder of this attempt may finish it (the lease may have been taken over).
     DELIVERIES.finish(
         delivery.pk,
@@ -361,7 +363,7 @@ def delivery_process(delivery_pk: int | str, delivery_id: str | None = None) -> 
         last_error="",
         processed_at=timezone.now(),
     )
-    return status
+    return Handled(status, outcome.then)
 
 
 def delivery_attempt_failed(delivery: WebhookDelivery, exc: BaseException) -> str:

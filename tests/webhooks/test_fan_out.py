@@ -37,9 +37,7 @@ def handlers(monkeypatch):
     CALLS.clear()
 
     def use(*names: str) -> None:
-        monkeypatch.setitem(
-            routing.HANDLERS, "issue_comment", tuple(f"{__name__}.{n}" for n in names)
-        )
+        monkeypatch.setitem(routing.HANDLERS, "issue_comment", tuple(globals()[n] for n in names))
 
     return use
 
@@ -71,10 +69,34 @@ def test_when_no_handler_acts_the_first_ones_reason_is_the_outcome(handlers):
     assert (outcome.ignored, outcome.text) == (True, "not addressed to Tasuku")
 
 
-def test_every_handler_named_in_the_table_resolves():
-    from django.utils.module_loading import import_string
-
-    for event, paths in routing.HANDLERS.items():
-        assert paths, event
-        for path in paths:
-            assert callable(import_string(path)), path
+def test_every_event_has_its_handlers_registered_by_the_apps_in_the_order_they_run():
+    """Registered as calls from the apps' `ready()`, never named by strings."""
+    named = {event: [routing.handler_name(h) for h in hs] for event, hs in routing.HANDLERS.items()}
+    assert named == {
+        "installation": ["repos.services.installation_event"],
+        "installation_repositories": ["repos.services.installation_repositories_event"],
+        "pull_request": ["reviews.intake.pull_requests.pull_request_event"],
+        "issue_comment": [
+            "reviews.intake.triggers.issue_comment_event",
+            "reviews.passes.events.issue_comment_event",
+        ],
+        "check_run": [
+            "reviews.passes.events.check_run_event",
+            "reviews.intake.triggers.check_run_event",
+        ],
+        "check_suite": [
+            "reviews.passes.events.check_suite_event",
+            "reviews.intake.triggers.check_suite_event",
+        ],
+        "status": ["reviews.passes.events.status_event"],
+        "pull_request_review_comment": [
+            "reviews.replies.review_comment_event",
+            "reviews.passes.events.review_comment_event",
+        ],
+        "pull_request_review": ["reviews.passes.events.pull_request_review_event"],
+        "pull_request_review_thread": ["reviews.replies.thread_event"],
+        "workflow_run": ["reviews.actions.workflow.workflow_run_event"],
+        "merge_group": ["reviews.intake.merge_queue.merge_group_event"],
+    }
+    routing.register("status", routing.HANDLERS["status"][0])  # a second ready(): no copy
+    assert len(routing.HANDLERS["status"]) == 1

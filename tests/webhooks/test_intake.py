@@ -77,10 +77,17 @@ def test_it_refuses_an_unsigned_delivery_with_401_and_stores_nothing(client, sec
     assert not WebhookDelivery.objects.exists()
 
 
-def test_it_refuses_a_delivery_signed_with_another_secret(client, secret):
+def test_it_refuses_a_delivery_signed_with_another_secret(client, secret, caplog):
+    caplog.set_level("INFO", logger="webhooks.intake")
     response = post_webhook(client, "pull_request", {"action": "opened"}, secret="not the secret")
     assert response.status_code == 401
     assert not WebhookDelivery.objects.exists()
+    # Found in the log: why, and which delivery GitHub says it was.
+    [refusal] = [r for r in caplog.records if r.getMessage().startswith("webhook refused")]
+    assert refusal.levelname == "INFO"
+    assert (refusal.status, refusal.event) == (401, "pull_request")
+    assert refusal.reason == "missing or invalid X-Hub-Signature-256"
+    assert refusal.delivery and refusal.delivery in refusal.getMessage()
 
 
 def test_it_answers_503_and_stores_nothing_when_no_secret_is_configured(client, settings):

@@ -118,7 +118,7 @@ def record_payload(payload, *, delivery_id):
 def recording_handler(monkeypatch) -> list[Any]:
     """check_suite deliveries go to a handler that keeps what it was given."""
     SEEN.clear()
-    monkeypatch.setitem(routing.HANDLERS, "check_suite", (f"{__name__}.record_payload",))
+    monkeypatch.setitem(routing.HANDLERS, "check_suite", (record_payload,))
     return SEEN
 
 

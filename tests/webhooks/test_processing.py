@@ -28,7 +28,7 @@ def explode(payload, *, delivery_id):
 def broken_handler(monkeypatch):
     """Route pull_request deliveries to a handler that raises, as a bug or an outage would."""
     CALLS.clear()
-    monkeypatch.setitem(routing.HANDLERS, "pull_request", (f"{__name__}.explode",))
+    monkeypatch.setitem(routing.HANDLERS, "pull_request", (explode,))
     return CALLS
 
 
