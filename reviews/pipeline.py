@@ -53,6 +53,7 @@ from reviews.validation import INVALID, OPEN, History
 from sandbox.agent.triage import model_triage
 from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.workspace import Checkout, Workspace
+from tasuku.logs import log_context
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,17 @@ def run_execute(run_pk: int, mode_for: Callable[[ReviewRun], RunMode | None] | N
     run = ReviewRun.objects.select_related(
         "pull_request__repository__installation", "reviewer"
     ).get(pk=run_pk)
+    repository = run.pull_request.repository
+    with log_context(run=run_pk, attempt=held.attempt, repository=repository.full_name,
+                     installation=repository.installation.github_id
+                     if repository.installation else None):  # fmt: skip
+        return _run_execute(run, held, mode_for)
+
+
+def _run_execute(
+    run: ReviewRun, held, mode_for: Callable[[ReviewRun], RunMode | None] | None
+) -> str:
+    run_pk = run.pk
     mode = (mode_for(run) if mode_for else None) or REVIEW
     forge = GITHUB  # the worker's runs are GitHub's
     with Heartbeat(held) as beat:

@@ -193,18 +193,30 @@ STORAGES = {
 LOGIN_URL = "admin:login"
 LOGIN_REDIRECT_URL = "/"
 
+# Each line names the run, attempt, delivery, installation and repository it is about
+# (tasuku/logs.py): at the end of a plain line, or as keys of one JSON object a line with
+# TASUKU_LOG_FORMAT=json (for a log store to query).
+TASUKU_LOG_FORMAT = env.str("TASUKU_LOG_FORMAT", default="plain").strip().lower()
+if TASUKU_LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(
+        f"TASUKU_LOG_FORMAT={TASUKU_LOG_FORMAT!r}: use plain (the default) or json."
+    )
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact": {"()": "repos.logging.RedactSecretsFilter"}},
+    "filters": {
+        "redact": {"()": "repos.logging.RedactSecretsFilter"},
+        "context": {"()": "tasuku.logs.ContextFilter"},
+    },
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "plain": {"()": "tasuku.logs.PlainFormatter"},
+        "json": {"()": "tasuku.logs.JsonFormatter"},
     },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "formatter": "plain",
-            "filters": ["redact"],
+            "formatter": TASUKU_LOG_FORMAT,
+            "filters": ["redact", "context"],
         },
     },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from tasuku import durable
 from tasuku.broker import doorbell_row, doorbell_table, ring
+from tasuku.logs import log_context
 from webhooks.models import DELIVERY_DUE_STATES, DeliveryStatus, WebhookDelivery
 from webhooks.routing import route
 
@@ -348,6 +349,12 @@ def delivery_handle(delivery_pk: int | str, delivery_id: str | None = None) -> H
     delivery = delivery_claim(int(delivery_pk))
     if delivery is None:
         return Handled("not claimed")
+    with log_context(delivery=delivery.delivery_id, event=delivery.event,
+                     installation=delivery.installation_id):  # fmt: skip
+        return _delivery_route(delivery)
+
+
+def _delivery_route(delivery: WebhookDelivery) -> Handled:
     try:
         outcome = route(delivery.event, delivery.payload, delivery_id=delivery.pk)
     except Exception as exc:
