@@ -58,3 +58,55 @@ def test_both_modes_give_everything_a_run_mode_declares():
     assert declared >= {"fresh_look", "earlier_context", "rulings_settle", "after"}
     for mode in (REVIEW, PASS):
         assert all(hasattr(mode, name) for name in declared), mode
+
+
+TOP = ("tasuku", "webhooks", "repos", "reviews", "sandbox")
+LEAD = "|".join(TOP)
+# Django's own conventions, named by the framework rather than the map.
+CONVENTIONAL = {"management", "commands", "templatetags", "migrations"}
+
+
+def _architecture() -> str:
+    return (ROOT / "docs" / "architecture.md").read_text()
+
+
+def test_every_path_and_dotted_name_the_architecture_map_gives_exists():
+    import importlib
+
+    doc = _architecture()
+    paths = set(re.findall(rf"`((?:{LEAD})(?:/[A-Za-z0-9_.\-]+)+/?)`", doc))
+    assert paths, "the map names no path"
+    assert [p for p in sorted(paths) if not (ROOT / p.rstrip("/")).exists()] == []
+    dotted = set(re.findall(rf"`((?:{LEAD})(?:\.[A-Za-z_]\w*)+)(?:\(\))?`", doc))
+    missing = []
+    for name in sorted(dotted):
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):
+            try:
+                found = importlib.import_module(".".join(parts[:cut]))
+                break
+            except ImportError:
+                continue
+        try:
+            for attribute in parts[cut:]:
+                found = getattr(found, attribute)
+        except AttributeError:
+            missing.append(name)
+    assert missing == []
+
+
+def test_every_package_is_on_the_architecture_map():
+    """Named by its path, or by its path within a package the map's line is about
+    (`engines/static/` in the sandbox's row)."""
+    doc = _architecture()
+    unnamed = []
+    for top in TOP:
+        for init in sorted((ROOT / top).rglob("__init__.py")):
+            package = init.parent.relative_to(ROOT).as_posix()
+            parts = package.split("/")
+            if CONVENTIONAL & set(parts) or "__pycache__" in parts:
+                continue
+            tails = ["/".join(parts[i:]) + "/" for i in range(len(parts))]
+            if not any(f"{lead}{tail}" in doc for tail in tails for lead in "`( "):
+                unnamed.append(package)
+    assert unnamed == []
