@@ -15,7 +15,21 @@ the tests check that every code raised anywhere is in this table.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+
+# Whose the fix is (Read the Docs splits its errors the same way: the user's doing or
+# the application's), shown beside the cause.
+YOURS = "yours"  # the operator's setup or the repository: a key, a permission, a file
+OUTSIDE = "outside"  # a service Tasuku depends on: GitHub, the model provider, a registry
+HOST = "host"  # the machine or process Tasuku runs on: a full disk, a killed worker
+TASUKU = "tasuku"  # Tasuku itself: a bug, or a limit of its own
+BLAME_TEXT = {
+    YOURS: "yours to fix: configuration, a key, a permission or the repository",
+    OUTSIDE: "a service's: GitHub, the model provider or Docker; retried where that helps",
+    HOST: "the host's: the machine or process Tasuku runs on",
+    TASUKU: "Tasuku's own: report it if it repeats",
+}
 
 
 @dataclass(frozen=True)
@@ -23,6 +37,11 @@ class Advice:
     key: str  # the error's code
     cause: str
     action: str
+    blame: str = ""  # YOURS, OUTSIDE, HOST or TASUKU (BLAME below)
+
+    @property
+    def blame_text(self) -> str:
+        return BLAME_TEXT.get(self.blame, "")
 
 
 @dataclass(frozen=True)
@@ -253,6 +272,34 @@ CODES: dict[str, Cause] = dict((
            "The sandbox failed without naming its cause.",
            "Read the attempt's error on the run page; retry when the cause is fixed."),
 ))  # fmt: skip
+
+# Whose each code's fix is (a test holds every code to one).
+BLAME: dict[str, str] = {
+    "worker-lost": HOST, "worker-stopped": HOST, "run-deadline": TASUKU,
+    INTERNAL: TASUKU, "stage-error": TASUKU,
+    "actions-permission": YOURS, "actions-workflow": YOURS, "actions-no-result": OUTSIDE,
+    "actions-run-not-listed": OUTSIDE, "actions-runner-failed": YOURS,
+    "clone-access": YOURS, "clone-commit-gone": YOURS, "clone-not-found": YOURS,
+    "clone-timeout": OUTSIDE, "clone-bad-commit": TASUKU, "clone-failed": OUTSIDE,
+    "workspace-write": HOST, "workspace-root": HOST,
+    "github-stale-head": OUTSIDE, "github-rate-limit": OUTSIDE, "github-credentials": YOURS,
+    "author-app-credentials": YOURS, "author-app-not-installed": YOURS,
+    "github-permission": YOURS, "github-422": TASUKU, "github-not-found": YOURS,
+    "github-unavailable": OUTSIDE, "github-error": OUTSIDE, "check-refused": OUTSIDE,
+    "provider-key": YOURS, "provider-model": YOURS, "provider-billing": YOURS,
+    "provider-missing-key": YOURS, "provider-key-unreadable": YOURS,
+    "provider-rejected": TASUKU, "provider-unavailable": OUTSIDE,
+    "provider-bad-response": OUTSIDE, "provider-error": OUTSIDE,
+    "docker-unreachable": HOST, "docker-image": YOURS, "docker-refused": YOURS,
+    "docker-network": YOURS, "sandbox-credential": TASUKU, "sandbox-memory": YOURS,
+    "sandbox-timeout": YOURS, "runner-refused": YOURS, "runner-unavailable": YOURS,
+    "engine-cli-missing": YOURS, "engine-start": HOST, "engine-failed": TASUKU,
+    "engine-output": TASUKU, "sandbox-error": TASUKU,
+}  # fmt: skip
+for _code, _cause_of in CODES.items():
+    CODES[_code] = dataclasses.replace(
+        _cause_of, advice=dataclasses.replace(_cause_of.advice, blame=BLAME.get(_code, ""))
+    )
 
 UNKNOWN = Advice(
     "unknown",

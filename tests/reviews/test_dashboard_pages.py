@@ -398,6 +398,8 @@ class TestDiagnostics:
         assert (
             "Grant the GitHub App the repository permission Contents: read" in page.content.decode()
         )
+        # and whose the fix is: the App's permission is the operator's setup
+        assert "yours to fix: configuration, a key, a permission" in page.content.decode()
         assert (
             staff_client.get("/diagnostics/", {"window": "30d"}).context["failures"][1].count == 4
         )

@@ -24,7 +24,7 @@ from sandbox.agent.errors import provider_error
 from sandbox.errors import CloneError, ProviderError, SandboxError, StageError
 from sandbox.git import clone_error as _clone_error
 from sandbox.git import commit_ids as _commit_ids
-from tasuku.errors import CODES, INTERNAL, code_of
+from tasuku.errors import CODES, HOST, INTERNAL, OUTSIDE, TASUKU, YOURS, code_of
 from tests.factories import ReviewRunFactory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,6 +101,9 @@ def test_every_code_says_where_it_happens_what_it_means_and_what_to_do():
         assert cause.advice.key == code
         assert set(cause.stages) <= set(STAGES), code
         assert cause.advice.cause and cause.advice.action, code
+        # and whose the fix is: the operator's setup, a service's, the host's or Tasuku's
+        assert cause.advice.blame in (YOURS, OUTSIDE, HOST, TASUKU), code
+    assert CODES[INTERNAL].advice.blame_text == "Tasuku's own: report it if it repeats"
 
 
 def test_every_stage_has_common_causes_with_something_to_do():
