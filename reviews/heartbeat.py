@@ -93,7 +93,7 @@ class Heartbeat:
                         beat_due = time.monotonic() + interval
                         if not self.beat():
                             return
-                except Exception:
+                except Exception:  # the heartbeat thread must outlive a failed beat
                     logger.exception("heartbeat of run %s failed; retrying", self.held.run_pk)
         finally:
             connection.close()  # this thread's own database connection
@@ -135,7 +135,7 @@ class Heartbeat:
         for stop in self._stoppers:
             try:
                 stop()
-            except Exception:
+            except Exception:  # one stopper's error must not keep the others from stopping
                 logger.exception("run %s: could not stop its engine", self.held.run_pk)
 
     def check(self) -> None:

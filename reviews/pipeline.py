@@ -97,7 +97,7 @@ def _run_execute(
         except LeaseLost:
             logger.warning("run %s: lease lost; another worker has it", run_pk)
             return "lease lost"
-        except Exception as exc:
+        except Exception as exc:  # a run's boundary: every failure becomes the attempt's verdict
             if beat.cancelled or isinstance(exc, RunCancelled):
                 # Stopped on request (its engine killed, a GitHub call refused): not a
                 # failure of the run, and nothing of it is retried.

@@ -94,7 +94,7 @@ def _loop(holder: str) -> None:
         while not lifecycle.stopping():
             try:
                 wait = reaper_turn(holder)
-            except Exception:
+            except Exception:  # the reaper thread must outlive a failed turn
                 logger.exception("the reaper's turn in %s failed; trying again", holder)
                 connection.close()  # a broken connection is opened anew next time
                 wait = settings.TASUKU_REAP_SECONDS

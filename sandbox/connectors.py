@@ -146,7 +146,9 @@ class ConnectorBridge:
             os.chmod(self.path, 0o666)  # noqa: S103
             server.listen(8)
             server.settimeout(0.2)
-        except BaseException:
+        except (
+            BaseException
+        ):  # the socket and its directory are removed however setup failed; re-raised
             server.close()
             shutil.rmtree(self._dir, ignore_errors=True)
             raise

@@ -196,7 +196,7 @@ def ring_now(task: str, pk: int, *, name: str) -> bool:
     ring again), so a broker error is logged, not raised."""
     try:
         async_task(task, pk, task_name=name, broker=_broker())
-    except Exception:
+    except Exception:  # a lost ring is rung again by the sweepers (see above)
         logger.exception("could not enqueue %s(%s); the sweeper will", task, pk)
         return False
     return True

@@ -54,7 +54,7 @@ def task_hand_back(broker, task: dict) -> bool:
         broker.enqueue(SignedPackage.dumps(package))
         if task.get("ack_id"):
             broker.acknowledge(task["ack_id"])
-    except Exception:
+    except Exception:  # a lost ring is rung again by the sweepers: never fail the stop
         logger.exception("could not hand back %s; the sweepers will ring it", task.get("name"))
         return False
     return True
@@ -141,7 +141,7 @@ class Sentinel(q_cluster.Sentinel):
     def _lost(self, process) -> None:
         try:
             lifecycle.worker_lost.send(sender=type(self), name=lifecycle.worker_name(process.pid))
-        except Exception:
+        except Exception:  # a receiver's error must not take the cluster's watch down
             logger.exception("could not release what worker %s held", process.pid)
 
     def stop(self) -> None:

@@ -86,7 +86,7 @@ def view_door(view: Callable[[HttpRequest], HttpResponse]) -> WSGIApp:
         try:
             try:
                 response = view(WSGIRequest(environ))
-            except Exception:
+            except Exception:  # the door is a WSGI boundary: any error is a logged 500, as Django's
                 logger.exception("Internal Server Error: %s", environ.get("PATH_INFO", ""))
                 signals.got_request_exception.send(sender=door, request=None)
                 response = JsonResponse({"status": "error"}, status=500)

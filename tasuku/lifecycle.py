@@ -112,7 +112,7 @@ def off_stop(callback: Callable[[], None]) -> None:
 def _call(callback: Callable[[], None]) -> None:
     try:
         callback()
-    except Exception:
+    except Exception:  # one stop callback's error must not keep the others from running
         logger.exception("a stop callback failed")
 
 
@@ -157,7 +157,7 @@ def _watch(read: int, wanted: set[int], on_signal: Callable[[int], None]) -> Non
             if signum in wanted:
                 try:
                     on_signal(signum)
-                except Exception:
+                except Exception:  # the signal thread must outlive a handler's error
                     logger.exception("handling signal %s failed", signum)
 
 

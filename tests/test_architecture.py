@@ -110,3 +110,21 @@ def test_every_package_is_on_the_architecture_map():
             if not any(f"{lead}{tail}" in doc for tail in tails for lead in "`( "):
                 unnamed.append(package)
     assert unnamed == []
+
+
+def test_every_broad_except_says_why_it_is_broad():
+    """`except Exception` (or BaseException, or a bare `except:`) only where a boundary
+    needs one — a task, a thread, a door, a cleanup that re-raises — each saying which
+    in a comment on its line or the next."""
+    broad = re.compile(r"^\s*except(\s+(Exception|BaseException)\b.*)?:")
+    silent = []
+    for top in TOP:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            lines = path.read_text().splitlines()
+            for number, line in enumerate(lines, 1):
+                following = lines[number] if number < len(lines) else ""
+                if broad.match(line) and "#" not in line and not following.strip().startswith("#"):
+                    silent.append(f"{path.relative_to(ROOT)}:{number}")
+    assert silent == []

@@ -65,7 +65,7 @@ def broker_health() -> Health:
                 detail += f", the oldest for {_duration(waited)}"
                 if waited > timedelta(minutes=5):
                     return Health(False, detail + ": are the workers running?")
-    except Exception as exc:
+    except Exception as exc:  # a health probe reports any failure as unhealthy, never raises
         return Health(False, f"{type(exc).__name__}: {str(exc).strip()[:300]}")
     elapsed = (time.perf_counter() - started) * 1000
     return Health(True, detail, round(elapsed, 1))

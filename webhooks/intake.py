@@ -158,7 +158,7 @@ def _body_read(
     key = _watchdog.watch(sock, seconds)
     try:
         body = read(size)
-    except Exception as exc:
+    except Exception as exc:  # re-raised: only said to be a timeout when it came after one
         if time.monotonic() - started >= seconds:
             raise TimeoutError from exc
         raise

@@ -111,7 +111,7 @@ def route(event: str, payload: dict[str, Any], *, delivery_id: int) -> Outcome:
     for handler in handlers:
         try:
             outcomes.append(handler(parsed, delivery_id=delivery_id))
-        except Exception as exc:
+        except Exception as exc:  # each handler runs whatever another raised; re-raised below
             exc.add_note(f"in {handler_name(handler)}, one of the {event} handlers")
             failed = failed or exc
     if failed is not None:

@@ -357,7 +357,9 @@ def delivery_handle(delivery_pk: int | str, delivery_id: str | None = None) -> H
 def _delivery_route(delivery: WebhookDelivery) -> Handled:
     try:
         outcome = route(delivery.event, delivery.payload, delivery_id=delivery.pk)
-    except Exception as exc:
+    except (
+        Exception
+    ) as exc:  # a task boundary: every failure is recorded on the delivery and retried or failed
         return Handled(delivery_attempt_failed(delivery, exc))
     status = DeliveryStatus.IGNORED if outcome.ignored else DeliveryStatus.PROCESSED
     # Only the holder of this attempt may finish it (the lease may have been taken over).

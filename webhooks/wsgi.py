@@ -78,7 +78,7 @@ def intake_door(environ: dict[str, Any], start_response: Callable[..., Any]) -> 
                 answer = Answer(400, {"error": "invalid Host header"})
             else:
                 answer = intake(environ, _reader(environ))
-        except Exception:
+        except Exception:  # the intake's WSGI boundary: any error is a logged 500
             logger.exception("Internal Server Error: %s", environ.get("PATH_INFO", ""))
             signals.got_request_exception.send(sender=intake_door, request=None)
             answer = Answer(500, {"error": "internal error; the delivery may not be stored"})

@@ -273,7 +273,7 @@ def agent_review(
         asked = clock()
         try:
             turn = chat.send(timeout=min(remaining, 600), force=SUBMIT if last else None)
-        except BaseException:
+        except BaseException:  # the reserved cost is given back however the call ended; re-raised
             budget.release(worst)
             raise
         budget.settle(worst, call_cost(price, turn.tokens))

@@ -359,7 +359,7 @@ def _child(
                 code = exc.code or 0
             else:
                 print(exc.code, file=sys.stderr)
-    except BaseException:
+    except BaseException:  # a forked child's last word: its traceback on stderr, its exit status
         import traceback
 
         traceback.print_exc()
@@ -469,7 +469,9 @@ def serve(fd: int) -> None:
                     os.read(settled_read, 1)
                 os.close(settled_read)
                 answer = {"pid": pid}
-            except Exception as exc:
+            except (
+                Exception
+            ) as exc:  # the server outlives a spawn that failed: its caller is told why
                 if pid > 0:  # forked, but the runner will not know it: it must not run
                     with contextlib.suppress(OSError):
                         os.kill(pid, signal.SIGKILL)

@@ -166,7 +166,9 @@ class Command(BaseCommand):
                 f"the database is not ready ({str(exc).splitlines()[0]}): run `python manage.py migrate`",
                 returncode=2,
             ) from exc
-        except Exception as exc:
+        except (
+            Exception
+        ) as exc:  # a command's boundary: any failure is its exit status and one line
             stage = getattr(exc, "stage", "") or "review"
             raise CommandError(f"the review failed at {stage}: {exc}", returncode=2) from exc
 
