@@ -139,6 +139,17 @@ DATABASE_FIXTURES = frozenset(
 )
 
 
+# The database-free tests CI runs in its SQLite run (the others in its PostgreSQL run,
+# which has more tests of its own): chosen so that the two runs take about as long.
+_SQLITE_RUN = (
+    "tests/sandbox/",
+    "tests/test_benchmarks.py",
+    "tests/test_production_path.py",
+    "tests/test_deploy_files.py",
+    "tests/test_demo.py",
+    "tests/repos/test_github_actions.py",
+    "tests/test_fake_github_actions.py",
+)
 _POSTGRESQL_RUN_BENCHMARKS = (
     "tests/test_benchmarks.py::test_the_latency_benchmark_",
     "tests/test_benchmarks.py::test_a_benchmark_script_runs[webhook_intake.py",
@@ -154,11 +165,10 @@ def pytest_collection_modifyitems(config, items):
             DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
         ):
             item.add_marker(pytest.mark.database_free)
-            # CI shares them out: the sandbox's and most of the benchmarks' in its SQLite
-            # run, the rest in its PostgreSQL run, so that the two runs take about as long
+            # CI shares them out (_SQLITE_RUN) so that the two runs take about as long
             # (the two longest benchmarks' go with PostgreSQL: the latency benchmark's then
             # runs Tasuku on PostgreSQL, as deployed).
-            if item.nodeid.startswith(("tests/sandbox/", "tests/test_benchmarks.py")) and not (
+            if item.nodeid.startswith(_SQLITE_RUN) and not (
                 item.nodeid.startswith(_POSTGRESQL_RUN_BENCHMARKS)
             ):
                 item.add_marker(pytest.mark.second_run)
