@@ -172,3 +172,20 @@ def pytest_collection_modifyitems(config, items):
                 item.nodeid.startswith(_POSTGRESQL_RUN_BENCHMARKS)
             ):
                 item.add_marker(pytest.mark.second_run)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """At the end, a connection something left open to a PostgreSQL test database (a
+    thread's, a worker process's) is ended, so that the database can be dropped rather
+    than left behind with a warning."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
