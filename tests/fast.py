@@ -4,7 +4,9 @@ and drives no browser (docs/testing.md).
 Which tests start one is known from what they did, not guessed: `tests/external.txt`
 lists every test (by its function: all its parametrisations together) that, in a run
 watched by tests/costs.py, started a process (git, a worker, a server, a linter, an
-engine of the sandbox's fork server) or drove Chromium. `--fast` deselects those. A run
+engine of the sandbox's fork server) or drove Chromium, with the seconds it took then.
+`--fast` deselects those; a whole run starts them first, the longest first (the tail of
+a run on several processes is then short tests, not a long one begun last). A run
 with `--external-update` rewrites the list from what the tests it ran did (tests it did
 not run keep their line), so after adding such tests:
 
@@ -24,7 +26,8 @@ import pytest
 LIST = Path(__file__).resolve().parent / "external.txt"
 HEADER = (
     "# Tests that start a process or drive a browser: `pytest --fast` (make test-fast)\n"
-    "# leaves them out. Written by `make test PYTEST_ARGS=--external-update` (tests/fast.py).\n"
+    "# leaves them out. Written by `make test PYTEST_ARGS=--external-update` (tests/fast.py),\n"
+    "# each with the seconds it took then: `make test` starts the longest first.\n"
 )
 
 
@@ -33,11 +36,25 @@ def key(nodeid: str) -> str:
     return re.sub(r"\[.*\]$", "", nodeid)
 
 
-def listed() -> set[str]:
+def weights() -> dict[str, float]:
+    """Each listed test and the seconds it took in the run that listed it (0 where the
+    line gives none)."""
     if not LIST.exists():
-        return set()
-    lines = LIST.read_text().splitlines()
-    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+        return {}
+    found: dict[str, float] = {}
+    for line in LIST.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, _, seconds = line.strip().partition(" ")
+        try:
+            found[name] = float(seconds or 0)
+        except ValueError:
+            found[name] = 0.0
+    return found
+
+
+def listed() -> set[str]:
+    return set(weights())
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -62,12 +79,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    external = listed()
+    weight = weights()
+    external = set(weight)
     if not config.getoption("--fast"):
-        # The tests that start processes take most of the time: they go first, so that
-        # the processes of `make test` end on quick tests rather than wait for a long one
-        # begun last (tests run in any order: tests/conftest.py).
-        items.sort(key=lambda item: key(item.nodeid) not in external)
+        # The tests that start processes take most of the time: they go first, the longest
+        # first, so that the processes of `make test` end on quick tests rather than wait
+        # for a long one begun last (tests run in any order: tests/conftest.py).
+        items.sort(key=lambda item: -weight.get(key(item.nodeid), -1.0))
         return
     kept, left = [], []
     for item in items:
@@ -93,10 +111,15 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  #
     }
     if config.getoption("--external-update"):
         ran = {key(nodeid) for nodeid in collected.figures}
-        keep = listed() - ran
-        LIST.write_text(HEADER + "".join(f"{name}\n" for name in sorted(keep | doing)))
+        kept = {name: s for name, s in weights().items() if name not in ran}
+        seconds: dict[str, float] = {}
+        for nodeid, phases in collected.phases.items():
+            if key(nodeid) in doing:
+                seconds[key(nodeid)] = seconds.get(key(nodeid), 0.0) + sum(phases.values())
+        kept.update(seconds)
+        LIST.write_text(HEADER + "".join(f"{name} {kept[name]:.1f}\n" for name in sorted(kept)))
         terminalreporter.write_line(
-            f"tests/external.txt: {len(keep | doing)} tests that start a process or a browser"
+            f"tests/external.txt: {len(kept)} tests that start a process or a browser"
         )
     elif config.getoption("--fast") and doing:
         terminalreporter.section("tests that started a process under --fast")
