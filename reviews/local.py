@@ -21,10 +21,10 @@ from repos.services import policy_create_default
 from reviews import stages, threads
 from reviews.context import Context
 from reviews.heartbeat import Heartbeat
-from reviews.models import Dismissal, Finding, PullRequest, Review, ReviewRun, RunStatus, Stage
+from reviews.models import Dismissal, Finding, PullRequest, Review, ReviewRun, Stage
 from reviews.pipeline import pipeline
 from reviews.reconcile import CURRENT, Decision
-from reviews.runs import run_attempt_failed, run_claim
+from reviews.runs import run_attempt_failed, run_claim, run_requeue
 from reviews.validation import Validated
 from sandbox.contract import ReviewResult
 from sandbox.workspace import Checkout, Workspace
@@ -298,17 +298,7 @@ def review_execute(
         defaults={"base_sha": base_sha, "config": config.model_dump(mode="json")},
     )
     if not created:
-        ReviewRun.objects.filter(pk=run.pk).update(
-            status=RunStatus.QUEUED,
-            attempts=0,
-            base_sha=base_sha,
-            next_attempt_at=None,
-            started_at=None,
-            finished_at=None,
-            reason="",
-            stage="",
-            config=config.model_dump(mode="json"),
-        )
+        run_requeue(run.pk, base_sha=base_sha, config=config.model_dump(mode="json"))
     held = run_claim(run.pk)
     if held is None:
         raise LocalReviewError("this branch is being reviewed right now; try again when it is done")

@@ -210,6 +210,90 @@ def run_cancel_request(run_pk: int, reason: str, *, superseded_by: str = "") -> 
     return "already ended"
 
 
+def run_supersede_waiting(
+    run_pk: int, reason: str, *, superseded_by: str = "", finished_at: datetime | None = None
+) -> bool:
+    """A run still waiting for a worker gives way (a newer head, a review pass): cancelled
+    with `reason` and its check run concluded. Whether it was still waiting."""
+    fields: dict[str, object] = {"reason": reason, "superseded_by": superseded_by}
+    if finished_at is not None:
+        fields["finished_at"] = finished_at
+    if ReviewRun.objects.filter(pk=run_pk, status=RunStatus.QUEUED).update(
+        status=RunStatus.CANCELLED, **fields
+    ):
+        ring(CONCLUDE_TASK, run_pk, name=f"conclude-{run_pk}")
+        return True
+    return False
+
+
+def run_dispatch(held: Held, **fields: object) -> bool:
+    """The run its worker holds is handed to a runner elsewhere (GitHub Actions): it
+    waits for the runner's result, under no lease. `fields`: what the dispatch recorded.
+    Whether this worker still held it."""
+    return bool(
+        ReviewRun.objects.filter(
+            pk=held.run_pk, status=RunStatus.RUNNING, attempts=held.attempt, worker=held.worker
+        ).update(status=RunStatus.DISPATCHED, lease_expires_at=None, **fields)
+    )
+
+
+def run_dispatched_cancel(run_pk: int, reason: str, *, superseded_by: str = "") -> bool:
+    """A dispatched run whose head moved before its runner fetched the job: cancelled,
+    its check run concluded. Whether it was still waiting for its runner."""
+    if ReviewRun.objects.filter(pk=run_pk, status=RunStatus.DISPATCHED).update(
+        status=RunStatus.CANCELLED,
+        reason=reason,
+        superseded_by=superseded_by,
+        finished_at=timezone.now(),
+    ):
+        ring(CONCLUDE_TASK, run_pk, name=f"conclude-{run_pk}")
+        return True
+    return False
+
+
+def run_result_received(run_pk: int, result: dict, *, received: datetime, reason: str) -> bool:
+    """A dispatched run's result arrived: it waits for a worker again, which takes it on
+    from the result. False when a result was accepted already (or the run moved on)."""
+    return bool(
+        ReviewRun.objects.filter(
+            pk=run_pk, status=RunStatus.DISPATCHED, runner_result__isnull=True
+        ).update(
+            status=RunStatus.QUEUED,
+            runner_result=result,
+            result_received_at=received,
+            next_attempt_at=None,
+            reason=reason,
+        )
+    )
+
+
+def run_dispatched_fail(run_pk: int, **fields: object) -> bool:
+    """A dispatched run that cannot end well (no result, a refused one): failed with
+    `fields` (reason, error code…), its check run concluded. Whether it was still
+    waiting for its runner."""
+    if ReviewRun.objects.filter(pk=run_pk, status=RunStatus.DISPATCHED).update(
+        status=RunStatus.FAILED, **fields
+    ):
+        ring(CONCLUDE_TASK, run_pk, name=f"conclude-{run_pk}")
+        return True
+    return False
+
+
+def run_requeue(run_pk: int, **fields: object) -> None:
+    """A run asked for again as new (a local review of the same branch and head): waiting,
+    its attempts, times, reason and stage cleared; `fields` set anew."""
+    ReviewRun.objects.filter(pk=run_pk).update(
+        status=RunStatus.QUEUED,
+        attempts=0,
+        next_attempt_at=None,
+        started_at=None,
+        finished_at=None,
+        reason="",
+        stage="",
+        **fields,
+    )
+
+
 def run_finish(held: Held, *, status: str, reason: str = "", superseded_by: str = "") -> bool:
     """End a held run (completed, skipped or cancelled) and ring the next run of its PR."""
     now = timezone.now()

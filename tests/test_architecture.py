@@ -128,3 +128,29 @@ def test_every_broad_except_says_why_it_is_broad():
                 if broad.match(line) and "#" not in line and not following.strip().startswith("#"):
                     silent.append(f"{path.relative_to(ROOT)}:{number}")
     assert silent == []
+
+
+def test_a_runs_status_changes_only_in_reviews_runs():
+    """Every write of a run's status — a claim, a hand-back, a supersede, a dispatch, a
+    finish — is a named function of reviews/runs.py (`run_claim`, `run_release`,
+    `run_supersede_waiting`, `run_dispatch`, `run_finish`…): read there, they are all
+    the states a run can move through."""
+    import ast
+
+    writers = []
+    for top in ("reviews", "repos", "webhooks", "tasuku"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if "migrations" in path.parts or path == ROOT / "reviews" / "runs.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                    continue
+                if node.func.attr not in ("update", "bulk_update"):
+                    continue
+                chain = ast.unparse(node.func.value)
+                sets_status = any(k.arg == "status" for k in node.keywords) or (
+                    node.func.attr == "bulk_update" and "status" in ast.unparse(node)
+                )
+                if "ReviewRun" in chain and sets_status:
+                    writers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert writers == []

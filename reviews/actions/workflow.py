@@ -47,10 +47,17 @@ from reviews.checkruns import run_check_ensure
 from reviews.context import Context
 from reviews.gate import reports_on_check
 from reviews.models import AttemptOutcome, ReviewRun, RunStatus, Stage
-from reviews.runs import CONCLUDE_TASK, Held, attempt_end, run_ring
+from reviews.runs import (
+    Held,
+    attempt_end,
+    run_dispatch,
+    run_dispatched_cancel,
+    run_dispatched_fail,
+    run_result_received,
+    run_ring,
+)
 from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.errors import StageError
-from tasuku.broker import ring
 from webhooks import payloads
 from webhooks.routing import Outcome
 
@@ -154,17 +161,14 @@ def dispatch(ctx: Context, job: ReviewJob) -> str:
         note = f"dispatched; GitHub has not listed “{run_name}” yet"
     now = timezone.now()
     with transaction.atomic():
-        updated = ReviewRun.objects.filter(
-            pk=run.pk, status=RunStatus.RUNNING, attempts=held.attempt, worker=held.worker
-        ).update(
-            status=RunStatus.DISPATCHED,
+        updated = run_dispatch(
+            held,
             job=job.model_dump(mode="json"),
             actions_run_id=run_id,
             actions_run_attempt=1,
             actions_run_url=url,
             actions_workflow_ref=workflow_ref(repository.full_name, branch),
             dispatched_at=now,
-            lease_expires_at=None,
             reason=reason,
         )
         if updated:
@@ -403,13 +407,7 @@ def job_for(claims: dict[str, Any]) -> JobAnswer:
             f"the pull request's head moved to {pull_request.head_sha[:12]} before the "
             "runner fetched its job"
         )
-        if ReviewRun.objects.filter(pk=run.pk, status=RunStatus.DISPATCHED).update(
-            status=RunStatus.CANCELLED,
-            reason=reason,
-            superseded_by=pull_request.head_sha,
-            finished_at=timezone.now(),
-        ):
-            ring(CONCLUDE_TASK, run.pk, name=f"conclude-{run.pk}")
+        run_dispatched_cancel(run.pk, reason, superseded_by=pull_request.head_sha)
         return JobAnswer("cancelled", run, reason)
     ReviewRun.objects.filter(pk=run.pk, job_fetched_at__isnull=True).update(
         job_fetched_at=timezone.now()
@@ -452,13 +450,10 @@ def result_accept(claims: dict[str, Any], body: dict[str, Any]) -> ResultAnswer:
         _fail(run, problem + f" ({str(exc)[:500]})", code="engine-output", received=now)
         raise ValueError(problem) from exc
     with transaction.atomic():
-        if not ReviewRun.objects.filter(
-            pk=run.pk, status=RunStatus.DISPATCHED, runner_result__isnull=True
-        ).update(
-            status=RunStatus.QUEUED,
-            runner_result=result.model_dump(mode="json"),
-            result_received_at=now,
-            next_attempt_at=None,
+        if not run_result_received(
+            run.pk,
+            result.model_dump(mode="json"),
+            received=now,
             reason="the GitHub Actions runner posted its result",
         ):
             return ResultAnswer("already accepted", run)
@@ -468,7 +463,6 @@ def result_accept(claims: dict[str, Any], body: dict[str, Any]) -> ResultAnswer:
 
 def _fail(run: ReviewRun, reason: str, *, code: str, received=None) -> bool:
     updates: dict[str, Any] = {
-        "status": RunStatus.FAILED,
         "stage": Stage.SANDBOX,
         "reason": reason[:2000],
         "error_code": code,
@@ -477,9 +471,7 @@ def _fail(run: ReviewRun, reason: str, *, code: str, received=None) -> bool:
     if received is not None:
         updates["result_received_at"] = received
     with transaction.atomic():
-        failed = ReviewRun.objects.filter(pk=run.pk, status=RunStatus.DISPATCHED).update(**updates)
-        if failed:
-            ring(CONCLUDE_TASK, run.pk, name=f"conclude-{run.pk}")
+        failed = run_dispatched_fail(run.pk, **updates)
     if failed:
         logger.warning("run %s failed: %s", run.pk, reason)
     return bool(failed)

@@ -20,13 +20,12 @@ from reviews.intake.admission import Admission, PullRequestFacts, admission_deci
 from reviews.models import PullRequest, ReviewRun, RunStatus
 from reviews.outcomes import outcomes_harvest
 from reviews.runs import (
-    CONCLUDE_TASK,
     PROCESS_TASK,
     run_cancel_request,
     run_ring_later,
     run_ring_ready,
+    run_supersede_waiting,
 )
-from tasuku.broker import ring
 from webhooks import payloads
 from webhooks.routing import Decision, Outcome
 
@@ -281,12 +280,7 @@ def run_request(
             .values_list("pk", flat=True)
         )
         for pk in superseded:
-            if ReviewRun.objects.filter(pk=pk, status=RunStatus.QUEUED).update(
-                status=RunStatus.CANCELLED,
-                reason=f"stale: superseded by {head[:12]}",
-                superseded_by=head,
-            ):
-                ring(CONCLUDE_TASK, pk, name=f"conclude-{pk}")
+            run_supersede_waiting(pk, f"stale: superseded by {head[:12]}", superseded_by=head)
         # A review of an older head under way: it is asked to stop (its worker stops
         # before its next GitHub call), so it posts nothing on a head nobody will merge.
         for pk in (

@@ -50,8 +50,7 @@ from reviews.passes.selectors import (
     pass_counts,
     unanswered_comments,
 )
-from reviews.runs import CONCLUDE_TASK, run_cancel_request, run_ring
-from tasuku.broker import ring
+from reviews.runs import run_cancel_request, run_ring, run_supersede_waiting
 
 logger = logging.getLogger(__name__)
 
@@ -190,11 +189,7 @@ def _pass_run(
     for pk in ReviewRun.objects.filter(
         pull_request=pull_request, reviewer=reviewer, status=RunStatus.QUEUED
     ).values_list("pk", flat=True):
-        if ReviewRun.objects.filter(pk=pk, status=RunStatus.QUEUED).update(
-            status=RunStatus.CANCELLED,
-            reason=f"superseded by pass {review_pass.number} of task {task.pk}",
-        ):
-            ring(CONCLUDE_TASK, pk, name=f"conclude-{pk}")
+        run_supersede_waiting(pk, f"superseded by pass {review_pass.number} of task {task.pk}")
     run = ReviewRun.objects.create(
         pull_request=pull_request,
         reviewer=reviewer,
