@@ -65,7 +65,8 @@ def task_create(
     if author_login and not LOGIN.match(author_login):
         raise TaskError(f"{author_login!r} is not a GitHub login.")
     refs = [pull_ref_parse(p) for p in pulls]
-    if len(set(refs)) != len(refs):
+    # GitHub's owner and repository names are case-insensitive: Acme/Shop#7 is acme/shop#7.
+    if len({(name.lower(), number) for name, number in refs}) != len(refs):
         raise TaskError("A pull request is listed twice.")
     repositories = {}
     for full_name, _ in refs:

@@ -102,6 +102,10 @@ def test_creating_a_task_refuses_what_it_cannot_review(passes):
     twice = post("/api/tasks/", {"title": "x", "author": {"name": "a"},
                                  "pull_requests": [f"{REPO}#7", f"{REPO}#7"]}, format="json")  # fmt: skip
     assert twice.status_code == 400 and twice.json()["error"] == "A pull request is listed twice."
+    # In another case it is the same pull request on GitHub: refused alike, never a 500.
+    cased = post("/api/tasks/", {"title": "x", "author": {"name": "a"},
+                                 "pull_requests": [f"{REPO}#7", f"{REPO.upper()}#7"]}, format="json")  # fmt: skip
+    assert cased.status_code == 400 and cased.json()["error"] == "A pull request is listed twice."
     missing = post("/api/tasks/", {"title": "x"}, format="json")
     assert missing.status_code == 400 and "author" in missing.json()
     assert not Task.objects.exists()
