@@ -145,13 +145,16 @@ class GitRepo:
 
     def diff_files(self, base: str, head: str) -> list[PullFile]:
         """The pull request's files as GitHub lists them: from the merge base to the head.
-        Names come from git's NUL-separated output, never a parsed (quoted) diff header."""
+        Names come from git's NUL-separated output, never a parsed (quoted) diff header;
+        the patches from one diff of the whole change, cut at its `diff --git` lines (the
+        same diff, in the same order, file by file), or file by file when the two do not
+        count alike."""
         merge_base = self.git("merge-base", base, head).strip() or base
         raw = self.git("diff", "--name-status", "-z", "--find-renames", merge_base, head)
         counts = self.git("diff", "--numstat", "-z", "--find-renames", merge_base, head)
         fields = raw.split("\0")
         numbers = iter(counts.split("\0"))
-        files = []
+        entries = []
         index = 0
         while index < len(fields) and fields[index]:
             code = fields[index]
@@ -164,16 +167,23 @@ class GitRepo:
             added, removed, rest = next(numbers).split("\t", 2)
             if not rest:  # a rename: the two names follow as fields of their own
                 next(numbers), next(numbers)
+            entries.append((code, previous, path, added, removed))
+        whole = self.git("diff", "--no-color", "--find-renames", merge_base, head)
+        chunks = _file_diffs(whole)
+        if len(chunks) != len(entries):
+            chunks = [
+                self.git("diff", "--no-color", "--find-renames", merge_base, head, "--",
+                         *([previous, path] if previous else [path]))
+                for _, previous, path, _, _ in entries
+            ]  # fmt: skip
+        files = []
+        for (code, previous, path, added, removed), text in zip(entries, chunks, strict=True):
             status = {"A": "added", "D": "removed", "R": "renamed", "C": "copied"}.get(
                 code[0], "modified"
             )
             binary = added == "-"
             patch = None
             if not binary:
-                names = [previous, path] if previous else [path]
-                text = self.git(
-                    "diff", "--no-color", "--find-renames", merge_base, head, "--", *names
-                )
                 start = text.find("\n@@ ")
                 patch = text[start + 1 :] if start >= 0 else None
             files.append(
@@ -269,3 +279,16 @@ class GitRoutes:
             elif name:
                 headers[name.strip()] = value.strip()
         return status, RawBody(body, content_type), headers
+
+
+def _file_diffs(text: str) -> list[str]:
+    """A whole `git diff` cut into its files' diffs, each as `git diff -- <file>` prints
+    it. Every line of a file's diff after its header starts with a prefix of its own
+    (`+`, `-`, a space, `@@`, a backslash, `index`, `similarity`…), so a line starting
+    `diff --git ` begins the next file's."""
+    if not text:
+        return []
+    parts = text.split("\ndiff --git ")
+    chunks = [parts[0]] + ["diff --git " + part for part in parts[1:]]
+    # the split took the newline that ended each file's diff but the last
+    return [chunk + "\n" for chunk in chunks[:-1]] + [chunks[-1]]
