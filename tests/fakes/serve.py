@@ -162,9 +162,11 @@ def main() -> None:
     fake.add_app(APP_ID, public, "tasuku-demo")
     # Commits dated now, in a repository of this run's own: new to a Tasuku that reviewed
     # the last run's, which the default reviewers reach as they reach any new repository.
-    clock = int(time.time())
-    full_name = f"acme/shop-{time.strftime('%m%d-%H%M%S', time.localtime(clock))}"
-    world = world_build(fake, clock=clock, full_name=full_name, repo_id=clock)
+    now = time.time_ns() // 1_000_000  # milliseconds: two runs within a second differ too
+    clock = now // 1000
+    stamp = time.strftime("%m%d-%H%M%S", time.localtime(clock))
+    full_name = f"acme/shop-{stamp}-{now % 1000:03d}"
+    world = world_build(fake, clock=clock, full_name=full_name, repo_id=now)
     pull = world.pull
 
     settings = {
