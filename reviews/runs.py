@@ -198,16 +198,22 @@ def run_cancel_request(run_pk: int, reason: str, *, superseded_by: str = "") -> 
     for waiting in (RunStatus.QUEUED, RunStatus.DISPATCHED):
         # Race: a worker claiming it at this moment wins or loses on the status; a run it
         # claimed is asked to stop below instead.
-        if ReviewRun.objects.filter(pk=run_pk, status=waiting).update(
-            status=RunStatus.CANCELLED, **fields
-        ):
-            ring(CONCLUDE_TASK, run_pk, name=f"conclude-{run_pk}")
+        if _end_waiting(run_pk, waiting, RunStatus.CANCELLED, **fields):
             return "cancelled"
     if ReviewRun.objects.filter(
         pk=run_pk, status=RunStatus.RUNNING, cancel_requested_at__isnull=True
     ).update(cancel_requested_at=now, cancel_reason=reason[:2000], superseded_by=superseded_by):
         return "asked to stop"
     return "already ended"
+
+
+def _end_waiting(run_pk: int, waiting: str, status: str, **fields: object) -> bool:
+    """End a run no worker holds (still `waiting`) as `status`, and ring its check run's
+    conclusion. Whether it was still waiting."""
+    if ReviewRun.objects.filter(pk=run_pk, status=waiting).update(status=status, **fields):
+        ring(CONCLUDE_TASK, run_pk, name=f"conclude-{run_pk}")
+        return True
+    return False
 
 
 def run_supersede_waiting(
@@ -218,12 +224,7 @@ def run_supersede_waiting(
     fields: dict[str, object] = {"reason": reason, "superseded_by": superseded_by}
     if finished_at is not None:
         fields["finished_at"] = finished_at
-    if ReviewRun.objects.filter(pk=run_pk, status=RunStatus.QUEUED).update(
-        status=RunStatus.CANCELLED, **fields
-    ):
-        ring(CONCLUDE_TASK, run_pk, name=f"conclude-{run_pk}")
-        return True
-    return False
+    return _end_waiting(run_pk, RunStatus.QUEUED, RunStatus.CANCELLED, **fields)
 
 
 def run_dispatch(held: Held, **fields: object) -> bool:
@@ -240,15 +241,8 @@ def run_dispatch(held: Held, **fields: object) -> bool:
 def run_dispatched_cancel(run_pk: int, reason: str, *, superseded_by: str = "") -> bool:
     """A dispatched run whose head moved before its runner fetched the job: cancelled,
     its check run concluded. Whether it was still waiting for its runner."""
-    if ReviewRun.objects.filter(pk=run_pk, status=RunStatus.DISPATCHED).update(
-        status=RunStatus.CANCELLED,
-        reason=reason,
-        superseded_by=superseded_by,
-        finished_at=timezone.now(),
-    ):
-        ring(CONCLUDE_TASK, run_pk, name=f"conclude-{run_pk}")
-        return True
-    return False
+    return _end_waiting(run_pk, RunStatus.DISPATCHED, RunStatus.CANCELLED, reason=reason,
+                        superseded_by=superseded_by, finished_at=timezone.now())  # fmt: skip
 
 
 def run_result_received(run_pk: int, result: dict, *, received: datetime, reason: str) -> bool:
@@ -271,12 +265,7 @@ def run_dispatched_fail(run_pk: int, **fields: object) -> bool:
     """A dispatched run that cannot end well (no result, a refused one): failed with
     `fields` (reason, error code…), its check run concluded. Whether it was still
     waiting for its runner."""
-    if ReviewRun.objects.filter(pk=run_pk, status=RunStatus.DISPATCHED).update(
-        status=RunStatus.FAILED, **fields
-    ):
-        ring(CONCLUDE_TASK, run_pk, name=f"conclude-{run_pk}")
-        return True
-    return False
+    return _end_waiting(run_pk, RunStatus.DISPATCHED, RunStatus.FAILED, **fields)
 
 
 def run_requeue(run_pk: int, **fields: object) -> None:
