@@ -244,8 +244,15 @@ def main() -> None:
         "--warm", action="store_true",
         help="review in this one process, as a worker does (no start-up per review)",
     )  # fmt: skip
+    parser.add_argument(
+        "--whole-tree", action="store_true",
+        help="with --warm: write every file of the head for the static reviewer, as "
+        "before it wrote only what it reads (to compare the two: the same comments)",
+    )  # fmt: skip
     arguments(parser, database="sqlite", port=None)
     args = parser.parse_args()
+    if args.whole_tree and not args.warm:
+        parser.error("--whole-tree needs --warm (the review in this process)")
     if args.history:
         from benchmarks.static_history import GRADES
         from benchmarks.static_history import run as history
@@ -256,7 +263,8 @@ def main() -> None:
                            check=True, env=env, cwd=ROOT)  # fmt: skip
             repos = [Path(p).resolve() for p in args.history]
             history(repos, args.ranges, args.skip, env, args.grades or GRADES, args.to_grade,
-                    first_push=args.first_push, warm=args.warm)  # fmt: skip
+                    first_push=args.first_push, warm=args.warm,
+                    whole_tree=args.whole_tree)  # fmt: skip
         return
 
     with (

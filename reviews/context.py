@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from reviews.threads import Conversation
     from reviews.validation import Validated
     from sandbox.contract import ReviewResult
-    from sandbox.workspace import Checkout, Workspace
+    from sandbox.workspace import Checkout, Materialise, Workspace
 
 
 class Forge(Protocol):
@@ -40,7 +40,12 @@ class Forge(Protocol):
         ...
 
     def checkout(
-        self, ctx: Context, workspace: Workspace, previous: str | None, since: str | None
+        self,
+        ctx: Context,
+        workspace: Workspace,
+        previous: str | None,
+        since: str | None,
+        materialise: Materialise | None = None,
     ) -> Checkout: ...
 
     def conversation(self, ctx: Context, earlier: list[Finding]) -> Conversation:

@@ -30,7 +30,7 @@ from reviews.secondaries import mount_all
 from reviews.validation import Validated
 from reviews.walkthrough import walkthrough_begin, walkthrough_end
 from sandbox.contract import ReviewResult
-from sandbox.workspace import Checkout, Workspace
+from sandbox.workspace import Checkout, Materialise, Workspace
 
 
 class GitHub:
@@ -94,7 +94,12 @@ class GitHub:
         return None
 
     def checkout(
-        self, ctx: Context, workspace: Workspace, previous: str | None, since: str | None
+        self,
+        ctx: Context,
+        workspace: Workspace,
+        previous: str | None,
+        since: str | None,
+        materialise: Materialise | None = None,
     ) -> Checkout:
         info = ctx.gateway.repository_get(**ctx.where)
         ctx.repository_info = info
@@ -109,6 +114,7 @@ class GitHub:
             base_sha=ctx.run.base_sha,
             previous_sha=previous,
             since_sha=since,
+            materialise=materialise,
             mirror=mirror_for(ctx.repository),
         )
         # Beside it, the approved secondary repositories (reviews/secondaries.py).

@@ -27,7 +27,7 @@ from reviews.reconcile import CURRENT, Decision
 from reviews.runs import run_attempt_failed, run_claim, run_requeue
 from reviews.validation import Validated
 from sandbox.contract import ReviewResult
-from sandbox.workspace import Checkout, Workspace
+from sandbox.workspace import Checkout, Materialise, Workspace
 
 
 class LocalReviewError(Exception):
@@ -206,7 +206,12 @@ class Local:
         return None
 
     def checkout(
-        self, ctx: Context, workspace: Workspace, previous: str | None, since: str | None
+        self,
+        ctx: Context,
+        workspace: Workspace,
+        previous: str | None,
+        since: str | None,
+        materialise: Materialise | None = None,
     ) -> Checkout:
         return workspace.checkout_local(
             repository=self.root,
@@ -214,6 +219,7 @@ class Local:
             base_sha=ctx.run.base_sha,
             previous_sha=previous,
             since_sha=since,
+            materialise=materialise,
         )
 
     def conversation(self, ctx: Context, earlier: list[Finding]) -> threads.Conversation:

@@ -139,8 +139,14 @@ def pipeline(ctx: Context) -> str:
 
     ctx.stage(Stage.CLONE)
     with Workspace(settings.TASUKU_WORKSPACE_ROOT) as workspace:
-        checkout = ctx.forge.checkout(ctx, workspace, previous, scope_since(run, previous))
         reviewer = next(r for r in ctx.config.reviewers if r.slug == run.reviewer.slug)
+        checkout = ctx.forge.checkout(
+            ctx,
+            workspace,
+            previous,
+            scope_since(run, previous),
+            materialise=stages.materialise_for(reviewer),
+        )
         core = ctx.core = stages.prepare(checkout, ctx.config, reviewer)
         _record_scope(run, checkout, core)
         ctx.forge.under_way(ctx, checkout)

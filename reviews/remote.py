@@ -43,7 +43,7 @@ from reviews.reconcile import Decision
 from reviews.rendering import ReviewContext, comment_payload, review_body, run_marker
 from reviews.validation import Validated
 from sandbox.contract import ReviewResult
-from sandbox.workspace import Checkout, Workspace
+from sandbox.workspace import Checkout, Materialise, Workspace
 
 PULL_PATH = re.compile(
     r"^/(?P<owner>[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)/(?P<name>[A-Za-z0-9._-]+)"
@@ -241,7 +241,12 @@ class Remote(Local):
         self.posted: Posted | None = None
 
     def checkout(
-        self, ctx: Context, workspace: Workspace, previous: str | None, since: str | None
+        self,
+        ctx: Context,
+        workspace: Workspace,
+        previous: str | None,
+        since: str | None,
+        materialise: Materialise | None = None,
     ) -> Checkout:
         return workspace.checkout(
             clone_url=self.info.clone_url,
@@ -250,6 +255,7 @@ class Remote(Local):
             base_sha=ctx.run.base_sha,
             previous_sha=previous,
             since_sha=since,
+            materialise=materialise,
             mirror=self.mirror,
         )
 

@@ -38,7 +38,8 @@ from sandbox.contract import (
     WebResearch,
 )
 from sandbox.engines.static.common import test_folder
-from sandbox.workspace import Checkout
+from sandbox.engines.static.reads import reads as static_reads
+from sandbox.workspace import Checkout, HeadView, Materialise
 
 HEAD_BYTES = 4096
 TREE_LIMIT = 50_000
@@ -131,6 +132,20 @@ def tree_paths(root: Path, listed: list[str] | None = None) -> list[str]:
 
 
 NOT_THE_PROJECT_PART = re.compile(r"(?:^|/)(?:node_modules|\.venv|vendor)/")
+
+
+def materialise_for(reviewer: ReviewerConfig | None) -> Materialise | None:
+    """Which of the head's files the reviewer's checkout writes: for the static engine,
+    what its checkers read and what the review's own stages read of the head (the
+    changed files; the manifests the guideline packs look in); every file (None) for a
+    reviewer that explores the repository."""
+    if reviewer is None or reviewer.engine != Engine.STATIC:
+        return None
+    return _static_reads
+
+
+def _static_reads(head: HeadView) -> set[str]:
+    return static_reads(head) | guidelines.manifests(head.blobs)
 
 
 def paid(reviewer: ReviewerConfig | None) -> bool:

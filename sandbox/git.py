@@ -53,13 +53,17 @@ class Git:
     def __init__(self, root: Path, env: dict[str, str]) -> None:
         self.root, self.env = root, env
 
-    def run(self, *args: str, what: str = "") -> subprocess.CompletedProcess:
-        """git with `args`, its output and exit status as they are (a timeout raises)."""
+    def run(
+        self, *args: str, what: str = "", input: bytes | None = None
+    ) -> subprocess.CompletedProcess:
+        """git with `args` (and `input` on its standard input), its output and exit
+        status as they are (a timeout raises)."""
         try:
             return subprocess.run(  # noqa: S603
                 ["git", *args],  # noqa: S607
                 cwd=self.root,
                 env=self.env,
+                input=input,
                 capture_output=True,
                 timeout=GIT_TIMEOUT,
                 check=False,

@@ -19,12 +19,13 @@ import fcntl
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +93,72 @@ class Checkout:
     # static reviewer honours the repository's own ignores and Python versions from
     # these, never from the pull request's copies.
     base_configs: dict[str, str] = field(default_factory=dict)
+    # Only part of the head was written (a reviewer that reads only that part): the
+    # number of the head's files written; None when every file was.
+    materialised: int | None = None
+
+
+@dataclass
+class HeadView:
+    """The head commit as git holds it, before anything of it is written: what a
+    reviewer that reads only part of the head (`Materialise`) decides from. Its reads
+    fetch what a partial clone lacks in one batch, never a file at a time."""
+
+    git: Git
+    head_sha: str
+    blobs: dict[str, str]  # every file of the head -> its blob id
+    changed: list[str]  # the head's files that the review's diffs touch
+    _missing: set[str] | None = None
+
+    def prefetch(self, paths: Iterable[str]) -> None:
+        """Fetch the blobs of `paths` that this repository lacks (a partial clone has
+        the history without the files), in one request."""
+        if self._missing is None:
+            listed = self.git(
+                "rev-list", "--objects", "--missing=print", "--no-object-names",
+                f"{self.head_sha}^{{tree}}", what="list what the checkout lacks",
+            )  # fmt: skip
+            self._missing = {line[1:] for line in listed.split() if line.startswith("?")}
+        wanted = sorted({self.blobs[p] for p in paths if p in self.blobs} & self._missing)
+        if not wanted:
+            return
+        # What git runs itself to fill a partial clone, for these blobs together.
+        self.git.run(
+            "-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags",
+            "--no-write-fetch-head", "--recurse-submodules=no", "--filter=blob:none",
+            "--stdin", "origin",
+            what="fetch the files the reviewer reads", input="\n".join(wanted).encode() + b"\n",
+        )  # fmt: skip
+        self._missing -= set(wanted)
+
+    def read(self, paths: Iterable[str], *, limit: int) -> dict[str, bytes]:
+        """The contents of those of `paths` the head holds (each at most `limit` bytes)."""
+        paths = [p for p in paths if p in self.blobs]
+        self.prefetch(paths)
+        read = self.git.blobs([f"{self.head_sha}:{p}" for p in paths], limit=limit)
+        prefix = len(self.head_sha) + 1
+        return {name[prefix:]: data for name, data in read.items()}
+
+    def grep(self, pattern: str, suffixes: tuple[str, ...]) -> set[str]:
+        """The head's files ending in one of `suffixes` with a line matching `pattern`
+        (a POSIX extended regular expression)."""
+        candidates = [p for p in self.blobs if p.endswith(suffixes)]
+        if not candidates:
+            return set()
+        self.prefetch(candidates)
+        completed = self.git.run(
+            "grep", "-l", "-z", "-I", "-E", "-e", pattern, self.head_sha, "--",
+            *(f"*{suffix}" for suffix in suffixes), what="search the head",
+        )  # fmt: skip
+        if completed.returncode not in (0, 1):  # 1: nothing matched
+            raise clone_error("search the head", git_text(completed.stderr))
+        prefix = len(self.head_sha) + 1
+        return {name[prefix:] for name in git_text(completed.stdout).split("\0") if name}
+
+
+# Which of the head's files a reviewer reads, from what git holds of the head: the files
+# written for it; the rest of the tree is not. None (the default) writes every file.
+Materialise = Callable[[HeadView], Iterable[str]]
 
 
 class Workspace:
@@ -132,18 +199,19 @@ class Workspace:
         previous_sha: str | None = None,
         since_sha: str | None = None,
         mirror: Path | None = None,
+        materialise: Materialise | None = None,
     ) -> Checkout:
         """Fetch the head and base commits (history without blobs) from GitHub, then
         diff, check out the head and sanitise (see `_prepare`). With `mirror`, through
         that repository's checkout cache (see the module's docstring). `since_sha`: where
         the review's scope starts when it is not the previous review's head (see
-        `_prepare`)."""
+        `_prepare`); `materialise`: which of the head's files to write (all when None)."""
         assert self.path is not None, "use Workspace as a context manager"
         commit_ids(head_sha, base_sha, previous_sha, since_sha)
         env = git_env(token, self.path)
         root = self.path / "checkout"
         shas = {"head_sha": head_sha, "base_sha": base_sha, "previous_sha": previous_sha,
-                "since_sha": since_sha}  # fmt: skip
+                "since_sha": since_sha, "materialise": materialise}  # fmt: skip
         broken = False
         if mirror is not None:
             try:
@@ -171,6 +239,7 @@ class Workspace:
         base_sha: str,
         previous_sha: str | None = None,
         since_sha: str | None = None,
+        materialise: Materialise | None = None,
     ) -> Checkout:
         """The same from a local repository (`manage.py review`): a shared clone, so
         nothing is copied and the original is never touched."""
@@ -194,6 +263,7 @@ class Workspace:
             base_sha=base_sha,
             previous_sha=previous_sha,
             since_sha=since_sha,
+            materialise=materialise,
         )
 
 
@@ -206,6 +276,7 @@ def _clone_fresh(
     base_sha: str,
     previous_sha: str | None,
     since_sha: str | None = None,
+    materialise: Materialise | None = None,
 ) -> Checkout:
     """A repository of the review's own, fetched from GitHub for this checkout alone."""
     root.mkdir()
@@ -221,6 +292,7 @@ def _clone_fresh(
         base_sha=base_sha,
         previous_sha=previous_sha,
         since_sha=since_sha,
+        materialise=materialise,
     )
 
 
@@ -277,6 +349,7 @@ def _from_mirror(
     base_sha: str,
     previous_sha: str | None,
     since_sha: str | None = None,
+    materialise: Materialise | None = None,
 ) -> Checkout:
     """The checkout as a worktree of the repository's bare mirror, fetching into the
     mirror only what it lacks. Each fetched commit is kept under `refs/tasuku/<sha>`: a
@@ -306,6 +379,7 @@ def _from_mirror(
             base_sha=base_sha,
             previous_sha=previous_sha,
             since_sha=since_sha,
+            materialise=materialise,
         )
         _mirror_tidy(git, mirror)
     return checkout
@@ -401,6 +475,7 @@ def _prepare(
     base_sha: str,
     previous_sha: str | None,
     since_sha: str | None = None,
+    materialise: Materialise | None = None,
 ) -> Checkout:
     """Diff and check out `head_sha`, then sanitise.
 
@@ -411,6 +486,7 @@ def _prepare(
     base, never as a three-dot compare that would pull in upstream changes. `since_sha`,
     when given, is where the scope starts instead (the same head reviewed again keeps the
     scope its last review had); `previous_diff` is always from `previous_sha`.
+    With `materialise`, only the files it names are written (git's sparse checkout).
     """
     commit_ids(head_sha, base_sha, previous_sha, since_sha)
     found = git("merge-base", head_sha, base_sha, check=False)
@@ -469,7 +545,12 @@ def _prepare(
             :ATTRIBUTES_MAX
         ]
     base_configs = linter_configs(git, merge_base, base_paths)
-    checkout_verified(git, head_sha)
+    written = None
+    if materialise is not None:
+        changed = _changed(git, [merge_base, *([incremental] if incremental else [])], head_sha)
+        view = HeadView(git, head_sha, head_blobs, [p for p in changed if p in head_blobs])
+        written = _sparse(git, set(materialise(view)) & set(head_blobs))
+    checkout_verified(git, head_sha, sparse=written is not None)
     removed = sanitise(root)
     return Checkout(
         root=root,
@@ -486,7 +567,46 @@ def _prepare(
         copies=copies_of(base_blobs, head_blobs),
         base_attributes=base_attributes,
         base_configs=base_configs,
+        materialised=written,
     )
+
+
+def _changed(git: Git, starts: list[str], head_sha: str) -> list[str]:
+    """Every path the diffs from `starts` to the head touch (either side of a rename)."""
+    found: dict[str, None] = {}
+    for start in starts:
+        listed = git(
+            "diff", "--name-only", "-z", "--no-renames", start, head_sha, "--",
+            what="list the changed files",
+        )  # fmt: skip
+        found.update(dict.fromkeys(p for p in listed.split("\0") if p))
+    return list(found)
+
+
+# What gitignore patterns (a sparse checkout's) treat as special within a name.
+_SPECIAL = re.compile(r"([\\*?\[])")
+
+
+def _sparse(git: Git, paths: set[str]) -> int | None:
+    """Set the checkout to write only `paths` (non-cone sparse checkout: each an exact
+    path). Returns how many, or None when a path cannot be said as a pattern (a line
+    break in its name) and the whole tree is written instead."""
+    patterns = []
+    for path in sorted(paths):
+        if "\n" in path or "\r" in path:
+            return None
+        pattern = "/" + _SPECIAL.sub(r"\\\1", path)
+        stripped = pattern.rstrip(" ")
+        pattern = stripped + "\\ " * (len(pattern) - len(stripped))  # trailing spaces kept
+        patterns.append(pattern)
+    if not patterns:
+        patterns = ["!/*"]  # nothing at all (an empty pattern list is refused)
+    target = Path(git("rev-parse", "--git-path", "info/sparse-checkout").strip())
+    if not target.is_absolute():
+        target = git.root / target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("\n".join(patterns) + "\n")
+    return len(paths)
 
 
 # Files a linter reads its configuration from (and where a project says which Python
@@ -556,14 +676,17 @@ WRITE_FAILED = "workspace-write"
 UNWRITTEN_NAMED = 5
 
 
-def checkout_verified(git: Git, head_sha: str) -> None:
+def checkout_verified(git: Git, head_sha: str, *, sparse: bool = False) -> None:
     """Check out `head_sha`, then verify that the work tree is that commit: what the
     reviewer reads is the commit's bytes or the review does not happen. On a full disk
     `git checkout` can leave files truncated or empty and still exit 0 (it says
     "unable to write file" on its error output); `git status` then names them. Either
     is a `workspace-write` error, which a retry may get past (never a review of what
-    happened to be written)."""
+    happened to be written). `sparse`: only what the sparse-checkout patterns name is
+    written (set for this command alone: a mirror's other worktrees keep their own)."""
+    partly = ("-c", "core.sparseCheckout=true", "-c", "core.sparseCheckoutCone=false")
     completed = git.run(
+        *(partly if sparse else ()),
         "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", head_sha,
         what="check out the head commit",
     )  # fmt: skip

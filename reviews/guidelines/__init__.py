@@ -69,6 +69,20 @@ def _kind(path: str, head: Callable[[str], str | None]) -> set[str]:
     return kinds
 
 
+def manifests(tree: Iterable[str]) -> set[str]:
+    """The files of `tree` whose text `detect` may read besides the changed ones."""
+    return {
+        p
+        for p in tree
+        if p in DJANGO_MANIFESTS
+        or (
+            PurePosixPath(p).name == "package.json"
+            and p.count("/") <= 2
+            and "node_modules" not in p
+        )
+    }
+
+
 def _uses_django(tree: set[str], head: Callable[[str], str | None]) -> bool:
     if any(PurePosixPath(p).name == "manage.py" for p in tree):
         return True
