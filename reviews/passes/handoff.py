@@ -13,7 +13,7 @@ from django.db import transaction
 
 from repos import github
 from repos.github import GitHubError
-from repos.models import Repository, Reviewer
+from repos.models import Repository, Reviewer, ReviewSkill
 from repos.policy import Engine
 from repos.refs import ref_parse
 from reviews.engines import engine_environment
@@ -209,11 +209,16 @@ def task_handoff(
         _apps_usable()
     elif reviewer:
         chosen = Reviewer.objects.filter(slug=reviewer).first()
+    if (model or skill) and chosen is None:
+        raise TaskError("A model or a skill is chosen with the reviewer that uses it.")
+    if model:
+        model_allowed_check(chosen, model)
+    chosen_skill = skill_choose(chosen, skill) if skill else None
     Task.objects.filter(pk=task.pk).update(
         passes_enabled=enabled,
         reviewer=chosen,
         reviewer_model=model,
-        reviewer_skill=skill,
+        skill=chosen_skill,
         max_passes=max_passes,
         counted_bots=counted_bots,
         required_checks=required_checks,
@@ -221,6 +226,42 @@ def task_handoff(
     )
     task.refresh_from_db()
     return task
+
+
+def model_allowed_check(reviewer: Reviewer, model: str) -> None:
+    """Refuse (400) a model the reviewer is not configured with: the caller chooses among
+    the operator's models, never names its own."""
+    allowed = reviewer.models_allowed
+    if model not in allowed:
+        raise TaskError(
+            f"model: {_shown(model)} is not a model of the reviewer {reviewer.slug!r}; "
+            f"it may use: {', '.join(allowed) or 'none'}.",
+            details={"allowed_models": list(allowed)},
+        )
+
+
+def skill_choose(reviewer: Reviewer, name: str) -> ReviewSkill:
+    """The configured review skill `name` that `reviewer` may use, or a refusal (400)
+    naming those it may: a caller names a skill, it never writes one."""
+    allowed = list(ReviewSkill.objects.for_reviewer(reviewer).order_by("name"))
+    for skill in allowed:
+        if skill.name == name:
+            return skill
+    names = [s.name for s in allowed]
+    raise TaskError(
+        f"skill: {_shown(name)} is not a review skill the reviewer {reviewer.slug!r} may use; "
+        + (
+            f"it may use: {', '.join(names)}."
+            if names
+            else "none is configured for it (an administrator adds them under Review skills)."
+        ),
+        details={"allowed_skills": names},
+    )
+
+
+def _shown(text: str) -> str:
+    """A caller's word quoted in a refusal, cut short: it is named, not echoed whole."""
+    return repr(text if len(text) <= 80 else text[:80] + "…")
 
 
 def _reviewer_usable(reviewer: Reviewer) -> None:
