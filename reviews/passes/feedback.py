@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from repos.models import Repository
 from reviews.models import (
+    TASK_FINAL_STATES,
     Task,
     TaskComment,
     TaskPullRequest,
@@ -25,11 +26,16 @@ COUNTED_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
 
 
 def task_pulls_for(repository: Repository, number: int):
-    return (
-        TaskPullRequest.objects.filter(repository=repository, number=number)
-        .exclude(task__state__in=(TaskState.RETURNED, TaskState.RECALLED))
-        .select_related("task")
+    """The tasks a comment on this pull request concerns: its open task, or, while it has
+    none, the done one (a comment after done holds it until the author answers)."""
+    pulls = TaskPullRequest.objects.filter(repository=repository, number=number).exclude(
+        task__state__in=(TaskState.RETURNED, TaskState.RECALLED)
     )
+    # A done task whose pull request another task has taken since is not brought back:
+    # a pull request belongs to one open task at a time.
+    if pulls.exclude(task__state__in=TASK_FINAL_STATES).exists():
+        pulls = pulls.exclude(task__state__in=TASK_FINAL_STATES)
+    return pulls.select_related("task")
 
 
 def comment_record(
@@ -44,9 +50,22 @@ def comment_record(
     author when its writer counts, counted otherwise; the author's own and Tasuku's are
     not feedback. Returns how many tasks it was recorded for."""
     user = comment.user or payloads.NO_USER
-    login = user.login
-    if login in tasuku_logins:
+    if user.login in tasuku_logins:
         return 0
+    if not TaskPullRequest.objects.filter(repository=repository, number=number).exists():
+        return 0  # no task names this pull request: nothing to record
+    with transaction.atomic():
+        # Race: a task created for this pull request meanwhile (reviews/passes/handoff.py
+        # locks the same row) would leave a done task brought back beside it.
+        Repository.objects.select_for_update().filter(pk=repository.pk).first()
+        return _comment_record(repository, number, kind, comment)
+
+
+def _comment_record(
+    repository: Repository, number: int, kind: str, comment: payloads.Remark
+) -> int:
+    user = comment.user or payloads.NO_USER
+    login = user.login
     # Who wrote it decides, never what it says: a person's comment that carries a copy
     # of one of Tasuku's markers is feedback like any other.
     body = comment.body or ""

@@ -40,7 +40,7 @@ from reviews.models import (
     TaskPullRequest,
     TaskState,
 )
-from reviews.passes.handoff import TaskError
+from reviews.passes.handoff import TaskError, pull_free_check
 from reviews.passes.selectors import (
     author_came_back,
     author_told_at,
@@ -150,6 +150,10 @@ def pass_start(task: Task) -> ReviewPass:
     if reviewer is None:
         raise TaskError("The task has no reviewer.", status=409)
     pulls = list(task.pulls.select_related("repository__installation", "pull_request"))
+    # Tasks made before a pull request could be in only one open task: the earliest
+    # one still open keeps it.
+    for tpr in pulls:
+        pull_free_check(tpr.repository, tpr.number, task=task)
     with transaction.atomic():
         number = (task.passes.order_by("-number").values_list("number", flat=True).first() or 0) + 1
         review_pass = ReviewPass.objects.create(

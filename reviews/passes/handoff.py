@@ -27,6 +27,7 @@ from reviews.models import (
     TaskPullRequest,
 )
 from reviews.passes.author import author_bot_login, author_configured
+from reviews.passes.selectors import open_task_naming
 
 logger = logging.getLogger(__name__)
 
@@ -88,11 +89,20 @@ def task_create(
                 status=422,
             )
         repositories[full_name] = repository
+    for full_name, number in refs:
+        pull_free_check(repositories[full_name], number)
     # Review passes review an agent's work: only pull requests the author's App opened,
     # never a person's (whose pull request an approval would then speak for).
     for full_name, number in refs:
         pull_authored_check(repositories[full_name], number)
     with transaction.atomic():
+        # Race: two callers naming the same pull request at once. Locking its
+        # repository's row (PostgreSQL; SQLite's transactions are IMMEDIATE, one at a
+        # time) makes the second wait, then see the first's task and be refused.
+        pks = sorted({r.pk for r in repositories.values()})
+        list(Repository.objects.select_for_update().filter(pk__in=pks).order_by("pk"))
+        for full_name, number in refs:
+            pull_free_check(repositories[full_name], number)
         task = Task.objects.create(
             owner=owner, title=title, author_name=author_name, author_login=author_login
         )
@@ -127,6 +137,21 @@ def scope_refusal(task: Task) -> str:
         if not scope_covers(task.owner, tpr.repository):
             return f"{tpr.repository.full_name} is no longer in your API scope."
     return ""
+
+
+def pull_free_check(repository: Repository, number: int, *, task: Task | None = None) -> None:
+    """Refuse (409) a pull request already in another open task: a pull request belongs
+    to one open task at a time, so no second caller runs passes on it, answers as the
+    author's App there or has it approved. Only the task is named: not its owner."""
+    holder = open_task_naming(repository, number, besides=task)
+    if holder is not None and (task is None or holder.pk < task.pk):
+        raise TaskError(
+            f"{repository.full_name}#{number} is in task {holder.pk}, which is open: a pull "
+            "request belongs to one open task at a time (it is free again once that task "
+            "is done, returned or recalled).",
+            status=409,
+            details={"task": holder.pk, "pull_request": f"{repository.full_name}#{number}"},
+        )
 
 
 def pull_authored_check(repository: Repository, number: int) -> None:
