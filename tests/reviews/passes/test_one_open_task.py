@@ -4,8 +4,11 @@ owner acts on it."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -115,3 +118,35 @@ def test_of_two_open_tasks_made_before_the_rule_only_the_earlier_runs_passes(pas
     assert not ReviewPass.objects.filter(task=second).exists()
     passes.claude.script(CLEAN)
     assert passes.done(first, passes.world.pull.head_sha).status_code == 202
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_callers_naming_one_pull_request_at_once_make_one_task(passes, monkeypatch):
+    from reviews.passes import handoff
+
+    other = second_user(passes)
+    both_checked = threading.Barrier(2, timeout=30)
+    authored_check = handoff.pull_authored_check
+
+    def slow_check(repository, number):
+        authored_check(repository, number)
+        both_checked.wait()  # each has passed every check before either makes its task
+
+    monkeypatch.setattr(handoff, "pull_authored_check", slow_check)
+    answers = {}
+
+    def call(name: str, api: APIClient) -> None:
+        try:
+            answers[name] = create(api, f"{REPO}#7").status_code
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(target=call, args=args) for args in (("a", passes.api), ("b", other))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(answers.values()) == [201, 409]
+    assert Task.objects.count() == 1
