@@ -1,7 +1,8 @@
 """Handing a task to Tasuku (docs/review-passes.md): `task_create` checks what a caller may
-name (its scope, pull requests its author's App opened) and `task_handoff` the pass
-settings, the reviewer and the Apps it needs. `TaskError` is a refusal the API answers
-with its status."""
+name (its scope, pull requests its author's App opened and no other open task holds) and
+`task_handoff` the pass settings, the reviewer, the skill and model it is given (chosen
+from what the operator configured, never written by the caller) and the Apps it needs.
+`TaskError` is a refusal the API answers with its status."""
 
 from __future__ import annotations
 
