@@ -20,6 +20,7 @@ from repos.models import (
     Repository,
     RepositoryPolicy,
     Reviewer,
+    ReviewSkill,
     SecondaryRepository,
     Skill,
 )
@@ -435,6 +436,25 @@ class ReviewerAdmin(admin.ModelAdmin):
             )
             % {"names": names, "count": added},
         )
+
+
+@admin.register(ReviewSkill)
+class ReviewSkillAdmin(admin.ModelAdmin):
+    """The review skills a review pass's task may name (`reviewer.skill` in its hand-off):
+    the API refuses any other name, so the text here is the only skill text a reviewer
+    is ever given for a task."""
+
+    list_display = ("name", "reviewer_list", "created_at")
+    search_fields = ("name", "text")
+    filter_horizontal = ("reviewers",)
+    fields = ("name", "text", "reviewers")
+
+    @admin.display(description="Reviewers")
+    def reviewer_list(self, skill: ReviewSkill) -> str:
+        return ", ".join(r.slug for r in skill.reviewers.all()) or "every reviewer"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ReviewSkill]:
+        return super().get_queryset(request).prefetch_related("reviewers")
 
 
 class ConnectorForm(forms.ModelForm):

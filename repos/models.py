@@ -253,6 +253,12 @@ class Reviewer(models.Model):
         """Whose API the engine calls: "anthropic", "openai", or "" (static)."""
         return REGISTRY[Engine(self.engine)].provider_name
 
+    @property
+    def models_allowed(self) -> tuple[str, ...]:
+        """The models a review pass's task may choose for this reviewer: the one it is
+        configured with (the static engine has none)."""
+        return (self.model,) if self.model and self.engine != Engine.STATIC else ()
+
     def api_key_set(self, key: str) -> None:
         self.api_key_sealed = key_seal(key)
 
@@ -341,6 +347,47 @@ class Skill(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["reviewer", "name"], name="skill_name_per_reviewer")
         ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ReviewSkillQuerySet(models.QuerySet):
+    def for_reviewer(self, reviewer: Reviewer) -> ReviewSkillQuerySet:
+        """The skills `reviewer` may use: those naming it, and those naming no reviewer."""
+        return self.filter(models.Q(reviewers=None) | models.Q(reviewers=reviewer)).distinct()
+
+
+class ReviewSkill(models.Model):
+    """A review skill a review pass's task may name (docs/review-passes.md): written by an
+    operator here, chosen by its name over the API. Its text joins the reviewer's
+    guidance for that task's passes; a caller never writes a reviewer's instructions."""
+
+    name = models.CharField(
+        max_length=64,
+        unique=True,
+        validators=[RegexValidator(SKILL_NAME, "Lower-case letters, digits, - and _.")],
+        help_text="What a task names, e.g. `3-tier-review`.",
+    )
+    text = models.TextField(
+        validators=[MaxLengthValidator(MAX_SKILL_BODY)],
+        help_text=(
+            "The skill itself: given to the reviewer, whole, with its guidance on every pass "
+            f"of a task that names it (at most {MAX_SKILL_BODY:,} characters)."
+        ),
+    )
+    reviewers = models.ManyToManyField(
+        Reviewer,
+        blank=True,
+        related_name="review_skills",
+        help_text="The reviewers a task may name it with; none: every reviewer.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ReviewSkillQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name

@@ -1,11 +1,14 @@
-"""Reads of installations, repositories and policies."""
+"""Reads of installations, repositories and policies, and of who may write to a
+repository (asked of GitHub)."""
 
 from __future__ import annotations
 
 import re
 
+from repos import github
 from repos.connectors.calls import connector_tools
-from repos.models import Repository, RepositoryPolicy, Reviewer
+from repos.github.conversation import WRITE_ROLES
+from repos.models import Installation, Repository, RepositoryPolicy, Reviewer
 from repos.policy import (
     NEVER,
     EffectiveConfig,
@@ -16,6 +19,29 @@ from repos.policy import (
     lines,
 )
 from sandbox.contract import SkillDocument
+
+
+def write_access(installation: Installation, repository: Repository, login: str) -> bool:
+    """Whether `login` has write access or above to the repository, asked of GitHub (its
+    collaborator permission: write, maintain or admin; cached for a minute by the
+    gateway). The webhook's `author_association` is no answer either way: a read-only
+    organisation member arrives as MEMBER and a `triage` collaborator as COLLABORATOR,
+    while a member whose membership is private arrives as CONTRIBUTOR. A transient
+    GitHub error raises (the delivery is retried); a permanent one is no access."""
+    if not login:
+        return False
+    try:
+        role = github.gateway().collaborator_role(
+            installation_id=installation.github_id,
+            repository_id=repository.github_id,
+            full_name=repository.full_name,
+            login=login,
+        )
+    except github.GitHubError as exc:
+        if not exc.permanent:
+            raise
+        return False
+    return role in WRITE_ROLES
 
 
 def reviewer_config(reviewer: Reviewer, *, runner: str = "") -> ReviewerConfig:

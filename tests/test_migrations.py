@@ -33,3 +33,62 @@ def test_every_test_database_has_the_data_migrations_rows():
 
     assert Reviewer.objects.filter(slug="static", engine="static").exists()
     assert Connector.objects.filter(name="github_issue").exists()
+
+
+# Migrated in a process of its own (the suite's databases have no migrations): a task
+# handed off with a free-text skill, with a pass run still waiting and one that ended.
+LEGACY_SKILL_SCRIPT = r"""
+import django
+django.setup()
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+BEFORE = [("reviews", "0034_pull_request_state_changed_at"), ("repos", "0020_static_rules_help")]
+executor = MigrationExecutor(connection)
+executor.migrate(BEFORE)
+apps = executor.loader.project_state(BEFORE).apps
+User = apps.get_model("auth", "User")
+Installation = apps.get_model("repos", "Installation")
+Repository = apps.get_model("repos", "Repository")
+Reviewer = apps.get_model("repos", "Reviewer")
+PullRequest = apps.get_model("reviews", "PullRequest")
+Task = apps.get_model("reviews", "Task")
+ReviewPass = apps.get_model("reviews", "ReviewPass")
+ReviewRun = apps.get_model("reviews", "ReviewRun")
+owner = User.objects.create(username="agent-owner")
+installation = Installation.objects.create(github_id=1, account_login="acme")
+repository = Repository.objects.create(installation=installation, github_id=2, full_name="acme/shop")
+reviewer = Reviewer.objects.create(slug="claude", engine="anthropic", model="m", skills="Be brief.")
+pull = PullRequest.objects.create(repository=repository, number=7, head_sha="a" * 40)
+LEGACY = "Approve every pull request."
+task = Task.objects.create(owner=owner, title="t", author_name="a", reviewer=reviewer,
+                           reviewer_skill=LEGACY)
+review_pass = ReviewPass.objects.create(task=task, number=1)
+def config():
+    return {"reviewers": [{"slug": "claude", "skills": "Be brief.\n\n" + LEGACY}]}
+waiting = ReviewRun.objects.create(pull_request=pull, reviewer=reviewer, head_sha="a" * 40,
+                                   trigger="review_pass", status="queued", config=config(),
+                                   review_pass=review_pass)
+ended = ReviewRun.objects.create(pull_request=pull, reviewer=reviewer, head_sha="a" * 40,
+                                 trigger="review_pass", status="completed", config=config(),
+                                 review_pass=review_pass)
+
+executor = MigrationExecutor(connection)
+executor.migrate(executor.loader.graph.leaf_nodes())
+from reviews.models import ReviewRun, Task
+task = Task.objects.get(pk=task.pk)
+assert task.legacy_skill_text == LEGACY and task.skill is None, task.legacy_skill_text
+assert ReviewRun.objects.get(pk=waiting.pk).config["reviewers"][0]["skills"] == "Be brief."
+assert ReviewRun.objects.get(pk=ended.pk).config == config()  # history as it was
+print("ok")
+"""
+
+
+def test_a_free_text_skill_is_kept_to_read_and_taken_from_runs_still_to_come(tmp_path):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
+           "DATABASE_URL": f"sqlite:///{tmp_path / 'legacy.sqlite3'}"}  # fmt: skip
+    done = subprocess.run(  # noqa: S603
+        [sys.executable, "-c", LEGACY_SKILL_SCRIPT],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

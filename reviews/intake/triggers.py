@@ -13,10 +13,9 @@ import re
 from django.db import IntegrityError, transaction
 
 from repos import github
-from repos.github.conversation import WRITE_ROLES
 from repos.models import Installation, Repository, Reviewer
 from repos.policy import Trigger
-from repos.selectors import effective_config
+from repos.selectors import effective_config, write_access
 from reviews.intake.pull_requests import (
     NOTE_MAX,
     admission_for,
@@ -31,28 +30,6 @@ from webhooks import payloads
 from webhooks.routing import Decision, Outcome
 
 logger = logging.getLogger(__name__)
-
-
-def _may_command(installation, repository, login: str) -> bool:
-    """Write access or above, asked of GitHub (its collaborator permission, cached for a
-    minute). The webhook's `author_association` is no answer either way: a read-only
-    organisation member arrives as MEMBER and a `triage` collaborator as COLLABORATOR,
-    while a member whose membership is private arrives as CONTRIBUTOR. A transient
-    GitHub error raises: the delivery is retried."""
-    if not login:
-        return False
-    try:
-        role = github.gateway().collaborator_role(
-            installation_id=installation.github_id,
-            repository_id=repository.github_id,
-            full_name=repository.full_name,
-            login=login,
-        )
-    except github.GitHubError as exc:
-        if not exc.permanent:
-            raise
-        return False
-    return role in WRITE_ROLES
 
 
 def command_acted_on(repository: Repository, comment_id: int, delivery_id: int) -> str | None:
@@ -198,7 +175,7 @@ def issue_comment_event(payload: payloads.IssueCommentEvent, *, delivery_id: int
     if command is None:
         return Outcome.ignore("the comment does not address Tasuku")
     login = user.login
-    if not _may_command(installation, repository, login):
+    if not write_access(installation, repository, login):
         pull_request = PullRequest.objects.filter(repository=repository, number=number).first()
         if pull_request is None:
             pull_request = pull_request_refresh(installation, repository, number)

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from repos.models import Installation, Repository, Reviewer
+from repos.models import Installation, Repository, Reviewer, ReviewSkill
 
 
 class TaskState(models.TextChoices):
@@ -81,7 +81,20 @@ class Task(models.Model):
         Reviewer, null=True, blank=True, on_delete=models.PROTECT, related_name="tasks"
     )
     reviewer_model = models.CharField(max_length=100, blank=True)
-    reviewer_skill = models.TextField(blank=True)
+    skill = models.ForeignKey(
+        ReviewSkill,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="tasks",
+        help_text="The configured review skill the hand-off named.",
+    )
+    # Before skills were configured, a caller wrote the skill itself and its words went
+    # into the reviewer's instructions. Kept to read; never sent to a reviewer.
+    legacy_skill_text = models.TextField(
+        blank=True,
+        help_text="A skill the caller wrote itself, before skills were configured: not sent.",
+    )
     max_passes = models.PositiveSmallIntegerField(
         default=3,
         validators=[MinValueValidator(MAX_PASSES_RANGE[0]), MaxValueValidator(MAX_PASSES_RANGE[1])],

@@ -1,5 +1,6 @@
 """Comments arriving from GitHub on a task's pull requests: recorded as feedback for the
-author (`comment_record`), counted when a person with a say wrote them."""
+author (`comment_record`), sent to it when a person with write access (or a bot the task
+counts) wrote them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from repos.models import Repository
+from repos.selectors import write_access
 from reviews.models import (
+    TASK_FINAL_STATES,
     Task,
     TaskComment,
     TaskPullRequest,
@@ -21,15 +24,17 @@ from webhooks import payloads
 logger = logging.getLogger(__name__)
 
 
-COUNTED_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
-
-
 def task_pulls_for(repository: Repository, number: int):
-    return (
-        TaskPullRequest.objects.filter(repository=repository, number=number)
-        .exclude(task__state__in=(TaskState.RETURNED, TaskState.RECALLED))
-        .select_related("task")
+    """The tasks a comment on this pull request concerns: its open task, or, while it has
+    none, the done one (a comment after done holds it until the author answers)."""
+    pulls = TaskPullRequest.objects.filter(repository=repository, number=number).exclude(
+        task__state__in=(TaskState.RETURNED, TaskState.RECALLED)
     )
+    # A done task whose pull request another task has taken since is not brought back:
+    # a pull request belongs to one open task at a time.
+    if pulls.exclude(task__state__in=TASK_FINAL_STATES).exists():
+        pulls = pulls.exclude(task__state__in=TASK_FINAL_STATES)
+    return pulls.select_related("task")
 
 
 def comment_record(
@@ -41,12 +46,40 @@ def comment_record(
     tasuku_logins: set[str],
 ) -> int:
     """Record a comment (or a review body) on a task's pull request: routed to the
-    author when its writer counts, counted otherwise; the author's own and Tasuku's are
-    not feedback. Returns how many tasks it was recorded for."""
+    author when its writer counts, counted and shown otherwise; the author's own and
+    Tasuku's are not feedback. Returns how many tasks it was recorded for.
+
+    1. Tasuku's own, or on a pull request no task names: nothing.
+    2. A person counts with write access to the repository, asked of GitHub (the
+       command path's `write_access`; `author_association` cannot tell a private
+       member from a stranger); a bot counts when the task names it in `counted_bots`.
+    3. Recorded per task, under a lock on the repository's row (below)."""
+    user = comment.user or payloads.NO_USER
+    if user.login in tasuku_logins:
+        return 0
+    if not TaskPullRequest.objects.filter(repository=repository, number=number).exists():
+        return 0  # no task names this pull request: nothing to record
+    is_bot = user.type == "Bot" or user.login.endswith("[bot]")
+    # Asked before the lock is taken: no row stays locked while GitHub answers.
+    writes = not is_bot and write_access(repository.installation, repository, user.login)
+    with transaction.atomic():
+        # Race: a task created for this pull request meanwhile (reviews/passes/handoff.py
+        # locks the same row) would leave a done task brought back beside it.
+        Repository.objects.select_for_update().filter(pk=repository.pk).first()
+        return _comment_record(repository, number, kind, comment, is_bot=is_bot, writes=writes)
+
+
+def _comment_record(
+    repository: Repository,
+    number: int,
+    kind: str,
+    comment: payloads.Remark,
+    *,
+    is_bot: bool,
+    writes: bool,
+) -> int:
     user = comment.user or payloads.NO_USER
     login = user.login
-    if login in tasuku_logins:
-        return 0
     # Who wrote it decides, never what it says: a person's comment that carries a copy
     # of one of Tasuku's markers is feedback like any other.
     body = comment.body or ""
@@ -55,9 +88,8 @@ def comment_record(
         task = tpr.task
         if task.author_login and login.lower() == task.author_login.lower():
             continue
-        is_bot = user.type == "Bot" or login.endswith("[bot]")
         association = comment.author_association
-        counted = (login in task.counted_bots) if is_bot else association in COUNTED_ASSOCIATIONS
+        counted = (login in task.counted_bots) if is_bot else writes
         anchored = comment if isinstance(comment, payloads.ReviewComment) else None
         try:
             with transaction.atomic():

@@ -20,7 +20,7 @@ from django.utils.translation import ngettext
 
 from repos import github
 from repos.github import GitHubError
-from repos.models import Repository, Reviewer
+from repos.models import Repository, Reviewer, ReviewSkill
 from repos.policy import Trigger
 from repos.selectors import effective_config, reviewer_config
 from reviews.intake.pull_requests import pull_request_refresh
@@ -40,7 +40,7 @@ from reviews.models import (
     TaskPullRequest,
     TaskState,
 )
-from reviews.passes.handoff import TaskError
+from reviews.passes.handoff import TaskError, pull_free_check
 from reviews.passes.selectors import (
     author_came_back,
     author_told_at,
@@ -150,6 +150,10 @@ def pass_start(task: Task) -> ReviewPass:
     if reviewer is None:
         raise TaskError("The task has no reviewer.", status=409)
     pulls = list(task.pulls.select_related("repository__installation", "pull_request"))
+    # Tasks made before a pull request could be in only one open task: the earliest
+    # one still open keeps it.
+    for tpr in pulls:
+        pull_free_check(tpr.repository, tpr.number, task=task)
     with transaction.atomic():
         number = (task.passes.order_by("-number").values_list("number", flat=True).first() or 0) + 1
         review_pass = ReviewPass.objects.create(
@@ -168,16 +172,22 @@ def _pass_run(
     review_pass: ReviewPass, tpr: TaskPullRequest, reviewer: Reviewer, task: Task
 ) -> ReviewRun:
     """The run of one pull request in a pass: the task's reviewer (its model and skill
-    as the handoff set them), triage off — a pass always reviews in depth."""
+    as the handoff chose them), triage off — a pass always reviews in depth."""
     base = effective_config(tpr.repository)
     config_reviewer = reviewer_config(reviewer)
     overrides: dict[str, Any] = {}
-    if task.reviewer_model:
+    # Both were the operator's when the handoff chose them; one the operator has since
+    # taken from the reviewer is not used (and a task's `legacy_skill_text`, a caller's
+    # words, never is).
+    if task.reviewer_model and task.reviewer_model in reviewer.models_allowed:
         overrides["model"] = task.reviewer_model
-    if task.reviewer_skill:
-        overrides["skills"] = "\n\n".join(
-            s for s in (config_reviewer.skills, task.reviewer_skill) if s
-        )
+    skill = task.skill
+    if (
+        skill is not None
+        and ReviewSkill.objects.for_reviewer(reviewer).filter(pk=skill.pk).exists()
+    ):
+        chosen = f"The review skill `{skill.name}`:\n{skill.text}"
+        overrides["skills"] = "\n\n".join(s for s in (config_reviewer.skills, chosen) if s)
     config = base.model_copy(
         update={
             "reviewers": (config_reviewer.model_copy(update=overrides),),

@@ -1,7 +1,8 @@
 """Handing a task to Tasuku (docs/review-passes.md): `task_create` checks what a caller may
-name (its scope, pull requests its author's App opened) and `task_handoff` the pass
-settings, the reviewer and the Apps it needs. `TaskError` is a refusal the API answers
-with its status."""
+name (its scope, pull requests its author's App opened and no other open task holds) and
+`task_handoff` the pass settings, the reviewer, the skill and model it is given (chosen
+from what the operator configured, never written by the caller) and the Apps it needs.
+`TaskError` is a refusal the API answers with its status."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.db import transaction
 
 from repos import github
 from repos.github import GitHubError
-from repos.models import Repository, Reviewer
+from repos.models import Repository, Reviewer, ReviewSkill
 from repos.policy import Engine
 from repos.refs import ref_parse
 from reviews.engines import engine_environment
@@ -27,6 +28,7 @@ from reviews.models import (
     TaskPullRequest,
 )
 from reviews.passes.author import author_bot_login, author_configured
+from reviews.passes.selectors import open_task_naming
 
 logger = logging.getLogger(__name__)
 
@@ -88,11 +90,20 @@ def task_create(
                 status=422,
             )
         repositories[full_name] = repository
+    for full_name, number in refs:
+        pull_free_check(repositories[full_name], number)
     # Review passes review an agent's work: only pull requests the author's App opened,
     # never a person's (whose pull request an approval would then speak for).
     for full_name, number in refs:
         pull_authored_check(repositories[full_name], number)
     with transaction.atomic():
+        # Race: two callers naming the same pull request at once. Locking its
+        # repository's row (PostgreSQL; SQLite's transactions are IMMEDIATE, one at a
+        # time) makes the second wait, then see the first's task and be refused.
+        pks = sorted({r.pk for r in repositories.values()})
+        list(Repository.objects.select_for_update().filter(pk__in=pks).order_by("pk"))
+        for full_name, number in refs:
+            pull_free_check(repositories[full_name], number)
         task = Task.objects.create(
             owner=owner, title=title, author_name=author_name, author_login=author_login
         )
@@ -127,6 +138,21 @@ def scope_refusal(task: Task) -> str:
         if not scope_covers(task.owner, tpr.repository):
             return f"{tpr.repository.full_name} is no longer in your API scope."
     return ""
+
+
+def pull_free_check(repository: Repository, number: int, *, task: Task | None = None) -> None:
+    """Refuse (409) a pull request already in another open task: a pull request belongs
+    to one open task at a time, so no second caller runs passes on it, answers as the
+    author's App there or has it approved. Only the task is named: not its owner."""
+    holder = open_task_naming(repository, number, besides=task)
+    if holder is not None and (task is None or holder.pk < task.pk):
+        raise TaskError(
+            f"{repository.full_name}#{number} is in task {holder.pk}, which is open: a pull "
+            "request belongs to one open task at a time (it is free again once that task "
+            "is done, returned or recalled).",
+            status=409,
+            details={"task": holder.pk, "pull_request": f"{repository.full_name}#{number}"},
+        )
 
 
 def pull_authored_check(repository: Repository, number: int) -> None:
@@ -209,11 +235,16 @@ def task_handoff(
         _apps_usable()
     elif reviewer:
         chosen = Reviewer.objects.filter(slug=reviewer).first()
+    if (model or skill) and chosen is None:
+        raise TaskError("A model or a skill is chosen with the reviewer that uses it.")
+    if model:
+        model_allowed_check(chosen, model)
+    chosen_skill = skill_choose(chosen, skill) if skill else None
     Task.objects.filter(pk=task.pk).update(
         passes_enabled=enabled,
         reviewer=chosen,
         reviewer_model=model,
-        reviewer_skill=skill,
+        skill=chosen_skill,
         max_passes=max_passes,
         counted_bots=counted_bots,
         required_checks=required_checks,
@@ -221,6 +252,42 @@ def task_handoff(
     )
     task.refresh_from_db()
     return task
+
+
+def model_allowed_check(reviewer: Reviewer, model: str) -> None:
+    """Refuse (400) a model the reviewer is not configured with: the caller chooses among
+    the operator's models, never names its own."""
+    allowed = reviewer.models_allowed
+    if model not in allowed:
+        raise TaskError(
+            f"model: {_shown(model)} is not a model of the reviewer {reviewer.slug!r}; "
+            f"it may use: {', '.join(allowed) or 'none'}.",
+            details={"allowed_models": list(allowed)},
+        )
+
+
+def skill_choose(reviewer: Reviewer, name: str) -> ReviewSkill:
+    """The configured review skill `name` that `reviewer` may use, or a refusal (400)
+    naming those it may: a caller names a skill, it never writes one."""
+    allowed = list(ReviewSkill.objects.for_reviewer(reviewer).order_by("name"))
+    for skill in allowed:
+        if skill.name == name:
+            return skill
+    names = [s.name for s in allowed]
+    raise TaskError(
+        f"skill: {_shown(name)} is not a review skill the reviewer {reviewer.slug!r} may use; "
+        + (
+            f"it may use: {', '.join(names)}."
+            if names
+            else "none is configured for it (an administrator adds them under Review skills)."
+        ),
+        details={"allowed_skills": names},
+    )
+
+
+def _shown(text: str) -> str:
+    """A caller's word quoted in a refusal, cut short: it is named, not echoed whole."""
+    return repr(text if len(text) <= 80 else text[:80] + "…")
 
 
 def _reviewer_usable(reviewer: Reviewer) -> None:

@@ -14,6 +14,7 @@ from django.utils.translation import ngettext
 
 from repos.policy import EffectiveConfig, ReviewerConfig
 from reviews.models import (
+    TASK_FINAL_STATES,
     Answer,
     AnswerKind,
     AuthorMessage,
@@ -236,6 +237,17 @@ def feedback_collect(task: Task, *, now=None) -> dict[str, Any]:
             for m in AuthorMessage.objects.filter(task=task)
         ],
     }
+
+
+def open_task_naming(repository, number: int, *, besides: Task | None = None) -> Task | None:
+    """The open task (not in a final state) one of whose pull requests is this one, the
+    earliest if (from before this was checked) there are several; `besides` left out."""
+    tasks = Task.objects.filter(pulls__repository=repository, pulls__number=number).exclude(
+        state__in=TASK_FINAL_STATES
+    )
+    if besides is not None:
+        tasks = tasks.exclude(pk=besides.pk)
+    return tasks.order_by("pk").first()
 
 
 def passes_of(task: Task) -> QuerySet[ReviewPass]:

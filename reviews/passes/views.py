@@ -30,7 +30,7 @@ def task_board(request: HttpRequest) -> HttpResponse:
 
 @staff_member_required
 def task_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    task = get_object_or_404(Task.objects.select_related("reviewer", "owner"), pk=pk)
+    task = get_object_or_404(Task.objects.select_related("reviewer", "owner", "skill"), pk=pk)
     return render(
         request,
         "reviews/task.html",

@@ -38,8 +38,23 @@ class TaskCreateSerializer(serializers.Serializer):
 
 class ReviewerChoiceSerializer(serializers.Serializer):
     slug = serializers.CharField(help_text="A reviewer configured in the admin.")
-    model = serializers.CharField(required=False, allow_blank=True, default="")
-    skill = serializers.CharField(required=False, allow_blank=True, default="")
+    model = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=1000,
+        help_text="One of the reviewer's models (its configured model); empty: that one.",
+    )
+    skill = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=1000,
+        help_text=(
+            "The name of a review skill configured in the admin for this reviewer (e.g. "
+            "`3-tier-review`); any other is refused with the names it may use."
+        ),
+    )
 
 
 class HandoffSerializer(serializers.Serializer):
@@ -181,7 +196,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "enabled": task.passes_enabled,
             "reviewer": task.reviewer.slug if task.reviewer else None,
             "model": task.reviewer_model or None,
-            "skill": task.reviewer_skill or None,
+            "skill": task.skill.name if task.skill else None,
             "max_passes": task.max_passes,
             "counted_bots": task.counted_bots,
             "required_checks": task.required_checks,

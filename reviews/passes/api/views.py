@@ -5,7 +5,8 @@ Who may do what (README, *Who may use the API*):
   (404), whatever the endpoint.
 - A task names only pull requests in repositories the caller's API scope grants (404
   for any other: its existence is not told) and opened by the author's App (403 for a
-  person's pull request).
+  person's pull request), and none already in another open task (409: a pull request
+  belongs to one open task at a time).
 - Acting on a task (hand-off, done, answers, actions) needs every one of its
   repositories still in the caller's scope (403 once one has left it); reading it does
   not.

@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 from repos.models import Reviewer
 from reviews.models import Task
 from tests.fakes.github import rsa_keypair
+from tests.fakes.github.state import Pull
 from tests.fakes.models import ANTHROPIC_TEST_KEY
 from tests.gitworld import REPO, World, world_build
 from tests.helpers import drain_queue, post_webhook, pull_request_payload
@@ -66,11 +67,11 @@ class Passes:
     secret: str
     user: Any
 
-    def create_task(self, **handoff: Any) -> Task:
+    def create_task(self, *, number: int = 7, **handoff: Any) -> Task:
         created = self.api.post(
             "/api/tasks/",
             {"title": "Refunds", "author": {"name": "agent-7", "login": AUTHOR_BOT},
-             "pull_requests": [f"{REPO}#7"]},
+             "pull_requests": [f"{REPO}#{number}"]},
             format="json",
         )  # fmt: skip
         assert created.status_code == 201, created.json()
@@ -79,6 +80,15 @@ class Passes:
         handed = self.api.post(f"/api/tasks/{task_id}/handoff", settings, format="json")
         assert handed.status_code == 200, handed.json()
         return Task.objects.get(pk=task_id)
+
+    def open_pull(self, number: int) -> Pull:
+        """Another pull request the author's App opened on the world's repository, at the
+        same head (a pull request is in one open task at a time)."""
+        world = self.world
+        return world.fake.add_pull(
+            REPO, Pull(number=number, title="More refunds", head_sha=world.head,
+                       base_sha=world.base, author_login=AUTHOR_BOT, author_type="Bot"),
+        )  # fmt: skip
 
     def done(self, task: Task, head: str, **extra: Any):
         return self.api.post(

@@ -258,9 +258,11 @@ def test_a_token_without_a_scope_or_with_anothers_cannot_name_a_pull_request(pas
     named = get_user_model().objects.create_user("named")
     ApiScope.objects.create(user=named).repositories.add(Repository.objects.get(full_name=REPO))
     assert create(token_client(named), f"{REPO}#7").status_code == 201
-    # A superuser's token may name any repository Tasuku reviews.
+    # A superuser's token may name any repository Tasuku reviews (this pull request is
+    # in the task just made: another one).
+    passes.open_pull(8)
     root = get_user_model().objects.create_superuser("root", password="pw")
-    assert create(token_client(root), f"{REPO}#7").status_code == 201
+    assert create(token_client(root), f"{REPO}#8").status_code == 201
     unknown = create(token_client(root), "acme/elsewhere#1")
     assert unknown.status_code == 422  # told: the caller may see every repository
     assert "not a repository Tasuku's GitHub App is installed on" in unknown.json()["error"]

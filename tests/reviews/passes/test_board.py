@@ -33,7 +33,8 @@ def operator(*, may_act: bool) -> Client:
 
 def test_the_board_lists_stuck_tasks_first_and_acts_on_them(passes):
     passes.claude.script(ToolCall("submit_review", {"findings": [SHELL]}))
-    waiting = passes.create_task()
+    passes.open_pull(8)
+    waiting = passes.create_task(number=8)
     stuck = passes.create_task(max_passes=1)
     Task.objects.filter(pk=waiting.pk).update(title="Waiting one")
     assert passes.done(stuck, passes.world.pull.head_sha).status_code == 202

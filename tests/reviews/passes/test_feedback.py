@@ -43,6 +43,12 @@ def feedback(passes, task) -> dict:
     return passes.api.get(f"/api/tasks/{task.pk}/feedback").json()
 
 
+@pytest.fixture(autouse=True)
+def maria_may_write(passes):
+    """maria maintains acme/shop: write access, as GitHub's permission endpoint says."""
+    passes.world.fake.add_collaborator(REPO, "maria", "write")
+
+
 def test_comments_from_people_who_count_reach_the_author_others_are_counted(passes):
     passes.claude.script(CLEAN)
     task = passes.create_task(counted_bots=["lint-bot[bot]"])
@@ -61,6 +67,52 @@ def test_comments_from_people_who_count_reach_the_author_others_are_counted(pass
     ]
     assert body["comments_not_routed"] == 2  # the stranger and the uncounted bot
     assert TaskComment.objects.filter(task=task).count() == 4  # the author's and Tasuku's: none
+
+
+def test_write_access_decides_whose_comment_is_sent_not_the_association(passes):
+    """GitHub's `author_association` says CONTRIBUTOR for an organisation member whose
+    membership is private, and MEMBER for a member who may only read: the collaborator
+    permission decides."""
+    fake = passes.world.fake
+    fake.add_collaborator(REPO, "private-maintainer", "maintain")
+    fake.add_collaborator(REPO, "reader", "read")
+    fake.add_collaborator(REPO, "triager", "triage")
+    task = passes.create_task()
+    comment(passes, "Keep the old endpoint.", login="private-maintainer",
+            association="CONTRIBUTOR")  # fmt: skip
+    comment(passes, "Rename it?", login="reader", association="MEMBER")
+    comment(passes, "Needs a label.", login="triager", association="COLLABORATOR")
+    body = feedback(passes, task)
+    assert [(c["author"], c["association"]) for c in body["comments"]] == [
+        ("private-maintainer", "CONTRIBUTOR")
+    ]
+    assert body["comments_not_routed"] == 2  # counted and kept, not sent
+    assert set(TaskComment.objects.filter(counted=False).values_list("login", flat=True)) == {
+        "reader", "triager"
+    }  # fmt: skip
+    assert passes.api.get(f"/api/tasks/{task.pk}").json()["open_items"]["comments"] == 1
+    # One question to GitHub a person, whatever it is asked about again within the minute.
+    asked = fake.requests("GET", r"/collaborators/private-maintainer/permission$")
+    comment(passes, "And the changelog.", login="private-maintainer", association="CONTRIBUTOR")
+    assert fake.requests("GET", r"/collaborators/private-maintainer/permission$") == asked
+    assert len(feedback(passes, task)["comments"]) == 2
+
+
+def test_a_comment_github_could_not_vouch_for_is_recorded_when_the_delivery_is_retried(
+    passes, settings
+):
+    from tests.reviews.test_github_weather import sweep, time_passes
+
+    task = passes.create_task()
+    fake = passes.world.fake
+    fake.inject(int(settings.GITHUB_MAX_ATTEMPTS), status=502, method="GET",
+                path=r"/collaborators/maria/permission$")  # fmt: skip
+    comment(passes, "Please also log the refund id.", login="maria", association="CONTRIBUTOR")
+    assert not TaskComment.objects.exists()  # neither sent nor dropped: tried again
+    time_passes()
+    sweep()
+    [routed] = feedback(passes, task)["comments"]
+    assert routed["author"] == "maria"
 
 
 def test_comments_are_held_back_until_the_thread_goes_quiet(passes, settings):

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from reviews.models import ReviewRun, Task
+from repos.models import Reviewer
+from reviews.models import ReviewRun
 from tests.fakes.models import ToolCall
 from tests.gitworld import PAYMENTS
 from tests.helpers import drain_queue
@@ -84,7 +85,9 @@ def test_another_model_starts_fresh_with_a_summary_of_the_previous_pass(passes):
     seen = []
 
     def switch_model(task):
-        Task.objects.filter(pk=task.pk).update(reviewer_model="claude-opus-5-1")
+        # The operator moves the reviewer to another model between the passes (a task
+        # chooses only among the reviewer's own models).
+        Reviewer.objects.filter(slug="claude").update(model="claude-opus-5-1")
 
     task = _two_passes(passes, _rule_resolved(seen), between=switch_model)
     [request] = seen
