@@ -100,15 +100,29 @@ def _memory(pid: int) -> int:
         return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _tree_rss(pid: int) -> int:
-    """Memory of `pid` and every process below it (`_memory` of each)."""
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
+def _tree_rss(pid: int, *, forks_of_root: bool = True) -> int:
+    """Memory of `pid` and every process below it (`_memory` of each). Without
+    `forks_of_root`, a child of `pid` still running `pid`'s program is left out: the
+    moment between fork and exec of a subprocess `pid` starts, whose pages are `pid`'s
+    (read one after the other, the two would count them twice)."""
     total, queue, seen = 0, [pid], set()
+    root = _cmdline(pid)
     while queue:
         current = queue.pop()
         if current in seen:
             continue
         seen.add(current)
         try:
+            if not forks_of_root and current != pid and _cmdline(current) == root:
+                continue
             total += _memory(current)
             for task in os.listdir(f"/proc/{current}/task"):
                 with open(f"/proc/{current}/task/{task}/children") as handle:
@@ -310,7 +324,10 @@ def in_process(
     repo: Path, item: Range, env: dict[str, str]
 ) -> tuple[subprocess.CompletedProcess, float, int]:
     """The review in this process, as a worker makes it: Django set up once, the engine's
-    fork server warm after the first. (result, wall seconds, 0: no separate peak)."""
+    fork server warm after the first. (result, wall seconds, the most memory the review
+    added to this process's tree above what it held at rest before it: the engine, its
+    checkers and what the review keeps while it runs — not the worker's own standing
+    memory, which no review adds)."""
     import io
 
     os.environ["DATABASE_URL"] = env["DATABASE_URL"]
@@ -320,6 +337,18 @@ def in_process(
 
     django.setup()
     out = io.StringIO()
+    at_rest = _tree_rss(os.getpid(), forks_of_root=False)
+    peak = at_rest
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, _tree_rss(os.getpid(), forks_of_root=False))
+            done.wait(0.01)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     started = time.perf_counter()
     code = 0
     try:
@@ -329,8 +358,12 @@ def in_process(
         code = int(exc.code or 0)
     except Exception as exc:  # noqa: BLE001 - a failed review is counted and said
         return subprocess.CompletedProcess([], 2, b"", str(exc).encode()), 0.0, 0
+    finally:
+        done.set()
+        sampler.join()
     elapsed = time.perf_counter() - started
-    return subprocess.CompletedProcess([], code, out.getvalue().encode(), b""), elapsed, 0
+    added = max(peak - at_rest, 0)
+    return subprocess.CompletedProcess([], code, out.getvalue().encode(), b""), elapsed, added
 
 
 def run(repos: list[Path], count: int, skip: int, env: dict[str, str], grades_path: Path,
@@ -338,6 +371,11 @@ def run(repos: list[Path], count: int, skip: int, env: dict[str, str], grades_pa
         whole_tree: bool = False) -> None:  # fmt: skip
     graded = Graded.load(grades_path)
     if whole_tree:
+        os.environ["DATABASE_URL"] = env["DATABASE_URL"]
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tasuku.settings")
+        import django
+
+        django.setup()
         from reviews import stages
 
         stages.materialise_for = lambda reviewer: None  # every file written, as before
@@ -462,6 +500,14 @@ def _report(
             print(f"\ntime: reviews in one warm process (as a worker makes them: checkout, "
                   f"engine, validation, the database) {tasuku:.1f} s, bare tools {bare:.1f} s "
                   f"({tasuku / bare:.2f}x)")  # fmt: skip
+            mb = 1024 * 1024
+            added = sorted(t[2] for t in times)
+            if peaks and added:
+                print(f"peak memory a review adds to the worker (PSS of its process tree above "
+                      f"the worker at rest): median {added[len(added) // 2] / mb:.0f} MB, "
+                      f"largest {added[-1] / mb:.0f} MB; bare tools median "
+                      f"{sorted(t[3] for t in times)[len(times) // 2] / mb:.0f} MB; ratio "
+                      f"median {peaks[len(peaks) // 2]:.1f}x")  # fmt: skip
             return
         print(f"\ntime: manage.py review {tasuku:.1f} s, bare tools {bare:.1f} s "
               f"({tasuku / bare:.1f}x; it includes starting Python and Django and its database)")  # fmt: skip

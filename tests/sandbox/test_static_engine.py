@@ -148,6 +148,20 @@ def test_the_result_summary_says_what_was_checked(checkout):
     assert result.summary.limitations
 
 
+def test_the_summary_names_what_checked_each_kind_of_file_not_every_tool_for_all(checkout):
+    write(checkout, "a.py", "x = 1\n")
+    write(checkout, "b.py", "y = 2\n")
+    write(checkout, "run.sh", "#!/bin/sh\necho hi\n")
+    write(checkout, "Makefile", "all:\n\techo hi\n")
+    result = review(job(*(added(p, 1) for p in ("a.py", "b.py", "run.sh", "Makefile"))), checkout)
+    said = result.summary.validation
+    assert said.startswith(
+        "Checked the added lines of 4 changed files: 2 files by ruff, detect-secrets and "
+        "hygiene; 1 file by detect-secrets and hygiene only; 1 file by shellcheck, "
+        "detect-secrets and hygiene (with ruff "
+    ), said
+
+
 def test_the_engine_runs_in_the_local_runner_and_returns_the_contract(checkout):
     write(checkout, "app.py", "import subprocess\nCMD = 'make'\nsubprocess.call(CMD, shell=True)\n")
     result = engine_run("static", job(added("app.py", 3)), checkout)

@@ -138,7 +138,9 @@ def test_every_file_the_engine_did_not_read_is_named_with_why(tmp_path):
         'Not checked (not a regular file): "sub".',
         'Not checked (binary in the diff): "logo\\".png".',
     ]
-    assert "Checked the added lines of 1 changed files" in result.summary.validation
+    assert result.summary.validation.startswith(
+        "Checked the added lines of 1 changed file: 1 file by ruff, detect-secrets and hygiene ("
+    )
 
 
 def test_a_file_ruff_cannot_read_is_named_not_reported_as_a_finding(tmp_path, monkeypatch):

@@ -105,7 +105,6 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
         dropped = len(findings) - MAX_FINDINGS
         findings = findings[:MAX_FINDINGS]
     important = sorted({f.path for f in findings})
-    checked = len(files)
     limitations = [
         "Static analysis only: logic, design and intent are not reviewed.",
     ]
@@ -138,11 +137,7 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
         summary=ReviewSummary(
             inspected_areas=areas,
             important_files=important[:20],
-            validation=(
-                f"Checked the added lines of {checked} changed files with "
-                + ", ".join(versions)
-                + "."
-            ),
+            validation=_validation(files, read_by, versions),
             context_sources=["the checkout at the pull request's head"],
             confidence=0.9,
             limitations=limitations,
@@ -150,6 +145,31 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
         unread=[OmittedPart(path=s.path, reason=s.reason) for s in skipped[:1000]],
         partial=_partial(failures),
     )
+
+
+def _validation(files: list[Target], read_by: dict[str, list[str]], versions: list[str]) -> str:
+    """What checked the changed files, file by file grouped by the checkers that read
+    them (a Makefile read for secrets alone is not said to have met ruff)."""
+    groups: dict[tuple[str, ...], int] = {}
+    for target in files:
+        key = tuple(read_by.get(target.path, ()))
+        groups[key] = groups.get(key, 0) + 1
+    said = []
+    for checkers, count in sorted(groups.items(), key=lambda kv: (-kv[1], kv[0])):
+        files_word = "file" if count == 1 else "files"
+        if not checkers:
+            said.append(f"{count} {files_word} by none")
+            continue
+        only = "" if any(name in checkers for name in LANGUAGE_CHECKERS) else " only"
+        said.append(f"{count} {files_word} by {_names_and(checkers)}{only}")
+    total = len(files)
+    head = f"Checked the added lines of {total} changed {'file' if total == 1 else 'files'}"
+    tools = f" (with {', '.join(versions)})" if versions else ""
+    return f"{head}: {'; '.join(said)}{tools}." if said else f"{head}{tools}."
+
+
+def _names_and(names: tuple[str, ...]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 NAMES = {
