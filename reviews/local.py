@@ -148,7 +148,7 @@ def refs_resolve(repo: Path, base: str | None, head: str | None) -> tuple[Path, 
     return root, base_sha, head_sha, "detached" if branch == "HEAD" else branch
 
 
-def _local_repository(root: Path) -> Repository:
+def local_repository(root: Path) -> Repository:
     installation, _ = Installation.objects.get_or_create(
         github_id=LOCAL_INSTALLATION, defaults={"account_login": "local", "account_type": "Local"}
     )
@@ -166,7 +166,9 @@ def _local_repository(root: Path) -> Repository:
     return repository
 
 
-def _pull_request(repository: Repository, branch: str, base_sha: str, head_sha: str) -> PullRequest:
+def local_pull_request(
+    repository: Repository, branch: str, base_sha: str, head_sha: str
+) -> PullRequest:
     with transaction.atomic():
         pull_request = PullRequest.objects.filter(repository=repository, head_ref=branch).first()
         if pull_request is None:
@@ -270,8 +272,8 @@ def local_review(
     local repository and its "pull request" (one per branch), then `review_execute`."""
     reviewer = reviewer_enabled(reviewer_slug)
     root, base_sha, head_sha, branch = refs_resolve(repo, base, head)
-    repository = _local_repository(root)
-    pull_request = _pull_request(repository, branch, base_sha, head_sha)
+    repository = local_repository(root)
+    pull_request = local_pull_request(repository, branch, base_sha, head_sha)
     return review_execute(pull_request, reviewer, base_sha, head_sha, Local(root))
 
 

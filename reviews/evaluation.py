@@ -1,0 +1,349 @@
+"""Replay reviewers over a repository's own history and score what they would have said
+by what its authors did next (`manage.py evaluate`, docs/evaluation.md).
+
+A merged pull request is read from the default branch's first-parent history: a merge
+commit's second parent is the branch as merged, and its first-parent chain back to the
+merge base the heads the pull request had (a squash merge is one head). Each head is
+reviewed in turn as a push would be, through the one pipeline on a local pull request of
+the evaluation's own (`evaluate/<merge>`): nothing is posted anywhere, and no real pull
+request's state is touched. Each comment a head's review would have published is then
+scored from what happened next:
+
+- **addressed**: a later head of the same pull request changed or removed its lines;
+- **survived**: it reached the merge untouched;
+- **changed after merge**: it survived, and a commit on the default branch within the
+  window after the merge changed those lines (a fix or a revert the review might have
+  prevented).
+
+None of these says a comment was right; they are the proxies a person reads beside the
+comments themselves (grouped by rule in the report).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+from reviews.local import Local, local_pull_request, local_repository, review_execute
+from reviews.models import Finding, FindingState
+
+ADDRESSED = "addressed"
+SURVIVED = "survived"
+CHANGED_AFTER_MERGE = "changed after merge"
+NOT_SCORED = "not scored"  # a comment on a removed line: nothing later to follow
+OUTCOMES = (ADDRESSED, SURVIVED, CHANGED_AFTER_MERGE, NOT_SCORED)
+HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.MULTILINE)
+
+
+class EvaluationError(Exception):
+    """What the caller must change for an evaluation to run (said as it is)."""
+
+
+def _git(repo: Path, *args: str) -> str:
+    completed = subprocess.run(  # noqa: S603
+        ["git", "-C", str(repo), *args],  # noqa: S607
+        capture_output=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        said = completed.stderr.decode(errors="replace").strip().splitlines()
+        raise EvaluationError(f"git {args[0]} failed: {said[-1] if said else 'no output'}")
+    return completed.stdout.decode(errors="replace")
+
+
+@dataclass
+class PullHistory:
+    """A merged pull request as history keeps it: the merge base, the heads it had
+    (oldest first; the last is what was merged), the commit that merged it."""
+
+    base: str
+    heads: list[str]
+    merge: str
+    subject: str
+
+
+def pull_histories(
+    repo: Path, count: int, *, skip: int = 0, max_heads: int = 6, ref: str = "HEAD"
+) -> list[PullHistory]:
+    """The newest `count` merged pull requests of `ref`'s first-parent history (after
+    skipping `skip`). Of a pull request with more than `max_heads` heads, the first
+    `max_heads - 1` and the last are kept (the merged head is always one)."""
+    if count < 1 or max_heads < 1:
+        raise EvaluationError("count and max heads are at least 1")
+    listed = _git(repo, "log", "--first-parent", "--format=%H %P%x09%s", ref, "--").splitlines()
+    found: list[PullHistory] = []
+    for line in listed[skip:]:
+        if len(found) >= count:
+            break
+        shas, _, subject = line.partition("\t")
+        commit, *parents = shas.split()
+        if len(parents) == 2:
+            base = _git(repo, "merge-base", parents[0], parents[1]).strip()
+            heads = _git(
+                repo, "rev-list", "--first-parent", "--reverse", f"{base}..{parents[1]}", "--"
+            ).split()
+        elif len(parents) == 1:
+            base, heads = parents[0], [commit]
+        else:
+            continue  # the root commit: nothing before it
+        if not heads or not _git(repo, "diff", "--name-only", base, heads[-1], "--").strip():
+            continue
+        if len(heads) > max_heads:
+            heads = heads[: max_heads - 1] + heads[-1:]
+        found.append(PullHistory(base, heads, commit, subject[:200]))
+    return found
+
+
+def _changed_lines(
+    repo: Path, old: str, new: str, path: str
+) -> tuple[list[tuple[int, int, int, int]], bool]:
+    """The hunks of `path` between two commits, as (old start, old count, new start, new
+    count), and whether the file is gone in `new`."""
+    text = _git(
+        repo, "diff", "--no-ext-diff", "--no-color", "-U0", "--no-renames", old, new, "--", path
+    )
+    gone = "\n+++ /dev/null" in text
+    hunks = [
+        (int(a), int(b) if b else 1, int(c), int(d) if d else 1)
+        for a, b, c, d in HUNK.findall(text)
+    ]
+    return hunks, gone
+
+
+def _touched(hunks, start: int, end: int) -> bool:
+    """Whether a hunk changed or removed any of the old lines `start..end`, or added
+    lines inside them."""
+    for old_start, old_count, _, _ in hunks:
+        if old_count == 0:
+            # Lines added after old line `old_start`: inside the range when strictly within.
+            if start <= old_start < end:
+                return True
+            continue
+        if old_start <= end and start <= old_start + old_count - 1:
+            return True
+    return False
+
+
+def _moved(hunks, line: int) -> int:
+    """Where the old `line` (untouched by `hunks`) is in the new file."""
+    shift = 0
+    for old_start, old_count, _, new_count in hunks:
+        last_old = old_start + old_count - 1 if old_count else old_start
+        if last_old < line:
+            shift += new_count - old_count
+    return line + shift
+
+
+def score(
+    repo: Path, history: PullHistory, at: int, path: str, start: int, end: int, *, window: list[str]
+) -> tuple[str, str]:
+    """The outcome of a comment on `path` lines `start..end` at head number `at`, and the
+    commit that decided it ("" for survived): see the module's docstring. `window`: the
+    default branch's commits after the merge that count (oldest first)."""
+    head = history.heads[at]
+    for later in history.heads[at + 1 :]:
+        hunks, gone = _changed_lines(repo, head, later, path)
+        if gone or _touched(hunks, start, end):
+            return ADDRESSED, later
+    if at + 1 < len(history.heads):  # where those lines are in the merged head
+        hunks, _ = _changed_lines(repo, head, history.heads[-1], path)
+        start, end = _moved(hunks, start), _moved(hunks, end)
+    # To the merge commit (the base may have moved under the branch), then after it.
+    hunks, gone = _changed_lines(repo, history.heads[-1], history.merge, path)
+    if gone or _touched(hunks, start, end):
+        return ADDRESSED, history.merge  # the merge itself changed them
+    start, end = _moved(hunks, start), _moved(hunks, end)
+    if window:
+        hunks, gone = _changed_lines(repo, history.merge, window[-1], path)
+        if gone or _touched(hunks, start, end):
+            return CHANGED_AFTER_MERGE, _first_changing(
+                repo, history.merge, window, path, start, end
+            )
+    return SURVIVED, ""
+
+
+def _first_changing(
+    repo: Path, merge: str, window: list[str], path: str, start: int, end: int
+) -> str:
+    previous, lines = merge, (start, end)
+    for commit in window:
+        hunks, gone = _changed_lines(repo, previous, commit, path)
+        if gone or _touched(hunks, *lines):
+            return commit
+        lines = (_moved(hunks, lines[0]), _moved(hunks, lines[1]))
+        previous = commit
+    return window[-1]
+
+
+def after_merge(repo: Path, merge: str, commits: int, ref: str = "HEAD") -> list[str]:
+    """The first `commits` commits of `ref`'s first-parent history after `merge`."""
+    if commits < 1:
+        return []
+    listed = _git(repo, "rev-list", "--first-parent", "--reverse", f"{merge}..{ref}", "--").split()
+    return listed[:commits]
+
+
+@dataclass
+class Comment:
+    reviewer: str
+    merge: str
+    head: str
+    at: int  # which head of the pull request (0: the first)
+    path: str
+    start_line: int
+    end_line: int
+    rule: str
+    severity: str
+    blocking: bool
+    title: str
+    outcome: str = NOT_SCORED
+    decided_by: str = ""
+
+
+@dataclass
+class ReviewerScore:
+    reviewer: str
+    pulls: int = 0
+    reviews: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: Decimal = Decimal(0)
+    files: int = 0
+    files_checked: int = 0
+    comments: list[Comment] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def outcomes(self) -> Counter:
+        return Counter(c.outcome for c in self.comments)
+
+    def as_dict(self) -> dict:
+        scored = [c for c in self.comments if c.outcome != NOT_SCORED]
+        counts = self.outcomes()
+        return {
+            "reviewer": self.reviewer,
+            "pull_requests": self.pulls,
+            "reviews": self.reviews,
+            "failed_reviews": self.failed,
+            "failures": self.failures,
+            "comments": len(self.comments),
+            "comments_per_pull_request": round(len(self.comments) / self.pulls, 2)
+            if self.pulls
+            else 0,
+            "blocking_share": round(sum(c.blocking for c in self.comments) / len(self.comments), 3)
+            if self.comments
+            else 0,
+            "outcomes": {o: counts.get(o, 0) for o in OUTCOMES},
+            "addressed_rate": round(counts.get(ADDRESSED, 0) / len(scored), 3) if scored else None,
+            "seconds_per_review": round(self.seconds / self.reviews, 2) if self.reviews else 0,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": str(self.cost_usd),
+            "coverage": round(self.files_checked / self.files, 3) if self.files else None,
+            "by_rule": _by_rule(self.comments),
+            "comment_list": [c.__dict__ for c in self.comments],
+        }
+
+
+def _by_rule(comments: list[Comment]) -> dict[str, dict[str, int]]:
+    rules: dict[str, Counter] = {}
+    for c in comments:
+        rules.setdefault(c.rule or "(no rule)", Counter())[c.outcome] += 1
+    return {
+        rule: dict(counts)
+        for rule, counts in sorted(rules.items(), key=lambda kv: -sum(kv[1].values()))
+    }
+
+
+@dataclass
+class Limits:
+    """When an evaluation stops early: money spent, seconds taken (None: no bound)."""
+
+    budget_usd: Decimal | None = None
+    seconds: float | None = None
+
+
+def evaluate(
+    repo: Path,
+    reviewers: list,
+    histories: list[PullHistory],
+    *,
+    window: int = 20,
+    limits: Limits | None = None,
+    progress=None,
+) -> tuple[list[ReviewerScore], str]:
+    """Each reviewer over each pull request's heads, scored; and why it stopped early
+    ("" when it did not)."""
+    limits = limits or Limits()
+    root = Path(_git(repo, "rev-parse", "--show-toplevel").strip())
+    repository = local_repository(root)
+    started = time.monotonic()
+    scores = [ReviewerScore(reviewer.slug) for reviewer in reviewers]
+    stopped = ""
+    for index, history in enumerate(histories):
+        window_commits = after_merge(root, history.merge, window)
+        for reviewer, tally in zip(reviewers, scores, strict=True):
+            stopped = _stop(limits, scores, started)
+            if stopped:
+                return scores, stopped
+            tally.pulls += 1
+            branch = f"evaluate/{reviewer.slug}/{history.merge[:12]}"
+            for at, head in enumerate(history.heads):
+                pull_request = local_pull_request(repository, branch, history.base, head)
+                began = time.monotonic()
+                try:
+                    result = review_execute(pull_request, reviewer, history.base, head, Local(root))
+                except Exception as exc:  # noqa: BLE001 - a review's boundary: a failed review is counted and said, the evaluation goes on
+                    tally.failed += 1
+                    tally.failures.append(f"{head[:12]}: {str(exc)[:300]}")
+                    continue
+                tally.reviews += 1
+                tally.seconds += time.monotonic() - began
+                review = result.review
+                tally.input_tokens += review.input_tokens
+                tally.output_tokens += review.output_tokens
+                tally.cost_usd += review.cost_usd
+                for entry in review.coverage or []:
+                    if not entry.get("adds"):
+                        continue
+                    tally.files += 1
+                    tally.files_checked += entry.get("status") == "reviewed"
+                for finding in review.findings.filter(
+                    published=True, state=FindingState.OPEN, first_seen_sha=head
+                ):
+                    tally.comments.append(
+                        _scored(root, history, at, finding, reviewer.slug, window_commits)
+                    )
+        if progress is not None:
+            progress(index + 1, len(histories), scores)
+    return scores, stopped
+
+
+def _scored(
+    root: Path, history: PullHistory, at: int, finding: Finding, slug: str, window: list[str]
+) -> Comment:
+    comment = Comment(
+        reviewer=slug, merge=history.merge, head=history.heads[at], at=at, path=finding.path,
+        start_line=finding.start_line, end_line=finding.end_line, rule=finding.rule,
+        severity=finding.severity, blocking=finding.blocking, title=finding.title,
+    )  # fmt: skip
+    if finding.side == "RIGHT":
+        comment.outcome, comment.decided_by = score(
+            root, history, at, finding.path, finding.start_line, finding.end_line, window=window
+        )
+    return comment
+
+
+def _stop(limits: Limits, scores: list[ReviewerScore], started: float) -> str:
+    spent = sum((s.cost_usd for s in scores), Decimal(0))
+    if limits.budget_usd is not None and spent >= limits.budget_usd:
+        return f"the budget of ${limits.budget_usd} was spent (${spent})"
+    if limits.seconds is not None and time.monotonic() - started >= limits.seconds:
+        return f"the time limit of {limits.seconds:.0f} s was reached"
+    return ""

@@ -1,0 +1,181 @@
+"""`manage.py evaluate`: replay reviewers over a local repository's merged pull requests
+and score their comments by what the authors did next (reviews/evaluation.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from reviews.evaluation import (
+    ADDRESSED,
+    CHANGED_AFTER_MERGE,
+    NOT_SCORED,
+    SURVIVED,
+    EvaluationError,
+    Limits,
+    ReviewerScore,
+    evaluate,
+    pull_histories,
+)
+from reviews.local import LocalReviewError, reviewer_enabled
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except (ValueError, InvalidOperation) as exc:
+            raise ValueError(text) from exc
+        if value <= 0:
+            raise ValueError(text)
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
+
+
+class Command(BaseCommand):
+    help = (
+        "Replay reviewers over a repository's merged pull requests (each head in turn, as "
+        "its pushes came) and score every comment by what happened next: addressed by a "
+        "later head, survived to the merge, or changed on the default branch soon after. "
+        "Nothing is posted anywhere."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--repo", required=True, help="path to a local git repository")
+        parser.add_argument(
+            "--reviewer",
+            action="append",
+            help="reviewer slug, as configured in the admin (repeat to compare; default: static)",
+        )
+        parser.add_argument(
+            "--count", type=_positive(int), default=20, help="merged pull requests (default 20)"
+        )
+        parser.add_argument(
+            "--skip", type=int, default=0, help="newest merged pull requests to skip"
+        )
+        parser.add_argument(
+            "--ref", default="HEAD", help="the branch whose history is read (default: HEAD)"
+        )
+        parser.add_argument(
+            "--max-heads", type=_positive(int), default=6,
+            help="heads reviewed per pull request: its first ones and the merged one (default 6)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--window", type=int, default=20,
+            help="default-branch commits after a merge that count as 'changed after merge' (default 20)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--budget-usd", type=_positive(Decimal), help="stop once this much is spent"
+        )
+        parser.add_argument(
+            "--time-limit", type=_positive(float), help="stop after this many seconds"
+        )
+        parser.add_argument("--format", choices=["text", "json"], default="text")
+
+    def handle(self, *args, **options) -> None:
+        repo = Path(options["repo"]).expanduser()
+        if not repo.is_dir():
+            raise CommandError(f"not a directory: {options['repo']}")
+        slugs = options["reviewer"] or ["static"]
+        try:
+            reviewers = [reviewer_enabled(slug) for slug in dict.fromkeys(slugs)]
+            histories = pull_histories(
+                repo, options["count"], skip=max(options["skip"], 0), max_heads=options["max_heads"],
+                ref=options["ref"],
+            )  # fmt: skip
+        except (LocalReviewError, EvaluationError) as exc:
+            raise CommandError(str(exc)) from exc
+        if not histories:
+            raise CommandError(
+                f"no merged pull request in the first-parent history of {options['ref']} "
+                "(a merge commit, or a commit with one parent)"
+            )
+        text = options["format"] == "text"
+
+        def progress(done: int, total: int, scores: list[ReviewerScore]) -> None:
+            if text:
+                comments = sum(len(s.comments) for s in scores)
+                print(f"  {done}/{total} pull requests, {comments} comments", file=sys.stderr)
+
+        try:
+            scores, stopped = evaluate(
+                repo,
+                reviewers,
+                histories,
+                window=max(options["window"], 0),
+                limits=Limits(budget_usd=options["budget_usd"], seconds=options["time_limit"]),
+                progress=progress,
+            )
+        except EvaluationError as exc:
+            raise CommandError(str(exc)) from exc
+        if not text:
+            self.stdout.write(
+                json.dumps(
+                    {
+                        "pull_requests": len(histories),
+                        "stopped": stopped,
+                        "reviewers": [s.as_dict() for s in scores],
+                    },
+                    indent=2,
+                )  # fmt: skip
+            )
+            return
+        self.stdout.write(report_text(scores, len(histories), stopped))
+
+
+def report_text(scores: list[ReviewerScore], pulls: int, stopped: str) -> str:
+    lines = [
+        f"Evaluated on {pulls} merged pull requests" + (f" (stopped: {stopped})" if stopped else "")
+    ]
+    lines.append("")
+    header = (
+        f"{'reviewer':<20} {'reviews':>7} {'failed':>6} {'comments':>8} {'/PR':>5} "
+        f"{'addressed':>9} {'survived':>8} {'chg after':>9} {'blocking':>8} {'s/review':>8} "
+        f"{'cost $':>8} {'coverage':>8}"
+    )
+    lines.append(header)
+    for score in scores:
+        data = score.as_dict()
+        outcomes = data["outcomes"]
+        scored = len(score.comments) - outcomes[NOT_SCORED]
+        rate = f"{data['addressed_rate']:.0%}" if data["addressed_rate"] is not None else "-"
+        coverage = f"{data['coverage']:.0%}" if data["coverage"] is not None else "-"
+        lines.append(
+            f"{score.reviewer:<20} {score.reviews:>7} {score.failed:>6} {len(score.comments):>8} "
+            f"{data['comments_per_pull_request']:>5} {outcomes[ADDRESSED]:>4} {rate:>4} "
+            f"{outcomes[SURVIVED]:>8} {outcomes[CHANGED_AFTER_MERGE]:>9} "
+            f"{data['blocking_share']:>8.0%} {data['seconds_per_review']:>8} "
+            f"{data['cost_usd']:>8} {coverage:>8}"
+        )
+        if scored < len(score.comments):
+            lines.append(f"  ({outcomes[NOT_SCORED]} comments on removed lines: not scored)")
+    lines.append("")
+    lines.append(
+        "addressed: a later head of the pull request changed those lines; survived: they "
+        "reached the merge as commented; chg after: changed on the default branch soon after "
+        "the merge. None of these says a comment was right: read them below."
+    )
+    for score in scores:
+        if not score.comments and not score.failures:
+            continue
+        lines += ["", f"## {score.reviewer}"]
+        for failure in score.failures:
+            lines.append(f"  review failed: {failure}")
+        by_rule: dict[str, list] = {}
+        for comment in score.comments:
+            by_rule.setdefault(comment.rule or "(no rule)", []).append(comment)
+        for rule, comments in sorted(by_rule.items(), key=lambda kv: -len(kv[1])):
+            lines.append(f"  {rule} ({len(comments)})")
+            for c in comments:
+                decided = f" at {c.decided_by[:8]}" if c.decided_by else ""
+                lines.append(
+                    f"    {c.outcome}{decided}: {c.path}:{c.start_line} (head {c.at + 1}, "
+                    f"{c.head[:8]}, merged in {c.merge[:8]}) {c.title[:120]}"
+                )
+    return "\n".join(lines) + "\n"

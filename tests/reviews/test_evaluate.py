@@ -1,0 +1,167 @@
+"""`manage.py evaluate`: the static reviewer replayed over a history the test builds, with
+known outcomes — a comment its author addressed in the next push, one that survived to the
+merge and was changed on the default branch right after, one that survived untouched."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from reviews.evaluation import (
+    ADDRESSED,
+    CHANGED_AFTER_MERGE,
+    SURVIVED,
+    _moved,
+    _touched,
+    pull_histories,
+)
+from reviews.models import PullRequest, ReviewRun
+
+pytestmark = pytest.mark.django_db
+
+LIB_FIRST = "import os\n\n\ndef g():\n    unused = 5\n    return 2\n"
+LIB_FIXED = "def g():\n    unused = 5\n    return 2\n"  # `import os` gone; `unused` stays
+LIB_AFTER = "def g():\n    return 2\n"  # fixed on main after the merge
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def commit(repo: Path, files: dict[str, str], message: str) -> str:
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def history(tmp_path) -> dict[str, str | Path]:
+    repo = tmp_path / "project"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "dev@example.com")
+    git(repo, "config", "user.name", "Dev")
+    shas: dict[str, str | Path] = {"repo": repo}
+    shas["base"] = commit(repo, {"app.py": "def f():\n    return 1\n"}, "base")
+    git(repo, "checkout", "-q", "-b", "one")
+    shas["h1"] = commit(repo, {"lib.py": LIB_FIRST}, "add lib")
+    shas["h2"] = commit(repo, {"lib.py": LIB_FIXED}, "review: drop the unused import")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "-m", "Merge pull request #1 from one", "one")
+    shas["m1"] = git(repo, "rev-parse", "HEAD")
+    shas["fix"] = commit(repo, {"lib.py": LIB_AFTER}, "drop the unused variable")
+    git(repo, "checkout", "-q", "-b", "two")
+    shas["h3"] = commit(repo, {"more.py": "import sys\n\nprint(1)\n"}, "add more")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "-m", "Merge pull request #2 from two", "two")
+    shas["m2"] = git(repo, "rev-parse", "HEAD")
+    return shas
+
+
+def evaluate(repo: Path, *args: str) -> str:
+    out = io.StringIO()
+    call_command("evaluate", "--repo", str(repo), *args, stdout=out)
+    return out.getvalue()
+
+
+def test_pull_requests_come_from_history_with_every_head_they_had(history):
+    found = pull_histories(history["repo"], 10)
+    assert [(h.merge, h.base, h.heads) for h in found] == [
+        (history["m2"], history["fix"], [history["h3"]]),
+        (history["fix"], history["m1"], [history["fix"]]),  # a commit of its own: a squash merge
+        (history["m1"], history["base"], [history["h1"], history["h2"]]),
+    ]
+    # The first heads and the merged one, when there are more than asked for.
+    assert pull_histories(history["repo"], 1, skip=2, max_heads=1)[0].heads == [history["h2"]]
+
+
+def test_each_comment_is_scored_by_what_the_authors_did_next(history):
+    data = json.loads(evaluate(history["repo"], "--skip", "0", "--count", "3", "--format", "json"))
+    (static,) = data["reviewers"]
+    outcomes = {
+        (c["path"], c["rule"], c["head"]): (c["outcome"], c["decided_by"])
+        for c in static["comment_list"]
+    }
+    assert outcomes == {
+        # Addressed by the author's next push.
+        ("lib.py", "ruff:F401", history["h1"]): (ADDRESSED, history["h2"]),
+        # Merged as commented, then changed on main by the next commit.
+        ("lib.py", "ruff:F841", history["h1"]): (CHANGED_AFTER_MERGE, history["fix"]),
+        # Merged as commented, and nothing touched it since.
+        ("more.py", "ruff:F401", history["h3"]): (SURVIVED, ""),
+    }
+    assert static["reviews"] == 4 and static["failed_reviews"] == 0
+    assert static["outcomes"] == {
+        ADDRESSED: 1,
+        SURVIVED: 1,
+        CHANGED_AFTER_MERGE: 1,
+        "not scored": 0,
+    }
+    assert static["addressed_rate"] == pytest.approx(1 / 3, abs=0.001)
+    assert static["comments_per_pull_request"] == 1.0
+    assert static["coverage"] == 1.0
+
+
+def test_the_text_report_shows_the_figures_and_every_comment_by_rule(history):
+    out = evaluate(history["repo"], "--count", "3")
+    assert "Evaluated on 3 merged pull requests" in out
+    assert "ruff:F401 (2)" in out and "ruff:F841 (1)" in out
+    assert f"addressed at {history['h2'][:8]}: lib.py:1 (head 1" in out
+    assert "survived: more.py:1" in out
+
+
+def test_nothing_is_posted_and_no_branch_of_the_user_is_touched(history):
+    evaluate(history["repo"], "--count", "1")
+    pulls = PullRequest.objects.all()
+    assert [p.head_ref for p in pulls] == [f"evaluate/static/{history['m2'][:12]}"]
+    assert pulls[0].repository.installation.account_type == "Local"
+    assert ReviewRun.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--reviewer", "nobody"], "no enabled reviewer named 'nobody'"),
+        (["--count", "0"], "invalid positive int value"),
+    ],
+)
+def test_bad_arguments_are_clear_errors(history, args, said):
+    with pytest.raises((CommandError, SystemExit)) as raised:
+        evaluate(history["repo"], *args)
+    if raised.type is CommandError:
+        assert said in str(raised.value)
+
+
+def test_a_repository_without_merged_history_is_said_plainly(tmp_path):
+    with pytest.raises(CommandError, match="not a directory"):
+        evaluate(tmp_path / "nowhere")
+    repo = tmp_path / "empty"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "dev@example.com")
+    git(repo, "config", "user.name", "Dev")
+    commit(repo, {"a.py": "x = 1\n"}, "root only")
+    with pytest.raises(CommandError, match="no merged pull request"):
+        evaluate(repo)
+
+
+def test_lines_are_followed_through_the_changes_around_them():
+    # old 3..4 replaced by 2 new lines at 3; 1 line added after old 10
+    hunks = [(3, 2, 3, 2), (10, 0, 11, 1)]
+    assert _touched(hunks, 4, 4) and _touched(hunks, 1, 3)
+    assert not _touched(hunks, 5, 9)
+    assert _touched(hunks, 9, 12)  # a line added inside the range
+    assert not _touched(hunks, 10, 10)  # added after it, not inside
+    assert _moved([(1, 0, 2, 3)], 5) == 8  # three lines added above
+    assert _moved([(2, 2, 2, 0)], 5) == 3  # two removed above
