@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -347,3 +348,191 @@ def _stop(limits: Limits, scores: list[ReviewerScore], started: float) -> str:
     if limits.seconds is not None and time.monotonic() - started >= limits.seconds:
         return f"the time limit of {limits.seconds:.0f} s was reached"
     return ""
+
+
+# --- bug-fix replay --------------------------------------------------------------------
+
+# A commit message that says it fixes something (or reverts what broke it).
+FIX_MESSAGE = re.compile(
+    r"\b(fix(es|ed)?|bug|bugfix|hotfix|revert(s|ed)?|regression|crash(es|ed)?)\b"
+    r"|\b(closes|fixes|resolves) #\d+",
+    re.IGNORECASE,
+)
+# Fixes larger than this are not one bug a reviewer could point at.
+FIX_MAX_FILES = 5
+FIX_MAX_LINES = 80
+NEAR = 1  # a comment this many lines from a bug's line still points at it
+TEST_PATH = re.compile(
+    r"(^|/)(tests?|spec|__tests__)/|(^|/)(test_[^/]*|[^/]*_test\.[a-z]+|[^/]*\.(test|spec)\.[a-z]+)$"
+)
+
+
+@dataclass
+class BugFix:
+    """A commit of the default branch that fixed something: `parent` had the bug."""
+
+    parent: str
+    fix: str
+    subject: str
+
+
+def bug_fixes(repo: Path, count: int, *, skip: int = 0, ref: str = "HEAD") -> list[BugFix]:
+    """The newest `count` first-parent commits whose message says they fix something and
+    whose change is one bug's size: at most FIX_MAX_FILES files and FIX_MAX_LINES lines,
+    and some line of code (not a test) removed or changed — the line a reviewer of the
+    bug would have had to point at."""
+    listed = _git(repo, "log", "--first-parent", "--format=%H %P%x09%s", ref, "--").splitlines()
+    found: list[BugFix] = []
+    for line in listed[skip:]:
+        if len(found) >= count:
+            break
+        shas, _, subject = line.partition("\t")
+        commit, *parents = shas.split()
+        if not parents or not FIX_MESSAGE.search(subject):
+            continue
+        numstat = _git(
+            repo, "diff", "--numstat", "--no-renames", parents[0], commit, "--"
+        ).splitlines()
+        rows = [row.split("\t", 2) for row in numstat if row.count("\t") >= 2]
+        if not rows or len(rows) > FIX_MAX_FILES or any(a == "-" for a, _, _ in rows):
+            continue  # nothing, too much, or binary
+        if sum(int(a) + int(d) for a, d, _ in rows) > FIX_MAX_LINES:
+            continue
+        if not any(int(d) > 0 and not TEST_PATH.search(p) for _, d, p in rows):
+            continue  # only additions, or only tests: no line of the bug to put back
+        found.append(BugFix(parents[0], commit, subject[:200]))
+    return found
+
+
+@dataclass
+class BugScore:
+    reviewer: str
+    fixes: int = 0
+    caught: int = 0
+    other_comments: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    cost_usd: Decimal = Decimal(0)
+    cases: list[dict] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        reviewed = self.fixes - self.failed
+        return {
+            "reviewer": self.reviewer,
+            "bug_fixes": self.fixes,
+            "failed_reviews": self.failed,
+            "failures": self.failures,
+            "caught": self.caught,
+            "catch_rate": round(self.caught / reviewed, 3) if reviewed else None,
+            "other_comments": self.other_comments,
+            "comments_per_caught_bug": round((self.caught + self.other_comments) / self.caught, 2)
+            if self.caught
+            else None,
+            "seconds_per_review": round(self.seconds / reviewed, 2) if reviewed else 0,
+            "cost_usd": str(self.cost_usd),
+            "cases": self.cases,
+        }
+
+
+def _bug_lines(repo: Path, base: str, head: str) -> dict[str, set[int]]:
+    """The lines the bug's return adds (the fix's removed lines), by path."""
+    text = _git(
+        repo, "diff", "--no-ext-diff", "--no-color", "-U0", "--no-renames", base, head, "--"
+    )
+    lines: dict[str, set[int]] = {}
+    path = None
+    for row in text.splitlines():
+        if row.startswith("+++ "):
+            path = row[6:] if row.startswith("+++ b/") else None
+        elif row.startswith("@@") and path and not TEST_PATH.search(path):
+            match = HUNK.match(row)
+            if match:
+                start = int(match.group(3))
+                count = int(match.group(4)) if match.group(4) else 1
+                lines.setdefault(path, set()).update(range(start, start + count))
+    return {p: ls for p, ls in lines.items() if ls}
+
+
+def bug_replay(
+    repo: Path, reviewers: list, fixes: list[BugFix], *, limits: Limits | None = None, progress=None
+) -> tuple[list[BugScore], str]:
+    """Each fix undone — a pull request onto the fixed commit that puts the bug back (its
+    tree is the commit before the fix) — reviewed by each reviewer; caught when a comment
+    lands on a line the bug's return adds (within NEAR lines), and every other comment
+    counted beside it. Built in a scratch clone sharing the repository's objects: the
+    repository itself is never written to."""
+    limits = limits or Limits()
+    source = Path(_git(repo, "rev-parse", "--show-toplevel").strip())
+    scores = [BugScore(reviewer.slug) for reviewer in reviewers]
+    started = time.monotonic()
+    stopped = ""
+    with tempfile.TemporaryDirectory(prefix="tasuku-bug-replay-") as scratch:
+        root = Path(scratch) / f"{source.name}-bug-replay"
+        _git(source, "clone", "--quiet", "--shared", "--no-checkout", str(source), str(root))
+        for identity in (
+            ("user.name", "Tasuku evaluation"),
+            ("user.email", "evaluate@tasuku.invalid"),
+        ):
+            _git(root, "config", *identity)
+        repository = local_repository(root)
+        for index, fix in enumerate(fixes):
+            tree = _git(root, "rev-parse", f"{fix.parent}^{{tree}}").strip()
+            head = _git(
+                root,
+                "commit-tree",
+                tree,
+                "-p",
+                fix.fix,
+                "-m",
+                f"Put back the bug fixed by {fix.fix[:12]}",
+            ).strip()
+            bug = _bug_lines(root, fix.fix, head)
+            for reviewer, tally in zip(reviewers, scores, strict=True):
+                stopped = _stop(limits, scores, started)
+                if stopped:
+                    return scores, stopped
+                tally.fixes += 1
+                branch = f"evaluate-bug/{reviewer.slug}/{fix.fix[:12]}"
+                pull_request = local_pull_request(repository, branch, fix.fix, head)
+                began = time.monotonic()
+                try:
+                    result = review_execute(pull_request, reviewer, fix.fix, head, Local(root))
+                except Exception as exc:  # noqa: BLE001 - a review's boundary: a failed review is counted and said, the replay goes on
+                    tally.failed += 1
+                    tally.failures.append(f"{fix.fix[:12]}: {str(exc)[:300]}")
+                    continue
+                tally.seconds += time.monotonic() - began
+                tally.cost_usd += result.review.cost_usd
+                on_bug, elsewhere = [], []
+                for finding in result.review.findings.filter(
+                    published=True, state=FindingState.OPEN
+                ):
+                    lines = bug.get(finding.path, set())
+                    near = finding.side == "RIGHT" and any(
+                        finding.start_line - NEAR <= line <= finding.end_line + NEAR
+                        for line in lines
+                    )
+                    (on_bug if near else elsewhere).append(
+                        {
+                            "path": finding.path,
+                            "line": finding.start_line,
+                            "rule": finding.rule,
+                            "title": finding.title,
+                        }  # fmt: skip
+                    )
+                tally.caught += bool(on_bug)
+                tally.other_comments += len(elsewhere)
+                tally.cases.append(
+                    {
+                        "fix": fix.fix,
+                        "subject": fix.subject,
+                        "bug_lines": {p: sorted(ls) for p, ls in bug.items()},
+                        "caught": bool(on_bug),
+                        "on_the_bug": on_bug,
+                        "elsewhere": elsewhere,
+                    }  # fmt: skip
+                )
+            if progress is not None:
+                progress(index + 1, len(fixes), scores)
+    return scores, stopped

@@ -1,6 +1,7 @@
 """`manage.py evaluate`: the static reviewer replayed over a history the test builds, with
 known outcomes — a comment its author addressed in the next push, one that survived to the
-merge and was changed on the default branch right after, one that survived untouched."""
+merge and was changed on the default branch right after, one that survived untouched;
+and bug fixes put back, caught or missed, with what else was said."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from reviews.evaluation import (
     SURVIVED,
     _moved,
     _touched,
+    bug_fixes,
     pull_histories,
 )
 from reviews.models import PullRequest, ReviewRun
@@ -165,3 +167,65 @@ def test_lines_are_followed_through_the_changes_around_them():
     assert not _touched(hunks, 10, 10)  # added after it, not inside
     assert _moved([(1, 0, 2, 3)], 5) == 8  # three lines added above
     assert _moved([(2, 2, 2, 0)], 5) == 3  # two removed above
+
+
+@pytest.fixture
+def fixes(tmp_path) -> dict[str, str | Path]:
+    """A history with two bug fixes of one line each — one whose bug the static reviewer
+    can see (an undefined name), one it cannot (a wrong sign) — and commits that are no
+    bug's fix: a feature, a fix of tests alone, a fix that only adds."""
+    repo = tmp_path / "fixes"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "dev@example.com")
+    git(repo, "config", "user.name", "Dev")
+    shas: dict[str, str | Path] = {"repo": repo}
+    commit(
+        repo,
+        {"calc.py": "def total(xs):\n    return summ(xs)\n\n\ndef diff(a, b):\n    return a + b\n"},
+        "calc",
+    )
+    shas["named"] = commit(
+        repo,
+        {"calc.py": "def total(xs):\n    return sum(xs)\n\n\ndef diff(a, b):\n    return a + b\n"},
+        "Fix total: it called an undefined name",
+    )
+    shas["sign"] = commit(
+        repo,
+        {"calc.py": "def total(xs):\n    return sum(xs)\n\n\ndef diff(a, b):\n    return a - b\n"},
+        "fix(diff): subtract, do not add (#12)",
+    )
+    commit(repo, {"tests/test_calc.py": "def test():\n    assert True\n"}, "add a test")
+    commit(
+        repo, {"tests/test_calc.py": "def test():\n    assert 1\n"}, "fix the test"
+    )  # tests alone
+    commit(repo, {"NOTES.md": "fixed things\n"}, "fix: notes")  # only adds
+    commit(repo, {"more.py": "X = 1\n"}, "a feature")
+    return shas
+
+
+def test_fix_commits_of_one_bugs_size_are_found(fixes):
+    found = bug_fixes(fixes["repo"], 10)
+    assert [f.fix for f in found] == [fixes["sign"], fixes["named"]]
+
+
+def test_a_put_back_bug_is_caught_or_missed_and_the_repository_is_never_written(fixes):
+    repo = fixes["repo"]
+    objects_before = git(repo, "count-objects", "-v")
+    data = json.loads(evaluate(repo, "--bug-fixes", "5", "--format", "json"))
+    (static,) = data["reviewers"]
+    cases = {c["fix"]: c for c in static["cases"]}
+    assert cases[fixes["named"]]["caught"]
+    assert [c["rule"] for c in cases[fixes["named"]]["on_the_bug"]] == ["ruff:F821"]
+    assert cases[fixes["named"]]["bug_lines"] == {"calc.py": [2]}
+    assert not cases[fixes["sign"]]["caught"]  # a wrong sign is no linter's
+    assert (static["bug_fixes"], static["caught"], static["catch_rate"]) == (2, 1, 0.5)
+    assert static["other_comments"] == 0 and static["comments_per_caught_bug"] == 1.0
+    assert git(repo, "count-objects", "-v") == objects_before
+
+
+def test_the_bug_report_says_caught_and_missed(fixes):
+    out = evaluate(fixes["repo"], "--bug-fixes", "5")
+    assert f"caught: {fixes['named'][:8]} Fix total" in out
+    assert f"missed: {fixes['sign'][:8]} fix(diff)" in out
+    assert "on the bug: calc.py:2 ruff:F821" in out

@@ -15,9 +15,12 @@ from reviews.evaluation import (
     CHANGED_AFTER_MERGE,
     NOT_SCORED,
     SURVIVED,
+    BugScore,
     EvaluationError,
     Limits,
     ReviewerScore,
+    bug_fixes,
+    bug_replay,
     evaluate,
     pull_histories,
 )
@@ -76,6 +79,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--time-limit", type=_positive(float), help="stop after this many seconds"
         )
+        parser.add_argument(
+            "--bug-fixes", type=_positive(int), metavar="N",
+            help="instead: put back the bugs the newest N fix commits fixed, one pull request "
+            "each, and score whether each reviewer points at the bug and what else it says",
+        )  # fmt: skip
         parser.add_argument("--format", choices=["text", "json"], default="text")
 
     def handle(self, *args, **options) -> None:
@@ -83,6 +91,10 @@ class Command(BaseCommand):
         if not repo.is_dir():
             raise CommandError(f"not a directory: {options['repo']}")
         slugs = options["reviewer"] or ["static"]
+        limits = Limits(budget_usd=options["budget_usd"], seconds=options["time_limit"])
+        if options["bug_fixes"]:
+            self._bug_replay(repo, slugs, options, limits)
+            return
         try:
             reviewers = [reviewer_enabled(slug) for slug in dict.fromkeys(slugs)]
             histories = pull_histories(
@@ -109,7 +121,7 @@ class Command(BaseCommand):
                 reviewers,
                 histories,
                 window=max(options["window"], 0),
-                limits=Limits(budget_usd=options["budget_usd"], seconds=options["time_limit"]),
+                limits=limits,
                 progress=progress,
             )
         except EvaluationError as exc:
@@ -127,6 +139,30 @@ class Command(BaseCommand):
             )
             return
         self.stdout.write(report_text(scores, len(histories), stopped))
+
+    def _bug_replay(self, repo: Path, slugs: list[str], options: dict, limits: Limits) -> None:
+        try:
+            reviewers = [reviewer_enabled(slug) for slug in dict.fromkeys(slugs)]
+            fixes = bug_fixes(repo, options["bug_fixes"], skip=max(options["skip"], 0),
+                              ref=options["ref"])  # fmt: skip
+        except (LocalReviewError, EvaluationError) as exc:
+            raise CommandError(str(exc)) from exc
+        if not fixes:
+            raise CommandError(
+                f"no fix commit of one bug's size in the first-parent history of {options['ref']} "
+                "(a message that says fix, bug, revert, regression or crash; at most 5 files "
+                "and 80 lines; some line of code changed)"
+            )
+        try:
+            scores, stopped = bug_replay(repo, reviewers, fixes, limits=limits)
+        except EvaluationError as exc:
+            raise CommandError(str(exc)) from exc
+        if options["format"] == "json":
+            self.stdout.write(json.dumps(
+                {"bug_fixes": len(fixes), "stopped": stopped,
+                 "reviewers": [s.as_dict() for s in scores]}, indent=2))  # fmt: skip
+            return
+        self.stdout.write(bug_report_text(scores, len(fixes), stopped))
 
 
 def report_text(scores: list[ReviewerScore], pulls: int, stopped: str) -> str:
@@ -178,4 +214,46 @@ def report_text(scores: list[ReviewerScore], pulls: int, stopped: str) -> str:
                     f"    {c.outcome}{decided}: {c.path}:{c.start_line} (head {c.at + 1}, "
                     f"{c.head[:8]}, merged in {c.merge[:8]}) {c.title[:120]}"
                 )
+    return "\n".join(lines) + "\n"
+
+
+def bug_report_text(scores: list[BugScore], fixes: int, stopped: str) -> str:
+    lines = [
+        f"Put back the bugs of {fixes} fix commits, one pull request each"
+        + (f" (stopped: {stopped})" if stopped else ""),
+        "",
+        f"{'reviewer':<20} {'fixes':>5} {'failed':>6} {'caught':>6} {'rate':>5} "
+        f"{'other comments':>14} {'comments/catch':>14} {'s/review':>8} {'cost $':>8}",
+    ]
+    for score in scores:
+        data = score.as_dict()
+        rate = f"{data['catch_rate']:.0%}" if data["catch_rate"] is not None else "-"
+        per = (
+            data["comments_per_caught_bug"] if data["comments_per_caught_bug"] is not None else "-"
+        )
+        lines.append(
+            f"{score.reviewer:<20} {score.fixes:>5} {score.failed:>6} {score.caught:>6} "
+            f"{rate:>5} {score.other_comments:>14} {per:>14} {data['seconds_per_review']:>8} "
+            f"{data['cost_usd']:>8}"
+        )
+    lines += [
+        "",
+        "caught: a comment on a line the fix had changed (the bug, put back); other "
+        "comments: everything else it said on the same change — counted against it.",
+    ]
+    for score in scores:
+        lines += ["", f"## {score.reviewer}"]
+        for failure in score.failures:
+            lines.append(f"  review failed: {failure}")
+        for case in score.cases:
+            verdict = "caught" if case["caught"] else "missed"
+            lines.append(f"  {verdict}: {case['fix'][:8]} {case['subject'][:100]}")
+            for where, said in (
+                ("on the bug", case["on_the_bug"]),
+                ("elsewhere", case["elsewhere"]),
+            ):
+                for c in said:
+                    lines.append(
+                        f"      {where}: {c['path']}:{c['line']} {c['rule']} {c['title'][:100]}"
+                    )
     return "\n".join(lines) + "\n"
