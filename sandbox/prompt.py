@@ -28,8 +28,7 @@ POSTURE = {
     ),
     Strictness.HIGH: (
         "Posture: HIGH. Raise everything MEDIUM would, and also unhandled edge cases, weaker "
-        "but real risks, performance problems on realistic inputs, and changed behaviour "
-        "that no test covers."
+        "but real risks, and performance problems on realistic inputs."
     ),
 }
 
@@ -43,7 +42,8 @@ How to review:
 - Each finding says what goes wrong: the input or situation, what happens, and why it
   matters. A finding is `blocking` only when its `evidence` says how the code fails
   (the input, what happens); a blocking finding without evidence is published as a nit.
-- No comments on style, formatting or naming unless the reviewer's rules ask for them.
+- Never raise a finding on style, formatting, naming, documentation or test coverage, at
+  any posture: a missing test or docstring is not a finding; a bug a test would catch is.
 - Severity: critical (exploitable or data-destroying), high (will break in normal use),
   medium (breaks in plausible cases), low (minor risk), info (worth knowing).
 - `confidence` is your probability that the finding is real (0 to 1).
