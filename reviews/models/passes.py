@@ -69,6 +69,9 @@ class Task(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="review_tasks"
     )
     title = models.CharField(max_length=300)
+    # What the task is for, in the author's side's words: given to the pass reviewer as
+    # fenced data (the goal "the task not done" is judged against), never instructions.
+    description = models.TextField(blank=True, max_length=8000)
     author_name = models.CharField(max_length=200, help_text="Who does the work (an agent).")
     author_login = models.CharField(
         max_length=100, blank=True, help_text="The author's GitHub login (its own comments)."

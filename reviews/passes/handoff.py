@@ -56,7 +56,13 @@ def pull_ref_parse(text: str) -> tuple[str, int]:
 
 
 def task_create(
-    *, owner, title: str, author_name: str, author_login: str = "", pulls: list[str]
+    *,
+    owner,
+    title: str,
+    author_name: str,
+    author_login: str = "",
+    pulls: list[str],
+    description: str = "",
 ) -> Task:
     """A task with its pull requests; each must be in a repository Tasuku's App is
     installed on and reviews."""
@@ -105,7 +111,11 @@ def task_create(
         for full_name, number in refs:
             pull_free_check(repositories[full_name], number)
         task = Task.objects.create(
-            owner=owner, title=title, author_name=author_name, author_login=author_login
+            owner=owner,
+            title=title,
+            description=description,
+            author_name=author_name,
+            author_login=author_login,
         )
         for full_name, number in refs:
             repository = repositories[full_name]

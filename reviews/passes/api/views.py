@@ -77,6 +77,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             task = handoff.task_create(
                 owner=request.user,
                 title=values["title"],
+                description=values["description"],
                 author_name=values["author"]["name"],
                 author_login=values["author"].get("login", ""),
                 pulls=values["pull_requests"],
