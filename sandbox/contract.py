@@ -51,6 +51,10 @@ REPOSITORY_NAME = r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$"
 SECONDARY_PATH = r"^secondary/[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$"
 COMMIT = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
 
+# How an engine's incomplete result begins when it stopped at its deadline (the agent
+# loop, sandbox/agent/loop.py): Tasuku tells a reviewer that ran out of time by it.
+INCOMPLETE_AT_DEADLINE = "stopped at the deadline"
+
 # A review pass's task: its title and description, as the author's side wrote them.
 MAX_TASK_TITLE = 300
 MAX_TASK_DESCRIPTION = 8000
