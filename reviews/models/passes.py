@@ -78,6 +78,12 @@ class Task(models.Model):
     )
     state = models.CharField(max_length=16, choices=TaskState.choices, default=TaskState.OPEN)
     stuck_reason = models.TextField(blank=True)
+    # Why the task becomes stuck once the author has answered the last pass (two passes
+    # in a row found new blocking problems in its fixes): its owner decides then, with
+    # the author's answers in hand. Empty: nothing pending.
+    stuck_when_answered = models.TextField(blank=True)
+    # When the task was handed off (with review passes on or off); None: not yet.
+    handed_off_at = models.DateTimeField(null=True, blank=True)
     # Handoff: the review-pass settings of this task.
     passes_enabled = models.BooleanField(default=False)
     reviewer = models.ForeignKey(

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from repos import github
 from repos.github import GitHubError
@@ -251,6 +252,7 @@ def task_handoff(
         model_allowed_check(chosen, model)
     chosen_skill = skill_choose(chosen, skill) if skill else None
     Task.objects.filter(pk=task.pk).update(
+        handed_off_at=task.handed_off_at or timezone.now(),
         passes_enabled=enabled,
         reviewer=chosen,
         reviewer_model=model,

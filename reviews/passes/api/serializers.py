@@ -303,6 +303,7 @@ class ErrorSerializer(serializers.Serializer):
 
 
 class DoneResultSerializer(serializers.Serializer):
+    done = serializers.BooleanField(help_text="Review passes off: the task is done as it is.")
     started_pass = serializers.IntegerField(allow_null=True)
     told = serializers.CharField(allow_blank=True)
     stuck = serializers.CharField(allow_blank=True)
