@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from repos.policy import EffectiveConfig, ReviewerConfig
     from reviews.models import Finding, ReviewRun
     from reviews.reconcile import Decision
-    from sandbox.contract import ReviewResult, SavedConversation
+    from sandbox.contract import PassBrief, ReviewResult, SavedConversation
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,11 @@ class RunMode(Protocol):
     strict_suppressions: bool
 
     def earlier_context(self, run: ReviewRun, earlier: list[Finding]) -> EarlierContext: ...
+
+    def brief(self, run: ReviewRun) -> PassBrief | None:
+        """What the engine is told of the kind of run itself (a review pass's number and
+        its task), or None."""
+        ...
 
     def continuation(self, run: ReviewRun, reviewer: ReviewerConfig) -> Continuation:
         """An earlier conversation of this reviewer for the engine to continue."""
@@ -91,6 +96,9 @@ class PullRequestReview:
 
     def earlier_context(self, run: ReviewRun, earlier: list[Finding]) -> EarlierContext:
         return EarlierContext()
+
+    def brief(self, run: ReviewRun) -> PassBrief | None:
+        return None
 
     def continuation(self, run: ReviewRun, reviewer: ReviewerConfig) -> Continuation:
         return Continuation()

@@ -180,6 +180,7 @@ def pipeline(ctx: Context) -> str:
             explorers=engines.explorers_for(reviewer),
             web=engines.web_research_for(reviewer),
             connectors=engines.connectors_for(reviewer),
+            brief=ctx.mode.brief(run),
         )
         digest = engines.job_digest(job, run.reviewer)
         # The engine has run for this run already (an earlier attempt, or a runner

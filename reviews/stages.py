@@ -30,6 +30,7 @@ from sandbox.contract import (
     Explorers,
     Limits,
     OmittedPart,
+    PassBrief,
     Price,
     ReviewJob,
     ReviewResult,
@@ -242,6 +243,7 @@ def job_build(
     explorers: Explorers | None = None,
     web: WebResearch | None = None,
     connectors: tuple[ConnectorTool, ...] = (),
+    brief: PassBrief | None = None,
 ) -> ReviewJob:
     core.compressed = compress(core.diff, core.reviewed, reviewer.context_budget_tokens)
     core.job = ReviewJob(
@@ -288,6 +290,7 @@ def job_build(
         web=web,
         secondaries=tuple(m.secondary() for m in checkout.secondaries if m.mounted),
         connectors=connectors,
+        review_pass=brief,
         static=StaticOptions(
             select=tuple(r for r in config.static_rules if not r.startswith("-")),
             ignore=tuple(r[1:] for r in config.static_rules if r.startswith("-")),

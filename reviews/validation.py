@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from reviews.diff import Diff, FileDiff
 from sandbox.contract import (
     MAX_BODY,
+    MAX_CRITICAL_WHY,
     MAX_EVIDENCE,
     MAX_PATH,
     MAX_SUGGESTION,
@@ -138,6 +139,9 @@ class Validated:
     also_lines: tuple[int, ...] = ()
     also_here: tuple[str, ...] = ()
     grouped_with: str = ""  # GROUPED: the fingerprint of the finding whose comment lists it
+    # A later review pass: why a critical finding on code unchanged since the previous
+    # pass cannot wait (the engine's words, made inert); it blocks only with one.
+    critical_why: str = ""
     raw: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
@@ -190,6 +194,7 @@ def _bounded(raw: dict[str, Any]) -> dict[str, Any]:
         ("body", MAX_BODY),
         ("evidence", MAX_EVIDENCE),
         ("suggestion", MAX_SUGGESTION),
+        ("critical_why", MAX_CRITICAL_WHY),
     ):
         if isinstance(data.get(key), str):
             data[key] = data[key] if key == "suggestion" else clean_text(data[key], limit)
@@ -334,6 +339,7 @@ def gate(
             rule=finding.rule,
             fingerprint=identity,
             code_digest=code_digest(diff, finding.path, finding.start_line),
+            critical_why=finding.critical_why.strip(),
             raw=data,
         )
         located = _locate(result, diff, config, seen)
@@ -612,11 +618,16 @@ def _history(result: Validated, history: History) -> Validated:
     if result.side == Side.RIGHT and history.untouched(
         result.path, result.start_line, result.end_line
     ):
-        if result.severity == Severity.CRITICAL:
-            # In a review pass a critical finding may block wherever it is; otherwise
-            # it is posted but blocks nothing the previous review let through.
-            return result if history.untouched_as_nits else replace(result, blocking=False)
         if history.untouched_as_nits:
+            # A review pass: a new blocking finding off what changed since the previous
+            # pass blocks only when it is critical and says why it cannot wait (the mark
+            # alone is no reason); the reason is posted with it.
+            if result.blocking and result.severity == Severity.CRITICAL and result.critical_why:
+                why = f"Why it cannot wait: {result.critical_why}"
+                return replace(result, body=f"{result.body}\n\n{why}" if result.body else why)
+            return replace(result, blocking=False)
+        if result.severity == Severity.CRITICAL:
+            # Posted, but it blocks nothing the previous review let through.
             return replace(result, blocking=False)
         return replace(
             result,

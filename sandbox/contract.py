@@ -20,7 +20,11 @@ from pydantic.json_schema import SkipJsonSchema
 # and connectors (tools whose calls Tasuku makes) in the job with the connector calls in
 # the result (`usage.connectors`, transcript entries of kind "connector"). A version-2 job
 # or result reads as one with none of them; a version-2 runner ignores a job's connectors.
-CONTRACT_VERSION = "3"
+# 4: a review pass's brief in the job (`ReviewJob.review_pass`: its number, the task's
+# title and description), and a finding's `critical_why` (why a critical finding off the
+# change cannot wait). A version-3 job reads as a plain review's; a version-3 finding as
+# one with no reason given, so it is held to the pass's bar (reviews/validation.py).
+CONTRACT_VERSION = "4"
 
 MAX_PATH = 1024
 MAX_TITLE = 200
@@ -46,6 +50,15 @@ SECONDARY_ROOT = "secondary"
 REPOSITORY_NAME = r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$"
 SECONDARY_PATH = r"^secondary/[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$"
 COMMIT = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
+
+# How an engine's incomplete result begins when it stopped at its deadline (the agent
+# loop, sandbox/agent/loop.py): Tasuku tells a reviewer that ran out of time by it.
+INCOMPLETE_AT_DEADLINE = "stopped at the deadline"
+
+# A review pass's task: its title and description, as the author's side wrote them.
+MAX_TASK_TITLE = 300
+MAX_TASK_DESCRIPTION = 8000
+MAX_CRITICAL_WHY = 2000
 
 MAX_CONNECTORS = 20
 MAX_CONNECTOR_DESCRIPTION = 1000
@@ -325,6 +338,18 @@ class StaticOptions(BaseModel):
     configs: dict[str, str] = Field(default_factory=dict, max_length=MAX_STATIC_CONFIGS)
 
 
+class PassBrief(BaseModel):
+    """A review pass's job (version 4): which pass it is, and the task whose work it
+    reviews. The task's title and description are the author's side's words: untrusted,
+    like the pull request's."""
+
+    model_config = ConfigDict(frozen=True)
+
+    number: int = Field(ge=1)
+    task_title: str = Field(default="", max_length=MAX_TASK_TITLE)
+    task_description: str = Field(default="", max_length=MAX_TASK_DESCRIPTION)
+
+
 class ReviewJob(BaseModel):
     """Everything an engine is given. The PR's title, body and diff are untrusted."""
 
@@ -376,6 +401,8 @@ class ReviewJob(BaseModel):
     # that read untrusted data: fenced as data).
     resume: SavedConversation | None = None
     previous_summary: str = Field(default="", max_length=MAX_BODY)
+    # A review pass's run (version 4); None: a plain review.
+    review_pass: PassBrief | None = None
 
 
 class Suppression(BaseModel):
@@ -414,6 +441,9 @@ class Finding(BaseModel):
     suppressed_by: SkipJsonSchema[Suppression | None] = None
     # The id of the earlier finding this one is (the same problem, still there).
     same_as: str | None = Field(default=None, max_length=200)
+    # A later review pass: why this critical finding, on code the author did not change
+    # since the previous pass, cannot wait (version 4). Without it, it is a nit there.
+    critical_why: str = Field(default="", max_length=MAX_CRITICAL_WHY)
 
     @model_validator(mode="after")
     def _ordered(self) -> Finding:

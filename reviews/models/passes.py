@@ -69,12 +69,21 @@ class Task(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="review_tasks"
     )
     title = models.CharField(max_length=300)
+    # What the task is for, in the author's side's words: given to the pass reviewer as
+    # fenced data (the goal "the task not done" is judged against), never instructions.
+    description = models.TextField(blank=True, max_length=8000)
     author_name = models.CharField(max_length=200, help_text="Who does the work (an agent).")
     author_login = models.CharField(
         max_length=100, blank=True, help_text="The author's GitHub login (its own comments)."
     )
     state = models.CharField(max_length=16, choices=TaskState.choices, default=TaskState.OPEN)
     stuck_reason = models.TextField(blank=True)
+    # Why the task becomes stuck once the author has answered the last pass (two passes
+    # in a row found new blocking problems in its fixes): its owner decides then, with
+    # the author's answers in hand. Empty: nothing pending.
+    stuck_when_answered = models.TextField(blank=True)
+    # When the task was handed off (with review passes on or off); None: not yet.
+    handed_off_at = models.DateTimeField(null=True, blank=True)
     # Handoff: the review-pass settings of this task.
     passes_enabled = models.BooleanField(default=False)
     reviewer = models.ForeignKey(

@@ -23,7 +23,7 @@ from reviews.models import (
     TaskState,
 )
 from reviews.passes.author import author_poster
-from reviews.passes.flow import SHA, task_evaluate, task_stuck
+from reviews.passes.flow import SHA, task_answered, task_evaluate, task_stuck
 from reviews.passes.handoff import TaskError
 from reviews.passes.selectors import (
     answer_text,
@@ -190,7 +190,8 @@ def answers_record(task: Task, answers: list[dict[str, Any]]) -> list[Answer]:
         raise TaskError(
             "An answer was recorded twice at once; read the feedback again.", status=409
         ) from exc
-    if task.state == TaskState.AUTHOR_FIXING:
+    # Waiting for these answers before its owner decides: stuck once all are in.
+    if task.state == TaskState.AUTHOR_FIXING and not task_answered(task):
         task_evaluate(task)
     return rows
 

@@ -27,6 +27,7 @@ from reviews.intake.pull_requests import pull_request_refresh
 from reviews.models import (
     RUN_FINAL_STATES,
     TASK_FINAL_STATES,
+    Answer,
     AuthorMessage,
     PassStatus,
     PullRequest,
@@ -47,10 +48,12 @@ from reviews.passes.selectors import (
     failing_checks,
     heads_moved,
     latest_pass,
+    open_findings,
     pass_counts,
     unanswered_comments,
 )
 from reviews.runs import run_cancel_request, run_ring, run_supersede_waiting
+from sandbox.contract import INCOMPLETE_AT_DEADLINE
 
 logger = logging.getLogger(__name__)
 
@@ -64,18 +67,32 @@ class DoneOutcome:
     told: str = ""
     stuck: str = ""
     differing: list[dict] = field(default_factory=list)
+    done: bool = False  # handed off with review passes off: done as it is
+
+
+# What ends a pass reviewer that ran past its time (tasuku/errors.py): the sandbox's
+# limit, or the run's deadline.
+TIMEOUT_CODES = ("sandbox-timeout", "run-deadline")
 
 
 def task_done(task: Task, *, heads: dict[str, str], uncommitted: bool = False) -> DoneOutcome:
-    """The author says it is done: every pull request's head on GitHub must be the one
-    it reports, with nothing uncommitted. If not, it is told once (as data, in its
-    feedback) to push or discard; told already, the task is stuck. Otherwise the next
-    pass starts."""
+    """The author says it is done. Handed off with review passes off, the task is done
+    as it would be without them: nothing is reviewed or checked. Otherwise every pull
+    request's head on GitHub must be the one it reports, with nothing uncommitted. If
+    not, it is told once (as data, in its feedback) to push or discard; told already,
+    the task is stuck. Otherwise the next pass starts."""
     if task.state in TASK_FINAL_STATES:
         raise TaskError(f"The task is {task.get_state_display()}.", status=409)
+    if task.handed_off_at is None:
+        raise TaskError("The task has not been handed off: hand it off first.", status=409)
     if not task.passes_enabled:
+        return _done_without_passes(task, heads)
+    if task.stuck_when_answered:
+        last = latest_pass(task)
         raise TaskError(
-            "Review passes are not enabled for this task: hand it off first.", status=409
+            f"Answer the findings of pass {last.number if last else '?'} first: then the task "
+            f"waits for its owner ({task.stuck_when_answered}).",
+            status=409,
         )
     if task.state == TaskState.STUCK:
         raise TaskError(
@@ -132,6 +149,33 @@ def task_done(task: Task, *, heads: dict[str, str], uncommitted: bool = False) -
     return DoneOutcome(started=pass_start(task))
 
 
+def _done_without_passes(task: Task, heads: dict[str, str]) -> DoneOutcome:
+    """Review passes off: the author's word ends the task, as it would without Tasuku.
+    A pass still running (handed off with passes on, then off) is waited for."""
+    if task.passes.filter(status=PassStatus.RUNNING).exists():
+        raise TaskError("A pass is running; wait for it to end.", status=409)
+    pulls = {str(tpr): tpr for tpr in task.pulls.select_related("repository")}
+    unknown = sorted(set(heads) - set(pulls))
+    if unknown:
+        raise TaskError(f"Not pull requests of this task: {', '.join(unknown)}.")
+    for ref, sha in heads.items():
+        if not isinstance(sha, str) or not SHA.match(sha):
+            raise TaskError(f"{ref}: {sha!r} is not a commit sha.")
+    with transaction.atomic():
+        for ref, tpr in pulls.items():
+            TaskPullRequest.objects.filter(pk=tpr.pk).update(reported_head=heads.get(ref, ""))
+        # Race: two done calls at once, or an owner's recall meanwhile; one final state wins.
+        ended = (
+            Task.objects.filter(pk=task.pk, passes_enabled=False)
+            .exclude(state__in=TASK_FINAL_STATES)
+            .update(state=TaskState.DONE, done_at=timezone.now(), stuck_reason="")
+        )
+    task.refresh_from_db()
+    if not ended:
+        raise TaskError(f"The task is {task.get_state_display()}.", status=409)
+    return DoneOutcome(done=True)
+
+
 def _refresh(tpr: TaskPullRequest) -> PullRequest:
     pull_request = pull_request_refresh(tpr.repository.installation, tpr.repository, tpr.number)
     if tpr.pull_request_id != pull_request.pk:
@@ -161,7 +205,9 @@ def pass_start(task: Task) -> ReviewPass:
             number=number,
             heads={str(tpr.pk): tpr.pull_request.head_sha for tpr in pulls},
         )
-        Task.objects.filter(pk=task.pk).update(state=TaskState.REVIEWING, stuck_reason="")
+        Task.objects.filter(pk=task.pk).update(
+            state=TaskState.REVIEWING, stuck_reason="", stuck_when_answered=""
+        )
         for tpr in pulls:
             _pass_run(review_pass, tpr, reviewer, task)
     task.refresh_from_db()
@@ -239,6 +285,14 @@ def pass_conclude(review_pass: ReviewPass) -> None:
             superseded.append(str(run.pull_request))
         elif run.status == RunStatus.SKIPPED:
             problem = f"{run.pull_request} was not reviewed: {run.reason}"
+        elif run.status == RunStatus.FAILED and run.error_code in TIMEOUT_CODES:
+            problem = _timed_out(run, run.reason)
+        elif (
+            review is not None
+            and review.state == ReviewState.INCOMPLETE
+            and review.incomplete_reason.startswith(INCOMPLETE_AT_DEADLINE)
+        ):
+            problem = _timed_out(run, review.incomplete_reason)
         elif run.status == RunStatus.FAILED:
             if run.stage == Stage.PUBLICATION:
                 problem = f"GitHub refused a post on {run.pull_request}: {run.reason}"
@@ -297,10 +351,15 @@ def pass_conclude(review_pass: ReviewPass) -> None:
         and review_pass.number >= 2
         and previous.number >= 2
     ):
-        task_stuck(
-            task,
-            f"two passes in a row (passes {previous.number} and {review_pass.number}) found new "
-            "blocking problems in the author's fixes",
+        # The owner decides with the author's answers to this pass in hand: the author
+        # answers first (it may dispute a finding, or say it is fixed), then the task is
+        # stuck (task_answered).
+        Task.objects.filter(pk=task.pk).exclude(state__in=TASK_FINAL_STATES).update(
+            state=TaskState.AUTHOR_FIXING,
+            stuck_when_answered=(
+                f"two passes in a row (passes {previous.number} and {review_pass.number}) "
+                "found new blocking problems in the author's fixes"
+            ),
         )
     else:
         Task.objects.filter(pk=task.pk).exclude(state__in=TASK_FINAL_STATES).update(
@@ -308,9 +367,37 @@ def pass_conclude(review_pass: ReviewPass) -> None:
         )
 
 
+def _timed_out(run: ReviewRun, why: str) -> str:
+    return (
+        f"the reviewer ran past its time on {run.pull_request} ({why.rstrip('.')}); "
+        "Run another pass to try again"
+    )
+
+
+def task_answered(task: Task) -> bool:
+    """The author has answered every open finding of the last pass: a task waiting for
+    that (two passes in a row found new blocking problems) is now stuck, for its owner.
+    Returns whether it became stuck."""
+    task.refresh_from_db()
+    if not task.stuck_when_answered or task.state != TaskState.AUTHOR_FIXING:
+        return False
+    last = latest_pass(task)
+    if last is None:
+        return False
+    answered = set(
+        Answer.objects.filter(review_pass=last, comment__isnull=True, check_name="").values_list(
+            "task_pull_id", "fingerprint"
+        )
+    )
+    if any((tpr.pk, f.fingerprint) not in answered for tpr, f in open_findings(task, last)):
+        return False
+    task_stuck(task, task.stuck_when_answered)
+    return True
+
+
 def task_stuck(task: Task, reason: str) -> None:
     Task.objects.filter(pk=task.pk).exclude(state__in=TASK_FINAL_STATES).update(
-        state=TaskState.STUCK, stuck_reason=reason[:2000]
+        state=TaskState.STUCK, stuck_reason=reason[:2000], stuck_when_answered=""
     )
     task.refresh_from_db()
     logger.info("task %s stuck: %s", task.pk, reason)

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from repos import github
 from repos.github import GitHubError
@@ -56,7 +57,13 @@ def pull_ref_parse(text: str) -> tuple[str, int]:
 
 
 def task_create(
-    *, owner, title: str, author_name: str, author_login: str = "", pulls: list[str]
+    *,
+    owner,
+    title: str,
+    author_name: str,
+    author_login: str = "",
+    pulls: list[str],
+    description: str = "",
 ) -> Task:
     """A task with its pull requests; each must be in a repository Tasuku's App is
     installed on and reviews."""
@@ -105,7 +112,11 @@ def task_create(
         for full_name, number in refs:
             pull_free_check(repositories[full_name], number)
         task = Task.objects.create(
-            owner=owner, title=title, author_name=author_name, author_login=author_login
+            owner=owner,
+            title=title,
+            description=description,
+            author_name=author_name,
+            author_login=author_login,
         )
         for full_name, number in refs:
             repository = repositories[full_name]
@@ -241,6 +252,7 @@ def task_handoff(
         model_allowed_check(chosen, model)
     chosen_skill = skill_choose(chosen, skill) if skill else None
     Task.objects.filter(pk=task.pk).update(
+        handed_off_at=task.handed_off_at or timezone.now(),
         passes_enabled=enabled,
         reviewer=chosen,
         reviewer_model=model,

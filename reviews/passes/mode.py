@@ -26,7 +26,7 @@ from reviews.passes.selectors import (
     rulings_for_run,
 )
 from reviews.reconcile import ACCEPTED, CURRENT, Decision
-from sandbox.contract import ReviewResult
+from sandbox.contract import MAX_TASK_DESCRIPTION, MAX_TASK_TITLE, PassBrief, ReviewResult
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,19 @@ class ReviewPassMode:
         if not earlier:
             return EarlierContext()
         return EarlierContext(answers=answers_for_run(run), rulings=rulings_for_run(run))
+
+    def brief(self, run: ReviewRun) -> PassBrief | None:
+        """The pass's number, and the task's goal (its title and description) for the
+        reviewer to judge "the task not done" against: fenced as data in the prompt."""
+        review_pass = run.review_pass
+        if review_pass is None:
+            return None
+        task = review_pass.task
+        return PassBrief(
+            number=review_pass.number,
+            task_title=task.title[:MAX_TASK_TITLE],
+            task_description=task.description[:MAX_TASK_DESCRIPTION],
+        )
 
     def continuation(self, run: ReviewRun, reviewer: ReviewerConfig) -> Continuation:
         """A later pass continues the same reviewer's conversation, so it remembers what

@@ -92,7 +92,7 @@ def task_status(task: Task) -> str:
     if task.state == TaskState.STUCK:
         return f"Review stuck: {task.stuck_reason}"
     if task.state == TaskState.DONE:
-        return "Done · approved"
+        return "Done · approved" if task.passes_enabled else "Done · review passes off"
     if task.state == TaskState.RETURNED:
         return "Returned as is"
     if task.state == TaskState.RECALLED:
@@ -108,6 +108,11 @@ def task_status(task: Task) -> str:
             f"Approved · waiting for {_count(pending, '%(count)d check', '%(count)d checks')}"
             if pending
             else "Approved"
+        )
+    if task.state == TaskState.AUTHOR_FIXING and task.stuck_when_answered and last is not None:
+        return (
+            f"Waiting for the author's answers to pass {last.number} · then review stuck: "
+            f"{task.stuck_when_answered}"
         )
     if task.state == TaskState.AUTHOR_FIXING:
         parts = []
@@ -128,7 +133,11 @@ def task_status(task: Task) -> str:
         if task.told_to_push_at is not None:
             parts.append("told to push")
         return "Author fixing" + (f" · {', '.join(parts)}" if parts else "")
-    return "Handed off · waiting for the author" if task.passes_enabled else "Not handed off"
+    if task.handed_off_at is None:
+        return "Not handed off"
+    if not task.passes_enabled:
+        return "Handed off · review passes off"
+    return "Handed off · waiting for the author"
 
 
 def _finding(tpr, finding: Finding, answer: Answer | None, rulings: dict) -> dict[str, Any]:

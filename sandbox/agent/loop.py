@@ -51,6 +51,7 @@ from sandbox.agent.tools.checkout import secondary_trees
 from sandbox.agent.tools.connectors import ConnectorTools
 from sandbox.connectors import ConnectorClient
 from sandbox.contract import (
+    INCOMPLETE_AT_DEADLINE,
     RESERVED_TOOL_NAMES,
     ReviewJob,
     ReviewResult,
@@ -58,6 +59,7 @@ from sandbox.contract import (
     Submission,
     Usage,
 )
+from sandbox.errors import ProviderError
 from sandbox.prompt import Prompt, review_prompt
 
 __all__ = [
@@ -73,6 +75,9 @@ __all__ = [
 
 MAX_CORRECTIONS = 3
 DEADLINE_MARGIN = 20  # seconds kept to hand the result back before the sandbox's limit
+# A call whose timeout was the time left ends a little before the deadline (the
+# transport's clock is not the loop's): within this many seconds of it, it ran out of time.
+DEADLINE_SLACK = 0.5
 NUDGE = (
     "Use the tools to read what you need, then call `submit_review` to finish "
     "(an empty findings list is fine)."
@@ -258,11 +263,12 @@ def agent_review(
                 incomplete=f"stopped at the step ceiling ({job.limits.steps} model calls) before the review was submitted",
             )
         remaining = deadline - clock()
+        at_deadline = (
+            f"{INCOMPLETE_AT_DEADLINE} ({job.limits.deadline_seconds} s) before the review was "
+            "submitted"
+        )
         if remaining <= 0:
-            return finish(
-                None,
-                incomplete=f"stopped at the deadline ({job.limits.deadline_seconds} s) before the review was submitted",
-            )
+            return finish(None, incomplete=at_deadline)
         worst = meter.worst_next()
         if not budget.reserve(worst):
             return finish(
@@ -273,6 +279,13 @@ def agent_review(
         asked = clock()
         try:
             turn = chat.send(timeout=min(remaining, 600), force=SUBMIT if last else None)
+        except ProviderError as exc:
+            budget.release(worst)
+            # A call cut off because the review's own time ran out is the deadline, not
+            # an unreachable provider: retrying it would only run out of time again.
+            if exc.code == "provider-unavailable" and clock() >= deadline - DEADLINE_SLACK:
+                return finish(None, incomplete=at_deadline)
+            raise
         except BaseException:  # the reserved cost is given back however the call ended; re-raised
             budget.release(worst)
             raise

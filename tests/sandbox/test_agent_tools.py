@@ -3,6 +3,7 @@ are bounded, and every refusal is a message the model can act on."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -127,7 +128,7 @@ def test_the_prompt_carries_the_posture_the_rules_and_the_fence():
     prompt = review_prompt(the_job)
     assert "Posture: LOW" in prompt.system and "Never comment on tests." in prompt.system
     assert "A review with no findings is a success" in prompt.system
-    assert "try to refute it" in prompt.system and "No comments on style" in prompt.system
+    assert "try to refute it" in prompt.system
     # What the team did (dismissal reasons are anyone's words) is data, fenced, never
     # in the system prompt.
     assert "This team fixed SQL injection." not in prompt.system
@@ -137,6 +138,20 @@ def test_the_prompt_carries_the_posture_the_rules_and_the_fence():
     assert f"<<<DATA {prompt.boundary}>>>" in prompt.user
     assert prompt.user.index("+print('hi')") > prompt.user.index(f"<<<DATA {prompt.boundary}>>>")
     assert review_prompt(the_job).boundary != prompt.boundary  # per job
+
+
+@pytest.mark.parametrize("strictness", list(Strictness))
+def test_style_naming_documentation_and_test_coverage_are_never_findings(strictness):
+    """At every posture, HIGH included: the never-comment list is whole, and no posture
+    asks for what it forbids (HIGH once asked for "changed behaviour that no test covers")."""
+    system = review_prompt(job().model_copy(update={"strictness": strictness})).system
+    assert (
+        "Never raise a finding on style, formatting, naming, documentation or test coverage, "
+        "at\n  any posture" in system
+    )
+    posture = system[system.index("Posture:") :].split("\n\n")[0]
+    for asked in ("test", "tests", "documentation", "docstring", "style", "naming", "formatting"):
+        assert not re.search(rf"\b{asked}\b", posture), (asked, posture)
 
 
 def test_a_catastrophic_pattern_runs_in_linear_time(tmp_path):

@@ -14,7 +14,9 @@ from sandbox.contract import (
     CONTRACT_VERSION,
     ChangedFile,
     ConnectorTool,
+    Finding,
     LineRange,
+    PassBrief,
     ReviewJob,
     ReviewResult,
 )
@@ -109,7 +111,30 @@ def test_a_version_2_job_and_result_still_read_as_ones_without_connectors():
         connectors=(ConnectorTool(name="jira_ticket", description="A ticket."),),
     )  # fmt: skip
     printed = schemas()
-    assert printed["version"] == "3"
     assert "connectors" in printed["ReviewJob"]["properties"]
     jsonschema.validate(json.loads(v3.model_dump_json()), printed["ReviewJob"])
     assert "connectors" in printed["ReviewResult"]["$defs"]["Usage"]["properties"]
+
+
+def test_a_version_3_job_reads_as_a_plain_review_and_its_findings_as_giving_no_reason():
+    job = ReviewJob.model_validate(
+        {"version": "3", "job_id": "1", "repository": "a/b", "pull_request": 1,
+         "base_sha": "a" * 40, "head_sha": "b" * 40}
+    )  # fmt: skip
+    assert job.review_pass is None
+    finding = Finding.model_validate(
+        {"path": "x.py", "start_line": 1, "end_line": 1, "severity": "critical",
+         "category": "security", "title": "Key in source", "blocking": True}
+    )  # fmt: skip
+    assert finding.critical_why == ""
+    # What version 4 adds: the pass's brief in the job, the reason in what a model submits.
+    printed = schemas()
+    assert printed["version"] == CONTRACT_VERSION == "4"
+    v4 = ReviewJob(
+        job_id="1", repository="a/b", pull_request=1, base_sha="a" * 40, head_sha="b" * 40,
+        review_pass=PassBrief(number=2, task_title="Refunds", task_description="Refund orders."),
+    )  # fmt: skip
+    jsonschema.validate(json.loads(v4.model_dump_json()), printed["ReviewJob"])
+    assert "critical_why" in printed["Submission"]["$defs"]["Finding"]["properties"]
+    with pytest.raises(ValueError):
+        PassBrief(number=0)

@@ -28,6 +28,16 @@ class AuthorSerializer(serializers.Serializer):
 
 class TaskCreateSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=300)
+    description = serializers.CharField(
+        max_length=8000,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text=(
+            'What the task is for: the pass reviewer judges "the task not done" against '
+            "it and the title (given to it as data, never as instructions)."
+        ),
+    )
     author = AuthorSerializer()
     pull_requests = serializers.ListField(
         child=serializers.CharField(max_length=300),
@@ -158,6 +168,7 @@ class TaskSerializer(serializers.ModelSerializer):
         fields = (
             "id",
             "title",
+            "description",
             "author",
             "state",
             "status",
@@ -292,6 +303,7 @@ class ErrorSerializer(serializers.Serializer):
 
 
 class DoneResultSerializer(serializers.Serializer):
+    done = serializers.BooleanField(help_text="Review passes off: the task is done as it is.")
     started_pass = serializers.IntegerField(allow_null=True)
     told = serializers.CharField(allow_blank=True)
     stuck = serializers.CharField(allow_blank=True)

@@ -77,6 +77,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             task = handoff.task_create(
                 owner=request.user,
                 title=values["title"],
+                description=values["description"],
                 author_name=values["author"]["name"],
                 author_login=values["author"].get("login", ""),
                 pulls=values["pull_requests"],
@@ -112,15 +113,19 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     @extend_schema(
         request=DoneSerializer,
         responses={
+            200: DoneResultSerializer,
             202: DoneResultSerializer,
             409: DoneResultSerializer,
             400: ErrorSerializer,
             404: OpenApiResponse(description="Not one of your tasks"),
         },
         description=(
-            "The author finished. Every pull request's head on GitHub must be the one reported, "
+            "The author finished. Handed off with review passes off, the task is done (200). "
+            "Otherwise every pull request's head on GitHub must be the one reported, "
             "with nothing uncommitted; otherwise the author is told once (409, and in its "
-            "feedback) to push or discard, and a second time the task is stuck."
+            "feedback) to push or discard, and a second time the task is stuck. The next "
+            "pass starts (202). While the task waits for the author's answers before its "
+            "owner decides, done is refused (409)."
         ),
     )
     @action(detail=True, methods=["post"])
@@ -138,12 +143,15 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             return refused(exc)
         task.refresh_from_db()
         body = {
+            "done": outcome.done,
             "started_pass": outcome.started.number if outcome.started else None,
             "told": outcome.told,
             "stuck": outcome.stuck,
             "differing": outcome.differing,
             "task": TaskSerializer(task).data,
         }
+        if outcome.done:
+            return Response(body)
         return Response(
             body, status=status.HTTP_202_ACCEPTED if outcome.started else status.HTTP_409_CONFLICT
         )

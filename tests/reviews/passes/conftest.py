@@ -67,11 +67,11 @@ class Passes:
     secret: str
     user: Any
 
-    def create_task(self, *, number: int = 7, **handoff: Any) -> Task:
+    def create_task(self, *, number: int = 7, description: str = "", **handoff: Any) -> Task:
         created = self.api.post(
             "/api/tasks/",
             {"title": "Refunds", "author": {"name": "agent-7", "login": AUTHOR_BOT},
-             "pull_requests": [f"{REPO}#{number}"]},
+             "pull_requests": [f"{REPO}#{number}"], "description": description},
             format="json",
         )  # fmt: skip
         assert created.status_code == 201, created.json()

@@ -240,12 +240,15 @@ def test_a_disputed_finding_is_ruled_on_without_a_push(passes):
     assert "order ids are integers from our own DB" in thread["comments"][-1]["body"]
 
 
-def test_new_blocking_findings_on_untouched_code_are_nits_unless_critical(passes):
+def test_new_blocking_findings_on_untouched_code_are_nits_unless_critical_with_why(passes):
     world = passes.world
     untouched = finding("deploy.sh", 3, "Unquoted target directory", blocking=True,
                         severity="high")  # fmt: skip
-    critical = finding("app/payments.py", 3, "Live cloud key committed", blocking=True,
-                       severity="critical")  # fmt: skip
+    critical = {
+        **finding("app/payments.py", 3, "Live cloud key committed", blocking=True,
+                  severity="critical"),
+        "critical_why": "The key is live: it can be used by anyone who reads the repository.",
+    }  # fmt: skip
 
     def second(request):
         [fid] = earlier_ids(request).values()

@@ -106,7 +106,7 @@ def test_of_two_open_tasks_made_before_the_rule_only_the_earlier_runs_passes(pas
     # (A second open task on the same pull request, as an older Tasuku could leave.)
     second = Task.objects.create(
         owner=first.owner, title="Duplicate", author_name="agent-9", passes_enabled=True,
-        reviewer=first.reviewer,
+        reviewer=first.reviewer, handed_off_at=first.handed_off_at,
     )  # fmt: skip
     [tpr] = first.pulls.all()
     TaskPullRequest.objects.create(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reviews.models import AuthorMessage, PassStatus, ReviewRun, RunStatus, Stage, Task, TaskState
-from tests.fakes.models import Fail, ToolCall
+from tests.fakes.models import Fail, Hang, Loop, ToolCall
 from tests.gitworld import PAYMENTS, REPO
 from tests.helpers import drain_queue
 from tests.reviews.passes.conftest import REVIEWER_BOT, earlier_ids, finding
@@ -78,16 +78,26 @@ def test_max_passes_reached_with_a_finding_open_then_run_another_pass(passes):
     assert approval["commit_id"] == fixed
 
 
-def test_two_passes_in_a_row_with_new_blocking_problems_then_message_the_author(passes):
+def answer(passes, task: Task, finding: dict, text: str):
+    return passes.api.post(
+        f"/api/tasks/{task.pk}/answers",
+        {"answers": [{"finding": finding["id"], "kind": "reply", "text": text}]},
+        format="json",
+    )
+
+
+def test_two_passes_in_a_row_with_new_blocking_problems_wait_for_the_answers_then_stick(passes):
     world = passes.world
     exit_code = finding("app/payments.py", 7, "Refund's exit code is ignored",
                         blocking=True, severity="high")  # fmt: skip
     raises = finding("app/payments.py", 9, "A failed refund crashes the worker",
                      blocking=True, severity="high")  # fmt: skip
+    loops = finding("app/payments.py", 10, "The refund is retried forever",
+                    blocking=True, severity="high")  # fmt: skip
     passes.claude.script(
         ToolCall("submit_review", {"findings": [SHELL]}),
         ruling_all(findings=[exit_code]),
-        ruling_all(findings=[raises]),
+        ruling_all(findings=[raises, loops]),
     )
     task = passes.create_task(max_passes=5)
     assert passes.done(task, world.pull.head_sha).status_code == 202
@@ -98,11 +108,31 @@ def test_two_passes_in_a_row_with_new_blocking_problems_then_message_the_author(
     assert task.state == TaskState.AUTHOR_FIXING  # one pass with a new problem is normal
     assert passes.done(task, world.push({"app/payments.py": V2})).status_code == 202
     drain_queue()
+
+    # Two in a row: the author answers pass 3 first, and the status says what follows.
+    task.refresh_from_db()
+    why = "two passes in a row (passes 2 and 3) found new blocking problems in the author's fixes"
+    assert task.state == TaskState.AUTHOR_FIXING
+    assert status(passes, task) == (
+        f"Waiting for the author's answers to pass 3 · then review stuck: {why}"
+    )
+    refused = passes.done(task, world.pull.head_sha)
+    assert refused.status_code == 409
+    assert refused.json()["error"].startswith("Answer the findings of pass 3 first")
+    assert task.passes.count() == 3
+    feedback = passes.api.get(f"/api/tasks/{task.pk}/feedback").json()
+    by_title = {f["title"]: f for f in feedback["findings"] if f["blocking"]}
+    assert set(by_title) == {"A failed refund crashes the worker", "The refund is retried forever"}
+    assert answer(passes, task, by_title["The refund is retried forever"],
+                  "It stops after three tries.").status_code == 202  # fmt: skip
+    task.refresh_from_db()
+    assert task.state == TaskState.AUTHOR_FIXING  # one answer of two: still waiting
+    assert answer(passes, task, by_title["A failed refund crashes the worker"],
+                  "The worker catches it.").status_code == 202  # fmt: skip
     task.refresh_from_db()
     assert task.state == TaskState.STUCK
-    assert task.stuck_reason == (
-        "two passes in a row (passes 2 and 3) found new blocking problems in the author's fixes"
-    )
+    assert task.stuck_reason == why
+    assert status(passes, task) == f"Review stuck: {why}"
 
     assert act(passes, task, "message_author").status_code == 400  # needs text
     taken = act(passes, task, "message_author", text="Handle the failure without raising.")
@@ -111,8 +141,7 @@ def test_two_passes_in_a_row_with_new_blocking_problems_then_message_the_author(
     assert task.state == TaskState.AUTHOR_FIXING
     feedback = passes.api.get(f"/api/tasks/{task.pk}/feedback").json()
     assert feedback["messages"][-1]["text"] == "Handle the failure without raising."
-    [open_blocking] = [f for f in feedback["findings"] if f["blocking"]]
-    assert open_blocking["title"] == "A failed refund crashes the worker"
+    assert {f["title"] for f in feedback["findings"] if f["blocking"]} == set(by_title)
 
 
 def test_the_reviewer_failing_then_return_as_is(passes, settings):
@@ -309,3 +338,78 @@ def test_an_answer_github_would_not_take_for_a_while_is_posted_once_later(passes
 
     posted = [c for c in passes.comments_by(AUTHOR_BOT) if "Not reachable." in c["body"]]
     assert len(posted) == 1  # the try whose answer was lost is found by its marker
+
+
+def test_a_reviewer_whose_model_outlasts_its_time_makes_the_task_stuck_naming_it(passes, settings):
+    # The engine keeps 20 s of its time to hand the result back: a 21 s limit leaves it
+    # one second, and the model does not answer within it.
+    settings.TASUKU_SANDBOX_TIMEOUT = 21
+    passes.claude.script(Loop(Hang(60)))
+    task = passes.create_task()
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 202
+    drain_queue()
+    [run] = ReviewRun.objects.filter(review_pass__task=task)
+    assert run.status == RunStatus.COMPLETED  # not retried as an unreachable provider
+    task.refresh_from_db()
+    assert task.state == TaskState.STUCK
+    assert task.stuck_reason == (
+        "the reviewer ran past its time on acme/shop#7 (stopped at the deadline (21 s) before "
+        "the review was submitted); Run another pass to try again"
+    )
+    assert task.passes.get().status == PassStatus.FAILED
+    assert not passes.reviews_by(REVIEWER_BOT)
+
+    settings.TASUKU_SANDBOX_TIMEOUT = 600
+    passes.claude.reset()
+    passes.claude.script(CLEAN)
+    assert act(passes, task, "run_another_pass").status_code == 200
+    drain_queue()
+    task.refresh_from_db()
+    assert task.state == TaskState.DONE
+
+
+def test_a_reviewer_stopping_at_its_own_deadline_makes_the_task_stuck_naming_it(passes, settings):
+    from repos.models import Reviewer
+
+    # The engine keeps 20 s of its time to hand the result back: a 21 s limit leaves it
+    # one second of reading, and it never submits within it.
+    settings.TASUKU_SANDBOX_TIMEOUT = 21
+    Reviewer.objects.filter(slug="claude").update(step_limit=500)
+    passes.claude.script(Loop(ToolCall("read_file", {"path": "app/payments.py"})))
+    task = passes.create_task()
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 202
+    drain_queue()
+    task.refresh_from_db()
+    assert task.state == TaskState.STUCK
+    assert task.stuck_reason == (
+        "the reviewer ran past its time on acme/shop#7 (stopped at the deadline (21 s) before "
+        "the review was submitted); Run another pass to try again"
+    )
+    assert not passes.reviews_by(REVIEWER_BOT)
+
+
+def test_a_task_handed_off_with_passes_off_is_done_when_the_author_says_so(passes):
+    created = passes.api.post(
+        "/api/tasks/",
+        {"title": "Refunds", "author": {"name": "agent-7", "login": "agent-app[bot]"},
+         "pull_requests": [f"{REPO}#7"]},
+        format="json",
+    )  # fmt: skip
+    task = Task.objects.get(pk=created.json()["id"])
+    # Not handed off yet: nothing to be done with it.
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 409
+    assert status(passes, task) == "Not handed off"
+    handed = passes.api.post(f"/api/tasks/{task.pk}/handoff", {"enabled": False}, format="json")
+    assert handed.status_code == 200, handed.json()
+    assert status(passes, task) == "Handed off · review passes off"
+
+    done = passes.done(task, passes.world.pull.head_sha)
+    assert done.status_code == 200, done.json()
+    assert done.json()["done"] is True and done.json()["started_pass"] is None
+    task.refresh_from_db()
+    assert task.state == TaskState.DONE and task.done_at is not None
+    assert status(passes, task) == "Done · review passes off"
+    assert not ReviewRun.objects.filter(review_pass__task=task).exists()
+    assert not passes.reviews_by(REVIEWER_BOT)  # nothing reviewed, nothing approved
+    assert not passes.claude.model_requests
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 409  # done already
