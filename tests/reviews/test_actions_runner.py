@@ -569,9 +569,10 @@ def test_a_persons_look_alike_run_is_never_taken_for_tasukus(actions_world, clie
     )
     assert copy.display_title == f"Tasuku review (run {run.pk})"
     assert fetch(client, actions_world.fake.oidc_token(copy, audience=AUD)).status_code == 403
-    assert dispatched_sweep() == 0
+    dispatched_sweep()
     run.refresh_from_db()
-    assert run.actions_run_id is None
+    # Never the copy (on a slow machine ours may be found already: it is 1.5 s late).
+    assert run.actions_run_id in (None, ours.id) and run.actions_run_id != copy.id
     wait_until_created(actions_world, ours)
     dispatched_sweep()
     run.refresh_from_db()
