@@ -133,7 +133,7 @@ class GitHubGateway(
         name: str,
         external_id: str,
     ) -> CheckRunInfo | None:
-        """The check run named `name` on `head_sha` carrying `external_id`, if any."""
+        """This App's check run named `name` on `head_sha` carrying `external_id`, if any."""
         return self._repo_call(
             f"find check run {name!r} on {full_name}@{head_sha[:7]}",
             installation_id=installation_id,
@@ -142,16 +142,33 @@ class GitHubGateway(
             fn=lambda client: self._check_run_find(client, full_name, head_sha, name, external_id),
         )
 
-    @staticmethod
     def _check_run_find(
-        client: Github, full_name: str, head_sha: str, name: str, external_id: str
+        self, client: Github, full_name: str, head_sha: str, name: str, external_id: str
     ) -> CheckRunInfo | None:
         # Reference: https://docs.github.com/rest/checks/runs#list-check-runs-for-a-git-reference
-        commit = client.get_repo(full_name).get_commit(head_sha)
-        for run in commit.get_check_runs(check_name=name, filter="all"):
-            if run.external_id == external_id:
-                return check_run_info(run)
-        return None
+        # Filtered by this App's id: any App can create a check run of the same name and
+        # external id on the commit, and Tasuku must never take another's for its own.
+        owner, repo = full_name.split("/", 1)
+        page = 1
+        while True:
+            _, data = client.requester.requestJsonAndCheck(
+                "GET",
+                f"/repos/{owner}/{repo}/commits/{head_sha}/check-runs",
+                parameters={
+                    "check_name": name,
+                    "filter": "all",
+                    "app_id": self.creds.app_id,
+                    "per_page": 100,
+                    "page": page,
+                },
+            )
+            runs = data.get("check_runs") or []
+            for run in runs:
+                if run.get("external_id") == external_id:
+                    return CheckRunInfo.model_validate(run)
+            if len(runs) < 100:
+                return None
+            page += 1
 
     def check_run_update(
         self,
