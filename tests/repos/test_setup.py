@@ -147,9 +147,16 @@ def test_the_return_refuses_another_sessions_state_and_a_code_used_once(github, 
     back = _browser_goes_to_github_and_back(handed).split("tasuku.example.test", 1)[1]
     forged = re.sub(r"state=[^&]+", "state=someone-elses", back)
     assert superuser_client.get(forged).status_code == 400
+    assert (
+        superuser_client.get(re.sub(r"state=[^&]+", "state=%C3%A9t%C3%A9", back)).status_code == 400
+    )
+    assert superuser_client.get(re.sub(r"&?state=[^&]+", "", back)).status_code == 400
     assert not AppRegistration.objects.exists()
-    # The session's state is spent by that refusal: the genuine link must start again too.
-    assert superuser_client.get(back).status_code == 400
+    # A wrong state cancels nothing: the set-up in progress still completes, once.
+    assert superuser_client.get(back).status_code == 302
+    assert AppRegistration.objects.count() == 1
+    assert superuser_client.get(back).status_code == 400  # the state is spent now
+    AppRegistration.objects.all().delete()
     # A code GitHub no longer knows (used, or older than an hour) is said in words.
     handed = superuser_client.post("/setup/github/", {"host": github.url.split("://")[1],
                                                       "organization": "acme"})  # fmt: skip
