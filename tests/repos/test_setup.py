@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from repos.github import credentials, gateway, missing_settings
-from repos.github.manifest import EVENTS, FEATURES, PERMISSIONS, manifest_for
+from repos.github.manifest import EVENTS, FEATURES, PERMISSIONS, hosts, manifest_for
 from repos.models import AppRegistration
 from tests.helpers import post_webhook
 
@@ -165,6 +165,23 @@ def test_the_return_refuses_another_sessions_state_and_a_code_used_once(github, 
     answer = superuser_client.get(used)
     assert answer.status_code == 400 and "good once, for an hour" in answer.content.decode()
     assert not AppRegistration.objects.exists()
+
+
+def test_an_enterprise_with_data_residency_gets_its_own_api_host(github, superuser_client):
+    # GitHub Enterprise Cloud with data residency: the API is api.<name>.ghe.com, not
+    # /api/v3 as on a GitHub Enterprise Server.
+    assert hosts("octo.ghe.com") == ("https://octo.ghe.com", "https://api.octo.ghe.com")
+    assert hosts("https://api.octo.ghe.com/") == (
+        "https://octo.ghe.com",
+        "https://api.octo.ghe.com",
+    )
+    assert hosts("ghe.example.com") == ("https://ghe.example.com", "https://ghe.example.com/api/v3")
+    handed = superuser_client.post(
+        "/setup/github/", {"host": "octo.ghe.com", "organization": "acme"}
+    )
+    page = html.unescape(handed.content.decode())
+    assert 'action="https://octo.ghe.com/organizations/acme/settings/apps/new?state=' in page
+    assert superuser_client.session["tasuku_manifest"]["api_url"] == "https://api.octo.ghe.com"
 
 
 def test_only_a_superuser_may_create_the_app(github, client, django_user_model):
