@@ -12,7 +12,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from github import Github
+from github import Github, GithubException
 
 from repos.github.actions import ActionsCalls
 from repos.github.checks import CheckCalls
@@ -317,7 +317,11 @@ class GitHubGateway(
 
         def find(client: Github) -> ReviewInfo | None:
             for review in self._pull_list(client, full_name, number, "reviews"):
-                if marker in (review.get("body") or "") and self.posted_by_us(review.get("user")):
+                if (
+                    marker in (review.get("body") or "")
+                    and review.get("state") != "PENDING"
+                    and self.posted_by_us(review.get("user"))
+                ):
                     return review_info(review)
             return None
 
@@ -329,6 +333,82 @@ class GitHubGateway(
             fn=create,
             recover=find,
             creates=True,
+        )
+
+    def review_pending_create(
+        self,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        number: int,
+        commit_sha: str,
+        body: str,
+        comments: list[dict[str, Any]],
+    ) -> ReviewInfo:
+        """Create a pending review (no `event`: seen by nobody else, notifying nobody)
+        whose body is `body`, a marker: a POST whose answer was lost is found by it."""
+
+        def create(client: Github) -> ReviewInfo:
+            # Reference: https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request
+            # "By leaving this blank, you set the review action state to PENDING."
+            owner, name = full_name.split("/", 1)
+            _, data = client.requester.requestJsonAndCheck(
+                "POST",
+                f"/repos/{owner}/{name}/pulls/{number}/reviews",
+                input={"commit_id": commit_sha, "body": body, "comments": comments},
+            )
+            return review_info(data)
+
+        def find(client: Github) -> ReviewInfo | None:
+            for review in self._pull_list(client, full_name, number, "reviews"):
+                if (
+                    review.get("state") == "PENDING"
+                    and body in (review.get("body") or "")
+                    and self.posted_by_us(review.get("user"))
+                ):
+                    return review_info(review)
+            return None
+
+        return self._repo_call(
+            f"try a pending review on {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "write"},
+            fn=create,
+            recover=find,
+            creates=True,
+        )
+
+    def review_pending_delete(
+        self,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        number: int,
+        review_id: int,
+    ) -> None:
+        """Delete one of this App's pending reviews (GitHub deletes no submitted one)."""
+
+        def delete(client: Github) -> None:
+            # Reference: https://docs.github.com/rest/pulls/reviews#delete-a-pending-review-for-a-pull-request
+            owner, name = full_name.split("/", 1)
+            try:
+                client.requester.requestJsonAndCheck(
+                    "DELETE", f"/repos/{owner}/{name}/pulls/{number}/reviews/{review_id}"
+                )
+            except GithubException as exc:
+                if exc.status != 404:  # gone already: a repeated DELETE
+                    raise
+
+        self._repo_call(
+            f"delete pending review {review_id} on {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "write"},
+            fn=delete,
+            write=True,
         )
 
     def review_update(
@@ -379,8 +459,10 @@ class GitHubGateway(
             full_name=full_name,
             number=number,
         ):
-            if marker in review.body and self.posted_by_us(
-                {"login": review.user_login, "type": review.user_type}
+            if (
+                marker in review.body
+                and review.state != "PENDING"  # a pending review is no posted one
+                and self.posted_by_us({"login": review.user_login, "type": review.user_type})
             ):
                 return review
         return None
