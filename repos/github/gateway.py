@@ -181,9 +181,11 @@ class GitHubGateway(
         conclusion: str | None = None,
         output: CheckRunOutput | None = None,
         details_url: str | None = None,
+        actions: list[dict[str, str]] | None = None,
     ) -> CheckRunInfo:
-        """Update a check run. A PATCH sets the same fields again when repeated, so it is
-        retried like a read."""
+        """Update a check run (`actions`: the buttons it offers, at most 3, each a
+        `label`, `description` and `identifier`). A PATCH sets the same fields again when
+        repeated, so it is retried like a read."""
         body: dict[str, Any] = {}
         if status:
             body["status"] = status
@@ -194,6 +196,8 @@ class GitHubGateway(
             body["output"] = output.model_dump(exclude_none=True)
         if details_url:
             body["details_url"] = details_url
+        if actions is not None:
+            body["actions"] = actions
 
         def update(client: Github) -> CheckRunInfo:
             # Reference: https://docs.github.com/rest/checks/runs#update-a-check-run
