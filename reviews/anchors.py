@@ -129,7 +129,7 @@ def _probe(
         except GitHubError as exc:
             if exc.status != 422 or not exc.permanent:
                 raise
-            if ONE_PENDING in exc.message and first:
+            if first and ONE_PENDING in f"{exc.message} {refusal_reason(exc)}":
                 # Another pending review of this App's is there: a probe a dead worker
                 # left. Deleted, and this one tried again.
                 probes_delete(gateway, where, number, marker)

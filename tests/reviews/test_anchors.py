@@ -28,7 +28,7 @@ class Gateway:
         lines = [c["line"] for c in comments]
         self.tried.append(lines)
         if self.pending:
-            raise GitHubError("one", permanent=True, status=422, data={
+            raise GitHubError("Could not try a pending review: GitHub answered 422", permanent=True, status=422, data={
                 "message": "Unprocessable Entity",
                 "errors": ["User can only have one pending review per pull request"]})  # fmt: skip
         if self.bad & set(lines):
@@ -106,3 +106,15 @@ def test_a_rate_limit_while_sorting_is_raised_as_weather():
     with pytest.raises(GitHubError) as raised:
         sort(Limited(bad=set()), 4)
     assert raised.value.code == "github-rate-limit"
+
+
+def test_a_probe_left_behind_that_github_names_is_deleted_and_the_try_repeated():
+    left = ReviewInfo(id=99, body=probe_marker(5), state="PENDING", user_login="tasuku[bot]",
+                      user_type="Bot")  # fmt: skip
+    gateway = Gateway(bad={1}, pending=[left])
+    listed = iter([[], [left]])  # not listed yet when the sorting began
+    gateway.reviews_list = lambda **_: next(listed, gateway.pending)  # type: ignore[method-assign]
+    sorting = sort(gateway, 3)
+    assert gateway.deleted[0] == 99
+    assert set(sorting.refused) == {1} and sorting.accepted == [0, 2]
+    assert gateway.pending == []

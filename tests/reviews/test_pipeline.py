@@ -130,6 +130,25 @@ def test_when_github_refuses_one_comment_the_others_stay_inline_and_it_goes_in_t
     assert any("GitHub refused 1 of 3 inline comments" in n for n in review.notes), review.notes
 
 
+def test_when_github_refuses_the_sorted_review_too_every_finding_goes_in_the_body(world, deliver):
+    world.fake.outside_diff(REPO, "app/payments.py", SHELL_TRUE_LINE)
+    # the review, then three pending probes pass through; the sorted review is refused
+    world.fake.inject(
+        1, status=422, method="POST", path=r"/pulls/7/reviews$", skip=4,
+        body={"message": "Unprocessable Entity", "errors": ["Pull request review thread line must be part of the diff"],
+              "documentation_url": "https://docs.github.com/rest", "status": "422"},
+    )  # fmt: skip
+    run = deliver(world)
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, run.reason
+    assert len(world.fake.requests("POST", r"/pulls/7/reviews$")) == 6
+    [review] = world.fake.reviews_of(REPO, 7)
+    assert world.fake.review_comments_of(REPO, 7) == []
+    assert "GitHub did not accept inline comments" in review["body"]
+    assert "Secret committed: AWS Access Key" in review["body"]
+    assert Review.objects.get(run=run).body_only
+
+
 def test_a_422_github_does_not_repeat_keeps_every_comment_inline(world, deliver):
     world.fake.inject(
         1, status=422, method="POST", path=r"/pulls/7/reviews$",
