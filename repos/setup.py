@@ -2,7 +2,8 @@
 install it. Superusers only.
 
 1. `/setup/github/` says which App Tasuku uses (from settings, or created here) and, with
-   none, offers the form: where (github.com or a GitHub Enterprise Server host, a
+   none, offers the form: where (github.com, a GitHub Enterprise Cloud `<name>.ghe.com`
+   or a GitHub Enterprise Server host, a
    personal account or an organisation), the App's name and the optional features.
 2. Sending it renders an auto-submitting form that POSTs the manifest to GitHub, with a
    `state` kept in the session. On GitHub the person clicks *Create GitHub App*.
@@ -124,14 +125,26 @@ def _page(request: HttpRequest, *, error: str = ""):
 @require_GET
 def setup_github_created(request: HttpRequest) -> HttpResponse:
     """Where GitHub sends the browser back with the code."""
-    pending = request.session.pop(SESSION_KEY, None)
+    pending = request.session.get(SESSION_KEY)
     state = request.GET.get("state", "")
     code = request.GET.get("code", "")
-    if not pending or not state or not secrets.compare_digest(state, pending.get("state", "")):
+    # Compared before the session's state is spent: a link with another state (forged,
+    # or an old tab's) is refused and leaves the set-up in progress as it was. As bytes:
+    # compare_digest refuses a str with a non-ASCII character, and the link is anyone's.
+    if (
+        not pending
+        or not state
+        or not secrets.compare_digest(
+            state.encode("utf-8", "surrogateescape"),
+            str(pending.get("state", "")).encode("utf-8", "surrogateescape"),
+        )
+    ):
         return HttpResponseBadRequest(
             "This link did not come from the setup page in this browser session (its state "
             "does not match): start again from /setup/github/."
         )
+    # Spent now: a code is good once, and so is the state that came with it.
+    request.session.pop(SESSION_KEY, None)
     if not code or len(code) > 100:
         return HttpResponseBadRequest("GitHub sent no code: start again from /setup/github/.")
     try:

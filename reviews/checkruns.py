@@ -14,6 +14,16 @@ from repos.github import CheckRunOutput
 from repos.models import Installation
 from reviews.models import ReviewRun
 
+# The button a concluded check run offers (GitHub's check run `actions`: a label of at
+# most 20 characters, a description of 40, an identifier of 20). Pressing it sends
+# `check_run.requested_action` with this identifier (reviews/intake/triggers.py).
+REREVIEW = "rereview"
+REREVIEW_ACTION = {
+    "label": "Re-review",
+    "description": "Review this commit again",
+    "identifier": REREVIEW,
+}
+
 
 def dashboard_url(run: ReviewRun) -> str:
     return settings.TASUKU_BASE_URL + reverse("reviews:run", args=[run.pk])

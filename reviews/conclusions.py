@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from repos import github
 from repos.github import CheckRunOutput, GitHubError
-from reviews.checkruns import details_url, run_check_ensure
+from reviews.checkruns import REREVIEW_ACTION, details_url, run_check_ensure
 from reviews.models import ReviewRun
 from reviews.rendering import MAX_SUMMARY_BYTES, clip_bytes
 from reviews.runs import CONCLUDE_TASK  # the doorbell's task, named once
@@ -111,6 +111,7 @@ def _send_once(run_pk: int) -> tuple[str, tuple[str, str, str] | None]:
             conclusion=run.check_conclusion,
             output=CheckRunOutput(title=run.check_title, summary=run.check_summary),
             details_url=details_url(run),
+            actions=[REREVIEW_ACTION],
         )
     except GitHubError as exc:
         if exc.permanent:

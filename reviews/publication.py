@@ -17,6 +17,7 @@ from django.utils.translation import ngettext
 from repos.github import GitHubError
 from repos.policy import CHECKLESS_TRIGGERS
 from reviews import stages, threads
+from reviews.anchors import comments_sort, probe_marker, refusal_reason
 from reviews.checkruns import dashboard_url
 from reviews.context import Context
 from reviews.coverage import Entry, entries_of, unreviewed
@@ -280,7 +281,8 @@ def publish(
 
     Safe to repeat: a review carrying this run's marker is reused, and a finding whose
     marker is already in a comment on the pull request is not posted again. When GitHub
-    rejects the anchors (422), the same findings go out as a body-only review. With
+    rejects the anchors (422), the comments it refuses are found and go in the body
+    with its reason, the others inline (`_post_without_refused`). With
     `approve`, the review is an approval; GitHub refuses that for an App's own pull
     request, and the review is posted as a comment instead, with the reason in `notes`.
     A finding that was fixed (its thread resolved) and is back is not posted again: its
@@ -368,20 +370,12 @@ def publish(
                     carried=carried,
                     still_open=still_open,
                 )
-            if exc.status != 422 or not fresh:
+            # A rate limit answered with 422 ("submitted too quickly") is not permanent:
+            # raised, the run waits it out like any rate limit.
+            if exc.status != 422 or not exc.permanent or not fresh:
                 raise
-            logger.warning(
-                "run %s: GitHub refused the anchors (%s); posting body-only", run.pk, exc
-            )
-            body = review_body(result.summary, validated, context, inline=fresh, body_only=True)
-            posted = ctx.gateway.review_create(
-                **ctx.where,
-                number=number,
-                commit_sha=run.head_sha,
-                body=body,
-                event=event,
-                comments=[],
-                marker=marker,
+            posted = _post_without_refused(
+                ctx, result, validated, context, fresh, exc, event=event, notes=notes
             )
     body_only = BODY_ONLY_NOTE in posted.body
     approved = posted.state == "APPROVED"
@@ -423,6 +417,78 @@ def publish(
                     github_comment_id=comment.id, github_comment_url=comment.html_url
                 )
     return approved
+
+
+def _post_without_refused(
+    ctx: Context,
+    result: ReviewResult,
+    validated: list[Validated],
+    context: ReviewContext,
+    fresh: list[Validated],
+    refusal: GitHubError,
+    *,
+    event: str,
+    notes: list[str],
+):
+    """GitHub refused the review for its anchors (422): the comments it refuses are
+    found (reviews/anchors.py), the review is posted with the others inline and those
+    in its body, each with GitHub's reason. Should GitHub refuse that too, every
+    finding goes in the body."""
+    run = ctx.run
+    number = run.pull_request.number
+    marker = run_marker(run.pk)
+    comments = [comment_payload(v) for v in fresh]
+    sorting = comments_sort(
+        ctx.gateway,
+        ctx.where,
+        number,
+        run.head_sha,
+        comments,
+        reason=refusal_reason(refusal),
+        marker=probe_marker(run.pk),
+        check=ctx.beat.check,
+    )
+    refused = [(fresh[i], why) for i, why in sorted(sorting.refused.items())]
+    logger.warning(
+        "run %s: GitHub refused %d of %d inline comments (%s)",
+        run.pk,
+        len(refused),
+        len(fresh),
+        refusal,
+    )
+    notes.append(
+        ngettext(
+            "GitHub refused %(count)d of %(total)d inline comments; it is in the review's body",
+            "GitHub refused %(count)d of %(total)d inline comments; they are in the review's body",
+            len(refused),
+        )
+        % {"count": len(refused), "total": len(fresh)}
+        + ": "
+        + "; ".join(f"{location(v)} ({why})" for v, why in refused[:10])
+    )
+    try:
+        return ctx.gateway.review_create(
+            **ctx.where,
+            number=number,
+            commit_sha=run.head_sha,
+            body=review_body(result.summary, validated, context, refused=refused),
+            event=event,
+            comments=[comments[i] for i in sorting.accepted],
+            marker=marker,
+        )
+    except GitHubError as exc:
+        if exc.status != 422 or not exc.permanent:
+            raise
+        logger.warning("run %s: GitHub refused the review again (%s); body-only", run.pk, exc)
+    return ctx.gateway.review_create(
+        **ctx.where,
+        number=number,
+        commit_sha=run.head_sha,
+        body=review_body(result.summary, validated, context, inline=fresh, body_only=True),
+        event=event,
+        comments=[],
+        marker=marker,
+    )
 
 
 def summary_to_update(ctx: Context, review: Review):

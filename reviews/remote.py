@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import transaction
 
 from repos.github import GitHubError, PullRequestInfo, RepositoryInfo, ReviewInfo, retry_policy
+from repos.github.manifest import GHE_COM, hosts
 from repos.github.personal import PersonalGateway
 from repos.models import LOCAL_INSTALLATION, Installation, Repository
 from repos.services import policy_create_default
@@ -96,8 +97,9 @@ class PullAddress:
 def pull_address(text: str) -> PullAddress | None:
     """`https://<host>/<owner>/<repo>/pull/<n>` (any page of it: `/files`, a `#…`
     anchor) as a PullAddress; None when `text` is not such a URL. The API is GitHub's
-    for github.com, GITHUB_API_URL for the server GITHUB_WEB_URL names, and
-    `https://<host>/api/v3` for any other (a GitHub Enterprise Server)."""
+    for github.com, GITHUB_API_URL for the server GITHUB_WEB_URL names,
+    `https://api.<name>.ghe.com` for `<name>.ghe.com` (GitHub Enterprise Cloud with data
+    residency), and `https://<host>/api/v3` for any other (a GitHub Enterprise Server)."""
     parts = urlsplit(text.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
         return None
@@ -110,6 +112,8 @@ def pull_address(text: str) -> PullAddress | None:
         api = settings.GITHUB_API_URL
     elif parts.netloc.lower() in ("github.com", "www.github.com"):
         origin, api = "https://github.com", "https://api.github.com"
+    elif (parts.hostname or "").endswith(GHE_COM):
+        origin, api = hosts(parts.hostname or "")
     else:
         api = f"{origin}/api/v3"
     return PullAddress(

@@ -23,6 +23,10 @@ from sandbox.contract import ReviewSummary, Severity, Side
 BODY_ONLY_NOTE = (
     "GitHub did not accept inline comments on these lines, so the findings are listed here."
 )
+REFUSED_NOTE = (
+    "GitHub refused inline comments on these lines (its reason is given with each), so "
+    "these findings are listed here; the others are inline."
+)
 # GitHub's limits: a review or comment body 65,536 characters (reported to be counted in
 # bytes too: bytes are never fewer than characters, so counting bytes fits both), a check
 # run's summary 65,535 bytes.
@@ -165,9 +169,11 @@ def review_body(
     *,
     inline: Iterable[Validated] = (),
     body_only: bool = False,
+    refused: Iterable[tuple[Validated, str]] = (),
 ) -> str:
-    """The review's body: the verdict, findings that could not go inline, the summary,
-    what was not reviewed, and the run marker."""
+    """The review's body: the verdict, findings that could not go inline (all of them,
+    `body_only`; or those GitHub `refused`, each with its reason), the summary, what was
+    not reviewed, and the run marker."""
     published = [f for f in findings if f.published]
     grouped = [f for f in findings if f.held == GROUPED]
     # Every open finding a posted comment stands for: its own, and those it lists.
@@ -250,6 +256,17 @@ def review_body(
         parts += ["", BODY_ONLY_NOTE, ""]
         for finding in inline:
             parts += [f"#### {code_span(location(finding))}", comment_body(finding), ""]
+    refused = list(refused)
+    if refused:
+        parts += ["", REFUSED_NOTE, ""]
+        for finding, reason in refused:
+            parts += [
+                f"#### {code_span(location(finding))}",
+                f"*GitHub: {inline_text(reason, 300)}*",
+                "",
+                comment_body(finding),
+                "",
+            ]
 
     if unanchored:
         parts += ["", "#### Findings outside the changed lines", ""]

@@ -9,6 +9,7 @@ start-up instead of as a traceback in the middle of a review.
 
 from __future__ import annotations
 
+import re
 import secrets
 import tempfile
 from pathlib import Path
@@ -236,12 +237,15 @@ GITHUB_PRIVATE_KEY = env.str("GITHUB_PRIVATE_KEY", default="", multiline=True)
 GITHUB_PRIVATE_KEY_PATH = env.str("GITHUB_PRIVATE_KEY_PATH", default="")
 GITHUB_WEBHOOK_SECRET = env.str("GITHUB_WEBHOOK_SECRET", default="")
 GITHUB_API_URL = env.str("GITHUB_API_URL", default="https://api.github.com").rstrip("/")
-# GitHub's web pages (where an App is created): github.com for api.github.com, the host
-# of a GitHub Enterprise Server's /api/v3.
+# GitHub's web pages (where an App is created): github.com for api.github.com,
+# <name>.ghe.com for api.<name>.ghe.com (GitHub Enterprise Cloud with data residency),
+# the host of a GitHub Enterprise Server's /api/v3.
 GITHUB_WEB_URL = env.str(
     "GITHUB_WEB_URL",
     default="https://github.com"
     if GITHUB_API_URL == "https://api.github.com"
+    else re.sub(r"^https://api\.([^/]+\.ghe\.com)$", r"https://\1", GITHUB_API_URL)
+    if GITHUB_API_URL.endswith(".ghe.com")
     else GITHUB_API_URL.removesuffix("/api/v3"),
 ).rstrip("/")
 # Retry policy of the gateway (repos/github.py): attempts in all, the first backoff in

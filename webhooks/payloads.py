@@ -229,9 +229,16 @@ class CheckRun(Shape):
     name: StrictStr
 
 
+class RequestedAction(Shape):
+    identifier: StrictStr
+
+
 class CheckRunEvent(RepositoryEvent):
     action: StrictStr
     check_run: CheckRun
+    # `requested_action` only: the button of the check run a person pressed, and who
+    requested_action: RequestedAction | None = None
+    sender: User | None = None
 
 
 class CheckSuite(Shape):

@@ -15,8 +15,11 @@ def signature_for(secret: str, body: bytes) -> str:
 def signature_valid(secret: str, body: bytes, header: str | None) -> bool:
     """Whether `header` (X-Hub-Signature-256) signs `body` with `secret`.
 
-    Compared in constant time over the raw bytes, before any JSON parsing.
+    Compared in constant time over the raw bytes, before any JSON parsing. The header is
+    compared as bytes: `hmac.compare_digest` refuses a str holding a non-ASCII character
+    (TypeError), and a header is whatever the sender put there.
     """
     if not secret or not header or not header.startswith(PREFIX):
         return False
-    return hmac.compare_digest(signature_for(secret, body), header)
+    sent = header.encode("utf-8", "surrogateescape")
+    return hmac.compare_digest(signature_for(secret, body).encode("ascii"), sent)

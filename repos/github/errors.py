@@ -97,6 +97,10 @@ def classify(description: str, exc: GithubException) -> GitHubError:
             code="github-permission",
         )
     retry_after = rate_limit_wait(status, headers, message)
+    if retry_after is None and status == 422 and content_limited(message):
+        # GitHub's content-creation limit can answer 422 ("was submitted too quickly"),
+        # not 403/429: the same weather, waited out, never a refusal of the content.
+        retry_after = _retry_after(headers) or SECONDARY_WAIT
     if retry_after is not None:
         return GitHubError(
             f"Could not {description}: rate limited by GitHub ({status}: {message})",
@@ -126,6 +130,25 @@ def classify(description: str, exc: GithubException) -> GitHubError:
         data=exc.data,
         code=refusal_code(status, exc.data),
     )
+
+
+# GitHub's docs: without `retry-after`, wait at least a minute after a secondary limit.
+SECONDARY_WAIT = 60.0
+
+
+def content_limited(message: str) -> bool:
+    """Whether an error's message is GitHub's secondary (content-creation) limit: "You
+    have exceeded a secondary rate limit", or the answer seen to too many review
+    comments or posts in a row, "was submitted too quickly"."""
+    text = message.lower()
+    return "submitted too quickly" in text or "secondary rate limit" in text
+
+
+def _retry_after(headers: dict[str, str]) -> float | None:
+    try:
+        return max(0.0, float(headers["retry-after"]))
+    except (KeyError, ValueError):
+        return None
 
 
 def rate_limit_wait(status: int | None, headers: dict[str, str], message: str) -> float | None:

@@ -12,7 +12,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from github import Github
+from github import Github, GithubException
 
 from repos.github.actions import ActionsCalls
 from repos.github.checks import CheckCalls
@@ -133,7 +133,7 @@ class GitHubGateway(
         name: str,
         external_id: str,
     ) -> CheckRunInfo | None:
-        """The check run named `name` on `head_sha` carrying `external_id`, if any."""
+        """This App's check run named `name` on `head_sha` carrying `external_id`, if any."""
         return self._repo_call(
             f"find check run {name!r} on {full_name}@{head_sha[:7]}",
             installation_id=installation_id,
@@ -142,16 +142,33 @@ class GitHubGateway(
             fn=lambda client: self._check_run_find(client, full_name, head_sha, name, external_id),
         )
 
-    @staticmethod
     def _check_run_find(
-        client: Github, full_name: str, head_sha: str, name: str, external_id: str
+        self, client: Github, full_name: str, head_sha: str, name: str, external_id: str
     ) -> CheckRunInfo | None:
         # Reference: https://docs.github.com/rest/checks/runs#list-check-runs-for-a-git-reference
-        commit = client.get_repo(full_name).get_commit(head_sha)
-        for run in commit.get_check_runs(check_name=name, filter="all"):
-            if run.external_id == external_id:
-                return check_run_info(run)
-        return None
+        # Filtered by this App's id: any App can create a check run of the same name and
+        # external id on the commit, and Tasuku must never take another's for its own.
+        owner, repo = full_name.split("/", 1)
+        page = 1
+        while True:
+            _, data = client.requester.requestJsonAndCheck(
+                "GET",
+                f"/repos/{owner}/{repo}/commits/{head_sha}/check-runs",
+                parameters={
+                    "check_name": name,
+                    "filter": "all",
+                    "app_id": self.creds.app_id,
+                    "per_page": 100,
+                    "page": page,
+                },
+            )
+            runs = data.get("check_runs") or []
+            for run in runs:
+                if run.get("external_id") == external_id:
+                    return CheckRunInfo.model_validate(run)
+            if len(runs) < 100:
+                return None
+            page += 1
 
     def check_run_update(
         self,
@@ -164,9 +181,11 @@ class GitHubGateway(
         conclusion: str | None = None,
         output: CheckRunOutput | None = None,
         details_url: str | None = None,
+        actions: list[dict[str, str]] | None = None,
     ) -> CheckRunInfo:
-        """Update a check run. A PATCH sets the same fields again when repeated, so it is
-        retried like a read."""
+        """Update a check run (`actions`: the buttons it offers, at most 3, each a
+        `label`, `description` and `identifier`). A PATCH sets the same fields again when
+        repeated, so it is retried like a read."""
         body: dict[str, Any] = {}
         if status:
             body["status"] = status
@@ -177,6 +196,8 @@ class GitHubGateway(
             body["output"] = output.model_dump(exclude_none=True)
         if details_url:
             body["details_url"] = details_url
+        if actions is not None:
+            body["actions"] = actions
 
         def update(client: Github) -> CheckRunInfo:
             # Reference: https://docs.github.com/rest/checks/runs#update-a-check-run
@@ -300,7 +321,11 @@ class GitHubGateway(
 
         def find(client: Github) -> ReviewInfo | None:
             for review in self._pull_list(client, full_name, number, "reviews"):
-                if marker in (review.get("body") or "") and self.posted_by_us(review.get("user")):
+                if (
+                    marker in (review.get("body") or "")
+                    and review.get("state") != "PENDING"
+                    and self.posted_by_us(review.get("user"))
+                ):
                     return review_info(review)
             return None
 
@@ -312,6 +337,82 @@ class GitHubGateway(
             fn=create,
             recover=find,
             creates=True,
+        )
+
+    def review_pending_create(
+        self,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        number: int,
+        commit_sha: str,
+        body: str,
+        comments: list[dict[str, Any]],
+    ) -> ReviewInfo:
+        """Create a pending review (no `event`: seen by nobody else, notifying nobody)
+        whose body is `body`, a marker: a POST whose answer was lost is found by it."""
+
+        def create(client: Github) -> ReviewInfo:
+            # Reference: https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request
+            # "By leaving this blank, you set the review action state to PENDING."
+            owner, name = full_name.split("/", 1)
+            _, data = client.requester.requestJsonAndCheck(
+                "POST",
+                f"/repos/{owner}/{name}/pulls/{number}/reviews",
+                input={"commit_id": commit_sha, "body": body, "comments": comments},
+            )
+            return review_info(data)
+
+        def find(client: Github) -> ReviewInfo | None:
+            for review in self._pull_list(client, full_name, number, "reviews"):
+                if (
+                    review.get("state") == "PENDING"
+                    and body in (review.get("body") or "")
+                    and self.posted_by_us(review.get("user"))
+                ):
+                    return review_info(review)
+            return None
+
+        return self._repo_call(
+            f"try a pending review on {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "write"},
+            fn=create,
+            recover=find,
+            creates=True,
+        )
+
+    def review_pending_delete(
+        self,
+        *,
+        installation_id: int,
+        repository_id: int | None,
+        full_name: str,
+        number: int,
+        review_id: int,
+    ) -> None:
+        """Delete one of this App's pending reviews (GitHub deletes no submitted one)."""
+
+        def delete(client: Github) -> None:
+            # Reference: https://docs.github.com/rest/pulls/reviews#delete-a-pending-review-for-a-pull-request
+            owner, name = full_name.split("/", 1)
+            try:
+                client.requester.requestJsonAndCheck(
+                    "DELETE", f"/repos/{owner}/{name}/pulls/{number}/reviews/{review_id}"
+                )
+            except GithubException as exc:
+                if exc.status != 404:  # gone already: a repeated DELETE
+                    raise
+
+        self._repo_call(
+            f"delete pending review {review_id} on {full_name}#{number}",
+            installation_id=installation_id,
+            repository_id=repository_id,
+            permissions={"pull_requests": "write"},
+            fn=delete,
+            write=True,
         )
 
     def review_update(
@@ -362,8 +463,10 @@ class GitHubGateway(
             full_name=full_name,
             number=number,
         ):
-            if marker in review.body and self.posted_by_us(
-                {"login": review.user_login, "type": review.user_type}
+            if (
+                marker in review.body
+                and review.state != "PENDING"  # a pending review is no posted one
+                and self.posted_by_us({"login": review.user_login, "type": review.user_type})
             ):
                 return review
         return None

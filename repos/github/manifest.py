@@ -56,9 +56,14 @@ FEATURES: dict[str, Feature] = {
 }
 
 
+# GitHub Enterprise Cloud with data residency: every host a subdomain of ghe.com.
+GHE_COM = ".ghe.com"
+
+
 def hosts(host: str) -> tuple[str, str]:
-    """GitHub's web URL and REST API URL for `host`: github.com, or a GitHub Enterprise
-    Server's name (its API is under /api/v3)."""
+    """GitHub's web URL and REST API URL for `host`: github.com; GitHub Enterprise Cloud
+    with data residency (`<name>.ghe.com`, whose API is `https://api.<name>.ghe.com`);
+    or a GitHub Enterprise Server's name (its API is under /api/v3)."""
     host = (host or "github.com").strip().lower()
     if "://" in host:
         host = urlsplit(host).hostname or ""
@@ -67,6 +72,13 @@ def hosts(host: str) -> tuple[str, str]:
         raise ValueError(f"{host!r} is not a host name")
     if host in ("github.com", "www.github.com"):
         return "https://github.com", "https://api.github.com"
+    if host.endswith(GHE_COM):
+        # GitHub documents the API of a data-residency enterprise at its own subdomain,
+        # not under /api/v3 as on a server (docs/configuration.md).
+        name = host.removesuffix(GHE_COM).removeprefix("api.")
+        if not name:
+            raise ValueError(f"{host!r} names no enterprise (<name>.ghe.com)")
+        return f"https://{name}{GHE_COM}", f"https://api.{name}{GHE_COM}"
     return f"https://{host}", f"https://{host}/api/v3"
 
 

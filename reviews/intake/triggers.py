@@ -16,6 +16,7 @@ from repos import github
 from repos.models import Installation, Repository, Reviewer
 from repos.policy import Trigger
 from repos.selectors import effective_config, write_access
+from reviews.checkruns import REREVIEW
 from reviews.intake.pull_requests import (
     NOTE_MAX,
     admission_for,
@@ -228,21 +229,32 @@ def issue_comment_event(payload: payloads.IssueCommentEvent, *, delivery_id: int
     )
 
 
-def check_run_event(payload: payloads.CheckRunEvent, *, delivery_id: int) -> Outcome:
-    """`check_run.rerequested` on one of Tasuku's check runs: a new run for that head."""
-    action = payload.action
-    if action != "rerequested":
-        return Outcome.ignore(f"check_run.{action} needs no action")
-    check = payload.check_run
+def _run_of_check(check: payloads.CheckRun) -> ReviewRun | None:
+    """The run whose check run this is (its external id), if it is one of Tasuku's."""
     external = check.external_id or ""
     previous = (
         ReviewRun.objects.filter(pk=int(external))
-        .select_related("pull_request__repository")
+        .select_related("pull_request__repository", "reviewer")
         .first()
         if external.isdigit()
         else None
     )
     if previous is None or previous.check_run_id not in (None, check.id):
+        return None
+    return previous
+
+
+def check_run_event(payload: payloads.CheckRunEvent, *, delivery_id: int) -> Outcome:
+    """`check_run.rerequested` on one of Tasuku's check runs: a new run for that head.
+    `check_run.requested_action`: its Re-review button (check_run_rereview)."""
+    action = payload.action
+    if action == "requested_action":
+        return check_run_rereview(payload, delivery_id=delivery_id)
+    if action != "rerequested":
+        return Outcome.ignore(f"check_run.{action} needs no action")
+    check = payload.check_run
+    previous = _run_of_check(check)
+    if previous is None:
         return Outcome.ignore("not one of Tasuku's check runs")
     found = repository_from_payload(payload)
     if isinstance(found, Outcome):
@@ -256,6 +268,65 @@ def check_run_event(payload: payloads.CheckRunEvent, *, delivery_id: int) -> Out
         return Outcome(f"re-run on {label} skipped: {refusal}", decision=Decision.SKIPPED)
     return Outcome(
         f"re-run of {previous.reviewer.slug} on {label}: run {runs[0].pk}",
+        decision=Decision.ADMITTED,
+    )
+
+
+def check_run_rereview(payload: payloads.CheckRunEvent, *, delivery_id: int) -> Outcome:
+    """The Re-review button of one of Tasuku's check runs (`check_run.requested_action`).
+
+    1. Only Tasuku's own button on one of its check runs, pressed by a person.
+    2. Without write access (GitHub's collaborator permission: write, maintain or
+       admin): refused, and nothing runs — GitHub shows the button to anyone who can
+       see the check run.
+    3. A head the pull request has left is not reviewed again (its newer head has a
+       check run of its own).
+    4. Otherwise a fresh review of that head by the check's reviewer (a re-run: the
+       engine looks anew), once per delivery.
+    """
+    if payload.requested_action is None or payload.requested_action.identifier != REREVIEW:
+        return Outcome.ignore("not a button Tasuku offers")
+    check = payload.check_run
+    previous = _run_of_check(check)
+    if previous is None:
+        return Outcome.ignore("not one of Tasuku's check runs")
+    sender = payload.sender or payloads.NO_USER
+    if sender.type == "Bot":
+        return Outcome.ignore("buttons pressed by bots ask for nothing")
+    found = repository_from_payload(payload)
+    if isinstance(found, Outcome):
+        return found
+    installation, repository = found
+    label = f"{repository.full_name}#{previous.pull_request.number}"
+    if not write_access(installation, repository, sender.login):
+        logger.info("re-review of %s refused: %s has no write access", label, sender.login)
+        return Outcome(
+            f"re-review on {label} refused: {sender.login or 'someone unknown'} has no write "
+            "access",
+            decision=Decision.SKIPPED,
+        )
+    made = ReviewRun.objects.filter(delivery_id=delivery_id).first()
+    if made is not None:
+        return Outcome.ignore(f"this delivery asked for run {made.pk} already")
+    pull_request = pull_request_refresh(installation, repository, previous.pull_request.number)
+    if pull_request.head_sha != check.head_sha:
+        return Outcome(
+            f"re-review on {label} skipped: the pull request has moved on to "
+            f"{pull_request.head_sha[:7]}",
+            decision=Decision.SKIPPED,
+        )
+    runs, refusal = runs_request_for(
+        pull_request,
+        Trigger.RERUN,
+        reviewers=[previous.reviewer],
+        delivery_id=delivery_id,
+        requested_by=sender.login,
+    )
+    if refusal:
+        return Outcome(f"re-review on {label} skipped: {refusal}", decision=Decision.SKIPPED)
+    return Outcome(
+        f"re-review of {previous.reviewer.slug} on {label} asked by {sender.login}: "
+        f"run {runs[0].pk}",
         decision=Decision.ADMITTED,
     )
 

@@ -8,6 +8,8 @@ import gzip
 import json
 import re
 
+import pytest
+
 from tests.contract import vendor
 from tests.fakes.github import FakeGitHub, contract
 from tests.fakes.github.contract import Contract, rest_description
@@ -120,6 +122,51 @@ def test_a_request_body_outside_the_description_is_caught():
     assert "'waiting' is not one of" in violation.problem
     assert violation.sent == f"POST {CHECK_RUNS}"
     assert "checks/create" in str(violation) and "/body/status" in str(violation)
+
+
+def _annotations(count: int) -> list[dict[str, object]]:
+    return [
+        {"path": "app.py", "start_line": n, "end_line": n, "annotation_level": "warning",
+         "message": "unused"}
+        for n in range(1, count + 1)
+    ]  # fmt: skip
+
+
+ERROR = {"message": "Invalid request.", "documentation_url": "https://docs.github.com"}
+
+
+@pytest.mark.parametrize(
+    ("path", "valid", "invalid", "pointer", "problem"),
+    [
+        # GitHub's limit on a check run's summary: 65,535 characters
+        (CHECK_RUNS,
+         {"name": "Tasuku", "head_sha": "a" * 40, "output": {"title": "T", "summary": "Reviewed 3 files."}},
+         {"name": "Tasuku", "head_sha": "a" * 40, "output": {"title": "T", "summary": "x" * 90_000}},
+         "/body/output/summary", "…"),  # (the value itself is cut, not the pointer)
+        # at most 50 annotations a request
+        (CHECK_RUNS,
+         {"name": "Tasuku", "head_sha": "a" * 40,
+          "output": {"title": "T", "summary": "S", "annotations": _annotations(2)}},
+         {"name": "Tasuku", "head_sha": "a" * 40,
+          "output": {"title": "T", "summary": "S", "annotations": _annotations(60)}},
+         "/body/output/annotations", "…"),
+        # a review's event is COMMENT; COMMENTED is the state it leaves
+        ("/repos/acme/widgets/pulls/7/reviews",
+         {"commit_id": "a" * 40, "body": "b", "event": "COMMENT"},
+         {"commit_id": "a" * 40, "body": "b", "event": "COMMENTED"},
+         "/body/event", "is not one of"),
+    ],
+)  # fmt: skip
+def test_a_wrong_request_is_caught_after_a_valid_one_like_it(
+    path, valid, invalid, pointer, problem
+):
+    """Every exchange is checked in full: none is let through because one like it (the
+    same members and types) passed before."""
+    for _ in range(2):
+        assert check("POST", path, body=valid, status=422, answer=ERROR) == []
+    violation = one(check("POST", path, body=invalid, status=422, answer=ERROR))
+    assert (violation.part, violation.pointer) == ("request", pointer)
+    assert problem in violation.problem
 
 
 def test_a_missing_required_member_and_a_wrong_type_are_caught():

@@ -98,6 +98,8 @@ OPERATIONS: list[tuple[str, str]] = [
     ("POST", "/app/hook/deliveries/{delivery_id}/attempts"),
     # A summary updated in place when a push brings nothing new (reviews/publication.py)
     ("PUT", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}"),
+    # A probe of which review comments GitHub refuses, deleted after (reviews/publication.py)
+    ("DELETE", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}"),
     # Creating the App from a manifest (repos/github/manifest.py; no authentication)
     ("POST", "/app-manifests/{code}/conversions"),
 ]

@@ -228,6 +228,26 @@ def test_a_check_run_post_that_never_arrived_is_sent_again(world, fake_github):
     assert [r.id for r in fake_github.check_runs_of("acme/widgets")] == [created.id]
 
 
+def test_finding_the_apps_check_run_ignores_another_apps_of_the_same_name_and_id(
+    world, fake_github
+):
+    where = dict(installation_id=11, repository_id=501, full_name="acme/widgets")
+    find = dict(head_sha=HEAD, name="Tasuku · static", external_id="77")
+    # Any App may name a check run so, and carry any external id.
+    theirs = fake_github.ci_check_run(
+        "acme/widgets", HEAD, "Tasuku · static", status="in_progress", app_slug="impostor"
+    )
+    theirs.external_id = "77"
+    gateway = github.gateway()
+    assert gateway.check_run_find(**where, **find) is None
+    ours = _create(gateway)
+    assert gateway.check_run_find(**where, **find).id == ours.id
+    # A create whose answer was lost looks for its own, never the other App's.
+    fake_github.inject(1, status=502, method="POST", path=r"/check-runs$", after=True)
+    again = _create(gateway, head_sha=HEAD, external_id="78")
+    assert again.id not in (theirs.id, ours.id) and again.external_id == "78"
+
+
 def test_without_settings_the_gateway_names_what_is_missing(settings):
     settings.GITHUB_APP_ID = ""
     settings.GITHUB_PRIVATE_KEY = ""

@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from repos.github import credentials, gateway, missing_settings
-from repos.github.manifest import EVENTS, FEATURES, PERMISSIONS, manifest_for
+from repos.github.manifest import EVENTS, FEATURES, PERMISSIONS, hosts, manifest_for
 from repos.models import AppRegistration
 from tests.helpers import post_webhook
 
@@ -147,9 +147,16 @@ def test_the_return_refuses_another_sessions_state_and_a_code_used_once(github, 
     back = _browser_goes_to_github_and_back(handed).split("tasuku.example.test", 1)[1]
     forged = re.sub(r"state=[^&]+", "state=someone-elses", back)
     assert superuser_client.get(forged).status_code == 400
+    assert (
+        superuser_client.get(re.sub(r"state=[^&]+", "state=%C3%A9t%C3%A9", back)).status_code == 400
+    )
+    assert superuser_client.get(re.sub(r"&?state=[^&]+", "", back)).status_code == 400
     assert not AppRegistration.objects.exists()
-    # The session's state is spent by that refusal: the genuine link must start again too.
-    assert superuser_client.get(back).status_code == 400
+    # A wrong state cancels nothing: the set-up in progress still completes, once.
+    assert superuser_client.get(back).status_code == 302
+    assert AppRegistration.objects.count() == 1
+    assert superuser_client.get(back).status_code == 400  # the state is spent now
+    AppRegistration.objects.all().delete()
     # A code GitHub no longer knows (used, or older than an hour) is said in words.
     handed = superuser_client.post("/setup/github/", {"host": github.url.split("://")[1],
                                                       "organization": "acme"})  # fmt: skip
@@ -158,6 +165,23 @@ def test_the_return_refuses_another_sessions_state_and_a_code_used_once(github, 
     answer = superuser_client.get(used)
     assert answer.status_code == 400 and "good once, for an hour" in answer.content.decode()
     assert not AppRegistration.objects.exists()
+
+
+def test_an_enterprise_with_data_residency_gets_its_own_api_host(github, superuser_client):
+    # GitHub Enterprise Cloud with data residency: the API is api.<name>.ghe.com, not
+    # /api/v3 as on a GitHub Enterprise Server.
+    assert hosts("octo.ghe.com") == ("https://octo.ghe.com", "https://api.octo.ghe.com")
+    assert hosts("https://api.octo.ghe.com/") == (
+        "https://octo.ghe.com",
+        "https://api.octo.ghe.com",
+    )
+    assert hosts("ghe.example.com") == ("https://ghe.example.com", "https://ghe.example.com/api/v3")
+    handed = superuser_client.post(
+        "/setup/github/", {"host": "octo.ghe.com", "organization": "acme"}
+    )
+    page = html.unescape(handed.content.decode())
+    assert 'action="https://octo.ghe.com/organizations/acme/settings/apps/new?state=' in page
+    assert superuser_client.session["tasuku_manifest"]["api_url"] == "https://api.octo.ghe.com"
 
 
 def test_only_a_superuser_may_create_the_app(github, client, django_user_model):

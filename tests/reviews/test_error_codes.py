@@ -181,11 +181,25 @@ def _github(status: int, message: str = "no", headers: dict | None = None, data=
          "github-permission", True),
         (_github(200, data={"errors": [{"type": "RATE_LIMITED", "message": "slow down"}]}),
          "github-rate-limit", False),
+        # GitHub's content-creation limit, as it answers a review posted too soon: a 422
+        # that is weather, never a refused comment
+        (_github(422, "was submitted too quickly"), "github-rate-limit", False),
+        (_github(422, data={"message": "Validation Failed", "errors": [
+            {"resource": "PullRequestReview", "code": "custom", "message": "was submitted too quickly"}]}),
+         "github-rate-limit", False),
+        (_github(422, data={"message": "Unprocessable Entity", "errors": [
+            "Pull request review thread line must be part of the diff"]}), "github-422", True),
     ],
 )  # fmt: skip
 def test_the_gateways_classify_gives_each_answer_its_code(exc, code, permanent):
     error = classify("post a review on acme/shop#7", exc)
     assert (error.code, error.permanent) == (code, permanent)
+
+
+def test_a_422_that_is_a_rate_limit_waits_what_github_asks_or_a_minute():
+    assert classify("post", _github(422, "was submitted too quickly")).retry_after == 60.0
+    asked = _github(422, "was submitted too quickly", {"Retry-After": "90"})
+    assert classify("post", asked).retry_after == 90.0
 
 
 def test_a_github_error_raised_without_a_code_gets_one_from_its_status():

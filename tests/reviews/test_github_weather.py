@@ -108,6 +108,30 @@ def test_a_secondary_rate_limit_on_the_review_post_waits_and_posts_exactly_one_r
     assert (check.status, check.conclusion) == ("completed", "failure")  # the findings decide
 
 
+def test_a_review_submitted_too_quickly_is_waited_out_not_taken_for_bad_anchors(world, open_pr):
+    # GitHub's content-creation limit, as it has answered reviews: 422 "was submitted too
+    # quickly", no retry-after. Weather: no comment is refused, none moved to the body.
+    limit = world.fake.limits.too_quickly(90, path=r"/pulls/\d+/reviews$")
+    open_pr(world)
+    run = ReviewRun.objects.get()
+    assert run.status == RunStatus.QUEUED and run.attempts == 0, run.reason
+    assert run.next_attempt_at >= timezone.now() + timedelta(seconds=50)  # a minute at least
+    assert "rate limit" in run.reason
+    assert limit.refused == 1  # no pending review was tried: nothing to sort
+    assert not world.fake.requests("DELETE")
+    assert not ours(world.fake.reviews_of(REPO, 7))
+
+    time_passes(world.fake, 91)
+    sweep()
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, run.reason
+    [review] = ours(world.fake.reviews_of(REPO, 7))
+    assert len(world.fake.review_comments_of(REPO, 7)) == 3
+    assert "GitHub refused" not in review["body"]
+    assert "GitHub did not accept" not in review["body"]
+
+
 def test_a_spent_primary_quota_when_the_delivery_arrives_reviews_after_the_reset(world, open_pr):
     # The installation's hourly quota is spent; GitHub's clock renews it in 90 seconds.
     quota = world.fake.limits.primary(INSTALLATION, remaining=0, reset_in=90)

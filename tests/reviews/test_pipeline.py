@@ -99,9 +99,57 @@ def test_a_closed_pull_request_is_skipped_not_reviewed(world, client, test_app):
     assert world.fake.reviews_of(REPO, 7) == []
 
 
-def test_when_github_rejects_the_anchors_the_findings_are_posted_as_a_body_only_review(
+def test_when_github_refuses_one_comment_the_others_stay_inline_and_it_goes_in_the_body(
     world, deliver
 ):
+    # GitHub does not count this line as part of the diff: the whole review is refused
+    # (422) and its error does not say which comment was at fault.
+    world.fake.outside_diff(REPO, "app/payments.py", SHELL_TRUE_LINE)
+    run = deliver(world)
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, run.reason
+    reviews = world.fake.reviews_of(REPO, 7)
+    assert [r["state"] for r in reviews] == ["COMMENTED"]  # no probe left behind
+    where = sorted((c["path"], c["line"]) for c in world.fake.review_comments_of(REPO, 7))
+    assert where == sorted([("app/payments.py", AWS_KEY_LINE), ("deploy.sh", UNQUOTED_LINE)])
+    body = reviews[0]["body"]
+    assert "GitHub refused inline comments on these lines" in body
+    assert f"app/payments.py:{SHELL_TRUE_LINE}" in body
+    assert "*GitHub: Pull request review thread line must be part of the diff*" in body
+    assert "shell=True" in body and "AWS Access Key" not in body.split("refused")[1]
+    review = Review.objects.get(run=run)
+    assert not review.body_only
+    refused = Finding.objects.get(review=review, published=True, end_line=SHELL_TRUE_LINE)
+    assert refused.github_comment_id is None
+    assert Finding.objects.filter(review=review, github_comment_id__isnull=False).count() == 2
+    # Found in few tries: the review, pending probes (each one taken deleted at once),
+    # the review again.
+    probes = len(world.fake.requests("POST", r"/pulls/7/reviews$")) - 2
+    assert 1 <= probes <= 3
+    assert len(world.fake.requests("DELETE", r"/pulls/7/reviews/\d+$")) == probes - 1
+    assert any("GitHub refused 1 of 3 inline comments" in n for n in review.notes), review.notes
+
+
+def test_when_github_refuses_the_sorted_review_too_every_finding_goes_in_the_body(world, deliver):
+    world.fake.outside_diff(REPO, "app/payments.py", SHELL_TRUE_LINE)
+    # the review, then three pending probes pass through; the sorted review is refused
+    world.fake.inject(
+        1, status=422, method="POST", path=r"/pulls/7/reviews$", skip=4,
+        body={"message": "Unprocessable Entity", "errors": ["Pull request review thread line must be part of the diff"],
+              "documentation_url": "https://docs.github.com/rest", "status": "422"},
+    )  # fmt: skip
+    run = deliver(world)
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, run.reason
+    assert len(world.fake.requests("POST", r"/pulls/7/reviews$")) == 6
+    [review] = world.fake.reviews_of(REPO, 7)
+    assert world.fake.review_comments_of(REPO, 7) == []
+    assert "GitHub did not accept inline comments" in review["body"]
+    assert "Secret committed: AWS Access Key" in review["body"]
+    assert Review.objects.get(run=run).body_only
+
+
+def test_a_422_github_does_not_repeat_keeps_every_comment_inline(world, deliver):
     world.fake.inject(
         1, status=422, method="POST", path=r"/pulls/7/reviews$",
         body={"message": "Unprocessable Entity", "errors": ["Pull request review thread line must be part of the diff"],
@@ -111,11 +159,9 @@ def test_when_github_rejects_the_anchors_the_findings_are_posted_as_a_body_only_
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED
     [review] = world.fake.reviews_of(REPO, 7)
-    assert world.fake.review_comments_of(REPO, 7) == []
-    assert "GitHub did not accept inline comments" in review["body"]
-    assert "Secret committed: AWS Access Key" in review["body"]
-    assert "<!-- tasuku:finding:" in review["body"]
-    assert Review.objects.get(run=run).body_only
+    assert len(world.fake.review_comments_of(REPO, 7)) == 3
+    assert "GitHub refused" not in review["body"]
+    assert not Review.objects.get(run=run).body_only
 
 
 def test_a_502_after_github_created_the_review_does_not_post_it_twice(world, deliver):

@@ -153,6 +153,8 @@ def test_no_token_at_all_says_how_to_give_one(pull, monkeypatch, tmp_path):
         ("https://github.com/acme/shop/pull/7", "https://api.github.com", "acme/shop", 7),
         ("https://github.com/acme/shop.js/pull/12/files#diff-1", "https://api.github.com", "acme/shop.js", 12),
         ("https://ghe.corp.example/team/app/pull/3", "https://ghe.corp.example/api/v3", "team/app", 3),
+        # GitHub Enterprise Cloud with data residency: its API has a host of its own
+        ("https://octo.ghe.com/team/app/pull/4", "https://api.octo.ghe.com", "team/app", 4),
     ],
 )  # fmt: skip
 def test_pull_request_addresses_of_github_and_enterprise_servers(

@@ -206,6 +206,62 @@ def test_rerequesting_a_check_run_reviews_that_head_again(world, send):
     assert again.status == RunStatus.COMPLETED
 
 
+def _button(world, run, login, *, identifier="rereview", user_type="User"):
+    """`check_run.requested_action`: `login` pressed a button of the run's check run."""
+    return {
+        "action": "requested_action",
+        "check_run": {"id": run.check_run_id, "external_id": str(run.pk),
+                      "head_sha": run.head_sha, "name": "Tasuku · static"},
+        "requested_action": {"identifier": identifier},
+        "sender": {"login": login, "type": user_type},
+        "repository": world.fake._repo_json(world.repo),
+        "installation": {"id": world.repo.installation_id},
+    }  # fmt: skip
+
+
+def test_the_check_run_offers_a_re_review_button_that_reviews_that_head_again(world, send):
+    opened(world, send)
+    first = ReviewRun.objects.get()
+    [check] = world.fake.check_runs_of(REPO)
+    assert check.status == "completed"
+    assert check.actions == [
+        {"label": "Re-review", "description": "Review this commit again", "identifier": "rereview"}
+    ]
+    delivery = send("check_run", _button(world, first, "maria"), drain=None)
+    assert delivery.decision == "admitted", delivery.outcome
+    again = ReviewRun.objects.order_by("-id").first()
+    assert again.pk != first.pk and again.trigger == "rerun"
+    assert (again.head_sha, again.reviewer_id, again.requested_by) == (
+        first.head_sha, first.reviewer_id, "maria")  # fmt: skip
+    assert again.status == RunStatus.COMPLETED
+    assert "maria" in delivery.outcome
+
+
+def test_a_re_review_button_pressed_without_write_access_runs_nothing(world, send):
+    opened(world, send)
+    first = ReviewRun.objects.get()
+    world.fake.add_collaborator(REPO, "rita", "read")
+    for login in ("rita", "stranger"):
+        delivery = send("check_run", _button(world, first, login))
+        assert delivery.decision == "skipped" and "no write access" in delivery.outcome
+    # nor a bot, another App's button, or a button on another App's check run
+    send("check_run", _button(world, first, "ci[bot]", user_type="Bot"))
+    send("check_run", _button(world, first, "maria", identifier="deploy"))
+    foreign = _button(world, first, "maria")
+    foreign["check_run"] = {**foreign["check_run"], "id": 1, "external_id": "build-7"}
+    send("check_run", foreign)
+    assert ReviewRun.objects.count() == 1
+
+
+def test_a_re_review_of_a_head_the_pull_request_has_left_is_not_made(world, send):
+    opened(world, send)
+    first = ReviewRun.objects.get()
+    world.push({"app/more.py": "x = 2\n"})
+    delivery = send("check_run", _button(world, first, "maria"))
+    assert "has moved on" in delivery.outcome
+    assert ReviewRun.objects.count() == 1
+
+
 def test_re_running_all_checks_reviews_the_head_again_with_each_reviewer(world, send):
     from tests.helpers import check_suite_payload
 

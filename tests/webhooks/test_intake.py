@@ -11,6 +11,7 @@ from django.test import Client
 
 from tests.helpers import payload, post_webhook, queued_task_count
 from webhooks.models import DeliveryStatus, WebhookDelivery
+from webhooks.signature import signature_for
 
 pytestmark = pytest.mark.django_db
 
@@ -88,6 +89,18 @@ def test_it_refuses_a_delivery_signed_with_another_secret(client, secret, caplog
     assert (refusal.status, refusal.event) == (401, "pull_request")
     assert refusal.reason == "missing or invalid X-Hub-Signature-256"
     assert refusal.delivery and refusal.delivery in refusal.getMessage()
+
+
+def test_a_non_ascii_signature_is_refused_with_401_and_logs_no_error(client, secret, caplog):
+    caplog.set_level("INFO")
+    body = payload("pull_request", "opened")
+    signature = signature_for(secret, json.dumps(body).encode())
+    response = post_webhook(
+        client, "pull_request", body, secret=secret, signature=signature[:-1] + "\u00e9"
+    )
+    assert response.status_code == 401
+    assert not WebhookDelivery.objects.exists()
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
 
 
 def test_it_answers_503_and_stores_nothing_when_no_secret_is_configured(client, settings):

@@ -25,3 +25,10 @@ def test_it_rejects_missing_or_legacy_sha1_headers_and_an_empty_secret():
     assert not signature_valid(SECRET, BODY, "")
     assert not signature_valid(SECRET, BODY, "sha1=" + EXPECTED.removeprefix("sha256="))
     assert not signature_valid("", BODY, EXPECTED)
+
+
+def test_a_signature_with_non_ascii_characters_is_refused_not_raised():
+    # A WSGI server hands headers over as latin-1 text: any byte can arrive.
+    assert not signature_valid(SECRET, BODY, EXPECTED[:-1] + "é")
+    assert not signature_valid(SECRET, BODY, "sha256=" + "ü" * 64)
+    assert not signature_valid(SECRET, BODY, "sha256=\udcff")

@@ -42,6 +42,12 @@ class Quota:
     reset: float | None = None  # when the current window ends (None: not begun)
 
 
+SECONDARY = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+)
+TOO_QUICKLY = "was submitted too quickly"
+
+
 @dataclass
 class Window:
     """A secondary limit: calls matching `method`/`path` are refused until `until`."""
@@ -51,6 +57,8 @@ class Window:
     path: str | None = None  # a regex searched in the request path
     status: int = 403
     refused: int = 0  # how many calls it refused
+    message: str = SECONDARY
+    retry_after: bool = True  # whether the answer carries `retry-after`
 
     def covers(self, method: str, path: str) -> bool:
         if self.method and self.method != method:
@@ -112,6 +120,18 @@ class RateLimits:
             self.windows.append(window)
             return window
 
+    def too_quickly(
+        self, seconds: float, *, method: str | None = "POST", path: str | None = None
+    ) -> Window:
+        """GitHub's content-creation limit as it has been seen to answer a review with
+        many comments, or posts in a row, for the next `seconds`: 422, "was submitted
+        too quickly", no `retry-after` (observed, not documented: docs/operations.md)."""
+        with self.lock:
+            window = Window(until=self.now() + seconds, method=method, path=path, status=422,
+                            message=TOO_QUICKLY, retry_after=False)  # fmt: skip
+            self.windows.append(window)
+            return window
+
     def meter(
         self, installation_id: int, method: str, path: str, *, who: str = "installation"
     ) -> dict[str, str]:
@@ -148,8 +168,7 @@ class RateLimits:
                     wait = str(max(1, math.ceil(window.until - now)))
                     raise Refused(
                         window.status,
-                        {**headers, "retry-after": wait},
-                        "You have exceeded a secondary rate limit. Please wait a few minutes "
-                        "before you try again.",
+                        {**headers, "retry-after": wait} if window.retry_after else headers,
+                        window.message,
                     )
             return headers

@@ -2,7 +2,9 @@
 
 Reviews follow GitHub's anchoring rule: every comment's `line` (and `start_line`) must
 be a line of the diff on its `side`, in one hunk, or the whole review is refused with
-422 and nothing is stored.
+422 and nothing is stored; like GitHub's, the error does not say which comment was at
+fault. A pending review (no `event`) is checked the same way, and its author may delete
+it.
 """
 
 from __future__ import annotations
@@ -185,7 +187,12 @@ class PullsRoutes:
         url = self.url  # type: ignore[attr-defined]
         number = review["_number"]
         return {
-            **{k: v for k, v in review.items() if not k.startswith("_")},
+            # (a pending review has not been submitted: GitHub sends no `submitted_at`)
+            **{
+                k: v
+                for k, v in review.items()
+                if not k.startswith("_") and not (k == "submitted_at" and v is None)
+            },
             "html_url": f"{url}/{repo.full_name}/pull/{number}#pullrequestreview-{review['id']}",
             "pull_request_url": f"{url}/repos/{repo.full_name}/pulls/{number}",
             "_links": shapes.review_links(url, repo.full_name, number, review["id"]),
@@ -215,7 +222,16 @@ class PullsRoutes:
             ),
         }
 
-    def _anchor(self, files: dict[str, PullFile], comment: dict[str, Any]) -> dict[str, Any]:
+    def outside_diff(self, full_name: str, path: str, line: int) -> None:
+        """Test helper: GitHub does not count `line` of `path` (RIGHT) as part of the
+        pull request's diff, whatever git says: a review comment there is refused as
+        GitHub refuses one outside the diff."""
+        with self.lock:  # type: ignore[attr-defined]
+            self.repos[full_name].outside_diff.add((path, line))  # type: ignore[attr-defined]
+
+    def _anchor(
+        self, files: dict[str, PullFile], comment: dict[str, Any], repo: Repo | None = None
+    ) -> dict[str, Any]:
         """Check one review comment against the diff; GitHub's 422 messages when it fails."""
 
         def refuse(message: str) -> HTTPError:
@@ -235,7 +251,13 @@ class PullsRoutes:
             if found is None:
                 raise refuse("Pull request review thread position is invalid")
             line, side = found
-        if line is None or side not in lines or int(line) not in lines[side]:
+        outside = repo.outside_diff if repo is not None else set()
+        if (
+            line is None
+            or side not in lines
+            or int(line) not in lines[side]
+            or (side == "RIGHT" and (path, int(line)) in outside)
+        ):
             raise refuse("Pull request review thread line must be part of the diff")
         anchored = {
             "path": path,
@@ -294,7 +316,9 @@ class PullsRoutes:
                 errors=["User can only have one pending review per pull request"],
             )
         files = {f.filename: f for f in self._files_of(repo, pull)}
-        anchored = [self._anchor(files, c) for c in body.get("comments") or []]  # all or nothing
+        anchored = [
+            self._anchor(files, c, repo) for c in body.get("comments") or []
+        ]  # all or nothing
         for c in body.get("comments") or []:
             if len(c.get("body") or "") > 65536:
                 raise HTTPError(
@@ -391,6 +415,29 @@ class PullsRoutes:
         if review["user"]["login"] != self._bot_user(request)["login"]:
             raise HTTPError(403, "Resource not accessible by integration")
         review["body"] = text
+        return 200, self._review_json(repo, review), {}
+
+    def _delete_review(self, request: Request) -> Response:
+        """`DELETE .../reviews/{id}`: a pending review, by its author ("Submitted reviews
+        cannot be deleted"; another's pending review is not theirs to see), with its
+        comments."""
+        repo = self._repo_for_token(request, "pull_requests", "write")  # type: ignore[attr-defined]
+        pull = self._pull(request, repo)
+        review = self._review(request, repo, pull)
+        if review["user"]["login"] != self._bot_user(request)["login"]:
+            raise HTTPError(404, "Not Found")
+        if review["state"] != "PENDING":
+            raise HTTPError(
+                422, "Unprocessable Entity", errors=["Submitted reviews cannot be deleted."]
+            )
+        del repo.reviews[review["id"]]
+        for comment_id in [
+            i
+            for i, c in repo.review_comments.items()
+            if c["pull_request_review_id"] == review["id"]
+        ]:
+            del repo.review_comments[comment_id]
+            repo.threads.pop(f"PRRT_{comment_id}", None)
         return 200, self._review_json(repo, review), {}
 
     def _list_review_comments_of(self, request: Request) -> Response:

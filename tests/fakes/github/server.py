@@ -541,6 +541,12 @@ class FakeGitHubBase:
                 self._update_review,
             ),
             (
+                "DELETE",
+                owner_repo + r"/pulls/(?P<number>\d+)/reviews/(?P<id>\d+)",
+                "token",
+                self._delete_review,
+            ),
+            (
                 "GET",
                 owner_repo + r"/pulls/(?P<number>\d+)/reviews/(?P<id>\d+)/comments",
                 "token",

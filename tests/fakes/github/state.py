@@ -152,6 +152,8 @@ class Repo:
     review_comments: dict[int, dict[str, Any]] = field(default_factory=dict)
     # thread id -> {"id", "first": top-level comment id, "isResolved", "resolvedBy"}
     threads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # (path, line) that GitHub does not count as part of a pull request's diff (RIGHT)
+    outside_diff: set[tuple[str, int]] = field(default_factory=set)
     issue_comments: dict[int, dict[str, Any]] = field(default_factory=dict)
     # branch -> names of its required status checks ([]: protected, none required)
     protection: dict[str, list[str]] = field(default_factory=dict)
