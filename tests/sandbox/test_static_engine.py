@@ -192,6 +192,18 @@ def test_appears_unused_is_a_rule_a_repository_asks_for(checkout):
     assert "shellcheck:SC2034" in {f["rule"] for f in review(asked, checkout).findings}
 
 
+def test_an_alias_fixed_when_defined_is_a_rule_a_repository_asks_for(checkout):
+    """SC2139 on `alias snap="${sudo}snap"`: the prefix fixed once, on purpose, as every
+    alias of the file does (graded noise on a real pull request)."""
+    write(
+        checkout, "aliases.bash", '#!/bin/bash\nsudo_=sudo\nalias snapi="${sudo_} snap install"\n'
+    )
+    change = added("aliases.bash", 3)
+    assert findings(checkout, change) == []
+    asked = job(change).model_copy(update={"static": StaticOptions(select=("SC2139",))})
+    assert "shellcheck:SC2139" in {f["rule"] for f in review(asked, checkout).findings}
+
+
 @pytest.mark.parametrize(
     ("text", "key"),
     [

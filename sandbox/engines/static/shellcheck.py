@@ -32,8 +32,10 @@ QUIET_LEVELS = ("info", "style")
 # assigned" (SC2154) are wrong wherever another script defines or reads the variable — a
 # framework that sources its plugins and themes, a plugin's metadata — which shellcheck
 # cannot see; a relative shebang (SC2239) is how sourced modules mark themselves
-# (`#! bash oh-my-bash.module`): they are never executed.
-OPT_IN = frozenset({"SC2034", "SC2154", "SC2239"})
+# (`#! bash oh-my-bash.module`): they are never executed; "expands when defined, not when
+# used" (SC2139) is an alias file's intent as often as its mistake (`alias snap="${sudo}snap"`,
+# a prefix fixed once, as every alias above it in the file).
+OPT_IN = frozenset({"SC2034", "SC2139", "SC2154", "SC2239"})
 # `local a= b=1`: an empty value on purpose, in a declaration (never a command run with an
 # empty variable in its environment, which is what SC1007 warns of).
 # `COMPREPLY=( $(compgen …) )`: bash-completion's own idiom, where splitting on words is
