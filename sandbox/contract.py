@@ -69,8 +69,8 @@ CONNECTOR_NAME = r"^[a-z][a-z0-9_]{0,47}$"
 # checks the list against the tools the agent offers).
 RESERVED_TOOL_NAMES = frozenset({
     "read_file", "search_code", "find_files", "list_directory", "find_symbol",
-    "symbol_references", "load_skill", "dispatch_explorers", "web_search", "fetch_url",
-    "submit_review", "submit_report", "submit_reply", "submit_triage", "submit_memory",
+    "symbol_references", "importers", "call_trace", "load_skill", "dispatch_explorers",
+    "web_search", "fetch_url", "submit_review", "submit_report", "submit_reply", "submit_triage", "submit_memory",
 })  # fmt: skip
 # The most a connector's answer may be (Tasuku's bound on what it reads from the system).
 MAX_CONNECTOR_ANSWER = 1_000_000
