@@ -424,13 +424,22 @@ class Finding(BaseModel):
 
     path: str = Field(min_length=1, max_length=MAX_PATH)
     side: Side = Side.RIGHT
-    start_line: int = Field(ge=1)
-    end_line: int = Field(ge=1)
+    start_line: int = Field(
+        ge=1,
+        description="The narrowest range: the one line where it goes wrong, unless every "
+        "changed line of a range is needed to show the problem.",
+    )
+    end_line: int = Field(ge=1, description="The same as start_line for one line.")
     severity: Severity
     category: str = Field(min_length=1, max_length=64)
     title: str = Field(min_length=1, max_length=MAX_TITLE)
     body: str = Field(default="", max_length=MAX_BODY)
-    evidence: str = Field(default="", max_length=MAX_EVIDENCE)
+    evidence: str = Field(
+        default="",
+        max_length=MAX_EVIDENCE,
+        description="How it fails (the input, what happens), citing the lines it rests on "
+        "(`line 42`): the finding is narrowed to the lines cited.",
+    )
     suggestion: str | None = Field(default=None, max_length=MAX_SUGGESTION)
     confidence: float = Field(default=0.8, ge=0, le=1)
     blocking: bool = False

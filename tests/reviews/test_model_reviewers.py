@@ -270,3 +270,32 @@ def test_a_reviewers_skills_explorers_and_output_cap_reach_the_engine_and_the_ru
     page = staff_client.get(f"/runs/{run.pk}/").content.decode()
     assert "explorer · explorer 1" in page and "claude-haiku-5-5 · 2 steps" in page
     assert f"${explorers / 1e6:.4f}" in page
+
+
+def test_a_range_the_evidence_pins_to_one_line_is_posted_on_that_line_and_says_so(
+    world, claude, deliver, staff_client
+):
+    reviewer("anthropic")
+    wide = {
+        **SHELL,
+        "start_line": 6,
+        "end_line": SHELL_TRUE_LINE,
+        "evidence": f"Line {SHELL_TRUE_LINE} runs `refund --order 1; rm -rf /` in a shell.",
+    }
+    claude.script(ToolCall("submit_review", {"findings": [wide]}))
+    run = deliver(world)
+    assert run.status == RunStatus.COMPLETED, (run.stage, run.reason)
+    [comment] = world.fake.review_comments_of(REPO, 7)
+    assert comment["line"] == SHELL_TRUE_LINE and comment.get("start_line") is None
+    finding = Review.objects.get(run=run).findings.get()
+    assert (finding.start_line, finding.end_line) == (SHELL_TRUE_LINE, SHELL_TRUE_LINE)
+    assert (finding.original_start_line, finding.original_end_line) == (6, SHELL_TRUE_LINE)
+    note = f"narrowed from lines 6-{SHELL_TRUE_LINE} to line {SHELL_TRUE_LINE}, the line its evidence cites"
+    assert finding.narrowed == note
+    assert note in staff_client.get(f"/runs/{run.pk}/").content.decode()
+    # The prompt and the submission's schema both ask for the narrowest range.
+    request = claude.model_requests[0]
+    assert "narrowest range" in request.system
+    submit = next(t for t in request.tools if t["name"] == "submit_review")
+    finding_schema = submit["input_schema"]["properties"]["findings"]["items"]
+    assert "narrowest range" in finding_schema["properties"]["start_line"]["description"]
