@@ -248,6 +248,7 @@ def _finding_row(review: Review, run: ReviewRun, v: Validated) -> Finding:
         end_line=v.end_line,
         original_start_line=v.original_lines[0] if v.original_lines else None,
         original_end_line=v.original_lines[1] if v.original_lines else None,
+        narrowed=v.narrowed[:200],
         severity=v.severity.value,
         category=v.category,
         title=v.title[:200],

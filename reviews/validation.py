@@ -129,6 +129,8 @@ class Validated:
     # ignored): with the fingerprint, it tells one occurrence of a problem from another.
     code_digest: str = ""
     original_lines: tuple[int, int] | None = None  # where the engine pointed, if narrowed
+    # How the gate narrowed it, in words (the run page shows it): "" when it did not.
+    narrowed: str = ""
     suggestion_applies: bool = False  # a ```suggestion block can replace the lines
     published: bool = False  # chosen for an inline comment (within the comment limit)
     # A suppression comment for it that the pull request added itself, in words (the
@@ -207,6 +209,39 @@ def _bounded(raw: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+# A line an evidence cites: "line 42", "lines 40-43", "L42", "ll. 40–41", "pay.py:42".
+CITATION_RE = re.compile(
+    r"(?:\b(?:lines?|ll?\.?)\s*|\bL)(\d{1,7})(?:\s*(?:-|–|—|to|through)\s*L?(\d{1,7}))?"
+    r"|(?:^|[\s(`'\"])([\w./-]+):(\d{1,7})\b",
+    re.IGNORECASE,
+)
+MAX_CITED_SPAN = 1000
+
+
+def cited_lines(evidence: str, path: str) -> set[int]:
+    """The line numbers `evidence` cites: `line 42`, `lines 40-43`, `L42`, or `path:42`
+    when the path is the finding's own (a citation of another file says nothing of its
+    lines here)."""
+    found: set[int] = set()
+    for match in CITATION_RE.finditer(evidence):
+        if match.group(4) is not None:
+            named = match.group(3).lstrip("./")
+            if named and (path == named or path.endswith("/" + named)):
+                found.add(int(match.group(4)))
+            continue
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) else first
+        if first <= last <= first + MAX_CITED_SPAN:
+            found |= set(range(first, last + 1))
+        else:
+            found.add(first)
+    return found
+
+
+def _lines(start: int, end: int) -> str:
+    return f"line {start}" if start == end else f"lines {start}-{end}"
+
+
 def _narrow(file: FileDiff, side: Side, start: int, end: int) -> tuple[int, int] | None:
     """The first run of consecutive changed lines inside [start, end], or None when the
     range touches no changed line."""
@@ -266,7 +301,9 @@ def gate(
     2. Text made inert and bounded; the path must be a relative path inside the
        repository and one the pull request changes.
     3. Location narrowed to the changed lines (a range only when every line in it is
-       changed); a finding on no changed line cannot be anchored.
+       changed), then to the lines its evidence cites among them (one line when it
+       cites one), saying so (`narrowed`); a finding on no changed line cannot be
+       anchored.
     4. Fingerprints (path, category, normalised title, occurrence index).
     5. Duplicates, severity below the policy's minimum, confidence under the floor, a
        finding a person dismissed, or a new non-critical one on code the previous review
@@ -704,12 +741,20 @@ def _locate(result: Validated, diff: Diff, config: GateConfig, seen: dict[tuple,
             held=UNANCHORABLE,
         )
     start, end = narrowed
+    why = "the changed lines"
+    cited = sorted(n for n in cited_lines(result.evidence, result.path) if start <= n <= end)
+    if cited:
+        # The narrowest range: the lines the evidence itself points at.
+        start, end = cited[0], cited[-1]
+        why = "the line its evidence cites" if start == end else "the lines its evidence cites"
     if (start, end) != (result.start_line, result.end_line):
         result = replace(
             result,
             original_lines=(result.start_line, result.end_line),
             start_line=start,
             end_line=end,
+            narrowed=f"narrowed from {_lines(result.start_line, result.end_line)} "
+            f"to {_lines(start, end)}, {why}",
         )
     applies = (
         result.suggestion is not None

@@ -69,8 +69,8 @@ CONNECTOR_NAME = r"^[a-z][a-z0-9_]{0,47}$"
 # checks the list against the tools the agent offers).
 RESERVED_TOOL_NAMES = frozenset({
     "read_file", "search_code", "find_files", "list_directory", "find_symbol",
-    "symbol_references", "load_skill", "dispatch_explorers", "web_search", "fetch_url",
-    "submit_review", "submit_report", "submit_reply", "submit_triage", "submit_memory",
+    "symbol_references", "importers", "call_trace", "load_skill", "dispatch_explorers",
+    "web_search", "fetch_url", "submit_review", "submit_report", "submit_reply", "submit_triage", "submit_memory",
 })  # fmt: skip
 # The most a connector's answer may be (Tasuku's bound on what it reads from the system).
 MAX_CONNECTOR_ANSWER = 1_000_000
@@ -424,13 +424,22 @@ class Finding(BaseModel):
 
     path: str = Field(min_length=1, max_length=MAX_PATH)
     side: Side = Side.RIGHT
-    start_line: int = Field(ge=1)
-    end_line: int = Field(ge=1)
+    start_line: int = Field(
+        ge=1,
+        description="The narrowest range: the one line where it goes wrong, unless every "
+        "changed line of a range is needed to show the problem.",
+    )
+    end_line: int = Field(ge=1, description="The same as start_line for one line.")
     severity: Severity
     category: str = Field(min_length=1, max_length=64)
     title: str = Field(min_length=1, max_length=MAX_TITLE)
     body: str = Field(default="", max_length=MAX_BODY)
-    evidence: str = Field(default="", max_length=MAX_EVIDENCE)
+    evidence: str = Field(
+        default="",
+        max_length=MAX_EVIDENCE,
+        description="How it fails (the input, what happens), citing the lines it rests on "
+        "(`line 42`): the finding is narrowed to the lines cited.",
+    )
     suggestion: str | None = Field(default=None, max_length=MAX_SUGGESTION)
     confidence: float = Field(default=0.8, ge=0, le=1)
     blocking: bool = False

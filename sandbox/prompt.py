@@ -39,6 +39,10 @@ How to review:
   the tests with your tools. Raise it only if it survives.
 - Raise findings only on lines the pull request adds (the added line ranges are listed
   per file); what the base already had is not this change's problem.
+- Point each finding at the narrowest range: one line, the line where it goes wrong.
+  Select a range only when every changed line in it is needed to show the problem, and
+  cite in `evidence` the line numbers it rests on (`line 42`): Tasuku narrows a finding
+  to the lines its evidence cites.
 - Each finding says what goes wrong: the input or situation, what happens, and why it
   matters. A finding is `blocking` only when its `evidence` says how the code fails
   (the input, what happens); a blocking finding without evidence is published as a nit.

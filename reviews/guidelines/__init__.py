@@ -92,14 +92,37 @@ def _uses_django(tree: set[str], head: Callable[[str], str | None]) -> bool:
     return False
 
 
+def _package_jsons(tree: set[str]) -> list[str]:
+    return [
+        p
+        for p in tree
+        if PurePosixPath(p).name == "package.json" and p.count("/") <= 2 and "node_modules" not in p
+    ]
+
+
 def _uses_react(changed: Iterable[str], tree: set[str], head: Callable[[str], str | None]) -> bool:
     if any(p.endswith((".jsx", ".tsx")) for p in changed):
         return True
-    return any(
-        PurePosixPath(p).name == "package.json" and re.search(r'"react"\s*:', head(p) or "")
-        for p in tree
-        if p.count("/") <= 2 and "node_modules" not in p
-    )
+    return any(re.search(r'"react"\s*:', head(p) or "") for p in _package_jsons(tree))
+
+
+def _react_native(path: str, tree: set[str], head: Callable[[str], str | None]) -> bool:
+    """Whether a changed JavaScript file is React Native's: a platform file
+    (`Button.ios.tsx`, `.android.`, `.native.`), or one under a package.json depending
+    on `react-native` (the nearest one: a monorepo's web app stays React)."""
+    if re.search(r"\.(ios|android|native)\.[cm]?[jt]sx?$", path):
+        return True
+    manifests = set(_package_jsons(tree))
+    folder = PurePosixPath(path).parent
+    for ancestor in (folder, *folder.parents):
+        manifest = "package.json" if str(ancestor) == "." else f"{ancestor}/package.json"
+        if manifest in manifests:
+            return bool(re.search(r'"react-native"\s*:', head(manifest) or ""))
+    return False
+
+
+def _native_manifests(tree: set[str], head: Callable[[str], str | None]) -> set[str]:
+    return {p for p in _package_jsons(tree) if re.search(r'"react-native"\s*:', head(p) or "")}
 
 
 def detect(
@@ -107,7 +130,8 @@ def detect(
 ) -> list[str]:
     """The packs for the kinds of code `changed` touches, with frameworks found in the
     tree (Django: a manage.py or a manifest naming it; React: .jsx/.tsx or a
-    package.json depending on it)."""
+    package.json depending on it; React Native, instead of React: platform files or the
+    nearest package.json depending on react-native)."""
     changed = list(changed)
     tree_set = set(tree)
     kinds: set[str] = set()
@@ -115,7 +139,14 @@ def detect(
         kinds |= _kind(path, head)
     if "python" in kinds and _uses_django(tree_set, head):
         kinds.add("django")
-    if "javascript" in kinds and _uses_react(changed, tree_set, head):
-        kinds.add("react")
+    if "javascript" in kinds:
+        javascript = [p for p in changed if "javascript" in _kind(p, head)]
+        native = [p for p in javascript if _react_native(p, tree_set, head)]
+        if native:
+            kinds.add("react-native")
+        # React (web) only for what is not React Native: its DOM advice is wrong there.
+        web = [p for p in javascript if p not in native]
+        if web and _uses_react(web, tree_set - _native_manifests(tree_set, head), head):
+            kinds.add("react")
     names = set(available())
     return sorted(kinds & names)

@@ -113,6 +113,9 @@ class Finding(models.Model):
     end_line = models.PositiveIntegerField()
     original_start_line = models.PositiveIntegerField(null=True, blank=True)
     original_end_line = models.PositiveIntegerField(null=True, blank=True)
+    narrowed = models.CharField(
+        max_length=200, blank=True, help_text="How the validation gate narrowed its lines."
+    )
     severity = models.CharField(max_length=10)
     category = models.CharField(max_length=64)
     title = models.CharField(max_length=200)

@@ -73,10 +73,34 @@ def test_react_is_detected_from_package_json():
     ]
 
 
+RN_PACKAGE = '{"dependencies": {"react": "19.1.0", "react-native": "0.81.0"}}'
+
+
+def test_react_native_gets_its_own_pack_and_never_the_web_one():
+    # A package.json depending on react-native (it depends on react too).
+    assert detect(["src/Cart.tsx"], files={"package.json": RN_PACKAGE}) == [
+        "javascript",
+        "react-native",
+    ]
+    # Platform files are React Native's whatever the manifests say.
+    assert detect(["src/Button.ios.tsx", "src/Button.android.js"]) == ["javascript", "react-native"]
+
+
+def test_a_monorepos_web_app_stays_react_beside_its_react_native_app():
+    files = {
+        "apps/mobile/package.json": RN_PACKAGE,
+        "apps/web/package.json": '{"dependencies": {"react": "^19", "react-dom": "^19"}}',
+    }
+    assert detect(["apps/mobile/src/List.tsx"], files=files) == ["javascript", "react-native"]
+    assert detect(["apps/web/src/List.tsx"], files=files) == ["javascript", "react"]
+    both = detect(["apps/mobile/src/List.tsx", "apps/web/src/List.tsx"], files=files)
+    assert both == ["javascript", "react", "react-native"]
+
+
 def test_every_pack_has_guidance_text():
     for name in guidelines.available():
         assert guidelines.pack_text(name).startswith("# ")
-    assert len(guidelines.available()) == 13
+    assert len(guidelines.available()) == 14
 
 
 def _diff(path, removed, added):

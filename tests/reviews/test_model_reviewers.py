@@ -11,7 +11,15 @@ import pytest
 from repos.models import Installation, Reviewer, Skill
 from reviews.budget import installation_budget
 from reviews.models import Review, ReviewRun, ReviewState, RunStatus
-from tests.fakes.models import ANTHROPIC_TEST_KEY, OPENAI_TEST_KEY, Loop, ToolCall, conversations
+from tests.fakes.models import (
+    ANTHROPIC_TEST_KEY,
+    OPENAI_TEST_KEY,
+    Fail,
+    Loop,
+    Reply,
+    ToolCall,
+    conversations,
+)
 from tests.gitworld import HEAD_FILES, REPO, SHELL_TRUE_LINE, world_build
 from tests.helpers import drain_queue, post_webhook, pull_request_payload
 
@@ -173,6 +181,35 @@ def test_the_triage_model_can_find_a_change_trivial(world, claude, deliver):
     assert review.cost_usd == Decimal(str(round((3000 * 0.5 + 50 * 2.5) / 1e6, 4)))
 
 
+@pytest.mark.parametrize(
+    ("triage", "why"),
+    [
+        (Fail(400, message="model: unknown model"), "triage model unavailable"),
+        (Fail(500), "triage model unavailable"),
+        (ToolCall("submit_triage", {"verdict": "trivial-ish", "summary": "?"}), "malformed"),
+        (ToolCall("submit_triage", {"summary": "no verdict at all"}), "malformed"),
+        (Reply("It looks trivial to me."), "gave no verdict"),
+    ],
+    ids=["refused", "server-error", "unknown-verdict", "missing-verdict", "no-tool-call"],
+)
+def test_a_triage_that_fails_chooses_substantive_and_the_change_is_reviewed_in_depth(
+    world, claude, deliver, triage, why
+):
+    reviewer("anthropic", triage_model="claude-haiku-5-5")
+    # The SDK retries a 5xx: every retry fails too.
+    steps = [triage] * 5 if isinstance(triage, Fail) and triage.status >= 500 else [triage]
+    claude.script(*steps, ToolCall("submit_review", {"findings": [SHELL]}))
+    run = deliver(world)
+    assert run.status == RunStatus.COMPLETED, (run.stage, run.reason)
+    models = [r.model for r in claude.model_requests]
+    assert models[-1] == "claude-sonnet-5-5" and set(models[:-1]) == {"claude-haiku-5-5"}
+    review = Review.objects.get(run=run)
+    assert review.triage["verdict"] == "substantive"
+    assert why in review.triage["summary"] and "reviewed in depth" in review.triage["summary"]
+    assert len(world.fake.review_comments_of(REPO, 7)) == 1
+    assert world.fake.check_runs_of(REPO)[-1].conclusion == "failure"
+
+
 def test_a_diff_that_talks_to_the_reviewer_is_not_triaged_and_only_validated_findings_post(
     world, claude, deliver
 ):
@@ -270,3 +307,83 @@ def test_a_reviewers_skills_explorers_and_output_cap_reach_the_engine_and_the_ru
     page = staff_client.get(f"/runs/{run.pk}/").content.decode()
     assert "explorer · explorer 1" in page and "claude-haiku-5-5 · 2 steps" in page
     assert f"${explorers / 1e6:.4f}" in page
+
+
+def test_a_range_the_evidence_pins_to_one_line_is_posted_on_that_line_and_says_so(
+    world, claude, deliver, staff_client
+):
+    reviewer("anthropic")
+    wide = {
+        **SHELL,
+        "start_line": 6,
+        "end_line": SHELL_TRUE_LINE,
+        "evidence": f"Line {SHELL_TRUE_LINE} runs `refund --order 1; rm -rf /` in a shell.",
+    }
+    claude.script(ToolCall("submit_review", {"findings": [wide]}))
+    run = deliver(world)
+    assert run.status == RunStatus.COMPLETED, (run.stage, run.reason)
+    [comment] = world.fake.review_comments_of(REPO, 7)
+    assert comment["line"] == SHELL_TRUE_LINE and comment.get("start_line") is None
+    finding = Review.objects.get(run=run).findings.get()
+    assert (finding.start_line, finding.end_line) == (SHELL_TRUE_LINE, SHELL_TRUE_LINE)
+    assert (finding.original_start_line, finding.original_end_line) == (6, SHELL_TRUE_LINE)
+    note = f"narrowed from lines 6-{SHELL_TRUE_LINE} to line {SHELL_TRUE_LINE}, the line its evidence cites"
+    assert finding.narrowed == note
+    assert note in staff_client.get(f"/runs/{run.pk}/").content.decode()
+    # The prompt and the submission's schema both ask for the narrowest range.
+    request = claude.model_requests[0]
+    assert "narrowest range" in request.system
+    submit = next(t for t in request.tools if t["name"] == "submit_review")
+    finding_schema = submit["input_schema"]["properties"]["findings"]["items"]
+    assert "narrowest range" in finding_schema["properties"]["start_line"]["description"]
+
+
+# One engine output with something for every threshold: what publication lets through
+# is the policy's minimum severity, the confidence floor and the comment limit, never
+# the strictness.
+MIXED = [
+    SHELL,
+    {**SHELL, "start_line": 7, "end_line": 7, "severity": "low", "blocking": False,
+     "title": "Order id unchecked", "category": "robustness"},
+    {**SHELL, "start_line": 6, "end_line": 6, "severity": "info", "blocking": False,
+     "title": "Refund has no docstring", "category": "maintainability"},
+    {**SHELL, "start_line": 3, "end_line": 3, "confidence": 0.3, "title": "Maybe a key"},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("strictness", ["low", "medium", "high"])
+def test_strictness_changes_the_posture_given_and_never_what_is_published(
+    world, claude, deliver, strictness
+):
+    from repos.models import RepositoryPolicy
+    from repos.services import policy_create_default
+    from sandbox.contract import Strictness
+    from sandbox.prompt import POSTURE
+    from tests.factories import InstallationFactory, RepositoryFactory
+    from tests.gitworld import INSTALLATION, REPO_ID
+
+    reviewer("anthropic")
+    installation = InstallationFactory(github_id=INSTALLATION, account_login="acme")
+    repository = RepositoryFactory(installation=installation, github_id=REPO_ID, full_name=REPO)
+    RepositoryPolicy.objects.filter(repository=repository).delete()
+    policy = policy_create_default(repository=repository)
+    policy.strictness = strictness
+    policy.save()
+    claude.script(ToolCall("submit_review", {"findings": MIXED}))
+    run = deliver(world)
+    assert run.status == RunStatus.COMPLETED, (run.stage, run.reason)
+
+    system = claude.model_requests[0].system
+    assert POSTURE[Strictness(strictness)] in system
+    assert not any(text in system for s, text in POSTURE.items() if s != strictness)
+    # The same posts whatever the strictness: the two findings the gate lets through.
+    posted = sorted(
+        (c["path"], c["line"], c["body"].splitlines()[0])
+        for c in world.fake.review_comments_of(REPO, 7)
+    )
+    assert [(path, line) for path, line, _ in posted] == [
+        ("app/payments.py", 7),
+        ("app/payments.py", SHELL_TRUE_LINE),
+    ]
+    assert "Order id unchecked" in posted[0][2] and "reaches a shell" in posted[1][2]
+    assert world.fake.check_runs_of(REPO)[-1].conclusion == "failure"

@@ -315,3 +315,36 @@ def test_a_transient_failure_is_retried_and_the_second_attempt_completes(world, 
     ]
     assert run.attempts == 1
     assert len(world.fake.reviews_of(REPO, 7)) == 1
+
+
+def test_the_checkout_is_cloned_with_a_short_lived_read_only_token_of_that_one_repository(
+    world, deliver
+):
+    import time
+
+    from tests.gitworld import INSTALLATION, REPO_ID
+
+    # The installation reaches another repository too: the clone's token must not.
+    world.fake.add_repo("acme/other", installation_id=INSTALLATION, repo_id=REPO_ID + 1)
+    asked_before = time.time()
+    run = deliver(world)
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, (run.stage, run.reason)
+
+    clones = world.fake.requests(None, r"^/acme/shop\.git/")
+    assert clones and all(c.status == 200 for c in clones)
+    [used] = {c.token for c in clones}
+    token = world.fake.tokens[used]
+    # What Tasuku asked GitHub for, and what GitHub granted.
+    asked = [
+        c.body
+        for c in world.fake.requests("POST", "/access_tokens")
+        if c.body.get("permissions") == {"contents": "read"}
+    ]
+    assert asked == [{"repository_ids": [REPO_ID], "permissions": {"contents": "read"}}]
+    assert token.repository_ids == frozenset({REPO_ID})
+    assert token.permissions == {"contents": "read", "metadata": "read"}  # GitHub adds metadata
+    assert token.expires_at <= asked_before + 3600 + 5  # an installation token's hour
+    # Not the token of the review's API calls, which may write.
+    api = {c.token for c in world.fake.requests() if c.token and ".git/" not in c.path}
+    assert used not in api

@@ -154,6 +154,30 @@ def test_a_draft_is_skipped_with_the_reason_recorded(world, deliver):
     assert fake.check_runs_of("acme/widgets") == []
 
 
+def test_a_push_to_a_draft_is_not_reviewed_and_ready_for_review_is(world, deliver):
+    fake, repo, pull = world
+    pull.draft = True
+    deliver(pull_request_payload(fake, repo, pull, action="opened"))
+    pushed = "3" * 40
+    pull.head_sha = pushed
+    repo.commits.add(pushed)  # the push reached GitHub
+    delivery = deliver(pull_request_payload(fake, repo, pull, action="synchronize", before=HEAD))
+    assert delivery.decision == "skipped"
+    assert delivery.outcome == (
+        "skipped acme/widgets#12: draft pull request (the policy does not review drafts)"
+    )
+    assert not ReviewRun.objects.exists()
+    assert fake.check_runs_of("acme/widgets") == []
+
+    pull.draft = False
+    ready = deliver(pull_request_payload(fake, repo, pull, action="ready_for_review"))
+    assert ready.decision == "admitted"
+    run = ReviewRun.objects.get()
+    assert (run.head_sha, run.trigger, run.status) == (pushed, "ready_for_review", RunStatus.QUEUED)
+    [check] = fake.check_runs_of("acme/widgets")
+    assert (check.head_sha, check.status) == (pushed, "queued")
+
+
 def test_a_disabled_repository_is_skipped_without_calling_github(world, deliver):
     fake, repo, pull = world
     installation = InstallationFactory(github_id=31, account_login="acme")

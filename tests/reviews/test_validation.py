@@ -54,6 +54,39 @@ def test_a_range_is_narrowed_to_the_first_run_of_changed_lines():
     assert finding.original_lines == (1, 7)
 
 
+def test_a_range_narrowed_to_the_changed_lines_says_so():
+    [finding] = run([raw(start_line=1, end_line=7)])
+    assert finding.narrowed == "narrowed from lines 1-7 to lines 2-4, the changed lines"
+    [untouched] = run([raw(start_line=2, end_line=3)])
+    assert (untouched.original_lines, untouched.narrowed) == (None, "")
+
+
+def test_a_range_shrinks_to_the_one_line_its_evidence_cites():
+    [finding] = run([raw(start_line=2, end_line=4, evidence="Line 3 parses untrusted JSON.")])
+    assert (finding.start_line, finding.end_line, finding.original_lines) == (3, 3, (2, 4))
+    assert finding.narrowed == "narrowed from lines 2-4 to line 3, the line its evidence cites"
+
+
+def test_a_range_shrinks_to_the_span_of_the_lines_its_evidence_cites():
+    for evidence in ("lines 3-4 lose the error", "L3 and L4 lose it", "app.py:3, app.py:4"):
+        [finding] = run([raw(start_line=2, end_line=4, evidence=evidence)])
+        assert (finding.start_line, finding.end_line) == (3, 4), evidence
+        assert finding.narrowed.endswith("to lines 3-4, the lines its evidence cites")
+
+
+def test_citations_outside_the_range_or_of_another_file_narrow_nothing():
+    for evidence in ("see line 44", "README.md:3 says so", "it costs 3 lines", "version 3"):
+        [finding] = run([raw(start_line=2, end_line=4, evidence=evidence)])
+        assert (finding.start_line, finding.end_line, finding.narrowed) == (2, 4, ""), evidence
+
+
+def test_evidence_narrows_within_the_changed_lines_only():
+    # The engine's range runs past the changed lines and its evidence cites an unchanged one.
+    [finding] = run([raw(start_line=1, end_line=7, evidence="line 1 imports os; line 4 sets x")])
+    assert (finding.start_line, finding.end_line) == (4, 4)
+    assert finding.narrowed == "narrowed from lines 1-7 to line 4, the line its evidence cites"
+
+
 def test_a_finding_on_no_changed_line_is_suppressed_as_not_anchorable():
     [finding] = run([raw(start_line=5, end_line=6)])
     assert finding.state == SUPPRESSED

@@ -3,7 +3,8 @@
 - `checkout.py`: the read-only tools over the checkout (`read_file`, `search_code`,
   `find_files`, `list_directory`) and `load_skill`; `resolution.py`: how `read_file`
   finds the file an import names;
-- `symbols.py`: the symbol index (`find_symbol`, `symbol_references`, tree-sitter);
+- `symbols.py`: the symbol index (`find_symbol`, `symbol_references`, tree-sitter), and
+  `traces.py` on it (`importers`, `call_trace`);
 - `web.py`: web research (`web_search`, `fetch_url`), offered only when the reviewer
   allows it;
 - `submit_review` finishes a review (its input is checked by the agent loop), and the

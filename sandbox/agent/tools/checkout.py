@@ -1,6 +1,7 @@
 """The read-only tools over one checkout: `read_file`, `search_code`, `find_files`,
 `list_directory`, and — when the job has them — `load_skill`, the symbol index
-(`find_symbol`, `symbol_references`) and web research (`web_search`, `fetch_url`).
+(`find_symbol`, `symbol_references`, and on it `importers` and `call_trace`) and web
+research (`web_search`, `fetch_url`).
 
 Every path a model gives is resolved inside the checkout: absolute paths, `..` that
 climbs out, and symlinks that lead out are refused with an error the model sees. A
@@ -22,6 +23,7 @@ from typing import Any
 import re2
 
 from sandbox.agent.tools import symbols as symbol_index
+from sandbox.agent.tools import traces as symbol_traces
 from sandbox.agent.tools.base import (
     SKIP_DIRS,
     ToolError,
@@ -156,6 +158,9 @@ class Tools:
         if self.index is not None:
             self.add(symbol_index.FIND_SYMBOL, self.index.find_symbol)
             self.add(symbol_index.SYMBOL_REFERENCES, self.index.symbol_references)
+            self.traces = symbol_traces.Traces(self.index)
+            self.add(symbol_traces.IMPORTERS, self.importers)
+            self.add(symbol_traces.CALL_TRACE, self.call_trace)
         if self.skills:
             self.add(LOAD_SKILL, self.load_skill)
         if web is not None:
@@ -301,6 +306,34 @@ class Tools:
         raise ToolError(f"{path!r} does not exist.")
 
     # --- tools ---
+
+    def importers(self, arguments: dict[str, Any]) -> str:
+        """Which files import a module: a file or folder of the checkout, an import as
+        written (resolved as `read_file` resolves one), or else a package from outside."""
+        module = text_argument(arguments, "module", "the module, path or package", limit=300)
+        written = module.removeprefix("./").rstrip("/") or "."
+        candidate = self.resolve(written, must_exist=False)
+        if self._tree_holding(candidate)[0] != self.root:
+            raise ToolError("importers reads the repository under review, not a secondary one.")
+        if candidate.is_dir() and candidate != self.root:
+            target = self.traces.target(self.relative(candidate), folder=True)
+            return self.traces.importers(target, "")
+        try:
+            path, how = self.resolve_file(written)
+        except ToolError as exc:
+            if "does not exist" not in str(exc) or "outside" in str(exc):
+                raise
+            note = (
+                f"({module!r} is no file of the repository: matched as a package from outside it)\n"
+            )
+            return self.traces.importers(symbol_traces.Target(name=module), note)
+        target = self.traces.target(self.relative(path), folder=False)
+        return self.traces.importers(target, f"({how})\n" if how else "")
+
+    def call_trace(self, arguments: dict[str, Any]) -> str:
+        name = symbol_index._name(arguments)
+        direction, depth = symbol_traces.direction_argument(arguments)
+        return self.traces.call_trace(name, direction, depth)
 
     def read_file(self, arguments: dict[str, Any]) -> str:
         path, how = self.resolve_file(arguments.get("path"))

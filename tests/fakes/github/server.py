@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import secrets
@@ -370,6 +371,12 @@ class FakeGitHubBase:
     ) -> None:
         scheme, _, credential = (headers or {}).get("authorization", "").partition(" ")
         token = credential if auth == "token" and scheme.lower() in ("token", "bearer") else ""
+        if scheme.lower() == "basic" and ".git/" in path:
+            # Git sends the installation token as HTTP Basic's password.
+            try:
+                token = base64.b64decode(credential).decode().partition(":")[2]
+            except (ValueError, UnicodeDecodeError):
+                token = ""
         call = Call(method, path, query, body, status, auth, token)
         if arrived is not None:
             call.at = arrived
