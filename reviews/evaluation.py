@@ -21,6 +21,7 @@ comments themselves (grouped by rule in the report).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import tempfile
@@ -30,8 +31,19 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
+from django.db.models import Sum
+from django.utils import timezone
+
 from reviews.local import Local, local_pull_request, local_repository, review_execute
-from reviews.models import Finding, FindingState
+from reviews.models import (
+    Evaluation,
+    EvaluationGrade,
+    EvaluationItem,
+    EvaluationKind,
+    EvaluationStatus,
+    Finding,
+    FindingState,
+)
 
 ADDRESSED = "addressed"
 SURVIVED = "survived"
@@ -45,11 +57,12 @@ class EvaluationError(Exception):
     """What the caller must change for an evaluation to run (said as it is)."""
 
 
-def _git(repo: Path, *args: str) -> str:
+def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
     completed = subprocess.run(  # noqa: S603
         ["git", "-C", str(repo), *args],  # noqa: S607
         capture_output=True,
         check=False,
+        env={**os.environ, **env} if env else None,
     )
     if completed.returncode != 0:
         said = completed.stderr.decode(errors="replace").strip().splitlines()
@@ -191,7 +204,6 @@ def after_merge(repo: Path, merge: str, commits: int, ref: str = "HEAD") -> list
 
 @dataclass
 class Comment:
-    reviewer: str
     merge: str
     head: str
     at: int  # which head of the pull request (0: the first)
@@ -204,6 +216,7 @@ class Comment:
     title: str
     outcome: str = NOT_SCORED
     decided_by: str = ""
+    grade: str = ""  # a person's, when one was given (EvaluationGrade)
 
 
 @dataclass
@@ -223,6 +236,13 @@ class ReviewerScore:
 
     def outcomes(self) -> Counter:
         return Counter(c.outcome for c in self.comments)
+
+    def precision(self) -> float | None:
+        """Of the comments a person graded, the share useful or acceptable."""
+        graded = [c.grade for c in self.comments if c.grade]
+        if not graded:
+            return None
+        return round(sum(g in ("useful", "acceptable") for g in graded) / len(graded), 3)
 
     def as_dict(self) -> dict:
         scored = [c for c in self.comments if c.outcome != NOT_SCORED]
@@ -247,6 +267,8 @@ class ReviewerScore:
             "output_tokens": self.output_tokens,
             "cost_usd": str(self.cost_usd),
             "coverage": round(self.files_checked / self.files, 3) if self.files else None,
+            "grades": dict(Counter(c.grade for c in self.comments if c.grade)),
+            "precision": self.precision(),
             "by_rule": _by_rule(self.comments),
             "comment_list": [c.__dict__ for c in self.comments],
         }
@@ -274,63 +296,126 @@ def evaluate(
     repo: Path,
     reviewers: list,
     histories: list[PullHistory],
+    record: Evaluation,
     *,
     window: int = 20,
     limits: Limits | None = None,
     progress=None,
 ) -> tuple[list[ReviewerScore], str]:
-    """Each reviewer over each pull request's heads, scored; and why it stopped early
-    ("" when it did not)."""
+    """Each reviewer over each pull request's heads, each reviewed head kept in `record`
+    as it is done (a head already there is not reviewed again: a killed evaluation goes
+    on where it stopped); the scores, and why it stopped early ("" when it did not)."""
     limits = limits or Limits()
     root = Path(_git(repo, "rev-parse", "--show-toplevel").strip())
     repository = local_repository(root)
     started = time.monotonic()
-    scores = [ReviewerScore(reviewer.slug) for reviewer in reviewers]
+    done = {(i.reviewer, i.unit, i.at) for i in record.items.all()}
     stopped = ""
     for index, history in enumerate(histories):
         window_commits = after_merge(root, history.merge, window)
-        for reviewer, tally in zip(reviewers, scores, strict=True):
-            stopped = _stop(limits, scores, started)
-            if stopped:
-                return scores, stopped
-            tally.pulls += 1
+        for reviewer in reviewers:
             branch = f"evaluate/{reviewer.slug}/{history.merge[:12]}"
             for at, head in enumerate(history.heads):
+                if (reviewer.slug, history.merge, at) in done:
+                    continue
+                stopped = _stop(limits, record, started)
+                if stopped:
+                    return _finish(record, reviewers, stopped)
                 pull_request = local_pull_request(repository, branch, history.base, head)
+                item = EvaluationItem(
+                    evaluation=record, reviewer=reviewer.slug, unit=history.merge, at=at,
+                    head=head, subject=history.subject[:300],
+                )  # fmt: skip
                 began = time.monotonic()
                 try:
                     result = review_execute(pull_request, reviewer, history.base, head, Local(root))
                 except Exception as exc:  # noqa: BLE001 - a review's boundary: a failed review is counted and said, the evaluation goes on
-                    tally.failed += 1
-                    tally.failures.append(f"{head[:12]}: {str(exc)[:300]}")
+                    item.failure = str(exc)[:2000] or type(exc).__name__
+                    item.save()
                     continue
-                tally.reviews += 1
-                tally.seconds += time.monotonic() - began
-                review = result.review
-                tally.input_tokens += review.input_tokens
-                tally.output_tokens += review.output_tokens
-                tally.cost_usd += review.cost_usd
-                for entry in review.coverage or []:
-                    if not entry.get("adds"):
-                        continue
-                    tally.files += 1
-                    tally.files_checked += entry.get("status") == "reviewed"
-                for finding in review.findings.filter(
-                    published=True, state=FindingState.OPEN, first_seen_sha=head
-                ):
-                    tally.comments.append(
-                        _scored(root, history, at, finding, reviewer.slug, window_commits)
+                _measured(item, result, time.monotonic() - began)
+                item.comments = [
+                    _scored(root, history, at, finding, window_commits).__dict__
+                    for finding in result.review.findings.filter(
+                        published=True, state=FindingState.OPEN, first_seen_sha=head
                     )
+                ]
+                item.save()
+        Evaluation.objects.filter(pk=record.pk).update(units_done=index + 1)
         if progress is not None:
-            progress(index + 1, len(histories), scores)
-    return scores, stopped
+            progress(index + 1, len(histories), scores_of(record, reviewers))
+    return _finish(record, reviewers, "")
+
+
+def _measured(item: EvaluationItem, result, seconds: float) -> None:
+    review = result.review
+    item.run = result.run
+    item.seconds = seconds
+    item.input_tokens, item.output_tokens = review.input_tokens, review.output_tokens
+    item.cost_usd = review.cost_usd
+    added = [e for e in review.coverage or [] if e.get("adds")]
+    item.files = len(added)
+    item.files_checked = sum(e.get("status") == "reviewed" for e in added)
+
+
+def _finish(record: Evaluation, reviewers: list, stopped: str):
+    Evaluation.objects.filter(pk=record.pk).update(
+        status=EvaluationStatus.STOPPED if stopped else EvaluationStatus.DONE,
+        stopped_reason=stopped[:500],
+        finished_at=timezone.now(),
+    )
+    if record.kind == EvaluationKind.BUG_FIXES:
+        return bug_scores_of(record, reviewers), stopped
+    return scores_of(record, reviewers), stopped
+
+
+def grades_for(repository_path: str) -> dict[tuple, str]:
+    """(head, path, line, rule) -> the grade a person gave that comment."""
+    return {
+        (g.head, g.path, g.line, g.rule): g.grade
+        for g in EvaluationGrade.objects.filter(repository_path=repository_path)
+    }
+
+
+def scores_of(record: Evaluation, reviewers: list | None = None) -> list[ReviewerScore]:
+    """The scores of an evaluation's reviewed heads, a reviewer at a time (in the order
+    asked), each comment with the grade a person gave it, if any."""
+    slugs = [r.slug for r in reviewers] if reviewers else record.options.get("reviewers", [])
+    grades = grades_for(record.repository_path)
+    scores = {slug: ReviewerScore(slug) for slug in slugs}
+    units: dict[str, set[str]] = {slug: set() for slug in slugs}
+    for item in record.items.all():
+        tally = scores.get(item.reviewer)
+        if tally is None:
+            continue
+        units[item.reviewer].add(item.unit)
+        if item.failure:
+            tally.failed += 1
+            tally.failures.append(f"{item.head[:12]}: {item.failure[:300]}")
+            continue
+        tally.reviews += 1
+        tally.seconds += item.seconds
+        tally.input_tokens += item.input_tokens
+        tally.output_tokens += item.output_tokens
+        tally.cost_usd += item.cost_usd
+        tally.files += item.files
+        tally.files_checked += item.files_checked
+        for data in item.comments:
+            comment = Comment(**data)
+            comment.grade = grades.get(
+                (comment.head, comment.path, comment.start_line, comment.rule), ""
+            )
+            tally.comments.append(comment)
+    for slug, tally in scores.items():
+        tally.pulls = len(units[slug])
+    return list(scores.values())
 
 
 def _scored(
-    root: Path, history: PullHistory, at: int, finding: Finding, slug: str, window: list[str]
+    root: Path, history: PullHistory, at: int, finding: Finding, window: list[str]
 ) -> Comment:
     comment = Comment(
-        reviewer=slug, merge=history.merge, head=history.heads[at], at=at, path=finding.path,
+        merge=history.merge, head=history.heads[at], at=at, path=finding.path,
         start_line=finding.start_line, end_line=finding.end_line, rule=finding.rule,
         severity=finding.severity, blocking=finding.blocking, title=finding.title,
     )  # fmt: skip
@@ -341,8 +426,8 @@ def _scored(
     return comment
 
 
-def _stop(limits: Limits, scores: list[ReviewerScore], started: float) -> str:
-    spent = sum((s.cost_usd for s in scores), Decimal(0))
+def _stop(limits: Limits, record: Evaluation, started: float) -> str:
+    spent = record.items.aggregate(total=Sum("cost_usd"))["total"] or Decimal(0)
     if limits.budget_usd is not None and spent >= limits.budget_usd:
         return f"the budget of ${limits.budget_usd} was spent (${spent})"
     if limits.seconds is not None and time.monotonic() - started >= limits.seconds:
@@ -455,55 +540,57 @@ def _bug_lines(repo: Path, base: str, head: str) -> dict[str, set[int]]:
 
 
 def bug_replay(
-    repo: Path, reviewers: list, fixes: list[BugFix], *, limits: Limits | None = None, progress=None
+    repo: Path,
+    reviewers: list,
+    fixes: list[BugFix],
+    record: Evaluation,
+    *,
+    limits: Limits | None = None,
+    progress=None,
 ) -> tuple[list[BugScore], str]:
     """Each fix undone — a pull request onto the fixed commit that puts the bug back (its
     tree is the commit before the fix) — reviewed by each reviewer; caught when a comment
     lands on a line the bug's return adds (within NEAR lines), and every other comment
     counted beside it. Built in a scratch clone sharing the repository's objects: the
-    repository itself is never written to."""
+    repository itself is never written to. Each case is kept in `record` as it is done."""
     limits = limits or Limits()
     source = Path(_git(repo, "rev-parse", "--show-toplevel").strip())
-    scores = [BugScore(reviewer.slug) for reviewer in reviewers]
     started = time.monotonic()
-    stopped = ""
+    done = {(i.reviewer, i.unit) for i in record.items.all()}
     with tempfile.TemporaryDirectory(prefix="tasuku-bug-replay-") as scratch:
         root = Path(scratch) / f"{source.name}-bug-replay"
         _git(source, "clone", "--quiet", "--shared", "--no-checkout", str(source), str(root))
-        for identity in (
-            ("user.name", "Tasuku evaluation"),
-            ("user.email", "evaluate@tasuku.invalid"),
-        ):
-            _git(root, "config", *identity)
         repository = local_repository(root)
         for index, fix in enumerate(fixes):
+            # The same tree, parent, message, author and dates give the same commit id in
+            # every replay: a resumed one reviews the same pull request.
             tree = _git(root, "rev-parse", f"{fix.parent}^{{tree}}").strip()
             head = _git(
-                root,
-                "commit-tree",
-                tree,
-                "-p",
-                fix.fix,
-                "-m",
-                f"Put back the bug fixed by {fix.fix[:12]}",
-            ).strip()
+                root, "-c", "user.name=Tasuku evaluation", "-c", "user.email=evaluate@tasuku.invalid",
+                "commit-tree", tree, "-p", fix.fix, "-m", f"Put back the bug fixed by {fix.fix[:12]}",
+                env={"GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"},
+            ).strip()  # fmt: skip
             bug = _bug_lines(root, fix.fix, head)
-            for reviewer, tally in zip(reviewers, scores, strict=True):
-                stopped = _stop(limits, scores, started)
+            for reviewer in reviewers:
+                if (reviewer.slug, fix.fix) in done:
+                    continue
+                stopped = _stop(limits, record, started)
                 if stopped:
-                    return scores, stopped
-                tally.fixes += 1
+                    return _finish(record, reviewers, stopped)
                 branch = f"evaluate-bug/{reviewer.slug}/{fix.fix[:12]}"
                 pull_request = local_pull_request(repository, branch, fix.fix, head)
+                item = EvaluationItem(
+                    evaluation=record, reviewer=reviewer.slug, unit=fix.fix, head=head,
+                    subject=fix.subject[:300],
+                )  # fmt: skip
                 began = time.monotonic()
                 try:
                     result = review_execute(pull_request, reviewer, fix.fix, head, Local(root))
                 except Exception as exc:  # noqa: BLE001 - a review's boundary: a failed review is counted and said, the replay goes on
-                    tally.failed += 1
-                    tally.failures.append(f"{fix.fix[:12]}: {str(exc)[:300]}")
+                    item.failure = str(exc)[:2000] or type(exc).__name__
+                    item.save()
                     continue
-                tally.seconds += time.monotonic() - began
-                tally.cost_usd += result.review.cost_usd
+                _measured(item, result, time.monotonic() - began)
                 on_bug, elsewhere = [], []
                 for finding in result.review.findings.filter(
                     published=True, state=FindingState.OPEN
@@ -521,18 +608,64 @@ def bug_replay(
                             "title": finding.title,
                         }  # fmt: skip
                     )
-                tally.caught += bool(on_bug)
-                tally.other_comments += len(elsewhere)
-                tally.cases.append(
-                    {
-                        "fix": fix.fix,
-                        "subject": fix.subject,
-                        "bug_lines": {p: sorted(ls) for p, ls in bug.items()},
-                        "caught": bool(on_bug),
-                        "on_the_bug": on_bug,
-                        "elsewhere": elsewhere,
-                    }  # fmt: skip
-                )
+                item.bug = {
+                    "fix": fix.fix, "subject": fix.subject,
+                    "bug_lines": {p: sorted(ls) for p, ls in bug.items()},
+                    "caught": bool(on_bug), "on_the_bug": on_bug, "elsewhere": elsewhere,
+                }  # fmt: skip
+                item.save()
+            Evaluation.objects.filter(pk=record.pk).update(units_done=index + 1)
             if progress is not None:
-                progress(index + 1, len(fixes), scores)
-    return scores, stopped
+                progress(index + 1, len(fixes), bug_scores_of(record, reviewers))
+    return _finish(record, reviewers, "")
+
+
+def bug_scores_of(record: Evaluation, reviewers: list | None = None) -> list[BugScore]:
+    slugs = [r.slug for r in reviewers] if reviewers else record.options.get("reviewers", [])
+    scores = {slug: BugScore(slug) for slug in slugs}
+    for item in record.items.all():
+        tally = scores.get(item.reviewer)
+        if tally is None:
+            continue
+        tally.fixes += 1
+        if item.failure:
+            tally.failed += 1
+            tally.failures.append(f"{item.unit[:12]}: {item.failure[:300]}")
+            continue
+        tally.seconds += item.seconds
+        tally.cost_usd += item.cost_usd
+        tally.caught += bool(item.bug.get("caught"))
+        tally.other_comments += len(item.bug.get("elsewhere", []))
+        tally.cases.append(item.bug)
+    return list(scores.values())
+
+
+def evaluation_open(
+    name: str, repository_path: str, kind: str, options: dict, units: int
+) -> Evaluation:
+    """The evaluation called `name`: a new one, or the one a killed run left unfinished
+    (asked the same; otherwise an error that says what differs)."""
+    record = Evaluation.objects.filter(name=name).first()
+    if record is None:
+        return Evaluation.objects.create(
+            name=name, repository_path=repository_path, kind=kind, options=options,
+            units_total=units,
+        )  # fmt: skip
+    if record.status == EvaluationStatus.DONE:
+        raise EvaluationError(
+            f"the evaluation {name!r} is done (its report: the dashboard's Evaluations); "
+            "give a new one another --name"
+        )
+    asked = {"repository": repository_path, "kind": kind, **options}
+    kept = {"repository": record.repository_path, "kind": record.kind, **record.options}
+    differing = sorted(k for k in set(asked) | set(kept) if asked.get(k) != kept.get(k))
+    if differing:
+        raise EvaluationError(
+            f"the evaluation {name!r} was started with other settings ({', '.join(differing)}); "
+            "resume it with the same ones, or give a new one another --name"
+        )
+    Evaluation.objects.filter(pk=record.pk).update(
+        status=EvaluationStatus.RUNNING, stopped_reason=""
+    )
+    record.refresh_from_db()
+    return record

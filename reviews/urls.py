@@ -1,6 +1,6 @@
 from django.urls import path
 
-from reviews.dashboard import status, views
+from reviews.dashboard import evaluations, status, views
 from reviews.passes import views as task_views
 
 app_name = "reviews"
@@ -20,6 +20,14 @@ urlpatterns = [
     path("livez", status.livez, name="livez"),
     path("metrics", views.metrics, name="metrics"),
     path("repos/", views.repositories, name="repositories"),
+    path("evaluations/", evaluations.evaluation_list, name="evaluations"),
+    path("evaluations/<int:pk>/", evaluations.evaluation_detail, name="evaluation"),
+    path("evaluations/<int:pk>/grade", evaluations.evaluation_grade, name="evaluation_grade"),
+    path(
+        "evaluations/<int:pk>.<str:fmt>",
+        evaluations.evaluation_export,
+        name="evaluation_export",
+    ),
     path("tasks/", task_views.task_board, name="tasks"),
     path("tasks/<int:pk>/", task_views.task_detail, name="task"),
     path("tasks/<int:pk>/action", task_views.task_action, name="task_action"),

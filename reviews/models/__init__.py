@@ -1,9 +1,18 @@
 """The reviews app's models, one module per part: runs (pull requests, runs, attempts),
 findings (reviews, findings and what became of them), passes (review-pass tasks) and
-connectors (the connector calls Tasuku made for a run).
+connectors (the connector calls Tasuku made for a run) and evaluations (reviewers
+replayed over a repository's history, `manage.py evaluate`).
 Everything is importable from here, as Django and the migrations expect."""
 
 from reviews.models.connectors import ConnectorCall
+from reviews.models.evaluations import (
+    Evaluation,
+    EvaluationGrade,
+    EvaluationItem,
+    EvaluationKind,
+    EvaluationStatus,
+    Grade,
+)
 from reviews.models.findings import (
     CommandComment,
     Dismissal,
@@ -47,6 +56,12 @@ from reviews.models.runs import (
 from reviews.models.walkthroughs import Walkthrough
 
 __all__ = [
+    "Evaluation",
+    "EvaluationGrade",
+    "EvaluationItem",
+    "EvaluationKind",
+    "EvaluationStatus",
+    "Grade",
     "CommandComment",
     "ConnectorCall",
     "Answer",

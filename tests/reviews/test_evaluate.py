@@ -14,6 +14,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from repos.models import Reviewer
 from reviews.evaluation import (
     ADDRESSED,
     CHANGED_AFTER_MERGE,
@@ -23,7 +24,7 @@ from reviews.evaluation import (
     bug_fixes,
     pull_histories,
 )
-from reviews.models import PullRequest, ReviewRun
+from reviews.models import Evaluation, EvaluationGrade, EvaluationStatus, PullRequest, ReviewRun
 
 pytestmark = pytest.mark.django_db
 
@@ -229,3 +230,115 @@ def test_the_bug_report_says_caught_and_missed(fixes):
     assert f"caught: {fixes['named'][:8]} Fix total" in out
     assert f"missed: {fixes['sign'][:8]} fix(diff)" in out
     assert "on the bug: calc.py:2 ruff:F821" in out
+
+
+def test_a_stopped_evaluation_goes_on_where_it_stopped(history, monkeypatch):
+    from reviews import evaluation
+
+    reviewed = []
+    real = evaluation.review_execute
+
+    def counting(pull_request, reviewer, base, head, forge):
+        reviewed.append(head)
+        if len(reviewed) == 2:
+            raise KeyboardInterrupt  # the process killed between two reviews
+        return real(pull_request, reviewer, base, head, forge)
+
+    monkeypatch.setattr(evaluation, "review_execute", counting)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(history["repo"], "--count", "3", "--name", "trial")
+    assert reviewed == [history["h3"], history["fix"]]
+    record = Evaluation.objects.get(name="trial")
+    assert record.status == EvaluationStatus.RUNNING and record.items.count() == 1
+
+    monkeypatch.setattr(
+        evaluation, "review_execute", lambda *a: (reviewed.append(a[3]), real(*a))[1]
+    )
+    data = json.loads(
+        evaluate(history["repo"], "--count", "3", "--name", "trial", "--format", "json")
+    )
+    # The first head was not reviewed again; the rest were, once each.
+    assert reviewed[2:] == [history["fix"], history["h1"], history["h2"]]
+    assert data["reviewers"][0]["reviews"] == 4
+    assert len(data["reviewers"][0]["comment_list"]) == 3
+    assert Evaluation.objects.get(name="trial").status == EvaluationStatus.DONE
+
+    with pytest.raises(CommandError, match="is done"):
+        evaluate(history["repo"], "--count", "3", "--name", "trial")
+
+
+def test_resuming_with_other_settings_is_refused(history):
+    evaluate(history["repo"], "--count", "1", "--name", "one", "--time-limit", "0.000001")
+    assert Evaluation.objects.get(name="one").status == EvaluationStatus.STOPPED
+    with pytest.raises(CommandError, match=r"other settings \(count\)"):
+        evaluate(history["repo"], "--count", "2", "--name", "one")
+
+
+def test_grades_people_give_are_folded_into_the_next_report(history):
+    first = json.loads(evaluate(history["repo"], "--count", "3", "--format", "json"))
+    assert first["reviewers"][0]["precision"] is None
+    root = str(Path(history["repo"]).resolve())
+    EvaluationGrade.objects.create(repository_path=root, head=history["h1"], path="lib.py",
+                                   line=1, rule="ruff:F401", grade="useful")  # fmt: skip
+    EvaluationGrade.objects.create(repository_path=root, head=history["h3"], path="more.py",
+                                   line=1, rule="ruff:F401", grade="noise")  # fmt: skip
+    again = json.loads(evaluate(history["repo"], "--count", "3", "--format", "json"))
+    static = again["reviewers"][0]
+    assert static["grades"] == {"useful": 1, "noise": 1} and static["precision"] == 0.5
+
+
+def test_two_reviewers_side_by_side_say_what_each_said_alone(history):
+    Reviewer.objects.create(slug="static-too", engine="static")
+    out = evaluate(
+        history["repo"], "--count", "3", "--reviewer", "static", "--reviewer", "static-too"
+    )
+    assert "only static: 0 comments (0 addressed), 3 where another reviewer commented too" in out
+    assert "only static-too: 0 comments" in out
+
+
+def test_the_dashboard_shows_an_evaluation_lets_a_person_grade_and_exports_it(
+    history, admin_client
+):
+    evaluate(history["repo"], "--count", "3", "--name", "shown")
+    record = Evaluation.objects.get(name="shown")
+    listing = admin_client.get("/evaluations/")
+    assert "shown" in listing.content.decode()
+    page = admin_client.get(f"/evaluations/{record.pk}/").content.decode()
+    assert "Addressed rate" in page and "ruff:F841" in page and "more.py:1" in page
+    answer = admin_client.post(
+        f"/evaluations/{record.pk}/grade",
+        {
+            "head": history["h1"],
+            "path": "lib.py",
+            "line": "1",
+            "rule": "ruff:F401",
+            "grade": "useful",
+        },
+    )
+    assert answer.status_code == 302
+    grade = EvaluationGrade.objects.get()
+    assert (grade.grade, grade.repository_path) == ("useful", record.repository_path)
+    page = admin_client.get(f"/evaluations/{record.pk}/").content.decode()
+    assert 'class="chosen" aria-pressed="true">useful' in page
+    refused = admin_client.post(f"/evaluations/{record.pk}/grade", {"grade": "great", "line": "x"})
+    assert refused.status_code == 302 and EvaluationGrade.objects.count() == 1
+    rows = admin_client.get(f"/evaluations/{record.pk}.csv").content.decode().splitlines()
+    assert rows[0].startswith("reviewer,merge,head") and len(rows) == 4
+    assert any(",useful," in row for row in rows)
+    data = json.loads(admin_client.get(f"/evaluations/{record.pk}.json").content)
+    assert data["reviewers"][0]["precision"] == 1.0
+    assert admin_client.get(f"/evaluations/{record.pk}.xml").status_code == 404
+
+
+def test_evaluations_are_for_staff(history, client):
+    assert client.get("/evaluations/").status_code == 302  # to the login page
+
+
+def test_a_bug_replay_is_shown_and_exported(fixes, admin_client):
+    evaluate(fixes["repo"], "--bug-fixes", "5", "--name", "bugs")
+    record = Evaluation.objects.get(name="bugs")
+    page = admin_client.get(f"/evaluations/{record.pk}/").content.decode()
+    assert "Catch rate" in page and "caught</span>" in page and "missed</span>" in page
+    rows = admin_client.get(f"/evaluations/{record.pk}.csv").content.decode().splitlines()
+    assert rows[0].startswith("reviewer,fix,subject,caught")
+    assert any("ruff:F821" in row and ",bug," in row for row in rows)

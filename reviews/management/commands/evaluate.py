@@ -4,11 +4,13 @@ and score their comments by what the authors did next (reviews/evaluation.py).""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from reviews.evaluation import (
     ADDRESSED,
@@ -22,9 +24,11 @@ from reviews.evaluation import (
     bug_fixes,
     bug_replay,
     evaluate,
+    evaluation_open,
     pull_histories,
 )
 from reviews.local import LocalReviewError, reviewer_enabled
+from reviews.models import Evaluation, EvaluationKind
 
 
 def _positive(kind):
@@ -84,6 +88,11 @@ class Command(BaseCommand):
             help="instead: put back the bugs the newest N fix commits fixed, one pull request "
             "each, and score whether each reviewer points at the bug and what else it says",
         )  # fmt: skip
+        parser.add_argument(
+            "--name",
+            help="the evaluation's name on the dashboard; an unfinished one of that name "
+            "(a killed run) goes on where it stopped (default: the repository, kind and time)",
+        )
         parser.add_argument("--format", choices=["text", "json"], default="text")
 
     def handle(self, *args, **options) -> None:
@@ -109,6 +118,12 @@ class Command(BaseCommand):
                 "(a merge commit, or a commit with one parent)"
             )
         text = options["format"] == "text"
+        record = self._record(
+            repo, EvaluationKind.HISTORY, options, len(histories),
+            {"reviewers": [r.slug for r in reviewers], "count": options["count"],
+             "skip": max(options["skip"], 0), "ref": options["ref"],
+             "max_heads": options["max_heads"], "window": max(options["window"], 0)},
+        )  # fmt: skip
 
         def progress(done: int, total: int, scores: list[ReviewerScore]) -> None:
             if text:
@@ -120,6 +135,7 @@ class Command(BaseCommand):
                 repo,
                 reviewers,
                 histories,
+                record,
                 window=max(options["window"], 0),
                 limits=limits,
                 progress=progress,
@@ -130,6 +146,7 @@ class Command(BaseCommand):
             self.stdout.write(
                 json.dumps(
                     {
+                        "evaluation": record.name,
                         "pull_requests": len(histories),
                         "stopped": stopped,
                         "reviewers": [s.as_dict() for s in scores],
@@ -138,7 +155,24 @@ class Command(BaseCommand):
                 )  # fmt: skip
             )
             return
-        self.stdout.write(report_text(scores, len(histories), stopped))
+        self.stdout.write(report_text(scores, len(histories), stopped, name=record.name))
+
+    def _record(self, repo: Path, kind: str, options: dict, units: int, asked: dict):
+        root = Path(
+            subprocess.run(["git", "-C", str(repo), "rev-parse", "--show-toplevel"],  # noqa: S603, S607
+                           capture_output=True, text=True, check=False).stdout.strip() or repo
+        ).resolve()  # fmt: skip
+        name = options["name"]
+        if not name:  # a new one, named by what and when (a second one that second: "(2)")
+            name = given = f"{root.name} {kind} {timezone.now():%Y-%m-%d %H:%M:%S}"
+            number = 1
+            while Evaluation.objects.filter(name=name).exists():
+                number += 1
+                name = f"{given} ({number})"
+        try:
+            return evaluation_open(name, str(root), kind, asked, units)
+        except EvaluationError as exc:
+            raise CommandError(str(exc)) from exc
 
     def _bug_replay(self, repo: Path, slugs: list[str], options: dict, limits: Limits) -> None:
         try:
@@ -153,50 +187,58 @@ class Command(BaseCommand):
                 "(a message that says fix, bug, revert, regression or crash; at most 5 files "
                 "and 80 lines; some line of code changed)"
             )
+        record = self._record(
+            repo, EvaluationKind.BUG_FIXES, options, len(fixes),
+            {"reviewers": [r.slug for r in reviewers], "bug_fixes": options["bug_fixes"],
+             "skip": max(options["skip"], 0), "ref": options["ref"]},
+        )  # fmt: skip
         try:
-            scores, stopped = bug_replay(repo, reviewers, fixes, limits=limits)
+            scores, stopped = bug_replay(repo, reviewers, fixes, record, limits=limits)
         except EvaluationError as exc:
             raise CommandError(str(exc)) from exc
         if options["format"] == "json":
             self.stdout.write(json.dumps(
-                {"bug_fixes": len(fixes), "stopped": stopped,
+                {"evaluation": record.name, "bug_fixes": len(fixes), "stopped": stopped,
                  "reviewers": [s.as_dict() for s in scores]}, indent=2))  # fmt: skip
             return
-        self.stdout.write(bug_report_text(scores, len(fixes), stopped))
+        self.stdout.write(bug_report_text(scores, len(fixes), stopped, name=record.name))
 
 
-def report_text(scores: list[ReviewerScore], pulls: int, stopped: str) -> str:
+def report_text(scores: list[ReviewerScore], pulls: int, stopped: str, *, name: str = "") -> str:
     lines = [
-        f"Evaluated on {pulls} merged pull requests" + (f" (stopped: {stopped})" if stopped else "")
-    ]
-    lines.append("")
-    header = (
+        f"Evaluated on {pulls} merged pull requests"
+        + (f" (stopped: {stopped})" if stopped else "")
+        + (f" — evaluation {name!r}" if name else ""),
+        "",
         f"{'reviewer':<20} {'reviews':>7} {'failed':>6} {'comments':>8} {'/PR':>5} "
-        f"{'addressed':>9} {'survived':>8} {'chg after':>9} {'blocking':>8} {'s/review':>8} "
-        f"{'cost $':>8} {'coverage':>8}"
-    )
-    lines.append(header)
+        f"{'addressed':>10} {'survived':>8} {'chg after':>9} {'blocking':>8} {'s/review':>8} "
+        f"{'cost $':>8} {'coverage':>8} {'graded':>6} {'precision':>9}",
+    ]
     for score in scores:
         data = score.as_dict()
         outcomes = data["outcomes"]
-        scored = len(score.comments) - outcomes[NOT_SCORED]
         rate = f"{data['addressed_rate']:.0%}" if data["addressed_rate"] is not None else "-"
         coverage = f"{data['coverage']:.0%}" if data["coverage"] is not None else "-"
+        graded = sum(data["grades"].values())
+        precision = f"{data['precision']:.0%}" if data["precision"] is not None else "-"
         lines.append(
             f"{score.reviewer:<20} {score.reviews:>7} {score.failed:>6} {len(score.comments):>8} "
-            f"{data['comments_per_pull_request']:>5} {outcomes[ADDRESSED]:>4} {rate:>4} "
+            f"{data['comments_per_pull_request']:>5} {outcomes[ADDRESSED]:>4} {rate:>5} "
             f"{outcomes[SURVIVED]:>8} {outcomes[CHANGED_AFTER_MERGE]:>9} "
             f"{data['blocking_share']:>8.0%} {data['seconds_per_review']:>8} "
-            f"{data['cost_usd']:>8} {coverage:>8}"
+            f"{data['cost_usd']:>8} {coverage:>8} {graded:>6} {precision:>9}"
         )
-        if scored < len(score.comments):
+        if outcomes[NOT_SCORED]:
             lines.append(f"  ({outcomes[NOT_SCORED]} comments on removed lines: not scored)")
-    lines.append("")
-    lines.append(
+    lines += [
+        "",
         "addressed: a later head of the pull request changed those lines; survived: they "
         "reached the merge as commented; chg after: changed on the default branch soon after "
-        "the merge. None of these says a comment was right: read them below."
-    )
+        "the merge; precision: of the comments a person graded (the dashboard's Evaluations), "
+        "the share useful or acceptable. None of the outcomes says a comment was right: read "
+        "them below.",
+    ]
+    lines += side_by_side(scores)
     for score in scores:
         if not score.comments and not score.failures:
             continue
@@ -210,17 +252,37 @@ def report_text(scores: list[ReviewerScore], pulls: int, stopped: str) -> str:
             lines.append(f"  {rule} ({len(comments)})")
             for c in comments:
                 decided = f" at {c.decided_by[:8]}" if c.decided_by else ""
+                graded = f" [{c.grade}]" if c.grade else ""
                 lines.append(
-                    f"    {c.outcome}{decided}: {c.path}:{c.start_line} (head {c.at + 1}, "
+                    f"    {c.outcome}{decided}{graded}: {c.path}:{c.start_line} (head {c.at + 1}, "
                     f"{c.head[:8]}, merged in {c.merge[:8]}) {c.title[:120]}"
                 )
     return "\n".join(lines) + "\n"
 
 
-def bug_report_text(scores: list[BugScore], fixes: int, stopped: str) -> str:
+def side_by_side(scores: list[ReviewerScore]) -> list[str]:
+    """For two reviewers or more: what each said that the others did not (the same file
+    and line at the same head is the same place)."""
+    if len(scores) < 2:
+        return []
+    places = {s.reviewer: {(c.head, c.path, c.start_line) for c in s.comments} for s in scores}
+    lines = ["", "Side by side (the same file and line at the same head):"]
+    for score in scores:
+        others = set().union(*(p for r, p in places.items() if r != score.reviewer))
+        only = [c for c in score.comments if (c.head, c.path, c.start_line) not in others]
+        addressed = sum(c.outcome == ADDRESSED for c in only)
+        lines.append(
+            f"  only {score.reviewer}: {len(only)} comments ({addressed} addressed), "
+            f"{len(score.comments) - len(only)} where another reviewer commented too"
+        )
+    return lines
+
+
+def bug_report_text(scores: list[BugScore], fixes: int, stopped: str, *, name: str = "") -> str:
     lines = [
         f"Put back the bugs of {fixes} fix commits, one pull request each"
-        + (f" (stopped: {stopped})" if stopped else ""),
+        + (f" (stopped: {stopped})" if stopped else "")
+        + (f" — evaluation {name!r}" if name else ""),
         "",
         f"{'reviewer':<20} {'fixes':>5} {'failed':>6} {'caught':>6} {'rate':>5} "
         f"{'other comments':>14} {'comments/catch':>14} {'s/review':>8} {'cost $':>8}",
