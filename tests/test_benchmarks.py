@@ -172,3 +172,26 @@ def test_the_latency_benchmark_times_a_review_from_its_webhook_to_github(tmp_pat
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     for line in ("webhook -> review on GitHub", "stage: sandbox", "GitHub API requests"):
         assert line in done.stdout, line
+
+
+def test_the_evaluation_benchmark_replays_a_history_and_times_each_head(tmp_path):
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+    repo = tmp_path / "project"
+    repo.mkdir()
+    git("init", "-q", "-b", "main")
+    git("config", "user.email", "dev@example.com")
+    git("config", "user.name", "Dev")
+    for n, text in enumerate(("x = 1\n", "import os\nx = 2\n", "x = 3\n")):
+        (repo / "app.py").write_text(text)
+        git("add", "-A")
+        git("commit", "-q", "-m", f"change {n}")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "evaluation.py"), "--repo", str(repo),
+         "--count", "2", "--database", f"sqlite:///{tmp_path / 'bench.sqlite3'}"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "merged pull requests: 2; heads reviewed: 2 (failed: 0)" in done.stdout
+    assert "time per head: median" in done.stdout

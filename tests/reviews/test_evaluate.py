@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import subprocess
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -342,3 +343,45 @@ def test_a_bug_replay_is_shown_and_exported(fixes, admin_client):
     rows = admin_client.get(f"/evaluations/{record.pk}.csv").content.decode().splitlines()
     assert rows[0].startswith("reviewer,fix,subject,caught")
     assert any("ruff:F821" in row and ",bug," in row for row in rows)
+
+
+def test_a_model_reviewer_is_evaluated_through_its_sandbox_and_its_cost_counted(
+    history, settings, fake_anthropic
+):
+    from tests.fakes.models import ANTHROPIC_TEST_KEY, ToolCall
+
+    settings.ANTHROPIC_BASE_URL = fake_anthropic.base_url
+    settings.ANTHROPIC_API_KEY = ANTHROPIC_TEST_KEY
+    Reviewer.objects.create(slug="claude", engine="anthropic", model="claude-sonnet-5-5")
+    finding = {
+        "path": "lib.py", "start_line": 5, "end_line": 5, "severity": "medium",
+        "category": "bug", "title": "`unused` is computed and never read",
+        "body": "g() assigns `unused` and returns without reading it.", "confidence": 0.9,
+        "blocking": False, "evidence": "lib.py line 5: `unused = 5`",
+    }  # fmt: skip
+    fake_anthropic.script(
+        ToolCall("submit_review", {"findings": [finding]}, usage=(10_000, 300)),  # head 1
+        ToolCall("submit_review", {"findings": []}, usage=(8_000, 100)),  # head 2
+    )
+    data = json.loads(evaluate(history["repo"], "--count", "1", "--skip", "2",
+                               "--reviewer", "claude", "--format", "json"))  # fmt: skip
+    (claude,) = data["reviewers"]
+    assert (claude["reviews"], claude["failed_reviews"]) == (2, 0), claude["failures"]
+    [comment] = claude["comment_list"]
+    assert (comment["path"], comment["start_line"], comment["head"]) == ("lib.py", 5, history["h1"])
+    # Moved to line 2 by the next push, merged, then changed on main right after.
+    assert (comment["outcome"], comment["decided_by"]) == (CHANGED_AFTER_MERGE, history["fix"])
+    assert (claude["input_tokens"], claude["output_tokens"]) == (18_000, 400)
+    assert Decimal(claude["cost_usd"]) > 0
+
+
+def test_a_budget_stops_a_model_evaluation_before_it_spends_more(history, settings, fake_anthropic):
+    from tests.fakes.models import ANTHROPIC_TEST_KEY, ToolCall
+
+    settings.ANTHROPIC_BASE_URL = fake_anthropic.base_url
+    settings.ANTHROPIC_API_KEY = ANTHROPIC_TEST_KEY
+    Reviewer.objects.create(slug="claude", engine="anthropic", model="claude-sonnet-5-5")
+    fake_anthropic.script(ToolCall("submit_review", {"findings": []}, usage=(100_000, 1_000)))
+    out = evaluate(history["repo"], "--count", "3", "--reviewer", "claude", "--budget-usd", "0.01")
+    assert "stopped: the budget of $0.01 was spent" in out
+    assert ReviewRun.objects.count() == 1  # one review, then the budget was spent
