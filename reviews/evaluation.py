@@ -28,13 +28,26 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from django.db.models import Sum
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q, Sum
 from django.utils import timezone
 
-from reviews.local import Local, local_pull_request, local_repository, review_execute
+from repos import github
+from repos.github import GitHubError
+from repos.models import Repository
+from reviews.local import (
+    Local,
+    LocalReviewError,
+    local_pull_request,
+    local_repository,
+    review_execute,
+    reviewer_enabled,
+)
 from reviews.models import (
     Evaluation,
     EvaluationGrade,
@@ -44,6 +57,10 @@ from reviews.models import (
     Finding,
     FindingState,
 )
+from sandbox.errors import CloneError
+from sandbox.git import Git, git_env
+from sandbox.workspace import remove_tree
+from tasuku import durable
 
 ADDRESSED = "addressed"
 SURVIVED = "survived"
@@ -301,6 +318,7 @@ def evaluate(
     window: int = 20,
     limits: Limits | None = None,
     progress=None,
+    ref: str = "HEAD",
 ) -> tuple[list[ReviewerScore], str]:
     """Each reviewer over each pull request's heads, each reviewed head kept in `record`
     as it is done (a head already there is not reviewed again: a killed evaluation goes
@@ -312,7 +330,7 @@ def evaluate(
     done = {(i.reviewer, i.unit, i.at) for i in record.items.all()}
     stopped = ""
     for index, history in enumerate(histories):
-        window_commits = after_merge(root, history.merge, window)
+        window_commits = after_merge(root, history.merge, window, ref=ref)
         for reviewer in reviewers:
             branch = f"evaluate/{reviewer.slug}/{history.merge[:12]}"
             for at, head in enumerate(history.heads):
@@ -669,3 +687,124 @@ def evaluation_open(
     )
     record.refresh_from_db()
     return record
+
+
+# --- a repository Tasuku knows, on the worker queue ------------------------------------
+
+EVALUATE_TASK = "reviews.tasks.evaluation_run"
+# A worker holds an evaluation this long past its last progress (each pull request done
+# renews it); then the reaper's sweep hands it to another, which goes on where it stopped.
+EVALUATION_LEASE = timedelta(minutes=15)
+EVALUATIONS = durable.Queue(
+    model="reviews.Evaluation",
+    task=EVALUATE_TASK,
+    name="evaluation",
+    waiting=(EvaluationStatus.QUEUED,),
+    working=EvaluationStatus.RUNNING,
+    failed=EvaluationStatus.FAILED,
+    lease="leased_until",
+    installation="repository__installation__github_id",
+    max_attempts=3,
+    lease_for=lambda: EVALUATION_LEASE,
+)
+
+
+def evaluation_queue(
+    repository: Repository, kind: str, options: dict, *, requested_by=None
+) -> Evaluation:
+    """A new evaluation of a repository Tasuku knows, queued for a worker (the dashboard's
+    Evaluate form)."""
+    given = f"{repository.full_name} {kind} {timezone.now():%Y-%m-%d %H:%M:%S}"
+    name, number = given, 1
+    while Evaluation.objects.filter(name=name).exists():
+        number += 1
+        name = f"{given} ({number})"
+    with transaction.atomic():
+        record = Evaluation.objects.create(
+            name=name, repository_path=f"github:{repository.full_name}", kind=kind,
+            options=options, repository=repository, requested_by=requested_by,
+            status=EvaluationStatus.QUEUED,
+        )  # fmt: skip
+        EVALUATIONS.ring(record.pk)
+    return record
+
+
+def evaluation_run(pk: int) -> str:
+    """Run (or go on with) a queued evaluation: a clone of the repository made with the
+    App's read-only token for this one repository, the reviewers replayed over it as
+    `manage.py evaluate` does, the clone removed after. A durable Queue's row: one worker
+    at a time, GitHub's weather waited out, a dead worker's evaluation handed on."""
+    attempt = EVALUATIONS.claim(pk, where=Q(repository__isnull=False))
+    if attempt is None:
+        return "not claimed"
+    record = Evaluation.objects.select_related("repository__installation").get(pk=pk)
+    parent = Path(settings.TASUKU_WORKSPACE_ROOT or tempfile.gettempdir())
+    where = Path(tempfile.mkdtemp(prefix=f"tasuku-evaluation-{pk}-", dir=parent))
+    try:
+        return _evaluation_go(record, attempt, where / record.repository.full_name.split("/")[-1])
+    except EvaluationError as exc:  # what the evaluation asks cannot be done: said, not retried
+        EVALUATIONS.finish(pk, attempt, EvaluationStatus.STOPPED,
+                           stopped_reason=f"it could not run: {exc}"[:500], finished_at=timezone.now())  # fmt: skip
+        return f"stopped: {exc}"
+    except (CloneError, GitHubError) as exc:  # GitHub's weather, or a clone that failed
+        verdict = EVALUATIONS.verdict(
+            exc, attempt=attempt, deferrals=record.deferrals, since=record.created_at,
+            installation=record.repository.installation.github_id,
+        )  # fmt: skip
+        EVALUATIONS.settle(pk, attempt, verdict, stopped_reason=str(exc)[:500])
+        return f"{verdict.kind}: {exc}"
+    finally:
+        remove_tree(where)
+
+
+def _evaluation_go(record: Evaluation, attempt: int, root: Path) -> str:
+    repository = record.repository
+    gateway = github.gateway()
+    where = {"installation_id": repository.installation.github_id,
+             "repository_id": repository.github_id, "full_name": repository.full_name}  # fmt: skip
+    info = gateway.repository_get(**where)
+    token = gateway.contents_token(
+        installation_id=repository.installation.github_id, repository_id=repository.github_id
+    )
+    root.parent.mkdir(parents=True, exist_ok=True)
+    Git(root.parent, git_env(token, root.parent))(
+        "clone", "--quiet", "--no-checkout", "--branch", info.default_branch, "--",
+        info.clone_url, str(root), what="clone the repository to evaluate",
+    )  # fmt: skip
+    ref = f"refs/heads/{info.default_branch}"  # its history is what is replayed
+    options = record.options
+    try:
+        reviewers = [reviewer_enabled(slug) for slug in options.get("reviewers") or ["static"]]
+    except LocalReviewError as exc:
+        raise EvaluationError(str(exc)) from exc
+    limits = Limits(
+        budget_usd=Decimal(options["budget_usd"]) if options.get("budget_usd") else None
+    )
+
+    def renew(done: int, total: int, scores) -> None:
+        EVALUATIONS.renew(record.pk, attempt)
+
+    if record.kind == EvaluationKind.BUG_FIXES:
+        fixes = bug_fixes(root, int(options.get("bug_fixes") or 20), ref=ref)
+        Evaluation.objects.filter(pk=record.pk).update(units_total=len(fixes))
+        _, stopped = bug_replay(root, reviewers, fixes, record, limits=limits, progress=renew)
+    else:
+        histories = pull_histories(
+            root, int(options.get("count") or 20), max_heads=int(options.get("max_heads") or 6),
+            ref=ref,
+        )  # fmt: skip
+        Evaluation.objects.filter(pk=record.pk).update(units_total=len(histories))
+        _, stopped = evaluate(
+            root, reviewers, histories, record, window=int(options.get("window", 20)),
+            limits=limits, progress=renew, ref=ref,
+        )  # fmt: skip
+    Evaluation.objects.filter(pk=record.pk).update(leased_until=None)
+    return f"stopped: {stopped}" if stopped else "done"
+
+
+def evaluations_sweep() -> int:
+    """The reaper's pass over queued evaluations: one whose worker died is waiting again
+    (it goes on where it stopped) or failed on its last attempt; due ones are rung."""
+    lost = {"stopped_reason": "Its worker stopped; another goes on where it stopped."}
+    last = {"stopped_reason": "Its worker stopped on its last attempt."}
+    return EVALUATIONS.sweep(lost=lost, lost_last=last)["rung"]

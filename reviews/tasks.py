@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from reviews import conclusions, gate, memory, pipeline, replies, runs, walkthrough
+from reviews import conclusions, evaluation, gate, memory, pipeline, replies, runs, walkthrough
 from reviews.actions import workflow as actions
 from reviews.passes import answers, flow
 from reviews.passes.mode import mode_for
@@ -64,6 +64,7 @@ def runs_reap() -> dict[str, int]:
     result["checks_due"] = conclusions.conclusions_sweep()
     result["answers"] = answers.answers_sweep()
     result["walkthroughs"] = walkthrough.walkthroughs_sweep()
+    result["evaluations"] = evaluation.evaluations_sweep()
     result.update(host_tidy(force=True))
     return result
 
@@ -78,6 +79,10 @@ def walkthrough_send(walkthrough_pk: int) -> str:
 
 def tasks_sweep() -> int:
     return flow.tasks_sweep()
+
+
+def evaluation_run(evaluation_pk: int) -> str:
+    return evaluation.evaluation_run(evaluation_pk)
 
 
 def answer_post(answer_pk: int) -> str:

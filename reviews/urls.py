@@ -21,6 +21,7 @@ urlpatterns = [
     path("metrics", views.metrics, name="metrics"),
     path("repos/", views.repositories, name="repositories"),
     path("evaluations/", evaluations.evaluation_list, name="evaluations"),
+    path("evaluations/new", evaluations.evaluation_new, name="evaluation_new"),
     path("evaluations/<int:pk>/", evaluations.evaluation_detail, name="evaluation"),
     path("evaluations/<int:pk>/grade", evaluations.evaluation_grade, name="evaluation_grade"),
     path(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+from decimal import Decimal, InvalidOperation
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
@@ -14,7 +15,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from reviews.evaluation import CHANGED_AFTER_MERGE, bug_scores_of, scores_of
+from repos.models import Repository, Reviewer
+from reviews.dashboard.views import may_act as may_act_on_runs
+from reviews.evaluation import CHANGED_AFTER_MERGE, bug_scores_of, evaluation_queue, scores_of
 from reviews.models import Evaluation, EvaluationGrade, EvaluationKind, Grade
 
 CHART_WIDTH = 320
@@ -23,7 +26,64 @@ CHART_WIDTH = 320
 @staff_member_required
 def evaluation_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(Evaluation.objects.all(), 50).get_page(request.GET.get("page"))
-    return render(request, "reviews/evaluations.html", {"page": page})
+    may_act = may_act_on_runs(request.user)
+    return render(
+        request,
+        "reviews/evaluations.html",
+        {
+            "page": page,
+            "may_act": may_act,
+            "repositories": Repository.objects.filter(enabled=True).order_by("full_name")
+            if may_act
+            else [],
+            "reviewers": Reviewer.objects.filter(enabled=True).order_by("slug") if may_act else [],
+            "kinds": EvaluationKind.choices,
+        },
+    )
+
+
+@staff_member_required
+@require_POST
+def evaluation_new(request: HttpRequest) -> HttpResponse:
+    """Queue an evaluation of a repository Tasuku knows (the same as `manage.py evaluate`
+    on a clone, run by a worker): for people who may act on runs — it spends what the
+    reviewers cost."""
+    if not may_act_on_runs(request.user):
+        messages.error(request, "Only people who may retry runs start evaluations.")
+        return redirect("reviews:evaluations")
+    repository = Repository.objects.filter(
+        pk=request.POST.get("repository") or 0, enabled=True
+    ).first()
+    slugs = [s for s in request.POST.getlist("reviewer") if s]
+    known = set(
+        Reviewer.objects.filter(enabled=True, slug__in=slugs).values_list("slug", flat=True)
+    )
+    kind = request.POST.get("kind", EvaluationKind.HISTORY)
+    problems = []
+    if repository is None:
+        problems.append("choose a repository")
+    if not slugs or set(slugs) - known:
+        problems.append("choose one or more enabled reviewers")
+    if kind not in EvaluationKind.values:
+        problems.append("choose what to replay")
+    try:
+        count = int(request.POST.get("count") or 20)
+        budget = request.POST.get("budget_usd") or ""
+        if budget and Decimal(budget) <= 0:
+            raise InvalidOperation
+    except (ValueError, InvalidOperation):
+        problems.append("a count is a whole number, a budget a positive amount")
+        count, budget = 0, ""
+    if not 1 <= count <= 500:
+        problems.append("a count from 1 to 500")
+    if problems:
+        messages.error(request, "Nothing was queued: " + "; ".join(problems) + ".")
+        return redirect("reviews:evaluations")
+    options = {"reviewers": slugs, "budget_usd": budget}
+    options["bug_fixes" if kind == EvaluationKind.BUG_FIXES else "count"] = count
+    record = evaluation_queue(repository, kind, options, requested_by=request.user)
+    messages.success(request, f"Queued: {record.name}.")
+    return redirect("reviews:evaluation", pk=record.pk)
 
 
 def _scores(evaluation: Evaluation):

@@ -14,9 +14,11 @@ class EvaluationKind(models.TextChoices):
 
 
 class EvaluationStatus(models.TextChoices):
+    QUEUED = "queued", "queued"  # on the worker queue (a repository Tasuku knows)
     RUNNING = "running", "running"
     DONE = "done", "done"
     STOPPED = "stopped", "stopped early"
+    FAILED = "failed", "failed"  # on the worker queue: out of attempts
 
 
 class Evaluation(models.Model):
@@ -30,6 +32,22 @@ class Evaluation(models.Model):
         max_length=20, choices=EvaluationStatus.choices, default=EvaluationStatus.RUNNING
     )
     stopped_reason = models.CharField(max_length=500, blank=True)
+    # A repository Tasuku knows, evaluated on the worker queue (a clone made with the
+    # App's read token); null for a local path (`manage.py evaluate --repo`).
+    repository = models.ForeignKey(
+        "repos.Repository", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # On the worker queue, a durable Queue's row (tasuku/durable.py, EVALUATIONS): held
+    # under a lease its worker renews as it goes; the reaper's sweep hands it to another
+    # worker when its holder is gone, and the new one goes on where it stopped.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    leased_until = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    rung_at = models.DateTimeField(null=True, blank=True)
+    deferrals = models.PositiveIntegerField(default=0)
     units_total = models.PositiveIntegerField(default=0)  # pull requests, or fixes
     units_done = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -385,3 +385,112 @@ def test_a_budget_stops_a_model_evaluation_before_it_spends_more(history, settin
     out = evaluate(history["repo"], "--count", "3", "--reviewer", "claude", "--budget-usd", "0.01")
     assert "stopped: the budget of $0.01 was spent" in out
     assert ReviewRun.objects.count() == 1  # one review, then the budget was spent
+
+
+def test_a_repository_tasuku_knows_is_evaluated_by_a_worker_from_the_dashboard(
+    fake_github, operator_client, staff_client, tmp_path, settings
+):
+    from repos.models import Installation, Repository
+    from reviews.evaluation import evaluations_sweep
+    from tests.gitworld import INSTALLATION, REPO, REPO_ID, world_build
+    from tests.helpers import drain_queue
+
+    settings.TASUKU_WORKSPACE_ROOT = str(tmp_path)
+    world = world_build(fake_github)
+    first = world.git.commit({"lib.py": "import os\n\nx = 1\n"}, parent=world.base, branch="main")
+    world.git.commit({"lib.py": "x = 1\n"}, parent=first, branch="main", message="fix: drop it")
+    installation = Installation.objects.create(github_id=INSTALLATION, account_login="acme")
+    repository = Repository.objects.create(
+        installation=installation, github_id=REPO_ID, full_name=REPO, enabled=True
+    )
+    # The read-only role may look, not start one.
+    refused = staff_client.post(
+        "/evaluations/new", {"repository": repository.pk, "reviewer": "static"}
+    )
+    assert refused.status_code == 302 and not Evaluation.objects.exists()
+    bad = operator_client.post(
+        "/evaluations/new", {"repository": repository.pk, "reviewer": "nobody"}
+    )
+    assert bad.status_code == 302 and not Evaluation.objects.exists()
+
+    answer = operator_client.post(
+        "/evaluations/new", {"repository": repository.pk, "reviewer": "static", "kind": "history",
+                             "count": "5"},
+    )  # fmt: skip
+    record = Evaluation.objects.get()
+    assert answer["Location"] == f"/evaluations/{record.pk}/"
+    assert (record.status, record.repository_path) == (EvaluationStatus.QUEUED, f"github:{REPO}")
+    assert drain_queue(only="reviews.tasks.evaluation_run") == ["done"]
+    record.refresh_from_db()
+    assert (record.status, record.units_total, record.leased_until) == (
+        EvaluationStatus.DONE,
+        2,
+        None,
+    )
+    comments = [c for item in record.items.all() for c in item.comments]
+    assert [(c["path"], c["rule"], c["outcome"]) for c in comments] == [
+        ("lib.py", "ruff:F401", CHANGED_AFTER_MERGE)
+    ]
+    # The clone was made with a token for this repository alone, and is gone.
+    assert not list(tmp_path.glob("tasuku-evaluation-*"))
+    # Nothing was posted to GitHub.
+    assert not fake_github.requests(method="POST", path=r"/(reviews|check-runs|comments)$")
+    assert evaluations_sweep() == 0  # done: nothing to ring again
+
+
+def test_a_queued_evaluation_whose_worker_died_is_handed_on_and_goes_on(
+    fake_github, tmp_path, settings
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from django_q.models import OrmQ
+
+    from repos.models import Installation, Repository
+    from reviews.evaluation import evaluation_queue, evaluation_run, evaluations_sweep
+    from tests.gitworld import INSTALLATION, REPO, REPO_ID, world_build
+    from tests.helpers import drain_queue
+
+    settings.TASUKU_WORKSPACE_ROOT = str(tmp_path)
+    world = world_build(fake_github)
+    world.git.commit({"lib.py": "x = 1\n"}, parent=world.base, branch="main")
+    installation = Installation.objects.create(github_id=INSTALLATION, account_login="acme")
+    repository = Repository.objects.create(
+        installation=installation, github_id=REPO_ID, full_name=REPO, enabled=True
+    )
+    record = evaluation_queue(repository, "history", {"reviewers": ["static"], "count": 2})
+    # A worker took it and died: its doorbell is gone, its lease ran out.
+    OrmQ.objects.all().delete()
+    Evaluation.objects.filter(pk=record.pk).update(
+        status=EvaluationStatus.RUNNING, attempts=1,
+        leased_until=timezone.now() - timedelta(minutes=1),
+    )  # fmt: skip
+    assert evaluation_run(record.pk) == "not claimed"  # held (as far as anyone knows)
+    assert evaluations_sweep() == 1
+    assert Evaluation.objects.get(pk=record.pk).status == EvaluationStatus.QUEUED
+    assert drain_queue(only="reviews.tasks.evaluation_run") == ["done"]
+    assert Evaluation.objects.get(pk=record.pk).status == EvaluationStatus.DONE
+    assert evaluation_run(record.pk) == "not claimed"
+    assert evaluations_sweep() == 0
+
+
+def test_a_clone_github_refuses_is_retried_then_failed_never_a_review(
+    fake_github, tmp_path, settings
+):
+    from repos.models import Installation, Repository
+    from reviews.evaluation import EVALUATIONS, evaluation_queue
+    from tests.gitworld import INSTALLATION, REPO_ID, world_build
+    from tests.helpers import drain_queue
+
+    settings.TASUKU_WORKSPACE_ROOT = str(tmp_path)
+    world_build(fake_github)
+    installation = Installation.objects.create(github_id=INSTALLATION, account_login="acme")
+    repository = Repository.objects.create(  # GitHub knows no repository of this id
+        installation=installation, github_id=REPO_ID + 1, full_name="acme/gone", enabled=True
+    )
+    record = evaluation_queue(repository, "history", {"reviewers": ["static"], "count": 2})
+    [said] = drain_queue(only="reviews.tasks.evaluation_run")
+    record.refresh_from_db()
+    assert record.status in (EvaluationStatus.FAILED, EvaluationStatus.QUEUED), said
+    assert record.stopped_reason and not record.items.exists()
+    assert record.attempts <= EVALUATIONS.max_attempts

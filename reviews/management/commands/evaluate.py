@@ -137,6 +137,7 @@ class Command(BaseCommand):
                 histories,
                 record,
                 window=max(options["window"], 0),
+                ref=options["ref"],
                 limits=limits,
                 progress=progress,
             )
