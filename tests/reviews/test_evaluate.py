@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
 from decimal import Decimal
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from reviews.evaluation import (
     pull_histories,
 )
 from reviews.models import Evaluation, EvaluationGrade, EvaluationStatus, PullRequest, ReviewRun
+from tests.gitlocal import commit, git, repo_init
 
 pytestmark = pytest.mark.django_db
 
@@ -34,28 +34,10 @@ LIB_FIXED = "def g():\n    unused = 5\n    return 2\n"  # `import os` gone; `unu
 LIB_AFTER = "def g():\n    return 2\n"  # fixed on main after the merge
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
-def commit(repo: Path, files: dict[str, str], message: str) -> str:
-    for path, text in files.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
-
-
 @pytest.fixture
 def history(tmp_path) -> dict[str, str | Path]:
     repo = tmp_path / "project"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "dev@example.com")
-    git(repo, "config", "user.name", "Dev")
+    repo_init(repo)
     shas: dict[str, str | Path] = {"repo": repo}
     shas["base"] = commit(repo, {"app.py": "def f():\n    return 1\n"}, "base")
     git(repo, "checkout", "-q", "-b", "one")
@@ -151,10 +133,7 @@ def test_a_repository_without_merged_history_is_said_plainly(tmp_path):
     with pytest.raises(CommandError, match="not a directory"):
         evaluate(tmp_path / "nowhere")
     repo = tmp_path / "empty"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "dev@example.com")
-    git(repo, "config", "user.name", "Dev")
+    repo_init(repo)
     commit(repo, {"a.py": "x = 1\n"}, "root only")
     with pytest.raises(CommandError, match="no merged pull request"):
         evaluate(repo)
@@ -177,10 +156,7 @@ def fixes(tmp_path) -> dict[str, str | Path]:
     can see (an undefined name), one it cannot (a wrong sign) — and commits that are no
     bug's fix: a feature, a fix of tests alone, a fix that only adds."""
     repo = tmp_path / "fixes"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "dev@example.com")
-    git(repo, "config", "user.name", "Dev")
+    repo_init(repo)
     shas: dict[str, str | Path] = {"repo": repo}
     commit(
         repo,

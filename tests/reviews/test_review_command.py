@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
 from importlib import resources
 from pathlib import Path
 
@@ -14,38 +13,17 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from reviews.models import Finding, ReviewRun
+from tests.gitlocal import commit, git, repo_init
 
 pytestmark = pytest.mark.django_db
 
 PAY = 'import subprocess\nAWS = "AKIAZ2Q7WJ4KXN5BL3TP"\n\n\ndef refund(o):\n    cmd = f"refund {o}"\n    return subprocess.call(cmd, shell=True)\n'
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
-def commit(repo: Path, files: dict[str, str | None], message: str) -> str:
-    for path, text in files.items():
-        target = repo / path
-        if text is None:
-            target.unlink()
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
-
-
 @pytest.fixture
 def repo(tmp_path) -> Path:
     path = tmp_path / "shop"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "dev@example.com")
-    git(path, "config", "user.name", "Dev")
+    repo_init(path)
     commit(
         path,
         {
@@ -372,10 +350,7 @@ def test_problems_the_change_causes_on_lines_it_did_not_touch_are_said_where_it_
     tmp_path,
 ):
     path = tmp_path / "lib"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "dev@example.com")
-    git(path, "config", "user.name", "Dev")
+    repo_init(path)
     commit(path, {"lib.py": (
         "import os\nimport json\n\n\ndef helper(x):\n    return os.path.join('a', x)\n\n\n"
         "def main():\n    print(json.dumps([1]))\n    return helper('b')\n"
@@ -399,10 +374,7 @@ def test_problems_the_change_causes_on_lines_it_did_not_touch_are_said_where_it_
 
 def test_an_import_the_base_already_left_unused_is_not_blamed_on_the_change(tmp_path):
     path = tmp_path / "lib"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "dev@example.com")
-    git(path, "config", "user.name", "Dev")
+    repo_init(path)
     commit(path, {"lib.py": "import os\nimport sys\n\nX = 1\nY = 2\n"}, "base")
     git(path, "checkout", "-q", "-b", "feature")
     commit(path, {"lib.py": "import os\nimport sys\n\nX = 1\n"}, "feature")
@@ -427,10 +399,7 @@ def test_a_file_added_as_a_copy_of_a_base_file_brings_the_bases_problems_not_new
 
 def test_a_name_the_change_deletes_that_another_module_imports_is_said_on_its_removal(tmp_path):
     path = tmp_path / "lib"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "dev@example.com")
-    git(path, "config", "user.name", "Dev")
+    repo_init(path)
     commit(path, {
         "shop/__init__.py": "",
         "shop/compat.py": "def old_total(x):\n    return x\n\n\ndef kept(x):\n    return x\n",
@@ -453,10 +422,7 @@ def test_a_name_the_change_deletes_that_another_module_imports_is_said_on_its_re
 
 def test_a_script_only_re_indented_adds_nothing_to_review_and_is_not_unreviewed(tmp_path):
     path = tmp_path / "lib"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "dev@example.com")
-    git(path, "config", "user.name", "Dev")
+    repo_init(path)
     commit(path, {"t.sh": "#!/bin/bash\nf() {\nlocal x=$(date)\necho $x\n}\n"}, "base")
     git(path, "checkout", "-q", "-b", "feature")
     commit(path, {"t.sh": "#!/bin/bash\nf() {\n  local x=$(date)\n  echo $x\n}\n"}, "indent")

@@ -21,6 +21,7 @@ from reviews import stages
 from sandbox.engines.static.reads import module_names, reads
 from sandbox.git import Git
 from sandbox.workspace import HeadView, Workspace
+from tests.gitlocal import commit, git, repo_init
 from tests.gitworld import REPO, REPO_ID, world_build
 
 COMPAT = "from json import loads\n\n\ndef parse(text):\n    return loads(text)\n\n\nLIMIT = 3\n"
@@ -29,35 +30,13 @@ LIB = "#!/bin/bash\ngreet() { echo hi; }\n"
 DEEPER = "#!/bin/bash\nfarewell() { echo bye; }\n"
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
-def commit(repo: Path, files: dict[str, str | None], message: str) -> str:
-    for path, text in files.items():
-        target = repo / path
-        if text is None:
-            target.unlink()
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
-
-
 @pytest.fixture
 def repo(tmp_path) -> Path:
     """A project with a compatibility module others import from, a shell library that
     sources another, configuration, documentation and unrelated code; the branch changes
     the module and the script."""
     path = tmp_path / "project"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "dev@example.com")
-    git(path, "config", "user.name", "Dev")
+    repo_init(path)
     base = {
         "pyproject.toml": '[project]\nname = "pkg"\nrequires-python = ">=3.9"\n',
         "pkg/__init__.py": "",
@@ -148,10 +127,7 @@ def test_names_git_patterns_treat_as_special_are_written_exactly(tmp_path):
     """A sparse checkout's patterns are gitignore's: `*`, `?`, `[`, a backslash and
     trailing spaces in a name are that name, never a wildcard over its neighbours."""
     repo = tmp_path / "odd"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "dev@example.com")
-    git(repo, "config", "user.name", "Dev")
+    repo_init(repo)
     base = commit(repo, {"keep.txt": "x\n"}, "base")
     names = ["a*b.txt", "a?c.txt", "[x].txt", "back\\slash.txt", "trailing .txt ", "-rf"]
     neighbours = ["aXb.txt", "aZc.txt", "x.txt", "back/slash.txt", "trailing .txt"]
