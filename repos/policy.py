@@ -42,6 +42,7 @@ class Trigger(StrEnum):
     RERUN = "rerun"
     MANUAL = "manual"
     LOCAL = "local"  # `manage.py review` on a local repository
+    RETARGET = "retarget"  # the pull request's base branch changed (pull_request.edited)
     REVIEW_PASS = "review_pass"  # noqa: S105 - a pass of a handed-off task (reviews/passes)
 
 

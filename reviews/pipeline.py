@@ -278,6 +278,9 @@ def pipeline(ctx: Context) -> str:
         examined=coverage.examined(ledger),
         engine=result.engine,
         ruled_fixed={r.id for r in result.rulings if not r.still_open},
+        # Retargeted: what the pull request no longer changes is no longer its own.
+        pull_diff=core.diff if run.trigger == Trigger.RETARGET else None,
+        base_ref=run.pull_request.base_ref,
     )
     decisions = ctx.mode.rulings_settle(run, result, decisions, found_again)
     threads.carry(review, earlier, decisions, talk, since_previous=since_previous)
@@ -407,6 +410,10 @@ def scope_since(run: ReviewRun, previous: str | None) -> str | None:
     the last complete review) keeps the scope that review had — its increment, or the
     whole pull request — so that its job is the same one and the engine's result is
     reused; otherwise the previous review's head."""
+    if run.trigger == Trigger.RETARGET:
+        # The base branch changed: the whole pull request against the new base (a scope
+        # that starts at the head itself is no increment), whatever the last review saw.
+        return run.head_sha
     if previous is None or previous != run.head_sha:
         return previous
     since = (

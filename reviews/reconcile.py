@@ -97,6 +97,8 @@ def reconcile(
     head_sha: str = "",
     examined: dict[str, frozenset[str]] | None = None,
     ruled_fixed: set[str] = frozenset(),
+    in_pull=None,
+    base_ref: str = "",
 ) -> dict[str, Decision]:
     """One decision per earlier open finding. `diff` runs from the earlier review's head
     to the new one (None when unknown: then a finding that is gone counts as resolved);
@@ -106,7 +108,11 @@ def reconcile(
     the new head (`examined`: path -> what read it; None: not known, as before there was
     a ledger), and its code to have changed — its lines, or for a deterministic checker
     its file — unless the engine ruled it fixed (`ruled_fixed`: a model reviewer's word
-    on an earlier finding). Otherwise it stays open, saying why."""
+    on an earlier finding). Otherwise it stays open, saying why.
+
+    `in_pull(path, start, end)`, after a retarget: whether those lines are still in the
+    pull request's diff against its new base. A finding whose lines are not is outdated:
+    the new base has that code as it is, so it is no longer this pull request's."""
     short = head_sha[:7]
     decisions: dict[str, Decision] = {}
     for item in earlier:
@@ -115,6 +121,19 @@ def reconcile(
             continue
         if item.path in deleted_files:
             decisions[item.fingerprint] = Decision(OUTDATED, f"the file was removed in {short}")
+            continue
+        if (
+            in_pull is not None
+            and item.side == "RIGHT"
+            and not in_pull(item.path, item.start_line, item.end_line)
+        ):
+            onto = f"`{base_ref}`" if base_ref else "the new base"
+            decisions[item.fingerprint] = Decision(
+                OUTDATED,
+                f"`{item.path}:{item.start_line}` is no longer part of this pull request: "
+                f"its base is now {onto}, which has that code as it is",
+                code_changed=False,
+            )
             continue
         if item.side != "RIGHT":
             # On removed lines: numbered on the base, not on either head, so the diff

@@ -225,10 +225,13 @@ def decide(
     examined: dict[str, frozenset[str]] | None = None,
     engine: str = "",
     ruled_fixed: set[str] = frozenset(),
+    pull_diff: Diff | None = None,
+    base_ref: str = "",
 ) -> dict[str, Decision]:
     """What became of each earlier open finding (reviews/reconcile.py). `examined`: what
     read each file at this head (the coverage ledger); `engine`: the reviewer's engine
-    (its static checkers are told apart by the finding's rule)."""
+    (its static checkers are told apart by the finding's rule); `pull_diff`: after a
+    retarget, the pull request's whole diff against its new base (`base_ref`)."""
     deleted = (
         {f.path for f in since_previous.files if f.status == "deleted"} if since_previous else set()
     )
@@ -255,7 +258,23 @@ def decide(
         head_sha=run.head_sha,
         examined=examined,
         ruled_fixed=ruled_fixed,
+        in_pull=_in_pull(pull_diff) if pull_diff is not None else None,
+        base_ref=base_ref,
     )
+
+
+def _in_pull(diff: Diff):
+    """Whether any of a finding's lines is in the pull request's diff (a line a comment
+    may anchor on: added, or context within a hunk)."""
+
+    def inside(path: str, start: int, end: int) -> bool:
+        file = diff.get(path)
+        if file is None:
+            return False
+        lines = set(range(start, end + 1))
+        return any(lines & (hunk.added | hunk.context_target) for hunk in file.hunks)
+
+    return inside
 
 
 def carry(
@@ -368,6 +387,8 @@ def close_threads(
                 text = f"Resolved in {short}: {decision.reason}."
             elif decision.state == RESOLVED:
                 text = f"Verified fixed in {short}: {decision.reason}."
+            elif not decision.code_changed:
+                text = f"Outdated at {short}: {decision.reason}."
             else:
                 text = (
                     f"Outdated: the code this referred to was removed or rewritten in {short} "

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Field,
     PrivateAttr,
     StrictBool,
     StrictInt,
@@ -119,12 +120,30 @@ class PullRequest(Shape):
     updated_at: StrictStr | None = None  # ISO 8601, when GitHub last changed it
 
 
+class Was(Shape):
+    """What a field was before an `edited` action (GitHub's `changes.<field>.from`)."""
+
+    from_: StrictStr = Field(alias="from")
+
+
+class BaseChange(Shape):
+    ref: Was
+    sha: Was
+
+
+class PullRequestChanges(Shape):
+    # Only a retarget's is read: the base branch the pull request had before.
+    base: BaseChange | None = None
+
+
 class PullRequestEvent(RepositoryEvent):
     action: StrictStr
     pull_request: PullRequest
     # A `synchronize`'s head before and after the push (other actions have none).
     before: StrictStr | None = None
     after: StrictStr | None = None
+    # An `edited`'s previous values (a title, a body, or the base branch: a retarget).
+    changes: PullRequestChanges | None = None
 
 
 # --- comments and reviews ---------------------------------------------------------------

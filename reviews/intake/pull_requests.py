@@ -218,6 +218,7 @@ def pull_request_current(
 # request events are idempotent per head: one review of a head is enough.
 EXPLICIT_TRIGGERS = (
     Trigger.COMMAND,
+    Trigger.RETARGET,  # the same head, another base: a new review
     Trigger.FULL_REVIEW_COMMAND,
     Trigger.REVIEW_REQUESTED,
     Trigger.RERUN,
@@ -456,6 +457,51 @@ def repository_from_payload(
     return installation, repository
 
 
+def retarget(
+    payload: payloads.PullRequestEvent,
+    installation: Installation,
+    pull_request: PullRequest,
+    *,
+    delivery_id: int,
+) -> Outcome:
+    """`pull_request.edited` with a new base branch: the pull request is now a different
+    change (what its base lacks), so its head is reviewed again in full against the new
+    base, and its earlier findings on lines it no longer changes are outdated
+    (reviews/reconcile.py). Admitted as a push is: a policy that reviews pushes reviews
+    retargets. Once per head and base: a redelivered event reviews nothing twice."""
+    label = f"{pull_request.repository.full_name}#{pull_request.number}"
+    was = payload.changes.base.ref.from_
+    if pull_request.state != "open":
+        return Outcome.ignore(f"{label} is closed: its new base is not reviewed")
+    reviewed = ReviewRun.objects.filter(
+        pull_request=pull_request, head_sha=pull_request.head_sha,
+        base_sha=pull_request.base_sha, trigger=Trigger.RETARGET,
+    ).exists()  # fmt: skip
+    if reviewed:
+        return Outcome.ignore(f"{label} was reviewed against {pull_request.base_ref} already")
+    config = effective_config(pull_request.repository)
+    admission = admission_for(pull_request, action=Trigger.SYNCHRONIZE.value, config=config)
+    if not admission.admitted:
+        return Outcome(
+            f"retargeted {label} not reviewed: {admission.reason}", decision=Decision.SKIPPED
+        )
+    runs = []
+    for reviewer in Reviewer.objects.filter(slug__in=[r.slug for r in config.reviewers]):
+        run, created = run_request(
+            pull_request=pull_request, reviewer=reviewer, trigger=Trigger.RETARGET,
+            config=config, delivery_id=delivery_id,
+        )  # fmt: skip
+        run_check_then_ring(run, created=created, installation=installation)
+        runs.append(run)
+    logger.info(
+        "retargeted %s from %s to %s: %d runs", label, was, pull_request.base_ref, len(runs)
+    )
+    return Outcome(
+        f"retargeted {label} from {was} to {pull_request.base_ref}: reviewed again against it",
+        decision=Decision.ADMITTED,
+    )
+
+
 def pull_request_event(payload: payloads.PullRequestEvent, *, delivery_id: int) -> Outcome:
     """Handle a `pull_request` delivery.
 
@@ -490,6 +536,12 @@ def pull_request_event(payload: payloads.PullRequestEvent, *, delivery_id: int) 
             "review requests are for people: GitHub does not let an App be requested as a "
             "reviewer (ask Tasuku with a comment command)"
         )
+    if action == "edited":
+        if payload.changes is None or payload.changes.base is None:
+            return Outcome.ignore(
+                "pull_request.edited (its title or description) does not trigger a review"
+            )
+        return retarget(payload, installation, pull_request, delivery_id=delivery_id)
     if action not in POLICY_TRIGGERS:
         return Outcome.ignore(f"pull_request.{action} does not trigger a review")
 
