@@ -9,12 +9,13 @@ import pytest
 from repos.models import Reviewer, ReviewerRevision, Skill
 from repos.policy import Trigger
 from repos.revisions import definition, diff, digest
-from repos.selectors import effective_config
+from repos.selectors import effective_config, reviewer_config
 from repos.services import revision_record
 from reviews.engines import job_digest
 from reviews.intake.pull_requests import run_request
 from reviews.models import ReviewRun
 from tests.factories import PullRequestFactory, RepositoryFactory, ReviewerFactory
+from tests.repos.test_reviewer_admin import URL, form
 
 
 def _run_for(reviewer: Reviewer) -> ReviewRun:
@@ -31,6 +32,53 @@ def _run_for(reviewer: Reviewer) -> ReviewRun:
     )
     assert created
     return run
+
+
+@pytest.mark.django_db
+def test_an_admin_edit_makes_a_new_revision_and_a_run_after_it_records_it(admin_client):
+    assert admin_client.post(f"{URL}add/", form(rules="Raise bugs.")).status_code == 302
+    reviewer = Reviewer.objects.get(slug="claude")
+    first = reviewer.revisions.get()
+    assert (first.number, first.author, first.source) == (1, "admin", "admin")
+    assert first.definition["rules"] == "Raise bugs."
+    assert first.digest == reviewer_config(reviewer).revision
+    assert _run_for(reviewer).reviewer_revision == first
+
+    response = admin_client.post(f"{URL}{reviewer.pk}/change/", form(rules="Raise bugs and races."))
+    assert response.status_code == 302
+    second = reviewer.revisions.order_by("-number").first()
+    assert second.number == 2 and second.definition["rules"] == "Raise bugs and races."
+    assert ReviewerRevision.objects.get(pk=first.pk).definition["rules"] == "Raise bugs."
+    run = _run_for(reviewer)
+    assert run.reviewer_revision == second
+    assert run.config["reviewers"][0]["revision"] == second.digest
+
+    # A save that changes nothing that shapes a review (here: the name) makes none.
+    admin_client.post(f"{URL}{reviewer.pk}/change/", form(rules="Raise bugs and races.", name="C"))
+    assert reviewer.revisions.count() == 2
+
+
+@pytest.mark.django_db
+def test_a_named_skill_added_in_the_admin_is_a_new_revision(admin_client):
+    admin_client.post(f"{URL}add/", form())
+    reviewer = Reviewer.objects.get(slug="claude")
+    skill = {
+        "skill_documents-TOTAL_FORMS": "1",
+        "skill_documents-0-name": "migrations",
+        "skill_documents-0-description": "Django migrations",
+        "skill_documents-0-body": "Check the reverse migration.",
+    }
+    response = admin_client.post(f"{URL}{reviewer.pk}/change/", form(**skill))
+    assert response.status_code == 302, response.content
+    latest = reviewer.revisions.order_by("-number").first()
+    assert latest.number == 2
+    assert latest.definition["skill_documents"] == [
+        {
+            "name": "migrations",
+            "description": "Django migrations",
+            "body": "Check the reverse migration.",
+        }
+    ]
 
 
 @pytest.mark.django_db
