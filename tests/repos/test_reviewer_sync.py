@@ -224,3 +224,15 @@ def test_a_reviewer_file_is_rules_guidance_and_skills():
         )
     with pytest.raises(SourceError, match="model"):
         definition_parse('model = "gpt"', where="x")  # the engine and model stay the admin's
+
+
+@pytest.mark.django_db
+def test_the_deploy_token_is_resealed_after_a_secret_key_rotation(settings):
+    old = settings.SECRET_KEY
+    reviewer = Reviewer.objects.create(slug="claude", engine="anthropic", model="m")
+    reviewer.source_token_set("github_pat_1")
+    reviewer.save()
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = "a-new-secret-key-" + "q7" * 20, [old]
+    call_command("reseal_keys", stdout=StringIO())
+    settings.SECRET_KEY_FALLBACKS = []
+    assert Reviewer.objects.get(pk=reviewer.pk).source_token() == "github_pat_1"
