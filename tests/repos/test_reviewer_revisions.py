@@ -155,3 +155,21 @@ def test_the_job_digest_tells_two_revisions_apart():
     same = job_digest(Job(), reviewer, revision="a" * 64)
     assert same == job_digest(Job(), reviewer, revision="a" * 64)
     assert same != job_digest(Job(), reviewer, revision="b" * 64)
+
+
+@pytest.mark.django_db
+def test_a_retry_reviews_with_the_revision_the_run_recorded():
+    from reviews.models import RunStatus
+    from reviews.runs import run_retry
+
+    reviewer = ReviewerFactory(slug="careful", rules="Be careful.")
+    run = _run_for(reviewer)
+    given = run.reviewer_revision
+    Reviewer.objects.filter(pk=reviewer.pk).update(rules="Be reckless.")
+    revision_record(reviewer=reviewer, source=ReviewerRevision.Source.ADMIN, author="bob")
+    ReviewRun.objects.filter(pk=run.pk).update(status=RunStatus.FAILED)
+
+    assert run_retry(run)
+    run.refresh_from_db()
+    assert run.status == RunStatus.QUEUED and run.reviewer_revision == given
+    assert run.config["reviewers"][0]["rules"] == "Be careful."
