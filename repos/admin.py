@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import Count, F, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.utils.html import escape
+from django.utils.html import escape, format_html, format_html_join
 from django.utils.translation import ngettext
 
 from repos.connectors.models import Connector
@@ -20,11 +21,14 @@ from repos.models import (
     Repository,
     RepositoryPolicy,
     Reviewer,
+    ReviewerRevision,
     ReviewSkill,
     SecondaryRepository,
     Skill,
 )
-from repos.services import policy_copy, policy_create_default
+from repos.reviewer_sources import SourceError, source_problems
+from repos.reviewer_sync import reviewer_sync
+from repos.services import policy_copy, policy_create_default, revision_record
 from sandbox.contract import MAX_CONNECTORS, MAX_SKILLS
 from sandbox.engines import REGISTRY
 
@@ -303,6 +307,18 @@ class ReviewerForm(forms.ModelForm):
         ),
     )
     clear_api_key = forms.BooleanField(label="Remove the saved key", required=False)
+    source_token = forms.CharField(
+        label="Deploy token",
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text=(
+            "A token that may read the reviewers repository (a fine-grained token with "
+            "Contents: read), stored encrypted and sent as an HTTP header. Leave blank to "
+            "keep the saved one; none for a public repository."
+        ),
+    )
+    clear_source_token = forms.BooleanField(label="Remove the saved token", required=False)
 
     class Meta:
         model = Reviewer
@@ -327,10 +343,22 @@ class ReviewerForm(forms.ModelForm):
             "context_budget_tokens",
             "max_output_tokens",
             "explorer_limit",
+            "source_url",
+            "source_path",
+            "source_ref",
         )
 
     def clean(self) -> dict:
         data = super().clean()
+        url = data.get("source_url", "")
+        if url:
+            for problem in source_problems(
+                url,
+                data.get("source_path", ""),
+                data.get("source_ref", ""),
+                allow_file=settings.TASUKU_REVIEWER_SOURCE_ALLOW_FILE,
+            ):
+                self.add_error("source_url", problem)
         connectors = data.get("connectors")
         engine = data.get("engine")
         if connectors and engine in REGISTRY and not REGISTRY[engine].tasuku_tools:
@@ -349,6 +377,10 @@ class ReviewerForm(forms.ModelForm):
             reviewer.api_key_set("")
         elif self.cleaned_data.get("api_key"):
             reviewer.api_key_set(self.cleaned_data["api_key"])
+        if self.cleaned_data.get("clear_source_token"):
+            reviewer.source_token_set("")
+        elif self.cleaned_data.get("source_token"):
+            reviewer.source_token_set(self.cleaned_data["source_token"])
         if commit:
             reviewer.save()
             self.save_m2m()
@@ -365,6 +397,17 @@ class SkillInline(admin.StackedInline):
     verbose_name = "skill"
     # The inline's heading is the plural (Django would make "…it)s" of a long singular).
     verbose_name_plural = "skills (each loaded by the model when it needs it)"
+
+    # A reviewer synced from a reviewers repository has the file's skills: shown, not
+    # edited here (the next sync would undo the edit, and no revision would say so).
+    def has_add_permission(self, request: HttpRequest, obj: Reviewer | None = None) -> bool:
+        return not (obj and obj.synced) and super().has_add_permission(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Reviewer | None = None) -> bool:
+        return not (obj and obj.synced) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Reviewer | None = None) -> bool:
+        return not (obj and obj.synced) and super().has_delete_permission(request, obj)
 
 
 @admin.register(Reviewer)
@@ -391,6 +434,25 @@ class ReviewerAdmin(admin.ModelAdmin):
         ("Engine", {"fields": ("engine", "model", "triage_model", "explorer_model", "runner")}),
         ("Provider", {"fields": ("api_key", "clear_api_key", "base_url")}),
         ("Guidance", {"fields": ("rules", "skills")}),
+        (
+            "Reviewers repository (optional)",
+            {
+                "fields": (
+                    "source_url",
+                    "source_path",
+                    "source_ref",
+                    "source_token",
+                    "clear_source_token",
+                    "source_commit",
+                    "source_synced_at",
+                ),
+                "description": (
+                    "Rules, guidance and skills read from a TOML file in a git repository "
+                    "(docs/reviewers.md). Save, then use the action “Sync from repository” "
+                    "in the reviewers list."
+                ),
+            },
+        ),
         ("Reach", {"fields": ("web_research", "connectors")}),
         (
             "Limits",
@@ -404,9 +466,77 @@ class ReviewerAdmin(admin.ModelAdmin):
                 )
             },
         ),
+        ("Revisions", {"fields": ("revision_history",)}),
     )
 
-    actions = ("enable_everywhere",)
+    actions = ("enable_everywhere", "sync_from_repository")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Reviewer | None = None):
+        shown = ("source_commit", "source_synced_at", "revision_history")
+        # Synced fields are the reviewers repository's: edited there, then synced.
+        return ("rules", "skills", *shown) if obj and obj.synced else shown
+
+    def save_related(self, request: HttpRequest, form, formsets, change: bool) -> None:
+        """After the reviewer, its connectors and its skills are saved: its revision, if
+        the definition changed (any change to what shapes its reviews makes one)."""
+        super().save_related(request, form, formsets, change)
+        revision_record(
+            reviewer=form.instance,
+            source=ReviewerRevision.Source.ADMIN,
+            author=request.user.get_username(),
+        )
+
+    @admin.display(description="revisions")
+    def revision_history(self, reviewer: Reviewer) -> str:
+        if reviewer.pk is None:
+            return "—"
+        rows = reviewer.revisions.all()[:20]
+        if not rows:
+            return "none yet: the first run or save records one"
+        return format_html(
+            "<table><thead><tr><th>#</th><th>hash</th><th>by</th><th>when</th></tr></thead>"
+            "<tbody>{}</tbody></table>",
+            format_html_join(
+                "",
+                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+                (
+                    (r.number, r.digest[:12], r.by, r.created_at.strftime("%Y-%m-%d %H:%M"))
+                    for r in rows
+                ),
+            ),
+        )
+
+    @admin.action(description="Sync from repository", permissions=["change"])
+    def sync_from_repository(self, request: HttpRequest, queryset: QuerySet) -> None:
+        """Each chosen reviewer's rules, guidance and skills read from its reviewers
+        repository (a new revision when they changed); one that cannot be read, or
+        whose file is not a reviewer, is named with why and left as it was."""
+        for reviewer in queryset.order_by("slug"):
+            if not reviewer.synced:
+                self.message_user(
+                    request,
+                    f"{reviewer.slug}: names no reviewers repository; nothing to sync.",
+                    messages.WARNING,
+                )
+                continue
+            try:
+                revision, made = reviewer_sync(reviewer=reviewer)
+            except SourceError as exc:
+                self.message_user(
+                    request, f"{reviewer.slug}: not synced, nothing changed. {exc}", messages.ERROR
+                )
+                continue
+            self.message_user(
+                request,
+                f"{reviewer.slug}: "
+                + (
+                    f"revision {revision.number} ({revision.digest[:12]}) from "
+                    if made
+                    else f"unchanged at revision {revision.number}; "
+                )
+                + f"commit {reviewer.source_commit[:12]}.",
+                messages.SUCCESS,
+            )
 
     @admin.display(boolean=True, description="Own key")
     def has_own_key(self, reviewer: Reviewer) -> bool:

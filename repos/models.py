@@ -240,6 +240,36 @@ class Reviewer(models.Model):
         "Repositories it knows already keep their reviewers: to add this one to them, use "
         "the action “Enable on every repository” in the reviewers list.",
     )
+    # Optionally, its rules, guidance and skills come from a reviewers repository
+    # (repos/reviewer_sources.py; docs/reviewers.md): synced on demand, never from a
+    # pull request's checkout.
+    source_url = models.CharField(
+        "reviewers repository",
+        max_length=500,
+        blank=True,
+        help_text=(
+            "An https git URL (e.g. https://github.com/acme/reviewers.git). Set, the rules, "
+            "guidance and skills are read from it by “Sync from repository” (or "
+            "`manage.py reviewers_sync`) and are read-only here. Empty: edited here."
+        ),
+    )
+    source_path = models.CharField(
+        "file in it",
+        max_length=300,
+        blank=True,
+        help_text="The reviewer's TOML file in that repository, e.g. `reviewers/claude.toml`.",
+    )
+    source_ref = models.CharField(
+        "branch or tag",
+        max_length=200,
+        blank=True,
+        help_text="Empty: the repository's default branch.",
+    )
+    source_token_sealed = models.TextField(blank=True, editable=False)
+    source_commit = models.CharField(
+        max_length=40, blank=True, editable=False, help_text="The commit last synced."
+    )
+    source_synced_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -247,6 +277,19 @@ class Reviewer(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    @property
+    def synced(self) -> bool:
+        """Its rules, guidance and skills come from a reviewers repository."""
+        return bool(self.source_url)
+
+    def source_token_set(self, token: str) -> None:
+        self.source_token_sealed = key_seal(token)
+
+    def source_token(self) -> str:
+        """The reviewers repository's deploy token (raises KeyUnreadable if SECRET_KEY
+        changed)."""
+        return key_open(self.source_token_sealed)
 
     @property
     def provider(self) -> str:
@@ -320,6 +363,48 @@ WEB_ON_DOCKER = (
     "The docker runner's engine reaches nothing but the model API, so it cannot research "
     "the web: use the local or actions runner for this reviewer, or leave web research off."
 )
+
+
+class ReviewerRevision(models.Model):
+    """One version of a reviewer's definition (repos/revisions.py: what it holds),
+    immutable: every change of it makes the next one (`repos.services.revision_record`),
+    and every run records the one it was given."""
+
+    class Source(models.TextChoices):
+        ADMIN = "admin", "edited in the admin"
+        SYNC = "sync", "synced from the reviewers repository"
+        MIGRATION = "migration", "as it was when revisions began"
+        OUTSIDE = "outside", "made outside the admin (recorded when a run used it)"
+
+    reviewer = models.ForeignKey(Reviewer, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    digest = models.CharField(max_length=64, db_index=True, help_text="sha256 of the definition.")
+    definition = models.JSONField()
+    source = models.CharField(max_length=10, choices=Source.choices)
+    # Who made it: the admin user's name, "sync", or empty (not known).
+    author = models.CharField(max_length=150, blank=True)
+    commit = models.CharField(
+        max_length=40, blank=True, help_text="The reviewers repository's commit it was read at."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["reviewer", "-number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["reviewer", "number"], name="reviewer_revision_number_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reviewer.slug} r{self.number} ({self.digest[:12]})"
+
+    @property
+    def by(self) -> str:
+        """Who made it, in words."""
+        if self.source == self.Source.SYNC:
+            return f"sync ({self.commit[:12]})" if self.commit else "sync"
+        return self.author or self.get_source_display()
 
 
 class Skill(models.Model):

@@ -130,6 +130,9 @@ class ReviewerConfig(BaseModel):
     # The connectors the reviewer may call, as a job offers them (no endpoint, no
     # credential: those stay in Tasuku's database).
     connectors: tuple[ConnectorTool, ...] = ()
+    # The content hash of the reviewer's definition this config was made from (its
+    # revision: repos/revisions.py); empty in a config recorded before revisions.
+    revision: str = ""
 
 
 class SecondaryRepositoryConfig(BaseModel):

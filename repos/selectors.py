@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from repos import github
+from repos import github, revisions
 from repos.connectors.calls import connector_tools
 from repos.github.conversation import WRITE_ROLES
 from repos.models import Installation, Repository, RepositoryPolicy, Reviewer
@@ -45,9 +45,10 @@ def write_access(installation: Installation, repository: Repository, login: str)
 
 
 def reviewer_config(reviewer: Reviewer, *, runner: str = "") -> ReviewerConfig:
-    """The reviewer as a run's configuration; `runner` (a repository's policy) overrides
-    the reviewer's own runner."""
-    return ReviewerConfig(
+    """The reviewer as a run's configuration, with the hash of its definition (the
+    revision it is: `repos.services.revision_for_config` finds or records that row);
+    `runner` (a repository's policy) overrides the reviewer's own runner."""
+    config = ReviewerConfig(
         slug=reviewer.slug,
         engine=reviewer.engine,
         runner=runner or reviewer.runner,
@@ -69,6 +70,7 @@ def reviewer_config(reviewer: Reviewer, *, runner: str = "") -> ReviewerConfig:
         web_research=reviewer.web_research,
         connectors=connector_tools(reviewer),
     )
+    return config.model_copy(update={"revision": revisions.config_digest(config)})
 
 
 def policy_values(policy: RepositoryPolicy) -> dict[str, object]:

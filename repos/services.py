@@ -1,4 +1,4 @@
-"""Writes to installations, repositories and policies."""
+"""Writes to installations, repositories, policies and reviewers' revisions."""
 
 from __future__ import annotations
 
@@ -12,8 +12,18 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from repos import revisions
 from repos.github.usage import usage_put_back, usage_take
-from repos.models import GitHubApiUsage, Installation, Repository, RepositoryPolicy, Reviewer
+from repos.models import (
+    GitHubApiUsage,
+    Installation,
+    Repository,
+    RepositoryPolicy,
+    Reviewer,
+    ReviewerRevision,
+)
+from repos.policy import ReviewerConfig
+from repos.selectors import reviewer_config
 from webhooks import payloads
 from webhooks.routing import Outcome
 
@@ -127,6 +137,51 @@ def policy_copy(*, source: RepositoryPolicy, targets: Iterable[Repository]) -> i
             policy.reviewers.set(reviewers)
             count += 1
     return count
+
+
+def revision_record(
+    *, reviewer: Reviewer, source: str, author: str = "", commit: str = ""
+) -> ReviewerRevision:
+    """The reviewer's revision as it is now, recorded if its definition changed.
+
+    1. Lock the reviewer's row: two saves at once number their revisions one after the
+       other instead of both taking the next number.
+    2. Its definition now (`reviewer_config`) and that definition's hash.
+    3. The latest revision has that hash: it is the answer, nothing changed (a sync of
+       an unchanged file, a save that touched only the slug, the key or the runner).
+       Otherwise the next revision is created, with who made it and from which commit.
+    """
+    with transaction.atomic():
+        Reviewer.objects.select_for_update().filter(pk=reviewer.pk).first()
+        config = reviewer_config(Reviewer.objects.get(pk=reviewer.pk))
+        latest = reviewer.revisions.order_by("-number").first()
+        if latest is not None and latest.digest == config.revision:
+            return latest
+        return ReviewerRevision.objects.create(
+            reviewer=reviewer,
+            number=(latest.number if latest else 0) + 1,
+            digest=config.revision,
+            definition=revisions.definition(config),
+            source=source,
+            author=author[:150],
+            commit=commit,
+        )
+
+
+def revision_for_config(
+    *, reviewer: Reviewer, config: ReviewerConfig | None
+) -> ReviewerRevision | None:
+    """The revision a run given `config` (the reviewer's entry in its configuration)
+    records: the latest with its hash. A definition no revision holds was changed
+    outside the admin (a shell, a script): recorded now, as such. None when the config
+    has no hash, or the reviewer changed again between the two reads."""
+    if config is None or not config.revision:
+        return None
+    found = reviewer.revisions.filter(digest=config.revision).order_by("-number").first()
+    if found is not None:
+        return found
+    now = revision_record(reviewer=reviewer, source=ReviewerRevision.Source.OUTSIDE)
+    return now if now.digest == config.revision else None
 
 
 def _installation_from_payload(data: payloads.Installation) -> Installation:

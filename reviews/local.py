@@ -17,7 +17,7 @@ from django.db.models import Max
 from repos.models import LOCAL_INSTALLATION, Installation, Repository, Reviewer
 from repos.policy import Trigger
 from repos.selectors import effective_config, reviewer_config
-from repos.services import policy_create_default
+from repos.services import policy_create_default, revision_for_config
 from reviews import stages, threads
 from reviews.context import Context
 from reviews.heartbeat import Heartbeat
@@ -295,18 +295,21 @@ def review_execute(
        reconciliation with the pull request's previous review, the forge's publication.
     """
     repository = pull_request.repository
-    config = effective_config(repository).model_copy(
-        update={"reviewers": (reviewer_config(reviewer),)}
-    )
+    given = reviewer_config(reviewer)
+    config = effective_config(repository).model_copy(update={"reviewers": (given,)})
+    recorded = {
+        "config": config.model_dump(mode="json"),
+        "reviewer_revision": revision_for_config(reviewer=reviewer, config=given),
+    }
     run, created = ReviewRun.objects.get_or_create(
         pull_request=pull_request,
         reviewer=reviewer,
         head_sha=head_sha,
         trigger=Trigger.LOCAL,
-        defaults={"base_sha": base_sha, "config": config.model_dump(mode="json")},
+        defaults={"base_sha": base_sha, **recorded},
     )
     if not created:
-        run_requeue(run.pk, base_sha=base_sha, config=config.model_dump(mode="json"))
+        run_requeue(run.pk, base_sha=base_sha, **recorded)
     held = run_claim(run.pk)
     if held is None:
         raise LocalReviewError("this branch is being reviewed right now; try again when it is done")

@@ -182,7 +182,7 @@ def pipeline(ctx: Context) -> str:
             connectors=engines.connectors_for(reviewer),
             brief=ctx.mode.brief(run),
         )
-        digest = engines.job_digest(job, run.reviewer)
+        digest = engines.job_digest(job, run.reviewer, revision=reviewer.revision)
         # The engine has run for this run already (an earlier attempt, or a runner
         # elsewhere posted it), or for the same job before: its result, paid once.
         resumed = run.runner_result and not ctx.forge.reexecutes

@@ -289,6 +289,9 @@ TASUKU_SANDBOX_TIMEOUT = env.str("TASUKU_SANDBOX_TIMEOUT", default="1800")
 # `local` runner does not isolate a process from the worker's secrets (a process of the
 # same user can read them), so they are refused there unless this is set: use `docker`.
 TASUKU_ALLOW_CODE_ON_LOCAL_RUNNER = env.bool("TASUKU_ALLOW_CODE_ON_LOCAL_RUNNER", default=False)
+# A reviewer's reviewers repository (repos/reviewer_sources.py) is read over https only;
+# true also allows file:// URLs, a repository on this machine's disk (tests, a trial).
+TASUKU_REVIEWER_SOURCE_ALLOW_FILE = env.bool("TASUKU_REVIEWER_SOURCE_ALLOW_FILE", default=False)
 TASUKU_WORKERS = env.str("TASUKU_WORKERS", default="2")
 # Address space (MB) of an engine the local runner starts, and of each process it starts.
 TASUKU_SANDBOX_MEMORY_MB = env.str("TASUKU_SANDBOX_MEMORY_MB", default="6144")

@@ -154,3 +154,19 @@ def test_a_runs_status_changes_only_in_reviews_runs():
                 if "ReviewRun" in chain and sets_status:
                     writers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert writers == []
+
+
+def test_a_reviewers_instructions_never_come_from_a_repository_on_the_review_path():
+    """Only the admin and `reviewers_sync` read a reviewers repository: no module of the
+    review path (reviews/, sandbox/) names the sync, so nothing a pull request's checkout
+    holds can become a reviewer's rules, guidance or skills (.importlinter says so too,
+    for indirect imports)."""
+    named = [
+        str(path.relative_to(ROOT))
+        for top in ("reviews", "sandbox")
+        for path in sorted((ROOT / top).rglob("*.py"))
+        if re.search(r"\breviewer_(sources|sync)\b", path.read_text())
+    ]
+    assert named == []
+    contract = (ROOT / ".importlinter").read_text()
+    assert "forbidden_modules =\n    repos.reviewer_sources\n    repos.reviewer_sync" in contract

@@ -92,3 +92,60 @@ def test_a_free_text_skill_is_kept_to_read_and_taken_from_runs_still_to_come(tmp
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+# Reviewers and runs made before revisions, migrated in a process of its own.
+REVISIONS_SCRIPT = r"""
+import django
+django.setup()
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+BEFORE = [("reviews", "0039_evaluations"), ("repos", "0021_review_skills")]
+executor = MigrationExecutor(connection)
+executor.migrate(BEFORE)
+apps = executor.loader.project_state(BEFORE).apps
+Installation = apps.get_model("repos", "Installation")
+Repository = apps.get_model("repos", "Repository")
+Reviewer = apps.get_model("repos", "Reviewer")
+Skill = apps.get_model("repos", "Skill")
+PullRequest = apps.get_model("reviews", "PullRequest")
+ReviewRun = apps.get_model("reviews", "ReviewRun")
+installation = Installation.objects.create(github_id=1, account_login="acme")
+repository = Repository.objects.create(installation=installation, github_id=2, full_name="acme/shop")
+reviewer = Reviewer.objects.create(slug="claude", engine="anthropic", model="m", rules="Now.")
+Skill.objects.create(reviewer=reviewer, name="sql", description="SQL", body="Joins.")
+pull = PullRequest.objects.create(repository=repository, number=7, head_sha="a" * 40)
+def run(rules):
+    entry = {"slug": "claude", "engine": "anthropic", "model": "m", "rules": rules,
+             "runner": "docker", "skill_documents": [
+                 {"name": "sql", "description": "SQL", "body": "Joins."}]}
+    return ReviewRun.objects.create(pull_request=pull, reviewer=reviewer, head_sha="a" * 40,
+                                    trigger="opened", status="completed",
+                                    config={"reviewers": [entry]})
+same, older = run("Now."), run("Before.")
+
+executor = MigrationExecutor(connection)
+executor.migrate(executor.loader.graph.leaf_nodes())
+from repos.models import Reviewer, ReviewerRevision
+from repos.selectors import reviewer_config
+from reviews.models import ReviewRun
+first = ReviewerRevision.objects.get(reviewer__slug="claude")
+assert (first.number, first.source) == (1, "migration"), first
+assert first.digest == reviewer_config(Reviewer.objects.get(slug="claude")).revision
+assert first.definition["skill_documents"][0]["body"] == "Joins."
+assert ReviewRun.objects.get(pk=same.pk).reviewer_revision_id == first.pk
+assert ReviewRun.objects.get(pk=older.pk).reviewer_revision_id is None
+assert ReviewerRevision.objects.filter(reviewer__slug="static", number=1).exists()
+print("ok")
+"""
+
+
+def test_every_reviewer_gets_revision_1_and_runs_that_match_it_record_it(tmp_path):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
+           "DATABASE_URL": f"sqlite:///{tmp_path / 'revisions.sqlite3'}"}  # fmt: skip
+    done = subprocess.run(  # noqa: S603
+        [sys.executable, "-c", REVISIONS_SCRIPT],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

@@ -15,7 +15,8 @@ from django.db.models.functions import TruncDate
 from django.urls import reverse
 from django.utils import timezone
 
-from repos.models import Installation, Repository, Reviewer
+from repos import revisions
+from repos.models import Installation, Repository, Reviewer, ReviewerRevision
 from reviews.budget import ALERT_AT, month_start
 from reviews.dashboard.charts import Day
 from reviews.diagnosis import STAGE_MEANING, STAGES, Advice, diagnose, known_causes
@@ -510,3 +511,27 @@ def first_steps(workers: list[dict], *, app_missing: list[str]) -> list[Step]:
             "Repositories",
         ),
     ]
+
+
+@dataclass(frozen=True)
+class RunRevision:
+    """The reviewer's revision a run was given (None: not recorded, a run made before
+    revisions whose configuration matched none), the reviewer's current one, and how
+    the current one differs from the run's."""
+
+    given: ReviewerRevision | None
+    current: ReviewerRevision | None
+    changes: list[revisions.Change]
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.given and self.current and self.given.digest != self.current.digest)
+
+
+def run_revision(run: ReviewRun) -> RunRevision:
+    given = run.reviewer_revision
+    current = run.reviewer.revisions.order_by("-number").first()
+    changes = []
+    if given is not None and current is not None and given.digest != current.digest:
+        changes = revisions.diff(given.definition, current.definition)
+    return RunRevision(given=given, current=current, changes=changes)

@@ -164,7 +164,9 @@ def repositories(request: HttpRequest) -> HttpResponse:
 @staff_member_required
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(
-        ReviewRun.objects.select_related("reviewer", "pull_request__repository", "delivery"),
+        ReviewRun.objects.select_related(
+            "reviewer", "pull_request__repository", "delivery", "reviewer_revision"
+        ),
         pk=pk,
     )
     review = Review.objects.filter(run=run).first()
@@ -216,6 +218,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "attempts": attempts,
             "duration": duration,
             "config_json": json.dumps(run.config, indent=2, sort_keys=True),
+            "revision": selectors.run_revision(run),
             "live": run.status not in RUN_FINAL_STATES,
             "version": _run_version(run, len(attempts)),
             "advice": advice,

@@ -14,7 +14,7 @@ from repos.github import CheckRunOutput
 from repos.models import Installation, Repository, Reviewer
 from repos.policy import POLICY_TRIGGERS, EffectiveConfig, Trigger
 from repos.selectors import effective_config
-from repos.services import installation_upsert, repository_upsert
+from repos.services import installation_upsert, repository_upsert, revision_for_config
 from reviews.checkruns import run_check_ensure
 from reviews.intake.admission import Admission, PullRequestFacts, admission_decide
 from reviews.models import PullRequest, ReviewRun, RunStatus
@@ -306,6 +306,10 @@ def run_request(
                     status=status,
                     reason=reason,
                     config=config.model_dump(mode="json"),
+                    reviewer_revision=revision_for_config(
+                        reviewer=reviewer,
+                        config=next((r for r in config.reviewers if r.slug == reviewer.slug), None),
+                    ),
                     delivery_id=delivery_id,
                     requested_by=requested_by,
                     requester_note=note[:NOTE_MAX],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from repos.models import Repository, Reviewer
+from repos.models import Repository, Reviewer, ReviewerRevision
 from repos.policy import Trigger
 
 
@@ -95,6 +95,11 @@ class ReviewRun(models.Model):
     # What its last error was, by identity (tasuku/errors.py): diagnostics groups by it.
     error_code = models.CharField(max_length=40, blank=True, default="")
     config = models.JSONField(default=dict, help_text="The effective configuration given to it.")
+    # The reviewer's revision its configuration was made from (docs/reviewers.md,
+    # *Revisions*); empty for a run made before revisions whose configuration matches none.
+    reviewer_revision = models.ForeignKey(
+        ReviewerRevision, on_delete=models.PROTECT, null=True, blank=True, related_name="runs"
+    )
     check_run_id = models.BigIntegerField(null=True, blank=True)
     # What Tasuku last told GitHub the check concluded, as sent: what the pull request shows.
     check_conclusion = models.CharField(max_length=20, blank=True)

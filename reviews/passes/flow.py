@@ -23,6 +23,7 @@ from repos.github import GitHubError
 from repos.models import Repository, Reviewer, ReviewSkill
 from repos.policy import Trigger
 from repos.selectors import effective_config, reviewer_config
+from repos.services import revision_for_config
 from reviews.intake.pull_requests import pull_request_refresh
 from reviews.models import (
     RUN_FINAL_STATES,
@@ -254,6 +255,9 @@ def _pass_run(
         trigger=Trigger.REVIEW_PASS.value,
         status=RunStatus.QUEUED,
         config=config.model_dump(mode="json"),
+        # The reviewer's revision; what the task adds to it (its model, its skill) is
+        # the task's, shown with the pass.
+        reviewer_revision=revision_for_config(reviewer=reviewer, config=config_reviewer),
         review_pass=review_pass,
     )
     run_ring(run)

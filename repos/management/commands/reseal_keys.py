@@ -1,7 +1,7 @@
-"""`manage.py reseal_keys`: seal every stored reviewer key, every connector's
-credential, and the credentials of the GitHub App created on the setup page, again
-under the current SECRET_KEY (run after
-rotating it, with the old key in SECRET_KEY_FALLBACKS; then the fallback can go).
+"""`manage.py reseal_keys`: seal every stored reviewer key and reviewers repository
+token, every connector's credential, and the credentials of the GitHub App created on
+the setup page, again under the current SECRET_KEY (run after rotating it, with the old
+key in SECRET_KEY_FALLBACKS; then the fallback can go).
 Idempotent; a key no current or fallback SECRET_KEY opens is named."""
 
 from __future__ import annotations
@@ -28,6 +28,19 @@ class Command(BaseCommand):
             Reviewer.objects.filter(pk=reviewer.pk).update(api_key_sealed=sealed)
             resealed += 1
         self.stdout.write(f"{resealed} reviewer key(s) sealed under the current SECRET_KEY.")
+        resealed = 0
+        for reviewer in Reviewer.objects.exclude(source_token_sealed=""):
+            try:
+                sealed = key_reseal(reviewer.source_token_sealed)
+            except KeyUnreadable:
+                unreadable.append(f"the reviewers repository token of {reviewer.slug}")
+                continue
+            Reviewer.objects.filter(pk=reviewer.pk).update(source_token_sealed=sealed)
+            resealed += 1
+        if resealed:
+            self.stdout.write(
+                f"{resealed} reviewers repository token(s) sealed under the current SECRET_KEY."
+            )
         resealed = 0
         for connector in Connector.objects.exclude(credential_sealed=""):
             try:
