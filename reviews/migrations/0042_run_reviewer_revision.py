@@ -42,7 +42,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('repos', '0022_reviewer_revisions_and_sources'),
-        ('reviews', '0039_evaluations'),
+        ('reviews', '0041_trigger_retarget'),
     ]
 
     operations = [
