@@ -242,7 +242,7 @@ def feedback_collect(task: Task, *, now=None) -> dict[str, Any]:
         "ready_at": (newest + quiet).isoformat() if settling else None,
         "failing_checks": checks,
         "messages": [
-            {"kind": m.kind, "text": m.text, "at": m.created_at.isoformat()}
+            {"kind": m.kind, "text": m.text, "sender": m.sent_by, "at": m.created_at.isoformat()}
             for m in AuthorMessage.objects.filter(task=task)
         ],
     }

@@ -57,7 +57,7 @@ def task_action(request: HttpRequest, pk: int) -> HttpResponse:
         return HttpResponseForbidden("You may look at tasks but not act on them.")
     action = request.POST.get("action", "")
     try:
-        action_take(task, action, text=request.POST.get("text", ""))
+        action_take(task, action, text=request.POST.get("text", ""), sender=request.user)
     except TaskError as exc:
         messages.error(request, str(exc))
     except GitHubError as exc:

@@ -276,6 +276,12 @@ class CheckFeedbackSerializer(serializers.Serializer):
 class MessageSerializer(serializers.Serializer):
     kind = serializers.CharField()
     text = serializers.CharField()
+    sender = serializers.CharField(
+        help_text=(
+            "Who it is from: the user who sent it (the task's owner, or an operator on the "
+            "dashboard), or `Tasuku` for Tasuku's own notices."
+        )
+    )
     at = serializers.DateTimeField()
 
 

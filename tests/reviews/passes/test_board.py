@@ -57,7 +57,17 @@ def test_the_board_lists_stuck_tasks_first_and_acts_on_them(passes):
     sent = lead.post(f"/tasks/{stuck.pk}/action",
                      {"action": "message_author", "text": "Use a list argv."}, follow=True)  # fmt: skip
     assert "Message author: done." in sent.content.decode()
-    assert AuthorMessage.objects.get(task=stuck, kind="message").text == "Use a list argv."
+    message = AuthorMessage.objects.get(task=stuck, kind="message")
+    assert message.text == "Use a list argv."
+    # Recorded as the lead's, and the author reads it as the lead's.
+    assert message.sender == get_user_model().objects.get(username="lead")
+    [said] = [m for m in passes.api.get(f"/api/tasks/{stuck.pk}/feedback").json()["messages"]
+              if m["kind"] == "message"]  # fmt: skip
+    assert (said["sender"], said["text"]) == ("lead", "Use a list argv.")
+    assert (
+        "from <strong>lead</strong>: Use a list argv."
+        in lead.get(f"/tasks/{stuck.pk}/").content.decode()
+    )
     stuck.refresh_from_db()
     assert stuck.state == TaskState.AUTHOR_FIXING
 
