@@ -248,6 +248,32 @@ def feedback_collect(task: Task, *, now=None) -> dict[str, Any]:
     }
 
 
+def latest_review(tpr: TaskPullRequest) -> dict[str, Any] | None:
+    """The pull request's latest review by Tasuku on GitHub: where it is (the review's
+    `html_url` as GitHub gave it, or the pull request's page at the review's anchor for a
+    review recorded without it), the head it reviewed, whether it approved. None when
+    Tasuku has published none."""
+    if tpr.pull_request_id is None:
+        return None
+    review = (
+        Review.objects.filter(pull_request_id=tpr.pull_request_id, github_review_id__isnull=False)
+        .select_related("pull_request")
+        .order_by("-published_at", "-pk")
+        .first()
+    )
+    if review is None:
+        return None
+    url = review.github_review_url
+    if not url and review.pull_request.html_url:
+        url = f"{review.pull_request.html_url}#pullrequestreview-{review.github_review_id}"
+    return {
+        "url": url or None,
+        "head": review.head_sha,
+        "approved": review.approved,
+        "published_at": review.published_at.isoformat() if review.published_at else None,
+    }
+
+
 def open_task_naming(repository, number: int, *, besides: Task | None = None) -> Task | None:
     """The open task (not in a final state) one of whose pull requests is this one, the
     earliest if (from before this was checked) there are several; `besides` left out."""

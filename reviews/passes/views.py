@@ -13,7 +13,7 @@ from repos.github import GitHubError
 from reviews.models import Task
 from reviews.passes.flow import ACTIONS, action_take, review_in_flight
 from reviews.passes.handoff import TaskError
-from reviews.passes.selectors import board, feedback_collect, task_status
+from reviews.passes.selectors import board, feedback_collect, latest_review, task_status
 
 
 def may_act(user) -> bool:
@@ -39,7 +39,10 @@ def task_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "status": task_status(task),
             "feedback": feedback_collect(task),
             "passes": task.passes.order_by("number"),
-            "pulls": task.pulls.select_related("repository", "pull_request"),
+            "pulls": [
+                {"tpr": tpr, "review": latest_review(tpr)}
+                for tpr in task.pulls.select_related("repository", "pull_request")
+            ],
             "runs": [run for p in task.passes.order_by("number") for run in p.runs.order_by("pk")],
             "actions": ACTIONS,
             "may_act": may_act(request.user),
