@@ -312,6 +312,7 @@ class ReviewerForm(forms.ModelForm):
             "name",
             "enabled",
             "default_for_new_repositories",
+            "default_for_passes",
             "engine",
             "model",
             "triage_model",
@@ -341,6 +342,17 @@ class ReviewerForm(forms.ModelForm):
             )
         if connectors and len(connectors) > MAX_CONNECTORS:
             self.add_error("connectors", f"At most {MAX_CONNECTORS} connectors a reviewer.")
+        if data.get("default_for_passes"):
+            other = (
+                Reviewer.objects.filter(default_for_passes=True)
+                .exclude(pk=self.instance.pk)
+                .first()
+            )
+            if other is not None:
+                self.add_error(
+                    "default_for_passes",
+                    f"{other.slug} is the default for review passes: untick it there first.",
+                )
         return data
 
     def save(self, commit: bool = True) -> Reviewer:
@@ -380,6 +392,7 @@ class ReviewerAdmin(admin.ModelAdmin):
         "runner",
         "enabled",
         "default_for_new_repositories",
+        "default_for_passes",
         "step_limit",
         "cost_cap_usd",
         "has_own_key",
@@ -387,7 +400,18 @@ class ReviewerAdmin(admin.ModelAdmin):
     list_filter = ("engine", "runner", "enabled", "default_for_new_repositories")
     search_fields = ("slug", "name", "model")
     fieldsets = (
-        (None, {"fields": ("slug", "name", "enabled", "default_for_new_repositories")}),
+        (
+            None,
+            {
+                "fields": (
+                    "slug",
+                    "name",
+                    "enabled",
+                    "default_for_new_repositories",
+                    "default_for_passes",
+                )
+            },
+        ),
         ("Engine", {"fields": ("engine", "model", "triage_model", "explorer_model", "runner")}),
         ("Provider", {"fields": ("api_key", "clear_api_key", "base_url")}),
         ("Guidance", {"fields": ("rules", "skills")}),

@@ -240,10 +240,28 @@ class Reviewer(models.Model):
         "Repositories it knows already keep their reviewers: to add this one to them, use "
         "the action “Enable on every repository” in the reviewers list.",
     )
+    default_for_passes = models.BooleanField(
+        default=False,
+        verbose_name="default for review passes",
+        help_text=(
+            "The reviewer a review-pass hand-off that names none gets (over the API or on "
+            "the dashboard's hand-off form). One reviewer at most."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["slug"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["default_for_passes"],
+                condition=models.Q(default_for_passes=True),
+                name="reviewer_one_default_for_passes",
+                violation_error_message=(
+                    "Another reviewer is the default for review passes: untick it there first."
+                ),
+            )
+        ]
 
     def __str__(self) -> str:
         return self.slug
