@@ -4,19 +4,27 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('repos', '0021_review_skills'),
+        ("repos", "0021_review_skills"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='reviewer',
-            name='default_for_passes',
-            field=models.BooleanField(default=False, help_text="The reviewer a review-pass hand-off that names none gets (over the API or on the dashboard's hand-off form). One reviewer at most.", verbose_name='default for review passes'),
+            model_name="reviewer",
+            name="default_for_passes",
+            field=models.BooleanField(
+                default=False,
+                help_text="The reviewer a review-pass hand-off that names none gets (over the API or on the dashboard's hand-off form). One reviewer at most.",
+                verbose_name="default for review passes",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='reviewer',
-            constraint=models.UniqueConstraint(condition=models.Q(('default_for_passes', True)), fields=('default_for_passes',), name='reviewer_one_default_for_passes', violation_error_message='Another reviewer is the default for review passes: untick it there first.'),
+            model_name="reviewer",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("default_for_passes", True)),
+                fields=("default_for_passes",),
+                name="reviewer_one_default_for_passes",
+                violation_error_message="Another reviewer is the default for review passes: untick it there first.",
+            ),
         ),
     ]
