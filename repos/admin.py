@@ -328,6 +328,7 @@ class ReviewerForm(forms.ModelForm):
             "name",
             "enabled",
             "default_for_new_repositories",
+            "default_for_passes",
             "engine",
             "model",
             "triage_model",
@@ -369,6 +370,17 @@ class ReviewerForm(forms.ModelForm):
             )
         if connectors and len(connectors) > MAX_CONNECTORS:
             self.add_error("connectors", f"At most {MAX_CONNECTORS} connectors a reviewer.")
+        if data.get("default_for_passes"):
+            other = (
+                Reviewer.objects.filter(default_for_passes=True)
+                .exclude(pk=self.instance.pk)
+                .first()
+            )
+            if other is not None:
+                self.add_error(
+                    "default_for_passes",
+                    f"{other.slug} is the default for review passes: untick it there first.",
+                )
         return data
 
     def save(self, commit: bool = True) -> Reviewer:
@@ -423,6 +435,7 @@ class ReviewerAdmin(admin.ModelAdmin):
         "runner",
         "enabled",
         "default_for_new_repositories",
+        "default_for_passes",
         "step_limit",
         "cost_cap_usd",
         "has_own_key",
@@ -430,7 +443,18 @@ class ReviewerAdmin(admin.ModelAdmin):
     list_filter = ("engine", "runner", "enabled", "default_for_new_repositories")
     search_fields = ("slug", "name", "model")
     fieldsets = (
-        (None, {"fields": ("slug", "name", "enabled", "default_for_new_repositories")}),
+        (
+            None,
+            {
+                "fields": (
+                    "slug",
+                    "name",
+                    "enabled",
+                    "default_for_new_repositories",
+                    "default_for_passes",
+                )
+            },
+        ),
         ("Engine", {"fields": ("engine", "model", "triage_model", "explorer_model", "runner")}),
         ("Provider", {"fields": ("api_key", "clear_api_key", "base_url")}),
         ("Guidance", {"fields": ("rules", "skills")}),

@@ -270,10 +270,28 @@ class Reviewer(models.Model):
         max_length=40, blank=True, editable=False, help_text="The commit last synced."
     )
     source_synced_at = models.DateTimeField(null=True, blank=True, editable=False)
+    default_for_passes = models.BooleanField(
+        default=False,
+        verbose_name="default for review passes",
+        help_text=(
+            "The reviewer a review-pass hand-off that names none gets (over the API or on "
+            "the dashboard's hand-off form). One reviewer at most."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["slug"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["default_for_passes"],
+                condition=models.Q(default_for_passes=True),
+                name="reviewer_one_default_for_passes",
+                violation_error_message=(
+                    "Another reviewer is the default for review passes: untick it there first."
+                ),
+            )
+        ]
 
     def __str__(self) -> str:
         return self.slug

@@ -30,6 +30,7 @@ urlpatterns = [
         name="evaluation_export",
     ),
     path("tasks/", task_views.task_board, name="tasks"),
+    path("tasks/new", task_views.task_new, name="task_new"),
     path("tasks/<int:pk>/", task_views.task_detail, name="task"),
     path("tasks/<int:pk>/action", task_views.task_action, name="task_action"),
     path(

@@ -172,6 +172,14 @@ def rate_limit_wait(status: int | None, headers: dict[str, str], message: str) -
     return None
 
 
+def quota_spent(exc: GithubException) -> bool:
+    """Whether GitHub refused a call because the token's primary rate limit is spent
+    (403 or 429 with `x-ratelimit-remaining: 0`): every call of the installation is
+    refused until the reset."""
+    headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
+    return exc.status in (403, 429) and headers.get("x-ratelimit-remaining") == "0"
+
+
 def graphql_error_types(exc: GithubException) -> set[str]:
     data = exc.data
     if isinstance(data, dict) and isinstance(data.get("errors"), list):

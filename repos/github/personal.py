@@ -31,6 +31,7 @@ class PersonalGateway(GitHubGateway):
     not scoped by them); what GitHub refuses the token is said as for an App."""
 
     shared_api_tokens = False
+    single_use_writes = False  # the person's token is theirs: never minted or revoked
 
     def __init__(self, token: str, base_url: str, policy: RetryPolicy) -> None:
         creds = AppCredentials(

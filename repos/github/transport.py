@@ -27,7 +27,7 @@ from repos.github.clients import (
     write_pacer,
 )
 from repos.github.config import AppCredentials, RetryPolicy
-from repos.github.errors import GitHubError, classify, permissions_not_granted
+from repos.github.errors import GitHubError, classify, permissions_not_granted, quota_spent
 from repos.github.schemas import (
     InstallationToken,
     parse_time,
@@ -50,6 +50,9 @@ API_PERMISSIONS = {
     "metadata": "read",
     "statuses": "read",
 }
+# What the token a repository's reads share holds when every write has a token of its own
+# (`Transport.single_use_writes`): the same, read only.
+API_READ_PERMISSIONS = dict.fromkeys(API_PERMISSIONS, "read")
 # How long an installation's permissions are trusted: one an owner accepts later is used
 # within this long (or at once, after `installation_permissions(..., fresh=True)`).
 PERMISSIONS_TTL_SECONDS = 300.0
@@ -65,6 +68,11 @@ class Transport:
     # App whose identity an agent works as (the author's App, reviews/passes/author.py),
     # so that no token outlives the one post it was made for.
     single_use_tokens = False
+    # Every call that changes something on GitHub (`write`, `creates`) gets a token of its
+    # own in the same way, with just the permissions it asks for; the token the reads
+    # share can only read. For the App that approves: no token that can post on a pull
+    # request — approve it, above all — is kept between posts (docs/review-passes.md).
+    single_use_writes = True
     # A repository's API calls share one token with the permissions they all need
     # (`_api_permissions`); an App whose tokens are single-use asks for just enough.
     shared_api_tokens = True
@@ -248,9 +256,10 @@ class Transport:
         ):
             return asked
         have = self.installation_permissions(installation_id)
+        shared = API_READ_PERMISSIONS if self.single_use_writes else API_PERMISSIONS
         wide = {
             name: level
-            for name, level in API_PERMISSIONS.items()
+            for name, level in shared.items()
             if PERMISSION_LEVELS.get(have.get(name, ""), 0) >= PERMISSION_LEVELS[level]
         }
         for name, level in asked.items():
@@ -345,10 +354,12 @@ class Transport:
         installation's writes first (repos/github/pacing.py), each try.
 
         A 401 means the cached token was revoked or expired early: it is dropped and the
-        call repeated once with a new token.
+        call repeated once with a new token. A call made with a single-use token
+        (`single_use_tokens`, or a write under `single_use_writes`) mints it with just
+        `permissions` and revokes it after, whatever the call's outcome.
         """
         paced = write or creates
-        if self.single_use_tokens:
+        if self.single_use_tokens or (paced and self.single_use_writes):
             return self._call(
                 description,
                 lambda: self._single_use(
@@ -414,11 +425,24 @@ class Transport:
             permissions=permissions,
         )
         client = installation_client(self.creds, self.policy, token.token, cached=False)
+        spent = False
         try:
             with usage_counted(self.creds.app_id, installation_id, client.requester):
                 return fn(client)
+        except GithubException as exc:
+            spent = quota_spent(exc)
+            raise
         finally:
-            self._token_revoke(client, installation_id)
+            if spent:
+                # GitHub would refuse the revocation too, and a call made while the
+                # quota is spent counts against the installation like any other.
+                logger.warning(
+                    "left a single-use token of installation %s to expire within the hour: "
+                    "its rate limit is spent, so GitHub would refuse to revoke it",
+                    installation_id,
+                )
+            else:
+                self._token_revoke(client, installation_id)
 
     def _pace(self, installation_id: int) -> None:
         pacer = write_pacer(self.policy)

@@ -314,6 +314,17 @@ class AuthorMessage(models.Model):
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="messages")
     kind = models.CharField(max_length=32)
     text = models.TextField()
+    # Who sent an operator's message (the task's owner over the API, or someone on the
+    # dashboard); empty for Tasuku's own notices. The name is kept as it was when sent,
+    # so the author's feedback still says who spoke after the account is gone.
+    sender = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="author_messages",
+    )
+    sender_name = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -321,3 +332,8 @@ class AuthorMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} to task {self.task_id}"
+
+    @property
+    def sent_by(self) -> str:
+        """Who the message is from, as the author is told: a person's name, or Tasuku."""
+        return self.sender_name or "Tasuku"

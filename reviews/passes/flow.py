@@ -495,9 +495,10 @@ def task_evaluate(task: Task) -> str:
 ACTIONS = ("run_another_pass", "message_author", "return_as_is", "recall")
 
 
-def action_take(task: Task, action: str, *, text: str = "") -> Task:
+def action_take(task: Task, action: str, *, text: str = "", sender=None) -> Task:
     """What an operator (or the owner over the API) does with a task, above all a stuck
-    one: run another pass, message the author, return it as is, or recall it."""
+    one: run another pass, message the author, return it as is, or recall it. `sender`:
+    the user acting; a message is recorded as theirs and reaches the author so marked."""
     if action not in ACTIONS:
         raise TaskError(f"action must be one of {', '.join(ACTIONS)}.")
     if task.state in TASK_FINAL_STATES:
@@ -506,7 +507,13 @@ def action_take(task: Task, action: str, *, text: str = "") -> Task:
         if not text.strip():
             raise TaskError("message_author needs `text`.")
         with transaction.atomic():
-            AuthorMessage.objects.create(task=task, kind="message", text=text.strip()[:10_000])
+            AuthorMessage.objects.create(
+                task=task,
+                kind="message",
+                text=text.strip()[:10_000],
+                sender=sender,
+                sender_name=sender.get_username() if sender is not None else "",
+            )
             # A stuck task goes back to the author, who reads the message in its feedback
             # and reports done again; the heads it is told about are checked afresh.
             Task.objects.filter(pk=task.pk, state=TaskState.STUCK).update(

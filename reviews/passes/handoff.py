@@ -211,9 +211,48 @@ def task_handoff(
     required_checks: list[str] | None = None,
     author_silence_minutes: int | None = None,
 ) -> Task:
-    """Set the task's review-pass settings, refusing what cannot be honoured."""
+    """Set the task's review-pass settings, refusing what cannot be honoured (the API's
+    hand-off and the dashboard's form both come here)."""
     if task.state in TASK_FINAL_STATES:
         raise TaskError(f"The task is {task.get_state_display()}.", status=409)
+    values = handoff_check(
+        enabled=enabled,
+        reviewer=reviewer,
+        model=model,
+        skill=skill,
+        max_passes=max_passes,
+        counted_bots=counted_bots,
+        required_checks=required_checks,
+        author_silence_minutes=author_silence_minutes,
+    )
+    Task.objects.filter(pk=task.pk).update(
+        handed_off_at=task.handed_off_at or timezone.now(), **values
+    )
+    task.refresh_from_db()
+    return task
+
+
+def default_reviewer() -> Reviewer | None:
+    """The reviewer a hand-off that names none gets: the one marked *default for review
+    passes* in the admin, if it is enabled."""
+    return Reviewer.objects.filter(default_for_passes=True, enabled=True).first()
+
+
+def handoff_check(
+    *,
+    enabled: bool,
+    reviewer: str | None,
+    model: str = "",
+    skill: str = "",
+    max_passes: int = 3,
+    counted_bots: list[str] | None = None,
+    required_checks: list[str] | None = None,
+    author_silence_minutes: int | None = None,
+) -> dict[str, Any]:
+    """The task's columns a hand-off sets, or a refusal (TaskError) of what cannot be
+    honoured. Steps: the numbers and names; the reviewer (the one named, else the site's
+    default for review passes), that it can run and both Apps are configured; the model
+    and the skill among the reviewer's. Writes nothing."""
     counted_bots = counted_bots or []
     required_checks = required_checks or []
     if not MAX_PASSES_RANGE[0] <= max_passes <= MAX_PASSES_RANGE[1]:
@@ -235,11 +274,18 @@ def task_handoff(
             raise TaskError(f"required_checks: {name!r} is not a check name.")
     chosen = None
     if enabled:
-        if not reviewer:
-            raise TaskError("Name the reviewer that reviews the passes (a reviewer's slug).")
-        chosen = Reviewer.objects.filter(slug=reviewer).first()
-        if chosen is None or not chosen.enabled:
-            raise TaskError(f"There is no enabled reviewer {reviewer!r}.", status=422)
+        if reviewer:
+            chosen = Reviewer.objects.filter(slug=reviewer).first()
+            if chosen is None or not chosen.enabled:
+                raise TaskError(f"There is no enabled reviewer {reviewer!r}.", status=422)
+        else:
+            chosen = default_reviewer()
+            if chosen is None:
+                raise TaskError(
+                    "Name the reviewer that reviews the passes (a reviewer's slug): no "
+                    "reviewer is the default for review passes (an administrator marks one "
+                    "under Reviewers)."
+                )
         if model and chosen.engine == Engine.STATIC:
             raise TaskError("The static reviewer has no model to choose.", status=422)
         _reviewer_usable(chosen)
@@ -251,19 +297,16 @@ def task_handoff(
     if model:
         model_allowed_check(chosen, model)
     chosen_skill = skill_choose(chosen, skill) if skill else None
-    Task.objects.filter(pk=task.pk).update(
-        handed_off_at=task.handed_off_at or timezone.now(),
-        passes_enabled=enabled,
-        reviewer=chosen,
-        reviewer_model=model,
-        skill=chosen_skill,
-        max_passes=max_passes,
-        counted_bots=counted_bots,
-        required_checks=required_checks,
-        author_silence_minutes=author_silence_minutes,
-    )
-    task.refresh_from_db()
-    return task
+    return {
+        "passes_enabled": enabled,
+        "reviewer": chosen,
+        "reviewer_model": model,
+        "skill": chosen_skill,
+        "max_passes": max_passes,
+        "counted_bots": counted_bots,
+        "required_checks": required_checks,
+        "author_silence_minutes": author_silence_minutes,
+    }
 
 
 def model_allowed_check(reviewer: Reviewer, model: str) -> None:

@@ -242,9 +242,35 @@ def feedback_collect(task: Task, *, now=None) -> dict[str, Any]:
         "ready_at": (newest + quiet).isoformat() if settling else None,
         "failing_checks": checks,
         "messages": [
-            {"kind": m.kind, "text": m.text, "at": m.created_at.isoformat()}
+            {"kind": m.kind, "text": m.text, "sender": m.sent_by, "at": m.created_at.isoformat()}
             for m in AuthorMessage.objects.filter(task=task)
         ],
+    }
+
+
+def latest_review(tpr: TaskPullRequest) -> dict[str, Any] | None:
+    """The pull request's latest review by Tasuku on GitHub: where it is (the review's
+    `html_url` as GitHub gave it, or the pull request's page at the review's anchor for a
+    review recorded without it), the head it reviewed, whether it approved. None when
+    Tasuku has published none."""
+    if tpr.pull_request_id is None:
+        return None
+    review = (
+        Review.objects.filter(pull_request_id=tpr.pull_request_id, github_review_id__isnull=False)
+        .select_related("pull_request")
+        .order_by("-published_at", "-pk")
+        .first()
+    )
+    if review is None:
+        return None
+    url = review.github_review_url
+    if not url and review.pull_request.html_url:
+        url = f"{review.pull_request.html_url}#pullrequestreview-{review.github_review_id}"
+    return {
+        "url": url or None,
+        "head": review.head_sha,
+        "approved": review.approved,
+        "published_at": review.published_at.isoformat() if review.published_at else None,
     }
 
 

@@ -32,9 +32,10 @@ def token_requests(fake_github) -> list[dict]:
     return [c.body.get("permissions") for c in fake_github.requests("POST", "/access_tokens")]
 
 
-# The permissions of the token a repository's API calls share (repos/github/transport.py,
-# API_PERMISSIONS), for an installation granted the fake's defaults.
-SHARED = {"pull_requests": "write", "checks": "write", "issues": "write", "contents": "read",
+# The permissions of the token a repository's reads share (repos/github/transport.py,
+# API_READ_PERMISSIONS: every write has a token of its own), for an installation granted
+# the fake's defaults.
+SHARED = {"pull_requests": "read", "checks": "read", "issues": "read", "contents": "read",
           "metadata": "read"}  # fmt: skip
 
 

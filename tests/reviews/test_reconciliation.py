@@ -238,6 +238,69 @@ def test_tasukus_earlier_approval_is_dismissed_when_findings_open_again(world, d
     assert main_reviews(world)[-1]["state"] == "COMMENTED"
 
 
+def _during_the_review(monkeypatch, what, step: str = "approval_decide") -> None:
+    """`what()` happens on GitHub while the review runs, just before the forge's `step`."""
+    from reviews import forges
+
+    original = getattr(forges, step)
+
+    def meanwhile(*args, **kwargs):
+        what()
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(forges, step, meanwhile)
+
+
+def test_no_approval_when_the_pull_request_was_closed_during_the_review(
+    world, deliver, monkeypatch
+):
+    deliver(world, "opened")
+    set_policy(auto_approve=True, approve_with_nits=True)  # C, a nit, stays open
+    _during_the_review(monkeypatch, lambda: setattr(world.pull, "state", "closed"))
+    before = world.push({"app/payments.py": PAYMENTS_2, "app/tools.py": TOOLS_2})
+    run = deliver(world, "synchronize", before=before)
+    review = Review.objects.get(run=run)
+    assert not review.approved
+    assert "not approved: the pull request is closed" in review.notes
+    assert main_reviews(world)[-1]["state"] == "COMMENTED"
+
+
+def test_a_persons_approval_is_never_dismissed_when_findings_open_again(world, deliver):
+    deliver(world, "opened")
+    set_policy(auto_approve=True, approve_with_nits=True)
+    before = world.push({"app/payments.py": PAYMENTS_2, "app/tools.py": TOOLS_2})
+    deliver(world, "synchronize", before=before)
+    ours_ = main_reviews(world)[-1]
+    assert ours_["state"] == "APPROVED"
+    persons = world.fake.person_review(REPO, NUMBER, login="maria", body="LGTM", state="APPROVED")
+    before = world.push({"app/debug.py": DEBUG_2})
+    deliver(world, "synchronize", before=before)
+    reviews = world.fake.repos[REPO].reviews
+    assert reviews[ours_["id"]]["state"] == "DISMISSED"
+    assert reviews[persons["id"]]["state"] == "APPROVED"
+    dismissed = [c.path for c in world.fake.requests("PUT", r"/dismissals$")]
+    assert dismissed == [f"/repos/{REPO}/pulls/{NUMBER}/reviews/{ours_['id']}/dismissals"]
+
+
+def test_a_head_moved_during_the_review_dismisses_nothing(world, deliver, monkeypatch):
+    deliver(world, "opened")
+    set_policy(auto_approve=True, approve_with_nits=True)
+    before = world.push({"app/payments.py": PAYMENTS_2, "app/tools.py": TOOLS_2})
+    deliver(world, "synchronize", before=before)
+    approval = main_reviews(world)[-1]
+    assert approval["state"] == "APPROVED"
+    # Findings open on the reviewed head, but the author pushed again meanwhile: the
+    # approval is left for the review of the newer head to judge.
+    _during_the_review(
+        monkeypatch, lambda: world.push({"README.md": "# Store!\n"}), step="approvals_dismiss"
+    )
+    before = world.push({"app/debug.py": DEBUG_2})
+    run = deliver(world, "synchronize", before=before)
+    assert world.fake.repos[REPO].reviews[approval["id"]]["state"] == "APPROVED"
+    assert not world.fake.requests("PUT", r"/dismissals$")
+    assert not any("dismiss" in note for note in Review.objects.get(run=run).notes)
+
+
 def test_a_dismissal_branch_protection_refuses_is_a_note_not_a_failed_run(world, deliver):
     from reviews.models import Review
 

@@ -8,6 +8,7 @@ from rest_framework import serializers
 from reviews.models import AUTHOR_SILENCE_RANGE, MAX_PASSES_RANGE, AnswerKind, ReviewPass, Task
 from reviews.passes.flow import ACTIONS
 from reviews.passes.selectors import (
+    latest_review,
     open_findings,
     task_status,
     task_summary,
@@ -198,6 +199,7 @@ class TaskSerializer(serializers.ModelSerializer):
                 "head": tpr.pull_request.head_sha if tpr.pull_request else None,
                 "reported_head": tpr.reported_head or None,
                 "checks": tpr.checks,
+                "latest_review": latest_review(tpr),
             }
             for tpr in task.pulls.select_related("repository", "pull_request")
         ]
@@ -276,6 +278,12 @@ class CheckFeedbackSerializer(serializers.Serializer):
 class MessageSerializer(serializers.Serializer):
     kind = serializers.CharField()
     text = serializers.CharField()
+    sender = serializers.CharField(
+        help_text=(
+            "Who it is from: the user who sent it (the task's owner, or an operator on the "
+            "dashboard), or `Tasuku` for Tasuku's own notices."
+        )
+    )
     at = serializers.DateTimeField()
 
 

@@ -188,7 +188,10 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         data.is_valid(raise_exception=True)
         try:
             task = flow.action_take(
-                task, data.validated_data["action"], text=data.validated_data["text"]
+                task,
+                data.validated_data["action"],
+                text=data.validated_data["text"],
+                sender=request.user,
             )
         except TaskError as exc:
             return refused(exc)

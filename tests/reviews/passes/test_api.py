@@ -123,7 +123,8 @@ def test_handoff_refuses_settings_it_cannot_honour(passes, settings):
         return passes.api.post(url, {"enabled": True, **body}, format="json")
 
     assert handoff().json()["error"] == (
-        "Name the reviewer that reviews the passes (a reviewer's slug)."
+        "Name the reviewer that reviews the passes (a reviewer's slug): no reviewer is the "
+        "default for review passes (an administrator marks one under Reviewers)."
     )
     nobody = handoff(reviewer={"slug": "nobody"})
     assert (
@@ -336,3 +337,27 @@ def test_what_the_authors_app_posts_is_escaped_like_everything_else(passes):
     [posted] = [c for c in passes.comments_by(AUTHOR_BOT) if "security-team" in c["body"]]
     assert "@acme/security-team" not in posted["body"]  # no live mention
     assert "<img" not in posted["body"] and "<!-- tasuku:review:run-1" not in posted["body"]
+
+
+def test_a_handoff_naming_no_reviewer_gets_the_sites_default_for_review_passes(passes):
+    from repos.models import Reviewer
+
+    created = passes.api.post(
+        "/api/tasks/",
+        {"title": "x", "author": {"name": "a"}, "pull_requests": [f"{REPO}#7"]},
+        format="json",
+    ).json()
+    url = f"/api/tasks/{created['id']}/handoff"
+    Reviewer.objects.create(slug="deep", engine="anthropic", model="claude-opus-5-1")
+    Reviewer.objects.filter(slug="deep").update(default_for_passes=True)
+
+    handed = passes.api.post(url, {"enabled": True}, format="json")
+    assert handed.status_code == 200, handed.json()
+    assert handed.json()["handoff"]["reviewer"] == "deep"
+    # A reviewer named is the one used, default or not.
+    named = passes.api.post(url, {"enabled": True, "reviewer": {"slug": "claude"}}, format="json")
+    assert named.json()["handoff"]["reviewer"] == "claude"
+    # A default that is disabled is no default: the hand-off must name one.
+    Reviewer.objects.filter(slug="deep").update(enabled=False)
+    refused = passes.api.post(url, {"enabled": True}, format="json")
+    assert refused.status_code == 400 and "no reviewer is the default" in refused.json()["error"]

@@ -1,5 +1,6 @@
-"""The author's App posts with a token of its own per post: minted for it, scoped to the
-one repository, revoked right after — so no agent working as that App can reuse one."""
+"""Both Apps post with a token of its own per post: minted for it, scoped to the one
+repository, revoked right after — so no agent working as the author's App can reuse one,
+and no token that could approve the pull request outlives the post it was made for."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import requests
 
 from reviews.markers import marker
 from reviews.passes.author import author_poster
-from tests.gitworld import REPO
+from tests.fakes.models import ToolCall
+from tests.gitworld import INSTALLATION, REPO
+from tests.helpers import drain_queue
 from tests.reviews.passes.conftest import AUTHOR_BOT
 
 pytestmark = pytest.mark.django_db
@@ -55,9 +58,49 @@ def test_a_token_github_would_not_revoke_is_logged_and_the_post_stands(passes, c
             if c["user"]["login"] == AUTHOR_BOT] == ["An answer."]  # fmt: skip
 
 
-def test_the_reviewer_apps_tokens_are_still_cached_across_calls(passes):
-    """Only the author's App spends a token per post: the reviewer's App is never an
-    agent's identity, and its tokens are reused until shortly before they expire."""
+def test_the_reviewer_apps_approval_is_posted_with_a_token_minted_for_it_and_revoked_after(
+    passes,
+):
+    """The reviewer's App approves: each of its posts — the approval above all — is made
+    with a token of its own, revoked right after it, and the token its reads share cannot
+    post, so no token that could approve the pull request outlives the post it was for."""
+    fake = passes.world.fake
+    passes.claude.script(ToolCall("submit_review", {"findings": []}))
+    task = passes.create_task()
+    fake.calls.clear()
+    fake.revoked_tokens.clear()
+    assert passes.done(task, passes.world.head).status_code == 202
+    drain_queue()
+
+    [approval] = [c for c in fake.calls if c.method == "POST" and c.path.endswith("/7/reviews")]
+    assert approval.body["event"] == "APPROVE"
+    reviewer = {t for t, minted in fake.tokens.items() if minted.installation_id == INSTALLATION}
+    writes = [c for c in fake.calls if c.method in ("POST", "PATCH", "PUT", "DELETE")
+              and c.path.startswith("/repos/")]  # fmt: skip
+    assert writes and approval in writes
+    # Every post carried a token of its own, revoked right after it: none is left.
+    assert len({c.token for c in writes}) == len(writes)
+    assert all(c.token in fake.revoked_tokens for c in writes)
+    assert not reviewer & {c.token for c in writes}
+    answer = requests.get(
+        f"{fake.url}/repos/{REPO}", headers={"Authorization": f"token {approval.token}"}, timeout=5
+    )
+    assert answer.status_code == 401
+    # Minted for the one repository, with just what the post needs.
+    before = fake.calls[: fake.calls.index(approval)]
+    mint = [c for c in before if c.path.endswith("/access_tokens")][-1]
+    assert mint.body == {"repository_ids": [passes.world.repo.id],
+                         "permissions": {"pull_requests": "write"}}  # fmt: skip
+    # The token the reads share (still cached, used again) can read and nothing more.
+    reads = {c.token for c in fake.calls if c.method == "GET" and c.token in reviewer}
+    assert reads
+    for token in reads:
+        assert set(fake.tokens[token].permissions.values()) == {"read"}
+
+
+def test_the_reviewer_apps_reads_still_share_a_cached_token(passes):
+    """Only posts spend a token each: the reviewer App's reads reuse one until shortly
+    before it expires."""
     from repos import github
 
     fake = passes.world.fake

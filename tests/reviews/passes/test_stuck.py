@@ -141,6 +141,9 @@ def test_two_passes_in_a_row_with_new_blocking_problems_wait_for_the_answers_the
     assert task.state == TaskState.AUTHOR_FIXING
     feedback = passes.api.get(f"/api/tasks/{task.pk}/feedback").json()
     assert feedback["messages"][-1]["text"] == "Handle the failure without raising."
+    # The message reaches the author marked as its sender's: the task's owner here.
+    assert feedback["messages"][-1]["sender"] == passes.user.username == "agent-owner"
+    assert AuthorMessage.objects.filter(task=task, kind="message").get().sender == passes.user
     assert {f["title"] for f in feedback["findings"] if f["blocking"]} == set(by_title)
 
 
@@ -202,6 +205,7 @@ def test_heads_still_differing_after_being_told_then_run_another_pass(passes):
     ]
     feedback = passes.api.get(f"/api/tasks/{task.pk}/feedback").json()
     assert feedback["messages"][-1]["kind"] == "push_or_discard"
+    assert feedback["messages"][-1]["sender"] == "Tasuku"  # its own notice, no person's
     assert status(passes, task) == "Author fixing · told to push"
 
     # Nothing uncommitted now, but the head still differs: stuck.
