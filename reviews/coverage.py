@@ -25,7 +25,7 @@ REVIEWED = "reviewed"
 EXCLUDED = "excluded"
 NOT_REVIEWED = "not reviewed"
 # The static engine's checkers: a finding's rule starts with its checker's name.
-STATIC_CHECKERS = ("ruff", "shellcheck", "detect-secrets", "hygiene")
+STATIC_CHECKERS = ("ruff", "shellcheck", "detect-secrets", "hygiene", "yaml")
 # The tools through which a model engine reads a file (the API engines' and the CLIs').
 READ_TOOLS = {"read_file": "path", "Read": "file_path"}
 NAMED = 20  # paths named in a summary line; the rest are counted

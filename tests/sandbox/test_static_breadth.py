@@ -293,3 +293,40 @@ def test_a_javascript_file_that_mentions_flow_but_parses_is_reviewed(tmp_path):
     [coverage] = result.coverage
     assert "oxlint" in coverage.checkers and not coverage.not_checked
     assert result.findings == []  # the canary that tells a file was parsed is never said
+
+
+# --- YAML syntax --------------------------------------------------------------------------
+
+
+def test_yaml_that_does_not_parse_is_reported_on_the_added_line_where_it_stops(tmp_path):
+    from sandbox.contract import ChangedFile, LineRange, ReviewJob
+    from sandbox.engines.static import review
+
+    (tmp_path / "compose.yaml").write_text(
+        "services:\n  web:\n    image: nginx\n    ports:\n      - 80:80\n   environment: x\n"
+    )
+    (tmp_path / "stack.yml").write_text(  # a custom tag, as CloudFormation's: fine
+        "Resources:\n  Bucket:\n    Type: AWS::S3::Bucket\n    Properties:\n      Name: !Ref Name\n"
+    )
+    (tmp_path / "chart.yaml").write_text(  # a Helm template: YAML only once rendered
+        "spec:\n  replicas: {{ .Values.replicas }}\n  {{- if .Values.x }}\n  a: b\n"
+    )
+    (tmp_path / "old.yml").write_text("a: [1, 2\nb: 3\nc: 4\n")  # broken at line 2 before
+    changed = (
+        ChangedFile(path="compose.yaml", status="added", added=(LineRange(start=1, end=6),)),
+        ChangedFile(path="stack.yml", status="added", added=(LineRange(start=1, end=5),)),
+        ChangedFile(path="chart.yaml", status="added", added=(LineRange(start=1, end=4),)),
+        ChangedFile(path="old.yml", status="modified", added=(LineRange(start=3, end=3),)),
+    )
+    result = review(
+        ReviewJob(job_id="1", repository="a/b", pull_request=1, base_sha="a" * 40,
+                  head_sha="b" * 40, changed_files=changed),
+        tmp_path,
+    )  # fmt: skip
+    found = [(f["path"], f["start_line"], f["rule"], f["severity"]) for f in result.findings]
+    assert found == [("compose.yaml", 6, "yaml:syntax", "high")]
+    assert "does not parse" in result.findings[0]["title"]
+    by_path = {c.path: c for c in result.coverage}
+    assert "yaml" in by_path["stack.yml"].checkers
+    assert "templated YAML" in by_path["chart.yaml"].not_checked
+    assert any("templated YAML" in line for line in result.summary.limitations)

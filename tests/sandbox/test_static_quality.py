@@ -474,9 +474,9 @@ def test_the_engine_says_what_read_each_file_and_what_it_could_not_check(tmp_pat
     assert by_path["app.py"].checkers == ("ruff", "detect-secrets", "hygiene")
     assert by_path["app.py"].not_checked == ""
     assert by_path["README.md"].not_checked == ""  # prose: secrets and hygiene are all
-    for path, checker in [("web/index.ts", "oxlint"), ("Dockerfile", "hadolint"),
-                          (".github/workflows/ci.yml", "zizmor")]:  # fmt: skip
-        assert by_path[path].checkers == (checker, "detect-secrets", "hygiene"), path
+    for path, checkers in [("web/index.ts", ("oxlint",)), ("Dockerfile", ("hadolint",)),
+                           (".github/workflows/ci.yml", ("zizmor", "yaml"))]:  # fmt: skip
+        assert by_path[path].checkers == (*checkers, "detect-secrets", "hygiene"), path
         assert by_path[path].not_checked == "", path
     for path, language in [("cmd/main.go", "Go"), ("infra/main.tf", "Terraform"),
                            ("src/lib.rs", "Rust")]:  # fmt: skip

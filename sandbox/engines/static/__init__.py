@@ -2,7 +2,8 @@
 
 Deterministic and network-free: ruff (pyflakes, bugbear, bandit-derived rules, syntax
 errors), shellcheck, oxlint (JavaScript and TypeScript), hadolint (Dockerfiles), zizmor
-(GitHub Actions workflows), detect-secrets, and diff-hygiene checks of its own. Only problems
+(GitHub Actions workflows), YAML syntax (PyYAML), detect-secrets, and diff-hygiene
+checks of its own. Only problems
 on lines the pull request added are reported: what the base already had is not the
 author's. Severity mapping: README, "The static reviewer".
 """
@@ -21,7 +22,16 @@ from sandbox.contract import (
     ReviewSummary,
     StaticOptions,
 )
-from sandbox.engines.static import hadolint, hygiene, oxlint, ruff, secrets, shellcheck, zizmor
+from sandbox.engines.static import (
+    hadolint,
+    hygiene,
+    oxlint,
+    ruff,
+    secrets,
+    shellcheck,
+    yaml_syntax,
+    zizmor,
+)
 from sandbox.engines.static.common import (
     CheckerFailed,
     Skipped,
@@ -42,6 +52,7 @@ CHECKERS = (
     ("JavaScript and TypeScript (oxlint)", oxlint.check, False),
     ("Dockerfiles (hadolint)", hadolint.check, False),
     ("GitHub Actions workflows (zizmor)", zizmor.check, False),
+    ("YAML files (syntax)", yaml_syntax.check, False),
     ("Secrets (detect-secrets)", secrets.check, True),
     ("Diff hygiene (conflict markers, private keys, debugger breakpoints)", hygiene.check, True),
 )
@@ -52,6 +63,7 @@ APPLIES = {
     "oxlint": oxlint.applies,
     "hadolint": hadolint.applies,
     "zizmor": zizmor.applies,
+    "yaml": yaml_syntax.applies,
     "detect-secrets": lambda target: True,
     "hygiene": lambda target: True,
 }
@@ -174,12 +186,12 @@ def _names_and(names: tuple[str, ...]) -> str:
 
 NAMES = {
     "Python": "ruff", "Shell": "shellcheck", "JavaScript": "oxlint", "Dockerfiles": "hadolint",
-    "GitHub": "zizmor", "Secrets": "detect-secrets", "Diff": "hygiene",
+    "GitHub": "zizmor", "YAML": "yaml", "Secrets": "detect-secrets", "Diff": "hygiene",
 }  # fmt: skip
 # The checker that reviews a language's code, and the language it reviews.
 LANGUAGE_CHECKERS = {
     "ruff": "Python", "shellcheck": "shell", "oxlint": "JavaScript and TypeScript",
-    "hadolint": "Dockerfile", "zizmor": "GitHub Actions workflow",
+    "hadolint": "Dockerfile", "zizmor": "GitHub Actions workflow", "yaml": "YAML",
 }  # fmt: skip
 
 
