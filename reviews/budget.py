@@ -35,6 +35,11 @@ class Budget:
         return self.cap is not None and self.spent >= self.cap
 
 
+# How a run the monthly budget stopped says so, in its reason (the dashboard finds such
+# runs by it: reviews/dashboard/selectors.py `budget_stopped`).
+BUDGET_SPENT = "this month's review budget is spent"
+
+
 def month_start(now=None) -> date:
     return (now or timezone.now()).date().replace(day=1)
 

@@ -20,7 +20,7 @@ from repos import github
 from repos.models import RepoMemory
 from repos.policy import EffectiveConfig, ReviewerConfig, Trigger
 from reviews import coverage, engines, secondaries, stages, threads
-from reviews.budget import Budget, budget_alert, installation_budget
+from reviews.budget import BUDGET_SPENT, Budget, budget_alert, installation_budget
 from reviews.checkruns import dashboard_url
 from reviews.connectors import RunConnectors
 from reviews.context import Context
@@ -484,12 +484,13 @@ def stop_early(
         reason = "trivial: " + summary
         why = "triage found the new changes trivial"
     else:
-        reason = f"this month's review budget is spent (${budget.spent:.2f} of ${budget.cap})"
+        reason = f"{BUDGET_SPENT} (${budget.spent:.2f} of ${budget.cap})"
         review = persist(run, core, incomplete=reason)
         shortfall = (
             f"this installation has spent ${budget.spent:.2f} of its ${budget.cap} monthly "
-            f"budget for reviews, so {since} was triaged but not reviewed in depth. It will "
-            "be reviewed in full when the budget allows."
+            f"budget for reviews, so {since} was triaged but not reviewed in depth. Once the "
+            "budget allows (a new month, or a higher cap), the dashboard's overview lists "
+            "this pull request as reviewable, with *Review now*; a new push is reviewed too."
         )
         why = "the review budget is spent"
     open_now = carry_unexamined(ctx, review, earlier, checkout, why)

@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 
-from django.db.models import Count, Max, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import TruncDate
 from django.urls import reverse
 from django.utils import timezone
 
 from repos import revisions
 from repos.models import Installation, Repository, Reviewer, ReviewerRevision
-from reviews.budget import ALERT_AT, month_start
+from reviews.budget import ALERT_AT, BUDGET_SPENT, Budget, installation_budget, month_start
 from reviews.dashboard.charts import Day
 from reviews.diagnosis import STAGE_MEANING, STAGES, Advice, diagnose, known_causes
 from reviews.models import (
@@ -535,3 +535,50 @@ def run_revision(run: ReviewRun) -> RunRevision:
     if given is not None and current is not None and given.digest != current.digest:
         changes = revisions.diff(given.definition, current.definition)
     return RunRevision(given=given, current=current, changes=changes)
+
+
+@dataclass(frozen=True)
+class BudgetStopped:
+    """A pull request whose latest review by a reviewer was stopped by the monthly budget,
+    with no push since: reviewable once its installation's budget allows."""
+
+    run: ReviewRun
+    budget: Budget
+
+    @property
+    def reviewable(self) -> bool:
+        return not self.budget.exhausted
+
+
+def budget_stopped(limit: int = 50) -> list[BudgetStopped]:
+    """The open pull requests the budget stopped at their current head (the newest run of
+    each reviewer), each with its installation's budget now."""
+    stopped = (
+        ReviewRun.objects.filter(
+            reason__startswith=BUDGET_SPENT,
+            pull_request__state="open",
+            head_sha=F("pull_request__head_sha"),
+        )
+        .select_related("pull_request__repository__installation", "reviewer")
+        .order_by("-pk")
+    )
+    found: list[BudgetStopped] = []
+    seen: set[tuple[int, int]] = set()
+    budgets: dict[int, Budget] = {}
+    for run in stopped[: limit * 4]:
+        key = (run.pull_request_id, run.reviewer_id)
+        if key in seen:
+            continue
+        seen.add(key)
+        newer = ReviewRun.objects.filter(
+            pull_request_id=run.pull_request_id, reviewer_id=run.reviewer_id, pk__gt=run.pk
+        ).exists()
+        if newer:
+            continue  # reviewed (or being reviewed) again since
+        installation = run.pull_request.repository.installation
+        if installation.pk not in budgets:
+            budgets[installation.pk] = installation_budget(installation)
+        found.append(BudgetStopped(run, budgets[installation.pk]))
+        if len(found) >= limit:
+            break
+    return found

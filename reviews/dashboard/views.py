@@ -67,6 +67,9 @@ def overview(request: HttpRequest) -> HttpResponse:
             "failed_deliveries": WebhookDelivery.objects.filter(
                 status=DeliveryStatus.FAILED
             ).count(),
+            # What the budget stopped, and whether it allows a review now.
+            "budget_stopped": selectors.budget_stopped(),
+            "may_act": may_act(request.user),
         },
     )
 

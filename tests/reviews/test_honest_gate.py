@@ -216,7 +216,48 @@ def test_the_budget_stop_carries_open_findings_too(world, claude_reviewer):
     check = last_check(world)
     assert check.conclusion == "failure"
     assert "budget" in check.output["summary"]
+    assert "lists this pull request as reviewable, with *Review now*" in check.output["summary"]
     assert open_titles(run) == ["Order id reaches a shell"]
+
+
+def test_a_pull_request_the_budget_stopped_is_named_reviewable_once_the_budget_allows(
+    world, claude_reviewer, operator_client, staff_client
+):
+    from decimal import Decimal
+
+    from repos.models import Installation
+    from tests.fakes.models import ToolCall
+
+    claude, deliver_ = claude_reviewer
+    claude.script(ToolCall("submit_review", {"findings": [MODEL_FINDING]}))
+    deliver_(world)
+    Installation.objects.update(monthly_budget_usd=Decimal("0"))
+    previous = world.pull.head_sha
+    world.push({"app/util.py": "def util():\n    return 1\n"})
+    run = deliver_(world, "synchronize", before=previous)
+    assert run.reason.startswith("this month's review budget is spent")
+    page = operator_client.get("/").content.decode()
+    assert "Stopped by the monthly budget" in page and "waits for the budget" in page
+    assert (
+        "Review now</button>"
+        not in page.split("Stopped by the monthly budget")[1].split("</section>")[0]
+    )
+
+    Installation.objects.update(monthly_budget_usd=Decimal("50"))  # a higher cap
+    page = operator_client.get("/").content.decode()
+    section = page.split("Stopped by the monthly budget")[1].split("</section>")[0]
+    assert "reviewable now" in section and "Review now</button>" in section
+    # The read-only role sees it, without the button.
+    looked = staff_client.get("/").content.decode().split("Stopped by the monthly budget")[1]
+    assert "reviewable now" in looked and "Review now</button>" not in looked.split("</section>")[0]
+
+    claude.script(ToolCall("submit_review", {"findings": [MODEL_FINDING]}))
+    answer = operator_client.post(f"/repos/{REPO}/pulls/{world.pull.number}/review")
+    assert answer.status_code == 302
+    drain_queue()
+    newest = ReviewRun.objects.order_by("-pk").first()
+    assert newest.pk != run.pk and Review.objects.get(run=newest).state == "complete"
+    assert "Stopped by the monthly budget" not in operator_client.get("/").content.decode()
 
 
 def test_the_free_static_reviewer_is_never_stopped_by_the_budget(world, deliver):
