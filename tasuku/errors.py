@@ -87,6 +87,11 @@ CODES: dict[str, Cause] = dict((
            "Tasuku sends.",
            "Copy docs/actions/tasuku.yml to .github/workflows/tasuku.yml on the default branch "
            "(enabled in the Actions tab), then retry."),
+    _cause("actions-fork", "sandbox",
+           "The pull request comes from a fork: its code is never run in this repository's "
+           "GitHub Actions, where the workflow holds the repository's secrets.",
+           "Review fork pull requests with a reviewer on the local or Docker runner (the "
+           "reviewer's runner, or a repository policy's reviewer)."),
     _cause("actions-no-result", "sandbox",
            "The GitHub Actions run never posted its result.",
            "Open the Actions run (linked on the run page): check the workflow's TASUKU_URL "
@@ -278,6 +283,7 @@ BLAME: dict[str, str] = {
     "worker-lost": HOST, "worker-stopped": HOST, "run-deadline": TASUKU,
     INTERNAL: TASUKU, "stage-error": TASUKU,
     "actions-permission": YOURS, "actions-workflow": YOURS, "actions-no-result": OUTSIDE,
+    "actions-fork": YOURS,
     "actions-run-not-listed": OUTSIDE, "actions-runner-failed": YOURS,
     "clone-access": YOURS, "clone-commit-gone": YOURS, "clone-not-found": YOURS,
     "clone-timeout": OUTSIDE, "clone-bad-commit": TASUKU, "clone-failed": OUTSIDE,

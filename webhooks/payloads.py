@@ -99,9 +99,21 @@ class RepositoryEvent(Event):
 # --- pull requests ----------------------------------------------------------------------
 
 
+class RefRepository(Shape):
+    full_name: StrictStr
+
+
 class Ref(Shape):
     sha: StrictStr
     ref: StrictStr
+    # The repository the branch is in: the base's own, a fork, or null once a fork is
+    # deleted (its commits stay reachable from the base's `refs/pull/<n>/head`).
+    repo: RefRepository | None = None
+
+    @property
+    def repository_known(self) -> bool:
+        """Whether the payload said which repository (GitHub always does; null included)."""
+        return "repo" in self.model_fields_set
 
 
 class PullRequest(Shape):

@@ -66,6 +66,10 @@ class GitHubGateway(
                 changed_files=pr.changed_files,
                 html_url=pr.html_url,
                 body=pr.body or "",
+                # The raw answer (no further request): null once a fork is deleted.
+                head_repository=((pr.raw_data.get("head") or {}).get("repo") or {}).get(
+                    "full_name", ""
+                ),
             )
 
         return self._repo_call(

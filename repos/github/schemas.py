@@ -58,6 +58,8 @@ class PullRequestInfo(BaseModel):
     changed_files: int
     html_url: str
     body: str = ""
+    # The head branch's repository ("" once a fork is deleted); None: not said.
+    head_repository: str | None = None
 
 
 def check_run_info(run: Any) -> CheckRunInfo:

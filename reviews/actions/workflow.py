@@ -118,6 +118,20 @@ def dispatch(ctx: Context, job: ReviewJob) -> str:
     `dispatched` without its Actions run, found later (see the module docstring)."""
     run: ReviewRun = ctx.run
     repository = ctx.repository
+    if run.pull_request.from_fork:
+        # A fork's code would be checked out where this repository's secrets (the model
+        # key, the runner's token) are: never. GitHub itself holds fork pull requests'
+        # workflows back for approval for the same reason.
+        fork = run.pull_request.head_repository or "a fork since deleted"
+        raise StageError(
+            f"This pull request comes from a fork ({fork}): its code is not run in this "
+            "repository's GitHub Actions, where the workflow holds this repository's "
+            "secrets. Review forks with a reviewer on the local or Docker runner (the "
+            "repository's policy, or the reviewer's runner in the admin).",
+            permanent=True,
+            stage=Stage.SANDBOX,
+            code="actions-fork",
+        )
     info = ctx.repository_info or ctx.gateway.repository_get(**ctx.where)
     branch = info.default_branch or repository.default_branch or "main"
     workflow = settings.TASUKU_ACTIONS_WORKFLOW

@@ -56,6 +56,7 @@ def pull_request_record(
     changed_files: int | None = None,
     github_id: int | None = None,
     body: str | None = None,
+    head_repository: str | None = None,
 ) -> PullRequest:
     """The one writer of a pull request's row: what Tasuku last learnt of it, from a
     webhook's payload or from GitHub's API. `changed_files`, `github_id` and `body` are
@@ -69,6 +70,10 @@ def pull_request_record(
         )
         if value is not None
     }
+    if head_repository is not None:
+        # "" is a deleted fork (GitHub's head.repo is null); the base's own name is no fork.
+        known["head_repository"] = head_repository
+        known["from_fork"] = head_repository.lower() != repository.full_name.lower()
     pull_request, _ = PullRequest.objects.update_or_create(
         repository=repository,
         number=number,
@@ -110,6 +115,9 @@ def pull_request_sync(*, repository: Repository, pull: payloads.PullRequest) -> 
         html_url=pull.html_url,
         changed_files=pull.changed_files,
         body=pull.body or "",  # GitHub sends null for an empty description
+        head_repository=(pull.head.repo.full_name if pull.head.repo else "")
+        if pull.head.repository_known
+        else None,
     )
 
 
@@ -131,6 +139,7 @@ def pull_request_from_info(repository: Repository, info: github.PullRequestInfo)
         html_url=info.html_url,
         changed_files=info.changed_files,
         body=info.body,
+        head_repository=info.head_repository,
     )
 
 

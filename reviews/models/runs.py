@@ -30,6 +30,11 @@ class PullRequest(models.Model):
     head_ref = models.CharField(max_length=255, blank=True)
     base_sha = models.CharField(max_length=40, blank=True)
     base_ref = models.CharField(max_length=255, blank=True)
+    # From a fork: its head branch is in another repository (named here; empty once that
+    # fork is deleted). Its commits are read from the base's `refs/pull/<n>/head`, and
+    # never run in the base repository's GitHub Actions, where its secrets are.
+    from_fork = models.BooleanField(default=False)
+    head_repository = models.CharField(max_length=200, blank=True)
     html_url = models.URLField(max_length=500, blank=True)
     changed_files = models.PositiveIntegerField(
         null=True, blank=True, help_text="As GitHub last counted them (admission's file limit)."

@@ -104,6 +104,13 @@ ERRATA: list[tuple[str, dict[str, Any], str]] = [
         "`created` of list-workflow-runs is typed `date-time`, but its own description (and "
         "GitHub) takes the search syntax's date ranges: `>=2026-01-01T00:00:00Z`, `A..B`",
     ),
+    (
+        "/components/schemas/pull-request/properties/head/properties/repo",
+        {"anyOf": [{"$ref": "#/components/schemas/repository"}, {"type": "null"}]},
+        "a pull request's `head.repo` is typed a repository, but GitHub's description of "
+        "the same object in its webhooks (`pull_request` events: `head.repo` null) says what "
+        "it is once the fork the head was in is deleted: null",
+    ),
 ]
 
 

@@ -689,6 +689,23 @@ class FakeGitHubBase:
             default_branch=repo.default_branch,
         )
 
+    def _head_json(self, repo: Repo, pull: Pull, owner: dict[str, Any]) -> dict[str, Any]:
+        """The pull request's head: a branch of the repository itself, of a fork (its own
+        repository, `fork: true`), or of a fork since deleted (`repo: null`)."""
+        if pull.head_repo == "":
+            return {"label": f"{repo.owner}:{pull.head_ref}", "ref": pull.head_ref,
+                    "sha": pull.head_sha, "user": owner, "repo": self._repo_json(repo)}  # fmt: skip
+        if pull.head_repo is None:
+            return {"label": f"unknown:{pull.head_ref}", "ref": pull.head_ref,
+                    "sha": pull.head_sha, "user": owner, "repo": None}  # fmt: skip
+        fork_owner = pull.head_repo.partition("/")[0]
+        fork = Repo(id=repo.id + 500_000, full_name=pull.head_repo, installation_id=None,
+                    owner_type="User", owner_id=abs(hash(fork_owner)) % 10**6)  # fmt: skip
+        data = self._repo_json(fork)
+        data["fork"] = True
+        return {"label": f"{fork_owner}:{pull.head_ref}", "ref": pull.head_ref,
+                "sha": pull.head_sha, "user": data["owner"], "repo": data}  # fmt: skip
+
     def _pull_json(self, repo: Repo, pull: Pull) -> dict[str, Any]:
         files = self._files_of(repo, pull)  # type: ignore[attr-defined]
         owner = self._user_json(repo.owner, repo.owner_type, repo.owner_id)
@@ -719,13 +736,7 @@ class FakeGitHubBase:
                 for login in pull.requested_reviewers
             ],
             "requested_teams": [],
-            "head": {
-                "label": f"{repo.owner}:{pull.head_ref}",
-                "ref": pull.head_ref,
-                "sha": pull.head_sha,
-                "user": owner,
-                "repo": self._repo_json(repo),
-            },
+            "head": self._head_json(repo, pull, owner),
             "base": {
                 "label": f"{repo.owner}:{pull.base_ref}",
                 "ref": pull.base_ref,

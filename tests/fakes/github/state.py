@@ -124,6 +124,10 @@ class Pull:
     base_sha: str
     head_ref: str = "feature"
     base_ref: str = "main"
+    # The head branch's repository: "" the base's own; "owner/name" a fork; None a fork
+    # since deleted (GitHub then answers `"repo": null`; the head stays reachable from
+    # the base's refs/pull/<n>/head).
+    head_repo: str | None = ""
     body: str | None = ""
     author_login: str = "octocat"
     author_type: str = "User"
