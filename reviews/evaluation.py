@@ -234,6 +234,10 @@ class Comment:
     outcome: str = NOT_SCORED
     decided_by: str = ""
     grade: str = ""  # a person's, when one was given (EvaluationGrade)
+    # Its one-click suggestion, applied to the file at its head: "applies", "breaks the
+    # file" (Python that no longer compiles, shell `bash -n` refuses), "does not apply"
+    # (its lines are not in the file); "" when it has none.
+    suggestion: str = ""
 
 
 @dataclass
@@ -285,6 +289,7 @@ class ReviewerScore:
             "cost_usd": str(self.cost_usd),
             "coverage": round(self.files_checked / self.files, 3) if self.files else None,
             "grades": dict(Counter(c.grade for c in self.comments if c.grade)),
+            "suggestions": dict(Counter(c.suggestion for c in self.comments if c.suggestion)),
             "precision": self.precision(),
             "by_rule": _by_rule(self.comments),
             "comment_list": [c.__dict__ for c in self.comments],
@@ -441,7 +446,48 @@ def _scored(
         comment.outcome, comment.decided_by = score(
             root, history, at, finding.path, finding.start_line, finding.end_line, window=window
         )
+    if finding.suggestion is not None:
+        comment.suggestion = suggestion_applied(
+            root, history.heads[at], finding.path, finding.start_line, finding.end_line,
+            finding.suggestion,
+        )  # fmt: skip
     return comment
+
+
+SUGGESTION_APPLIES, SUGGESTION_BREAKS, SUGGESTION_MISSES = (
+    "applies", "breaks the file", "does not apply",
+)  # fmt: skip
+
+
+def suggestion_applied(root: Path, head: str, path: str, start: int, end: int, text: str) -> str:
+    """What applying a suggestion to `path` at `head` does (see `Comment.suggestion`)."""
+    try:
+        before = _git(root, "show", f"{head}:{path}")
+    except EvaluationError:
+        return SUGGESTION_MISSES
+    lines = before.split("\n")
+    if start < 1 or end > len(lines) or start > end:
+        return SUGGESTION_MISSES
+    patched = "\n".join([*lines[: start - 1], *text.split("\n"), *lines[end:]])
+    if path.endswith((".py", ".pyw")):
+        try:
+            compile(patched, path, "exec")
+        except (SyntaxError, ValueError):
+            try:
+                compile(before, path, "exec")
+            except (SyntaxError, ValueError):
+                return SUGGESTION_APPLIES  # it did not compile before either: not its doing
+            return SUGGESTION_BREAKS
+    elif path.endswith((".sh", ".bash")):
+        checked = subprocess.run(  # noqa: S603
+            ["bash", "-n"],
+            input=patched.encode(),
+            capture_output=True,
+            check=False,  # noqa: S607
+        )
+        if checked.returncode != 0:
+            return SUGGESTION_BREAKS
+    return SUGGESTION_APPLIES
 
 
 def _stop(limits: Limits, record: Evaluation, started: float) -> str:

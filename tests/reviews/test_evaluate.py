@@ -470,3 +470,26 @@ def test_a_clone_github_refuses_is_retried_then_failed_never_a_review(
     assert record.status in (EvaluationStatus.FAILED, EvaluationStatus.QUEUED), said
     assert record.stopped_reason and not record.items.exists()
     assert record.attempts <= EVALUATIONS.max_attempts
+
+
+def test_each_one_click_suggestion_is_applied_to_its_file_and_said_whether_it_breaks_it(
+    history, tmp_path
+):
+    from reviews.evaluation import suggestion_applied
+
+    data = json.loads(evaluate(history["repo"], "--count", "3", "--format", "json"))
+    (static,) = data["reviewers"]
+    with_one = [c for c in static["comment_list"] if c["suggestion"]]
+    assert with_one and all(c["suggestion"] == "applies" for c in with_one)
+    assert static["suggestions"] == {"applies": len(with_one)}
+    repo, head = history["repo"], history["h1"]
+    assert suggestion_applied(repo, head, "lib.py", 5, 5, "    unused = (") == "breaks the file"
+    assert suggestion_applied(repo, head, "lib.py", 5, 5, "    pass") == "applies"
+    assert suggestion_applied(repo, head, "lib.py", 40, 41, "x = 1") == "does not apply"
+    assert suggestion_applied(repo, head, "gone.py", 1, 1, "x = 1") == "does not apply"
+
+
+def test_progress_says_the_cost_so_far_and_the_time_left(history, capsys):
+    evaluate(history["repo"], "--count", "3")
+    said = capsys.readouterr().err
+    assert "3/3 pull requests, 3 comments, $0.00 so far, about 0 s left" in said

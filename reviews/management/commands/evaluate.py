@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -125,10 +126,13 @@ class Command(BaseCommand):
              "max_heads": options["max_heads"], "window": max(options["window"], 0)},
         )  # fmt: skip
 
+        started = time.monotonic()
+
         def progress(done: int, total: int, scores: list[ReviewerScore]) -> None:
             if text:
                 comments = sum(len(s.comments) for s in scores)
-                print(f"  {done}/{total} pull requests, {comments} comments", file=sys.stderr)
+                print(_progress_line(done, total, "pull requests", started, scores, comments),
+                      file=sys.stderr)  # fmt: skip
 
         try:
             scores, stopped = evaluate(
@@ -193,8 +197,17 @@ class Command(BaseCommand):
             {"reviewers": [r.slug for r in reviewers], "bug_fixes": options["bug_fixes"],
              "skip": max(options["skip"], 0), "ref": options["ref"]},
         )  # fmt: skip
+        started = time.monotonic()
+
+        def progress(done: int, total: int, scores: list[BugScore]) -> None:
+            if options["format"] == "text":
+                said = sum(s.caught + s.other_comments for s in scores)
+                print(_progress_line(done, total, "fixes", started, scores, said), file=sys.stderr)
+
         try:
-            scores, stopped = bug_replay(repo, reviewers, fixes, record, limits=limits)
+            scores, stopped = bug_replay(
+                repo, reviewers, fixes, record, limits=limits, progress=progress
+            )
         except EvaluationError as exc:
             raise CommandError(str(exc)) from exc
         if options["format"] == "json":
@@ -203,6 +216,15 @@ class Command(BaseCommand):
                  "reviewers": [s.as_dict() for s in scores]}, indent=2))  # fmt: skip
             return
         self.stdout.write(bug_report_text(scores, len(fixes), stopped, name=record.name))
+
+
+def _progress_line(done, total, unit, started, scores, comments: int) -> str:
+    """`  12/40 pull requests, 7 comments, $0.42 so far, about 3 min left`."""
+    spent = sum((s.cost_usd for s in scores), Decimal(0))
+    elapsed = time.monotonic() - started
+    left = elapsed / done * (total - done) if done else 0
+    when = f"about {left / 60:.0f} min left" if left >= 90 else f"about {left:.0f} s left"
+    return f"  {done}/{total} {unit}, {comments} comments, ${spent:.2f} so far, {when}"
 
 
 def report_text(scores: list[ReviewerScore], pulls: int, stopped: str, *, name: str = "") -> str:
@@ -231,6 +253,9 @@ def report_text(scores: list[ReviewerScore], pulls: int, stopped: str, *, name: 
         )
         if outcomes[NOT_SCORED]:
             lines.append(f"  ({outcomes[NOT_SCORED]} comments on removed lines: not scored)")
+        if data["suggestions"]:
+            said = ", ".join(f"{n} {what}" for what, n in sorted(data["suggestions"].items()))
+            lines.append(f"  one-click suggestions, applied to their file: {said}")
     lines += [
         "",
         "addressed: a later head of the pull request changed those lines; survived: they "
@@ -254,6 +279,7 @@ def report_text(scores: list[ReviewerScore], pulls: int, stopped: str, *, name: 
             for c in comments:
                 decided = f" at {c.decided_by[:8]}" if c.decided_by else ""
                 graded = f" [{c.grade}]" if c.grade else ""
+                graded += f" (its suggestion {c.suggestion})" if c.suggestion else ""
                 lines.append(
                     f"    {c.outcome}{decided}{graded}: {c.path}:{c.start_line} (head {c.at + 1}, "
                     f"{c.head[:8]}, merged in {c.merge[:8]}) {c.title[:120]}"
