@@ -279,10 +279,10 @@ def report_text(scores: list[ReviewerScore], pulls: int, stopped: str, *, name: 
             for c in comments:
                 decided = f" at {c.decided_by[:8]}" if c.decided_by else ""
                 graded = f" [{c.grade}]" if c.grade else ""
-                graded += f" (its suggestion {c.suggestion})" if c.suggestion else ""
+                suggested = f" — its suggestion {c.suggestion}" if c.suggestion else ""
                 lines.append(
                     f"    {c.outcome}{decided}{graded}: {c.path}:{c.start_line} (head {c.at + 1}, "
-                    f"{c.head[:8]}, merged in {c.merge[:8]}) {c.title[:120]}"
+                    f"{c.head[:8]}, merged in {c.merge[:8]}) {c.title[:120]}{suggested}"
                 )
     return "\n".join(lines) + "\n"
 
