@@ -98,16 +98,39 @@ class PullHistory:
     subject: str
 
 
+def _window(since: str | None, until: str | None) -> list[str]:
+    """git log's date bounds (commit dates, YYYY-MM-DD)."""
+    bounds = []
+    if since:
+        bounds.append(f"--since={since} 00:00")
+    if until:
+        bounds.append(f"--until={until} 23:59:59")
+    return bounds
+
+
 def pull_histories(
-    repo: Path, count: int, *, skip: int = 0, max_heads: int = 6, ref: str = "HEAD"
+    repo: Path,
+    count: int,
+    *,
+    skip: int = 0,
+    max_heads: int = 6,
+    ref: str = "HEAD",
+    since: str | None = None,
+    until: str | None = None,
+    every: int = 1,
 ) -> list[PullHistory]:
     """The newest `count` merged pull requests of `ref`'s first-parent history (after
-    skipping `skip`). Of a pull request with more than `max_heads` heads, the first
-    `max_heads - 1` and the last are kept (the merged head is always one)."""
-    if count < 1 or max_heads < 1:
-        raise EvaluationError("count and max heads are at least 1")
-    listed = _git(repo, "log", "--first-parent", "--format=%H %P%x09%s", ref, "--").splitlines()
+    skipping `skip`; merged between `since` and `until`, when given; with `every` > 1,
+    one in that many: a sample spread over the window). Of a pull request with more
+    than `max_heads` heads, the first `max_heads - 1` and the last are kept (the merged
+    head is always one)."""
+    if count < 1 or max_heads < 1 or every < 1:
+        raise EvaluationError("count, max heads and the sampling step are at least 1")
+    listed = _git(
+        repo, "log", "--first-parent", "--format=%H %P%x09%s", *_window(since, until), ref, "--"
+    ).splitlines()
     found: list[PullHistory] = []
+    seen = 0
     for line in listed[skip:]:
         if len(found) >= count:
             break
@@ -124,6 +147,9 @@ def pull_histories(
             continue  # the root commit: nothing before it
         if not heads or not _git(repo, "diff", "--name-only", base, heads[-1], "--").strip():
             continue
+        seen += 1
+        if (seen - 1) % every:
+            continue  # not in the sample
         if len(heads) > max_heads:
             heads = heads[: max_heads - 1] + heads[-1:]
         found.append(PullHistory(base, heads, commit, subject[:200]))
@@ -525,12 +551,22 @@ class BugFix:
     subject: str
 
 
-def bug_fixes(repo: Path, count: int, *, skip: int = 0, ref: str = "HEAD") -> list[BugFix]:
+def bug_fixes(
+    repo: Path,
+    count: int,
+    *,
+    skip: int = 0,
+    ref: str = "HEAD",
+    since: str | None = None,
+    until: str | None = None,
+) -> list[BugFix]:
     """The newest `count` first-parent commits whose message says they fix something and
     whose change is one bug's size: at most FIX_MAX_FILES files and FIX_MAX_LINES lines,
     and some line of code (not a test) removed or changed — the line a reviewer of the
     bug would have had to point at."""
-    listed = _git(repo, "log", "--first-parent", "--format=%H %P%x09%s", ref, "--").splitlines()
+    listed = _git(
+        repo, "log", "--first-parent", "--format=%H %P%x09%s", *_window(since, until), ref, "--"
+    ).splitlines()
     found: list[BugFix] = []
     for line in listed[skip:]:
         if len(found) >= count:

@@ -493,3 +493,19 @@ def test_progress_says_the_cost_so_far_and_the_time_left(history, capsys):
     evaluate(history["repo"], "--count", "3")
     said = capsys.readouterr().err
     assert "3/3 pull requests, 3 comments, $0.00 so far, about 0 s left" in said
+
+
+def test_a_window_of_days_and_a_sample_choose_the_pull_requests(history):
+    repo = history["repo"]
+    assert len(pull_histories(repo, 10)) == 3
+    assert [h.merge for h in pull_histories(repo, 10, every=2)] == [history["m2"], history["m1"]]
+    from datetime import date, timedelta
+
+    tomorrow, yesterday = (date.today() + timedelta(days=d) for d in (1, -1))
+    assert pull_histories(repo, 10, since=tomorrow.isoformat()) == []
+    assert pull_histories(repo, 10, until=yesterday.isoformat()) == []
+    assert len(pull_histories(repo, 10, since=yesterday.isoformat())) == 3
+    with pytest.raises(CommandError, match="invalid day value"):
+        evaluate(repo, "--since", "last week")
+    data = json.loads(evaluate(repo, "--count", "5", "--sample-every", "2", "--format", "json"))
+    assert data["pull_requests"] == 2

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from datetime import date
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -46,6 +47,17 @@ def _positive(kind):
     return parse
 
 
+def _date(text: str) -> str:
+    """A day as YYYY-MM-DD (argparse says `invalid day value` otherwise)."""
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError as exc:
+        raise ValueError(text) from exc
+
+
+_date.__name__ = "day"
+
+
 class Command(BaseCommand):
     help = (
         "Replay reviewers over a repository's merged pull requests (each head in turn, as "
@@ -70,6 +82,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--ref", default="HEAD", help="the branch whose history is read (default: HEAD)"
         )
+        parser.add_argument("--since", type=_date, help="merged on or after this day (YYYY-MM-DD)")
+        parser.add_argument("--until", type=_date, help="merged on or before this day (YYYY-MM-DD)")
+        parser.add_argument(
+            "--sample-every", type=_positive(int), default=1, metavar="K",
+            help="one merged pull request in K: a sample spread over the window (default 1: all)",
+        )  # fmt: skip
         parser.add_argument(
             "--max-heads", type=_positive(int), default=6,
             help="heads reviewed per pull request: its first ones and the merged one (default 6)",
@@ -109,7 +127,8 @@ class Command(BaseCommand):
             reviewers = [reviewer_enabled(slug) for slug in dict.fromkeys(slugs)]
             histories = pull_histories(
                 repo, options["count"], skip=max(options["skip"], 0), max_heads=options["max_heads"],
-                ref=options["ref"],
+                ref=options["ref"], since=options["since"], until=options["until"],
+                every=options["sample_every"],
             )  # fmt: skip
         except (LocalReviewError, EvaluationError) as exc:
             raise CommandError(str(exc)) from exc
@@ -123,7 +142,9 @@ class Command(BaseCommand):
             repo, EvaluationKind.HISTORY, options, len(histories),
             {"reviewers": [r.slug for r in reviewers], "count": options["count"],
              "skip": max(options["skip"], 0), "ref": options["ref"],
-             "max_heads": options["max_heads"], "window": max(options["window"], 0)},
+             "max_heads": options["max_heads"], "window": max(options["window"], 0),
+             "since": options["since"], "until": options["until"],
+             "sample_every": options["sample_every"]},
         )  # fmt: skip
 
         started = time.monotonic()
@@ -183,7 +204,8 @@ class Command(BaseCommand):
         try:
             reviewers = [reviewer_enabled(slug) for slug in dict.fromkeys(slugs)]
             fixes = bug_fixes(repo, options["bug_fixes"], skip=max(options["skip"], 0),
-                              ref=options["ref"])  # fmt: skip
+                              ref=options["ref"], since=options["since"],
+                              until=options["until"])  # fmt: skip
         except (LocalReviewError, EvaluationError) as exc:
             raise CommandError(str(exc)) from exc
         if not fixes:
@@ -195,7 +217,8 @@ class Command(BaseCommand):
         record = self._record(
             repo, EvaluationKind.BUG_FIXES, options, len(fixes),
             {"reviewers": [r.slug for r in reviewers], "bug_fixes": options["bug_fixes"],
-             "skip": max(options["skip"], 0), "ref": options["ref"]},
+             "skip": max(options["skip"], 0), "ref": options["ref"],
+             "since": options["since"], "until": options["until"]},
         )  # fmt: skip
         started = time.monotonic()
 
