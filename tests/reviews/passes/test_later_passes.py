@@ -59,6 +59,7 @@ def test_a_later_pass_reviews_the_increment_and_rules_on_every_earlier_blocking_
     assert f"only the changes since commit {first_head[:12]}" in asked
     assert "Files to review:\\n- app/payments.py [modified]" in asked
     assert "TARGET_DIR" not in asked  # deploy.sh's lines are not this pass's diff
+    assert "the pull request as a whole touches: README.md, app/payments.py, deploy.sh." in asked
     # It is asked to rule on every earlier blocking finding, deploy.sh's included.
     assert set(earlier_ids(request)) == {SHELL["title"], QUOTE["title"]}
     # Its rulings settle them: the shell call's lines changed, and it still stands open
