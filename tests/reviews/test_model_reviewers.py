@@ -4,6 +4,7 @@ cost on the run page; bounds, triage, provider failures and prompt injection."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
@@ -387,3 +388,94 @@ def test_strictness_changes_the_posture_given_and_never_what_is_published(
     ]
     assert "Order id unchecked" in posted[0][2] and "reaches a shell" in posted[1][2]
     assert world.fake.check_runs_of(REPO)[-1].conclusion == "failure"
+
+
+def test_an_incremental_review_tells_the_reviewer_every_file_the_pull_request_touches(
+    world, claude, deliver
+):
+    reviewer("anthropic")
+    claude.script(
+        ToolCall("submit_review", {"findings": []}), ToolCall("submit_review", {"findings": []})
+    )
+    first = deliver(world)
+    assert first.status == RunStatus.COMPLETED, (first.stage, first.reason)
+    before = world.pull.head_sha
+    world.push(
+        {"app/parser.py": "import json\n\n\ndef parse(text):\n    return json.loads(text)\n"}
+    )
+    second = deliver(world, action="synchronize", before=before)
+    assert second.status == RunStatus.COMPLETED, (second.stage, second.reason)
+    assert second.incremental_since == before
+    prompt = json.dumps(claude.model_requests[-1].messages)
+    # Only the increment is under review, but the reviewer knows the whole pull request.
+    assert "Files to review:\\n- app/parser.py [added] added lines: 1-5\\n" in prompt
+    assert f"only the changes since commit {before[:12]}" in prompt
+    assert (
+        "the pull request as a whole touches: README.md, app/parser.py, app/payments.py, "
+        "deploy.sh." in prompt
+    )
+
+
+def test_a_clean_review_still_says_what_it_inspected_how_it_checked_and_how_sure_it_is(
+    world, claude, deliver
+):
+    reviewer("anthropic")
+    summary = {
+        "inspected_areas": ["the refund path"],
+        "important_files": ["app/payments.py"],
+        "validation": "Traced order_id from the view to the shell call.",
+        "context_sources": ["the refunds issue"],
+        "confidence": 0.7,
+        "limitations": ["deploy.sh was read but never run."],
+    }
+    claude.script(ToolCall("submit_review", {"findings": [], "summary": summary}))
+    run = deliver(world)
+    assert run.status == RunStatus.COMPLETED, (run.stage, run.reason)
+    [posted] = world.fake.reviews_of(REPO, 7)
+    body = posted["body"]
+    assert "no problems found in the changed lines" in body
+    assert "**Inspected:** the refund path" in body
+    assert "**Important files:** `app/payments.py`" in body
+    assert "**Validation:** Traced order_id from the view to the shell call." in body
+    assert "**Context:** the refunds issue" in body
+    assert "**Confidence:** 70%" in body
+    assert "**Limitations:** deploy.sh was read but never run." in body
+    check = world.fake.check_runs_of(REPO)[-1]
+    assert check.conclusion == "success"
+    assert "**Limitations:** deploy.sh was read but never run." in check.output["summary"]
+
+
+def test_a_finding_outside_the_changed_lines_is_listed_in_the_reviews_summary(
+    world, claude, deliver
+):
+    reviewer("anthropic")
+    # README.md's line 1 is in the pull request, but the pull request did not change it.
+    heading = {**SHELL, "path": "README.md", "start_line": 1, "end_line": 1,
+               "severity": "medium", "title": "Heading names the wrong shop"}  # fmt: skip
+    claude.script(ToolCall("submit_review", {"findings": [SHELL, heading]}))
+    run = deliver(world)
+    assert run.status == RunStatus.COMPLETED, (run.stage, run.reason)
+    [comment] = world.fake.review_comments_of(REPO, 7)  # only the shell call goes inline
+    assert comment["path"] == "app/payments.py"
+    [posted] = world.fake.reviews_of(REPO, 7)
+    outside = posted["body"].split("#### Findings outside the changed lines")[1]
+    assert "- `README.md:1` **medium** — Heading names the wrong shop" in outside
+
+
+def test_the_guideline_packs_of_what_the_change_touches_reach_the_models_prompt(
+    world, claude, deliver
+):
+    from reviews import guidelines
+
+    reviewer("anthropic")
+    claude.script(ToolCall("submit_review", {"findings": []}))
+    run = deliver(world)
+    assert run.status == RunStatus.COMPLETED, (run.stage, run.reason)
+    system = claude.model_requests[0].system
+    assert "Guidelines for what this change touches:" in system
+    # The change touches Python and a shell script: their packs, whole, and no other.
+    assert guidelines.pack_text("python").strip() in system
+    assert guidelines.pack_text("shell").strip() in system
+    for other in set(guidelines.available()) - {"python", "shell"}:
+        assert guidelines.pack_text(other).splitlines()[0] not in system, other
+    assert Review.objects.get(run=run).guidelines == ["python", "shell"]

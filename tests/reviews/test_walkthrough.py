@@ -229,3 +229,25 @@ def test_a_failed_review_says_so_in_the_walkthrough(world, deliver, settings, fa
     [comment] = walkthroughs(world)
     assert "❌ failed at provider at `" + run.head_sha[:7] in comment["body"]
     assert "**What changed** in" in comment["body"]
+
+
+def test_a_change_triage_found_trivial_says_so_in_the_walkthrough(
+    fake_github, deliver, settings, fake_anthropic
+):
+    settings.ANTHROPIC_BASE_URL = fake_anthropic.base_url
+    settings.ANTHROPIC_API_KEY = ANTHROPIC_TEST_KEY
+    Reviewer.objects.update(default_for_new_repositories=False)
+    Reviewer.objects.create(
+        slug="claude", engine="anthropic", model="claude-sonnet-5-5",
+        default_for_new_repositories=True,
+    )  # fmt: skip
+    # Documentation only: triage's rules find it trivial, and a paid reviewer stops there.
+    world = world_build(fake_github, head_files={"README.md": "# Shop\n\nSells gadgets.\n"})
+    run = deliver(world)
+    assert run.status == RunStatus.COMPLETED, run.reason
+    assert fake_anthropic.model_requests == []  # no deep review
+    [comment] = walkthroughs(world)
+    assert (
+        "**claude** · ➖ triaged trivial at `" + run.head_sha[:7] + "`, not reviewed in depth"
+        in comment["body"]
+    )
