@@ -78,6 +78,7 @@ def test_a_clean_warm_review_makes_four_writes_and_seven_requests(world, client,
     assert reads == {"GET /repos/{r}/pulls/{n}": 1}, reads  # the pull request, read once
     assert fetches == 2  # git's two: the commits, then the blobs the review reads
     assert sum(writes.values()) + sum(reads.values()) + fetches == 7
+    assert world.fake.limits.hits == []  # no documented secondary limit met
 
     # What the pull request's reader sees is unchanged: the review, the walkthrough with
     # its final text, the check run created in progress and completed.
