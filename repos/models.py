@@ -677,18 +677,19 @@ class GitHubApiUsage(models.Model):
 
 
 class WriteBudget(models.Model):
-    """One installation's writes to GitHub, shared by every process and host: the
-    buckets of GitHub's per-minute and per-hour content-creation limits, the writes in
+    """One installation's writes to GitHub, shared by every process and host: its
+    places under GitHub's per-minute and per-hour content-creation limits, the writes in
     flight, and any wait GitHub asked for (repos/github/budget.py holds its one update,
     under a row lock). Counts and waits are kept for the run page and /metrics."""
 
     app_id = models.CharField(max_length=40)
     # GitHub's installation id (the App's own calls are never paced: no row for them).
     installation_id = models.BigIntegerField()
-    # The buckets' theoretical arrival times (epoch seconds; 0: full): when each would
-    # be full again (repos/github/pacing.py, `place_find`).
+    # The minute's bucket: its theoretical arrival time (epoch seconds; 0: full), when it
+    # would be full again; the hour: when each write of the last hour went (epoch
+    # seconds, places taken ahead among them) (repos/github/pacing.py, `place_find`).
     minute_tat = models.FloatField(default=0.0)
-    hour_tat = models.FloatField(default=0.0)
+    hour_log = models.JSONField(default=list, blank=True)
     # Writes going now: holder -> epoch seconds its hold ends (a process that died while
     # writing frees its place then).
     in_flight = models.JSONField(default=dict, blank=True)

@@ -6,7 +6,8 @@ content-generating requests a minute, 500 an hour, 100 requests at once, and a
 write the gateway makes for an installation takes its place in one row
 (`repos.models.WriteBudget`), under a row lock (SELECT ... FOR UPDATE on PostgreSQL;
 SQLite's write lock, its transactions begun IMMEDIATE): the buckets of both windows
-(repos/github/pacing.py, `place_find`), the writes in flight, and the wait GitHub last
+(repos/github/pacing.py, `place_find`: the minute's bucket, the hour's writes), the
+writes in flight, and the wait GitHub last
 asked for, which any process that saw it recorded (`budget_pause`).
 
 A write of a review in progress (`writes_for(URGENT)`, set by the pipeline and by
@@ -163,7 +164,7 @@ class SharedBudget:
             if paused > now:
                 return Turn(at=paused, taken=False, held=False, why=row.pause_reason, paused=True)
             flying = {h: t for h, t in (row.in_flight or {}).items() if t > now}
-            place = place_find(limits, row.minute_tat, row.hour_tat, now, priority)
+            place = place_find(limits, row.minute_tat, row.hour_log or [], now, priority)
             if place.at > now and priority != URGENT:
                 # The backlog never takes a place ahead: reviews may want it first.
                 return Turn(at=place.at, taken=False, held=False, why="the write budget")
@@ -177,7 +178,7 @@ class SharedBudget:
                     held=False,
                     why=f"{limits.at_once} writes at once",
                 )
-            row.minute_tat, row.hour_tat = place.minute_tat, place.hour_tat
+            row.minute_tat, row.hour_log = place.minute_tat, place.hour_log
             self._count(row, place.at)
             if not goes_now:
                 row.waits += 1
