@@ -112,6 +112,17 @@ def deferral(
     return None
 
 
+# A wait for a place in the installation's own write budget (repos/github/budget.py),
+# not a limit GitHub answered: the row waits, the installation's other work does not.
+WRITE_BUDGET = "github-write-budget"
+
+
+def quiets(exc: BaseException) -> bool:
+    """Whether a rate limit quiets the whole installation: GitHub's, not a write's wait
+    for its place in Tasuku's own budget (which already orders every process's writes)."""
+    return getattr(exc, "code", "") != WRITE_BUDGET
+
+
 def _installations():
     from django.apps import apps
 
@@ -292,7 +303,7 @@ class Queue:
         found = deferral(exc, deferrals=deferrals, since=since, now=now)
         if found is not None:
             wait, kind = found
-            if kind == RATE_LIMIT:
+            if kind == RATE_LIMIT and quiets(exc):
                 installation_quiet(installation, now + wait, str(exc))
             return Verdict(DEFERRED, now + wait, kind)
         if attempt >= self.max_attempts:

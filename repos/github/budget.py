@@ -45,6 +45,9 @@ __all__ = ["BACKLOG", "URGENT", "SharedBudget", "budget_pause", "writes_for"]
 BACKLOG_LOOK = 1.0
 # How long a write whose places are all in flight waits before it asks again.
 AT_ONCE_LOOK = 0.05
+# How long a backlog write looks for a place before its queue defers it: a worker is not
+# held from reviews for longer.
+BACKLOG_WAIT = 15.0
 
 _priority: ContextVar[str] = ContextVar("tasuku_write_priority", default=BACKLOG)
 # Told of each wait (seconds, until as epoch seconds, why): the run page shows it.
@@ -248,14 +251,19 @@ class SharedBudget:
             except Exception:  # noqa: BLE001 - showing a wait never fails the write
                 logger.exception("could not record a write's wait")
 
-    def _give_up(self, key: tuple[str, int], until: float, why: str) -> GitHubError:
+    def _give_up(
+        self, key: tuple[str, int], until: float, why: str, *, paused: bool
+    ) -> GitHubError:
+        """A wait longer than `max_wait`, handed to the caller's queue: GitHub's own
+        (`paused`: a rate limit, which quiets the installation's queues) or a place in
+        the budget (`github-write-budget`: only that work waits)."""
         left = max(0.0, until - self._clock())
         return GitHubError(
             f"Could not write to GitHub for installation {key[1]} for {left:.0f}s: "
             f"waiting for {why}",
             permanent=False,
             retry_after=left,
-            code="github-rate-limit",
+            code="github-rate-limit" if paused else "github-write-budget",
         )
 
     def _take(self, key: tuple[str, int], holder: str, *, hold: bool) -> float:
@@ -272,8 +280,11 @@ class SharedBudget:
             now = self._clock()
             if turn.held or (turn.taken and not hold and turn.at <= now):
                 return now - started
-            if turn.at - started > self.max_wait and (turn.paused or not taken):
-                raise self._give_up(key, turn.at, turn.why or "the write budget")
+            limit = self.max_wait if priority == URGENT or turn.paused else BACKLOG_WAIT
+            if turn.at - started > limit and (turn.paused or not taken):
+                raise self._give_up(
+                    key, turn.at, turn.why or "the write budget", paused=turn.paused
+                )
             pause = max(0.0, turn.at - now)
             if not turn.taken and not turn.paused and priority != URGENT:
                 pause = min(pause, BACKLOG_LOOK) + random.uniform(0, 0.05)  # noqa: S311

@@ -243,3 +243,39 @@ def test_a_secondary_limit_met_by_one_gateway_holds_every_gateways_writes(fake_g
     assert time.monotonic() - started >= 1.0
     refused = [c for c in fake_github.requests("POST", r"/check-runs$") if c.status == 403]
     assert len(refused) == 1
+
+
+@pytest.mark.django_db
+def test_a_backlog_write_that_finds_no_place_is_deferred_without_quieting_the_installation():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from repos.models import Installation
+    from tasuku import durable
+    from tasuku.durable import WRITE_BUDGET
+
+    Installation.objects.create(github_id=11, account_login="acme")
+    clock = Clock()
+    shared = budget(clock, burst=1, interval=30.0)
+    with writes_for(URGENT):
+        shared.wait(KEY)
+        shared.wait(KEY)  # reviews have taken the places of the next half minute
+    with pytest.raises(GitHubError) as raised:
+        shared.wait(KEY)  # the backlog's
+    assert raised.value.code == WRITE_BUDGET and raised.value.retry_after is not None
+    queue = durable.Queue(
+        model="webhooks.WebhookDelivery",
+        task="webhooks.tasks.delivery_process",
+        name="delivery",
+        waiting=("received",),
+        working="processing",
+        failed="failed",
+    )
+    now = timezone.now()
+    verdict = queue.verdict(
+        raised.value, attempt=1, deferrals=0, since=now - timedelta(seconds=1), installation=11
+    )
+    assert verdict.kind == durable.DEFERRED
+    # Only this work waits: the installation's reviews go on.
+    assert Installation.objects.get(github_id=11).quiet_until is None
