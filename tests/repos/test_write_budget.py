@@ -279,3 +279,22 @@ def test_a_backlog_write_that_finds_no_place_is_deferred_without_quieting_the_in
     assert verdict.kind == durable.DEFERRED
     # Only this work waits: the installation's reviews go on.
     assert Installation.objects.get(github_id=11).quiet_until is None
+
+
+def test_a_wait_for_the_budget_is_not_stretched_like_a_limit_github_answered_again():
+    from datetime import UTC, datetime
+
+    from sandbox.errors import StageError
+    from tasuku import durable
+
+    now = datetime.now(UTC)
+    own = GitHubError("waiting", permanent=False, retry_after=2.0, code="github-write-budget")
+    theirs = GitHubError("limited", permanent=False, retry_after=2.0, code="github-rate-limit")
+    try:
+        raise StageError("publication", permanent=False, stage="publication") from own
+    except StageError as wrapped:
+        assert not durable.quiets(wrapped)
+    wait, _ = durable.deferral(own, deferrals=3, since=now, now=now)
+    assert wait.total_seconds() < 10
+    wait, _ = durable.deferral(theirs, deferrals=3, since=now, now=now)
+    assert wait.total_seconds() >= 240
