@@ -298,3 +298,23 @@ def test_a_wait_for_the_budget_is_not_stretched_like_a_limit_github_answered_aga
     assert wait.total_seconds() < 10
     wait, _ = durable.deferral(theirs, deferrals=3, since=now, now=now)
     assert wait.total_seconds() >= 240
+
+
+@pytest.mark.django_db
+def test_the_shared_budget_lets_no_more_than_450_writes_through_in_an_hour():
+    clock = Clock()
+    shared = SharedBudget(WriteLimits(), max_wait=120, clock=clock, sleep=clock.sleep)
+    started = clock()
+    sent = []
+    with writes_for(URGENT):
+        for _ in range(450):
+            shared.wait(KEY)
+            sent.append(clock())
+        with pytest.raises(GitHubError) as raised:
+            shared.wait(KEY)  # the 451st: not before the hour's first write leaves it
+    assert most_in_any(sent, 60) <= 66
+    assert sent[-1] - started < 8 * 60
+    assert raised.value.code == "github-write-budget"
+    assert raised.value.retry_after == pytest.approx(3600 - (clock() - started), abs=2)
+    row = WriteBudget.objects.get()
+    assert len(row.hour_log) == 450 and row.hour_writes <= 450
