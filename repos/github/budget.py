@@ -10,6 +10,8 @@ SQLite's write lock, its transactions begun IMMEDIATE): the buckets of both wind
 writes in flight, and the wait GitHub last
 asked for, which any process that saw it recorded (`budget_pause`).
 
+Reads are not paced, but wait out such a pause too (`read_wait`).
+
 A write of a review in progress (`writes_for(URGENT)`, set by the pipeline and by
 admission) takes the next place, even a few seconds ahead, and sleeps until it; a write of
 the backlog (sweeps, resends, the walkthrough's outbox: the default) takes a place only
@@ -312,6 +314,28 @@ class SharedBudget:
     def wait(self, key: tuple[str, int]) -> float:
         """Take the write's place and wait for it; the seconds waited."""
         return self._take(key, "", hold=False)
+
+    def read_wait(self, key: tuple[str, int]) -> float:
+        """A read is not paced, but waits out a pause GitHub asked of any process (one
+        indexed read of the row); the seconds waited."""
+        app_id, installation_id = key
+        found = (
+            _rows()
+            .filter(app_id=app_id, installation_id=installation_id)
+            .values_list("paused_until", "pause_reason")
+            .first()
+        )
+        if found is None or found[0] is None:
+            return 0.0
+        until, why = _epoch(found[0]), found[1]
+        left = until - self._clock()
+        if left <= 0:
+            return 0.0
+        if left > self.max_wait:
+            raise self._give_up(key, until, why, paused=True)
+        self._waited(left, until, why)
+        self._sleep(left)
+        return left
 
     def pause(self, key: tuple[str, int], seconds: float, reason: str) -> None:
         budget_pause(key, seconds, reason, clock=self._clock)

@@ -439,9 +439,14 @@ class Transport:
     @contextmanager
     def _writing(self, installation_id: int, paced: bool) -> Iterator[None]:
         """A write's turn in the installation's budget, held while the block runs (its
-        place among the writes in flight); nothing for a read or without a budget."""
-        pacer = write_pacer(self.policy) if paced else None
+        place among the writes in flight); a read only waits out a pause GitHub asked
+        for; nothing without a budget."""
+        pacer = write_pacer(self.policy)
         if pacer is None:
+            yield
+            return
+        if not paced:
+            pacer.read_wait(self._budget_key(installation_id))
             yield
             return
         with pacer.writing(self._budget_key(installation_id)) as waited:

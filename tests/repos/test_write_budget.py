@@ -318,3 +318,19 @@ def test_the_shared_budget_lets_no_more_than_450_writes_through_in_an_hour():
     assert raised.value.retry_after == pytest.approx(3600 - (clock() - started), abs=2)
     row = WriteBudget.objects.get()
     assert len(row.hour_log) == 450 and row.hour_writes <= 450
+
+
+@pytest.mark.django_db
+def test_a_read_is_not_paced_but_waits_out_a_pause_github_asked_for():
+    clock = Clock()
+    shared = budget(clock)
+    with writes_for(URGENT):
+        for _ in range(10):
+            shared.wait(KEY)  # the writes' pace is spent ...
+    assert shared.read_wait(KEY) == 0.0  # ... reads do not wait for it
+    shared.pause(KEY, 20, "GitHub: retry-after 20")
+    assert shared.read_wait(KEY) == pytest.approx(20.0)
+    shared.pause(KEY, 600, "GitHub: retry-after 600")
+    with pytest.raises(GitHubError) as raised:
+        shared.read_wait(KEY)
+    assert raised.value.code == "github-rate-limit"
