@@ -268,7 +268,25 @@ class SharedBudget:
             code="github-rate-limit" if paused else "github-write-budget",
         )
 
-    def _take(self, key: tuple[str, int], holder: str, *, hold: bool) -> float:
+    def _nap(self, seconds: float, guard: Callable[[], None] | None) -> None:
+        """Sleep, a second at a time, asking `guard` (a run's: cancelled, or its worker
+        stopping) after each: a write's wait never holds up a stop."""
+        left = seconds
+        while left > 0:
+            step = min(left, 1.0)
+            self._sleep(step)
+            left -= step
+            if guard is not None:
+                guard()
+
+    def _take(
+        self,
+        key: tuple[str, int],
+        holder: str,
+        *,
+        hold: bool,
+        guard: Callable[[], None] | None = None,
+    ) -> float:
         """Wait for the write's turn (held among the writes in flight when `hold`); the
         seconds waited."""
         priority = _priority.get()
@@ -292,17 +310,19 @@ class SharedBudget:
                 pause = min(pause, BACKLOG_LOOK) + random.uniform(0, 0.05)  # noqa: S311
             if pause >= 0.2 or turn.paused:
                 self._waited(pause, now + pause, turn.why)
-            self._sleep(pause)
+            self._nap(pause, guard)
             if turn.taken and not hold and not turn.paused:
                 return self._clock() - started
 
     @contextmanager
-    def writing(self, key: tuple[str, int]) -> Iterator[float]:
+    def writing(
+        self, key: tuple[str, int], *, guard: Callable[[], None] | None = None
+    ) -> Iterator[float]:
         """The write's turn, held while the block runs: yields the seconds waited."""
         holder = (
             f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
         )
-        waited = self._take(key, holder, hold=True)
+        waited = self._take(key, holder, hold=True, guard=guard)
         try:
             yield waited
         finally:
@@ -311,11 +331,11 @@ class SharedBudget:
             except Exception:  # noqa: BLE001 - the hold ends by itself (`hold_for`)
                 logger.exception("could not release a write's place")
 
-    def wait(self, key: tuple[str, int]) -> float:
+    def wait(self, key: tuple[str, int], *, guard: Callable[[], None] | None = None) -> float:
         """Take the write's place and wait for it; the seconds waited."""
-        return self._take(key, "", hold=False)
+        return self._take(key, "", hold=False, guard=guard)
 
-    def read_wait(self, key: tuple[str, int]) -> float:
+    def read_wait(self, key: tuple[str, int], *, guard: Callable[[], None] | None = None) -> float:
         """A read is not paced, but waits out a pause GitHub asked of any process (one
         indexed read of the row); the seconds waited."""
         app_id, installation_id = key
@@ -334,7 +354,7 @@ class SharedBudget:
         if left > self.max_wait:
             raise self._give_up(key, until, why, paused=True)
         self._waited(left, until, why)
-        self._sleep(left)
+        self._nap(left, guard)
         return left
 
     def pause(self, key: tuple[str, int], seconds: float, reason: str) -> None:

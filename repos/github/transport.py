@@ -430,7 +430,7 @@ class Transport:
         """Take a write's place in the installation's budget and wait for it."""
         pacer = write_pacer(self.policy)
         if pacer is not None:
-            waited = pacer.wait(self._budget_key(installation_id))
+            waited = pacer.wait(self._budget_key(installation_id), guard=self.guard)
             if waited > 0:
                 logger.debug(
                     "GitHub: a write for installation %s waited %.2fs", installation_id, waited
@@ -446,10 +446,10 @@ class Transport:
             yield
             return
         if not paced:
-            pacer.read_wait(self._budget_key(installation_id))
+            pacer.read_wait(self._budget_key(installation_id), guard=self.guard)
             yield
             return
-        with pacer.writing(self._budget_key(installation_id)) as waited:
+        with pacer.writing(self._budget_key(installation_id), guard=self.guard) as waited:
             if waited > 0:
                 logger.debug(
                     "GitHub: a write for installation %s waited %.2fs", installation_id, waited

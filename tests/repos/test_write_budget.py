@@ -334,3 +334,22 @@ def test_a_read_is_not_paced_but_waits_out_a_pause_github_asked_for():
     with pytest.raises(GitHubError) as raised:
         shared.read_wait(KEY)
     assert raised.value.code == "github-rate-limit"
+
+
+@pytest.mark.django_db
+def test_a_write_waiting_its_turn_stops_when_its_run_is_stopped():
+    clock = Clock()
+    shared = budget(clock)
+    shared.pause(KEY, 50, "GitHub: retry-after 50")
+
+    class Stopping(Exception):
+        pass
+
+    def guard() -> None:
+        if clock() - started > 3:
+            raise Stopping
+
+    started = clock()
+    with pytest.raises(Stopping), shared.writing(KEY, guard=guard):
+        pass
+    assert clock() - started < 5  # not the 50 s the pause had left
