@@ -312,6 +312,7 @@ def review(fake, url, secret, world, pull, repo_json, timeout, ReviewRun, RunAtt
         "writes": sum(1 for c in api if c.method in WRITES),
         "tokens": sum(1 for c in api if c.path.endswith("/access_tokens")),
         "git": len(calls) - len(api),
+        "fetches": sum(1 for c in calls if c.path.endswith(".git/git-upload-pack")),
         "endpoints": Counter(endpoint_of(c.method, c.path) for c in calls),
     }
 
@@ -347,6 +348,14 @@ def report(results: list[dict]) -> None:
           f"{median('api'):>13.0f} ({median('writes'):.0f})")  # fmt: skip
     print(f"{'  of them installation tokens':<34} {cold['tokens']:>8} {median('tokens'):>20.0f}")
     print(f"{'git requests':<34} {cold['git']:>8} {median('git'):>20.0f}")
+    print(f"{'  of them fetches':<34} {cold['fetches']:>8} {median('fetches'):>20.0f}")
+    if warm:
+        # A review's floor (docs/performance.md): the check run created in progress, the
+        # review, the walkthrough posted once, the check completed; the pull request read
+        # once; git's two fetches. A review with inline comments also reads them once.
+        print(f"a warm review's writes {median('writes'):.0f} (floor 4); requests "
+              f"{median('api'):.0f} API + {median('fetches'):.0f} git fetches = "
+              f"{median('api') + median('fetches'):.0f} (floor 7; 8 with inline comments)")  # fmt: skip
     print("GitHub requests of the cold review, by endpoint:")
     for endpoint, count in sorted(cold["endpoints"].items()):
         print(f"  {count:3d}  {endpoint}")

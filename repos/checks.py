@@ -72,6 +72,9 @@ def github_settings_check(app_configs: object = None, **kwargs: object) -> list:
         ("GITHUB_TIMEOUT", 1, False),
         ("GITHUB_SECONDS_BETWEEN_WRITES", 0, False),
         ("GITHUB_WRITE_BURST", 1, True),
+        ("GITHUB_WRITES_PER_MINUTE", 2, True),
+        ("GITHUB_WRITES_PER_HOUR", 2, True),
+        ("GITHUB_WRITES_AT_ONCE", 1, True),
     ):
         problem = _number_problem(
             str(getattr(settings, variable)), minimum=minimum, integer=integer

@@ -777,3 +777,47 @@ class GitHubApiUsage(models.Model):
 
     def __str__(self) -> str:
         return f"App {self.app_id}, installation {self.installation_id}: {self.calls} calls"
+
+
+class WriteBudget(models.Model):
+    """One installation's writes to GitHub, shared by every process and host: its
+    places under GitHub's per-minute and per-hour content-creation limits, the writes in
+    flight, and any wait GitHub asked for (repos/github/budget.py holds its one update,
+    under a row lock). Counts and waits are kept for the run page and /metrics."""
+
+    app_id = models.CharField(max_length=40)
+    # GitHub's installation id (the App's own calls are never paced: no row for them).
+    installation_id = models.BigIntegerField()
+    # The minute's bucket: its theoretical arrival time (epoch seconds; 0: full), when it
+    # would be full again; the hour: when each write of the last hour went (epoch
+    # seconds, places taken ahead among them) (repos/github/pacing.py, `place_find`).
+    minute_tat = models.FloatField(default=0.0)
+    hour_log = models.JSONField(default=list, blank=True)
+    # Writes going now: holder -> epoch seconds its hold ends (a process that died while
+    # writing frees its place then).
+    in_flight = models.JSONField(default=dict, blank=True)
+    # GitHub answered a rate limit (a Retry-After, a spent quota, a secondary limit):
+    # no process writes for the installation before then.
+    paused_until = models.DateTimeField(null=True, blank=True)
+    pause_reason = models.TextField(blank=True)
+    # The counts of the current minute and hour (fixed windows, for people to read).
+    minute_started = models.DateTimeField(null=True, blank=True)
+    minute_writes = models.IntegerField(default=0)
+    hour_started = models.DateTimeField(null=True, blank=True)
+    hour_writes = models.IntegerField(default=0)
+    # Since the row was made: writes let through, those that waited, and how long.
+    writes = models.BigIntegerField(default=0)
+    waits = models.BigIntegerField(default=0)
+    waited_seconds = models.FloatField(default=0.0)
+    pauses = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["app_id", "installation_id"], name="write_budget_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"App {self.app_id}, installation {self.installation_id}: write budget"

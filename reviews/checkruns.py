@@ -1,7 +1,9 @@
 """A run's check run on GitHub, and the links it carries.
 
 `run_check_ensure` creates the check run once (keyed by the run's id), whoever asks
-first: admission, the pipeline or the conclusions outbox (reviews/conclusions.py).
+first: admission, the pipeline or the conclusions outbox (reviews/conclusions.py). It is
+created `in_progress`: the review has begun for GitHub's reader, and the pipeline's start
+sends nothing more (docs/performance.md, *Writes at the floor*).
 """
 
 from __future__ import annotations
@@ -69,12 +71,18 @@ def run_check_ensure(
         head_sha=run.head_sha,
         external_id=str(run.pk),
         details_url=dashboard_url(run),
-        status="queued",
+        # Created in progress, not queued: the pipeline's start then has nothing to send
+        # (one write fewer per review); a run is taken at once unless the queue is busy.
+        status="in_progress",
         conclusion=conclusion,
         output=output,
     )
+    shown = "in_progress" if found is None and conclusion is None else ""
     # Only the first writer records the id; a concurrent duplicate attempt keeps it.
-    ReviewRun.objects.filter(pk=run.pk, check_run_id__isnull=True).update(check_run_id=check.id)
+    ReviewRun.objects.filter(pk=run.pk, check_run_id__isnull=True).update(
+        check_run_id=check.id, check_status=shown
+    )
+    run.check_status = shown
     if conclusion and output is not None and not found:
         ReviewRun.objects.filter(pk=run.pk).update(
             check_conclusion=conclusion, check_title=output.title[:255]

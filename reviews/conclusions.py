@@ -122,7 +122,7 @@ def _send_once(run_pk: int) -> tuple[str, tuple[str, str, str] | None]:
             return REFUSED, None
         now = timezone.now()
         wait = durable.backoff(run.check_sends + 1, FIRST_WAIT, retry_after=exc.retry_after)
-        if exc.retry_after is not None:
+        if exc.retry_after is not None and durable.quiets(exc):
             durable.installation_quiet(repository.installation.github_id, now + wait, str(exc))
         ReviewRun.objects.filter(pk=run.pk, check_due_at=due).update(
             check_due_at=now + wait,

@@ -76,15 +76,27 @@ def _check_id(ctx: Context) -> int:
 
 
 def check_in_progress(ctx: Context) -> None:
-    if not reports_on_check(ctx.run):
+    """The check run says the review is under way, with its Details link. A check run
+    created `in_progress` by this run, whose link is still the run page, already says
+    so: nothing is sent (a review's write saved)."""
+    run = ctx.run
+    if not reports_on_check(run):
+        return
+    if (
+        run.check_run_id
+        and run.check_status == "in_progress"
+        and details_url(run) == dashboard_url(run)
+    ):
         return
     try:
         ctx.gateway.check_run_update(
             **ctx.where,
             check_run_id=_check_id(ctx),
             status="in_progress",
-            details_url=details_url(ctx.run),
+            details_url=details_url(run),
         )
+        ReviewRun.objects.filter(pk=run.pk).update(check_status="in_progress")
+        run.check_status = "in_progress"
     except GitHubError as exc:
         raise StageError(
             str(exc), permanent=exc.permanent, stage=Stage.PUBLICATION, code=exc.code

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from django.conf import settings
+from django.db.models import F
 from django.utils import timezone
 
 from repos import github
+from repos.github.budget import URGENT, writes_for
 from repos.models import RepoMemory
 from repos.policy import EffectiveConfig, ReviewerConfig, Trigger
 from reviews import coverage, engines, secondaries, stages, threads
@@ -93,7 +96,10 @@ def _run_execute(
                 mode=mode,
                 forge=forge,
             )
-            outcome = pipeline(context)
+            # The run's writes come before the backlog's in the installation's write
+            # budget, and a wait for one is shown on the run page.
+            with writes_for(URGENT, on_wait=_write_wait_shown(run_pk)):
+                outcome = pipeline(context)
         except LeaseLost:
             logger.warning("run %s: lease lost; another worker has it", run_pk)
             return "lease lost"
@@ -114,6 +120,19 @@ def _run_execute(
     forge.ended(run)
     mode.after(run)
     return outcome
+
+
+def _write_wait_shown(run_pk: int) -> Callable[[float, float, str], None]:
+    """What a run records when one of its writes waits its turn (the run page shows it)."""
+
+    def shown(seconds: float, until: float, why: str) -> None:
+        ReviewRun.objects.filter(pk=run_pk).update(
+            write_wait_until=datetime.fromtimestamp(until, UTC),
+            write_wait_reason=why[:300],
+            write_waited=F("write_waited") + seconds,
+        )
+
+    return shown
 
 
 def run_cancelled(held, reason: str) -> str:

@@ -6,8 +6,8 @@ ended, with links to the review and the run page (docs/reviews.md, *The walkthro
 One per pull request, not per reviewer: what changed is the same for every reviewer,
 and one comment whatever the number of reviewers is less noise; each reviewer has its
 own section. It is GitHub's forge's (reviews/forges.py): a run announces itself once it
-has looked at the change (`walkthrough_begin`), and asks for its ending to be shown
-(`walkthrough_end`). Local reviews never reach it, and neither do check-less runs (a
+has looked at the change (`walkthrough_begin`, shown only if the review is still going
+UNDER_WAY_GRACE later), and asks for its ending to be shown (`walkthrough_end`). Local reviews never reach it, and neither do check-less runs (a
 review pass reports through its task: repos.policy.CHECKLESS_TRIGGERS).
 
 Posting is an outbox (a durable queue row, `Walkthrough`): a run only records what is to
@@ -55,6 +55,10 @@ MAX_FILES = 300  # files of the change kept on the row
 MAX_GROUPS = 15
 MAX_PER_GROUP = 8
 MAX_LISTED = 10
+# How long a review runs before its walkthrough says it is under way: one that ends
+# sooner (a static review, a small change) posts the walkthrough once, with its final
+# text; a longer one shows it under way within this (and the reaper's period) of starting.
+UNDER_WAY_GRACE = timedelta(seconds=20)
 
 WALKTHROUGHS = durable.Queue(
     model="reviews.Walkthrough",
@@ -118,7 +122,7 @@ def walkthrough_begin(ctx: Context, checkout: Checkout) -> None:
         whole = core.anchors if core.anchors is not None else core.diff
         if checkout.anchor_diff is not None and core.anchors is None:
             whole = diff_parse(checkout.anchor_diff)
-        walkthrough_request(run, change=change_of(whole, checkout, core.verdict))
+        walkthrough_request(run, change=change_of(whole, checkout, core.verdict), under_way=True)
     except Exception:  # noqa: BLE001 - the walkthrough never stops a review
         logger.exception("run %s: could not record its walkthrough", run.pk)
 
@@ -150,13 +154,20 @@ def _speaks_for(run: ReviewRun) -> bool:
     return bool(runs) and runs.get(str(run.reviewer_id)) == run.pk
 
 
-def walkthrough_request(run: ReviewRun, *, change: dict[str, Any] | None = None) -> None:
+def walkthrough_request(
+    run: ReviewRun, *, change: dict[str, Any] | None = None, under_way: bool = False
+) -> None:
     """Ask for the pull request's walkthrough to show `run` (and `change`, what its head
     changes), and ring its sender. Only a newer run of a reviewer replaces the one its
-    section shows."""
+    section shows.
+
+    `under_way` (the run has begun): shown only once the review has taken UNDER_WAY_GRACE,
+    so that a review that ends sooner posts its walkthrough once, with its final text (one
+    write, not two); the sweep rings it when the grace is over, and the run's end, asked
+    for meanwhile, makes it due at once."""
     now = timezone.now()
     with transaction.atomic():
-        row, _ = Walkthrough.objects.select_for_update().get_or_create(
+        row, created = Walkthrough.objects.select_for_update().get_or_create(
             pull_request_id=run.pull_request_id
         )
         runs = dict(row.runs or {})
@@ -170,15 +181,29 @@ def walkthrough_request(run: ReviewRun, *, change: dict[str, Any] | None = None)
         # While a sender holds the row only the version goes up: it sees the newer version
         # when it finishes and sends again (a status flipped under it would let two
         # senders edit, or create, at once).
-        if not Walkthrough.objects.filter(pk=row.pk, status=Walkthrough.Status.SENDING).update(
+        if Walkthrough.objects.filter(pk=row.pk, status=Walkthrough.Status.SENDING).update(
             **fields
         ):
-            # A failed or sent row is due again, with its tries afresh; one waiting out
-            # GitHub's weather keeps its `next_attempt_at`.
-            Walkthrough.objects.filter(pk=row.pk).exclude(status=Walkthrough.Status.SENDING).update(
-                **fields, status=Walkthrough.Status.DUE, attempts=0
-            )
-            WALKTHROUGHS.ring(row.pk)
+            return
+        idle = Walkthrough.objects.filter(pk=row.pk).exclude(status=Walkthrough.Status.SENDING)
+        if under_way:
+            if created or row.status != Walkthrough.Status.DUE:
+                # Not rung: the sweep rings it once the grace is over (tasuku/durable.py,
+                # `ring_due`), unless the run's end made it due at once before.
+                idle.update(
+                    **fields,
+                    status=Walkthrough.Status.DUE,
+                    attempts=0,
+                    next_attempt_at=now + UNDER_WAY_GRACE,
+                )
+            else:
+                idle.update(**fields)  # already due: it goes when it was to
+            return
+        # A failed or sent row is due again, with its tries afresh, at once; one waiting
+        # out GitHub's weather (a deferral) keeps its `next_attempt_at`.
+        idle.update(**fields, status=Walkthrough.Status.DUE, attempts=0)
+        idle.filter(deferrals=0).update(next_attempt_at=None)
+        WALKTHROUGHS.ring(row.pk)
 
 
 def walkthroughs_sweep() -> int:

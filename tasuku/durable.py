@@ -104,12 +104,32 @@ def deferral(
     jitter = timedelta(seconds=random.uniform(0, 5))  # noqa: S311 - spread the wake-ups
     wait = retry_after_of(exc)
     if wait is not None:
-        if deferrals:
+        # GitHub's limit met again waits longer each time; a place in Tasuku's own write
+        # budget comes when the budget says, however often it was waited for.
+        if deferrals and quiets(exc):
             wait = max(wait, SECONDARY_FLOOR * 2 ** min(deferrals - 1, 4))
         return timedelta(seconds=wait) + jitter, RATE_LIMIT
     if github_unavailable(exc):
         return backoff(deferrals + 1, OUTAGE_BACKOFF), UNAVAILABLE
     return None
+
+
+# A wait for a place in the installation's own write budget (repos/github/budget.py),
+# not a limit GitHub answered: the row waits, the installation's other work does not.
+WRITE_BUDGET = "github-write-budget"
+
+
+def quiets(exc: BaseException | None) -> bool:
+    """Whether a rate limit quiets the whole installation: GitHub's, not a write's wait
+    for its place in Tasuku's own budget (which already orders every process's writes).
+    The error that carries the wait decides, here or in what it was raised from."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if getattr(exc, "retry_after", None) is not None:
+            return getattr(exc, "code", "") != WRITE_BUDGET
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return True
 
 
 def _installations():
@@ -292,7 +312,7 @@ class Queue:
         found = deferral(exc, deferrals=deferrals, since=since, now=now)
         if found is not None:
             wait, kind = found
-            if kind == RATE_LIMIT:
+            if kind == RATE_LIMIT and quiets(exc):
                 installation_quiet(installation, now + wait, str(exc))
             return Verdict(DEFERRED, now + wait, kind)
         if attempt >= self.max_attempts:

@@ -150,6 +150,13 @@ CODES: dict[str, Cause] = dict((
            "GitHub rate limited the App.",
            "Wait for the limit to reset (/metrics: tasuku_github_rate_limit_remaining), then "
            "retry. Many repositories on one installation share its limit."),
+    _cause("github-write-budget", "",
+           "The installation's writes to GitHub were waiting for their place in its write "
+           "budget, which every Tasuku process shares (GitHub's limits: 80 content-creating "
+           "requests a minute, 500 an hour).",
+           "Nothing: the work waits its turn and goes on (/metrics: "
+           "tasuku_github_write_wait_seconds). Many busy repositories on one installation "
+           "share its budget."),
     _cause("github-credentials", "",
            "GitHub refused the App's credentials.",
            "Check GITHUB_APP_ID and GITHUB_PRIVATE_KEY (or GITHUB_PRIVATE_KEY_PATH) against the "
@@ -288,7 +295,8 @@ BLAME: dict[str, str] = {
     "clone-access": YOURS, "clone-commit-gone": YOURS, "clone-not-found": YOURS,
     "clone-timeout": OUTSIDE, "clone-bad-commit": TASUKU, "clone-failed": OUTSIDE,
     "workspace-write": HOST, "workspace-root": HOST,
-    "github-stale-head": OUTSIDE, "github-rate-limit": OUTSIDE, "github-credentials": YOURS,
+    "github-stale-head": OUTSIDE, "github-rate-limit": OUTSIDE, "github-write-budget": OUTSIDE,
+    "github-credentials": YOURS,
     "author-app-credentials": YOURS, "author-app-not-installed": YOURS,
     "github-permission": YOURS, "github-422": TASUKU, "github-not-found": YOURS,
     "github-unavailable": OUTSIDE, "github-error": OUTSIDE, "check-refused": OUTSIDE,

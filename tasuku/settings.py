@@ -256,14 +256,20 @@ GITHUB_RETRY_BACKOFF = env.str("GITHUB_RETRY_BACKOFF", default="1.0")
 GITHUB_MAX_RATE_LIMIT_WAIT = env.str("GITHUB_MAX_RATE_LIMIT_WAIT", default="30")
 GITHUB_TIMEOUT = env.str("GITHUB_TIMEOUT", default="15")
 # GitHub asks integrations to make requests one at a time (a run does) and to wait a
-# second between many content-creating ones (80 a minute at most): an installation's
-# writes go GITHUB_WRITE_BURST at once, then one every GITHUB_SECONDS_BETWEEN_WRITES (0:
-# unpaced, e.g. an Enterprise server without rate limits); reads wait for nothing
-# (repos/github/pacing.py). GITHUB_SECONDS_BETWEEN_REQUESTS: a pause PyGithub would keep
-# before every request of one client, none by default.
+# second between many content-creating ones, and limits them to 80 a minute and 500 an
+# hour per installation: an installation's writes, from every process and host, share
+# one budget in the database (repos/github/budget.py): GITHUB_WRITE_BURST at once, then
+# one every GITHUB_SECONDS_BETWEEN_WRITES (0: unpaced and no budget, e.g. an Enterprise
+# server without rate limits), within 90 % of GITHUB_WRITES_PER_MINUTE and
+# GITHUB_WRITES_PER_HOUR, GITHUB_WRITES_AT_ONCE in flight at most; reads wait for nothing.
+# GITHUB_SECONDS_BETWEEN_REQUESTS: a pause PyGithub would keep before every request of
+# one client, none by default.
 GITHUB_SECONDS_BETWEEN_REQUESTS = None
 GITHUB_SECONDS_BETWEEN_WRITES = env.str("GITHUB_SECONDS_BETWEEN_WRITES", default="1.0")
 GITHUB_WRITE_BURST = env.str("GITHUB_WRITE_BURST", default="6")
+GITHUB_WRITES_PER_MINUTE = env.str("GITHUB_WRITES_PER_MINUTE", default="80")
+GITHUB_WRITES_PER_HOUR = env.str("GITHUB_WRITES_PER_HOUR", default="500")
+GITHUB_WRITES_AT_ONCE = env.str("GITHUB_WRITES_AT_ONCE", default="10")
 
 
 # --- Tasuku -------------------------------------------------------------------------

@@ -195,3 +195,24 @@ def test_the_evaluation_benchmark_replays_a_history_and_times_each_head(tmp_path
     assert done.returncode == 0, done.stderr[-2000:]
     assert "merged pull requests: 2; heads reviewed: 2 (failed: 0)" in done.stdout
     assert "time per head: median" in done.stdout
+
+
+def test_the_busy_installation_benchmark_meets_no_secondary_limit_and_loses_nothing(tmp_path):
+    import os
+
+    url = os.environ.get("DATABASE_URL", "")
+    env = dict(os.environ)
+    if url.startswith("postgres"):  # a database of its own on the suite's server
+        database = "postgres"
+        env["BENCH_POSTGRES_URL"] = url.rsplit("/", 1)[0]
+    else:
+        database = f"sqlite:///{tmp_path / 'bench.sqlite3'}"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "busy_installation.py"), "--pulls", "3",
+         "--clusters", "1", "--workers", "2", "--database", database],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    for line in ("secondary limits hit (must be 0)", "deliveries lost (must be 0)",
+                 "writes at the peak minute", "time in all"):  # fmt: skip
+        assert line in done.stdout, line

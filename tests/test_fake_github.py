@@ -297,6 +297,59 @@ def test_a_secondary_limit_refuses_what_it_covers_with_the_seconds_left_until_it
     assert window.refused == 2
 
 
+def write(fake_github, path: str, body: dict, method: str = "POST"):
+    """A write with an installation token, as raw JSON (status, body, headers)."""
+    import requests
+
+    token = github.gateway().installation_token(5)
+    response = requests.request(
+        method,
+        f"{fake_github.url}{path}",
+        json=body,
+        headers={"Authorization": f"token {token.token}"},
+        timeout=5,
+    )
+    return response.status_code, response.json(), response.headers
+
+
+def check_run(fake_github, n: int):
+    return write(fake_github, "/repos/acme/big/check-runs", {"name": f"c{n}", "head_sha": "c" * 40})
+
+
+def test_the_81st_content_generating_request_in_a_minute_is_refused_as_github_documents(world):
+    for n in range(80):
+        assert check_run(world, n)[0] == 201
+    assert rest(world, "/repos/acme/big/pulls/1")[0] == 200  # a read is not content
+    status, body, headers = check_run(world, 80)
+    assert status == 403
+    assert body["message"].startswith("You have exceeded a secondary rate limit")
+    assert "documentation_url" in body
+    assert 1 <= int(headers["retry-after"]) <= 60
+    [hit] = world.limits.hits
+    assert (hit.installation_id, hit.limit, hit.method) == (5, "per minute", "POST")
+    world.limits.advance(61)  # the minute has passed
+    assert check_run(world, 81)[0] == 201
+
+
+def test_the_501st_content_generating_request_in_an_hour_is_refused(world):
+    for n in range(500):
+        assert check_run(world, n)[0] == 201
+        if n % 80 == 79:
+            world.limits.advance(61)
+    status, _, headers = check_run(world, 500)
+    assert status == 403 and int(headers["retry-after"]) > 60
+    assert [h.limit for h in world.limits.hits] == ["per hour"]
+    world.limits.advance(3600)
+    assert check_run(world, 501)[0] == 201
+
+
+def test_requests_past_the_documented_concurrency_are_refused(world):
+    world.limits.concurrent = 0  # as if 100 requests were in flight
+    status, body, _ = rest(world, "/repos/acme/big/pulls/1")
+    assert status == 403 and "secondary rate limit" in body["message"]
+    assert [h.limit for h in world.limits.hits] == ["at once"]
+
+
 def test_a_persons_token_reads_what_its_user_may_and_writes_no_check_run(world):
     """A personal access token acts as its user: public repositories and those the user
     collaborates on, reviews as the user, and never a check run (an App's alone)."""

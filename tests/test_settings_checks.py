@@ -80,6 +80,15 @@ def test_retry_settings_must_be_numbers(configured):
     assert "GITHUB_MAX_ATTEMPTS" in error.msg
 
 
+@pytest.mark.parametrize(
+    "variable", ["GITHUB_WRITES_PER_MINUTE", "GITHUB_WRITES_PER_HOUR", "GITHUB_WRITES_AT_ONCE"]
+)
+def test_the_write_budgets_limits_must_be_whole_numbers(configured, variable):
+    setattr(configured, variable, "0.5")
+    [error] = github_settings_check()
+    assert error.id == "tasuku.E006" and variable in error.msg
+
+
 def test_missing_github_settings_are_a_warning_that_names_them(settings):
     settings.GITHUB_APP_ID = ""
     settings.GITHUB_PRIVATE_KEY = ""

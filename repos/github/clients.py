@@ -12,8 +12,9 @@ import jwt
 from github import Auth, Github, GithubIntegration
 from jwt.algorithms import RSAAlgorithm
 
+from repos.github.budget import SharedBudget
 from repos.github.config import AppCredentials, RetryPolicy
-from repos.github.pacing import WritePacer
+from repos.github.pacing import WriteLimits
 from repos.github.schemas import InstallationToken
 
 # GitHub allows at most 10 minutes; leave room for clock drift between us and GitHub.
@@ -107,18 +108,33 @@ def integration_client(creds: AppCredentials, policy: RetryPolicy) -> GithubInte
 
 
 _client_cache: dict[tuple[Any, ...], Github] = {}
-_pacers: dict[tuple[int, float], WritePacer] = {}
+_pacers: dict[WriteLimits, SharedBudget] = {}
+# A write that waits longer than this for its place in the budget is not slept through:
+# its queue defers it (unless GitHub's own longest wait, GITHUB_MAX_RATE_LIMIT_WAIT, is
+# longer).
+BUDGET_MAX_WAIT = 60.0
 
 
-def write_pacer(policy: RetryPolicy) -> WritePacer | None:
-    """The process's pacer of installations' writes under `policy` (None: unpaced)."""
+def write_pacer(policy: RetryPolicy) -> SharedBudget | None:
+    """The installations' write budget under `policy`, shared by every process through
+    the database (None: unpaced)."""
     if not policy.seconds_between_writes:
         return None
-    key = (policy.write_burst, float(policy.seconds_between_writes))
+    limits = WriteLimits(
+        burst=policy.write_burst,
+        interval=float(policy.seconds_between_writes),
+        per_minute=policy.writes_per_minute,
+        per_hour=policy.writes_per_hour,
+        at_once=policy.writes_at_once,
+    )
     with cache_lock:
-        pacer = _pacers.get(key)
+        pacer = _pacers.get(limits)
         if pacer is None:
-            pacer = _pacers[key] = WritePacer(burst=key[0], interval=key[1])
+            pacer = _pacers[limits] = SharedBudget(
+                limits,
+                max_wait=max(BUDGET_MAX_WAIT, policy.max_rate_limit_wait),
+                hold_for=policy.timeout + 15.0,
+            )
     return pacer
 
 

@@ -37,6 +37,12 @@ class RetryPolicy:
     # `seconds_between_writes` (repos/github/pacing.py); None: not paced.
     seconds_between_writes: float | None
     write_burst: int = 1
+    # GitHub's documented secondary limits for an installation's content-creating
+    # requests, and how many of its writes may be in flight at once (the budget every
+    # process shares: repos/github/budget.py).
+    writes_per_minute: int = 80
+    writes_per_hour: int = 500
+    writes_at_once: int = 10
 
 
 def private_key_text() -> tuple[str, str | None]:
@@ -206,4 +212,7 @@ def retry_policy() -> RetryPolicy:
         seconds_between_requests=settings.GITHUB_SECONDS_BETWEEN_REQUESTS,
         seconds_between_writes=float(settings.GITHUB_SECONDS_BETWEEN_WRITES or 0) or None,
         write_burst=max(1, int(settings.GITHUB_WRITE_BURST)),
+        writes_per_minute=max(2, int(settings.GITHUB_WRITES_PER_MINUTE)),
+        writes_per_hour=max(2, int(settings.GITHUB_WRITES_PER_HOUR)),
+        writes_at_once=max(1, int(settings.GITHUB_WRITES_AT_ONCE)),
     )

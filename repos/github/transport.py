@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import requests
@@ -374,23 +375,25 @@ class Transport:
             )
 
         def attempt() -> T:
-            if paced:
-                self._pace(installation_id)  # before the guard: a stop while waiting counts
-            if self.guard is not None:
-                self.guard()  # every try: a retry after a 502 is a post like the first
-            client = self._client(installation_id, repository_id, permissions, exact=exact)
-            try:
-                with usage_counted(self.creds.app_id, installation_id, client.requester):
-                    return fn(client)
-            except GithubException as exc:
-                if exc.status != 401:
-                    raise
-                self._drop_token(installation_id, repository_id, permissions, exact=exact)
+            # The write's turn in the installation's budget, held while it is sent; before
+            # the guard: a stop while waiting counts.
+            with self._writing(installation_id, paced):
+                if self.guard is not None:
+                    self.guard()  # every try: a retry after a 502 is a post like the first
                 client = self._client(installation_id, repository_id, permissions, exact=exact)
-                if paced:
-                    self._pace(installation_id)
-                with usage_counted(self.creds.app_id, installation_id, client.requester):
-                    return fn(client)
+                try:
+                    with usage_counted(self.creds.app_id, installation_id, client.requester):
+                        return fn(client)
+                except GithubException as exc:
+                    self._weather_seen(installation_id, exc)
+                    if exc.status != 401:
+                        raise
+                    self._drop_token(installation_id, repository_id, permissions, exact=exact)
+                    client = self._client(installation_id, repository_id, permissions, exact=exact)
+                    if paced:
+                        self._pace(installation_id)
+                    with usage_counted(self.creds.app_id, installation_id, client.requester):
+                        return fn(client)
 
         def recover_with_client() -> T | None:
             assert recover is not None
@@ -444,14 +447,53 @@ class Transport:
             else:
                 self._token_revoke(client, installation_id)
 
+    def _budget_key(self, installation_id: int) -> tuple[str, int]:
+        return (str(self.creds.app_id), int(installation_id))
+
     def _pace(self, installation_id: int) -> None:
+        """Take a write's place in the installation's budget and wait for it."""
         pacer = write_pacer(self.policy)
         if pacer is not None:
-            waited = pacer.wait((self.creds.base_url, self.creds.app_id, installation_id))
+            waited = pacer.wait(self._budget_key(installation_id), guard=self.guard)
             if waited > 0:
                 logger.debug(
                     "GitHub: a write for installation %s waited %.2fs", installation_id, waited
                 )
+
+    @contextmanager
+    def _writing(self, installation_id: int, paced: bool) -> Iterator[None]:
+        """A write's turn in the installation's budget, held while the block runs (its
+        place among the writes in flight); a read only waits out a pause GitHub asked
+        for; nothing without a budget."""
+        pacer = write_pacer(self.policy)
+        if pacer is None:
+            yield
+            return
+        if not paced:
+            pacer.read_wait(self._budget_key(installation_id), guard=self.guard)
+            yield
+            return
+        with pacer.writing(self._budget_key(installation_id), guard=self.guard) as waited:
+            if waited > 0:
+                logger.debug(
+                    "GitHub: a write for installation %s waited %.2fs", installation_id, waited
+                )
+            yield
+
+    def _weather_seen(self, installation_id: int, exc: GithubException) -> None:
+        """GitHub answered a call for the installation with a rate limit: every process's
+        writes for it wait as long as GitHub asked (repos/github/budget.py)."""
+        pacer = write_pacer(self.policy)
+        if pacer is None:
+            return
+        error = classify("call GitHub", exc)
+        if error.code != "github-rate-limit" or error.retry_after is None:
+            return
+        try:
+            pacer.pause(self._budget_key(installation_id), error.retry_after, error.message)
+        except Exception:  # noqa: BLE001 - the limit is still raised to the caller
+            logger.exception("could not record GitHub's rate limit for installation %s",
+                             installation_id)  # fmt: skip
 
     def _app_call(self, description: str, fn: Callable[[], T]) -> T:
         """`_call` for a call made with the App's JWT, counted as the App's own."""

@@ -24,7 +24,7 @@ from prometheus_client.core import (
     Metric,
 )
 
-from repos.models import GitHubApiUsage, Installation
+from repos.models import GitHubApiUsage, Installation, WriteBudget
 from reviews import timeline
 from reviews.budget import month_start
 from reviews.dashboard.selectors import broker_queue_size, day_start
@@ -228,12 +228,73 @@ class TasukuCollector:
             left = (until - now).total_seconds() if until and until > now else 0.0
             waiting.add_metric([str(github_id), login], left)
         yield waiting
+        yield from self._write_budgets(now, logins)
         deferred = CounterMetricFamily(
             "tasuku_review_run_attempts_deferred",
             "Run attempts put off for GitHub's weather (a rate limit, GitHub unavailable).",
         )
         deferred.add_metric([], RunAttempt.objects.filter(outcome=AttemptOutcome.DEFERRED).count())
         yield deferred
+
+    def _write_budgets(self, now, logins: dict[int, str]) -> Iterator[Metric]:
+        """Each installation's write budget, shared by every process (repos/github/budget.py)."""
+        labels = ["installation_id", "account"]
+        writes = CounterMetricFamily(
+            "tasuku_github_writes",
+            "Writes to GitHub let through the installation's shared write budget.",
+            labels=labels,
+        )
+        waits = CounterMetricFamily(
+            "tasuku_github_write_waits",
+            "Writes that waited their turn in the installation's write budget.",
+            labels=labels,
+        )
+        waited = CounterMetricFamily(
+            "tasuku_github_write_wait_seconds",
+            "Seconds writes waited for their place in the installation's write budget.",
+            labels=labels,
+        )
+        pauses = CounterMetricFamily(
+            "tasuku_github_write_pauses",
+            "Rate limits GitHub answered (Retry-After, a secondary limit) that paused every "
+            "process's writes for the installation.",
+            labels=labels,
+        )
+        minute = GaugeMetricFamily(
+            "tasuku_github_writes_this_minute",
+            "The installation's writes in the current clock minute (GitHub allows 80 a minute).",
+            labels=labels,
+        )
+        hour = GaugeMetricFamily(
+            "tasuku_github_writes_this_hour",
+            "The installation's writes in the current clock hour (GitHub allows 500 an hour).",
+            labels=labels,
+        )
+        flying = GaugeMetricFamily(
+            "tasuku_github_writes_in_flight",
+            "The installation's writes being sent now, from every process.",
+            labels=labels,
+        )
+        paused = GaugeMetricFamily(
+            "tasuku_github_write_paused_seconds",
+            "Seconds until the installation's writes may go again after GitHub asked to wait.",
+            labels=labels,
+        )
+        this_minute = now.replace(second=0, microsecond=0)
+        this_hour = this_minute.replace(minute=0)
+        epoch = now.timestamp()
+        for row in WriteBudget.objects.order_by("app_id", "installation_id"):
+            values = [str(row.installation_id), logins.get(row.installation_id, "")]
+            writes.add_metric(values, row.writes)
+            waits.add_metric(values, row.waits)
+            waited.add_metric(values, row.waited_seconds)
+            pauses.add_metric(values, row.pauses)
+            minute.add_metric(values, row.minute_writes if row.minute_started == this_minute else 0)
+            hour.add_metric(values, row.hour_writes if row.hour_started == this_hour else 0)
+            flying.add_metric(values, sum(1 for t in (row.in_flight or {}).values() if t > epoch))
+            left = (row.paused_until - now).total_seconds() if row.paused_until else 0.0
+            paused.add_metric(values, max(0.0, left))
+        yield from (writes, waits, waited, pauses, minute, hour, flying, paused)
 
     def _models(self, now) -> Iterator[Metric]:
         tokens = CounterMetricFamily(

@@ -227,6 +227,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "advice": advice,
             "may_act": may_act(request.user),
             "walkthrough": _walkthrough_of(run),
+            "write_waiting": run.status not in RUN_FINAL_STATES
+            and run.write_wait_until is not None
+            and run.write_wait_until > timezone.now(),
             # Tasuku's own record of the connector calls it made for the run's engine.
             "connector_calls": list(run.connector_calls.all()),
             # People's replies in this review's threads, and what answering them cost.
@@ -251,7 +254,10 @@ def _walkthrough_of(run: ReviewRun) -> Walkthrough | None:
 
 def _run_version(run: ReviewRun, attempts: int) -> str:
     """Changes whenever what the run page shows of an unfinished run changes."""
-    return f"{run.status}:{run.stage}:{attempts}:{run.attempts}"
+    version = f"{run.status}:{run.stage}:{attempts}:{run.attempts}"
+    if run.write_wait_until is not None:  # a write's wait for the budget, shown
+        version += f":{run.write_wait_until.timestamp():.0f}"
+    return version
 
 
 @staff_member_required

@@ -11,6 +11,7 @@ from django.utils.translation import ngettext
 
 from repos import github
 from repos.github import CheckRunOutput
+from repos.github.budget import URGENT, writes_for
 from repos.models import Installation, Repository, Reviewer
 from repos.policy import POLICY_TRIGGERS, EffectiveConfig, Trigger
 from repos.selectors import effective_config
@@ -343,7 +344,9 @@ def run_check_then_ring(
     admission died, or GitHub refused the check run) and one with it was. A worker that
     took a run before its check run existed would create a second one."""
     had_check = bool(run.check_run_id)
-    run_check_ensure(run, created=created, installation=installation, **check)
+    # The first write of a review: it comes before the backlog's (repos/github/budget.py).
+    with writes_for(URGENT):
+        run_check_ensure(run, created=created, installation=installation, **check)
     if not had_check:
         run_ring_ready(run)
 

@@ -115,6 +115,15 @@ class ReviewRun(models.Model):
     check_due_at = models.DateTimeField(null=True, blank=True, db_index=True)
     check_sends = models.PositiveSmallIntegerField(default=0)
     check_error = models.TextField(blank=True)
+    # The status the check run was last given before its conclusion ("in_progress" when
+    # it was created so: the pipeline's start then sends nothing; "": unknown).
+    check_status = models.CharField(max_length=20, blank=True)
+    # The run's writes to GitHub wait their turn in the installation's write budget
+    # (repos/github/budget.py): the latest wait (until when, and why) and the seconds
+    # waited in all, shown on the run page.
+    write_wait_until = models.DateTimeField(null=True, blank=True)
+    write_wait_reason = models.CharField(max_length=300, blank=True)
+    write_waited = models.FloatField(default=0.0)
     delivery = models.ForeignKey(
         "webhooks.WebhookDelivery",
         on_delete=models.SET_NULL,

@@ -94,6 +94,7 @@ def world(fake_github):
     return repo
 
 
+@pytest.mark.django_db
 def test_the_gateway_paces_an_installations_writes_but_not_its_reads(world, fake_github, settings):
     settings.GITHUB_SECONDS_BETWEEN_WRITES = "0.5"
     settings.GITHUB_WRITE_BURST = "2"

@@ -159,8 +159,8 @@ def test_a_spent_primary_quota_when_the_delivery_arrives_reviews_after_the_reset
 
 
 def test_a_check_run_github_will_not_update_for_minutes_still_ends_completed(world, open_pr):
-    # The in-progress update goes through; then every PATCH fails (an outage).
-    outage = world.fake.inject(40, status=502, method="PATCH", path=r"/check-runs/\d+$", skip=1)
+    # The check run is created in progress; then every PATCH fails (an outage).
+    outage = world.fake.inject(40, status=502, method="PATCH", path=r"/check-runs/\d+$")
     open_pr(world)
     run = ReviewRun.objects.get()
     assert run.status == RunStatus.COMPLETED  # the review is published; only the check waits
@@ -189,14 +189,14 @@ def test_a_failed_run_whose_check_github_refused_to_conclude_is_concluded_later(
     world, open_pr, monkeypatch
 ):
     """A permanent failure, with GitHub down as it happens: the `failure` conclusion
-    waits and is sent when GitHub is back (no check left `queued`)."""
+    waits and is sent when GitHub is back (no check left `in_progress`)."""
     from sandbox.errors import StageError
 
     def broken(*args, **kwargs):
         raise StageError("the sandbox image is missing", permanent=True, stage="sandbox")
 
     monkeypatch.setattr("reviews.engines.engine_run", broken)
-    outage = world.fake.inject(40, status=503, method="PATCH", path=r"/check-runs/\d+$", skip=1)
+    outage = world.fake.inject(40, status=503, method="PATCH", path=r"/check-runs/\d+$")
     open_pr(world)
     run = ReviewRun.objects.get()
     assert run.status == RunStatus.FAILED

@@ -331,3 +331,42 @@ def test_a_workspace_root_that_cannot_hold_a_checkout_fails_the_check_and_health
     settings.TASUKU_WORKSPACE_MIN_FREE_MB = 10**12  # more than any disk has
     response = client.get("/healthz")
     assert response.status_code == 503 and "MB free" in response.json()["workspace"]
+
+
+def test_metrics_show_each_installations_shared_write_budget_and_its_waits(staff_client):
+    from repos.github.budget import URGENT, SharedBudget, writes_for
+    from repos.github.pacing import WriteLimits
+
+    InstallationFactory(github_id=77, account_login="acme")
+    clock = [timezone.now().timestamp()]
+    budget = SharedBudget(
+        WriteLimits(burst=2, interval=1.0),
+        max_wait=60,
+        clock=lambda: clock[0],
+        sleep=lambda s: clock.__setitem__(0, clock[0] + s),
+    )
+    with writes_for(URGENT):
+        for _ in range(3):
+            budget.wait(("4242", 77))
+    budget.pause(("4242", 77), 30, "You have exceeded a secondary rate limit")
+
+    got = _samples(staff_client.get("/metrics").content.decode())
+    labels = (("account", "acme"), ("installation_id", "77"))
+    assert got[("tasuku_github_writes_total", labels)] == 3
+    assert got[("tasuku_github_write_waits_total", labels)] == 1
+    assert got[("tasuku_github_write_wait_seconds_total", labels)] == pytest.approx(1.0)
+    assert got[("tasuku_github_write_pauses_total", labels)] == 1
+    assert 25 < got[("tasuku_github_write_paused_seconds", labels)] <= 31
+    assert got[("tasuku_github_writes_this_hour", labels)] >= 1
+
+
+def test_the_run_page_shows_a_write_waiting_for_the_budget(staff_client):
+    run = ReviewRunFactory(status=RunStatus.RUNNING, stage="publication", attempts=1)
+    ReviewRun.objects.filter(pk=run.pk).update(
+        write_wait_until=timezone.now() + timedelta(seconds=40),
+        write_wait_reason="the write budget",
+        write_waited=12.5,
+    )
+    page = staff_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "GitHub write budget" in page and "waiting until" in page
+    assert "12.5 s waited in all" in page

@@ -61,7 +61,7 @@ def test_the_same_head_delivered_again_says_what_already_stands_not_queued(world
     )
 
 
-def test_an_opened_pull_request_becomes_a_queued_run_with_a_queued_check_run(world, deliver):
+def test_an_opened_pull_request_becomes_a_queued_run_with_a_check_run_in_progress(world, deliver):
     fake, repo, pull = world
     delivery = deliver(pull_request_payload(fake, repo, pull, action="opened"))
 
@@ -77,7 +77,8 @@ def test_an_opened_pull_request_becomes_a_queued_run_with_a_queued_check_run(wor
     checks = fake.check_runs_of("acme/widgets")
     assert len(checks) == 1
     check = checks[0]
-    assert (check.name, check.head_sha, check.status) == ("Tasuku · static", HEAD, "queued")
+    # Created in progress: the review has begun for the reader, and its start sends nothing.
+    assert (check.name, check.head_sha, check.status) == ("Tasuku · static", HEAD, "in_progress")
     assert check.details_url == f"http://tasuku.test/runs/{run.pk}/"
     assert check.external_id == str(run.pk)
     assert run.check_run_id == check.id
@@ -175,7 +176,7 @@ def test_a_push_to_a_draft_is_not_reviewed_and_ready_for_review_is(world, delive
     run = ReviewRun.objects.get()
     assert (run.head_sha, run.trigger, run.status) == (pushed, "ready_for_review", RunStatus.QUEUED)
     [check] = fake.check_runs_of("acme/widgets")
-    assert (check.head_sha, check.status) == (pushed, "queued")
+    assert (check.head_sha, check.status) == (pushed, "in_progress")
 
 
 def test_a_disabled_repository_is_skipped_without_calling_github(world, deliver):

@@ -1,10 +1,13 @@
-"""The walkthrough comment: one per pull request, created when a review gets under way,
-finalised when it ends, edited in place on later pushes, found again only by Tasuku's own
+"""The walkthrough comment: one per pull request, created when a review has been under way
+for a while (or, for one that ends sooner, once with its final text), finalised when it ends, edited in place on later pushes, found again only by Tasuku's own
 signed marker; off by policy; never the review's failure or wait."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from repos.models import RepositoryPolicy, Reviewer
 from repos.policy import EffectiveConfig, Trigger
@@ -58,12 +61,18 @@ def repository_first(world, **policy):
 def test_a_walkthrough_is_created_under_way_finalised_and_edited_in_place_across_two_pushes(
     world, deliver, monkeypatch
 ):
-    # Send the walkthrough while the engine runs, as a worker beside this one would.
+    # A review that takes longer than the grace: its walkthrough is sent while the engine
+    # runs, as the sweep rings it for a worker beside this one.
     seen = []
     real = engines.engine_run
 
     def engine_run(*args, **kwargs):
-        seen.append(walkthrough_send(Walkthrough.objects.get().pk))
+        row = Walkthrough.objects.get()
+        assert walkthrough_send(row.pk) == "not claimed"  # within the grace: not yet
+        Walkthrough.objects.filter(pk=row.pk).update(
+            next_attempt_at=timezone.now() - timedelta(seconds=1)
+        )
+        seen.append(walkthrough_send(row.pk))
         seen.append(walkthroughs(world)[0]["body"])
         return real(*args, **kwargs)
 
@@ -96,6 +105,20 @@ def test_a_walkthrough_is_created_under_way_finalised_and_edited_in_place_across
     assert f"/runs/{second.pk}/" in comment["body"] and f"/runs/{first.pk}/" not in comment["body"]
     assert world.fake.requests("PATCH", r"/issues/comments/\d+$")
     assert len(world.fake.requests("POST", r"/issues/\d+/comments$")) == 1
+    assert Walkthrough.objects.get().status == "sent"
+
+
+def test_a_review_that_ends_within_the_grace_posts_its_walkthrough_once_with_its_final_text(
+    world, deliver
+):
+    run = deliver(world)
+    assert run.status == RunStatus.COMPLETED, run.reason
+    [comment] = walkthroughs(world)
+    assert "✅ reviewed at `" + run.head_sha[:7] in comment["body"]
+    assert "under way" not in comment["body"]
+    # One write: created with its final text, never edited.
+    assert len(world.fake.requests("POST", r"/issues/\d+/comments$")) == 1
+    assert not world.fake.requests("PATCH", r"/issues/comments/\d+$")
     assert Walkthrough.objects.get().status == "sent"
 
 

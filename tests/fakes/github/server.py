@@ -405,21 +405,33 @@ class FakeGitHubBase:
                 elif auth == "token":
                     request.token = self._authenticate_token(headers)
                 metered = {}
+                flying = None
                 if request.token is not None and ".git/" not in path:
                     # Git's own transport is not the REST API's: not metered.
+                    token = request.token
+                    counted_as = (
+                        token.installation_id
+                        if token.installation_id is not None
+                        else -token.user_id
+                    )
                     try:
-                        token = request.token
                         metered = (
-                            self.limits.meter(token.installation_id, method, path)
+                            self.limits.meter(counted_as, method, path, body=body)
                             if token.installation_id is not None
-                            else self.limits.meter(-token.user_id, method, path, who="user")
+                            else self.limits.meter(counted_as, method, path, who="user", body=body)
                         )
                     except Refused as refused:
                         raise HTTPError(
                             refused.status, refused.message, headers=refused.headers
                         ) from None
-                with self.lock:
-                    status, payload, extra = fn(request)
+                    flying = counted_as
+                    self.limits.begin(flying)
+                try:
+                    with self.lock:
+                        status, payload, extra = fn(request)
+                finally:
+                    if flying is not None:
+                        self.limits.end(flying)
                 return status, payload, {**metered, **extra}, auth_kind
             raise HTTPError(404, "Not Found")
         except HTTPError as exc:
