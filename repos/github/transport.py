@@ -417,11 +417,21 @@ class Transport:
         *,
         paced: bool = False,
     ) -> T:
-        """`fn` with a client whose token is minted for it and revoked after it."""
-        if paced:
-            self._pace(installation_id)
-        if self.guard is not None:
-            self.guard()
+        """`fn` with a client whose token is minted for it and revoked after it; a write
+        takes its turn in the installation's budget like any other (held while it is
+        sent), and a rate limit it meets pauses every process's writes."""
+        with self._writing(installation_id, paced):
+            if self.guard is not None:
+                self.guard()
+            return self._single_use_call(installation_id, repository_id, permissions, fn)
+
+    def _single_use_call(
+        self,
+        installation_id: int,
+        repository_id: int | None,
+        permissions: dict[str, str],
+        fn: Callable[[Github], T],
+    ) -> T:
         token = self._token_mint(
             installation_id,
             repository_ids=(repository_id,) if repository_id else (),
@@ -433,6 +443,7 @@ class Transport:
             with usage_counted(self.creds.app_id, installation_id, client.requester):
                 return fn(client)
         except GithubException as exc:
+            self._weather_seen(installation_id, exc)
             spent = quota_spent(exc)
             raise
         finally:

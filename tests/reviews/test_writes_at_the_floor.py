@@ -1,7 +1,10 @@
 """A review's cost on GitHub, counted against the fake: a clean warm review (a worker with
-its tokens and mirror) makes at most 4 writes and 7 requests — its check run created
+its read token and mirror) makes at most 4 writes and 7 requests — its check run created
 `in_progress`, one review (its inline comments inside it), its walkthrough posted once
-with its final text, its check completed; the pull request read once; git's two fetches."""
+with its final text, its check completed; the pull request read once; git's two fetches.
+Beside them, each write has a token of its own, minted for it and revoked after (the
+Tasuku App's tokens that can post outlive no post: docs/review-passes.md): two token
+calls a write, which create no content (GitHub's secondary limits count content)."""
 
 from __future__ import annotations
 
@@ -47,10 +50,18 @@ def another_pull(world, number: int, *, clean: bool = False) -> Pull:
     )
 
 
+TOKEN_CALLS = {"POST /app/installations/{n}/access_tokens", "DELETE /installation/token"}
+
+
 def counted(world) -> tuple[Counter, Counter, int]:
-    """The API's writes and reads by endpoint, and git's fetches."""
+    """The API's writes and reads by endpoint (the writes' own tokens apart), and git's
+    fetches."""
     calls = world.fake.requests()
-    api = [c for c in calls if ".git/" not in c.path]
+    api = [
+        c
+        for c in calls
+        if ".git/" not in c.path and endpoint_of(c.method, c.path) not in TOKEN_CALLS
+    ]
     writes = Counter(endpoint_of(c.method, c.path) for c in api if c.method in WRITES)
     reads = Counter(endpoint_of(c.method, c.path) for c in api if c.method not in WRITES)
     fetches = sum(1 for c in calls if c.path.endswith(".git/git-upload-pack"))
@@ -79,6 +90,10 @@ def test_a_clean_warm_review_makes_four_writes_and_seven_requests(world, client,
     assert fetches == 2  # git's two: the commits, then the blobs the review reads
     assert sum(writes.values()) + sum(reads.values()) + fetches == 7
     assert world.fake.limits.hits == []  # no documented secondary limit met
+    # Each write's token, minted for it and revoked after it: none kept between posts.
+    tokens = Counter(endpoint_of(c.method, c.path) for c in world.fake.requests())
+    assert tokens["POST /app/installations/{n}/access_tokens"] == 4
+    assert tokens["DELETE /installation/token"] == 4
 
     # What the pull request's reader sees is unchanged: the review, the walkthrough with
     # its final text, the check run created in progress and completed.
