@@ -17,6 +17,7 @@ from django_q.brokers import get_broker
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
+from tests.contract.webhooks import assert_valid_webhook
 from tests.fakes.github import ActionsRun, CheckRun, FakeGitHub, Pull, Repo
 from webhooks.signature import signature_for
 
@@ -48,9 +49,16 @@ def post_webhook(
     delivery_id: str | None = None,
     hook_id: str = "123456",
     signature: str | None = None,
+    validate: bool = True,
     **extra: str,
 ):
+    """Post `body` as GitHub delivers webhook `event`, signed with `secret`. The payload
+    must be what GitHub sends for its event and action (its published schemas:
+    tests/contract/webhooks.py); a test that sends one malformed on purpose (bad JSON, a
+    missing field, a refusal) says so with `validate=False`."""
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    if validate:
+        _assert_valid_webhook(event, raw)
     headers = {
         **extra,
         "HTTP_X_GITHUB_EVENT": event,
@@ -64,11 +72,15 @@ def post_webhook(
     return client.post("/webhooks/github", data=raw, content_type="application/json", **headers)
 
 
-def post_webhook_live(url: str, event: str, body: dict[str, Any], *, secret: str):
+def post_webhook_live(
+    url: str, event: str, body: dict[str, Any], *, secret: str, validate: bool = True
+):
     """`post_webhook` over HTTP, to a live server (a real worker's tests)."""
     import requests
 
     raw = json.dumps(body).encode()
+    if validate:
+        _assert_valid_webhook(event, raw)
     return requests.post(
         f"{url}/webhooks/github",
         data=raw,
@@ -81,6 +93,17 @@ def post_webhook_live(url: str, event: str, body: dict[str, Any], *, secret: str
         },
         timeout=10,
     )
+
+
+def _assert_valid_webhook(event: str, raw: bytes) -> None:
+    try:
+        body = json.loads(raw)
+    except ValueError as error:
+        raise AssertionError(
+            f"webhook {event}: the body is not JSON ({error}); if on purpose, "
+            "post_webhook(..., validate=False)"
+        ) from None
+    assert_valid_webhook(event, body)
 
 
 def drain_queue(limit: int = 100, *, only: str | None = None) -> list[Any]:
@@ -124,6 +147,31 @@ def _repo_json(fake: FakeGitHub, repo: Repo) -> dict[str, Any]:
     return fake._repo_json(repo)
 
 
+# Members of the fake's REST objects that GitHub's webhook schemas do not describe (their
+# objects forbid other members): a user's `user_view_type`, a full repository's counts.
+_REST_ONLY_USER = ("user_view_type",)
+_REST_ONLY_REPOSITORY = ("network_count", "subscribers_count")
+
+
+def webhook_shaped(node: Any) -> Any:
+    """`node` (a payload built from the fake's REST objects) as webhooks spell its users
+    and repositories: without the REST-only members above, and each repository with the
+    `custom_properties` webhooks always carry."""
+    if isinstance(node, list):
+        return [webhook_shaped(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    shaped = {key: webhook_shaped(value) for key, value in node.items()}
+    if "login" in shaped and "type" in shaped:
+        for key in _REST_ONLY_USER:
+            shaped.pop(key, None)
+    if "full_name" in shaped and "owner" in shaped and "default_branch" in shaped:
+        for key in _REST_ONLY_REPOSITORY:
+            shaped.pop(key, None)
+        shaped.setdefault("custom_properties", {})
+    return shaped
+
+
 def pull_request_payload(
     fake: FakeGitHub, repo: Repo, pull: Pull, *, action: str = "opened", **extra: Any
 ) -> dict[str, Any]:
@@ -144,7 +192,7 @@ def pull_request_payload(
         data["before"] = extra.pop("before", pull.base_sha)
         data["after"] = pull.head_sha
     data.update(extra)
-    return data
+    return webhook_shaped(data)
 
 
 def issue_comment_payload(
@@ -172,7 +220,7 @@ def issue_comment_payload(
         author_association=association,
         user={**data["comment"]["user"], "login": login, "type": user_type},
     )
-    return data
+    return webhook_shaped(data)
 
 
 def review_comment_payload(
@@ -198,7 +246,7 @@ def review_comment_payload(
     if user_type is not None:
         data["comment"]["user"]["type"] = user_type
     data["sender"] = {**data["sender"], **data["comment"]["user"]}
-    return data
+    return webhook_shaped(data)
 
 
 INSTALLATION_NODE_ID = "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="
@@ -286,7 +334,7 @@ def pull_request_review_payload(
         },
     )
     data["sender"] = {**data["sender"], **review["user"]}
-    return data
+    return webhook_shaped(data)
 
 
 def check_run_payload(
@@ -311,7 +359,7 @@ def check_run_payload(
         app={**check["app"], "id": app.id, "slug": app.slug, "name": app.name},
         check_suite=_suite_json(fake, repo, run.app_id, run.head_sha, check["check_suite"]),
     )
-    return data
+    return webhook_shaped(data)
 
 
 def check_suite_payload(
@@ -334,7 +382,7 @@ def check_suite_payload(
     with fake.lock:
         app = fake._app_for_slug(app_slug)
     data["check_suite"] = _suite_json(fake, repo, app.id, head_sha, data["check_suite"], conclusion)
-    return data
+    return webhook_shaped(data)
 
 
 def workflow_run_payload(
@@ -367,7 +415,7 @@ def workflow_run_payload(
         {k: workflow[k] for k in data["workflow"] if k in workflow}, name=run.name
     )
     data["sender"] = {**data["sender"], **run_json["triggering_actor"]}
-    return data
+    return webhook_shaped(data)
 
 
 def thread_resolved_payload(
@@ -388,7 +436,7 @@ def thread_resolved_payload(
     data["repository"] = fake._repo_json(repo)
     data["installation"] = {"id": repo.installation_id}
     data["sender"] = {**data["sender"], "login": login, "type": "User"}
-    return data
+    return webhook_shaped(data)
 
 
 def conversation_answers(fake: Any, full_name: str, number: int) -> list[dict[str, Any]]:

@@ -273,7 +273,9 @@ def test_a_payload_of_the_wrong_types_is_ignored_with_the_reason_never_retried(
     body = payload("pull_request", "opened")
     change(body)
     assert (
-        post_webhook(client, "pull_request", body, secret=test_app.webhook_secret).status_code
+        post_webhook(
+            client, "pull_request", body, secret=test_app.webhook_secret, validate=False
+        ).status_code
         == 202
     )
     drain_queue()
