@@ -106,7 +106,8 @@ def test_a_superuser_creates_the_app_and_tasuku_uses_it_with_nothing_copied(
     assert missing_settings() == []
     creds = credentials()
     assert creds.app_id == row.app_id and "PRIVATE KEY" in creds.private_key
-    assert gateway().app_slug() == "tasuku-test"  # the key signs JWTs GitHub accepts
+    # The registration's slug, not GITHUB_APP_SLUG's (known from the conversion: no GET /app).
+    assert gateway().app_slug() == "tasuku-test"
     # Deliveries signed with the new App's secret are accepted.
     body = payload("ping", "default")
     ping = post_webhook(superuser_client, "ping", body, secret=creds.webhook_secret)
