@@ -153,6 +153,14 @@ _REST_ONLY_USER = ("user_view_type",)
 _REST_ONLY_REPOSITORY = ("network_count", "subscribers_count")
 
 
+def as_recorded(recorded: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
+    """`fresh` (one of the fake's REST objects) in the shape of `recorded` (the same
+    object as a recorded webhook carries it): the recording's members, with the fake's
+    values. A webhook's pull request beside a review or a thread, or a workflow run's
+    repository, is a smaller object than REST's, and its schema forbids the rest."""
+    return {key: copy.deepcopy(fresh.get(key, value)) for key, value in recorded.items()}
+
+
 def webhook_shaped(node: Any) -> Any:
     """`node` (a payload built from the fake's REST objects) as webhooks spell its users
     and repositories: without the REST-only members above, and each repository with the
@@ -208,12 +216,21 @@ def issue_comment_payload(
 ) -> dict[str, Any]:
     """A recorded `issue_comment.created` payload rewritten to a comment on `number`."""
     data = payload("issue_comment", "created")
-    data["installation"] = {"id": repo.installation_id}
+    data["installation"] = _installation(repo, None)
     data["repository"].update(_repo_json(fake, repo))
     data["issue"]["number"] = number
-    data["issue"]["pull_request"] = (
-        {"url": f"{fake.url}/repos/{repo.full_name}/pulls/{number}"} if on_pull_request else None
-    )
+    # A pull request's conversation is an issue with `pull_request` links; a plain
+    # issue's payload has no `pull_request` at all (as recorded).
+    data["issue"].pop("pull_request", None)
+    if on_pull_request:
+        html = f"{fake.url}/{repo.full_name}/pull/{number}"
+        data["issue"]["pull_request"] = {
+            "url": f"{fake.url}/repos/{repo.full_name}/pulls/{number}",
+            "html_url": html,
+            "diff_url": f"{html}.diff",
+            "patch_url": f"{html}.patch",
+            "merged_at": None,
+        }
     data["comment"].update(
         id=fake.next_id(),
         body=body,
@@ -238,7 +255,7 @@ def review_comment_payload(
     data = payload("pull_request_review_comment", "created")
     data["installation"] = _installation(repo, None)
     data["repository"].update(_repo_json(fake, repo))
-    data["pull_request"].update(copy.deepcopy(fake._pull_json(repo, pull)))
+    data["pull_request"] = as_recorded(data["pull_request"], fake._pull_json(repo, pull))
     with fake.lock:
         data["comment"] = copy.deepcopy(fake._comment_json(repo, comment))
     if association is not None:
@@ -324,7 +341,7 @@ def pull_request_review_payload(
     data["action"] = action
     data["installation"] = _installation(repo, installation_id)
     data["repository"].update(_repo_json(fake, repo))
-    data["pull_request"].update(copy.deepcopy(fake._pull_json(repo, pull)))
+    data["pull_request"] = as_recorded(data["pull_request"], fake._pull_json(repo, pull))
     data["review"].update(
         copy.deepcopy(review),
         state=review["state"].lower(),
@@ -407,8 +424,10 @@ def workflow_run_payload(
         workflow = fake._workflow_json(repo, run.workflow_id, run.path)
     data["workflow_run"].update(
         run_json,
-        repository={**data["workflow_run"]["repository"], **run_json["repository"]},
-        head_repository={**data["workflow_run"]["head_repository"], **run_json["repository"]},
+        repository=as_recorded(data["workflow_run"]["repository"], run_json["repository"]),
+        head_repository=as_recorded(
+            data["workflow_run"]["head_repository"], run_json["repository"]
+        ),
         head_commit={**data["workflow_run"]["head_commit"], **run_json["head_commit"]},
     )
     data["workflow"].update(
@@ -426,15 +445,12 @@ def thread_resolved_payload(
     thread state is resolved too."""
     fake.person_resolves(repo.full_name, thread["id"], login=login)
     data = payload("pull_request_review_thread", "resolved")
-    data["thread"] = {
-        "node_id": thread["id"],
-        "comments": [
-            {k: v for k, v in c.items() if not k.startswith("_")} for c in thread["comments"]
-        ],
-    }
-    data["pull_request"] = fake._pull_json(repo, pull)
+    with fake.lock:
+        comments = [copy.deepcopy(fake._comment_json(repo, c)) for c in thread["comments"]]
+    data["thread"] = {"node_id": thread["id"], "comments": comments}
+    data["pull_request"] = as_recorded(data["pull_request"], fake._pull_json(repo, pull))
     data["repository"] = fake._repo_json(repo)
-    data["installation"] = {"id": repo.installation_id}
+    data["installation"] = _installation(repo, None)
     data["sender"] = {**data["sender"], "login": login, "type": "User"}
     return webhook_shaped(data)
 
