@@ -17,6 +17,7 @@ from django_q.brokers import get_broker
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
+from tests.contract.webhooks import assert_valid_webhook
 from tests.fakes.github import ActionsRun, CheckRun, FakeGitHub, Pull, Repo
 from webhooks.signature import signature_for
 
@@ -48,9 +49,16 @@ def post_webhook(
     delivery_id: str | None = None,
     hook_id: str = "123456",
     signature: str | None = None,
+    validate: bool = True,
     **extra: str,
 ):
+    """Post `body` as GitHub delivers webhook `event`, signed with `secret`. The payload
+    must be what GitHub sends for its event and action (its published schemas:
+    tests/contract/webhooks.py); a test that sends one malformed on purpose (bad JSON, a
+    missing field, a refusal) says so with `validate=False`."""
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    if validate:
+        _assert_valid_webhook(event, raw)
     headers = {
         **extra,
         "HTTP_X_GITHUB_EVENT": event,
@@ -64,11 +72,15 @@ def post_webhook(
     return client.post("/webhooks/github", data=raw, content_type="application/json", **headers)
 
 
-def post_webhook_live(url: str, event: str, body: dict[str, Any], *, secret: str):
+def post_webhook_live(
+    url: str, event: str, body: dict[str, Any], *, secret: str, validate: bool = True
+):
     """`post_webhook` over HTTP, to a live server (a real worker's tests)."""
     import requests
 
     raw = json.dumps(body).encode()
+    if validate:
+        _assert_valid_webhook(event, raw)
     return requests.post(
         f"{url}/webhooks/github",
         data=raw,
@@ -81,6 +93,17 @@ def post_webhook_live(url: str, event: str, body: dict[str, Any], *, secret: str
         },
         timeout=10,
     )
+
+
+def _assert_valid_webhook(event: str, raw: bytes) -> None:
+    try:
+        body = json.loads(raw)
+    except ValueError as error:
+        raise AssertionError(
+            f"webhook {event}: the body is not JSON ({error}); if on purpose, "
+            "post_webhook(..., validate=False)"
+        ) from None
+    assert_valid_webhook(event, body)
 
 
 def drain_queue(limit: int = 100, *, only: str | None = None) -> list[Any]:
@@ -124,6 +147,39 @@ def _repo_json(fake: FakeGitHub, repo: Repo) -> dict[str, Any]:
     return fake._repo_json(repo)
 
 
+# Members of the fake's REST objects that GitHub's webhook schemas do not describe (their
+# objects forbid other members): a user's `user_view_type`, a full repository's counts.
+_REST_ONLY_USER = ("user_view_type",)
+_REST_ONLY_REPOSITORY = ("network_count", "subscribers_count")
+
+
+def as_recorded(recorded: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
+    """`fresh` (one of the fake's REST objects) in the shape of `recorded` (the same
+    object as a recorded webhook carries it): the recording's members, with the fake's
+    values. A webhook's pull request beside a review or a thread, or a workflow run's
+    repository, is a smaller object than REST's, and its schema forbids the rest."""
+    return {key: copy.deepcopy(fresh.get(key, value)) for key, value in recorded.items()}
+
+
+def webhook_shaped(node: Any) -> Any:
+    """`node` (a payload built from the fake's REST objects) as webhooks spell its users
+    and repositories: without the REST-only members above, and each repository with the
+    `custom_properties` webhooks always carry."""
+    if isinstance(node, list):
+        return [webhook_shaped(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    shaped = {key: webhook_shaped(value) for key, value in node.items()}
+    if "login" in shaped and "type" in shaped:
+        for key in _REST_ONLY_USER:
+            shaped.pop(key, None)
+    if "full_name" in shaped and "owner" in shaped and "default_branch" in shaped:
+        for key in _REST_ONLY_REPOSITORY:
+            shaped.pop(key, None)
+        shaped.setdefault("custom_properties", {})
+    return shaped
+
+
 def pull_request_payload(
     fake: FakeGitHub, repo: Repo, pull: Pull, *, action: str = "opened", **extra: Any
 ) -> dict[str, Any]:
@@ -144,7 +200,7 @@ def pull_request_payload(
         data["before"] = extra.pop("before", pull.base_sha)
         data["after"] = pull.head_sha
     data.update(extra)
-    return data
+    return webhook_shaped(data)
 
 
 def issue_comment_payload(
@@ -160,19 +216,28 @@ def issue_comment_payload(
 ) -> dict[str, Any]:
     """A recorded `issue_comment.created` payload rewritten to a comment on `number`."""
     data = payload("issue_comment", "created")
-    data["installation"] = {"id": repo.installation_id}
+    data["installation"] = _installation(repo, None)
     data["repository"].update(_repo_json(fake, repo))
     data["issue"]["number"] = number
-    data["issue"]["pull_request"] = (
-        {"url": f"{fake.url}/repos/{repo.full_name}/pulls/{number}"} if on_pull_request else None
-    )
+    # A pull request's conversation is an issue with `pull_request` links; a plain
+    # issue's payload has no `pull_request` at all (as recorded).
+    data["issue"].pop("pull_request", None)
+    if on_pull_request:
+        html = f"{fake.url}/{repo.full_name}/pull/{number}"
+        data["issue"]["pull_request"] = {
+            "url": f"{fake.url}/repos/{repo.full_name}/pulls/{number}",
+            "html_url": html,
+            "diff_url": f"{html}.diff",
+            "patch_url": f"{html}.patch",
+            "merged_at": None,
+        }
     data["comment"].update(
         id=fake.next_id(),
         body=body,
         author_association=association,
         user={**data["comment"]["user"], "login": login, "type": user_type},
     )
-    return data
+    return webhook_shaped(data)
 
 
 def review_comment_payload(
@@ -190,7 +255,7 @@ def review_comment_payload(
     data = payload("pull_request_review_comment", "created")
     data["installation"] = _installation(repo, None)
     data["repository"].update(_repo_json(fake, repo))
-    data["pull_request"].update(copy.deepcopy(fake._pull_json(repo, pull)))
+    data["pull_request"] = as_recorded(data["pull_request"], fake._pull_json(repo, pull))
     with fake.lock:
         data["comment"] = copy.deepcopy(fake._comment_json(repo, comment))
     if association is not None:
@@ -198,7 +263,7 @@ def review_comment_payload(
     if user_type is not None:
         data["comment"]["user"]["type"] = user_type
     data["sender"] = {**data["sender"], **data["comment"]["user"]}
-    return data
+    return webhook_shaped(data)
 
 
 INSTALLATION_NODE_ID = "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="
@@ -276,7 +341,7 @@ def pull_request_review_payload(
     data["action"] = action
     data["installation"] = _installation(repo, installation_id)
     data["repository"].update(_repo_json(fake, repo))
-    data["pull_request"].update(copy.deepcopy(fake._pull_json(repo, pull)))
+    data["pull_request"] = as_recorded(data["pull_request"], fake._pull_json(repo, pull))
     data["review"].update(
         copy.deepcopy(review),
         state=review["state"].lower(),
@@ -286,7 +351,7 @@ def pull_request_review_payload(
         },
     )
     data["sender"] = {**data["sender"], **review["user"]}
-    return data
+    return webhook_shaped(data)
 
 
 def check_run_payload(
@@ -311,7 +376,7 @@ def check_run_payload(
         app={**check["app"], "id": app.id, "slug": app.slug, "name": app.name},
         check_suite=_suite_json(fake, repo, run.app_id, run.head_sha, check["check_suite"]),
     )
-    return data
+    return webhook_shaped(data)
 
 
 def check_suite_payload(
@@ -334,7 +399,7 @@ def check_suite_payload(
     with fake.lock:
         app = fake._app_for_slug(app_slug)
     data["check_suite"] = _suite_json(fake, repo, app.id, head_sha, data["check_suite"], conclusion)
-    return data
+    return webhook_shaped(data)
 
 
 def workflow_run_payload(
@@ -359,15 +424,17 @@ def workflow_run_payload(
         workflow = fake._workflow_json(repo, run.workflow_id, run.path)
     data["workflow_run"].update(
         run_json,
-        repository={**data["workflow_run"]["repository"], **run_json["repository"]},
-        head_repository={**data["workflow_run"]["head_repository"], **run_json["repository"]},
+        repository=as_recorded(data["workflow_run"]["repository"], run_json["repository"]),
+        head_repository=as_recorded(
+            data["workflow_run"]["head_repository"], run_json["repository"]
+        ),
         head_commit={**data["workflow_run"]["head_commit"], **run_json["head_commit"]},
     )
     data["workflow"].update(
         {k: workflow[k] for k in data["workflow"] if k in workflow}, name=run.name
     )
     data["sender"] = {**data["sender"], **run_json["triggering_actor"]}
-    return data
+    return webhook_shaped(data)
 
 
 def thread_resolved_payload(
@@ -378,17 +445,14 @@ def thread_resolved_payload(
     thread state is resolved too."""
     fake.person_resolves(repo.full_name, thread["id"], login=login)
     data = payload("pull_request_review_thread", "resolved")
-    data["thread"] = {
-        "node_id": thread["id"],
-        "comments": [
-            {k: v for k, v in c.items() if not k.startswith("_")} for c in thread["comments"]
-        ],
-    }
-    data["pull_request"] = fake._pull_json(repo, pull)
+    with fake.lock:
+        comments = [copy.deepcopy(fake._comment_json(repo, c)) for c in thread["comments"]]
+    data["thread"] = {"node_id": thread["id"], "comments": comments}
+    data["pull_request"] = as_recorded(data["pull_request"], fake._pull_json(repo, pull))
     data["repository"] = fake._repo_json(repo)
-    data["installation"] = {"id": repo.installation_id}
+    data["installation"] = _installation(repo, None)
     data["sender"] = {**data["sender"], "login": login, "type": "User"}
-    return data
+    return webhook_shaped(data)
 
 
 def conversation_answers(fake: Any, full_name: str, number: int) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from reviews.budget import Budget, budget_alert
 from reviews.models import ReviewRun, RunStatus
 from tests.factories import InstallationFactory, RepositoryFactory, WebhookDeliveryFactory
 from tests.gitworld import INSTALLATION, REPO, REPO_ID, world_build
-from tests.helpers import post_webhook_live, pull_request_payload
+from tests.helpers import payload, post_webhook_live, pull_request_payload
 from tests.workers import Worker, wait_for
 from webhooks.models import DeliveryStatus, WebhookDelivery
 
@@ -240,5 +240,5 @@ def test_a_newcomer_creates_the_github_app_from_the_setup_page(
     row = AppRegistration.objects.get()
     assert row.owner == "acme" and row.slug.startswith("tasuku")
     secret = credentials().webhook_secret
-    answer = post_webhook_live(live_server.url, "ping", {"zen": "Hello"}, secret=secret)
+    answer = post_webhook_live(live_server.url, "ping", payload("ping", "default"), secret=secret)
     assert answer.status_code == 200

@@ -1,13 +1,14 @@
 """Refresh the vendored GitHub contract: the REST operations Tasuku uses, cut out of
-GitHub's published OpenAPI description, and GitHub's GraphQL schema.
+GitHub's published OpenAPI description, GitHub's GraphQL schema, and the JSON schemas of
+GitHub's webhook payloads.
 
     .venv/bin/python -m tests.contract.vendor                 # the latest published versions
-    .venv/bin/python -m tests.contract.vendor --openapi 23.0.2 --graphql 15.26.1
+    .venv/bin/python -m tests.contract.vendor --openapi 23.0.2 --graphql 15.26.1 --webhooks 7.6.1
     .venv/bin/python -m tests.contract.vendor --from DIR      # tarballs already in DIR
 
 Needs `npm` and the npm registry (the test suite needs neither: the files written here
-are committed). It runs `npm pack @octokit/openapi` and `npm pack @octokit/graphql-schema`,
-then writes, beside this file:
+are committed). It runs `npm pack` for @octokit/openapi, @octokit/graphql-schema and
+@octokit/webhooks-schemas, then writes, beside this file:
 
 - `github-rest.json`: from `generated/api.github.com.json` (OpenAPI 3.0), only the
   operations in OPERATIONS, with every component they reference (`$ref`, followed
@@ -15,8 +16,14 @@ then writes, beside this file:
   its licence and the source file's sha256.
 - `github-schema.graphql.gz`: the package's `schema.graphql`, whole, under a comment
   header naming the package, version and licence.
-- `LICENSE.octokit-openapi` and `LICENSE.octokit-graphql-schema`: the packages' licences
-  (both MIT).
+- `github-webhooks.json.gz`: the package's `schema.json` (JSON Schema draft 7, one
+  definition per event and action, e.g. `pull_request$opened`, `ping$event`), whole,
+  with an `x-tasuku-vendored` member naming the package, version, licence and sha256.
+- `LICENSE.octokit-openapi`, `LICENSE.octokit-graphql-schema` and
+  `LICENSE.octokit-webhooks-schemas`: the packages' licences (all MIT). The webhook
+  schemas' package ships no licence file (only `"license": "MIT"` in package.json and a
+  README pointing at LICENSE.md in github.com/octokit/webhooks), so its file is the MIT
+  text written here under a header saying so.
 
 When the gateway (repos/github/) or the fake (tests/fakes/github/) starts using another
 REST operation, add it to OPERATIONS and run this again.
@@ -39,8 +46,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REST_FILE = HERE / "github-rest.json"
 GRAPHQL_FILE = HERE / "github-schema.graphql.gz"
+WEBHOOKS_FILE = HERE / "github-webhooks.json.gz"
 OPENAPI_PACKAGE = "@octokit/openapi"
 GRAPHQL_PACKAGE = "@octokit/graphql-schema"
+WEBHOOKS_PACKAGE = "@octokit/webhooks-schemas"
 OPENAPI_SOURCE = "generated/api.github.com.json"
 
 # (method, path template as GitHub's description spells it), grouped by who sends it.
@@ -266,23 +275,79 @@ def vendor_graphql(tarball: Path) -> None:
     )
 
 
+MIT_TEXT = """\
+Permission is hereby granted, free of charge, to any person obtaining a copy of this
+software and associated documentation files (the "Software"), to deal in the Software
+without restriction, including without limitation the rights to use, copy, modify, merge,
+publish, distribute, sublicense, and/or sell copies of the Software, and to permit persons
+to whom the Software is furnished to do so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all copies or
+substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED,
+INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A PARTICULAR
+PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE AUTHORS OR COPYRIGHT HOLDERS BE LIABLE
+FOR ANY CLAIM, DAMAGES OR OTHER LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR
+OTHERWISE, ARISING FROM, OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER
+DEALINGS IN THE SOFTWARE.
+"""
+
+
+def vendor_webhooks(tarball: Path) -> None:
+    files = members(tarball, "package.json", "schema.json")
+    package = json.loads(files["package.json"])
+    source = files["schema.json"]
+    schema = json.loads(source)
+    # An unknown keyword is ignored by JSON Schema validators: the record can ride along.
+    schema["x-tasuku-vendored"] = {
+        "package": package["name"],
+        "version": package["version"],
+        "license": package["license"],
+        "license_file": "LICENSE.octokit-webhooks-schemas",
+        "source_file": "schema.json",
+        "source_sha256": hashlib.sha256(source).hexdigest(),
+        "refresh": "python -m tests.contract.vendor (see its docstring)",
+    }
+    write_gzip(WEBHOOKS_FILE, (json.dumps(schema, indent=1) + "\n").encode())
+    if package["license"] != "MIT":
+        sys.exit(f"{package['name']} is now licensed {package['license']}: look before vendoring")
+    try:
+        licence = members(tarball, "LICENSE.md")["LICENSE.md"].decode()
+    except KeyError:
+        licence = (
+            f'{package["name"]} {package["version"]} declares "license": "MIT" in its '
+            "package.json and ships no licence\nfile; its README links to LICENSE.md in "
+            f"{package['repository']}. The MIT licence:\n\n" + MIT_TEXT
+        )
+    (HERE / "LICENSE.octokit-webhooks-schemas").write_text(licence)
+    print(
+        f"{WEBHOOKS_FILE.name}: {package['name']} {package['version']}, "
+        f"{len(schema['definitions'])} definitions, {WEBHOOKS_FILE.stat().st_size} bytes"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--openapi", help=f"the {OPENAPI_PACKAGE} version (default: latest)")
     parser.add_argument("--graphql", help=f"the {GRAPHQL_PACKAGE} version (default: latest)")
+    parser.add_argument("--webhooks", help=f"the {WEBHOOKS_PACKAGE} version (default: latest)")
     parser.add_argument(
-        "--from", dest="source", type=Path, help="a folder holding the two packed tarballs"
+        "--from", dest="source", type=Path, help="a folder holding the three packed tarballs"
     )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         if args.source:
             openapi = tarball_in(args.source, OPENAPI_PACKAGE)
             graphql = tarball_in(args.source, GRAPHQL_PACKAGE)
+            webhooks = tarball_in(args.source, WEBHOOKS_PACKAGE)
         else:
             openapi = npm_pack(OPENAPI_PACKAGE, args.openapi, Path(tmp))
             graphql = npm_pack(GRAPHQL_PACKAGE, args.graphql, Path(tmp))
+            webhooks = npm_pack(WEBHOOKS_PACKAGE, args.webhooks, Path(tmp))
         vendor_rest(openapi)
         vendor_graphql(graphql)
+        vendor_webhooks(webhooks)
 
 
 if __name__ == "__main__":

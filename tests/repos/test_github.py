@@ -320,3 +320,24 @@ def test_graphqls_rate_limit_error_types_are_transient_with_a_wait():
         error = classify("list the review threads", GithubException(200, data, {}))
         assert not error.permanent and error.retry_after == 60.0, kind
         assert error.code == "github-rate-limit"
+
+
+def test_without_github_app_slug_the_slug_is_read_from_get_app_once(
+    fake_github, test_app, settings
+):
+    """An App configured by its id and key alone (GITHUB_APP_SLUG unset: the system check
+    warns, it still works) learns its bot's login from `GET /app`, as the App (JWT); the
+    fake's answer is held to GitHub's description like every other."""
+    settings.GITHUB_APP_SLUG = ""
+    github.caches_clear()
+    gateway = github.gateway()
+    assert gateway.app_slug() == test_app.slug
+    assert gateway.posted_by_us({"login": f"{test_app.slug}[bot]", "type": "Bot"})
+    assert not gateway.posted_by_us({"login": test_app.slug, "type": "User"})
+    asked = [(c.method, c.path, c.auth, c.status) for c in fake_github.calls if c.path == "/app"]
+    assert asked == [("GET", "/app", "jwt", 200)]  # once: the slug is kept per process
+
+
+def test_with_github_app_slug_set_get_app_is_not_asked(fake_github, test_app):
+    assert github.gateway().app_slug() == test_app.slug
+    assert not [c for c in fake_github.calls if c.path == "/app"]

@@ -99,7 +99,9 @@ def test_suspend_and_unsuspend(deliver):
     body = payload("installation", "created")
     deliver("installation", body)
     suspend = payload("installation", "suspend")
-    suspend["installation"] = body["installation"]
+    # The installation created above, suspended (GitHub says by whom and when).
+    suspension = {k: suspend["installation"][k] for k in ("suspended_by", "suspended_at")}
+    suspend["installation"] = {**body["installation"], **suspension}
     deliver("installation", suspend)
     assert Installation.objects.get().suspended_at is not None
 

@@ -14,7 +14,7 @@ import requests
 from repos.github import credentials, gateway, missing_settings
 from repos.github.manifest import EVENTS, FEATURES, PERMISSIONS, hosts, manifest_for
 from repos.models import AppRegistration
-from tests.helpers import post_webhook
+from tests.helpers import payload, post_webhook
 
 pytestmark = pytest.mark.django_db
 
@@ -106,11 +106,13 @@ def test_a_superuser_creates_the_app_and_tasuku_uses_it_with_nothing_copied(
     assert missing_settings() == []
     creds = credentials()
     assert creds.app_id == row.app_id and "PRIVATE KEY" in creds.private_key
-    assert gateway().app_slug() == "tasuku-test"  # the key signs JWTs GitHub accepts
+    # The registration's slug, not GITHUB_APP_SLUG's (known from the conversion: no GET /app).
+    assert gateway().app_slug() == "tasuku-test"
     # Deliveries signed with the new App's secret are accepted.
-    ping = post_webhook(superuser_client, "ping", {"zen": "Hi"}, secret=creds.webhook_secret)
+    body = payload("ping", "default")
+    ping = post_webhook(superuser_client, "ping", body, secret=creds.webhook_secret)
     assert ping.status_code == 200
-    assert post_webhook(superuser_client, "ping", {"zen": "Hi"}, secret="guess").status_code == 401
+    assert post_webhook(superuser_client, "ping", body, secret="guess").status_code == 401
     page = superuser_client.get("/setup/github/").content.decode()
     assert f"{row.html_url}/installations/new" in page and "Install the App" in page
 

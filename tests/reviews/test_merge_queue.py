@@ -14,7 +14,13 @@ from repos.models import Reviewer
 from reviews.models import ReviewRun, RunStatus
 from tests.fakes.github import CheckRun, Pull
 from tests.gitworld import INSTALLATION, REPO, world_build
-from tests.helpers import drain_queue, payload, post_webhook, pull_request_payload
+from tests.helpers import (
+    drain_queue,
+    payload,
+    post_webhook,
+    pull_request_payload,
+    webhook_shaped,
+)
 from webhooks.models import DeliveryStatus, WebhookDelivery
 
 pytestmark = pytest.mark.django_db
@@ -49,7 +55,7 @@ def merge_group_payload(world, group, *, action="checks_requested", reason=None)
     data["installation"] = {**data["installation"], "id": INSTALLATION}
     if reason is not None:
         data["reason"] = reason
-    return data
+    return webhook_shaped(data)
 
 
 @pytest.fixture

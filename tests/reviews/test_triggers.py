@@ -9,12 +9,14 @@ from django.contrib.auth.models import Permission
 from reviews.models import ReviewRun, RunStatus
 from tests.gitworld import REPO, world_build
 from tests.helpers import (
+    check_run_payload,
     conversation_answers,
     drain_queue,
     issue_comment_payload,
     post_webhook,
     pull_request_payload,
     queued_tasks,
+    webhook_shaped,
 )
 from webhooks.models import WebhookDelivery
 
@@ -171,13 +173,12 @@ def test_comments_by_bots_without_a_mention_or_on_issues_are_not_commands(world,
     assert conversation_answers(world.fake, REPO, world.pull.number) == []
 
 
-@pytest.mark.parametrize(
-    "reviewer", [{"login": f"{SLUG}[bot]", "type": "Bot"}, {"login": "maria", "type": "User"}]
-)
-def test_a_review_request_is_for_people_and_starts_no_review(world, send, reviewer):
+@pytest.mark.parametrize(("login", "kind"), [(f"{SLUG}[bot]", "Bot"), ("maria", "User")])
+def test_a_review_request_is_for_people_and_starts_no_review(world, send, login, kind):
     """GitHub does not let an App be a requested reviewer: Tasuku is asked by command."""
     opened(world, send, review=False)
     ReviewRun.objects.all().delete()
+    reviewer = webhook_shaped(world.fake._user_json(login, kind, 4243))
     body = pull_request_payload(world.fake, world.repo, world.pull, action="review_requested",
                                 requested_reviewer=reviewer)  # fmt: skip
     delivery = send("pull_request", body)
@@ -189,34 +190,26 @@ def test_a_review_request_is_for_people_and_starts_no_review(world, send, review
 def test_rerequesting_a_check_run_reviews_that_head_again(world, send):
     opened(world, send)
     first = ReviewRun.objects.get()
-    body = {
-        "action": "rerequested",
-        "check_run": {
-            "id": first.check_run_id,
-            "external_id": str(first.pk),
-            "head_sha": first.head_sha,
-            "name": "Tasuku · static",
-        },
-        "repository": world.fake._repo_json(world.repo),
-        "installation": {"id": world.repo.installation_id},
-    }
+    body = check_run_payload(world.fake, world.repo, _check_run(world, first), action="rerequested")
     send("check_run", body, drain=None)
     again = ReviewRun.objects.order_by("-id").first()
     assert again.pk != first.pk and again.trigger == "rerun" and again.head_sha == first.head_sha
     assert again.status == RunStatus.COMPLETED
 
 
+def _check_run(world, run):
+    """The fake's check run of `run`."""
+    [check] = [c for c in world.fake.check_runs_of(REPO) if c.id == run.check_run_id]
+    return check
+
+
 def _button(world, run, login, *, identifier="rereview", user_type="User"):
     """`check_run.requested_action`: `login` pressed a button of the run's check run."""
-    return {
-        "action": "requested_action",
-        "check_run": {"id": run.check_run_id, "external_id": str(run.pk),
-                      "head_sha": run.head_sha, "name": "Tasuku · static"},
-        "requested_action": {"identifier": identifier},
-        "sender": {"login": login, "type": user_type},
-        "repository": world.fake._repo_json(world.repo),
-        "installation": {"id": world.repo.installation_id},
-    }  # fmt: skip
+    body = check_run_payload(world.fake, world.repo, _check_run(world, run),
+                             action="requested_action")  # fmt: skip
+    body["requested_action"] = {"identifier": identifier}
+    body["sender"] = webhook_shaped(world.fake._user_json(login, user_type, 4242))
+    return body
 
 
 def test_the_check_run_offers_a_re_review_button_that_reviews_that_head_again(world, send):

@@ -72,7 +72,7 @@ def test_with_another_broker_the_doorbell_rings_after_commit(
 
 def test_it_refuses_an_unsigned_delivery_with_401_and_stores_nothing(client, secret):
     response = post_webhook(
-        client, "pull_request", {"action": "opened"}, secret=secret, signature=""
+        client, "pull_request", {"action": "opened"}, secret=secret, signature="", validate=False
     )
     assert response.status_code == 401
     assert not WebhookDelivery.objects.exists()
@@ -80,7 +80,9 @@ def test_it_refuses_an_unsigned_delivery_with_401_and_stores_nothing(client, sec
 
 def test_it_refuses_a_delivery_signed_with_another_secret(client, secret, caplog):
     caplog.set_level("INFO", logger="webhooks.intake")
-    response = post_webhook(client, "pull_request", {"action": "opened"}, secret="not the secret")
+    response = post_webhook(
+        client, "pull_request", {"action": "opened"}, secret="not the secret", validate=False
+    )
     assert response.status_code == 401
     assert not WebhookDelivery.objects.exists()
     # Found in the log: why, and which delivery GitHub says it was.
@@ -105,7 +107,7 @@ def test_a_non_ascii_signature_is_refused_with_401_and_logs_no_error(client, sec
 
 def test_it_answers_503_and_stores_nothing_when_no_secret_is_configured(client, settings):
     settings.GITHUB_WEBHOOK_SECRET = ""
-    response = post_webhook(client, "pull_request", {"action": "opened"}, secret="")
+    response = post_webhook(client, "pull_request", {"action": "opened"}, secret="", validate=False)
     assert response.status_code == 503
     assert response.json()["error"] == "not configured"
     assert "GITHUB_WEBHOOK_SECRET" in response.json()["missing"]
@@ -114,7 +116,9 @@ def test_it_answers_503_and_stores_nothing_when_no_secret_is_configured(client, 
 
 def test_it_answers_503_when_the_app_has_a_secret_but_no_credentials(client, settings, secret):
     settings.GITHUB_PRIVATE_KEY = ""
-    response = post_webhook(client, "pull_request", {"action": "opened"}, secret=secret)
+    response = post_webhook(
+        client, "pull_request", {"action": "opened"}, secret=secret, validate=False
+    )
     assert response.status_code == 503
     assert response.json()["missing"] == ["GITHUB_PRIVATE_KEY or GITHUB_PRIVATE_KEY_PATH"]
     assert not WebhookDelivery.objects.exists()
@@ -186,7 +190,7 @@ def test_it_refuses_a_delivery_without_event_or_delivery_headers(client, secret,
 
 @pytest.mark.parametrize("raw", [b"{not json", b"[1, 2]", b"\xff\xfe"])
 def test_it_refuses_a_signed_body_that_is_not_a_json_object(client, secret, raw):
-    response = post_webhook(client, "pull_request", raw, secret=secret)
+    response = post_webhook(client, "pull_request", raw, secret=secret, validate=False)
     assert response.status_code == 400
     assert not WebhookDelivery.objects.exists()
 
@@ -211,7 +215,7 @@ def test_a_body_of_25_mb_plus_one_byte_is_refused_with_413_and_nothing_stored(
     assert limit == 25 * 1024 * 1024
     raw = b'{"pad": "' + b"x" * (limit + 1 - len(b'{"pad": ""}')) + b'"}'
     assert len(raw) == limit + 1
-    response = post_webhook(client, "pull_request", raw, secret=secret)
+    response = post_webhook(client, "pull_request", raw, secret=secret, validate=False)
     assert response.status_code == 413
     assert not WebhookDelivery.objects.exists()
 
@@ -220,7 +224,7 @@ def test_a_body_of_exactly_25_mb_is_accepted(client, secret, settings):
     limit = settings.TASUKU_WEBHOOK_MAX_BYTES
     raw = b'{"pad": "' + b"x" * (limit - len(b'{"pad": ""}')) + b'"}'
     assert len(raw) == limit
-    response = post_webhook(client, "push", raw, secret=secret)
+    response = post_webhook(client, "push", raw, secret=secret, validate=False)
     assert response.status_code == 202
     assert WebhookDelivery.objects.count() == 1
 
@@ -286,7 +290,7 @@ def test_with_the_database_down_a_delivery_gets_503_and_a_retry_after_not_a_500(
 def test_json_no_database_can_hold_is_refused_with_400_and_nothing_stored(
     client, secret, raw, says
 ):
-    response = post_webhook(client, "pull_request", raw, secret=secret)
+    response = post_webhook(client, "pull_request", raw, secret=secret, validate=False)
     assert response.status_code == 400
     assert says in response.json()["error"]
     assert not WebhookDelivery.objects.exists()
@@ -312,7 +316,7 @@ def test_the_body_is_kept_byte_exact_with_its_signature_and_the_delivery_page_ve
         b'{ "zeta":1,  "action" : "opened","installation":{"id":41},\n'
         b'  "title":"bad\\u0000title", "number": 1.0e0 }'
     )
-    response = post_webhook(client, "ping", raw, secret=secret)
+    response = post_webhook(client, "ping", raw, secret=secret, validate=False)
     assert response.status_code == 200
     delivery = WebhookDelivery.objects.get()
     assert delivery.raw_body == raw

@@ -14,6 +14,10 @@ from webhooks.models import DeliveryStatus, WebhookDelivery
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+# "ping_like" is no event of GitHub's (so no schema can hold it: validate=False): a
+# delivery stored, then ignored as not ours, and nothing else.
+
+
 @pytest.fixture
 def secret(fake_github, test_app) -> str:
     return test_app.webhook_secret
@@ -22,7 +26,7 @@ def secret(fake_github, test_app) -> str:
 def test_a_delivery_and_its_doorbell_are_written_by_one_statement(client, secret):
     with CaptureQueriesContext(connection) as queries:
         answer = post_webhook(client, "ping_like", {"zen": "Keep it logically awesome."},
-                              secret=secret, delivery_id="one-statement")  # fmt: skip
+                              secret=secret, delivery_id="one-statement", validate=False)  # fmt: skip
     assert answer.status_code == 202, answer.content
     statements = [q["sql"] for q in queries.captured_queries]
     if connection.vendor == "postgresql":
@@ -39,7 +43,9 @@ def test_a_delivery_and_its_doorbell_are_written_by_one_statement(client, secret
 
 def test_a_copy_already_stored_writes_nothing_and_rings_nothing(client, secret):
     for _ in range(2):
-        answer = post_webhook(client, "ping_like", {"x": 1}, secret=secret, delivery_id="twice")
+        answer = post_webhook(
+            client, "ping_like", {"x": 1}, secret=secret, delivery_id="twice", validate=False
+        )
     assert answer.status_code == 200 and answer.json()["status"] == "duplicate"
     assert WebhookDelivery.objects.count() == 1
     assert len(queued_tasks("webhooks.tasks.delivery_process")) == 1
@@ -47,9 +53,11 @@ def test_a_copy_already_stored_writes_nothing_and_rings_nothing(client, secret):
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
 def test_a_connection_the_database_dropped_is_replaced_once_and_the_delivery_stored(client, secret):
-    post_webhook(client, "ping_like", {"x": 1}, secret=secret, delivery_id="warm")
+    post_webhook(client, "ping_like", {"x": 1}, secret=secret, delivery_id="warm", validate=False)
     connection.connection.close()  # the server side went away behind Django's back
-    answer = post_webhook(client, "ping_like", {"x": 2}, secret=secret, delivery_id="after")
+    answer = post_webhook(
+        client, "ping_like", {"x": 2}, secret=secret, delivery_id="after", validate=False
+    )
     assert answer.status_code == 202, answer.content
     assert WebhookDelivery.objects.filter(delivery_id="after").exists()
 
@@ -100,14 +108,22 @@ def test_a_pooler_that_forgets_prepared_statements_costs_no_delivery(
     from webhooks import services
 
     monkeypatch.setattr(services, "_prepare", True)
-    assert post_webhook(client, "ping_like", {"x": 1}, secret=secret).status_code == 202
+    assert (
+        post_webhook(client, "ping_like", {"x": 1}, secret=secret, validate=False).status_code
+        == 202
+    )
     with connection.cursor() as cursor:  # as another server connection would be:
         cursor.execute("SELECT name FROM pg_prepared_statements")
         [(name,)] = cursor.fetchall()
         cursor.execute(f'DEALLOCATE "{name}"')
-    answer = post_webhook(client, "ping_like", {"x": 2}, secret=secret, delivery_id="pooled")
+    answer = post_webhook(
+        client, "ping_like", {"x": 2}, secret=secret, delivery_id="pooled", validate=False
+    )
     assert answer.status_code == 202, answer.content
     assert WebhookDelivery.objects.filter(delivery_id="pooled").exists()
     assert services._prepare is False
     assert "unprepared from now on" in caplog.text
-    assert post_webhook(client, "ping_like", {"x": 3}, secret=secret).status_code == 202
+    assert (
+        post_webhook(client, "ping_like", {"x": 3}, secret=secret, validate=False).status_code
+        == 202
+    )
