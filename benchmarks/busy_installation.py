@@ -46,7 +46,7 @@ from benchmarks.isolation import (  # noqa: E402
     own_database,
     port_or_free,
 )
-from benchmarks.latency import APP_ID, Worker, db_label, post, wait  # noqa: E402
+from benchmarks.latency import APP_ID, Worker, db_label, post, wait, worker_env  # noqa: E402
 
 WRITES = ("POST", "PATCH", "PUT", "DELETE")
 
@@ -99,22 +99,7 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
     world = world_build(fake, clock=int(time.time()))
     secret = secrets.token_hex(16)
     work = Path(tempfile.mkdtemp(prefix="tasuku-busy-"))
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "TASUKU_"))},
-        "DATABASE_URL": os.environ["DATABASE_URL"],
-        "DJANGO_SETTINGS_MODULE": "tasuku.settings",
-        "SECRET_KEY": secrets.token_urlsafe(40),
-        "GITHUB_API_URL": fake.url,
-        "GITHUB_APP_ID": str(APP_ID),
-        "GITHUB_APP_SLUG": "tasuku-bench",
-        "GITHUB_PRIVATE_KEY": private,
-        "GITHUB_WEBHOOK_SECRET": secret,
-        "LOG_LEVEL": "WARNING",
-        "TASUKU_CHECKOUT_CACHE": str(work / "mirrors"),
-        "TASUKU_AUTO_SCHEDULES": "false",
-        "TASUKU_ENABLE_NEW_REPOSITORIES": "true",
-        "TASUKU_WORKERS": str(args.workers),
-    }
+    env = worker_env(fake.url, private, secret, work, args.workers)
     os.environ.update({k: env[k] for k in ("DJANGO_SETTINGS_MODULE", "SECRET_KEY")})
     migrate(env)
     import django

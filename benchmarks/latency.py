@@ -65,6 +65,34 @@ WRITES = ("POST", "PATCH", "PUT", "DELETE")
 STAGES = ("admission", "clone", "sandbox", "validation", "publication")
 
 
+def worker_env(
+    fake_url: str,
+    private_key: str,
+    secret: str,
+    work: Path,
+    workers: int,
+    settings_module: str = "tasuku.settings",
+) -> dict[str, str]:
+    """The environment of a Tasuku that talks to the fake GitHub at `fake_url` as the
+    benchmark's App (this process's own GITHUB_ and TASUKU_ settings left out)."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "TASUKU_"))},
+        "DATABASE_URL": os.environ["DATABASE_URL"],
+        "DJANGO_SETTINGS_MODULE": settings_module,
+        "SECRET_KEY": secrets.token_urlsafe(40),
+        "GITHUB_API_URL": fake_url,
+        "GITHUB_APP_ID": str(APP_ID),
+        "GITHUB_APP_SLUG": "tasuku-bench",
+        "GITHUB_PRIVATE_KEY": private_key,
+        "GITHUB_WEBHOOK_SECRET": secret,
+        "LOG_LEVEL": "WARNING",
+        "TASUKU_CHECKOUT_CACHE": str(work / "mirrors"),
+        "TASUKU_AUTO_SCHEDULES": "false",
+        "TASUKU_ENABLE_NEW_REPOSITORIES": "true",
+        "TASUKU_WORKERS": str(workers),
+    }
+
+
 def post(url: str, secret: str, event: str, payload: dict) -> tuple[int, float]:
     """A signed delivery to Tasuku: (status, seconds to the answer)."""
     from webhooks.signature import signature_for
@@ -149,24 +177,10 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901
     world = world_build(fake, clock=int(time.time()))
     secret = secrets.token_hex(16)
     work = Path(tempfile.mkdtemp(prefix="tasuku-latency-"))
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "TASUKU_"))},
-        "DATABASE_URL": os.environ["DATABASE_URL"],
-        "DJANGO_SETTINGS_MODULE": (
-            "benchmarks.unpaced_settings" if args.no_throttle else "tasuku.settings"
-        ),
-        "SECRET_KEY": secrets.token_urlsafe(40),
-        "GITHUB_API_URL": fake.url,
-        "GITHUB_APP_ID": str(APP_ID),
-        "GITHUB_APP_SLUG": "tasuku-bench",
-        "GITHUB_PRIVATE_KEY": private,
-        "GITHUB_WEBHOOK_SECRET": secret,
-        "LOG_LEVEL": "WARNING",
-        "TASUKU_CHECKOUT_CACHE": str(work / "mirrors"),
-        "TASUKU_AUTO_SCHEDULES": "false",
-        "TASUKU_ENABLE_NEW_REPOSITORIES": "true",
-        "TASUKU_WORKERS": str(args.workers),
-    }
+    env = worker_env(
+        fake.url, private, secret, work, args.workers,
+        "benchmarks.unpaced_settings" if args.no_throttle else "tasuku.settings",
+    )  # fmt: skip
     os.environ.update({k: env[k] for k in ("DJANGO_SETTINGS_MODULE", "SECRET_KEY")})
     migrate(env)
     import django
