@@ -420,6 +420,24 @@ def test_a_name_the_change_deletes_that_another_module_imports_is_said_on_its_re
     assert gone["state"] == "open" and gone["published"]
 
 
+def test_an_import_rewrapped_over_several_lines_still_binds_its_names(tmp_path):
+    """The same names imported, one line become a parenthesised block (a formatter's
+    work): nothing is removed, so nothing is said — found as blocking noise on Tasuku's
+    own change (`from sandbox.engines.static import hadolint, …, zizmor`)."""
+    path = tmp_path / "lib"
+    repo_init(path)
+    commit(path, {
+        "pkg/__init__.py": "from pkg.checks import alpha, beta, gamma\n",
+        "pkg/checks.py": "alpha = beta = gamma = 1\n",
+        "pkg/use.py": "from pkg import alpha, beta\n",
+    }, "base")  # fmt: skip
+    git(path, "checkout", "-q", "-b", "feature")
+    commit(path, {"pkg/__init__.py": "from pkg.checks import (\n    alpha,\n    beta,\n    gamma,\n)\n"},
+           "rewrap")  # fmt: skip
+    _, out = review(path, "--format", "json")
+    assert [f for f in json.loads(out)["findings"] if f["rule"] == "ruff:removed-import"] == []
+
+
 def test_a_script_only_re_indented_adds_nothing_to_review_and_is_not_unreviewed(tmp_path):
     path = tmp_path / "lib"
     repo_init(path)

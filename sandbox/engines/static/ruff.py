@@ -3,6 +3,7 @@ errors. A safe fix ruff offers becomes the finding's suggestion."""
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
@@ -381,9 +382,35 @@ def caused_by_change(target: Target, code: str, item: dict) -> Finding | None:
     return found.model_copy(update={"side": Side.LEFT})
 
 
+def _bound(text: str) -> set[str] | None:
+    """Every name the module's code binds anywhere (defs, classes, assignments, imports
+    — a parenthesised import over several lines included, loop and `with` targets), or
+    None when it does not parse."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".", 1)[0] for a in node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+    # A `__getattr__` answers any name only at the module's level (PEP 562).
+    names.discard("__getattr__")
+    if any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body):
+        names.add("__getattr__")
+    return names
+
+
 def _defines(text: str, name: str) -> bool:
     """Whether a module's text still binds `name` at some level (a def, a class, an
     assignment, an import), or answers any name (a module `__getattr__`)."""
+    bound = _bound(text)
+    if bound is not None:
+        return name in bound or "__getattr__" in bound or "*" in bound
     word = re.escape(name)
     return bool(
         re.search(
