@@ -21,6 +21,24 @@ from reviews.evaluation import CHANGED_AFTER_MERGE, bug_scores_of, evaluation_qu
 from reviews.models import Evaluation, EvaluationGrade, EvaluationKind, Grade
 
 CHART_WIDTH = 320
+# A cell a spreadsheet would run as a formula: titles and subjects are a model's or a
+# commit author's words (OWASP's CSV injection).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+class _SafeWriter:
+    """csv.writer whose text cells never start a formula (quoted with a leading ')."""
+
+    def __init__(self, writer) -> None:
+        self.writer = writer
+
+    def writerow(self, row) -> None:
+        self.writer.writerow(
+            [
+                f"'{cell}" if isinstance(cell, str) and cell.startswith(FORMULA_START) else cell
+                for cell in row
+            ]  # fmt: skip
+        )
 
 
 @staff_member_required
@@ -165,7 +183,7 @@ def evaluation_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
         response = HttpResponse(body, content_type="application/json")
     else:
         response = HttpResponse(content_type="text/csv; charset=utf-8")
-        writer = csv.writer(response)
+        writer = _SafeWriter(csv.writer(response))
         if evaluation.kind == EvaluationKind.BUG_FIXES:
             writer.writerow(
                 [

@@ -509,3 +509,16 @@ def test_a_window_of_days_and_a_sample_choose_the_pull_requests(history):
         evaluate(repo, "--since", "last week")
     data = json.loads(evaluate(repo, "--count", "5", "--sample-every", "2", "--format", "json"))
     assert data["pull_requests"] == 2
+
+
+def test_the_csv_export_never_hands_a_spreadsheet_a_formula(history, admin_client):
+    from reviews.models import EvaluationItem
+
+    evaluate(history["repo"], "--count", "1", "--name", "csv")
+    record = Evaluation.objects.get(name="csv")
+    item = EvaluationItem.objects.filter(evaluation=record).exclude(comments=[]).first()
+    item.comments[0]["title"] = '=HYPERLINK("http://evil.example","click")'
+    item.save()
+    rows = admin_client.get(f"/evaluations/{record.pk}.csv").content.decode().splitlines()
+    assert any("'=HYPERLINK" in row for row in rows)
+    assert not any(cell.startswith("=") for row in rows for cell in row.split(","))
