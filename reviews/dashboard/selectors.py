@@ -553,8 +553,13 @@ class BudgetStopped:
 def budget_stopped(limit: int = 50) -> list[BudgetStopped]:
     """The open pull requests the budget stopped at their current head (the newest run of
     each reviewer), each with its installation's budget now."""
+    # Stopped this month or the last (an older stop's pull request has moved on, or is
+    # reviewed on its next push): the overview reads a few recent rows, not every run.
+    since = timezone.now() - timedelta(days=62)
     stopped = (
         ReviewRun.objects.filter(
+            finished_at__gte=since,
+            status=RunStatus.COMPLETED,
             reason__startswith=BUDGET_SPENT,
             pull_request__state="open",
             head_sha=F("pull_request__head_sha"),
