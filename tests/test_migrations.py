@@ -149,3 +149,38 @@ def test_every_reviewer_gets_revision_1_and_runs_that_match_it_record_it(tmp_pat
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+@pytest.mark.django_db
+def test_tasks_handed_off_before_the_column_existed_read_as_handed_off():
+    """0037's data step: a task with passes on, or naming a reviewer, was handed off (at
+    its last change); one with passes off and no reviewer left no trace, and stays
+    not handed off — as it read before."""
+    import importlib
+    from datetime import timedelta
+
+    from django.apps import apps
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from repos.models import Reviewer
+    from reviews.models import Task
+
+    step = importlib.import_module("reviews.migrations.0037_task_stopping_rules")
+    owner = get_user_model().objects.create(username="agent-owner")
+    reviewer = Reviewer.objects.create(slug="claude", engine="anthropic", model="m")
+
+    def task(**fields) -> Task:
+        return Task.objects.create(owner=owner, title="t", author_name="a", **fields)
+
+    passes_on, named, untouched = task(passes_enabled=True), task(reviewer=reviewer), task()
+    earlier = timezone.now() - timedelta(days=3)
+    Task.objects.update(updated_at=earlier)
+
+    step.handed_off_before(apps, None)
+
+    def handed(t: Task):
+        return Task.objects.values_list("handed_off_at", flat=True).get(pk=t.pk)
+
+    assert handed(passes_on) == earlier and handed(named) == earlier
+    assert handed(untouched) is None

@@ -361,3 +361,28 @@ def test_a_handoff_naming_no_reviewer_gets_the_sites_default_for_review_passes(p
     Reviewer.objects.filter(slug="deep").update(enabled=False)
     refused = passes.api.post(url, {"enabled": True}, format="json")
     assert refused.status_code == 400 and "no reviewer is the default" in refused.json()["error"]
+
+
+def test_a_pass_never_approves_a_pull_request_tasuku_itself_opened(passes, test_app, settings):
+    """The one road to Tasuku's own pull request in a pass: an operator who named Tasuku's
+    own App as the author's App. GitHub would refuse the approval; Tasuku does not ask."""
+    settings.TASUKU_AUTHOR_APP_ID = str(test_app.app_id)
+    settings.TASUKU_AUTHOR_APP_PRIVATE_KEY = test_app.private_key
+    passes.claude.script(ToolCall("submit_review", {"findings": []}))
+    passes.world.pull.author_login = f"{test_app.slug}[bot]"
+    task = passes.create_task()
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 202
+    drain_queue()
+    assert not any(r["state"] == "APPROVED" for r in passes.world.fake.reviews_of(REPO, 7))
+    from reviews.models import Review
+
+    [review] = Review.objects.filter(run__review_pass__task=task)
+    assert not review.approved
+    assert "not approved: GitHub does not let an App approve its own pull request" in review.notes
+    # Decided before asking: no approval was ever sent for GitHub to refuse.
+    approvals = [
+        c for c in passes.world.fake.calls
+        if c.method == "POST" and c.path.endswith("/pulls/7/reviews")
+        and isinstance(c.body, dict) and c.body.get("event") == "APPROVE"
+    ]  # fmt: skip
+    assert approvals == []

@@ -392,6 +392,72 @@ def test_a_reviewer_stopping_at_its_own_deadline_makes_the_task_stuck_naming_it(
     assert not passes.reviews_by(REVIEWER_BOT)
 
 
+def test_a_reviewer_the_sandbox_stops_at_its_limit_makes_the_task_stuck_naming_it(
+    passes, monkeypatch
+):
+    """An engine wedged past its own deadline (here: a model that never answers, and a
+    sandbox whose wall limit comes first) is stopped by the sandbox: `sandbox-timeout`."""
+    from sandbox.runners import local as local_runner
+
+    limits = local_runner.Limits
+    monkeypatch.setattr(
+        local_runner, "Limits", lambda **given: limits(**{**given, "wall_seconds": 3})
+    )
+    passes.claude.script(Loop(Hang(60)))
+    task = passes.create_task()
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 202
+    drain_queue()
+    [run] = ReviewRun.objects.filter(review_pass__task=task)
+    assert (run.status, run.error_code) == (RunStatus.FAILED, "sandbox-timeout")
+    task.refresh_from_db()
+    assert task.state == TaskState.STUCK
+    assert task.stuck_reason == (
+        "the reviewer ran past its time on acme/shop#7 (The anthropic engine did not finish "
+        "within 3s and was stopped); Run another pass to try again"
+    )
+    assert task.passes.get().status == PassStatus.FAILED
+    assert status(passes, task).startswith("Review stuck: the reviewer ran past its time")
+    assert not passes.reviews_by(REVIEWER_BOT)
+
+
+def test_a_pass_run_past_the_runs_deadline_makes_the_task_stuck_naming_it(passes):
+    """A worker that keeps its lease but never finishes: the reaper ends the run at the
+    runs' deadline (`run-deadline`), and the task is stuck with another pass offered."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reviews import runs
+    from reviews.tasks import tasks_sweep
+
+    passes.claude.script(CLEAN)
+    task = passes.create_task()
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 202
+    [run] = ReviewRun.objects.filter(review_pass__task=task)
+    assert runs.run_claim(run.pk, worker="wedged:1") is not None  # taken, then never ends
+    ReviewRun.objects.filter(pk=run.pk).update(
+        started_at=timezone.now() - timedelta(minutes=46),
+        lease_expires_at=timezone.now() + timedelta(minutes=1),  # its heartbeat goes on
+    )
+    assert runs.runs_reap()["failed"] == 1
+    drain_queue()
+    tasks_sweep()  # the minute's sweep concludes a pass whose runs all ended
+    run.refresh_from_db()
+    assert (run.status, run.error_code) == (RunStatus.FAILED, "run-deadline")
+    task.refresh_from_db()
+    assert task.state == TaskState.STUCK
+    assert task.stuck_reason == (
+        "the reviewer ran past its time on acme/shop#7 (did not finish within 45 minutes of "
+        "starting); Run another pass to try again"
+    )
+    assert not passes.claude.model_requests  # nothing reached the model meanwhile
+
+    assert act(passes, task, "run_another_pass").status_code == 200
+    drain_queue()
+    task.refresh_from_db()
+    assert task.state == TaskState.DONE
+
+
 def test_a_task_handed_off_with_passes_off_is_done_when_the_author_says_so(passes):
     created = passes.api.post(
         "/api/tasks/",
