@@ -14,6 +14,7 @@ from django.urls import reverse
 from repos import github
 from repos.github import CheckRunOutput
 from repos.models import Installation
+from reviews import runs
 from reviews.models import ReviewRun
 
 # The button a concluded check run offers (GitHub's check run `actions`: a label of at
@@ -79,13 +80,14 @@ def run_check_ensure(
     )
     shown = "in_progress" if found is None and conclusion is None else ""
     # Only the first writer records the id; a concurrent duplicate attempt keeps it.
-    ReviewRun.objects.filter(pk=run.pk, check_run_id__isnull=True).update(
-        check_run_id=check.id, check_status=shown
+    created_with = conclusion and output is not None and not found
+    runs.run_check_created(
+        run.pk,
+        check.id,
+        shown=shown,
+        conclusion=(conclusion or "") if created_with else "",
+        title=output.title if created_with and output is not None else "",
     )
     run.check_status = shown
-    if conclusion and output is not None and not found:
-        ReviewRun.objects.filter(pk=run.pk).update(
-            check_conclusion=conclusion, check_title=output.title[:255]
-        )
     run.check_run_id = check.id
     return check.id

@@ -19,11 +19,12 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from repos import github
 from repos.github import CheckRunOutput, GitHubError
+from reviews import runs
 from reviews.checkruns import REREVIEW_ACTION, details_url, run_check_ensure
 from reviews.models import ReviewRun
 from reviews.rendering import MAX_SUMMARY_BYTES, clip_bytes
@@ -45,13 +46,12 @@ FIRST_SEND_GRACE = timedelta(seconds=60)
 def conclusion_record(run_pk: int, conclusion: str, title: str, summary: str) -> datetime:
     """What the run's check run is to say, due now. Returns the due time (the version)."""
     now = timezone.now()
-    ReviewRun.objects.filter(pk=run_pk).update(
-        check_conclusion=conclusion,
-        check_title=title[:255],
-        check_summary=clip_bytes(summary, MAX_SUMMARY_BYTES),
-        check_due_at=now,
-        check_sends=0,
-        check_error="",
+    runs.run_conclusion_record(
+        run_pk,
+        conclusion=conclusion,
+        title=title,
+        summary=clip_bytes(summary, MAX_SUMMARY_BYTES),
+        now=now,
     )
     return now
 
@@ -77,7 +77,7 @@ def conclusion_send(run_pk: int) -> str:
         )
         if now is None or now == sent:
             return SENT
-        ReviewRun.objects.filter(pk=run_pk).update(check_due_at=timezone.now())
+        runs.run_conclusion_due_again(run_pk)
     return outcome
 
 
@@ -96,9 +96,11 @@ def _send_once(run_pk: int) -> tuple[str, tuple[str, str, str] | None]:
     if waiting is not None:
         # The installation is waiting out a rate limit: so does its check (said, so the
         # sweeper rings it when the wait is over: conclusions_sweep).
-        ReviewRun.objects.filter(pk=run.pk, check_due_at=due).update(
-            check_due_at=waiting,
-            check_error=f"waiting out the installation's rate limit, until {waiting:%H:%M:%S}",
+        runs.run_conclusion_waits(
+            run.pk,
+            due=due,
+            until=waiting,
+            why=f"waiting out the installation's rate limit, until {waiting:%H:%M:%S}",
         )
         return WAITING, None
     try:
@@ -115,8 +117,8 @@ def _send_once(run_pk: int) -> tuple[str, tuple[str, str, str] | None]:
         )
     except GitHubError as exc:
         if exc.permanent:
-            ReviewRun.objects.filter(pk=run.pk, check_due_at=due).update(
-                check_due_at=None, check_error=f"GitHub refused the check run: {exc}"[:2000]
+            runs.run_conclusion_refused(
+                run.pk, due=due, error=f"GitHub refused the check run: {exc}"
             )
             logger.error("run %s: GitHub refused its check run's conclusion: %s", run.pk, exc)
             return REFUSED, None
@@ -124,15 +126,11 @@ def _send_once(run_pk: int) -> tuple[str, tuple[str, str, str] | None]:
         wait = durable.backoff(run.check_sends + 1, FIRST_WAIT, retry_after=exc.retry_after)
         if exc.retry_after is not None and durable.quiets(exc):
             durable.installation_quiet(repository.installation.github_id, now + wait, str(exc))
-        ReviewRun.objects.filter(pk=run.pk, check_due_at=due).update(
-            check_due_at=now + wait,
-            check_sends=F("check_sends") + 1,
-            check_error=str(exc)[:2000],
-        )
+        runs.run_conclusion_backed_off(run.pk, due=due, until=now + wait, error=str(exc))
         logger.warning("run %s: check run not concluded (%s); again in %s", run.pk, exc, wait)
         return WAITING, None
     # Sent. Only this version is done: one recorded meanwhile is still due.
-    ReviewRun.objects.filter(pk=run.pk, check_due_at=due).update(check_due_at=None, check_error="")
+    runs.run_conclusion_sent(run.pk, due=due)
     return SENT, sent
 
 

@@ -10,6 +10,7 @@ import logging
 
 from repos.github import GitHubError
 from repos.policy import CHECKLESS_TRIGGERS, EffectiveConfig
+from reviews import runs
 from reviews.checkruns import dashboard_url, details_url, run_check_ensure
 from reviews.conclusions import REFUSED, check_final, conclusion_send
 from reviews.context import Context
@@ -95,7 +96,7 @@ def check_in_progress(ctx: Context) -> None:
             status="in_progress",
             details_url=details_url(run),
         )
-        ReviewRun.objects.filter(pk=run.pk).update(check_status="in_progress")
+        runs.run_check_in_progress(run.pk)
         run.check_status = "in_progress"
     except GitHubError as exc:
         raise StageError(

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db.models import F
 from django.utils import timezone
 
 from repos import github
@@ -48,8 +47,13 @@ from reviews.runs import (
     RunCancelled,
     run_attempt_failed,
     run_claim,
+    run_conversation_noted,
     run_finish,
+    run_job_recorded,
     run_release,
+    run_result_recorded,
+    run_scope_recorded,
+    run_write_waited,
 )
 from reviews.triage import Verdict
 from reviews.validation import INVALID, OPEN, History
@@ -126,11 +130,7 @@ def _write_wait_shown(run_pk: int) -> Callable[[float, float, str], None]:
     """What a run records when one of its writes waits its turn (the run page shows it)."""
 
     def shown(seconds: float, until: float, why: str) -> None:
-        ReviewRun.objects.filter(pk=run_pk).update(
-            write_wait_until=datetime.fromtimestamp(until, UTC),
-            write_wait_reason=why[:300],
-            write_waited=F("write_waited") + seconds,
-        )
+        run_write_waited(run_pk, seconds=seconds, until=datetime.fromtimestamp(until, UTC), why=why)
 
     return shown
 
@@ -178,7 +178,7 @@ def pipeline(ctx: Context) -> str:
         # The mode may continue the reviewer's earlier conversation, or say why it cannot.
         going_on = ctx.mode.continuation(run, reviewer)
         if going_on.note:
-            ReviewRun.objects.filter(pk=run.pk).update(conversation_note=going_on.note)
+            run_conversation_noted(run.pk, going_on.note)
         job = stages.job_build(
             core,
             checkout=checkout,
@@ -212,10 +212,11 @@ def pipeline(ctx: Context) -> str:
             )
         # Recorded once the reusable result is found: a run executed again is a
         # candidate for its own job's result, which this digest would otherwise claim.
-        ReviewRun.objects.filter(pk=run.pk).update(
+        run_job_recorded(
+            run.pk,
             omitted=[o.model_dump() for o in job.omitted],
-            job_digest=digest,
-            **({} if stored else {"runner_result": None}),
+            digest=digest,
+            result_reused=bool(stored),
         )
         if stored is None and (
             core.stopped or stages.budget_gate(core, budget, ctx.config, reviewer)
@@ -242,9 +243,7 @@ def pipeline(ctx: Context) -> str:
                 run_name=run_name,
                 connectors=run_connectors(ctx, job),
             )
-            ReviewRun.objects.filter(pk=run.pk).update(
-                runner_result=result.model_dump(mode="json"), result_received_at=timezone.now()
-            )
+            run_result_recorded(run.pk, result.model_dump(mode="json"), received=timezone.now())
     # The secondary repositories: context the review had, or a limitation it had.
     result = secondaries.noted(result, checkout.secondaries)
     if result.incomplete:
@@ -456,13 +455,7 @@ def _record_scope(run: ReviewRun, checkout: Checkout, core: stages.Core) -> None
     run.filtered = [[f.path, f.reason] for f in core.filtered]
     run.incremental_since = checkout.incremental_since or ""
     run.secondaries = [secondary.record() for secondary in checkout.secondaries]
-    ReviewRun.objects.filter(pk=run.pk).update(
-        sanitised=run.sanitised,
-        reviewed=run.reviewed,
-        filtered=run.filtered,
-        incremental_since=run.incremental_since,
-        secondaries=run.secondaries,
-    )
+    run_scope_recorded(run)
 
 
 def run_connectors(ctx: Context, job: ReviewJob) -> RunConnectors | None:

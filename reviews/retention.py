@@ -24,6 +24,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from reviews.models import RUN_FINAL_STATES, TASK_FINAL_STATES, Review, ReviewRun, RunAttempt, Task
+from reviews.runs import runs_results_forget
 from webhooks.models import DELIVERY_FINAL_STATES, Redelivery, WebhookDelivery
 
 BATCH = 1000
@@ -66,7 +67,7 @@ def data_prune(*, now: datetime | None = None, dry_run: bool = False) -> dict[st
             done["transcripts"], done["run_results"] = reviews.count(), runs.count()
         else:
             done["transcripts"] = reviews.update(transcript=[])
-            done["run_results"] = runs.update(job=None, runner_result=None)
+            done["run_results"] = runs_results_forget(runs)
     cutoff = _cutoff(settings.TASUKU_KEEP_ATTEMPTS_DAYS, now)
     if cutoff:
         attempts = RunAttempt.objects.filter(

@@ -589,3 +589,152 @@ def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
 
     rung = RUNS.ring_due(now=now)
     return {"lost": lost, "requeued": requeued, "failed": failed_lost + overdue, "rung": rung}
+
+
+# --- What a run's stages record on it -----------------------------------------------
+# Not transitions: what a stage fills in as it goes, and the check run's outbox columns
+# (reviews/conclusions.py sends them). Written here too, so that every write to a run is
+# in this module (tests/reviews/test_run_writes.py holds the rest of the code to it).
+
+
+def run_waiting_asked_again(
+    run_pk: int, *, trigger: str = "", requested_by: str = "", note: str = ""
+) -> None:
+    """A queued run asked for again: a full review asked of it, and the latest
+    requester's words go with it. Nothing changes once it has been taken."""
+    waiting = ReviewRun.objects.filter(pk=run_pk, status=RunStatus.QUEUED)
+    if trigger:
+        waiting.update(trigger=trigger)
+    if requested_by:
+        waiting.update(requested_by=requested_by, requester_note=note)
+
+
+def run_write_waited(run_pk: int, *, seconds: float, until: datetime, why: str) -> None:
+    """One of the run's GitHub writes waited its installation's turn (the run page shows
+    it): until when, why, and the time waited in all."""
+    ReviewRun.objects.filter(pk=run_pk).update(
+        write_wait_until=until,
+        write_wait_reason=why[:300],
+        write_waited=F("write_waited") + seconds,
+    )
+
+
+def run_conversation_noted(run_pk: int, note: str) -> None:
+    """Why the reviewer's earlier conversation was, or could not be, continued."""
+    ReviewRun.objects.filter(pk=run_pk).update(conversation_note=note)
+
+
+def run_job_recorded(run_pk: int, *, omitted: list, digest: str, result_reused: bool) -> None:
+    """The job the engine is given: what it leaves out, and its digest (an identical job
+    may reuse a stored result). A result not reused is forgotten: it was another job's."""
+    ReviewRun.objects.filter(pk=run_pk).update(
+        omitted=omitted,
+        job_digest=digest,
+        **({} if result_reused else {"runner_result": None}),
+    )
+
+
+def run_result_recorded(run_pk: int, result: dict, *, received: datetime) -> None:
+    """The engine's result, kept before it is validated (a retry reuses it)."""
+    ReviewRun.objects.filter(pk=run_pk).update(runner_result=result, result_received_at=received)
+
+
+def run_scope_recorded(run: ReviewRun) -> None:
+    """What the review covered, as set on `run`: the sanitised names, the files reviewed
+    and filtered, the base of an incremental review, the secondary repositories."""
+    ReviewRun.objects.filter(pk=run.pk).update(
+        sanitised=run.sanitised,
+        reviewed=run.reviewed,
+        filtered=run.filtered,
+        incremental_since=run.incremental_since,
+        secondaries=run.secondaries,
+    )
+
+
+def run_job_fetched(run_pk: int, *, now: datetime | None = None) -> bool:
+    """A dispatched run's job was fetched by its Actions runner (the first fetch counts)."""
+    return bool(
+        ReviewRun.objects.filter(pk=run_pk, job_fetched_at__isnull=True).update(
+            job_fetched_at=now or timezone.now()
+        )
+    )
+
+
+def run_actions_attached(run_pk: int, *, actions_run_id: int, url: str, reason: str) -> bool:
+    """A run dispatched to GitHub Actions without the workflow run's id gets it (once;
+    an id that is another run's raises IntegrityError)."""
+    return bool(
+        ReviewRun.objects.filter(
+            pk=run_pk, status=RunStatus.DISPATCHED, actions_run_id__isnull=True
+        ).update(actions_run_id=actions_run_id, actions_run_url=url, reason=reason)
+    )
+
+
+def run_check_created(
+    run_pk: int, check_id: int, *, shown: str, conclusion: str = "", title: str = ""
+) -> None:
+    """The run's check run exists on GitHub: its id (only the first writer's: a
+    concurrent duplicate keeps it), the status it shows, and a conclusion it was created
+    with."""
+    ReviewRun.objects.filter(pk=run_pk, check_run_id__isnull=True).update(
+        check_run_id=check_id, check_status=shown
+    )
+    if conclusion:
+        ReviewRun.objects.filter(pk=run_pk).update(
+            check_conclusion=conclusion, check_title=title[:255]
+        )
+
+
+def run_check_in_progress(run_pk: int) -> None:
+    ReviewRun.objects.filter(pk=run_pk).update(check_status="in_progress")
+
+
+def run_conclusion_record(
+    run_pk: int, *, conclusion: str, title: str, summary: str, now: datetime
+) -> None:
+    """What the run's check run is to say, due `now` (reviews/conclusions.py)."""
+    ReviewRun.objects.filter(pk=run_pk).update(
+        check_conclusion=conclusion,
+        check_title=title[:255],
+        check_summary=summary,
+        check_due_at=now,
+        check_sends=0,
+        check_error="",
+    )
+
+
+def run_conclusion_due_again(run_pk: int) -> None:
+    """The run says something else than what was just sent: due again, now."""
+    ReviewRun.objects.filter(pk=run_pk).update(check_due_at=timezone.now())
+
+
+def run_conclusion_waits(run_pk: int, *, due: datetime, until: datetime, why: str) -> None:
+    """The due conclusion (version `due`) waits until `until`, not counted as a send."""
+    ReviewRun.objects.filter(pk=run_pk, check_due_at=due).update(
+        check_due_at=until, check_error=why[:2000]
+    )
+
+
+def run_conclusion_backed_off(run_pk: int, *, due: datetime, until: datetime, error: str) -> None:
+    """A send of version `due` GitHub did not take: counted, due again at `until`."""
+    ReviewRun.objects.filter(pk=run_pk, check_due_at=due).update(
+        check_due_at=until, check_sends=F("check_sends") + 1, check_error=error[:2000]
+    )
+
+
+def run_conclusion_refused(run_pk: int, *, due: datetime, error: str) -> None:
+    """GitHub refused version `due` for good: kept on the run, never sent again."""
+    ReviewRun.objects.filter(pk=run_pk, check_due_at=due).update(
+        check_due_at=None, check_error=error[:2000]
+    )
+
+
+def run_conclusion_sent(run_pk: int, *, due: datetime) -> None:
+    """Version `due` was sent; one recorded meanwhile is still due."""
+    ReviewRun.objects.filter(pk=run_pk, check_due_at=due).update(check_due_at=None, check_error="")
+
+
+def runs_results_forget(runs) -> int:
+    """Retention: the jobs and engine results of ended runs (`runs`, a QuerySet of them)
+    are forgotten; the runs stay. Returns how many."""
+    return runs.filter(status__in=RUN_FINAL_STATES).update(job=None, runner_result=None)

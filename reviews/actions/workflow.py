@@ -50,9 +50,11 @@ from reviews.models import AttemptOutcome, ReviewRun, RunStatus, Stage
 from reviews.runs import (
     Held,
     attempt_end,
+    run_actions_attached,
     run_dispatch,
     run_dispatched_cancel,
     run_dispatched_fail,
+    run_job_fetched,
     run_result_received,
     run_ring,
 )
@@ -227,14 +229,11 @@ def attach(run: ReviewRun, found: DispatchedRun, how: str) -> bool:
     """Record the workflow run found for a run dispatched without its id (once)."""
     try:
         with transaction.atomic():
-            attached = (
-                _unlisted()
-                .filter(pk=run.pk)
-                .update(
-                    actions_run_id=found.workflow_run_id,
-                    actions_run_url=found.html_url,
-                    reason=f"dispatched to GitHub Actions: {found.html_url} (found {how})",
-                )
+            attached = run_actions_attached(
+                run.pk,
+                actions_run_id=found.workflow_run_id,
+                url=found.html_url,
+                reason=f"dispatched to GitHub Actions: {found.html_url} (found {how})",
             )
     except IntegrityError:  # another run already has that Actions run: not ours
         logger.warning("run %s: Actions run %s is another run's", run.pk, found.workflow_run_id)
@@ -423,9 +422,7 @@ def job_for(claims: dict[str, Any]) -> JobAnswer:
         )
         run_dispatched_cancel(run.pk, reason, superseded_by=pull_request.head_sha)
         return JobAnswer("cancelled", run, reason)
-    ReviewRun.objects.filter(pk=run.pk, job_fetched_at__isnull=True).update(
-        job_fetched_at=timezone.now()
-    )
+    run_job_fetched(run.pk)
     return JobAnswer("review", run)
 
 

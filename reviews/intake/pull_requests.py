@@ -26,6 +26,7 @@ from reviews.runs import (
     run_ring_later,
     run_ring_ready,
     run_supersede_waiting,
+    run_waiting_asked_again,
 )
 from webhooks import payloads
 from webhooks.routing import Decision, Outcome
@@ -265,15 +266,16 @@ def run_request(
     with transaction.atomic():
         waiting = same_head.filter(status=RunStatus.QUEUED).first()
         if waiting is not None and status == RunStatus.QUEUED:
-            if trigger == Trigger.FULL_REVIEW_COMMAND and waiting.trigger != trigger:
-                ReviewRun.objects.filter(pk=waiting.pk, status=RunStatus.QUEUED).update(
-                    trigger=trigger
-                )
-            if requested_by:
-                # The latest request's words go with the run that will answer it.
-                ReviewRun.objects.filter(pk=waiting.pk, status=RunStatus.QUEUED).update(
-                    requested_by=requested_by, requester_note=note[:NOTE_MAX]
-                )
+            # A full review asked of it, and the latest request's words, go with the
+            # run that will answer it.
+            run_waiting_asked_again(
+                waiting.pk,
+                trigger=trigger
+                if trigger == Trigger.FULL_REVIEW_COMMAND and waiting.trigger != trigger
+                else "",
+                requested_by=requested_by or "",
+                note=note[:NOTE_MAX] if requested_by else "",
+            )
             return waiting, False
         if trigger not in EXPLICIT_TRIGGERS or status != RunStatus.QUEUED:
             done = (
