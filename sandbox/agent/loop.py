@@ -154,83 +154,292 @@ def agent_review(
 ) -> ReviewResult:
     """`connector_client`: the way back to Tasuku for connector calls (default: the one
     the runner put in the environment, if any)."""
-    started = clock()
-    deadline = started + max(job.limits.deadline_seconds - DEADLINE_MARGIN, 1)
-    client = connector_client or ConnectorClient.from_environment()
-    job, unreachable = connectors_reachable(job, client)
-    # A later pass continues the previous pass's conversation when it can.
-    earlier_messages, fresh_because = resumable(job, engine)
-    continued = job.resume.boundaries if earlier_messages and job.resume else None
-    prompt = review_prompt(job, continued=continued)
-    tools = Tools(
+    return AgentReview(
+        job,
         root,
-        skills=job.skill_documents,
-        web=web_tools(job, prompt),
-        secondaries=secondary_trees(job, root),
-    )
-    connectors = (
-        ConnectorTools(
-            job.connectors, client, boundary=prompt.boundary, max_calls=job.limits.connector_calls
-        )
-        if job.connectors and client is not None
-        else None
-    )
-    budget = Budget(job.limits.cost_cap_usd)
-    explorers = (
-        Dispatcher(job, tools, conversation, budget, deadline=deadline, clock=clock)
-        if job.explorers
-        else None
-    )
-    specs = (
-        *tools.specs,
-        *([explorers.spec] if explorers else []),
-        *(connectors.specs if connectors else []),
-        SUBMIT_SPEC,
-    )
-    tools.elsewhere = tuple(s.name for s in specs if s.name not in tools.handlers)
-    chat = (
-        conversation(job, prompt, specs, resume=earlier_messages)
-        if earlier_messages
-        else conversation(job, prompt, specs)
-    )
-    price = job.price
-    # The first call sends the continued conversation too: its cost is held for it.
-    pending = prompt_chars(prompt, specs) + len(json.dumps(earlier_messages or []))
-    meter = Meter(price, job.limits.max_output_tokens, pending_chars=pending)
-    transcript = Transcript()
-    if earlier_messages:
-        transcript.add(
-            "note",
-            f"Continued the previous pass's conversation ({len(earlier_messages)} messages).",
-        )
-    elif fresh_because:
-        transcript.add("note", f"A fresh start: {fresh_because}.")
-    tokens = Tokens()
-    steps = corrections = 0
-    if price is None and job.model:
-        transcript.add("note", f"No price is known for {job.model}: its cost is counted as $0.")
-    if unreachable:
-        transcript.add("note", unreachable, is_error=True)
+        engine=engine,
+        conversation=conversation,
+        clock=clock,
+        connector_client=connector_client,
+    ).run()
 
-    def finish(
-        submission: Submission | None, raw_findings: list | None = None, incomplete: str = ""
+
+class AgentReview:
+    """One review's loop, in named phases: set up (the prompt, the tools, the
+    conversation), then steps until a bound is reached or the review is submitted —
+    each step asks the model (`_ask`) and answers its calls (`_answer`) — and the result
+    (`_result`)."""
+
+    def __init__(
+        self,
+        job: ReviewJob,
+        root: Path,
+        *,
+        engine: str,
+        conversation: ConversationFactory,
+        clock,
+        connector_client: ConnectorClient | None,
+    ) -> None:
+        self.clock = clock
+        self.started = clock()
+        self.engine = engine
+        self.deadline = self.started + max(job.limits.deadline_seconds - DEADLINE_MARGIN, 1)
+        client = connector_client or ConnectorClient.from_environment()
+        job, unreachable = connectors_reachable(job, client)
+        self.job = job
+        # A later pass continues the previous pass's conversation when it can.
+        earlier_messages, fresh_because = resumable(job, engine)
+        self.continued = job.resume.boundaries if earlier_messages and job.resume else None
+        prompt = self.prompt = review_prompt(job, continued=self.continued)
+        self.tools = Tools(
+            root,
+            skills=job.skill_documents,
+            web=web_tools(job, prompt),
+            secondaries=secondary_trees(job, root),
+        )
+        self.connectors = (
+            ConnectorTools(
+                job.connectors,
+                client,
+                boundary=prompt.boundary,
+                max_calls=job.limits.connector_calls,
+            )
+            if job.connectors and client is not None
+            else None
+        )
+        self.budget = Budget(job.limits.cost_cap_usd)
+        self.explorers = (
+            Dispatcher(
+                job, self.tools, conversation, self.budget, deadline=self.deadline, clock=clock
+            )
+            if job.explorers
+            else None
+        )
+        specs = (
+            *self.tools.specs,
+            *([self.explorers.spec] if self.explorers else []),
+            *(self.connectors.specs if self.connectors else []),
+            SUBMIT_SPEC,
+        )
+        self.tools.elsewhere = tuple(s.name for s in specs if s.name not in self.tools.handlers)
+        self.chat = (
+            conversation(job, prompt, specs, resume=earlier_messages)
+            if earlier_messages
+            else conversation(job, prompt, specs)
+        )
+        self.price = job.price
+        # The first call sends the continued conversation too: its cost is held for it.
+        pending = prompt_chars(prompt, specs) + len(json.dumps(earlier_messages or []))
+        self.meter = Meter(self.price, job.limits.max_output_tokens, pending_chars=pending)
+        self.transcript = Transcript()
+        if earlier_messages:
+            self.transcript.add(
+                "note",
+                f"Continued the previous pass's conversation ({len(earlier_messages)} messages).",
+            )
+        elif fresh_because:
+            self.transcript.add("note", f"A fresh start: {fresh_because}.")
+        self.tokens = Tokens()
+        self.steps = self.corrections = 0
+        if self.price is None and job.model:
+            self.transcript.add(
+                "note", f"No price is known for {job.model}: its cost is counted as $0."
+            )
+        if unreachable:
+            self.transcript.add("note", unreachable, is_error=True)
+
+    def run(self) -> ReviewResult:
+        while True:
+            if self.steps >= self.job.limits.steps:
+                return self._result(
+                    None,
+                    incomplete=(
+                        f"stopped at the step ceiling ({self.job.limits.steps} model calls) "
+                        "before the review was submitted"
+                    ),
+                )
+            remaining = self.deadline - self.clock()
+            if remaining <= 0:
+                return self._result(None, incomplete=self._at_deadline)
+            turn = self._ask(remaining)
+            if isinstance(turn, ReviewResult):
+                return turn
+            if not turn.calls:
+                if turn.stop == "max_tokens":
+                    self.transcript.add(
+                        "note", "the answer was cut off at the output limit", is_error=True
+                    )
+                    self._say(CUT_OFF)
+                else:
+                    self._say(LAST_STEP if self.steps == self.job.limits.steps - 1 else NUDGE)
+                continue
+            ended = self._answer(turn)
+            if ended is not None:
+                return ended
+
+    @property
+    def _at_deadline(self) -> str:
+        return (
+            f"{INCOMPLETE_AT_DEADLINE} ({self.job.limits.deadline_seconds} s) before the review "
+            "was submitted"
+        )
+
+    def _ask(self, remaining: float) -> Turn | ReviewResult:
+        """One model call (`remaining`: seconds to the deadline), its worst cost held
+        first: the turn, or the result when the cost cap or the deadline ends it."""
+        worst = self.meter.worst_next()
+        if not self.budget.reserve(worst):
+            return self._result(
+                None,
+                incomplete=(
+                    "stopped at the cost cap before the review was submitted "
+                    f"({self.budget.refusal(worst)})"
+                ),
+            )
+        last = self.steps == self.job.limits.steps - 1
+        asked = self.clock()
+        try:
+            turn = self.chat.send(timeout=min(remaining, 600), force=SUBMIT if last else None)
+        except ProviderError as exc:
+            self.budget.release(worst)
+            # A call cut off because the review's own time ran out is the deadline, not
+            # an unreachable provider: retrying it would only run out of time again.
+            if (
+                exc.code == "provider-unavailable"
+                and self.clock() >= self.deadline - DEADLINE_SLACK
+            ):
+                return self._result(None, incomplete=self._at_deadline)
+            raise
+        except BaseException:  # the reserved cost is given back however the call ended; re-raised
+            self.budget.release(worst)
+            raise
+        self.budget.settle(worst, call_cost(self.price, turn.tokens))
+        progress.emit(
+            "model",
+            step=self.steps + 1,
+            input=turn.tokens.input + turn.tokens.cache_read + turn.tokens.cache_write,
+            output=turn.tokens.output,
+            seconds=round(self.clock() - asked, 2),
+        )
+        self.steps += 1
+        self.tokens.add(turn.tokens)
+        self.meter.sent(turn.tokens)
+        if turn.text:
+            self.transcript.add("text", turn.text)
+        return turn
+
+    def _answer(self, turn: Turn) -> ReviewResult | None:
+        """Run the turn's calls and answer them; the result once the review is submitted
+        (or its submission given up on), else None."""
+        results: list[Result] = []
+        submitted: Submission | None = None
+        salvage: list | None = None
+        for call in turn.calls:
+            if self.connectors is not None and call.name in self.connectors:
+                results.append(self._connector_call(self.connectors, call))
+                continue
+            self.transcript.add("tool_call", _arguments_text(call), name=call.name)
+            if call.name == SUBMIT:
+                outcome = _submission(call, self.corrections)
+                if isinstance(outcome, Submission):
+                    submitted = outcome
+                    results.append(Result(call, "Review received."))
+                elif isinstance(outcome, list):
+                    salvage = outcome
+                    results.append(Result(call, "Review received."))
+                elif outcome is None:
+                    return self._result(
+                        None,
+                        incomplete=(
+                            "the model's submission still did not match the schema after "
+                            f"{MAX_CORRECTIONS} corrections"
+                        ),
+                    )
+                else:
+                    self.corrections += 1
+                    results.append(Result(call, outcome, is_error=True))
+                    self.transcript.add("tool_result", outcome, name=call.name, is_error=True)
+                continue
+            results.append(self._tool_call(call, results))
+        if submitted is not None:
+            return self._result(submitted)
+        if salvage is not None:
+            self.transcript.add(
+                "note",
+                f"the submission was still invalid after {MAX_CORRECTIONS} corrections; its "
+                "findings were taken as they are",
+                is_error=True,
+            )
+            return self._result(None, raw_findings=salvage)
+        note = LAST_STEP if self.steps == self.job.limits.steps - 1 else ""
+        self.chat.answer(results, note=note)
+        self.meter.added(sum(len(r.content) + 40 for r in results) + len(note))
+        return None
+
+    def _connector_call(self, connectors: ConnectorTools, call: Call) -> Result:
+        # One "connector" entry says it all: the input summarised, how it went, and the
+        # start of the answer.
+        outcome = connectors.call(call.name, call.arguments, call.error)
+        self.transcript.add(
+            "connector",
+            outcome.content,
+            name=call.name,
+            is_error=outcome.is_error,
+            connector=outcome.record,
+        )
+        return Result(call, outcome.content, outcome.is_error)
+
+    def _tool_call(self, call: Call, answered: list[Result]) -> Result:
+        """A checkout tool or the explorers (`answered`: this turn's results so far, sent
+        with the next call)."""
+        began = self.clock()
+        try:
+            if call.error:
+                raise ToolError(call.error)
+            if call.name == DISPATCH and self.explorers is not None:
+                # The reviewer's next call will carry the reports: it stays affordable.
+                held = self.meter.worst_next(
+                    sum(len(r.content) for r in answered)
+                    + self.explorers.config.per_call * (self.explorers.config.report_chars + 500)
+                )
+                # Each explorer has its own transcript entry.
+                return Result(call, self.explorers.dispatch(call.arguments, held, self.transcript))
+            content, is_error = self.tools.call(call.name, call.arguments), False
+        except ToolError as exc:
+            content, is_error = str(exc), True
+        except OSError as exc:  # a file vanished or is unreadable: the model may try another
+            content, is_error = f"Could not read it: {exc.strerror or exc}", True
+        progress.emit(
+            "tool",
+            name=call.name,
+            args=progress.arguments_summary(call.arguments),
+            seconds=round(self.clock() - began, 2),
+            error=is_error,
+        )
+        self.transcript.add("tool_result", content, name=call.name, is_error=is_error)
+        return Result(call, content, is_error)
+
+    def _say(self, text: str) -> None:
+        self.chat.say(text)
+        self.meter.added(len(text))
+
+    def _result(
+        self, submission: Submission | None, raw_findings: list | None = None, incomplete: str = ""
     ) -> ReviewResult:
         if incomplete:
-            transcript.add("note", incomplete, is_error=True)
-        findings = (
-            raw_findings
-            if raw_findings is not None
-            else (
-                [f.model_dump(mode="json", exclude_none=True) for f in submission.findings]
-                if submission
-                else []
-            )
-        )
+            self.transcript.add("note", incomplete, is_error=True)
+        if raw_findings is not None:
+            findings = raw_findings
+        elif submission:
+            findings = [f.model_dump(mode="json", exclude_none=True) for f in submission.findings]
+        else:
+            findings = []
+        explorers, connectors, tokens = self.explorers, self.connectors, self.tokens
         explored = explorers.usage if explorers and explorers.usage.explorers else None
         if explored is not None:
             explored = explored.model_copy(update={"cost_usd": round(explored.cost_usd, 6)})
         return ReviewResult(
-            engine=engine,
+            engine=self.engine,
             findings=findings,
             summary=submission.summary if submission else ReviewSummary(confidence=0),
             rulings=submission.rulings if submission else [],
@@ -239,153 +448,23 @@ def agent_review(
                 input_tokens=tokens.prompt + (explored.input_tokens if explored else 0),
                 output_tokens=tokens.output + (explored.output_tokens if explored else 0),
                 cost_usd=round(
-                    call_cost(price, tokens) + (explored.cost_usd if explored else 0), 6
+                    call_cost(self.price, tokens) + (explored.cost_usd if explored else 0), 6
                 ),
-                steps=steps,
-                model=job.model,
-                duration_seconds=round(clock() - started, 3),
+                steps=self.steps,
+                model=self.job.model,
+                duration_seconds=round(self.clock() - self.started, 3),
                 explorers=explored,
                 connectors=connectors.usage if connectors and connectors.usage.calls else None,
             ),
             incomplete=incomplete,
-            transcript=transcript.final(),
-            conversation=_kept(chat, engine, job.model, (*(continued or ()), prompt.boundary)),
+            transcript=self.transcript.final(),
+            conversation=_kept(
+                self.chat,
+                self.engine,
+                self.job.model,
+                (*(self.continued or ()), self.prompt.boundary),
+            ),
         )
-
-    def say(text: str) -> None:
-        chat.say(text)
-        meter.added(len(text))
-
-    while True:
-        if steps >= job.limits.steps:
-            return finish(
-                None,
-                incomplete=f"stopped at the step ceiling ({job.limits.steps} model calls) before the review was submitted",
-            )
-        remaining = deadline - clock()
-        at_deadline = (
-            f"{INCOMPLETE_AT_DEADLINE} ({job.limits.deadline_seconds} s) before the review was "
-            "submitted"
-        )
-        if remaining <= 0:
-            return finish(None, incomplete=at_deadline)
-        worst = meter.worst_next()
-        if not budget.reserve(worst):
-            return finish(
-                None,
-                incomplete=f"stopped at the cost cap before the review was submitted ({budget.refusal(worst)})",
-            )
-        last = steps == job.limits.steps - 1
-        asked = clock()
-        try:
-            turn = chat.send(timeout=min(remaining, 600), force=SUBMIT if last else None)
-        except ProviderError as exc:
-            budget.release(worst)
-            # A call cut off because the review's own time ran out is the deadline, not
-            # an unreachable provider: retrying it would only run out of time again.
-            if exc.code == "provider-unavailable" and clock() >= deadline - DEADLINE_SLACK:
-                return finish(None, incomplete=at_deadline)
-            raise
-        except BaseException:  # the reserved cost is given back however the call ended; re-raised
-            budget.release(worst)
-            raise
-        budget.settle(worst, call_cost(price, turn.tokens))
-        progress.emit(
-            "model",
-            step=steps + 1,
-            input=turn.tokens.input + turn.tokens.cache_read + turn.tokens.cache_write,
-            output=turn.tokens.output,
-            seconds=round(clock() - asked, 2),
-        )
-        steps += 1
-        tokens.add(turn.tokens)
-        meter.sent(turn.tokens)
-        if turn.text:
-            transcript.add("text", turn.text)
-
-        if not turn.calls:
-            if turn.stop == "max_tokens":
-                transcript.add("note", "the answer was cut off at the output limit", is_error=True)
-                say(CUT_OFF)
-            else:
-                say(LAST_STEP if steps == job.limits.steps - 1 else NUDGE)
-            continue
-
-        results: list[Result] = []
-        submitted: Submission | None = None
-        salvage: list | None = None
-        for call in turn.calls:
-            if connectors is not None and call.name in connectors:
-                # One "connector" entry says it all: the input summarised, how it went,
-                # and the start of the answer.
-                outcome = connectors.call(call.name, call.arguments, call.error)
-                results.append(Result(call, outcome.content, outcome.is_error))
-                transcript.add(
-                    "connector",
-                    outcome.content,
-                    name=call.name,
-                    is_error=outcome.is_error,
-                    connector=outcome.record,
-                )
-                continue
-            transcript.add("tool_call", _arguments_text(call), name=call.name)
-            if call.name == SUBMIT:
-                outcome = _submission(call, corrections)
-                if isinstance(outcome, Submission):
-                    submitted = outcome
-                    results.append(Result(call, "Review received."))
-                elif isinstance(outcome, list):
-                    salvage = outcome
-                    results.append(Result(call, "Review received."))
-                elif outcome is None:
-                    return finish(
-                        None,
-                        incomplete=f"the model's submission still did not match the schema after {MAX_CORRECTIONS} corrections",
-                    )
-                else:
-                    corrections += 1
-                    results.append(Result(call, outcome, is_error=True))
-                    transcript.add("tool_result", outcome, name=call.name, is_error=True)
-                continue
-            began = clock()
-            try:
-                if call.error:
-                    raise ToolError(call.error)
-                if call.name == DISPATCH and explorers is not None:
-                    # The reviewer's next call will carry the reports: it stays affordable.
-                    held = meter.worst_next(
-                        sum(len(r.content) for r in results)
-                        + explorers.config.per_call * (explorers.config.report_chars + 500)
-                    )
-                    content = explorers.dispatch(call.arguments, held, transcript)
-                    results.append(Result(call, content))
-                    continue  # each explorer has its own transcript entry
-                content, is_error = tools.call(call.name, call.arguments), False
-            except ToolError as exc:
-                content, is_error = str(exc), True
-            except OSError as exc:  # a file vanished or is unreadable: the model may try another
-                content, is_error = f"Could not read it: {exc.strerror or exc}", True
-            progress.emit(
-                "tool",
-                name=call.name,
-                args=progress.arguments_summary(call.arguments),
-                seconds=round(clock() - began, 2),
-                error=is_error,
-            )
-            results.append(Result(call, content, is_error))
-            transcript.add("tool_result", content, name=call.name, is_error=is_error)
-        if submitted is not None:
-            return finish(submitted)
-        if salvage is not None:
-            transcript.add(
-                "note",
-                f"the submission was still invalid after {MAX_CORRECTIONS} corrections; its findings were taken as they are",
-                is_error=True,
-            )
-            return finish(None, raw_findings=salvage)
-        note = LAST_STEP if steps == job.limits.steps - 1 else ""
-        chat.answer(results, note=note)
-        meter.added(sum(len(r.content) + 40 for r in results) + len(note))
 
 
 def _submission(call: Call, corrections: int) -> Submission | list | str | None:
