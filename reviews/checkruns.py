@@ -35,7 +35,8 @@ def dashboard_url(run: ReviewRun) -> str:
 def details_url(run: ReviewRun) -> str:
     """The check run's Details link: the GitHub Actions run that reviews it, if one
     does, else the run's page on the dashboard."""
-    return run.actions_run_url or dashboard_url(run)
+    dispatch = getattr(run, "dispatch", None)  # a run dispatched to GitHub Actions
+    return (dispatch.actions_run_url if dispatch else "") or dashboard_url(run)
 
 
 def run_check_ensure(

@@ -61,7 +61,7 @@ def data_prune(*, now: datetime | None = None, dry_run: bool = False) -> dict[st
     if cutoff:
         reviews = Review.objects.filter(created_at__lt=cutoff).exclude(transcript=[])
         runs = ReviewRun.objects.filter(status__in=RUN_FINAL_STATES, finished_at__lt=cutoff).filter(
-            Q(job__isnull=False) | Q(runner_result__isnull=False)
+            Q(dispatch__job__isnull=False) | Q(runner_result__isnull=False)
         )
         if dry_run:
             done["transcripts"], done["run_results"] = reviews.count(), runs.count()

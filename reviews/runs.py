@@ -23,6 +23,7 @@ from repos.policy import CHECKLESS_TRIGGERS
 from reviews import timeline
 from reviews.models import (
     RUN_FINAL_STATES,
+    ActionsDispatch,
     AttemptOutcome,
     ReviewRun,
     RunAttempt,
@@ -227,15 +228,20 @@ def run_supersede_waiting(
     return _end_waiting(run_pk, RunStatus.QUEUED, RunStatus.CANCELLED, **fields)
 
 
-def run_dispatch(held: Held, **fields: object) -> bool:
+def run_dispatch(held: Held, *, reason: str, dispatch: dict[str, object]) -> bool:
     """The run its worker holds is handed to a runner elsewhere (GitHub Actions): it
-    waits for the runner's result, under no lease. `fields`: what the dispatch recorded.
+    waits for the runner's result, under no lease. `dispatch`: what the dispatch
+    recorded (its ActionsDispatch's fields; an earlier dispatch's are replaced).
     Whether this worker still held it."""
-    return bool(
-        ReviewRun.objects.filter(
+    with transaction.atomic():
+        held_still = ReviewRun.objects.filter(
             pk=held.run_pk, status=RunStatus.RUNNING, attempts=held.attempt, worker=held.worker
-        ).update(status=RunStatus.DISPATCHED, lease_expires_at=None, **fields)
-    )
+        ).update(status=RunStatus.DISPATCHED, lease_expires_at=None, reason=reason)
+        if held_still:
+            ActionsDispatch.objects.update_or_create(
+                run_id=held.run_pk, defaults={"job_fetched_at": None, **dispatch}
+            )
+    return bool(held_still)
 
 
 def run_dispatched_cancel(run_pk: int, reason: str, *, superseded_by: str = "") -> bool:
@@ -654,7 +660,7 @@ def run_scope_recorded(run: ReviewRun) -> None:
 def run_job_fetched(run_pk: int, *, now: datetime | None = None) -> bool:
     """A dispatched run's job was fetched by its Actions runner (the first fetch counts)."""
     return bool(
-        ReviewRun.objects.filter(pk=run_pk, job_fetched_at__isnull=True).update(
+        ActionsDispatch.objects.filter(run_id=run_pk, job_fetched_at__isnull=True).update(
             job_fetched_at=now or timezone.now()
         )
     )
@@ -663,11 +669,13 @@ def run_job_fetched(run_pk: int, *, now: datetime | None = None) -> bool:
 def run_actions_attached(run_pk: int, *, actions_run_id: int, url: str, reason: str) -> bool:
     """A run dispatched to GitHub Actions without the workflow run's id gets it (once;
     an id that is another run's raises IntegrityError)."""
-    return bool(
-        ReviewRun.objects.filter(
-            pk=run_pk, status=RunStatus.DISPATCHED, actions_run_id__isnull=True
-        ).update(actions_run_id=actions_run_id, actions_run_url=url, reason=reason)
-    )
+    with transaction.atomic():
+        attached = ActionsDispatch.objects.filter(
+            run_id=run_pk, run__status=RunStatus.DISPATCHED, actions_run_id__isnull=True
+        ).update(actions_run_id=actions_run_id, actions_run_url=url)
+        if attached:
+            ReviewRun.objects.filter(pk=run_pk).update(reason=reason)
+    return bool(attached)
 
 
 def run_check_created(
@@ -737,4 +745,6 @@ def run_conclusion_sent(run_pk: int, *, due: datetime) -> None:
 def runs_results_forget(runs) -> int:
     """Retention: the jobs and engine results of ended runs (`runs`, a QuerySet of them)
     are forgotten; the runs stay. Returns how many."""
-    return runs.filter(status__in=RUN_FINAL_STATES).update(job=None, runner_result=None)
+    ended = runs.filter(status__in=RUN_FINAL_STATES)
+    ActionsDispatch.objects.filter(run__in=ended, job__isnull=False).update(job=None)
+    return ended.update(runner_result=None)

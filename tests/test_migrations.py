@@ -184,3 +184,67 @@ def test_tasks_handed_off_before_the_column_existed_read_as_handed_off():
 
     assert handed(passes_on) == earlier and handed(named) == earlier
     assert handed(untouched) is None
+
+
+# Runs dispatched to GitHub Actions before their dispatch had a table of its own.
+DISPATCH_SCRIPT = r"""
+import django
+django.setup()
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
+
+BEFORE = [("reviews", "0045_run_write_wait_and_check_status"), ("repos", "0024_github_write_budget")]
+executor = MigrationExecutor(connection)
+executor.migrate(BEFORE)
+apps = executor.loader.project_state(BEFORE).apps
+Installation = apps.get_model("repos", "Installation")
+Repository = apps.get_model("repos", "Repository")
+Reviewer = apps.get_model("repos", "Reviewer")
+PullRequest = apps.get_model("reviews", "PullRequest")
+ReviewRun = apps.get_model("reviews", "ReviewRun")
+installation = Installation.objects.create(github_id=1, account_login="acme")
+repository = Repository.objects.create(installation=installation, github_id=2, full_name="acme/shop")
+reviewer = Reviewer.objects.create(slug="claude", engine="anthropic", model="m")
+pull = PullRequest.objects.create(repository=repository, number=7, head_sha="a" * 40)
+at = timezone.now()
+def run(**fields):
+    return ReviewRun.objects.create(pull_request=pull, reviewer=reviewer, head_sha="a" * 40,
+                                    trigger="opened", **{"status": "completed", **fields})
+named = run(actions_run_id=77, actions_run_attempt=1, actions_workflow_ref="acme/shop/w.yml@m",
+            actions_run_url="https://github.com/acme/shop/actions/runs/77", dispatched_at=at,
+            job={"repository": "acme/shop"}, job_fetched_at=at)
+unnamed = run(actions_run_url="https://github.com/acme/shop/actions/workflows/w.yml",
+              dispatched_at=at, status="dispatched")
+local = run()
+
+executor = MigrationExecutor(connection)
+executor.migrate(executor.loader.graph.leaf_nodes())
+from reviews.models import ActionsDispatch, ReviewRun
+first = ReviewRun.objects.get(pk=named.pk).dispatch
+assert (first.actions_run_id, first.actions_run_attempt, first.job, first.job_fetched_at,
+        first.actions_workflow_ref) == (77, 1, {"repository": "acme/shop"}, at,
+                                        "acme/shop/w.yml@m"), first.__dict__
+second = ReviewRun.objects.get(pk=unnamed.pk).dispatch
+assert second.actions_run_id is None and second.actions_run_url.endswith("/w.yml")
+assert not ActionsDispatch.objects.filter(run_id=local.pk).exists()
+assert ActionsDispatch.objects.count() == 2
+
+executor = MigrationExecutor(connection)
+executor.migrate(BEFORE)  # and back, each value where it was
+apps = executor.loader.project_state(BEFORE).apps
+ReviewRun = apps.get_model("reviews", "ReviewRun")
+back = ReviewRun.objects.get(pk=named.pk)
+assert (back.actions_run_id, back.job, back.dispatched_at) == (77, {"repository": "acme/shop"}, at)
+print("ok")
+"""
+
+
+def test_a_runs_actions_columns_move_to_its_dispatch_and_back(tmp_path):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
+           "DATABASE_URL": f"sqlite:///{tmp_path / 'dispatch.sqlite3'}"}  # fmt: skip
+    done = subprocess.run(  # noqa: S603
+        [sys.executable, "-c", DISPATCH_SCRIPT],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

@@ -71,7 +71,7 @@ def _secondaries_for(run) -> list[dict]:
     """How the runner reads the job's secondary repositories: a token of its own for
     each, minted now (reviews/secondaries.py). Only the runner the OIDC token proved to
     be is given them."""
-    job = ReviewJob.model_validate(run.job)
+    job = ReviewJob.model_validate(run.dispatch.job)
     if not job.secondaries:
         return []
     try:
@@ -131,7 +131,7 @@ class RunnerJobView(_RunnerView):
             body.update(
                 engine=run.reviewer.engine,
                 head_sha=run.head_sha,
-                job=run.job,
+                job=run.dispatch.job,
                 secondaries=_secondaries_for(run),
             )
         return Response(body)

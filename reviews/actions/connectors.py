@@ -30,7 +30,7 @@ def _live(run: ReviewRun) -> bool:
     return (
         run.status == RunStatus.DISPATCHED
         and run.runner_result is None
-        and run.job_fetched_at is not None
+        and run.dispatch.job_fetched_at is not None
     )
 
 
@@ -45,7 +45,7 @@ def connector_call_for(claims: dict[str, Any], body: dict[str, Any]) -> Connecto
     if not _live(run):
         answer = refused("The review has ended: no more connector calls are made.")
     else:
-        limit = Limits.model_validate((run.job or {}).get("limits") or {}).connector_calls
+        limit = Limits.model_validate((run.dispatch.job or {}).get("limits") or {}).connector_calls
         if ConnectorCall.objects.filter(run=run).count() >= limit:
             answer = refused(f"This review's {limit} connector calls are used up.")
         else:

@@ -46,7 +46,7 @@ from reviews.actions.oidc import subject_repository
 from reviews.checkruns import run_check_ensure
 from reviews.context import Context
 from reviews.gate import reports_on_check
-from reviews.models import AttemptOutcome, ReviewRun, RunStatus, Stage
+from reviews.models import ActionsDispatch, AttemptOutcome, ReviewRun, RunStatus, Stage
 from reviews.runs import (
     Held,
     attempt_end,
@@ -92,7 +92,7 @@ def _check_linked(ctx: Context) -> None:
     run is no longer held: a failure here is logged, the review goes on."""
     if not reports_on_check(ctx.run):
         return
-    url = ctx.run.actions_run_url
+    url = ctx.run.dispatch.actions_run_url
     try:
         check_id = run_check_ensure(
             ctx.run, created=False, installation=ctx.repository.installation
@@ -176,22 +176,21 @@ def dispatch(ctx: Context, job: ReviewJob) -> str:
         )
         note = f"dispatched; GitHub has not listed “{run_name}” yet"
     now = timezone.now()
+    recorded = {
+        "job": job.model_dump(mode="json"),
+        "actions_run_id": run_id,
+        "actions_run_attempt": 1,
+        "actions_run_url": url,
+        "actions_workflow_ref": workflow_ref(repository.full_name, branch),
+        "dispatched_at": now,
+    }
     with transaction.atomic():
-        updated = run_dispatch(
-            held,
-            job=job.model_dump(mode="json"),
-            actions_run_id=run_id,
-            actions_run_attempt=1,
-            actions_run_url=url,
-            actions_workflow_ref=workflow_ref(repository.full_name, branch),
-            dispatched_at=now,
-            reason=reason,
-        )
+        updated = run_dispatch(held, reason=reason, dispatch=recorded)
         if updated:
             attempt_end(
                 run.pk, outcome=AttemptOutcome.SUCCEEDED, now=now, stage=Stage.SANDBOX, error=note
             )
-    run.actions_run_url = url
+    run.dispatch = ActionsDispatch(run=run, **recorded)  # as recorded (the check links it)
     logger.info("run %s %s", run.pk, note)
     return RunStatus.DISPATCHED
 
@@ -210,19 +209,19 @@ def _workflow_page(clone_url: str, workflow: str) -> str:
 
 
 def _since(run: ReviewRun) -> datetime:
-    return (run.dispatched_at or timezone.now()) - LOST_DISPATCH_WINDOW
+    return (run.dispatch.dispatched_at or timezone.now()) - LOST_DISPATCH_WINDOW
 
 
 def _ref(run: ReviewRun) -> str:
     """The dispatched ref (`refs/heads/<default branch>`), from the recorded workflow ref."""
-    return run.actions_workflow_ref.rpartition("@")[2] or "refs/heads/main"
+    return run.dispatch.actions_workflow_ref.rpartition("@")[2] or "refs/heads/main"
 
 
 def _unlisted() -> Any:
     """Dispatched runs whose workflow run GitHub has not been seen to list yet."""
-    return ReviewRun.objects.select_related("pull_request__repository__installation").filter(
-        status=RunStatus.DISPATCHED, actions_run_id__isnull=True
-    )
+    return ReviewRun.objects.select_related(
+        "pull_request__repository__installation", "dispatch"
+    ).filter(status=RunStatus.DISPATCHED, dispatch__actions_run_id__isnull=True)
 
 
 def attach(run: ReviewRun, found: DispatchedRun, how: str) -> bool:
@@ -239,7 +238,8 @@ def attach(run: ReviewRun, found: DispatchedRun, how: str) -> bool:
         logger.warning("run %s: Actions run %s is another run's", run.pk, found.workflow_run_id)
         return False
     if attached:
-        run.actions_run_id, run.actions_run_url = found.workflow_run_id, found.html_url
+        run.dispatch.actions_run_id = found.workflow_run_id
+        run.dispatch.actions_run_url = found.html_url
         logger.info("run %s is Actions run %s (found %s)", run.pk, found.workflow_run_id, how)
     return bool(attached)
 
@@ -266,7 +266,9 @@ def _runs_find(cutoff: datetime) -> int:
     """The reaper's look for the workflow runs of runs dispatched without their id (not
     those past their result timeout: they fail)."""
     waiting = list(
-        _unlisted().filter(dispatched_at__gte=cutoff).order_by("dispatched_at")[:FINDS_PER_SWEEP]
+        _unlisted()
+        .filter(dispatch__dispatched_at__gte=cutoff)
+        .order_by("dispatch__dispatched_at")[:FINDS_PER_SWEEP]
     )
     if not waiting:
         return 0
@@ -344,10 +346,12 @@ def run_for(claims: dict[str, Any]) -> ReviewRun:
         attempt = int(str(claims.get("run_attempt", "")))
     except ValueError as exc:
         raise Refused(f"run_id/run_attempt are not numbers: {claims.get('run_id')!r}") from exc
-    runs = ReviewRun.objects.select_related("pull_request__repository__installation", "reviewer")
-    run = runs.filter(actions_run_id=run_id).first()
+    runs = ReviewRun.objects.select_related(
+        "pull_request__repository__installation", "reviewer", "dispatch"
+    )
+    run = runs.filter(dispatch__actions_run_id=run_id).first()
     if run is None and _token_attach(claims, run_id):
-        run = runs.filter(actions_run_id=run_id).first()
+        run = runs.filter(dispatch__actions_run_id=run_id).first()
     if run is None:
         raise Refused(f"no run was dispatched as Actions run {run_id}")
     repository = run.pull_request.repository
@@ -361,9 +365,11 @@ def run_for(claims: dict[str, Any]) -> ReviewRun:
         subject_repo_id is not None and subject_repo_id != str(repository.github_id)
     ):
         raise Refused(f"subject {claims.get('sub')!r} is not of {repository.full_name}")
-    if attempt != run.actions_run_attempt:
-        raise Refused(f"run attempt {attempt}, Tasuku dispatched {run.actions_run_attempt}")
-    expected = run.actions_workflow_ref
+    if attempt != run.dispatch.actions_run_attempt:
+        raise Refused(
+            f"run attempt {attempt}, Tasuku dispatched {run.dispatch.actions_run_attempt}"
+        )
+    expected = run.dispatch.actions_workflow_ref
     for claim in ("workflow_ref", "job_workflow_ref"):
         if claim in claims and claims[claim] != expected:
             raise Refused(f"{claim} {claims[claim]!r} is not {expected!r}")
@@ -383,7 +389,8 @@ def _token_attach(claims: dict[str, Any], run_id: int) -> bool:
         _unlisted()
         .filter(
             pull_request__repository__full_name__iexact=str(claims.get("repository", "")),
-            actions_workflow_ref=claims.get("workflow_ref") or claims.get("job_workflow_ref"),
+            dispatch__actions_workflow_ref=claims.get("workflow_ref")
+            or claims.get("job_workflow_ref"),
         )
         .values_list("pull_request__repository", flat=True)
         .first()
@@ -412,7 +419,7 @@ def job_for(claims: dict[str, Any]) -> JobAnswer:
     """The job of the dispatched run the token proves to be, while it waits. A head
     that moved meanwhile cancels the run: the answer says so."""
     run = run_for(claims)
-    if run.status != RunStatus.DISPATCHED or run.runner_result is not None or not run.job:
+    if run.status != RunStatus.DISPATCHED or run.runner_result is not None or not run.dispatch.job:
         raise Refused(f"run {run.pk} is {run.status}, not waiting for its runner")
     pull_request = run.pull_request
     if pull_request.head_sha and pull_request.head_sha != run.head_sha:
@@ -497,13 +504,14 @@ def workflow_run_event(payload: payloads.WorkflowRunEvent, *, delivery_id: int) 
     posted no result: the run fails with the Actions run's conclusion as its reason."""
     workflow_run = payload.workflow_run
     action = payload.action
-    run = ReviewRun.objects.filter(actions_run_id=workflow_run.id).first()
+    runs = ReviewRun.objects.select_related("dispatch")
+    run = runs.filter(dispatch__actions_run_id=workflow_run.id).first()
     attached = run is None and _event_attach(payload)
     if attached:
-        run = ReviewRun.objects.filter(actions_run_id=workflow_run.id).first()
+        run = runs.filter(dispatch__actions_run_id=workflow_run.id).first()
     if action != "completed":
         if attached and run is not None:
-            return Outcome(f"run {run.pk} is Actions run {run.actions_run_id}")
+            return Outcome(f"run {run.pk} is Actions run {run.dispatch.actions_run_id}")
         return Outcome.ignore(f"workflow_run.{action} needs no action")
     if run is None:
         return Outcome.ignore("not a workflow run Tasuku dispatched")
@@ -514,7 +522,7 @@ def workflow_run_event(payload: payloads.WorkflowRunEvent, *, delivery_id: int) 
         f"the GitHub Actions run ended ({conclusion}) without posting a result"
         + (" (it was cancelled)" if conclusion == "cancelled" else "")
         + (": it timed out" if conclusion == "timed_out" else "")
-        + f"; see {workflow_run.html_url or run.actions_run_url}"
+        + f"; see {workflow_run.html_url or run.dispatch.actions_run_url}"
     )
     if _fail(run, reason, code="actions-no-result"):
         return Outcome(f"run {run.pk} failed: {reason}")
@@ -553,22 +561,24 @@ def dispatched_sweep(now=None) -> int:
     limit = timedelta(seconds=settings.TASUKU_ACTIONS_RESULT_TIMEOUT)
     _runs_find(now - limit)
     failed = 0
-    for run in ReviewRun.objects.filter(status=RunStatus.DISPATCHED, dispatched_at__lt=now - limit):
+    for run in ReviewRun.objects.select_related("dispatch").filter(
+        status=RunStatus.DISPATCHED, dispatch__dispatched_at__lt=now - limit
+    ):
         minutes = int(limit.total_seconds() // 60)
-        if run.actions_run_id is None:
+        if run.dispatch.actions_run_id is None:
             code = "actions-run-not-listed"
             reason = (
                 f"dispatched to GitHub Actions {minutes} minutes ago, and GitHub never listed "
                 f"its workflow run: no run of {workflow_path(settings.TASUKU_ACTIONS_WORKFLOW)} "
                 f"dispatched by Tasuku is named “{RUN_NAME.format(run.pk)}” (GitHub did not "
                 f"say which run it started; the workflow's `run-name` must be the one in "
-                f"docs/actions/tasuku.yml); see {run.actions_run_url}"
+                f"docs/actions/tasuku.yml); see {run.dispatch.actions_run_url}"
             )
         else:
             code = "actions-no-result"
             reason = (
                 f"dispatched to GitHub Actions {minutes} minutes ago and no result came "
-                f"back; see {run.actions_run_url}"
+                f"back; see {run.dispatch.actions_run_url}"
             )
         if _fail(run, reason, code=code):
             failed += 1

@@ -1,9 +1,11 @@
 """The reviews app's models, one module per part: runs (pull requests, runs, attempts),
+actions (a run's dispatch to GitHub Actions),
 findings (reviews, findings and what became of them), passes (review-pass tasks) and
 connectors (the connector calls Tasuku made for a run) and evaluations (reviewers
 replayed over a repository's history, `manage.py evaluate`).
 Everything is importable from here, as Django and the migrations expect."""
 
+from reviews.models.actions import ActionsDispatch
 from reviews.models.connectors import ConnectorCall
 from reviews.models.evaluations import (
     Evaluation,
@@ -56,6 +58,7 @@ from reviews.models.runs import (
 from reviews.models.walkthroughs import Walkthrough
 
 __all__ = [
+    "ActionsDispatch",
     "Evaluation",
     "EvaluationGrade",
     "EvaluationItem",

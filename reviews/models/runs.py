@@ -167,15 +167,8 @@ class ReviewRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # The `actions` runner: the workflow run Tasuku dispatched, the job it serves to that
-    # run alone, and the result it posted back (accepted once).
-    actions_run_id = models.BigIntegerField(null=True, blank=True, unique=True)
-    actions_run_attempt = models.PositiveSmallIntegerField(null=True, blank=True)
-    actions_run_url = models.URLField(max_length=500, blank=True)
-    actions_workflow_ref = models.CharField(max_length=500, blank=True)
-    dispatched_at = models.DateTimeField(null=True, blank=True)
-    job = models.JSONField(null=True, blank=True, help_text="The ReviewJob served to the runner.")
-    job_fetched_at = models.DateTimeField(null=True, blank=True)
+    # A run dispatched to the `actions` runner has its ActionsDispatch (`run.dispatch`,
+    # reviews/models/actions.py): the workflow run, the job served to it.
     # The engine's result, whichever runner produced it (the actions runner posts it,
     # once): a retried attempt publishes it instead of running (and paying for) the
     # engine again, and a later run with the same job reuses it.

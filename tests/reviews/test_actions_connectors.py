@@ -16,7 +16,7 @@ from django.test import Client
 from repos.connectors.models import GITHUB_ISSUE_SCHEMA, Connector, ConnectorKind
 from repos.models import Reviewer
 from reviews.actions import oidc
-from reviews.models import ConnectorCall, ReviewRun, RunStatus
+from reviews.models import ActionsDispatch, ConnectorCall, ReviewRun, RunStatus
 from tests.fakes.github import Issue
 from tests.fakes.models import ANTHROPIC_TEST_KEY, ToolCall
 from tests.fakes.team import TeamSystem
@@ -106,8 +106,10 @@ def test_the_runners_engine_calls_a_connector_through_tasuku_with_its_oidc_token
     )
     run = dispatched(actions_world, client, test_app)
     # The job the runner fetches names the connectors; no credential, no endpoint.
-    assert [c["name"] for c in run.job["connectors"]] == ["github_issue", "jira_ticket"]
-    assert "tk-team-secret" not in json.dumps(run.job) and team.url not in json.dumps(run.job)
+    assert [c["name"] for c in run.dispatch.job["connectors"]] == ["github_issue", "jira_ticket"]
+    assert "tk-team-secret" not in json.dumps(run.dispatch.job) and team.url not in json.dumps(
+        run.dispatch.job
+    )
     [actions_run] = actions_world.fake.actions_runs_of(REPO)
     checkout = tmp_path / "checkout"
     subprocess.run(
@@ -186,8 +188,8 @@ def test_tasuku_holds_the_reviews_call_bound_on_the_runners_calls(
     actions_world, client, test_app, team
 ):
     run = dispatched(actions_world, client, test_app)
-    ReviewRun.objects.filter(pk=run.pk).update(
-        job={**run.job, "limits": {**run.job["limits"], "connector_calls": 1}}
+    ActionsDispatch.objects.filter(run=run).update(
+        job={**run.dispatch.job, "limits": {**run.dispatch.job["limits"], "connector_calls": 1}}
     )
     [actions_run] = actions_world.fake.actions_runs_of(REPO)
     token = actions_world.fake.oidc_token(actions_run, audience=AUD)

@@ -114,16 +114,16 @@ def test_a_run_is_dispatched_on_the_default_branch_with_the_run_id(
     assert actions_run.path == WORKFLOW and actions_run.ref == "refs/heads/main"
     assert actions_run.inputs == {"tasuku_run": str(run.pk), "head_sha": actions_world.head}
     assert actions_run.display_title == f"Tasuku review (run {run.pk})"
-    assert run.actions_run_id == actions_run.id and run.actions_run_attempt == 1
-    assert run.actions_workflow_ref == f"{REPO}/{WORKFLOW}@refs/heads/main"
-    assert run.job["repository"] == REPO
+    assert run.dispatch.actions_run_id == actions_run.id and run.dispatch.actions_run_attempt == 1
+    assert run.dispatch.actions_workflow_ref == f"{REPO}/{WORKFLOW}@refs/heads/main"
+    assert run.dispatch.job["repository"] == REPO
     page = operator_client.get(f"/runs/{run.pk}/").content.decode()
-    assert f'href="{run.actions_run_url}">run {actions_run.id}</a> (attempt 1)' in page
+    assert f'href="{run.dispatch.actions_run_url}">run {actions_run.id}</a> (attempt 1)' in page
     assert "no result yet" in page
     [check] = actions_world.fake.check_runs_of(REPO)
     assert check.status == "in_progress"
-    assert check.details_url == run.actions_run_url
-    assert run.actions_run_url.endswith(f"/{REPO}/actions/runs/{actions_run.id}")
+    assert check.details_url == run.dispatch.actions_run_url
+    assert run.dispatch.actions_run_url.endswith(f"/{REPO}/actions/runs/{actions_run.id}")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -150,7 +150,7 @@ def test_the_runner_reviews_and_tasuku_publishes(actions_world, client, test_app
     review = Review.objects.get(run=run)
     assert review.findings.filter(path="app/payments.py").exists()
     [check] = actions_world.fake.check_runs_of(REPO)
-    assert check.status == "completed" and check.details_url == run.actions_run_url
+    assert check.status == "completed" and check.details_url == run.dispatch.actions_run_url
 
     # The runner posts again (a retry whose answer was lost): one review still.
     token = actions_world.fake.oidc_token(actions_run, audience=live_server.url)
@@ -222,7 +222,7 @@ def test_a_token_that_is_not_the_dispatched_run_is_refused(
     assert fetch(client, "not-a-jwt").status_code == 403
     assert client.post("/api/runner/job").status_code == 403
     run.refresh_from_db()
-    assert run.status == RunStatus.DISPATCHED and run.job_fetched_at is None
+    assert run.status == RunStatus.DISPATCHED and run.dispatch.job_fetched_at is None
 
 
 @pytest.mark.django_db
@@ -368,7 +368,7 @@ def test_a_dispatch_whose_answer_was_lost_is_found_not_sent_again(actions_world,
     run = open_pull_request(actions_world, client, test_app)
     assert run.status == RunStatus.DISPATCHED
     [actions_run] = actions_world.fake.actions_runs_of(REPO)
-    assert run.actions_run_id == actions_run.id
+    assert run.dispatch.actions_run_id == actions_run.id
 
 
 @pytest.mark.django_db
@@ -427,8 +427,8 @@ def test_on_ghes_the_late_run_is_found_by_its_run_name_and_its_result_published(
     run = open_pull_request(actions_world, client, test_app)
     actions_run = the_actions_run(actions_world)  # exactly one workflow run
     assert run.status == RunStatus.DISPATCHED
-    assert run.actions_run_id == actions_run.id
-    assert run.actions_run_url.endswith(f"/{REPO}/actions/runs/{actions_run.id}")
+    assert run.dispatch.actions_run_id == actions_run.id
+    assert run.dispatch.actions_run_url.endswith(f"/{REPO}/actions/runs/{actions_run.id}")
     posts = actions_world.fake.requests("POST", r"/dispatches$")
     assert [c.status for c in posts] == [422, 204]
 
@@ -440,7 +440,7 @@ def test_on_ghes_the_late_run_is_found_by_its_run_name_and_its_result_published(
     [posted] = actions_world.fake.reviews_of(REPO, 7)
     assert posted["commit_id"] == actions_world.head
     [check] = actions_world.fake.check_runs_of(REPO)
-    assert check.conclusion is not None and check.details_url == run.actions_run_url
+    assert check.conclusion is not None and check.details_url == run.dispatch.actions_run_url
     assert len(actions_world.fake.actions_runs_of(REPO)) == 1
 
 
@@ -453,10 +453,10 @@ def test_a_run_listed_after_the_worker_stopped_looking_is_found_by_its_runner(
     run = open_pull_request(actions_world, client, test_app)
     actions_run = the_actions_run(actions_world)
     # Not failed: dispatched, its workflow run to be found.
-    assert (run.status, run.actions_run_id) == (RunStatus.DISPATCHED, None)
+    assert (run.status, run.dispatch.actions_run_id) == (RunStatus.DISPATCHED, None)
     assert "has not listed “Tasuku review (run" in run.reason
     workflows = f"{actions_world.fake.url}/{REPO}/actions/workflows/tasuku.yml"
-    assert run.actions_run_url == workflows
+    assert run.dispatch.actions_run_url == workflows
     [check] = actions_world.fake.check_runs_of(REPO)
     assert (check.status, check.details_url) == ("in_progress", workflows)
     assert "its run not found yet" in operator_client.get(f"/runs/{run.pk}/").content.decode()
@@ -466,7 +466,7 @@ def test_a_run_listed_after_the_worker_stopped_looking_is_found_by_its_runner(
     done = run_the_runner(actions_world, actions_run, live_server.url, tmp_path)
     assert done.returncode == 0, done.stderr
     run.refresh_from_db()
-    assert run.actions_run_id == actions_run.id
+    assert run.dispatch.actions_run_id == actions_run.id
     assert run.reason == "the GitHub Actions runner posted its result"
     drain_queue()
     run.refresh_from_db()
@@ -481,12 +481,12 @@ def test_a_run_listed_after_the_worker_stopped_looking_is_found_by_its_runner(
 def test_the_reaper_finds_a_run_github_listed_late(actions_world, client, test_app):
     actions_world.fake.actions_behave(run_details="ignored", run_delay=1.5)
     run = open_pull_request(actions_world, client, test_app)
-    assert run.actions_run_id is None
+    assert run.dispatch.actions_run_id is None
     actions_run = the_actions_run(actions_world)
     wait_until_created(actions_world, actions_run)
     assert dispatched_sweep() == 0  # nothing failed
     run.refresh_from_db()
-    assert (run.status, run.actions_run_id) == (RunStatus.DISPATCHED, actions_run.id)
+    assert (run.status, run.dispatch.actions_run_id) == (RunStatus.DISPATCHED, actions_run.id)
     assert run.reason.endswith("(found in the workflow's runs)")
     token = actions_world.fake.oidc_token(actions_run, audience=AUD)
     assert fetch(client, token).json()["status"] == "review"
@@ -505,7 +505,7 @@ def test_a_workflow_run_event_names_the_run_and_its_end_fails_it(actions_world, 
     )
     drain_queue()
     run.refresh_from_db()
-    assert run.actions_run_id == actions_run.id
+    assert run.dispatch.actions_run_id == actions_run.id
     assert run.reason.endswith("(found by its workflow_run event)")
     ended = actions_world.fake.actions_run_complete(REPO, actions_run.id, "failure")
     post_webhook(client, "workflow_run", ended, secret=test_app.webhook_secret)
@@ -521,7 +521,7 @@ def test_a_run_github_never_lists_stays_dispatched_then_fails_at_the_result_time
 ):
     actions_world.fake.actions_behave(run_details="ignored", run_delay=10_000)
     run = open_pull_request(actions_world, client, test_app)
-    assert (run.status, run.actions_run_id) == (RunStatus.DISPATCHED, None)
+    assert (run.status, run.dispatch.actions_run_id) == (RunStatus.DISPATCHED, None)
     looks = len(actions_world.fake.requests("GET", r"/tasuku.yml/runs$"))
     assert dispatched_sweep() == 0
     assert len(actions_world.fake.requests("GET", r"/tasuku.yml/runs$")) == looks + 1
@@ -554,7 +554,7 @@ def test_a_dispatch_whose_answer_was_lost_and_run_created_late_makes_one_run(
     actions_world.fake.inject(1, status=502, method="POST", path=r"/dispatches$", after=True)
     run = open_pull_request(actions_world, client, test_app)
     [actions_run] = actions_world.fake.actions_runs_of(REPO)
-    assert (run.status, run.actions_run_id) == (RunStatus.DISPATCHED, actions_run.id)
+    assert (run.status, run.dispatch.actions_run_id) == (RunStatus.DISPATCHED, actions_run.id)
     assert len(actions_world.fake.requests("POST", r"/dispatches$")) == 1
 
 
@@ -572,11 +572,11 @@ def test_a_persons_look_alike_run_is_never_taken_for_tasukus(actions_world, clie
     dispatched_sweep()
     run.refresh_from_db()
     # Never the copy (on a slow machine ours may be found already: it is 1.5 s late).
-    assert run.actions_run_id in (None, ours.id) and run.actions_run_id != copy.id
+    assert run.dispatch.actions_run_id in (None, ours.id) and run.dispatch.actions_run_id != copy.id
     wait_until_created(actions_world, ours)
     dispatched_sweep()
     run.refresh_from_db()
-    assert run.actions_run_id == ours.id
+    assert run.dispatch.actions_run_id == ours.id
     assert fetch(client, actions_world.fake.oidc_token(copy, audience=AUD)).status_code == 403
 
 
@@ -601,7 +601,7 @@ def test_a_worker_that_stopped_after_dispatching_is_not_followed_by_a_second_dis
     pipeline.run_execute(run.pk)
     run.refresh_from_db()
     [actions_run] = actions_world.fake.actions_runs_of(REPO)
-    assert (run.status, run.actions_run_id) == (RunStatus.DISPATCHED, actions_run.id)
+    assert (run.status, run.dispatch.actions_run_id) == (RunStatus.DISPATCHED, actions_run.id)
     assert len(actions_world.fake.requests("POST", r"/dispatches$")) == 1
 
 
@@ -632,7 +632,7 @@ def test_the_runner_is_handed_a_token_for_each_secondary_beside_the_job_never_in
     shared = approved_secondary(actions_world)
     run = open_pull_request(actions_world, client, test_app)
     secondary = {"full_name": SHARED, "commit": shared.pinned, "path": f"secondary/{SHARED}"}
-    assert run.job["secondaries"] == [secondary]
+    assert run.dispatch.job["secondaries"] == [secondary]
     token = actions_world.fake.oidc_token(the_actions_run(actions_world), audience=AUD)
     body = fetch(client, token).json()
     [given] = body["secondaries"]

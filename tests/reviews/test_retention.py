@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from reviews.models import Finding, Review, ReviewRun, RunAttempt
+from reviews.models import ActionsDispatch, Finding, Review, ReviewRun, RunAttempt
 from reviews.retention import data_prune
 from tests.factories import FindingFactory, ReviewFactory, WebhookDeliveryFactory
 from webhooks.models import WebhookDelivery
@@ -28,8 +28,8 @@ def test_old_records_go_and_the_figures_stay(settings, capsys):
     run = review.run
     ReviewRun.objects.filter(pk=run.pk).update(
         status="completed", finished_at=old, delivery=stale, runner_result={"findings": []},
-        job={"files": []},
     )  # fmt: skip
+    ActionsDispatch.objects.create(run=run, job={"files": []})
     Review.objects.filter(pk=review.pk).update(created_at=old)
     RunAttempt.objects.create(run=run, number=1, worker="w", started_at=old, outcome="succeeded")
 
@@ -45,7 +45,7 @@ def test_old_records_go_and_the_figures_stay(settings, capsys):
     }  # fmt: skip
     run.refresh_from_db()
     review.refresh_from_db()
-    assert (run.delivery, run.job, run.runner_result) == (None, None, None)
+    assert (run.delivery, run.dispatch.job, run.runner_result) == (None, None, None)
     assert review.transcript == []
     assert not RunAttempt.objects.filter(run=run).exists()
     assert Finding.objects.filter(pk=finding.pk).exists()  # findings stay
