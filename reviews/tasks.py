@@ -65,6 +65,7 @@ def runs_reap() -> dict[str, int]:
     result["answers"] = answers.answers_sweep()
     result["walkthroughs"] = walkthrough.walkthroughs_sweep()
     result["evaluations"] = evaluation.evaluations_sweep()
+    result["memory_folds"] = memory.folds_sweep()
     result.update(host_tidy(force=True))
     return result
 
@@ -93,6 +94,12 @@ def data_prune() -> dict[str, int]:
     return prune()
 
 
+def memory_fold_process(fold_pk: int) -> str:
+    return memory.memory_fold_process(fold_pk)
+
+
+# The doorbells of folds asked for before each fold was a row (a review's id, a closed
+# pull request's): kept while django-q2 may still hold one.
 def memory_fold(review_pk: int) -> str:
     return memory.memory_fold_review(review_pk)
 
