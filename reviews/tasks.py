@@ -14,6 +14,7 @@ from reviews.passes import answers, flow
 from reviews.passes.mode import mode_for
 from reviews.retention import data_prune as prune
 from sandbox.workspace import mirrors_prune, workspaces_prune
+from tasuku.logs import log_context
 
 
 def run_process(run_pk: int) -> str:
@@ -50,7 +51,8 @@ def host_tidy(*, force: bool = False) -> dict[str, int]:
 
 
 def run_conclude(run_pk: int) -> None:
-    gate.run_check_conclude(run_pk)
+    with log_context(run=run_pk):
+        gate.run_check_conclude(run_pk)
 
 
 def runs_reap() -> dict[str, int]:

@@ -136,3 +136,13 @@ def test_the_lines_a_review_run_writes_name_its_run_attempt_and_repository(
     assert {(r.run, r.attempt, r.repository, r.installation) for r in during} == {
         (run.pk, 1, REPO, INSTALLATION)
     }
+
+
+def test_a_check_conclusions_lines_name_its_run(monkeypatch):
+    from reviews import gate, tasks
+
+    monkeypatch.setattr(
+        gate, "run_check_conclude", lambda pk: logging.getLogger("tests.logs").info("sent")
+    )
+    record = json.loads(written(JsonFormatter(), lambda logger: tasks.run_conclude(31)))
+    assert (record["message"], record["run"]) == ("sent", 31)
