@@ -23,8 +23,8 @@ from typing import Any
 # The fields a line can carry, in the order the plain format shows them.
 FIELDS = ("run", "attempt", "delivery", "event", "installation", "repository")
 # Other fields callers give with `extra=` that the JSON format keeps (the plain format
-# has them in the message already).
-EXTRA = ("status", "reason")
+# has them in the message already, but for a failure's error id: `error=…`).
+EXTRA = ("status", "reason", "error_id")
 
 _context: ContextVar[dict[str, Any]] = ContextVar("tasuku_log_context", default={})  # noqa: B039
 
@@ -56,6 +56,8 @@ class ContextFilter(logging.Filter):
                 setattr(record, name, value)
             if value is not None and value != "":
                 shown.append(f"{name}={value}")
+        if getattr(record, "error_id", None):  # a failure's namespaced id (tasuku/errors.py)
+            shown.append(f"error={record.error_id}")
         record.context = f" [{' '.join(shown)}]" if shown else ""
         return True
 

@@ -146,3 +146,16 @@ def test_a_check_conclusions_lines_name_its_run(monkeypatch):
     )
     record = json.loads(written(JsonFormatter(), lambda logger: tasks.run_conclude(31)))
     assert (record["message"], record["run"]) == ("sent", 31)
+
+
+def test_a_failures_error_id_is_a_key_of_a_json_line_and_ends_a_plain_one():
+    def emit(logger):
+        with log_context(run=7):
+            logger.warning("failed", extra={"error_id": "github:yours:permission"})
+
+    assert json.loads(written(JsonFormatter(), emit))["error_id"] == "github:yours:permission"
+    assert (
+        written(PlainFormatter(), emit)
+        .rstrip()
+        .endswith("failed [run=7 error=github:yours:permission]")
+    )
