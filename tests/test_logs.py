@@ -159,3 +159,16 @@ def test_a_failures_error_id_is_a_key_of_a_json_line_and_ends_a_plain_one():
         .rstrip()
         .endswith("failed [run=7 error=github:yours:permission]")
     )
+
+
+def test_a_json_line_keeps_only_its_own_keys_and_writes_any_value():
+    class Request:
+        def __str__(self) -> str:
+            return "<a request>"
+
+    def emit(logger):
+        logger.error("failed", extra={"request": Request(), "reason": Request()})
+
+    line = json.loads(written(JsonFormatter(), emit))
+    assert "request" not in line  # a record's other attributes stay out of the log store
+    assert line["reason"] == "<a request>"  # a value JSON cannot hold is its text
