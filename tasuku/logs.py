@@ -85,7 +85,7 @@ class JsonFormatter(LibraryJsonFormatter):
 
     def __init__(self) -> None:
         super().__init__(
-            ["asctime", "levelname", "name", "message"],
+            "%(asctime)s %(levelname)s %(name)s %(message)s",
             rename_fields={
                 "asctime": "time", "levelname": "level", "name": "logger",
                 "exc_info": "exception",
