@@ -117,7 +117,9 @@ class MemoryFoldAdmin(ReadOnlyAdmin):
     model, cost and why it changed nothing when it did not (the memory itself is edited
     on its repository's page)."""
 
-    list_display = ("created_at", "repository", "review", "model", "cost_usd", "changed", "note")
-    list_filter = ("changed", "model")
+    list_display = (
+        "created_at", "repository", "review", "status", "model", "cost_usd", "changed", "note",
+    )  # fmt: skip
+    list_filter = ("status", "changed", "model")
     search_fields = ("repository__full_name",)
     list_select_related = ("repository",)

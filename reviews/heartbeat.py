@@ -3,6 +3,7 @@ when someone asks (a cancel) or when its worker is told to stop (tasuku/lifecycl
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -54,8 +55,13 @@ class Heartbeat:
         self._halted = False
         self._stoppers: list = []
         self._stop = threading.Event()
+        # In the log context of the run it beats for (tasuku/logs.py): a thread does not
+        # inherit its creator's.
         self._thread = threading.Thread(
-            target=self._loop, name=f"heartbeat-run-{held.run_pk}", daemon=True
+            target=contextvars.copy_context().run,
+            args=(self._loop,),
+            name=f"heartbeat-run-{held.run_pk}",
+            daemon=True,
         )
 
     def __enter__(self) -> Heartbeat:

@@ -31,7 +31,7 @@ from reviews.models import (
 )
 from tasuku import durable, lifecycle
 from tasuku.broker import ring
-from tasuku.errors import code_of
+from tasuku.errors import code_of, error_id
 
 logger = logging.getLogger(__name__)
 
@@ -380,9 +380,11 @@ def run_attempt_failed(held: Held, exc: BaseException, *, stage: str, final: boo
             if verdict.kind == durable.FAILED:
                 _ring_waiting(held.run_pk)
     if verdict.kind == durable.DEFERRED:
-        logger.warning("run %s deferred at %s until %s: %s", held.run_pk, stage, verdict.at, exc)
+        logger.warning("run %s deferred at %s until %s: %s", held.run_pk, stage, verdict.at, exc,
+                       extra={"error_id": error_id(code)})  # fmt: skip
     else:
-        logger.warning("run %s attempt %d failed at %s: %s", held.run_pk, held.attempt, stage, exc)
+        logger.warning("run %s attempt %d failed at %s: %s", held.run_pk, held.attempt, stage, exc,
+                       extra={"error_id": error_id(code)})  # fmt: skip
     if not changed:
         return "lost"
     return RunStatus.FAILED if verdict.kind == durable.FAILED else RunStatus.QUEUED

@@ -14,6 +14,7 @@ from reviews.passes import answers, flow
 from reviews.passes.mode import mode_for
 from reviews.retention import data_prune as prune
 from sandbox.workspace import mirrors_prune, workspaces_prune
+from tasuku.logs import log_context
 
 
 def run_process(run_pk: int) -> str:
@@ -50,7 +51,8 @@ def host_tidy(*, force: bool = False) -> dict[str, int]:
 
 
 def run_conclude(run_pk: int) -> None:
-    gate.run_check_conclude(run_pk)
+    with log_context(run=run_pk):
+        gate.run_check_conclude(run_pk)
 
 
 def runs_reap() -> dict[str, int]:
@@ -65,6 +67,7 @@ def runs_reap() -> dict[str, int]:
     result["answers"] = answers.answers_sweep()
     result["walkthroughs"] = walkthrough.walkthroughs_sweep()
     result["evaluations"] = evaluation.evaluations_sweep()
+    result["memory_folds"] = memory.folds_sweep()
     result.update(host_tidy(force=True))
     return result
 
@@ -93,6 +96,12 @@ def data_prune() -> dict[str, int]:
     return prune()
 
 
+def memory_fold_process(fold_pk: int) -> str:
+    return memory.memory_fold_process(fold_pk)
+
+
+# The doorbells of folds asked for before each fold was a row (a review's id, a closed
+# pull request's): kept while django-q2 may still hold one.
 def memory_fold(review_pk: int) -> str:
     return memory.memory_fold_review(review_pk)
 

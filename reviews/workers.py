@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import Error as DBError
 from django.db import connection
 from django.db.models import F
 from django.utils import timezone
@@ -133,7 +134,7 @@ def heartbeat_stopped(name: str) -> None:
         WorkerHeartbeat.objects.filter(name=name).update(
             stopped_at=now, beat_at=now, task="", task_started_at=None
         )
-    except Exception:  # the database may be gone too: the row then reads "silent"
+    except DBError:  # the database may be gone too: the row then reads "silent"
         logger.warning("worker %s could not record that it stopped", name, exc_info=True)
 
 

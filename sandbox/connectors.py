@@ -32,6 +32,7 @@ Django: the engine and the Actions runner use it too.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hmac
 import json
 import logging
@@ -153,7 +154,13 @@ class ConnectorBridge:
             shutil.rmtree(self._dir, ignore_errors=True)
             raise
         self._server = server
-        self._thread = threading.Thread(target=self._serve, name="connector-bridge", daemon=True)
+        # In the log context of the run it serves (a thread does not inherit its creator's).
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(self._serve,),
+            name="connector-bridge",
+            daemon=True,
+        )
         self._thread.start()
         return self
 

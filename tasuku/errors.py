@@ -8,6 +8,13 @@ The code is recorded with the failed attempt and the failed run (`RunAttempt.err
 error's wording can change without changing what the page advises. A code, once
 recorded, keeps its meaning; a new cause gets a new code.
 
+Each code also has a namespaced id, `area:blame:name` (`Advice.id`: `github:yours:permission`
+for `github-permission`), as Read the Docs names its errors (`build:user:…`, `build:app:…`):
+where it happened and whose fix it is, for a log store or a person to filter on (the run
+page and the diagnostics page show it, a failure's log line carries it as `error_id`).
+It is a mapping from the stored code, never stored itself: the rows keep the short code,
+and `advice_for` takes either.
+
 Pure Python and the bottom layer: repos and reviews import it. The sandbox does not (the
 engine image holds the sandbox package alone): it raises its codes as plain strings, and
 the tests check that every code raised anywhere is in this table.
@@ -38,10 +45,19 @@ class Advice:
     cause: str
     action: str
     blame: str = ""  # YOURS, OUTSIDE, HOST or TASUKU (BLAME below)
+    area: str = ""  # where it happens (AREA below)
 
     @property
     def blame_text(self) -> str:
         return BLAME_TEXT.get(self.blame, "")
+
+    @property
+    def id(self) -> str:
+        """`area:blame:name`, the name being the code less its area's prefix; the code
+        alone for a code the table does not know."""
+        if not (self.area and self.blame):
+            return self.key
+        return f"{self.area}:{self.blame}:{self.key.removeprefix(self.area + '-')}"
 
 
 @dataclass(frozen=True)
@@ -310,10 +326,44 @@ BLAME: dict[str, str] = {
     "engine-cli-missing": YOURS, "engine-start": HOST, "engine-failed": TASUKU,
     "engine-output": TASUKU, "sandbox-error": TASUKU,
 }  # fmt: skip
+# Where each code happens: its namespace (a test holds every code to one).
+# (WORKER: the work itself, a run's or a delivery's, whatever stage it was at.)
+WORKER, ACTIONS, CLONE, GITHUB, PROVIDER, SANDBOX = (
+    "worker", "actions", "clone", "github", "provider", "sandbox"
+)  # fmt: skip
+AREA: dict[str, str] = {
+    "worker-lost": WORKER, "worker-stopped": WORKER, "run-deadline": WORKER,
+    INTERNAL: WORKER, "stage-error": WORKER,
+    "actions-permission": ACTIONS, "actions-workflow": ACTIONS, "actions-no-result": ACTIONS,
+    "actions-fork": ACTIONS, "actions-run-not-listed": ACTIONS,
+    "actions-runner-failed": ACTIONS,
+    "clone-access": CLONE, "clone-commit-gone": CLONE, "clone-not-found": CLONE,
+    "clone-timeout": CLONE, "clone-bad-commit": CLONE, "clone-failed": CLONE,
+    "workspace-write": CLONE, "workspace-root": CLONE,
+    "github-stale-head": GITHUB, "github-rate-limit": GITHUB, "github-write-budget": GITHUB,
+    "github-credentials": GITHUB, "author-app-credentials": GITHUB,
+    "author-app-not-installed": GITHUB, "github-permission": GITHUB, "github-422": GITHUB,
+    "github-not-found": GITHUB, "github-unavailable": GITHUB, "github-error": GITHUB,
+    "check-refused": GITHUB,
+    "provider-key": PROVIDER, "provider-model": PROVIDER, "provider-billing": PROVIDER,
+    "provider-missing-key": PROVIDER, "provider-key-unreadable": PROVIDER,
+    "provider-rejected": PROVIDER, "provider-unavailable": PROVIDER,
+    "provider-bad-response": PROVIDER, "provider-error": PROVIDER,
+    "docker-unreachable": SANDBOX, "docker-image": SANDBOX, "docker-refused": SANDBOX,
+    "docker-network": SANDBOX, "sandbox-credential": SANDBOX, "sandbox-memory": SANDBOX,
+    "sandbox-timeout": SANDBOX, "runner-refused": SANDBOX, "runner-unavailable": SANDBOX,
+    "engine-cli-missing": SANDBOX, "engine-start": SANDBOX, "engine-failed": SANDBOX,
+    "engine-output": SANDBOX, "sandbox-error": SANDBOX,
+}  # fmt: skip
 for _code, _cause_of in CODES.items():
     CODES[_code] = dataclasses.replace(
-        _cause_of, advice=dataclasses.replace(_cause_of.advice, blame=BLAME.get(_code, ""))
+        _cause_of,
+        advice=dataclasses.replace(
+            _cause_of.advice, blame=BLAME.get(_code, ""), area=AREA.get(_code, "")
+        ),
     )
+# The namespaced ids, back to the stored codes.
+BY_ID: dict[str, str] = {cause.advice.id: code for code, cause in CODES.items()}
 
 UNKNOWN = Advice(
     "unknown",
@@ -327,9 +377,16 @@ def known(code: object) -> bool:
 
 
 def advice_for(code: str) -> Advice:
-    """What `code` means and what to do; `UNKNOWN` for an empty or unknown code."""
-    found = CODES.get(code or "")
+    """What `code` — a stored code, or its namespaced id — means and what to do;
+    `UNKNOWN` for an empty or unknown one."""
+    found = CODES.get(code or "") or CODES.get(BY_ID.get(code or "", ""))
     return found.advice if found else UNKNOWN
+
+
+def error_id(code: str) -> str:
+    """The namespaced id of a stored code (`Advice.id`); the code itself when the table
+    does not know it."""
+    return advice_for(code).id if known(code) else code
 
 
 def code_of(exc: BaseException) -> str:

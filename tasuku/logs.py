@@ -6,13 +6,12 @@ The code that takes a piece of work sets them for as long as it works on it
 reviews/pipeline.py); `ContextFilter` puts them on every record written meanwhile (in the
 same thread), after any the call gave itself (`extra=`). The plain format ends a line
 with them (`[run=12 attempt=2 installation=41 repository=acme/shop]`);
-`TASUKU_LOG_FORMAT=json` writes one JSON object a line instead, every field a key, for a
-log store to query.
+`TASUKU_LOG_FORMAT=json` writes one JSON object a line instead (python-json-logger),
+every field a key, for a log store to query.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,11 +19,13 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
+from pythonjsonlogger.json import JsonFormatter as LibraryJsonFormatter
+
 # The fields a line can carry, in the order the plain format shows them.
 FIELDS = ("run", "attempt", "delivery", "event", "installation", "repository")
 # Other fields callers give with `extra=` that the JSON format keeps (the plain format
-# has them in the message already).
-EXTRA = ("status", "reason")
+# has them in the message already, but for a failure's error id: `error=…`).
+EXTRA = ("status", "reason", "error_id")
 
 _context: ContextVar[dict[str, Any]] = ContextVar("tasuku_log_context", default={})  # noqa: B039
 
@@ -56,6 +57,8 @@ class ContextFilter(logging.Filter):
                 setattr(record, name, value)
             if value is not None and value != "":
                 shown.append(f"{name}={value}")
+        if getattr(record, "error_id", None):  # a failure's namespaced id (tasuku/errors.py)
+            shown.append(f"error={record.error_id}")
         record.context = f" [{' '.join(shown)}]" if shown else ""
         return True
 
@@ -73,25 +76,34 @@ class PlainFormatter(logging.Formatter):
         return super().format(record)
 
 
-class JsonFormatter(logging.Formatter):
+class JsonFormatter(LibraryJsonFormatter):
     """One JSON object a line: time (UTC, ISO 8601), level, logger, message, the fields
-    that are set, and the exception's traceback when there is one."""
+    that are set, and the exception's traceback when there is one. Only those: a record's
+    other attributes (a Django request, say) stay out of the log store."""
+
+    KEPT = ("time", "level", "logger", "message", *FIELDS, *EXTRA, "exception")
+
+    def __init__(self) -> None:
+        super().__init__(
+            "%(asctime)s %(levelname)s %(name)s %(message)s",
+            rename_fields={
+                "asctime": "time", "levelname": "level", "name": "logger",
+                "exc_info": "exception",
+            },
+            json_default=str,
+        )  # fmt: skip
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
 
     def format(self, record: logging.LogRecord) -> str:
         if not hasattr(record, "context"):
             ContextFilter().filter(record)
-        line: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
+        return super().format(record)
+
+    def process_log_record(self, log_data: dict[str, Any]) -> dict[str, Any]:
+        return {
+            key: log_data[key]
+            for key in self.KEPT
+            if key in log_data and log_data[key] is not None and log_data[key] != ""
         }
-        for name in FIELDS + EXTRA:
-            value = getattr(record, name, None)
-            if value is not None and value != "":
-                line[name] = value
-        if record.exc_info and not record.exc_text:
-            record.exc_text = self.formatException(record.exc_info)
-        if record.exc_text:
-            line["exception"] = record.exc_text
-        return json.dumps(line, default=str)

@@ -152,7 +152,7 @@ try:
     DATABASES = {
         "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
     }
-except Exception as exc:  # django-environ raises several types for a bad URL
+except (ValueError, ImproperlyConfigured) as exc:  # a bad port or host; an unknown option
     raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from exc
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

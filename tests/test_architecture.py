@@ -112,6 +112,32 @@ def test_every_package_is_on_the_architecture_map():
     assert unnamed == []
 
 
+def test_every_module_of_the_core_and_the_intake_is_in_its_layers_row():
+    """The two small packages are mapped module by module, in the layers table's row of
+    the package (Django's admin, apps and urls modules aside): a new module of either
+    says there what it is for."""
+    doc = _architecture()
+    unnamed = []
+    for package in ("tasuku", "webhooks"):
+        [row] = [
+            line
+            for line in doc.splitlines()
+            if line.startswith("|") and f"| `{package}/` |" in line
+        ]
+        for path in sorted((ROOT / package).glob("*.py")):
+            if path.name in ("__init__.py", "admin.py", "apps.py", "urls.py"):
+                continue
+            if f"`{path.name}`" not in row and f"`{package}/{path.name}`" not in row:
+                unnamed.append(f"{package}/{path.name}")
+    assert unnamed == []
+
+
+def test_the_map_names_the_inline_first_run_and_the_error_codes():
+    doc = _architecture()
+    assert "inline first run" in doc and "`webhooks/tasks.py`" in doc
+    assert "`tasuku/errors.py`" in doc and "`tasuku/logs.py`" in doc
+
+
 def test_every_broad_except_says_why_it_is_broad():
     """`except Exception` (or BaseException, or a bare `except:`) only where a boundary
     needs one — a task, a thread, a door, a cleanup that re-raises — each saying which

@@ -136,3 +136,39 @@ def test_the_lines_a_review_run_writes_name_its_run_attempt_and_repository(
     assert {(r.run, r.attempt, r.repository, r.installation) for r in during} == {
         (run.pk, 1, REPO, INSTALLATION)
     }
+
+
+def test_a_check_conclusions_lines_name_its_run(monkeypatch):
+    from reviews import gate, tasks
+
+    monkeypatch.setattr(
+        gate, "run_check_conclude", lambda pk: logging.getLogger("tests.logs").info("sent")
+    )
+    record = json.loads(written(JsonFormatter(), lambda logger: tasks.run_conclude(31)))
+    assert (record["message"], record["run"]) == ("sent", 31)
+
+
+def test_a_failures_error_id_is_a_key_of_a_json_line_and_ends_a_plain_one():
+    def emit(logger):
+        with log_context(run=7):
+            logger.warning("failed", extra={"error_id": "github:yours:permission"})
+
+    assert json.loads(written(JsonFormatter(), emit))["error_id"] == "github:yours:permission"
+    assert (
+        written(PlainFormatter(), emit)
+        .rstrip()
+        .endswith("failed [run=7 error=github:yours:permission]")
+    )
+
+
+def test_a_json_line_keeps_only_its_own_keys_and_writes_any_value():
+    class Request:
+        def __str__(self) -> str:
+            return "<a request>"
+
+    def emit(logger):
+        logger.error("failed", extra={"request": Request(), "reason": Request()})
+
+    line = json.loads(written(JsonFormatter(), emit))
+    assert "request" not in line  # a record's other attributes stay out of the log store
+    assert line["reason"] == "<a request>"  # a value JSON cannot hold is its text

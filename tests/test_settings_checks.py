@@ -198,3 +198,25 @@ def test_make_install_writes_a_key_once_and_keeps_an_earlier_one(tmp_path, monke
     monkeypatch.setenv("SECRET_KEY", "from-the-environment")
     other = tmp_path / "other.env"
     assert key_ensure(other, legacy) is None and not other.exists()
+
+
+@pytest.mark.parametrize(
+    "url, why",
+    [
+        ("postgres://tasuku@db:notaport/tasuku", "Port could not be cast to integer value"),
+        ("postgres://tasuku@db:99999999/tasuku", "Port out of range"),
+    ],
+)
+def test_a_database_url_that_does_not_parse_stops_with_its_name(url, why):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env["DATABASE_URL"] = url
+    done = subprocess.run([sys.executable, "manage.py", "check"],  # noqa: S603
+                          cwd=Path(__file__).resolve().parent.parent, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode != 0
+    assert "DATABASE_URL is not a valid database URL: " + why in done.stderr

@@ -8,11 +8,14 @@ the order the handlers run. Each takes the payload parsed into its event's model
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from webhooks.payloads import Event, Malformed, parse
+
+logger = logging.getLogger(__name__)
 
 
 class Decision:
@@ -97,15 +100,14 @@ def route(event: str, payload: dict[str, Any], *, delivery_id: int) -> Outcome:
     handler is safe to repeat for the same delivery."""
     handlers = HANDLERS.get(event)
     if handlers is None:
-        reason = IGNORED.get(event, f"Tasuku does not use {event} events")
-        return Outcome.ignore(reason)
+        if event in IGNORED:
+            return Outcome.ignore(IGNORED[event])
+        return _refused(f"Tasuku does not use {event} events")
     parsed = parse(event, payload)
     if isinstance(parsed, Malformed):
         # Signed, so sent by whoever holds the webhook secret: trying again cannot help,
         # and nothing is admitted from it.
-        return Outcome.ignore(
-            f"malformed: not shaped as GitHub sends {event} events: {parsed.problem}"
-        )
+        return _refused(f"malformed: not shaped as GitHub sends {event} events: {parsed.problem}")
     outcomes: list[Outcome] = []
     failed: Exception | None = None
     for handler in handlers:
@@ -117,6 +119,14 @@ def route(event: str, payload: dict[str, Any], *, delivery_id: int) -> Outcome:
     if failed is not None:
         raise failed
     return outcome_combined(outcomes)
+
+
+def _refused(reason: str) -> Outcome:
+    """A delivery stored but refused (an event Tasuku does not know, a payload not shaped
+    as GitHub sends it): ignored, and logged at INFO with why, found in the log beside
+    the delivery's fields (tasuku/logs.py)."""
+    logger.info("delivery refused: %s", reason, extra={"reason": reason})
+    return Outcome.ignore(reason)
 
 
 def outcome_combined(outcomes: list[Outcome]) -> Outcome:

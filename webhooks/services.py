@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from tasuku import durable
 from tasuku.broker import doorbell_row, doorbell_table, ring
+from tasuku.errors import code_of, error_id
 from tasuku.logs import log_context
 from webhooks.models import DELIVERY_DUE_STATES, DeliveryStatus, WebhookDelivery
 from webhooks.routing import route
@@ -384,6 +385,7 @@ def delivery_attempt_failed(delivery: WebhookDelivery, exc: BaseException) -> st
         delivery.attempts,
         error,
         exc_info=not hasattr(exc, "permanent"),
+        extra={"error_id": error_id(code_of(exc))},
     )
     if not hasattr(exc, "permanent"):
         # An unexpected exception: keep where it happened for whoever reads the error.

@@ -320,7 +320,17 @@ class FindingOutcome(models.Model):
 class MemoryFold(models.Model):
     """One fold of what was learned into a repository's memory (reviews/memory.py): after
     a review, or when a pull request closed. Its cost counts against the installation's
-    monthly budget like a review's."""
+    monthly budget like a review's.
+
+    The row is written when the fold is asked for and is its work (a durable queue,
+    tasuku/durable.py: `reviews.memory.FOLDS`): a lost doorbell is rung again by the
+    sweeper, a fold whose worker died is taken over."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        FOLDING = "folding"
+        DONE = "done"
+        FAILED = "failed"
 
     repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="+")
     review = models.ForeignKey(
@@ -336,9 +346,19 @@ class MemoryFold(models.Model):
     changed = models.BooleanField(default=False)  # the memory was rewritten
     note = models.TextField(blank=True)  # why it was not, when it was not
     created_at = models.DateTimeField(auto_now_add=True)
+    # The queue's columns (tasuku/durable.py); rows from before the queue are done.
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    leased_until = models.DateTimeField(null=True, blank=True)
+    rung_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)  # why an attempt failed
 
     class Meta:
-        indexes = [models.Index(fields=["repository", "created_at"])]
+        indexes = [
+            models.Index(fields=["repository", "created_at"]),
+            models.Index(fields=["status", "next_attempt_at"], name="memoryfold_due"),
+        ]
 
     def __str__(self) -> str:
         return f"memory fold of {self.repository_id} by {self.model or 'the tally'}"

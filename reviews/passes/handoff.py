@@ -30,6 +30,7 @@ from reviews.models import (
 )
 from reviews.passes.author import author_bot_login, author_configured
 from reviews.passes.selectors import open_task_naming
+from sandbox.errors import ProviderError
 
 logger = logging.getLogger(__name__)
 
@@ -350,7 +351,7 @@ def _reviewer_usable(reviewer: Reviewer) -> None:
         return
     try:
         env = engine_environment(reviewer)
-    except Exception as exc:  # noqa: BLE001 (a sealed key that cannot be read, say)
+    except ProviderError as exc:  # a sealed key that cannot be read
         raise TaskError(f"The reviewer {reviewer.slug!r} cannot run: {exc}", status=422) from exc
     if not any(name.endswith("_API_KEY") for name in env) and not any(
         name.endswith("_BASE_URL") for name in env

@@ -92,6 +92,12 @@ class TestOverview:
         content = page.content.decode()
         assert f"/runs/{latest.pk}/" in content
         assert "The App may not read this repository." in content
+        # The run's page says what to do, whose fix it is and the error's namespaced id.
+        run_page = staff_client.get(f"/runs/{latest.pk}/").content.decode()
+        assert (
+            "(yours to fix: configuration, a key, a permission or the repository; "
+            "<code>clone:yours:access</code>)" in run_page
+        )
 
     def test_it_shows_the_queue_depth_and_the_oldest_queued_run(self, staff_client):
         oldest = ReviewRunFactory(status=RunStatus.QUEUED)
@@ -400,6 +406,8 @@ class TestDiagnostics:
         )
         # and whose the fix is: the App's permission is the operator's setup
         assert "yours to fix: configuration, a key, a permission" in page.content.decode()
+        # with its namespaced id (tasuku/errors.py), to search the logs with
+        assert '<code class="muted">clone:yours:access</code>' in page.content.decode()
         assert (
             staff_client.get("/diagnostics/", {"window": "30d"}).context["failures"][1].count == 4
         )

@@ -106,6 +106,40 @@ def test_every_code_says_where_it_happens_what_it_means_and_what_to_do():
     assert CODES[INTERNAL].advice.blame_text == "Tasuku's own: report it if it repeats"
 
 
+def test_every_code_has_a_namespaced_id_naming_its_area_and_whose_fix_it_is():
+    """`area:blame:name`, as Read the Docs names its errors: a mapping from the stored
+    code, which stays what the rows hold."""
+    from tasuku.errors import AREA, BY_ID, advice_for, error_id
+
+    assert set(AREA) == set(CODES)
+    ids = {code: cause.advice.id for code, cause in CODES.items()}
+    assert len(set(ids.values())) == len(ids)  # one id a code
+    for code, namespaced in ids.items():
+        area, blame, name = namespaced.split(":")
+        assert (area, blame) == (AREA[code], CODES[code].advice.blame), code
+        assert name and code.endswith(name), code
+        assert BY_ID[namespaced] == code and advice_for(namespaced) is advice_for(code)
+    assert ids["github-permission"] == "github:yours:permission"
+    assert ids["github-rate-limit"] == "github:outside:rate-limit"
+    assert ids[INTERNAL] == "worker:tasuku:internal-error"
+    assert ids["workspace-write"] == "clone:host:workspace-write"
+    # A code the table does not know (recorded by an older version, say) is itself.
+    assert error_id("no-such-code") == "no-such-code" and error_id("") == ""
+
+
+@pytest.mark.django_db
+def test_a_failed_attempt_stores_the_code_and_logs_the_namespaced_id(caplog):
+    run = ReviewRunFactory()
+    held = runs.run_claim(run.pk, worker="w:1")
+    caplog.set_level("WARNING", logger="reviews.runs")
+    runs.run_attempt_failed(held, CloneError("no access", permanent=True, code="clone-access"),
+                            stage="clone")  # fmt: skip
+    assert ReviewRun.objects.get(pk=run.pk).error_code == "clone-access"  # the stored code
+    assert RunAttempt.objects.get(run=run).error_code == "clone-access"
+    [line] = [r for r in caplog.records if "failed at clone" in r.getMessage()]
+    assert line.error_id == "clone:yours:access"
+
+
 def test_every_stage_has_common_causes_with_something_to_do():
     for stage in STAGES:
         causes = known_causes(stage)

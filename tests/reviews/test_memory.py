@@ -263,3 +263,89 @@ def test_a_closed_pull_requests_outcomes_are_folded_not_tallied(world, claude, c
     memory = RepoMemory.objects.get()
     assert memory.text == LEARNED + " It merged with one open."  # not the tally's words
     assert MemoryFold.objects.filter(pull_request__isnull=False, review__isnull=True).count() == 1
+
+
+def deliver_losing_folds_doorbells(world, client, test_app, monkeypatch) -> ReviewRun:
+    """`deliver`, every memory fold's doorbell lost on its way to a worker."""
+    from reviews import memory as memory_module
+    from tasuku import durable
+
+    real_ring = durable.ring
+
+    def ring_losing_folds(task, pk, *, name):
+        if task != memory_module.FOLD_TASK:
+            real_ring(task, pk, name=name)
+
+    monkeypatch.setattr(durable, "ring", ring_losing_folds)
+    try:
+        return deliver(world, client, test_app)
+    finally:
+        monkeypatch.setattr(durable, "ring", real_ring)
+
+
+def test_a_folds_lost_doorbell_is_rung_again_by_the_sweeper(
+    world, claude, client, test_app, monkeypatch
+):
+    """A fold is a durable queue's row (reviews/memory.py, `FOLDS`): when its doorbell is
+    lost, the reaper's sweep rings it again and the review is folded once."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reviews import memory as memory_module
+    from reviews.tasks import runs_reap
+
+    reviewer(triage_model="claude-haiku-5-5")
+    claude.script(
+        SUBSTANTIVE,
+        ToolCall("submit_review", {"findings": [SHELL]}),
+        ToolCall("submit_memory", {"memory": LEARNED}),
+    )
+    run = deliver_losing_folds_doorbells(world, client, test_app, monkeypatch)
+    assert run.status == RunStatus.COMPLETED, run.reason
+    fold = MemoryFold.objects.get()
+    assert fold.status == MemoryFold.Status.QUEUED and fold.review == Review.objects.get(run=run)
+    assert not RepoMemory.objects.filter(text=LEARNED).exists()
+
+    assert runs_reap()["memory_folds"] == 0  # rung lately: not yet
+    MemoryFold.objects.update(rung_at=timezone.now() - timedelta(minutes=6))
+    assert runs_reap()["memory_folds"] == 1
+    drain_queue()
+    fold.refresh_from_db()
+    assert (fold.status, fold.changed, fold.attempts) == (MemoryFold.Status.DONE, True, 1)
+    assert RepoMemory.objects.get().text == LEARNED
+    # Rung twice, folded once: the row is done.
+    assert memory_module.memory_fold_process(fold.pk) == "not claimed"
+    assert runs_reap()["memory_folds"] == 0
+    assert [r.model for r in claude.model_requests].count("claude-haiku-5-5") == 2  # triage, fold
+
+
+def test_a_fold_whose_worker_died_is_taken_over_and_a_failed_attempt_retried(
+    world, claude, client, test_app, monkeypatch
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reviews import memory as memory_module
+
+    reviewer(triage_model="claude-haiku-5-5")
+    claude.script(SUBSTANTIVE, ToolCall("submit_review", {"findings": [SHELL]}))
+    deliver_losing_folds_doorbells(world, client, test_app, monkeypatch)
+    fold = MemoryFold.objects.get()
+    # Its worker claimed it and died: the lease runs out, the sweeper hands it on.
+    assert memory_module.FOLDS.claim(fold.pk) == 1
+    MemoryFold.objects.update(leased_until=timezone.now() - timedelta(seconds=1))
+    assert memory_module.folds_sweep() == 1
+    fold.refresh_from_db()
+    assert fold.status == MemoryFold.Status.QUEUED and "stopped while folding" in fold.error
+
+    def breaks(**kwargs):
+        raise ConnectionError("the database went away")
+
+    monkeypatch.setattr(memory_module, "memory_fold", breaks)
+    assert memory_module.memory_fold_process(fold.pk) == "waiting"
+    fold.refresh_from_db()
+    assert fold.status == MemoryFold.Status.QUEUED and fold.next_attempt_at is not None
+    assert "ConnectionError: the database went away" in fold.error
+    assert RepoMemory.objects.filter(source=RepoMemory.Source.MODEL).count() == 0

@@ -310,6 +310,25 @@ class TestWorkerHeartbeats:
         assert workers.heartbeats_prune(now + timedelta(days=1, minutes=1)) == 2
         assert list(WorkerHeartbeat.objects.values_list("name", flat=True)) == ["host:9"]
 
+    def test_a_worker_stopping_without_its_database_says_so_and_stops(self, monkeypatch, caplog):
+        from django.db import InterfaceError, OperationalError
+
+        for error in (OperationalError("the server closed the connection"),
+                      InterfaceError("connection already closed")):  # fmt: skip
+
+            def gone(*args, error=error, **kwargs):
+                raise error
+
+            monkeypatch.setattr(WorkerHeartbeat.objects, "filter", gone)
+            workers.heartbeat_stopped("host:7")  # no raise: the process stops all the same
+            workers._stopping.clear()
+        assert caplog.text.count("worker host:7 could not record that it stopped") == 2
+        # A bug is not a lost database: it is raised.
+        monkeypatch.setattr(WorkerHeartbeat.objects, "filter", lambda *a, **k: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            workers.heartbeat_stopped("host:7")
+        workers._stopping.clear()
+
 
 @pytest.mark.django_db
 def test_a_workspace_root_that_cannot_hold_a_checkout_fails_the_check_and_healthz(

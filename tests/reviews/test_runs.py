@@ -267,3 +267,36 @@ class TestStopping:
         assert (mine.status, theirs.status) == (RunStatus.QUEUED, RunStatus.RUNNING)
         assert mine.attempt_rows.get().outcome == AttemptOutcome.LOST
         assert runs.runs_release_worker("host:41") == 0
+
+
+def test_the_heartbeats_lines_name_the_run_it_beats_for(settings, monkeypatch):
+    """The heartbeat's thread writes its lines in the run's log context (tasuku/logs.py):
+    a thread does not inherit its creator's context unless it is given it."""
+    import logging
+    import time
+
+    from tasuku.logs import ContextFilter, log_context
+
+    run = ReviewRunFactory()
+    held = runs.run_claim(run.pk, worker="a:1")
+    settings.TASUKU_RUN_HEARTBEAT_SECONDS = 600  # no beat due: the loop only polls
+    monkeypatch.setattr(heartbeat, "CANCEL_POLL_SECONDS", 0.01)
+
+    def broken(run_pk):
+        raise RuntimeError("the cancel poll broke")
+
+    monkeypatch.setattr(heartbeat, "run_cancel_pending", broken)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.addFilter(ContextFilter())
+    handler.emit = records.append  # type: ignore[method-assign]
+    logging.getLogger("reviews.heartbeat").addHandler(handler)
+    try:
+        with log_context(run=run.pk, attempt=held.attempt), heartbeat.Heartbeat(held):
+            deadline = time.monotonic() + 5
+            while not records and time.monotonic() < deadline:
+                time.sleep(0.01)
+    finally:
+        logging.getLogger("reviews.heartbeat").removeHandler(handler)
+    assert records, "the heartbeat wrote nothing"
+    assert (records[0].run, records[0].attempt) == (run.pk, held.attempt)

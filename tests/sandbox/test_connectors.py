@@ -224,3 +224,19 @@ def test_connectors_reach_the_engine_only_as_name_description_and_schema():
         {"name": "jira_ticket", "description": "Look up a Jira ticket by its key.",
          "input_schema": TICKET.input_schema, "timeout_seconds": 30.0}
     ]  # fmt: skip
+
+
+def test_a_call_the_bridge_could_not_make_is_logged_in_the_runs_context(tmp_path, caplog):
+    """The bridge serves on a thread of its own, in the log context of the run that
+    opened it (tasuku/logs.py): its lines name the run."""
+    from tasuku.logs import ContextFilter, log_context
+
+    def broken(name, arguments):
+        raise RuntimeError("the handler broke")
+
+    caplog.handler.addFilter(ContextFilter())
+    with log_context(run=12, attempt=2), ConnectorBridge(broken, directory=tmp_path) as bridge:
+        answer = ConnectorClient(str(bridge.path), bridge.token).call("jira_ticket", {}, timeout=10)
+    assert answer.status == "failed" and "internal error" in answer.content
+    [line] = [r for r in caplog.records if "could not be made" in r.getMessage()]
+    assert (line.run, line.attempt) == (12, 2)

@@ -234,8 +234,17 @@ MALFORMED = {
 @pytest.mark.django_db
 @pytest.mark.parametrize(("event", "variant", "change", "says"), MALFORMED.values(), ids=MALFORMED)
 def test_it_ignores_a_malformed_delivery_once_naming_the_field_and_creates_nothing(
-    fake_github, client, test_app, django_capture_on_commit_callbacks, event, variant, change, says
+    fake_github,
+    client,
+    test_app,
+    django_capture_on_commit_callbacks,
+    event,
+    variant,
+    change,
+    says,
+    caplog,
 ):
+    caplog.set_level("INFO", logger="webhooks.routing")
     body = payload(event, variant)
     change(body)
     assert webhook_violations(event, body)  # malformed by GitHub's schemas too
@@ -248,6 +257,10 @@ def test_it_ignores_a_malformed_delivery_once_naming_the_field_and_creates_nothi
     assert (delivery.status, delivery.attempts, delivery.last_error) == ("ignored", 1, "")
     assert delivery.outcome == f"malformed: not shaped as GitHub sends {event} events: {says}"
     assert delivery.processed_at is not None and delivery.next_attempt_at is None
+    # Found in the log at INFO, with why, the delivery's id and no traceback.
+    [refused] = [r for r in caplog.records if r.getMessage().startswith("delivery refused")]
+    assert (refused.levelname, refused.reason, refused.exc_info) == ("INFO", delivery.outcome, None)
+    assert refused.delivery == delivery.delivery_id
     # Finished: no retry is due, and another doorbell cannot take it again.
     assert queued_task_count() == 0
     assert services.delivery_process(delivery.pk) == "not claimed"

@@ -53,11 +53,26 @@ def test_a_delivery_for_an_unhandled_event_is_ignored_with_its_reason(
     assert delivery.attempts == 1
 
 
-def test_an_unknown_event_is_ignored_not_failed():
+def test_an_unknown_event_is_ignored_not_failed_and_logged_at_info_with_why(caplog):
+    caplog.set_level("INFO")
     delivery = WebhookDeliveryFactory(event="sponsorship", status=DeliveryStatus.RECEIVED)
     assert services.delivery_process(delivery.pk) == DeliveryStatus.IGNORED
     delivery.refresh_from_db()
     assert delivery.outcome == "Tasuku does not use sponsorship events"
+    [refused] = [r for r in caplog.records if r.getMessage().startswith("delivery refused")]
+    assert (refused.levelname, refused.reason, refused.exc_info) == (
+        "INFO",
+        "Tasuku does not use sponsorship events",
+        None,
+    )
+    assert (refused.delivery, refused.event) == (delivery.delivery_id, "sponsorship")
+
+
+def test_an_event_tasuku_knows_it_needs_not_is_ignored_without_a_refusal(caplog):
+    caplog.set_level("INFO")
+    delivery = WebhookDeliveryFactory(event="ping", status=DeliveryStatus.RECEIVED)
+    assert services.delivery_process(delivery.pk) == DeliveryStatus.IGNORED
+    assert not [r for r in caplog.records if r.getMessage().startswith("delivery refused")]
 
 
 def test_a_failing_delivery_is_retried_with_backoff_and_fails_after_three_attempts(broken_handler):

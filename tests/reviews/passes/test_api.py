@@ -145,6 +145,15 @@ def test_handoff_refuses_settings_it_cannot_honour(passes, settings):
     assert keyless.status_code == 422
     assert keyless.json()["error"].startswith("The reviewer 'claude' has no anthropic API key")
 
+    # A reviewer's key sealed under a SECRET_KEY that is gone: refused with why, not a 500.
+    from repos.models import Reviewer
+
+    Reviewer.objects.filter(slug="claude").update(api_key_sealed="not a sealed key")
+    sealed = handoff(reviewer={"slug": "claude"})
+    assert sealed.status_code == 422
+    assert sealed.json()["error"].startswith("The reviewer 'claude' cannot run: ")
+    Reviewer.objects.filter(slug="claude").update(api_key_sealed="")
+
     settings.ANTHROPIC_API_KEY = "sk-ant-test"
     settings.TASUKU_AUTHOR_APP_ID = ""
     no_author = handoff(reviewer={"slug": "claude"})

@@ -268,3 +268,30 @@ def test_new_blocking_findings_on_untouched_code_are_nits_unless_critical_with_w
     findings = {f.title: f for f in Finding.objects.filter(review__run__review_pass=second_pass)}
     assert not findings["Unquoted target directory"].blocking
     assert findings["Live cloud key committed"].blocking
+
+
+def test_tasukus_own_bot_is_named_when_github_can_say_and_none_when_it_cannot(
+    settings, monkeypatch
+):
+    """A comment's author is checked against Tasuku's bot; when GitHub cannot name the
+    App (not configured, a key that does not load, GitHub unreachable) no login is left
+    out and the comment is recorded all the same. A bug is raised, never taken for that."""
+    from repos import github
+    from repos.github import GitHubError, GitHubNotConfigured
+    from reviews.passes import events
+
+    settings.GITHUB_APP_SLUG = "tasuku-test"
+    assert events._tasuku_logins() == {"tasuku-test[bot]"}
+    for error in (
+        GitHubNotConfigured(["GITHUB_APP_ID"]),
+        GitHubError("GitHub is down", permanent=False),
+    ):
+
+        def failing(error=error):
+            raise error
+
+        monkeypatch.setattr(github, "gateway", failing)
+        assert events._tasuku_logins() == set()
+    monkeypatch.setattr(github, "gateway", lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        events._tasuku_logins()
