@@ -53,9 +53,13 @@ from reviews.models.runs import (
     Stage,
     WorkerHeartbeat,
 )
+from reviews.models.sandbox_tests import TESTS_FINAL_STATES, SandboxTestRun, TestsStatus
 from reviews.models.walkthroughs import Walkthrough
 
 __all__ = [
+    "TESTS_FINAL_STATES",
+    "SandboxTestRun",
+    "TestsStatus",
     "Evaluation",
     "EvaluationGrade",
     "EvaluationItem",
