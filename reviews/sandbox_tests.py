@@ -9,7 +9,7 @@ supersedes an older head's that has not started. A worker takes the row
 (`tests_run`): a head the pull request has left is superseded; otherwise the check run
 is created, the head checked out, the command found — the policy's, else the base
 branch's `.tasuku.toml`, never the pull request's — and run in a container without
-secrets or network (sandbox/pr_tests.py). The outcome is kept on the row before it is
+secrets or network (sandbox/runners/pr_tests.py). The outcome is kept on the row before it is
 reported, so an attempt that dies while reporting is not run again: the next one reports
 what the first found. Everything is posted on the row's own head and the review of the
 run that asked, never on a newer head.
@@ -38,8 +38,8 @@ from reviews.escaping import code_span, inline_text
 from reviews.forges import mirror_for
 from reviews.models import Review, ReviewRun, RunStatus, SandboxTestRun, TestsStatus
 from reviews.rendering import fence_for
-from sandbox import pr_tests
 from sandbox.errors import SandboxError
+from sandbox.runners import pr_tests
 from sandbox.runners.docker import DockerLimits
 from sandbox.workspace import TASUKU_CONFIG, Workspace
 from tasuku import durable

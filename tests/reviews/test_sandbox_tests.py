@@ -14,9 +14,9 @@ from repos.models import RepositoryPolicy
 from reviews import sandbox_tests
 from reviews.models import Review, ReviewRun, RunStatus, SandboxTestRun, TestsStatus
 from reviews.sandbox_tests import CHECK_NAME
-from sandbox import pr_tests
-from sandbox.pr_tests import JUNIT, RESULTS, junit_failures, summary_failures
+from sandbox.runners import pr_tests
 from sandbox.runners.docker import USER
+from sandbox.runners.pr_tests import JUNIT, RESULTS, junit_failures, summary_failures
 from tasuku import durable
 from tests.fakes.docker import FakeDocker, Invocation, Program
 from tests.fakes.github import Pull
