@@ -73,7 +73,6 @@ TESTS = durable.Queue(
     waiting=(TestsStatus.QUEUED,),
     working=TestsStatus.RUNNING,
     failed=TestsStatus.ERRORED,
-    fresh=(TestsStatus.QUEUED,),
     installation="pull_request__repository__installation__github_id",
     max_attempts=3,
     lease_for=_lease,

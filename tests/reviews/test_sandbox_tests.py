@@ -12,7 +12,7 @@ import pytest
 
 from repos.models import RepositoryPolicy
 from reviews import sandbox_tests
-from reviews.models import Review, ReviewRun, RunStatus, SandboxTestRun, TestsStatus
+from reviews.models import PullRequest, Review, ReviewRun, RunStatus, SandboxTestRun, TestsStatus
 from reviews.sandbox_tests import CHECK_NAME
 from sandbox.runners import pr_tests
 from sandbox.runners.docker import USER
@@ -323,12 +323,12 @@ def test_an_older_heads_result_never_lands_on_the_newer_head(fake_github, fake_d
     assert check_of_tests(world, pushed["sha"]).conclusion == "success"
     # The newer review brought the one summary up to date: it speaks of the newer head,
     # and so do its tests.
-    (summary,) = world.fake.reviews_of(REPO, 7)
-    assert "Tests passed" in summary["body"] and "test_old" not in summary["body"]
+    (summary,) = [r["body"] for r in world.fake.reviews_of(REPO, 7)]
+    assert "Tests passed" in summary and "test_old" not in summary
     # The older head's report, made again now (a late worker), leaves that summary alone.
     sandbox_tests._summary_update(old, sandbox_tests.Outcome(TestsStatus.FAILED,
                                                              failed_tests=["test_old"]))  # fmt: skip
-    assert world.fake.reviews_of(REPO, 7)[0]["body"] == summary["body"]
+    assert world.fake.reviews_of(REPO, 7)[0]["body"] == summary
 
 
 def test_a_queued_run_of_an_older_head_is_superseded_and_never_runs(
@@ -477,3 +477,26 @@ def test_run_status_completed_only_asks_for_tests(fake_github, fake_docker, deli
     ReviewRun.objects.filter(pk=run.pk).update(status=RunStatus.FAILED)
     SandboxTestRun.objects.all().delete()
     assert sandbox_tests.tests_after_review(run.pk) is None
+
+
+def test_a_head_the_pull_request_has_left_is_superseded_when_a_worker_takes_it(
+    fake_github, fake_docker, deliver, monkeypatch
+):
+    world = world_build(fake_github)
+    policy(world, tests_command=COMMAND)
+    real_ring = durable.ring
+    monkeypatch.setattr(
+        durable,
+        "ring",
+        lambda task, pk, **kw: task != sandbox_tests.TASK and real_ring(task, pk, **kw),
+    )
+    deliver(world)
+    row = SandboxTestRun.objects.get()
+    # The pull request moved on before a worker took the row (its push not reviewed yet).
+    PullRequest.objects.update(head_sha="f" * 40)
+
+    assert sandbox_tests.sandbox_tests_run(row.pk) == TestsStatus.SUPERSEDED
+    row.refresh_from_db()
+    assert row.reason == "superseded by a newer push (fffffff)"
+    assert fake_docker.created == []
+    assert check_of_tests(world) is None  # nothing posted, on either head
