@@ -500,3 +500,17 @@ def test_a_head_the_pull_request_has_left_is_superseded_when_a_worker_takes_it(
     assert row.reason == "superseded by a newer push (fffffff)"
     assert fake_docker.created == []
     assert check_of_tests(world) is None  # nothing posted, on either head
+
+
+def test_an_operator_sees_each_heads_tests_and_why_in_the_admin(
+    fake_github, fake_docker, deliver, admin_client
+):
+    world = world_build(fake_github)
+    policy(world, tests_command=COMMAND, tests_runner="local")
+    deliver(world)
+    row = SandboxTestRun.objects.get()
+
+    listed = admin_client.get("/admin/reviews/sandboxtestrun/")
+    assert listed.status_code == 200 and world.head in listed.content.decode()
+    page = admin_client.get(f"/admin/reviews/sandboxtestrun/{row.pk}/change/").content.decode()
+    assert "not run on the `local` runner" in page.replace("&#x27;", "'").replace("&#96;", "`")
