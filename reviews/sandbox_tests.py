@@ -38,6 +38,7 @@ from reviews.escaping import code_span, inline_text
 from reviews.forges import mirror_for
 from reviews.models import Review, ReviewRun, RunStatus, SandboxTestRun, TestsStatus
 from reviews.rendering import fence_for
+from sandbox.checks import memory_bytes
 from sandbox.errors import SandboxError
 from sandbox.runners import pr_tests
 from sandbox.runners.docker import DockerLimits
@@ -288,8 +289,6 @@ def _tests_outcome(row: SandboxTestRun, attempt: int) -> Outcome:
 
 
 def _memory_bytes() -> int:
-    from reviews.engines import memory_bytes
-
     return memory_bytes(settings.TASUKU_DOCKER_MEMORY) or 4 * 1024**3
 
 

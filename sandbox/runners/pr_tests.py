@@ -3,8 +3,8 @@
     outcome = tests_run("pytest -q --junitxml=$TASUKU_JUNIT", checkout, image=…, limits=…,
                         name="tasuku-tests-12-1")
 
-The container is the docker runner's (sandbox/runners/docker.py: a timer as PID 1, the
-user 10001 with no capabilities, a read-only root, memory, CPU and process limits, killed
+The container is the docker runner's (sandbox/runners/docker.py: a timer as PID 1, an
+unprivileged user (the worker's own, never root: `tests_user`) with no capabilities, a read-only root, memory, CPU and process limits, killed
 and removed on the way out), with three differences an engine does not need: the command
 is the repository's (run by `sh -c` at the checkout's root), the checkout is writable
 (the tests build and write caches; it is this run's own copy, deleted afterwards), and a
@@ -19,6 +19,7 @@ Go's summary lines; nothing in it is ever a finding.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import signal
@@ -105,7 +106,8 @@ class TestsSandbox(DockerSandbox):
             raise RuntimeError("a TestsSandbox runs one command; enter a new one")
         self._used = True
         checkout = checkout.resolve()
-        _writable(checkout)
+        if tests_user() == USER:
+            _writable(checkout)  # the worker's files; the container's user is another
         results = Path(tempfile.mkdtemp(prefix="tasuku-results-", dir=checkout.parent))
         try:
             results.chmod(0o777)  # noqa: S103 - the container's user is not the worker's
@@ -135,13 +137,14 @@ class TestsSandbox(DockerSandbox):
         """The arguments of `client.containers.create` for the tests."""
         limits = self.limits
         tmpfs = f"rw,nosuid,nodev,size={limits.tmp_bytes}"
-        uid, gid = USER.split(":")
+        user = tests_user()
+        uid, gid = user.split(":")
         return {
             "image": self.image,
             "name": self.name,
             "command": [*TIMER, f"{limits.wall_seconds:g}", "sh", "-c", command],
             "init": False,  # PID 1 is the timer
-            "user": USER,
+            "user": user,
             "working_dir": WORKSPACE,
             "environment": {**self.env, "CI": "true", "TASUKU_JUNIT": JUNIT},
             "use_config_proxy": False,
@@ -199,13 +202,26 @@ class TestsSandbox(DockerSandbox):
         return bool(self.container.attrs["State"].get("OOMKilled"))
 
 
+def tests_user() -> str:
+    """Who the tests run as: the worker's own user and group, so that whatever they write
+    in the checkout the worker can remove afterwards — never root: a worker running as
+    root gives them the image's unprivileged user (10001), and the checkout is made
+    writable for it (root removes anything)."""
+    uid, gid = os.getuid(), os.getgid()
+    return USER if uid == 0 else f"{uid}:{gid}"
+
+
 def _writable(root: Path) -> None:
-    """Let the container's user (not the worker's) write the checkout: this run's own."""
-    for path in [root, *root.rglob("*")]:
-        if path.is_symlink():
-            continue
-        with contextlib.suppress(OSError):
-            path.chmod(0o777 if path.is_dir() else 0o666)  # noqa: S103
+    """Let the container's user (not the worker's) write the checkout: this run's own.
+    Never through a link."""
+    for folder, folders, files in os.walk(root):
+        for name in [*folders, *files]:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                with contextlib.suppress(OSError):
+                    os.chmod(path, 0o777 if name in folders else 0o666)  # noqa: S103
+    with contextlib.suppress(OSError):
+        root.chmod(0o777)  # noqa: S103
 
 
 def _read_bounded(path: Path) -> bytes | None:

@@ -282,7 +282,8 @@ def test_no_secret_reaches_the_container_and_it_has_no_network_by_default(
     assert host["NetworkMode"] == "none"
     assert host["CapDrop"] == ["ALL"] and host["ReadonlyRootfs"] is True
     assert host["Memory"] == host["MemorySwap"] > 0 and host["PidsLimit"] > 0
-    assert config["User"] == USER
+    # Never root: the worker's own user, or (a worker running as root) the image's.
+    assert config["User"] == pr_tests.tests_user() and not config["User"].startswith("0:")
     assert {m["Target"] for m in host["Mounts"]} == {"/workspace", RESULTS}
 
 
