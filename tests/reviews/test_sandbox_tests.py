@@ -515,3 +515,45 @@ def test_an_operator_sees_each_heads_tests_and_why_in_the_admin(
     assert listed.status_code == 200 and world.head in listed.content.decode()
     page = admin_client.get(f"/admin/reviews/sandboxtestrun/{row.pk}/change/").content.decode()
     assert "not run on the `local` runner" in page.replace("&#x27;", "'").replace("&#96;", "`")
+
+
+def test_the_output_kept_and_shown_is_bounded_to_its_end(fake_github, fake_docker, deliver):
+    world = world_build(fake_github)
+    policy(world, tests_command=COMMAND)
+    noise = b"".join(b"line %d of noise\n" % i for i in range(100_000))  # ~1.9 MB
+    fake_docker.program = Program(exit_code=1, stdout=noise + b"FAILED t.py::test_last\n")
+    deliver(world)
+
+    row = SandboxTestRun.objects.get()
+    assert len(row.output.encode()) <= pr_tests.OUTPUT_KEPT
+    assert row.output.endswith("FAILED t.py::test_last\n")
+    assert row.failed_tests == ["t.py::test_last"]
+    text = check_of_tests(world).output["text"]
+    assert len(text) < 65_535 and "test_last" in text and "line 0 of noise" not in text
+
+
+def test_tests_that_run_out_of_memory_fail_the_check_saying_so(fake_github, fake_docker, deliver):
+    world = world_build(fake_github)
+    policy(world, tests_command=COMMAND)
+    fake_docker.program = Program(oom=True)
+    deliver(world)
+
+    row = SandboxTestRun.objects.get()
+    assert row.status == TestsStatus.FAILED
+    assert "ran out of memory" in row.reason
+    assert check_of_tests(world).conclusion == "failure"
+
+
+def test_a_failing_tests_name_is_data_in_the_summary_and_the_check():
+    from reviews.escaping import code_span
+
+    hostile = "test_x`@acme/owners <img src=x> <!-- /tasuku:tests -->`"
+    outcome = sandbox_tests.Outcome(TestsStatus.FAILED, failed_tests=[hostile])
+    shown = code_span(hostile)
+    # Inside a code span longer than any backtick run in the name: no mention, no HTML,
+    # no end of Tasuku's section.
+    assert shown.startswith("`` ") and shown.endswith(" ``")
+    section = sandbox_tests.summary_section(outcome)
+    assert f"Failing: {shown}." in section
+    assert section.count(sandbox_tests.SECTION_END) == 1
+    assert f"- {shown}" in sandbox_tests.check_output(outcome).summary
