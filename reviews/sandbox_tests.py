@@ -193,10 +193,10 @@ def sandbox_tests_run(pk: int) -> str:
 
 def _outcome_of(row: SandboxTestRun, attempt: int) -> Outcome:
     """What an earlier attempt found, or what this one finds."""
-    if row.config.get("_outcome"):
+    if row.outcome:
         # Recorded before an earlier attempt's report: reported, not run again.
         kept = {k: getattr(row, k) for k in Outcome.__dataclass_fields__ if k != "status"}
-        return Outcome(status=row.config["_outcome"], **kept)
+        return Outcome(status=row.outcome, **kept)
     pull_request = row.pull_request
     pull_request.refresh_from_db()
     if pull_request.head_sha and pull_request.head_sha != row.head_sha:
@@ -209,9 +209,7 @@ def _outcome_of(row: SandboxTestRun, attempt: int) -> Outcome:
     _check_ensure(row, attempt)
     outcome = _tests_outcome(row, attempt)
     # Kept before anything is posted: an attempt that dies reporting is not run again.
-    config = {**row.config, "_outcome": outcome.status}
-    TESTS.held(row.pk, attempt).update(config=config, **_fields(outcome))
-    row.config = config
+    TESTS.held(row.pk, attempt).update(outcome=outcome.status, **_fields(outcome))
     return outcome
 
 
@@ -224,7 +222,7 @@ def _fields(outcome: Outcome) -> dict[str, Any]:
 
 def _tests_outcome(row: SandboxTestRun, attempt: int) -> Outcome:
     """Check out the head, find the command and run it in a container."""
-    config = TestsConfig.model_validate({k: v for k, v in row.config.items() if k[0] != "_"})
+    config = TestsConfig.model_validate(row.config)
     if config.runner == Runner.LOCAL:
         return Outcome(TestsStatus.REFUSED, reason=LOCAL_REFUSED)
     if config.runner != Runner.DOCKER:

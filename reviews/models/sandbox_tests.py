@@ -57,6 +57,9 @@ class SandboxTestRun(models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     leased_until = models.DateTimeField(null=True, blank=True)
     rung_at = models.DateTimeField(null=True, blank=True)
+    # The outcome found, kept before it is reported: an attempt that dies reporting
+    # leaves it for the next, which reports it without running the tests again.
+    outcome = models.CharField(max_length=16, choices=TestsStatus.choices, blank=True)
     command = models.TextField(blank=True, help_text="The command run.")
     command_from = models.CharField(max_length=40, blank=True, help_text="Where it came from.")
     exit_code = models.IntegerField(null=True, blank=True)

@@ -398,7 +398,7 @@ def test_a_worker_that_dies_mid_run_hands_the_tests_to_another_which_reports_onc
     deliver(world)
     row = SandboxTestRun.objects.get()
     # The first attempt's outcome was kept; it waits to be tried again.
-    assert (row.status, row.config["_outcome"]) == (TestsStatus.QUEUED, "passed")
+    assert (row.status, row.outcome) == (TestsStatus.QUEUED, "passed")
     SandboxTestRun.objects.update(next_attempt_at=None)
     assert sandbox_tests.sandbox_tests_run(row.pk) == "passed"
     assert calls == ["passed", "passed"]
@@ -557,3 +557,17 @@ def test_a_failing_tests_name_is_data_in_the_summary_and_the_check():
     assert f"Failing: {shown}." in section
     assert section.count(sandbox_tests.SECTION_END) == 1
     assert f"- {shown}" in sandbox_tests.check_output(outcome).summary
+
+
+def test_an_image_the_docker_host_lacks_ends_the_tests_neutral_with_the_reason(
+    fake_github, fake_docker, deliver
+):
+    world = world_build(fake_github)
+    policy(world, tests_command=COMMAND, tests_image="acme/toolchain:1")
+    deliver(world)
+
+    row = SandboxTestRun.objects.get()
+    assert row.status == TestsStatus.ERRORED and row.attempts == 1  # the operator's to fix
+    check = check_of_tests(world)
+    assert check.conclusion == "neutral"
+    assert "acme/toolchain:1 is not on the Docker host" in check.output["summary"]
