@@ -159,6 +159,17 @@ class RepositoryPolicyInline(admin.StackedInline):
                 )
             },
         ),
+        (
+            "The pull request's own tests",
+            {
+                "fields": (
+                    "tests_enabled",
+                    "tests_command",
+                    ("tests_runner", "tests_image"),
+                    ("tests_timeout_seconds", "tests_network"),
+                )
+            },
+        ),
     )
 
 

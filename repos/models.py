@@ -23,6 +23,7 @@ from repos.policy import (
     LOCAL_CODE_REFUSED,
     MAX_CHANGED_FILES_RANGE,
     NEVER,
+    TESTS_TIMEOUT_RANGE,
     Defaults,
     Engine,
     Runner,
@@ -644,6 +645,52 @@ class RepositoryPolicy(models.Model):
         ),
     )
     reviewers = models.ManyToManyField(Reviewer, blank=True, related_name="policies")
+    # The pull request's own tests after a review (docs/configuration.md, *The pull
+    # request's own tests*): opt-in, on a runner that isolates them.
+    tests_enabled = models.BooleanField(
+        "Run the pull request's tests",
+        default=False,
+        help_text="After each review, run the pull request's own tests at its head in the "
+        "sandbox and report them in a check run of their own (`Tasuku / tests`). The "
+        "command is the one below, else the base branch's `.tasuku.toml` (`[tests] "
+        "command`); a pull request's own changes to that file are ignored.",
+    )
+    tests_command = models.TextField(
+        "Tests command",
+        blank=True,
+        help_text="Run with `sh -c` at the root of the checkout, e.g. `pytest -q "
+        "--junitxml=$TASUKU_JUNIT`: a JUnit XML file written to `$TASUKU_JUNIT` names the "
+        "failing tests. Empty: the base branch's `.tasuku.toml` gives it.",
+    )
+    tests_runner = models.CharField(
+        "Tests runner",
+        max_length=20,
+        choices=[(r.value, r.value) for r in Runner],
+        default=Runner.DOCKER.value,
+        help_text="Only `docker` runs them: the `local` runner would run the pull request's "
+        "code beside the worker's secrets, and is refused (the check says so).",
+    )
+    tests_image = models.CharField(
+        "Tests image",
+        max_length=255,
+        blank=True,
+        help_text="The Docker image the tests run in (it holds the project's toolchain); "
+        "empty: TASUKU_TESTS_IMAGE.",
+    )
+    tests_timeout_seconds = models.PositiveIntegerField(
+        "Tests time limit (seconds)",
+        default=600,
+        validators=[
+            MinValueValidator(TESTS_TIMEOUT_RANGE[0]),
+            MaxValueValidator(TESTS_TIMEOUT_RANGE[1]),
+        ],
+    )
+    tests_network = models.BooleanField(
+        "Tests may use the network",
+        default=False,
+        help_text="Off: the tests' container has no network at all. On: it joins "
+        "TASUKU_TESTS_NETWORK (Docker's `bridge` unless set).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

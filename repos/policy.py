@@ -135,6 +135,26 @@ class ReviewerConfig(BaseModel):
     revision: str = ""
 
 
+TESTS_TIMEOUT_RANGE = (10, 1800)  # seconds; run capped by TASUKU_SANDBOX_TIMEOUT too
+
+
+class TestsConfig(BaseModel):
+    """The pull request's own tests, run after a review when the repository opts in.
+
+    `command` is the policy's (the admin); empty, the base branch's `.tasuku.toml`
+    (`[tests] command`) gives it, never the pull request's own copy."""
+
+    __test__ = False  # not a pytest test class, whatever its name
+    model_config = ConfigDict(frozen=True)
+
+    enabled: bool = False
+    command: str = ""
+    runner: Runner = Runner.DOCKER
+    image: str = ""  # empty: TASUKU_TESTS_IMAGE
+    timeout_seconds: int = Field(default=600, ge=TESTS_TIMEOUT_RANGE[0], le=TESTS_TIMEOUT_RANGE[1])
+    network: bool = False
+
+
 class SecondaryRepositoryConfig(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -177,6 +197,9 @@ class EffectiveConfig(BaseModel):
     degrade_over_budget: bool = Defaults.DEGRADE_OVER_BUDGET
     reviewers: tuple[ReviewerConfig, ...] = ()
     secondary_repositories: tuple[SecondaryRepositoryConfig, ...] = ()
+    # The pull request's own tests after a review (reviews/sandbox_tests.py): off unless
+    # the repository's policy turns them on.
+    tests: TestsConfig = TestsConfig()
 
     @model_validator(mode="after")
     def _failing_findings_are_published(self) -> EffectiveConfig:

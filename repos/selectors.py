@@ -100,6 +100,14 @@ def policy_values(policy: RepositoryPolicy) -> dict[str, object]:
         ),
         "triage_enabled": policy.triage_enabled,
         "walkthrough": policy.walkthrough,
+        "tests": {
+            "enabled": policy.tests_enabled,
+            "command": policy.tests_command.strip(),
+            "runner": policy.tests_runner,
+            "image": policy.tests_image.strip(),
+            "timeout_seconds": policy.tests_timeout_seconds,
+            "network": policy.tests_network,
+        },
     }
 
 

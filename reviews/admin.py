@@ -11,6 +11,7 @@ from reviews.models import (
     PullRequest,
     ReviewPass,
     ReviewRun,
+    SandboxTestRun,
     Task,
     TaskPullRequest,
 )
@@ -39,6 +40,17 @@ class PullRequestAdmin(ReadOnlyAdmin):
     list_display = ("__str__", "title", "author_login", "state", "draft", "head_sha")
     list_filter = ("state", "draft")
     search_fields = ("repository__full_name", "title", "author_login", "=number")
+
+
+@admin.register(SandboxTestRun)
+class SandboxTestRunAdmin(ReadOnlyAdmin):
+    """The pull requests' own tests (reviews/sandbox_tests.py): where each head's stands,
+    why, and what the tests printed last."""
+
+    list_display = ("pk", "pull_request", "head_sha", "status", "check_conclusion", "created_at")
+    list_filter = ("status",)
+    search_fields = ("pull_request__repository__full_name", "head_sha")
+    list_select_related = ("pull_request__repository",)
 
 
 @admin.register(ReviewRun)

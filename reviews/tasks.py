@@ -8,7 +8,17 @@ from pathlib import Path
 
 from django.conf import settings
 
-from reviews import conclusions, evaluation, gate, memory, pipeline, replies, runs, walkthrough
+from reviews import (
+    conclusions,
+    evaluation,
+    gate,
+    memory,
+    pipeline,
+    replies,
+    runs,
+    sandbox_tests,
+    walkthrough,
+)
 from reviews.actions import workflow as actions
 from reviews.passes import answers, flow
 from reviews.passes.mode import mode_for
@@ -20,7 +30,11 @@ from tasuku.logs import log_context
 def run_process(run_pk: int) -> str:
     # The reaper's turn falls to one host; every worker clears its own host's leftovers.
     host_tidy()
-    return pipeline.run_execute(run_pk, mode_for)
+    outcome = pipeline.run_execute(run_pk, mode_for)
+    # What follows a completed review on GitHub: the pull request's own tests, if the
+    # repository runs them (never raises).
+    sandbox_tests.tests_after_review(run_pk)
+    return outcome
 
 
 HOST_TIDY_EVERY = 600.0  # seconds
@@ -68,12 +82,17 @@ def runs_reap() -> dict[str, int]:
     result["walkthroughs"] = walkthrough.walkthroughs_sweep()
     result["evaluations"] = evaluation.evaluations_sweep()
     result["memory_folds"] = memory.folds_sweep()
+    result["sandbox_tests"] = sandbox_tests.tests_sweep()
     result.update(host_tidy(force=True))
     return result
 
 
 def reply_answer(reply_pk: int) -> str:
     return replies.reply_answer(reply_pk)
+
+
+def sandbox_tests_run(tests_pk: int) -> str:
+    return sandbox_tests.sandbox_tests_run(tests_pk)
 
 
 def walkthrough_send(walkthrough_pk: int) -> str:

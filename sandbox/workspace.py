@@ -93,6 +93,9 @@ class Checkout:
     # static reviewer honours the repository's own ignores and Python versions from
     # these, never from the pull request's copies.
     base_configs: dict[str, str] = field(default_factory=dict)
+    # Tasuku's own file, `.tasuku.toml`, as the base branch's head (`base_sha`) has it
+    # ("" when it has none): the pull request's own copy never configures Tasuku.
+    base_tasuku_config: str = ""
     # Only part of the head was written (a reviewer that reads only that part): the
     # number of the head's files written; None when every file was.
     materialised: int | None = None
@@ -545,6 +548,7 @@ def _prepare(
             :ATTRIBUTES_MAX
         ]
     base_configs = linter_configs(git, merge_base, base_paths)
+    base_tasuku_config = git.blobs([f"{base_sha}:{TASUKU_CONFIG}"], limit=MAX_CONFIG_BYTES)
     written = None
     if materialise is not None:
         changed = _changed(git, [merge_base, *([incremental] if incremental else [])], head_sha)
@@ -567,6 +571,7 @@ def _prepare(
         copies=copies_of(base_blobs, head_blobs),
         base_attributes=base_attributes,
         base_configs=base_configs,
+        base_tasuku_config=b"".join(base_tasuku_config.values()).decode("utf-8", "replace"),
         materialised=written,
     )
 
@@ -617,6 +622,7 @@ LINTER_CONFIGS = frozenset({
     ".eslintrc", ".hadolint.yaml", ".hadolint.yml", "zizmor.yml", "zizmor.yaml",
 })  # fmt: skip
 MAX_CONFIGS = 200
+TASUKU_CONFIG = ".tasuku.toml"
 MAX_CONFIG_BYTES = 256_000
 
 

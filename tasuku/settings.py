@@ -427,6 +427,11 @@ TASUKU_DOCKER_CPUS = env.str("TASUKU_DOCKER_CPUS", default="2")
 TASUKU_DOCKER_PIDS = env.str("TASUKU_DOCKER_PIDS", default="512")
 # Past the sandbox's own timer, the runner waits this long before it kills a container.
 TASUKU_DOCKER_GRACE_SECONDS = 60
+# The pull request's own tests (reviews/sandbox_tests.py): the image they run in unless a
+# repository's policy names one, and the Docker network of a repository whose policy lets
+# its tests reach the network (empty: Docker's `bridge`); otherwise they have none.
+TASUKU_TESTS_IMAGE = env.str("TASUKU_TESTS_IMAGE", default="") or TASUKU_DOCKER_IMAGE
+TASUKU_TESTS_NETWORK = env.str("TASUKU_TESTS_NETWORK", default="")
 
 # --- Review passes ------------------------------------------------------------------------
 # The author's GitHub App: the identity a coding agent pushes and opens pull requests

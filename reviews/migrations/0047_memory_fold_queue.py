@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('repos', '0024_github_write_budget'),
-        ('reviews', '0045_run_write_wait_and_check_status'),
+        ('reviews', '0046_actions_dispatch'),
     ]
 
     operations = [

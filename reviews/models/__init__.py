@@ -55,10 +55,14 @@ from reviews.models.runs import (
     Stage,
     WorkerHeartbeat,
 )
+from reviews.models.sandbox_tests import TESTS_FINAL_STATES, SandboxTestRun, TestsStatus
 from reviews.models.walkthroughs import Walkthrough
 
 __all__ = [
     "ActionsDispatch",
+    "TESTS_FINAL_STATES",
+    "SandboxTestRun",
+    "TestsStatus",
     "Evaluation",
     "EvaluationGrade",
     "EvaluationItem",

@@ -175,6 +175,8 @@ class TestAdmin:
             "policy-0-min_severity": "low",
             "policy-0-fail_check_on": "high",
             "policy-0-reviewers": [],
+            "policy-0-tests_runner": "docker",
+            "policy-0-tests_timeout_seconds": "600",
             "secondary_repositories-TOTAL_FORMS": "0",
             "secondary_repositories-INITIAL_FORMS": "0",
             "secondary_repositories-MIN_NUM_FORMS": "0",
@@ -186,6 +188,25 @@ class TestAdmin:
         }
         data.update({f"policy-0-{k}": v for k, v in policy.items()})
         return data
+
+    def test_the_pull_requests_own_tests_are_turned_on_in_the_admin_and_reach_the_config(
+        self, admin_client
+    ):
+        repository = RepositoryFactory()
+        url = f"/admin/repos/repository/{repository.pk}/change/"
+        form = self._form(repository, tests_enabled="on", tests_command=" make test ",
+                          tests_timeout_seconds="120")  # fmt: skip
+        assert admin_client.post(url, form).status_code == 302
+        tests = effective_config(repository).tests
+        assert (tests.enabled, tests.command, tests.timeout_seconds) == (True, "make test", 120)
+        assert (tests.runner, tests.network) == ("docker", False)
+        # A limit past the sandbox's is refused with the field named.
+        response = admin_client.post(url, self._form(repository, tests_timeout_seconds="7200"))
+        assert response.status_code == 200
+        assert (
+            "tests_timeout_seconds"
+            in response.context["inline_admin_formsets"][0].formset.errors[0]
+        )
 
     def test_the_repository_page_edits_its_policy_inline(self, admin_client):
         repository = RepositoryFactory()
