@@ -132,7 +132,7 @@ def seen_write():
     Path(SCRIPT["seen"]).write_text(json.dumps(SEEN))
 '''
 
-_CLAUDE = r'''
+_CLAUDE = r"""
 argv = sys.argv[1:]
 def value(flag):
     return argv[argv.index(flag) + 1] if flag in argv else None
@@ -208,9 +208,9 @@ events.append({"type": "result", "subtype": "success", "is_error": False,
 seen_write()
 for event in events:
     print(json.dumps(event))
-'''
+"""
 
-_CODEX = r'''
+_CODEX = r"""
 argv = sys.argv[1:]
 def value(flag):
     return argv[argv.index(flag) + 1] if flag in argv else None
@@ -266,7 +266,7 @@ Path(value("--output-last-message")).write_text(json.dumps(SCRIPT["answer"]))
 seen_write()
 for event in events:
     print(json.dumps(event))
-'''
+"""
 
 
 def fake_cli_install(bin_dir: Path, name: str, script_file: Path) -> Path:

@@ -241,13 +241,18 @@ def test_the_admin_refuses_connectors_for_an_engine_that_cannot_call_them(staff_
                                                                           django_user_model):  # fmt: skip
     django_user_model.objects.filter(username="operator").update(is_superuser=True)
     connector = jira(team)
-    form = {"slug": "codex", "engine": "codex", "model": "gpt-5.5", "runner": "docker",
+    form = {"slug": "lint", "engine": "static", "model": "", "runner": "local",
             "connectors": [connector.pk], "step_limit": "40", "context_budget_tokens": "120000",
             "max_output_tokens": "16000", "explorer_limit": "6",
             "skill_documents-TOTAL_FORMS": "0", "skill_documents-INITIAL_FORMS": "0"}  # fmt: skip
     page = staff_client.post("/admin/repos/reviewer/add/", form).content.decode()
-    assert "Connectors are the anthropic and openai engines&#x27; tools" in page
-    assert not Reviewer.objects.filter(slug="codex").exists()
+    assert "Connectors are the model engines&#x27; tools: the static engine calls no model" in page
+    assert not Reviewer.objects.filter(slug="lint").exists()
+    # The CLI engines offer them through a local MCP server (sandbox/engines/cli/extras.py).
+    codex = {**form, "slug": "codex", "engine": "codex", "model": "gpt-5.5", "runner": "docker"}
+    page = staff_client.post("/admin/repos/reviewer/add/", codex).content.decode()
+    assert "Connectors are the model engines" not in page
+    assert list(Reviewer.objects.get(slug="codex").connectors.all()) == [connector]
 
 
 # --- the docker runner -----------------------------------------------------------------------

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import tomllib
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -182,9 +181,7 @@ def test_a_reviewer_without_connectors_gets_no_mcp_server(tmp_path, cli):
 
 
 @pytest.mark.parametrize("cli", ["claude", "codex"])
-def test_a_connector_error_is_a_tool_error_in_the_transcript_and_the_review_goes_on(
-    tmp_path, cli
-):
+def test_a_connector_error_is_a_tool_error_in_the_transcript_and_the_review_goes_on(tmp_path, cli):
     tasuku = Tasuku(failed("The team's system answered HTTP 502.", duration_ms=30))
     result, seen = run(tmp_path, cli, job(connectors=(JIRA,)), tasuku=tasuku,
                        calls=[{"name": "jira_ticket", "input": {"key": "PAY-9"}}])  # fmt: skip
@@ -230,7 +227,10 @@ def test_a_connector_server_that_cannot_start_is_a_clear_note_not_a_crash(
 def test_without_a_way_to_tasuku_the_connectors_are_not_offered_and_it_says_so():
     offered, note = extras.connectors_offered(job(connectors=(JIRA,)), {})
     assert offered.connectors == ()
-    assert note == "Connectors not offered (jira_ticket): this runner gave the engine no way to Tasuku."
+    assert (
+        note
+        == "Connectors not offered (jira_ticket): this runner gave the engine no way to Tasuku."
+    )
     kept, none = extras.connectors_offered(
         job(connectors=(JIRA,)), {"TASUKU_CONNECTOR_SOCKET": "/s", "TASUKU_CONNECTOR_TOKEN": "t"}
     )

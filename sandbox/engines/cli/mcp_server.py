@@ -27,6 +27,7 @@ from sandbox.agent.tools.connectors import ConnectorTools, Outcome
 from sandbox.connectors import ConnectorClient
 from sandbox.contract import ConnectorTool
 from sandbox.engines.cli.extras import SERVER_NAME
+
 LOGGED_CONTENT = 4000  # of an answer, kept for the transcript
 
 
