@@ -18,6 +18,7 @@ Reference: https://modelcontextprotocol.io/specification/2025-06-18/server/tools
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -61,8 +62,7 @@ def outcome_entry(name: str, outcome: Outcome) -> dict[str, Any]:
 
 def server_build(tools: ConnectorTools, log: str):
     """The MCP server: `tools/list` gives the connectors, `tools/call` makes a call."""
-    import anyio
-    import mcp_types as types
+    from mcp import types
     from mcp.server.lowlevel import Server
 
     listed = [
@@ -80,7 +80,7 @@ def server_build(tools: ConnectorTools, log: str):
                 content=[types.TextContent(text=f"There is no connector named {name!r}.")],
                 is_error=True,
             )
-        outcome = await anyio.to_thread.run_sync(tools.call, name, params.arguments or {})
+        outcome = await asyncio.to_thread(tools.call, name, params.arguments or {})
         log_write(log, outcome_entry(name, outcome))
         return types.CallToolResult(
             content=[types.TextContent(text=outcome.content)], is_error=outcome.is_error
@@ -113,7 +113,6 @@ def main(argv: list[str] | None = None) -> int:
     tools = ConnectorTools(
         spec["connectors"], client, boundary=spec["boundary"], max_calls=spec["max_calls"]
     )
-    import anyio
     from mcp.server.stdio import stdio_server
 
     server = server_build(tools, spec["log"])
@@ -122,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
-    anyio.run(serve)
+    asyncio.run(serve())
     return 0
 
 
