@@ -10,8 +10,10 @@ Code: the `--mcp-config` file's `mcpServers`, with `--strict-mcp-config`; Codex:
 command and args, a small default environment plus the server's `env`, JSON-RPC
 `initialize`, `notifications/initialized`, `tools/list` and `tools/call`. A tool is
 offered as `mcp__<server>__<tool>`; in Claude Code's `dontAsk` mode a call to a tool
-not in `--allowedTools` is refused (a permission denial), and Codex offers only a
-server's `enabled_tools`. A server that does not start, or does not answer, is
+not in `--allowedTools` is refused (a permission denial); Codex offers only a server's
+`enabled_tools`, and `codex exec` declines a call that needs approval (a tool not
+annotated read-only, on a server whose `default_tools_approval_mode` is not
+"approve": openai/codex#16043). A server that does not start, or does not answer, is
 reported "failed" (Claude Code's init event) or as an error item (Codex), and the run
 goes on.
 
@@ -246,9 +248,17 @@ for call in SCRIPT.get("calls", []):
     server = tools.get(("tasuku", call["name"]))
     entry = {"id": f"item_{item}", "type": "mcp_tool_call", "server": "tasuku",
              "tool": call["name"], "arguments": call["input"]}
+    approval = config.get("mcp_servers", {}).get("tasuku", {}).get("default_tools_approval_mode")
+    hints = next((t.get("annotations") or {} for t in (server.tools if server else [])
+                  if t["name"] == call["name"]), {})
     if server is None:
         entry |= {"status": "failed", "error": {"message": "unknown tool"}, "result": None}
         SEEN["calls"].append({"name": call["name"], "error": "no such tool"})
+    elif approval != "approve" and not hints.get("readOnlyHint"):
+        # exec cannot ask anyone: a call that needs approval is declined.
+        entry |= {"status": "failed", "result": None,
+                  "error": {"message": "user cancelled MCP tool call"}}
+        SEEN["calls"].append({"name": call["name"], "error": "cancelled"})
     else:
         text, is_error = server.call(call["name"], call["input"])
         SEEN["calls"].append({"name": call["name"], "text": text, "is_error": is_error})

@@ -249,6 +249,7 @@ def test_the_codex_config_names_the_server_its_tools_and_only_the_bridge(tmp_pat
     assert server["env"] == {"TASUKU_CONNECTOR_SOCKET": "/run/s.sock",
                              "TASUKU_CONNECTOR_TOKEN": "f" * 64}  # fmt: skip
     assert server["enabled_tools"] == ["jira_ticket"]
+    assert server["default_tools_approval_mode"] == "approve"  # exec would decline the calls
     assert server["tool_timeout_sec"] == 25
 
 

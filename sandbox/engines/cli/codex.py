@@ -109,7 +109,8 @@ def codex_mcp_server(job: ReviewJob, spec: Path, environ: Mapping[str, str] = os
     socket and the run's token, offering the job's connectors and no other tool.
 
     Reference: https://developers.openai.com/codex/mcp (stdio servers: command, args,
-        env, startup_timeout_sec, tool_timeout_sec, enabled_tools)
+        env, startup_timeout_sec, tool_timeout_sec, enabled_tools,
+        default_tools_approval_mode)
     Reference: https://developers.openai.com/codex/config-reference (mcp_servers.<id>.*)
     """
     command, args = mcp_server_command(spec)
@@ -122,6 +123,10 @@ def codex_mcp_server(job: ReviewJob, spec: Path, environ: Mapping[str, str] = os
         f"args = [{', '.join(toml_string(arg) for arg in args)}]\n"
         f"env = {{ {env} }}\n"
         f"enabled_tools = [{tools}]\n"
+        # `codex exec` has no one to ask, and declines a call that would need approval
+        # (openai/codex#16043, #24135): the reviewer's connectors are approved, as the API
+        # engines call them, and Tasuku checks each call on its side.
+        'default_tools_approval_mode = "approve"\n'
         f"startup_timeout_sec = {MCP_STARTUP_SECONDS}\n"
         f"tool_timeout_sec = {mcp_call_timeout(job)}\n"
     )
