@@ -7,7 +7,8 @@ Each reads its skills from where the real CLI loads them (Claude Code:
 Skills format describes, and starts each MCP server its configuration names (Claude
 Code: the `--mcp-config` file's `mcpServers`, with `--strict-mcp-config`; Codex:
 `[mcp_servers.<name>]` in `$HOME/.codex/config.toml`) as a stdio subprocess: the
-command and args, a small default environment plus the server's `env`, JSON-RPC
+command and args, a small default environment plus the server's `env` (and, for Codex,
+the variables its `env_vars` names, from its own environment), JSON-RPC
 `initialize`, `notifications/initialized`, `tools/list` and `tools/call`. A tool is
 offered as `mcp__<server>__<tool>`; in Claude Code's `dontAsk` mode a call to a tool
 not in `--allowedTools` is refused (a permission denial); Codex offers only a server's
@@ -64,9 +65,10 @@ def skills_read(folder):
 class Server:
     """One stdio MCP server, spoken to as the CLIs' MCP clients do."""
 
-    def __init__(self, name, command, args, env, timeout):
+    def __init__(self, name, command, args, env, timeout, env_vars=()):
         self.name, self.timeout, self.tools, self.next_id = name, timeout, [], 0
-        given = {k: os.environ[k] for k in DEFAULT_ENV if k in os.environ} | dict(env or {})
+        passed = (*DEFAULT_ENV, *env_vars)  # Codex's `env_vars`: more of its own, by name
+        given = {k: os.environ[k] for k in passed if k in os.environ} | dict(env or {})
         SEEN["server_env"][name] = given
         try:
             self.process = subprocess.Popen([command, *args], stdin=subprocess.PIPE,
@@ -131,6 +133,8 @@ def home_files():
 def seen_write():
     SEEN["env"] = dict(os.environ)
     SEEN["files"] = home_files()
+    home = Path(os.environ["HOME"])
+    SEEN["modes"] = {name: oct(home.joinpath(name).stat().st_mode & 0o777) for name in SEEN["files"]}
     Path(SCRIPT["seen"]).write_text(json.dumps(SEEN))
 '''
 
@@ -226,7 +230,7 @@ events = [{"type": "thread.started", "thread_id": "t-1"}, {"type": "turn.started
 servers = []
 for name, server in config.get("mcp_servers", {}).items():
     started = Server(name, server["command"], server.get("args", []), server.get("env"),
-                     server.get("startup_timeout_sec", 10))
+                     server.get("startup_timeout_sec", 10), server.get("env_vars", []))
     if started.status != "connected":
         events.append({"type": "item.completed", "item": {"id": "item_e", "type": "error",
             "message": f"MCP client for `{name}` failed to start: {SEEN['servers'][name]}"}})

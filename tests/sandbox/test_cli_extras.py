@@ -158,7 +158,12 @@ def test_a_connector_call_through_mcp_reaches_tasuku_which_holds_the_credential(
     assert {"TASUKU_CONNECTOR_SOCKET", "TASUKU_CONNECTOR_TOKEN"} <= set(server_env)
     given = json.dumps([seen["env"], server_env, seen["files"]])
     assert "tk-team-secret" not in given
-    assert "TASUKU_CONNECTOR_TOKEN" not in seen["env"]  # the CLI's own commands never see it
+    token = server_env["TASUKU_CONNECTOR_TOKEN"]
+    if cli == "claude":  # in its MCP config, which only the engine's user reads
+        assert token not in json.dumps(seen["env"]) and seen["modes"]["mcp.json"] == "0o600"
+    else:  # in codex's environment, passed on by name: no file holds it
+        assert seen["env"]["TASUKU_CONNECTOR_TOKEN"] == token
+        assert token not in json.dumps(seen["files"])
     # One "connector" entry, counted in the usage, as the API engines record a call.
     [entry] = [e for e in result.transcript if e.kind == "connector"]
     assert entry.name == "jira_ticket" and not entry.is_error
@@ -238,16 +243,14 @@ def test_without_a_way_to_tasuku_the_connectors_are_not_offered_and_it_says_so()
 
 
 def test_the_codex_config_names_the_server_its_tools_and_only_the_bridge(tmp_path):
-    environ = {"TASUKU_CONNECTOR_SOCKET": "/run/s.sock", "TASUKU_CONNECTOR_TOKEN": "f" * 64,
-               "OPENAI_API_KEY": "sk-oa", "GITHUB_TOKEN": "ghs_x"}  # fmt: skip
-    table = codex_mcp_server(job(connectors=(JIRA,)), tmp_path / "spec.json", environ)
+    table = codex_mcp_server(job(connectors=(JIRA,)), tmp_path / "spec.json")
     config = tomllib.loads(codex_config('say "hi"\n', table))
     assert config["developer_instructions"] == 'say "hi"\n'
     server = config["mcp_servers"]["tasuku"]
     assert server["args"] == ["-I", "-m", "sandbox.engines.cli.mcp_server",
                               str(tmp_path / "spec.json")]  # fmt: skip
-    assert server["env"] == {"TASUKU_CONNECTOR_SOCKET": "/run/s.sock",
-                             "TASUKU_CONNECTOR_TOKEN": "f" * 64}  # fmt: skip
+    assert "env" not in server  # nothing of the bridge in the file: passed on by name
+    assert server["env_vars"] == ["TASUKU_CONNECTOR_SOCKET", "TASUKU_CONNECTOR_TOKEN"]
     assert server["enabled_tools"] == ["jira_ticket"]
     assert server["default_tools_approval_mode"] == "approve"  # exec would decline the calls
     assert server["tool_timeout_sec"] == 25
@@ -260,3 +263,17 @@ def test_the_server_refuses_to_start_on_a_spec_it_cannot_read(tmp_path, capsys):
     assert mcp_server.main([str(tmp_path / "spec.json")]) == 2
     assert "the connectors' spec" in capsys.readouterr().err
     assert mcp_server.main([]) == 2
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+def test_a_runner_without_a_bridge_offers_no_connector_and_the_transcript_says_so(tmp_path, cli):
+    result, seen = run(tmp_path, cli, job(connectors=(JIRA,)),
+                       calls=[{"name": "jira_ticket", "input": {"key": "PAY-1"}}])  # fmt: skip
+    assert seen["servers"] == {} and seen["tools"] == []
+    first = result.transcript[0]
+    assert first.kind == "note" and first.is_error
+    assert first.content == (
+        "Connectors not offered (jira_ticket): this runner gave the engine no way to Tasuku."
+    )
+    prompt = json.dumps(seen["files"])
+    assert "The team has given you connectors" not in prompt

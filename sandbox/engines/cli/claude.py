@@ -181,11 +181,8 @@ def review_claude_code(job: ReviewJob, root: Path) -> ReviewResult:
             timeout=cli_timeout(job.limits),
             watch=claude_watch(job),
         )
-        calls = ConnectorCalls(Path(home) if job.connectors else None)
-    result = claude_result(job, run, calls=calls)
-    if unreachable:
-        result.transcript.insert(0, note(unreachable, error=True))
-    return result
+        calls = ConnectorCalls(Path(home) if job.connectors else None, [unreachable])
+    return claude_result(job, run, calls=calls)
 
 
 def claude_watch(job: ReviewJob) -> Callable[[str], str]:
@@ -222,7 +219,8 @@ def claude_result(job: ReviewJob, run: Run, *, calls: ConnectorCalls | None = No
     calls = calls or ConnectorCalls(None)
     events = json_lines(run.stdout)
     result = next((event for event in reversed(events) if event.get("type") == "result"), None)
-    transcript = _claude_transcript(events, calls)
+    transcript = [note(text, error=True) for text in calls.notes]
+    transcript += _claude_transcript(events, calls)
     retry = next((e for e in reversed(events) if e.get("type") in ("assistant", "system")), {})
     if result is None and retry.get("subtype") == "api_retry":
         # It never got an answer from the API: the provider's failure, not a bound reached.
@@ -295,7 +293,7 @@ def _claude_transcript(events: list[dict], calls: ConnectorCalls) -> list[Transc
                     f"permission mode {event.get('permissionMode')}"
                 )
             )
-            entries.extend(_mcp_problems(event, calls))
+            entries.extend(_mcp_problems(event))
         content = (event.get("message") or {}).get("content")
         if kind not in ("assistant", "user") or not isinstance(content, list):
             continue
@@ -329,9 +327,9 @@ def _claude_transcript(events: list[dict], calls: ConnectorCalls) -> list[Transc
     return entries + calls.remaining()
 
 
-def _mcp_problems(init: dict, calls: ConnectorCalls) -> list[TranscriptEntry]:
-    """The connectors' server not running, as Claude Code's init event and the server's
-    own log tell it: the review goes on without them, and says so."""
+def _mcp_problems(init: dict) -> list[TranscriptEntry]:
+    """The connectors' server not running, as Claude Code's init event tells it: the
+    review goes on without them, and says so."""
     problems = [
         f"The connectors' MCP server {server.get('name')} is {server.get('status')}: the "
         "connectors were not available to this review."
@@ -340,7 +338,6 @@ def _mcp_problems(init: dict, calls: ConnectorCalls) -> list[TranscriptEntry]:
         and server.get("name") == SERVER_NAME
         and server.get("status") != "connected"
     ]
-    problems += [f"The connectors' MCP server: {problem}" for problem in calls.problems]
     return [note(problem, error=True) for problem in problems]
 
 

@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from sandbox.connectors import SOCKET_VARIABLE, TOKEN_VARIABLE
 from sandbox.contract import (
     ReviewJob,
     ReviewResult,
@@ -104,24 +105,25 @@ def codex_config(system_prompt: str, mcp_server: str = "") -> str:
     return f"developer_instructions = {toml_string(system_prompt)}\n" + mcp_server
 
 
-def codex_mcp_server(job: ReviewJob, spec: Path, environ: Mapping[str, str] = os.environ) -> str:
-    """The `[mcp_servers.tasuku]` table: the connectors' stdio server, given the bridge's
-    socket and the run's token, offering the job's connectors and no other tool.
+def codex_mcp_server(job: ReviewJob, spec: Path) -> str:
+    """The `[mcp_servers.tasuku]` table: the connectors' stdio server, offering the job's
+    connectors and no other tool. The bridge's socket and the run's token reach it from
+    Codex's own environment, by name (`env_vars`): not in a file the commands Codex runs
+    could read, and not in those commands' environment (`shell_environment_policy`).
 
     Reference: https://developers.openai.com/codex/mcp (stdio servers: command, args,
-        env, startup_timeout_sec, tool_timeout_sec, enabled_tools,
+        env_vars, startup_timeout_sec, tool_timeout_sec, enabled_tools,
         default_tools_approval_mode)
     Reference: https://developers.openai.com/codex/config-reference (mcp_servers.<id>.*)
     """
     command, args = mcp_server_command(spec)
-    env = ", ".join(f"{name} = {toml_string(value)}"
-                    for name, value in mcp_server_environment(environ).items())  # fmt: skip
+    variables = ", ".join(toml_string(name) for name in (SOCKET_VARIABLE, TOKEN_VARIABLE))
     tools = ", ".join(toml_string(c.name) for c in job.connectors)
     return (
         f"\n[mcp_servers.{SERVER_NAME}]\n"
         f"command = {toml_string(command)}\n"
         f"args = [{', '.join(toml_string(arg) for arg in args)}]\n"
-        f"env = {{ {env} }}\n"
+        f"env_vars = [{variables}]\n"
         f"enabled_tools = [{tools}]\n"
         # `codex exec` has no one to ask, and declines a call that would need approval
         # (openai/codex#16043, #24135): the reviewer's connectors are approved, as the API
@@ -202,10 +204,12 @@ def review_codex(job: ReviewJob, root: Path) -> ReviewResult:
     base_url = os.environ.get("OPENAI_BASE_URL", "")  # an OpenAI-compatible server
     with tempfile.TemporaryDirectory(prefix="tasuku-codex-") as home:
         (Path(home) / ".codex").mkdir()
+        env = codex_environment(home)
         skills_install(job.skill_documents, Path(home) / CODEX_SKILLS)
         server = ""
         if job.connectors:
             server = codex_mcp_server(job, connectors_spec_write(job, Path(home), prompt.boundary))
+            env |= mcp_server_environment()
         write_private(Path(home) / ".codex" / "config.toml", codex_config(prompt.system, server))
         schema_file = Path(home) / "submission.schema.json"
         schema_file.write_text(json.dumps(codex_output_schema(SUBMISSION_SCHEMA)), "utf-8")
@@ -215,17 +219,14 @@ def review_codex(job: ReviewJob, root: Path) -> ReviewResult:
                 job, schema_file=schema_file, last_message_file=last_message_file, base_url=base_url
             ),
             cwd=root,
-            env=codex_environment(home),
+            env=env,
             stdin=prompt.user,
             timeout=cli_timeout(job.limits),
             watch=codex_watch(job, prompt.system + prompt.user),
         )
         last_message = last_message_file.read_text("utf-8") if last_message_file.exists() else ""
-        calls = ConnectorCalls(Path(home) if job.connectors else None)
-    result = codex_result(job, run, last_message=last_message, calls=calls)
-    if unreachable:
-        result.transcript.insert(0, note(unreachable, error=True))
-    return result
+        calls = ConnectorCalls(Path(home) if job.connectors else None, [unreachable])
+    return codex_result(job, run, last_message=last_message, calls=calls)
 
 
 def codex_watch(job: ReviewJob, prompt: str) -> Callable[[str], str]:
@@ -279,7 +280,7 @@ def codex_result(
     """
     calls = calls or ConnectorCalls(None)
     events = json_lines(run.stdout)
-    transcript = [note(f"The connectors' MCP server: {p}", error=True) for p in calls.problems]
+    transcript = [note(text, error=True) for text in calls.notes]
     answers, actions = [], 0
     tokens = {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0}
     tokens["cache_write_input_tokens"] = 0

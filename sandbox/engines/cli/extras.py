@@ -145,11 +145,13 @@ def write_private(path: Path, text: str) -> Path:
 
 class ConnectorCalls:
     """The calls the server made, read from its log after the CLI ended: each becomes
-    the transcript's "connector" entry, in the order the CLI's output shows them."""
+    the transcript's "connector" entry, in the order the CLI's output shows them.
+    `notes`: what the transcript should say first about the connectors (none offered,
+    the server's own failure)."""
 
-    def __init__(self, home: Path | None) -> None:
+    def __init__(self, home: Path | None, notes: Sequence[str] = ()) -> None:
         self.calls: list[dict] = []
-        self.problems: list[str] = []
+        self.notes: list[str] = [text for text in notes if text]
         self._next = 0
         path = home / LOG_FILE if home is not None else None
         if path is None or not path.exists():
@@ -160,7 +162,7 @@ class ConnectorCalls:
             except ValueError:
                 continue
             if isinstance(entry, dict) and entry.get("error"):
-                self.problems.append(str(entry["error"]))
+                self.notes.append(f"The connectors' MCP server: {entry['error']}")
             elif isinstance(entry, dict) and isinstance(entry.get("name"), str):
                 self.calls.append(entry)
 
