@@ -277,3 +277,18 @@ def test_a_runner_without_a_bridge_offers_no_connector_and_the_transcript_says_s
     )
     prompt = json.dumps(seen["files"])
     assert "The team has given you connectors" not in prompt
+
+
+def test_the_reviews_connector_call_bound_holds_through_the_mcp_server(tmp_path):
+    tasuku = Tasuku()
+    bounded = job(connectors=(JIRA,), limits=Limits(steps=8, deadline_seconds=90,
+                                                     connector_calls=1))  # fmt: skip
+    result, seen = run(tmp_path, "claude", bounded, tasuku=tasuku,
+                       calls=[{"name": "jira_ticket", "input": {"key": "PAY-1"}},
+                              {"name": "jira_ticket", "input": {"key": "PAY-2"}}])  # fmt: skip
+    assert tasuku.asked == [("jira_ticket", {"key": "PAY-1"})]
+    second = seen["calls"][1]
+    assert second["is_error"] and "This review's 1 connector calls are used up." in second["text"]
+    assert [e.connector.status for e in result.transcript if e.kind == "connector"] == [
+        "ok", "refused"]  # fmt: skip
+    assert result.usage.connectors.calls == 2 and result.usage.connectors.failures == 1
