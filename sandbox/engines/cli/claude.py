@@ -242,8 +242,10 @@ def claude_result(job: ReviewJob, run: Run, *, calls: ConnectorCalls | None = No
     usage = _claude_usage(job, result, run).model_copy(update={"connectors": calls.usage})
     if denied := result.get("permission_denials") or []:
         # Reaching outside the checkout is worth seeing: it is how an injection would look.
-        calls = "; ".join(f"{d.get('tool_name')} {json.dumps(d.get('tool_input'))}" for d in denied)
-        transcript.append(note(f"Claude Code refused these tool calls: {calls}", error=True))
+        refused = "; ".join(
+            f"{d.get('tool_name')} {json.dumps(d.get('tool_input'))}" for d in denied
+        )
+        transcript.append(note(f"Claude Code refused these tool calls: {refused}", error=True))
     subtype = str(result.get("subtype", ""))
     errors = "; ".join(map(str, result.get("errors") or ()))
     if subtype == "success" and result.get("is_error"):  # the API refused
@@ -336,7 +338,8 @@ def _mcp_problems(init: dict) -> list[TranscriptEntry]:
         for server in init.get("mcp_servers") or ()
         if isinstance(server, dict)
         and server.get("name") == SERVER_NAME
-        and server.get("status") != "connected"
+        # "pending": still starting when the run began, which -p waits for.
+        and server.get("status") not in ("connected", "pending")
     ]
     return [note(problem, error=True) for problem in problems]
 
