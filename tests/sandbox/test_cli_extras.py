@@ -134,7 +134,7 @@ def test_a_skill_name_that_is_not_a_folder_name_never_leaves_the_skills_folder(t
     folder = tmp_path / "home" / ".claude" / "skills"
     with pytest.raises(SandboxError, match="is not a folder name") as caught:
         extras.skills_install([SKILL, forged], folder)
-    assert caught.value.permanent
+    assert caught.value.permanent and caught.value.code == "engine-failed"
     assert not any(p.is_file() for p in tmp_path.rglob("*"))  # not even the good one
 
 

@@ -70,7 +70,7 @@ def skills_install(skills: Sequence[SkillDocument], folder: Path) -> list[Path]:
                 f"The skill name {skill.name[:80]!r} is not a folder name (lower-case letters, "
                 "digits, '_' and '-'): no skill was installed.",
                 permanent=True,
-                code="engine-job",
+                code="engine-failed",
             )
     folder.mkdir(parents=True, exist_ok=True)
     root = folder.resolve()
@@ -78,7 +78,11 @@ def skills_install(skills: Sequence[SkillDocument], folder: Path) -> list[Path]:
     for skill in skills:
         home = root / skill.name
         if home.resolve().parent != root:  # never, after the check above
-            raise SandboxError(f"The skill {skill.name!r} would leave {root}.", permanent=True)
+            raise SandboxError(
+                f"The skill {skill.name!r} would leave {root}.",
+                permanent=True,
+                code="engine-failed",
+            )
         home.mkdir(exist_ok=True)
         path = home / "SKILL.md"
         path.write_text(skill_markdown(skill), encoding="utf-8")
