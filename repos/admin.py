@@ -373,11 +373,11 @@ class ReviewerForm(forms.ModelForm):
                 self.add_error("source_url", problem)
         connectors = data.get("connectors")
         engine = data.get("engine")
-        if connectors and engine in REGISTRY and not REGISTRY[engine].tasuku_tools:
+        if connectors and engine in REGISTRY and not REGISTRY[engine].connectors:
             self.add_error(
                 "connectors",
-                f"Connectors are the anthropic and openai engines' tools: the {engine} engine "
-                "cannot call them.",
+                f"Connectors are the model engines' tools: the {engine} engine calls no model "
+                "and cannot call them.",
             )
         if connectors and len(connectors) > MAX_CONNECTORS:
             self.add_error("connectors", f"At most {MAX_CONNECTORS} connectors a reviewer.")

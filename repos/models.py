@@ -219,7 +219,7 @@ class Reviewer(models.Model):
         blank=True,
         related_name="reviewers",
         help_text=(
-            "Connectors this reviewer may call (anthropic and openai engines): tools that ask "
+            "Connectors this reviewer may call (the model engines): tools that ask "
             "the team's systems, with Tasuku making each call and holding the credential."
         ),
     )

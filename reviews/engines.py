@@ -109,9 +109,10 @@ def web_research_for(config: ReviewerConfig) -> WebResearch | None:
 
 
 def connectors_for(config: ReviewerConfig) -> tuple[ConnectorTool, ...]:
-    """The connectors a job offers: the reviewer's, for an engine running Tasuku's
-    tools (the CLI engines cannot call them)."""
-    if not REGISTRY[config.engine].tasuku_tools:
+    """The connectors a job offers: the reviewer's, for a model engine (the API engines
+    as their own tools, the CLI engines through a local MCP server); the static engine
+    calls none."""
+    if not REGISTRY[config.engine].connectors:
         return ()
     return config.connectors
 

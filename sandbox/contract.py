@@ -196,15 +196,21 @@ class Price(BaseModel):
 
 
 class SkillDocument(BaseModel):
-    """One of a reviewer's skills: the API engines' prompt lists its name and
-    description, and the model loads the body when it needs it (`load_skill`); the CLI
-    engines are given the body whole. Written by the operator: trusted, like the rules."""
+    """One of a reviewer's skills: the prompt lists its name and description, and the
+    model loads its `text` when it needs it — the API engines with `load_skill`, the CLI
+    engines from the skills folder their CLI reads (sandbox/engines/cli/extras.py).
+    Written by the operator: trusted, like the rules."""
 
     model_config = ConfigDict(frozen=True)
 
     name: str = Field(pattern=SKILL_NAME)
     description: str = Field(default="", max_length=MAX_SKILL_DESCRIPTION)
     body: str = Field(max_length=MAX_SKILL_BODY)
+
+    @property
+    def text(self) -> str:
+        """What the model reads when it loads the skill, whichever engine it runs in."""
+        return f"Skill {self.name}: {self.description}\n\n{self.body}"
 
 
 class Explorers(BaseModel):

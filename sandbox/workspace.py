@@ -45,9 +45,10 @@ from sandbox.git import (  # git run safely: sandbox/git.py
 logger = logging.getLogger(__name__)
 
 # Instructions for coding agents that a pull request could use to steer a reviewer
-# (Claude Code's and Codex's instruction files, settings and MCP servers).
+# (Claude Code's and Codex's instruction files, settings, skills and MCP servers: Codex
+# reads a repository's skills from `.agents/skills`).
 AGENT_FILES = {"claude.md", "claude.local.md", "agents.md", "agents.override.md", ".mcp.json"}
-AGENT_DIRS = {".claude", ".codex", ".git"}
+AGENT_DIRS = {".claude", ".codex", ".agents", ".git"}
 # How long a checkout waits for another run's use of the same mirror (a fetch and a
 # checkout: seconds, rarely minutes) before it clones afresh instead.
 MIRROR_WAIT = 300

@@ -35,13 +35,20 @@ class EngineFacts:
     name: str
     entry: str  # "module:function" that `python -m sandbox.run_engine <name>` calls
     provider: Provider | None = None  # None: the engine calls no model
-    # Runs Tasuku's agent loop with Tasuku's tools (skills loaded on demand, explorers,
-    # the symbol index, web research); the CLI engines run their vendor's loop instead.
+    # Runs Tasuku's agent loop with Tasuku's tools (explorers, the symbol index, web
+    # research); the CLI engines run their vendor's loop instead, with the reviewer's
+    # skills and connectors but not those.
     tasuku_tools: bool = False
 
     @property
     def model_engine(self) -> bool:
         return self.provider is not None
+
+    @property
+    def connectors(self) -> bool:
+        """Offers the reviewer's connectors: every model engine does (the CLI engines
+        through a local MCP server, sandbox/engines/cli/extras.py)."""
+        return self.model_engine
 
     @property
     def provider_name(self) -> str:

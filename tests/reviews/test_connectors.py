@@ -241,13 +241,18 @@ def test_the_admin_refuses_connectors_for_an_engine_that_cannot_call_them(staff_
                                                                           django_user_model):  # fmt: skip
     django_user_model.objects.filter(username="operator").update(is_superuser=True)
     connector = jira(team)
-    form = {"slug": "codex", "engine": "codex", "model": "gpt-5.5", "runner": "docker",
+    form = {"slug": "lint", "engine": "static", "model": "", "runner": "local",
             "connectors": [connector.pk], "step_limit": "40", "context_budget_tokens": "120000",
             "max_output_tokens": "16000", "explorer_limit": "6",
             "skill_documents-TOTAL_FORMS": "0", "skill_documents-INITIAL_FORMS": "0"}  # fmt: skip
     page = staff_client.post("/admin/repos/reviewer/add/", form).content.decode()
-    assert "Connectors are the anthropic and openai engines&#x27; tools" in page
-    assert not Reviewer.objects.filter(slug="codex").exists()
+    assert "Connectors are the model engines&#x27; tools: the static engine calls no model" in page
+    assert not Reviewer.objects.filter(slug="lint").exists()
+    # The CLI engines offer them through a local MCP server (sandbox/engines/cli/extras.py).
+    codex = {**form, "slug": "codex", "engine": "codex", "model": "gpt-5.5", "runner": "docker"}
+    page = staff_client.post("/admin/repos/reviewer/add/", codex).content.decode()
+    assert "Connectors are the model engines" not in page
+    assert list(Reviewer.objects.get(slug="codex").connectors.all()) == [connector]
 
 
 # --- the docker runner -----------------------------------------------------------------------
@@ -310,3 +315,54 @@ def test_on_the_docker_runner_the_container_gets_only_the_socket_and_its_call_re
     [call] = team.seen
     assert call.path == "/tickets/PAY-7" and call.headers["authorization"] == CREDENTIAL
     assert [c.name for c in ConnectorCall.objects.filter(run=run)] == ["jira_ticket"]
+
+
+# --- the CLI engines: the connector through a local MCP server ---------------------------
+
+
+@pytest.mark.parametrize("cli, engine, model", [("claude", "claude-code", "claude-sonnet-5-5"),
+                                                ("codex", "codex", "gpt-5.5")])  # fmt: skip
+def test_a_cli_reviewers_connector_call_goes_through_its_mcp_server_to_tasuku(
+    world, team, client, test_app, settings, monkeypatch, tmp_path, engine_given, cli, engine,
+    model,
+):  # fmt: skip
+    """A claude-code or codex reviewer (on the local runner, allowed here): the fake CLI
+    starts the MCP server its configuration names and calls the connector; Tasuku makes
+    the call with the stored credential, which nothing the CLI was given holds."""
+    from tests.fakes.cli_agents import fake_cli_install, script_write
+
+    settings.TASUKU_ALLOW_CODE_ON_LOCAL_RUNNER = True
+    settings.ANTHROPIC_API_KEY = "sk-ant-cli"
+    settings.OPENAI_API_KEY = "sk-oa-cli"
+    settings.OPENAI_BASE_URL = ""
+    row = reviewer(jira(team))
+    Reviewer.objects.filter(pk=row.pk).update(engine=engine, model=model)
+    seen_file = tmp_path / "seen.json"
+    script = script_write(tmp_path / "script.json", seen=seen_file, answer=NO_FINDINGS,
+                          calls=[{"name": "jira_ticket", "input": {"key": "PAY-12"}}])  # fmt: skip
+    bin_dir = fake_cli_install(tmp_path / "bin", cli, script)
+    real = local_runner.sandboxed_run
+
+    def with_the_cli_on_path(command, *, env, **more):
+        return real(command, env={**env, "PATH": f"{bin_dir}:{env['PATH']}"}, **more)
+
+    monkeypatch.setattr(local_runner, "sandboxed_run", with_the_cli_on_path)
+    run = open_pull_request(client, test_app, world)
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, (run.stage, run.reason)
+
+    [seen_call] = team.seen
+    assert seen_call.path == "/tickets/PAY-12"
+    assert seen_call.headers["authorization"] == CREDENTIAL
+    seen = json.loads(seen_file.read_text())
+    assert seen["tools"] == ["mcp__tasuku__jira_ticket"]
+    assert "Refunds must refuse" in seen["calls"][0]["text"]
+    for text in (json.dumps(seen["env"]), json.dumps(seen["server_env"]),
+                 json.dumps(seen["files"]), engine_given[0]["job"]):  # fmt: skip
+        assert "tk-team-secret" not in text and team.url not in text
+    [call] = ConnectorCall.objects.filter(run=run)
+    assert (call.name, call.status) == ("jira_ticket", "ok")
+    assert run.runner_result["usage"]["connectors"] == {"calls": 1, "failures": 0}
+    review = Review.objects.get(run=run)
+    [entry] = [e for e in review.transcript if e["kind"] == "connector"]
+    assert entry["connector"]["status"] == "ok" and "Refunds must refuse" in entry["content"]

@@ -9,6 +9,8 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
 from sandbox import actions_runner
 from sandbox.contract import ReviewJob, ReviewResult
 
@@ -213,3 +215,84 @@ def test_the_runner_fetches_a_secondary_with_its_own_token_and_the_engine_never_
         "The secondary repository acme-libs/hidden was not mounted: Tasuku could not give "
         "the runner a way to read it."
     )
+
+
+# --- a CLI engine's skills and connectors, on the runner ---
+
+
+class CliStub(Stub):
+    """Tasuku answering with a job for a CLI engine with a skill and a connector, and
+    making each connector call the runner forwards (`/api/runner/connector`)."""
+
+    def __init__(self, head_sha: str, engine: str) -> None:
+        super().__init__(head_sha)
+        self.engine = engine
+        self.connector_calls: list[tuple[str, dict]] = []
+
+    def job(self) -> dict:
+        from sandbox.contract import ConnectorTool, Limits, SkillDocument
+
+        answer = super().job()
+        job = ReviewJob.model_validate(answer["job"]).model_copy(update={
+            "model": "m-1", "limits": Limits(steps=6, deadline_seconds=90),
+            "skill_documents": (SkillDocument(name="payments", description="Money",
+                                              body="PAYMENTS-BODY"),),
+            "connectors": (ConnectorTool(name="jira_ticket", input_schema={"type": "object"}),),
+        })  # fmt: skip
+        return answer | {"engine": self.engine, "job": job.model_dump(mode="json")}
+
+    def _handler(self):
+        base = super()._handler()
+        stub = self
+
+        class Handler(base):
+            def do_POST(self) -> None:
+                if self.path != "/api/runner/connector":
+                    return super().do_POST()
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stub.connector_calls.append((self.headers["Authorization"], body))
+                self._answer(200, {"status": "ok", "content": "PAY-3 is about refunds",
+                                   "duration_ms": 5, "bytes": 22})  # fmt: skip
+
+        return Handler
+
+
+@pytest.mark.parametrize("cli, engine, key", [("claude", "claude-code", "ANTHROPIC_API_KEY"),
+                                              ("codex", "codex", "OPENAI_API_KEY")])  # fmt: skip
+def test_a_cli_engine_on_the_runner_loads_the_skill_and_its_connector_call_reaches_tasuku(
+    checkout, runner_env, monkeypatch, tmp_path, cli, engine, key
+):
+    from sandbox.runners import local
+    from tests.fakes.cli_agents import fake_cli_install, script_write
+
+    root, head = checkout
+    stub = CliStub(head, engine)
+    runner_env(stub)
+    seen_file = tmp_path / "seen.json"
+    script = script_write(tmp_path / "script.json", seen=seen_file, skill="payments",
+                          answer={"findings": [], "summary": {"confidence": 0.7}},
+                          calls=[{"name": "jira_ticket", "input": {"key": "PAY-3"}}])  # fmt: skip
+    bin_dir = fake_cli_install(tmp_path / "bin", cli, script)
+    monkeypatch.setenv(key, "sk-runner")
+    real = local.engine_run
+
+    def with_fake_on_path(*args, allow_env=None, **kwargs):
+        path = f"{bin_dir}:{local.scrubbed_environment('/tmp')['PATH']}"
+        return real(*args, allow_env={**(allow_env or {}), "PATH": path}, **kwargs)
+
+    monkeypatch.setattr(local, "engine_run", with_fake_on_path)
+    assert actions_runner.main(["--url", stub.url, "--checkout", str(root)]) == 0
+
+    seen = json.loads(seen_file.read_text())
+    assert seen["skill_loaded"] == "Skill payments: Money\n\nPAYMENTS-BODY"
+    [(auth, body)] = stub.connector_calls
+    assert auth.startswith("Bearer jwt-") and body == {"name": "jira_ticket",
+                                                       "input": {"key": "PAY-3"}}  # fmt: skip
+    assert "PAY-3 is about refunds" in seen["calls"][0]["text"]
+    # The OIDC request token never reaches the CLI, the server or a file in the CLI's home.
+    given = json.dumps([seen["env"], seen["server_env"], seen["files"]])
+    assert "request-token" not in given and "ACTIONS_ID_TOKEN" not in given
+    [posted] = stub.results
+    entries = [e for e in posted["result"]["transcript"] if e["kind"] == "connector"]
+    assert [e["connector"]["status"] for e in entries] == ["ok"]
+    assert posted["result"]["usage"]["connectors"] == {"calls": 1, "failures": 0}

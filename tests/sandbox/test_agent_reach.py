@@ -142,14 +142,16 @@ def test_a_reviewer_without_named_skills_is_offered_no_load_skill(provider, chec
     assert "Always check refunds." in request.system  # the guidance is always there, whole
 
 
-def test_the_cli_engines_are_given_every_skill_whole():
+def test_the_cli_engines_prompt_lists_the_skills_their_cli_loads_from_its_skills_folder():
     the_job = ReviewJob(
         job_id="1", repository="a/b", pull_request=1, base_sha="a" * 40, head_sha="b" * 40,
         skill_documents=SKILLS,
     )  # fmt: skip
     cli = review_prompt(the_job, finish="json", schema={})
-    assert "## django-migrations: Changes to Django migrations" in cli.system
-    assert "MIGRATIONS-BODY" in cli.system and "PAYMENTS-BODY" in cli.system
+    # The bodies are in the skills folder (sandbox/engines/cli/extras.py), not the prompt.
+    assert "- django-migrations: Changes to Django migrations" in cli.system
+    assert "load one as one of your skills" in cli.system
+    assert "MIGRATIONS-BODY" not in cli.system and "PAYMENTS-BODY" not in cli.system
     assert "load_skill" not in cli.system
     api = review_prompt(the_job)
     assert "MIGRATIONS-BODY" not in api.system and "load_skill" in api.system

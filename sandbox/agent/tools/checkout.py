@@ -457,7 +457,7 @@ class Tools:
             raise ToolError(
                 f"There is no skill named {name!r}; the skills are: {', '.join(self.skills)}."
             )
-        return f"Skill {skill.name}: {skill.description}\n\n{skill.body}"
+        return skill.text
 
 
 def _linear_regex(pattern: str, *, ignore_case: bool) -> Any:

@@ -1,5 +1,7 @@
 """The `claude-code` engine: Anthropic's Claude Code CLI, headless, with only its Read,
-Grep and Glob tools, in a permission mode that refuses anything outside the checkout."""
+Grep and Glob tools (and Skill, for the reviewer's skills, and the reviewer's connectors
+as the tools of one MCP server), in a permission mode that refuses anything outside the
+checkout."""
 
 from __future__ import annotations
 
@@ -38,40 +40,74 @@ from sandbox.engines.cli.common import (
     result_build,
     usage_build,
 )
+from sandbox.engines.cli.extras import (
+    MCP_STARTUP_SECONDS,
+    SERVER_NAME,
+    ConnectorCalls,
+    connectors_offered,
+    connectors_spec_write,
+    mcp_call_timeout,
+    mcp_server_command,
+    mcp_server_environment,
+    skills_install,
+    write_private,
+)
 from sandbox.errors import SandboxError
 from sandbox.prompt import review_prompt
 
 # Read-only by construction: no shell, no edits, no web, no subagents.
 CLAUDE_TOOLS = ("Read", "Grep", "Glob")
+# Loads one of the skills in ~/.claude/skills: text, nothing run.
+SKILL_TOOL = "Skill"
+# What an MCP server's tool is called in Claude Code's permission rules.
+MCP_PREFIX = f"mcp__{SERVER_NAME}__"
 CLAUDE_DENIED = (
     "Bash", "Edit", "Write", "NotebookEdit", "WebFetch", "WebSearch", "Task", "Agent",
 )  # fmt: skip
 
 
 def claude_command(
-    job: ReviewJob, *, system_prompt_file: Path, root: Path | None = None
+    job: ReviewJob,
+    *,
+    system_prompt_file: Path,
+    root: Path | None = None,
+    mcp_config: Path | None = None,
 ) -> list[str]:
-    """`claude -p` reading the user prompt on stdin, with only Read/Grep/Glob available.
+    """`claude -p` reading the user prompt on stdin, with only Read/Grep/Glob available,
+    Skill when the reviewer has skills (installed in the throwaway HOME's
+    ~/.claude/skills), and the job's connectors when `mcp_config` names the server.
 
     Reference: https://code.claude.com/docs/en/cli-reference (every flag below)
     Reference: https://code.claude.com/docs/en/headless (-p, stream-json, --json-schema)
     Reference: https://code.claude.com/docs/en/permission-modes (dontAsk)
     Reference: https://code.claude.com/docs/en/permissions#working-directories
+    Reference: https://code.claude.com/docs/en/permissions (Skill(name), mcp__server__tool)
+    Reference: https://code.claude.com/docs/en/skills (~/.claude/skills/<name>/SKILL.md)
+    Reference: https://code.claude.com/docs/en/mcp (--mcp-config, stdio servers, env)
     """
+    tools = [*CLAUDE_TOOLS, *([SKILL_TOOL] if job.skill_documents else [])]
+    # dontAsk denies what would need a prompt: with no --allowedTools, that is any read
+    # or search outside the checkout (checked on 2.1.197: an allowed bare `Read` reads
+    # /etc/passwd, a denied one does not). So only these are allowed, each by name: the
+    # reviewer's own skills and connectors.
+    allowed = [f"{SKILL_TOOL}({s.name})" for s in job.skill_documents]
+    if mcp_config is not None:
+        allowed += [f"{MCP_PREFIX}{c.name}" for c in job.connectors]
     command = [
         "claude", "-p",
         # stream-json (not json): the same final result object, plus each tool call for
         # the transcript, and what was done so far when the deadline cuts the run short.
         "--output-format", "stream-json", "--verbose",
-        "--tools", ",".join(CLAUDE_TOOLS),  # the only built-in tools the model is given
+        "--tools", ",".join(tools),  # the only built-in tools the model is given
         "--disallowedTools", ",".join(CLAUDE_DENIED),
-        # dontAsk denies what would need a prompt: with no --allowedTools, that is any
-        # read or search outside the checkout (checked on 2.1.197: an allowed bare `Read`
-        # reads /etc/passwd, a denied one does not).
         "--permission-mode", "dontAsk",
-        "--strict-mcp-config",  # and no --mcp-config: no MCP server at all
-        "--setting-sources", "user",  # the throwaway HOME's (empty), never the checkout's
-        "--disable-slash-commands",
+        *(["--allowedTools", ",".join(allowed)] if allowed else []),
+        # Only the server of `mcp_config`, if any: never one a settings file names.
+        "--strict-mcp-config",
+        *(["--mcp-config", str(mcp_config)] if mcp_config is not None else []),
+        "--setting-sources", "user",  # the throwaway HOME's, never the checkout's
+        # It also turns skills off: kept for a reviewer without any.
+        *(["--disable-slash-commands"] if not job.skill_documents else []),
         "--no-session-persistence",  # the transcript of untrusted data stays off disk
         "--max-turns", str(job.limits.steps),
         "--append-system-prompt-file", str(system_prompt_file),
@@ -107,20 +143,46 @@ def claude_environment(home: str, environ: Mapping[str, str] = os.environ) -> di
 # --- Claude Code -----------------------------------------------------------------------
 
 
+def claude_mcp_config(job: ReviewJob, spec: Path, environ: Mapping[str, str] = os.environ) -> str:
+    """The `--mcp-config` file: one stdio server, the connectors', given the bridge's
+    socket and the run's token (Claude Code gives a server only the variables named).
+
+    Reference: https://code.claude.com/docs/en/mcp (the mcpServers object; stdio's
+        command, args and env; MCP_TIMEOUT and MCP_TOOL_TIMEOUT)
+    """
+    command, args = mcp_server_command(spec)
+    server = {"type": "stdio", "command": command, "args": args,
+              "env": mcp_server_environment(environ)}  # fmt: skip
+    return json.dumps({"mcpServers": {SERVER_NAME: server}})
+
+
 def review_claude_code(job: ReviewJob, root: Path) -> ReviewResult:
+    job, unreachable = connectors_offered(job)
     prompt = review_prompt(job, finish="json", schema=SUBMISSION_SCHEMA)
     with tempfile.TemporaryDirectory(prefix="tasuku-claude-") as home:
         system_prompt_file = Path(home) / "system-prompt.md"
         system_prompt_file.write_text(prompt.system, encoding="utf-8")
+        skills_install(job.skill_documents, Path(home) / ".claude" / "skills")
+        mcp_config = None
+        env = claude_environment(home)
+        if job.connectors:
+            spec = connectors_spec_write(job, Path(home), prompt.boundary)
+            mcp_config = write_private(Path(home) / "mcp.json", claude_mcp_config(job, spec))
+            # Claude Code's waits, in ms: for the server to start, and for one call.
+            env["MCP_TIMEOUT"] = str(MCP_STARTUP_SECONDS * 1000)
+            env["MCP_TOOL_TIMEOUT"] = str(mcp_call_timeout(job) * 1000)
         run = cli_run(
-            claude_command(job, system_prompt_file=system_prompt_file, root=root),
+            claude_command(
+                job, system_prompt_file=system_prompt_file, root=root, mcp_config=mcp_config
+            ),
             cwd=root,
-            env=claude_environment(home),
+            env=env,
             stdin=prompt.user,
             timeout=cli_timeout(job.limits),
             watch=claude_watch(job),
         )
-    return claude_result(job, run)
+        calls = ConnectorCalls(Path(home) if job.connectors else None, [unreachable])
+    return claude_result(job, run, calls=calls)
 
 
 def claude_watch(job: ReviewJob) -> Callable[[str], str]:
@@ -146,15 +208,19 @@ def claude_watch(job: ReviewJob) -> Callable[[str], str]:
     return watch
 
 
-def claude_result(job: ReviewJob, run: Run) -> ReviewResult:
-    """A ReviewResult from what `claude -p --output-format stream-json` (or `json`) printed.
+def claude_result(job: ReviewJob, run: Run, *, calls: ConnectorCalls | None = None) -> ReviewResult:
+    """A ReviewResult from what `claude -p --output-format stream-json` (or `json`) printed,
+    with the connector calls the MCP server logged (`calls`) in place of the CLI's own
+    record of them.
 
     Reference: https://code.claude.com/docs/en/headless (output formats)
     Reference: https://code.claude.com/docs/en/agent-sdk/typescript#sdkresultmessage
     """
+    calls = calls or ConnectorCalls(None)
     events = json_lines(run.stdout)
     result = next((event for event in reversed(events) if event.get("type") == "result"), None)
-    transcript = _claude_transcript(events)
+    transcript = [note(text, error=True) for text in calls.notes]
+    transcript += _claude_transcript(events, calls)
     retry = next((e for e in reversed(events) if e.get("type") in ("assistant", "system")), {})
     if result is None and retry.get("subtype") == "api_retry":
         # It never got an answer from the API: the provider's failure, not a bound reached.
@@ -166,16 +232,20 @@ def claude_result(job: ReviewJob, run: Run) -> ReviewResult:
                 "claude-code",
                 job,
                 None,
-                _claude_partial_usage(job, events, run),
+                _claude_partial_usage(job, events, run).model_copy(
+                    update={"connectors": calls.usage}
+                ),
                 transcript,
                 incomplete=f"the claude-code CLI {run.stopped}",
             )
         raise cli_failure("claude-code", run)
-    usage = _claude_usage(job, result, run)
+    usage = _claude_usage(job, result, run).model_copy(update={"connectors": calls.usage})
     if denied := result.get("permission_denials") or []:
         # Reaching outside the checkout is worth seeing: it is how an injection would look.
-        calls = "; ".join(f"{d.get('tool_name')} {json.dumps(d.get('tool_input'))}" for d in denied)
-        transcript.append(note(f"Claude Code refused these tool calls: {calls}", error=True))
+        refused = "; ".join(
+            f"{d.get('tool_name')} {json.dumps(d.get('tool_input'))}" for d in denied
+        )
+        transcript.append(note(f"Claude Code refused these tool calls: {refused}", error=True))
     subtype = str(result.get("subtype", ""))
     errors = "; ".join(map(str, result.get("errors") or ()))
     if subtype == "success" and result.get("is_error"):  # the API refused
@@ -213,7 +283,7 @@ def claude_result(job: ReviewJob, run: Run) -> ReviewResult:
     return result_build("claude-code", job, answer, usage, transcript)
 
 
-def _claude_transcript(events: list[dict]) -> list[TranscriptEntry]:
+def _claude_transcript(events: list[dict], calls: ConnectorCalls) -> list[TranscriptEntry]:
     entries, tools = [], {}
     for event in events:
         kind = event.get("type")
@@ -225,6 +295,7 @@ def _claude_transcript(events: list[dict]) -> list[TranscriptEntry]:
                     f"permission mode {event.get('permissionMode')}"
                 )
             )
+            entries.extend(_mcp_problems(event))
         content = (event.get("message") or {}).get("content")
         if kind not in ("assistant", "user") or not isinstance(content, list):
             continue
@@ -235,12 +306,18 @@ def _claude_transcript(events: list[dict]) -> list[TranscriptEntry]:
                 entries.append(TranscriptEntry(kind="text", content=clip(block["text"])))
             elif block.get("type") == "tool_use":
                 tools[block.get("id")] = name = str(block.get("name", ""))
+                if name.startswith(MCP_PREFIX):
+                    continue  # one "connector" entry, at its result
                 entries.append(
                     TranscriptEntry(
                         kind="tool_call", name=name, content=clip(json.dumps(block.get("input")))
                     )
                 )
             elif block.get("type") == "tool_result":
+                name = tools.get(block.get("tool_use_id"), "")
+                if name.startswith(MCP_PREFIX):
+                    entries.append(_connector_entry(name.removeprefix(MCP_PREFIX), block, calls))
+                    continue
                 entries.append(
                     TranscriptEntry(
                         kind="tool_result",
@@ -249,7 +326,36 @@ def _claude_transcript(events: list[dict]) -> list[TranscriptEntry]:
                         is_error=bool(block.get("is_error")),
                     )
                 )
-    return entries
+    return entries + calls.remaining()
+
+
+def _mcp_problems(init: dict) -> list[TranscriptEntry]:
+    """The connectors' server not running, as Claude Code's init event tells it: the
+    review goes on without them, and says so."""
+    problems = [
+        f"The connectors' MCP server {server.get('name')} is {server.get('status')}: the "
+        "connectors were not available to this review."
+        for server in init.get("mcp_servers") or ()
+        if isinstance(server, dict)
+        and server.get("name") == SERVER_NAME
+        # "pending": still starting when the run began, which -p waits for.
+        and server.get("status") not in ("connected", "pending")
+    ]
+    return [note(problem, error=True) for problem in problems]
+
+
+def _connector_entry(name: str, block: dict, calls: ConnectorCalls) -> TranscriptEntry:
+    """A connector call: the server's record of it, or what the CLI showed (a call the
+    server never logged: refused by the CLI, or the server gone)."""
+    logged = calls.entry(name)
+    if logged is not None:
+        return logged
+    return TranscriptEntry(
+        kind="connector",
+        name=name,
+        content=clip(as_text(block.get("content")), TOOL_RESULT_TEXT),
+        is_error=True,
+    )
 
 
 def _last_structured_output(events: list[dict]) -> dict | None:

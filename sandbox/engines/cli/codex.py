@@ -1,5 +1,7 @@
 """The `codex` engine: OpenAI's Codex CLI, `codex exec` in its read-only sandbox, with
-the key kept from the commands it runs and the repository's instruction files ignored."""
+the key kept from the commands it runs and the repository's instruction files ignored;
+the reviewer's skills in the throwaway HOME's skills folder, and its connectors as the
+tools of one MCP server."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from sandbox.connectors import SOCKET_VARIABLE, TOKEN_VARIABLE
 from sandbox.contract import (
     ReviewJob,
     ReviewResult,
@@ -33,7 +36,22 @@ from sandbox.engines.cli.common import (
     result_build,
     usage_build,
 )
+from sandbox.engines.cli.extras import (
+    MCP_STARTUP_SECONDS,
+    SERVER_NAME,
+    ConnectorCalls,
+    connectors_offered,
+    connectors_spec_write,
+    mcp_call_timeout,
+    mcp_server_command,
+    mcp_server_environment,
+    skills_install,
+    write_private,
+)
 from sandbox.prompt import review_prompt
+
+# Where Codex reads a user's skills, under HOME (the throwaway one).
+CODEX_SKILLS = Path(".agents") / "skills"
 
 
 def codex_command(
@@ -80,10 +98,40 @@ def codex_environment(home: str, environ: Mapping[str, str] = os.environ) -> dic
     return env
 
 
-def codex_config(system_prompt: str) -> str:
+def codex_config(system_prompt: str, mcp_server: str = "") -> str:
     """The throwaway HOME's ~/.codex/config.toml: the system prompt as developer
-    instructions, in a file because it can outgrow one command-line argument (128 KiB)."""
-    return f"developer_instructions = {toml_string(system_prompt)}\n"
+    instructions, in a file because it can outgrow one command-line argument (128 KiB),
+    and the connectors' MCP server (`codex_mcp_server`), if any."""
+    return f"developer_instructions = {toml_string(system_prompt)}\n" + mcp_server
+
+
+def codex_mcp_server(job: ReviewJob, spec: Path) -> str:
+    """The `[mcp_servers.tasuku]` table: the connectors' stdio server, offering the job's
+    connectors and no other tool. The bridge's socket and the run's token reach it from
+    Codex's own environment, by name (`env_vars`): not in a file the commands Codex runs
+    could read, and not in those commands' environment (`shell_environment_policy`).
+
+    Reference: https://developers.openai.com/codex/mcp (stdio servers: command, args,
+        env_vars, startup_timeout_sec, tool_timeout_sec, enabled_tools,
+        default_tools_approval_mode)
+    Reference: https://developers.openai.com/codex/config-reference (mcp_servers.<id>.*)
+    """
+    command, args = mcp_server_command(spec)
+    variables = ", ".join(toml_string(name) for name in (SOCKET_VARIABLE, TOKEN_VARIABLE))
+    tools = ", ".join(toml_string(c.name) for c in job.connectors)
+    return (
+        f"\n[mcp_servers.{SERVER_NAME}]\n"
+        f"command = {toml_string(command)}\n"
+        f"args = [{', '.join(toml_string(arg) for arg in args)}]\n"
+        f"env_vars = [{variables}]\n"
+        f"enabled_tools = [{tools}]\n"
+        # `codex exec` has no one to ask, and declines a call that would need approval
+        # (openai/codex#16043, #24135): the reviewer's connectors are approved, as the API
+        # engines call them, and Tasuku checks each call on its side.
+        'default_tools_approval_mode = "approve"\n'
+        f"startup_timeout_sec = {MCP_STARTUP_SECONDS}\n"
+        f"tool_timeout_sec = {mcp_call_timeout(job)}\n"
+    )
 
 
 def codex_output_schema(schema: Mapping) -> dict:
@@ -149,11 +197,20 @@ CODEX_ACTIONS = {"command_execution", "mcp_tool_call", "web_search", "file_chang
 
 
 def review_codex(job: ReviewJob, root: Path) -> ReviewResult:
+    """Reference: https://developers.openai.com/codex/skills (a user's skills:
+    $HOME/.agents/skills/<name>/SKILL.md, loaded by Codex when a task matches)"""
+    job, unreachable = connectors_offered(job)
     prompt = review_prompt(job, finish="json", schema=SUBMISSION_SCHEMA)
     base_url = os.environ.get("OPENAI_BASE_URL", "")  # an OpenAI-compatible server
     with tempfile.TemporaryDirectory(prefix="tasuku-codex-") as home:
         (Path(home) / ".codex").mkdir()
-        (Path(home) / ".codex" / "config.toml").write_text(codex_config(prompt.system), "utf-8")
+        env = codex_environment(home)
+        skills_install(job.skill_documents, Path(home) / CODEX_SKILLS)
+        server = ""
+        if job.connectors:
+            server = codex_mcp_server(job, connectors_spec_write(job, Path(home), prompt.boundary))
+            env |= mcp_server_environment()
+        write_private(Path(home) / ".codex" / "config.toml", codex_config(prompt.system, server))
         schema_file = Path(home) / "submission.schema.json"
         schema_file.write_text(json.dumps(codex_output_schema(SUBMISSION_SCHEMA)), "utf-8")
         last_message_file = Path(home) / "last-message.txt"
@@ -162,13 +219,14 @@ def review_codex(job: ReviewJob, root: Path) -> ReviewResult:
                 job, schema_file=schema_file, last_message_file=last_message_file, base_url=base_url
             ),
             cwd=root,
-            env=codex_environment(home),
+            env=env,
             stdin=prompt.user,
             timeout=cli_timeout(job.limits),
             watch=codex_watch(job, prompt.system + prompt.user),
         )
         last_message = last_message_file.read_text("utf-8") if last_message_file.exists() else ""
-    return codex_result(job, run, last_message=last_message)
+        calls = ConnectorCalls(Path(home) if job.connectors else None, [unreachable])
+    return codex_result(job, run, last_message=last_message, calls=calls)
 
 
 def codex_watch(job: ReviewJob, prompt: str) -> Callable[[str], str]:
@@ -211,14 +269,19 @@ def codex_step_watch(steps: int) -> Callable[[str], str]:
     return watch
 
 
-def codex_result(job: ReviewJob, run: Run, *, last_message: str = "") -> ReviewResult:
-    """A ReviewResult from the JSONL events of `codex exec --json`.
+def codex_result(
+    job: ReviewJob, run: Run, *, last_message: str = "", calls: ConnectorCalls | None = None
+) -> ReviewResult:
+    """A ReviewResult from the JSONL events of `codex exec --json`, with the connector
+    calls the MCP server logged (`calls`) in place of Codex's own record of them.
 
     Reference: https://developers.openai.com/codex/noninteractive#make-output-machine-readable
     Reference: https://github.com/openai/codex/blob/main/codex-rs/exec/src/exec_events.rs
     """
+    calls = calls or ConnectorCalls(None)
     events = json_lines(run.stdout)
-    transcript, answers, actions = [], [], 0
+    transcript = [note(text, error=True) for text in calls.notes]
+    answers, actions = [], 0
     tokens = {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0}
     tokens["cache_write_input_tokens"] = 0
     completed, failure, last_error = False, "", ""
@@ -236,7 +299,8 @@ def codex_result(job: ReviewJob, run: Run, *, last_message: str = "") -> ReviewR
             actions += item.get("type") in CODEX_ACTIONS
             if item.get("type") == "agent_message":
                 answers.append(str(item.get("text", "")))
-            transcript.extend(_codex_entries(item))
+            transcript.extend(_codex_entries(item, calls))
+    transcript.extend(calls.remaining())
     skipped = sum(1 for line in run.stdout.splitlines() if line.strip()) - len(events)
     if skipped:
         transcript.append(note(f"{skipped} output lines were not JSON events.", error=True))
@@ -249,7 +313,7 @@ def codex_result(job: ReviewJob, run: Run, *, last_message: str = "") -> ReviewR
         tokens["cache_write_input_tokens"],
         steps=actions + bool(answers),
         seconds=run.seconds,
-    )
+    ).model_copy(update={"connectors": calls.usage})
     if failure:
         raise provider_error("codex", failure)
     if run.stopped:
@@ -273,8 +337,16 @@ def codex_result(job: ReviewJob, run: Run, *, last_message: str = "") -> ReviewR
     return result_build("codex", job, answer, usage, transcript)
 
 
-def _codex_entries(item: dict) -> list[TranscriptEntry]:
+def _codex_entries(item: dict, calls: ConnectorCalls) -> list[TranscriptEntry]:
     kind = item.get("type")
+    if kind == "mcp_tool_call" and item.get("server") == SERVER_NAME:
+        # One "connector" entry: the server's record of the call, or what Codex showed.
+        logged = calls.entry(str(item.get("tool", "")))
+        if logged is not None:
+            return [logged]
+        detail = json.dumps({k: v for k, v in item.items() if k not in ("id", "type")})
+        return [TranscriptEntry(kind="connector", name=str(item.get("tool", ""))[:100],
+                                content=clip(detail), is_error=True)]  # fmt: skip
     if kind in ("agent_message", "reasoning") and str(item.get("text", "")).strip():
         return [
             TranscriptEntry(
