@@ -100,6 +100,7 @@ def policy_values(policy: RepositoryPolicy) -> dict[str, object]:
         ),
         "triage_enabled": policy.triage_enabled,
         "walkthrough": policy.walkthrough,
+        "fix_pull_requests": policy.fix_pull_requests,
     }
 
 

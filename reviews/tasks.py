@@ -8,7 +8,17 @@ from pathlib import Path
 
 from django.conf import settings
 
-from reviews import conclusions, evaluation, gate, memory, pipeline, replies, runs, walkthrough
+from reviews import (
+    conclusions,
+    evaluation,
+    fixes,
+    gate,
+    memory,
+    pipeline,
+    replies,
+    runs,
+    walkthrough,
+)
 from reviews.actions import workflow as actions
 from reviews.passes import answers, flow
 from reviews.passes.mode import mode_for
@@ -64,6 +74,7 @@ def runs_reap() -> dict[str, int]:
     result["checks_due"] = conclusions.conclusions_sweep()
     result["answers"] = answers.answers_sweep()
     result["walkthroughs"] = walkthrough.walkthroughs_sweep()
+    result["fixes"] = fixes.fixes_sweep()
     result["evaluations"] = evaluation.evaluations_sweep()
     result.update(host_tidy(force=True))
     return result
@@ -75,6 +86,10 @@ def reply_answer(reply_pk: int) -> str:
 
 def walkthrough_send(walkthrough_pk: int) -> str:
     return walkthrough.walkthrough_send(walkthrough_pk)
+
+
+def fixes_send(fix_proposal_pk: int) -> str:
+    return fixes.fixes_send(fix_proposal_pk)
 
 
 def tasks_sweep() -> int:

@@ -25,6 +25,7 @@ from reviews.models.findings import (
     ReviewState,
     ThreadReply,
 )
+from reviews.models.fixes import FixProposal
 from reviews.models.passes import (
     AUTHOR_SILENCE_RANGE,
     MAX_PASSES_RANGE,
@@ -56,6 +57,7 @@ from reviews.models.runs import (
 from reviews.models.walkthroughs import Walkthrough
 
 __all__ = [
+    "FixProposal",
     "Evaluation",
     "EvaluationGrade",
     "EvaluationItem",
