@@ -7,6 +7,7 @@ pushes to a branch Tasuku did not create: the one ref it moves is named by its c
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
 
 from github import Github
@@ -79,11 +80,12 @@ class BranchCalls(Transport):
         self, *, installation_id: int, repository_id: int | None, full_name: str, sha: str
     ) -> str:
         """The tree of commit `sha`."""
+        owner, name = full_name.split("/", 1)
         # Reference: https://docs.github.com/rest/git/commits#get-a-commit-object
         data = self._read(
             {"installation_id": installation_id, "repository_id": repository_id},
             f"read commit {full_name}@{sha[:7]}",
-            f"/repos/{full_name}/git/commits/{sha}",
+            f"/repos/{owner}/{name}/git/commits/{sha}",
         )
         return data["tree"]["sha"]
 
@@ -91,11 +93,12 @@ class BranchCalls(Transport):
         self, *, installation_id: int, repository_id: int | None, full_name: str, sha: str
     ) -> list[TreeEntry]:
         """The entries of one tree (not recursive: a directory at a time)."""
+        owner, name = full_name.split("/", 1)
         # Reference: https://docs.github.com/rest/git/trees#get-a-tree
         data = self._read(
             {"installation_id": installation_id, "repository_id": repository_id},
             f"read tree {full_name}@{sha[:7]}",
-            f"/repos/{full_name}/git/trees/{sha}",
+            f"/repos/{owner}/{name}/git/trees/{sha}",
         )
         return [
             TreeEntry(path=e["path"], mode=e["mode"], type=e["type"], sha=e["sha"])
@@ -105,11 +108,12 @@ class BranchCalls(Transport):
     def git_blob(
         self, *, installation_id: int, repository_id: int | None, full_name: str, sha: str
     ) -> bytes:
+        owner, name = full_name.split("/", 1)
         # Reference: https://docs.github.com/rest/git/blobs#get-a-blob
         data = self._read(
             {"installation_id": installation_id, "repository_id": repository_id},
             f"read blob {full_name}@{sha[:7]}",
-            f"/repos/{full_name}/git/blobs/{sha}",
+            f"/repos/{owner}/{name}/git/blobs/{sha}",
         )
         if data.get("encoding") != "base64":
             raise GitHubError(
@@ -123,23 +127,17 @@ class BranchCalls(Transport):
         self,
         where: dict[str, Any],
         description: str,
-        method: str,
-        path: str,
-        body: dict[str, Any] | None,
+        send: Callable[[Github], Any],
         *,
         permissions: dict[str, str],
         recover=None,
     ) -> Any:
-        def call(client: Github) -> Any:
-            _, data = client.requester.requestJsonAndCheck(method, path, input=body)
-            return data
-
         return self._repo_call(
             description,
             installation_id=where["installation_id"],
             repository_id=where["repository_id"],
             permissions=permissions,
-            fn=call,
+            fn=send,
             recover=recover,
             creates=recover is not None,  # looked up, not sent again, after a lost answer
             write=True,
@@ -156,6 +154,7 @@ class BranchCalls(Transport):
     ) -> str:
         """A tree: `base_tree` with `files` ({path: (mode, text)}) written over it. Its
         SHA is its content's, so a repeat makes the same tree."""
+        owner, name = full_name.split("/", 1)
         # Reference: https://docs.github.com/rest/git/trees#create-a-tree
         entries = [
             {"path": path, "mode": mode, "type": "blob", "content": text}
@@ -164,9 +163,11 @@ class BranchCalls(Transport):
         data = self._write(
             {"installation_id": installation_id, "repository_id": repository_id},
             f"create a tree in {full_name}",
-            "POST",
-            f"/repos/{full_name}/git/trees",
-            {"base_tree": base_tree, "tree": entries},
+            lambda client: client.requester.requestJsonAndCheck(
+                "POST",
+                f"/repos/{owner}/{name}/git/trees",
+                input={"base_tree": base_tree, "tree": entries},
+            )[1],
             permissions=CONTENTS_WRITE,
         )
         return data["sha"]
@@ -183,13 +184,16 @@ class BranchCalls(Transport):
     ) -> str:
         """A commit of `tree` on `parent`, by the App's bot. A repeat after a lost answer
         makes another commit no ref points at: harmless, and GitHub collects it."""
+        owner, name = full_name.split("/", 1)
         # Reference: https://docs.github.com/rest/git/commits#create-a-commit
         data = self._write(
             {"installation_id": installation_id, "repository_id": repository_id},
             f"create a commit in {full_name}",
-            "POST",
-            f"/repos/{full_name}/git/commits",
-            {"message": message, "tree": tree, "parents": [parent]},
+            lambda client: client.requester.requestJsonAndCheck(
+                "POST",
+                f"/repos/{owner}/{name}/git/commits",
+                input={"message": message, "tree": tree, "parents": [parent]},
+            )[1],
             permissions=CONTENTS_WRITE,
         )
         return data["sha"]
@@ -198,12 +202,14 @@ class BranchCalls(Transport):
         self, *, installation_id: int, repository_id: int | None, full_name: str, branch: str
     ) -> str | None:
         """Where branch `branch` points, or None when there is no such branch."""
+        owner, name = full_name.split("/", 1)
+        ref = f"heads/{branch}"
         try:
             # Reference: https://docs.github.com/rest/git/refs#get-a-reference
             data = self._read(
                 {"installation_id": installation_id, "repository_id": repository_id},
                 f"read branch {branch} of {full_name}",
-                f"/repos/{full_name}/git/ref/heads/{branch}",
+                f"/repos/{owner}/{name}/git/ref/{ref}",
             )
         except GitHubError as exc:
             if exc.status == 404:
@@ -222,6 +228,7 @@ class BranchCalls(Transport):
     ) -> None:
         """Create branch `branch` at `sha`; GitHub refuses it (422 "Reference already
         exists") when the branch is there."""
+        owner, name = full_name.split("/", 1)
         where = {"installation_id": installation_id, "repository_id": repository_id}
 
         def find(client: Github) -> bool | None:
@@ -232,9 +239,11 @@ class BranchCalls(Transport):
         self._write(
             where,
             f"create branch {branch} in {full_name}",
-            "POST",
-            f"/repos/{full_name}/git/refs",
-            {"ref": f"refs/heads/{branch}", "sha": sha},
+            lambda client: client.requester.requestJsonAndCheck(
+                "POST",
+                f"/repos/{owner}/{name}/git/refs",
+                input={"ref": f"refs/heads/{branch}", "sha": sha},
+            )[1],
             permissions=CONTENTS_WRITE,
             recover=find,
         )
@@ -250,13 +259,17 @@ class BranchCalls(Transport):
     ) -> None:
         """Point branch `branch` at `sha`, forced (the branch is Tasuku's, rebuilt on
         every head); 422 "Reference does not exist" when it is gone."""
+        owner, name = full_name.split("/", 1)
+        ref = f"heads/{branch}"
         # Reference: https://docs.github.com/rest/git/refs#update-a-reference
         self._write(
             {"installation_id": installation_id, "repository_id": repository_id},
             f"move branch {branch} of {full_name} to {sha[:7]}",
-            "PATCH",
-            f"/repos/{full_name}/git/refs/heads/{branch}",
-            {"sha": sha, "force": True},
+            lambda client: client.requester.requestJsonAndCheck(
+                "PATCH",
+                f"/repos/{owner}/{name}/git/refs/{ref}",
+                input={"sha": sha, "force": True},
+            )[1],
             permissions=CONTENTS_WRITE,
         )
 
@@ -264,14 +277,16 @@ class BranchCalls(Transport):
         self, *, installation_id: int, repository_id: int | None, full_name: str, branch: str
     ) -> bool:
         """Delete branch `branch`; False when it was already gone."""
+        owner, name = full_name.split("/", 1)
+        ref = f"heads/{branch}"
         try:
             # Reference: https://docs.github.com/rest/git/refs#delete-a-reference
             self._write(
                 {"installation_id": installation_id, "repository_id": repository_id},
                 f"delete branch {branch} of {full_name}",
-                "DELETE",
-                f"/repos/{full_name}/git/refs/heads/{branch}",
-                None,
+                lambda client: client.requester.requestJsonAndCheck(
+                    "DELETE", f"/repos/{owner}/{name}/git/refs/{ref}"
+                )[1],
                 permissions=CONTENTS_WRITE,
             )
         except GitHubError as exc:
@@ -291,7 +306,7 @@ class BranchCalls(Transport):
     ) -> list[FixPullInfo]:
         """The pull requests, open or closed, from this repository's branch `branch` into
         `base`, newest first."""
-        owner = full_name.split("/", 1)[0]
+        owner, name = full_name.split("/", 1)
 
         def get(client: Github) -> list[FixPullInfo]:
             # Reference: https://docs.github.com/rest/pulls/pulls#list-pull-requests
@@ -299,7 +314,7 @@ class BranchCalls(Transport):
             while True:
                 _, data = client.requester.requestJsonAndCheck(
                     "GET",
-                    f"/repos/{full_name}/pulls",
+                    f"/repos/{owner}/{name}/pulls",
                     parameters={
                         "state": "all",
                         "head": f"{owner}:{branch}",
@@ -334,6 +349,7 @@ class BranchCalls(Transport):
     ) -> FixPullInfo:
         """Open a pull request from branch `branch` into `base`. A create whose answer
         was lost is looked up (the open one from that branch) instead of sent again."""
+        owner, name = full_name.split("/", 1)
         where = {"installation_id": installation_id, "repository_id": repository_id}
 
         def find(client: Github) -> FixPullInfo | None:
@@ -344,9 +360,11 @@ class BranchCalls(Transport):
         data = self._write(
             where,
             f"open a pull request from {branch} into {base} in {full_name}",
-            "POST",
-            f"/repos/{full_name}/pulls",
-            {"title": title, "head": branch, "base": base, "body": body},
+            lambda client: client.requester.requestJsonAndCheck(
+                "POST",
+                f"/repos/{owner}/{name}/pulls",
+                input={"title": title, "head": branch, "base": base, "body": body},
+            )[1],
             permissions={"pull_requests": "write"},
             recover=find,
         )
@@ -364,6 +382,7 @@ class BranchCalls(Transport):
         state: str | None = None,
     ) -> FixPullInfo:
         """Edit one of Tasuku's pull requests: its title, body or state (closed)."""
+        owner, name = full_name.split("/", 1)
         fields = {
             k: v for k, v in (("title", title), ("body", body), ("state", state)) if v is not None
         }
@@ -371,9 +390,9 @@ class BranchCalls(Transport):
         data = self._write(
             {"installation_id": installation_id, "repository_id": repository_id},
             f"update pull request {full_name}#{number}",
-            "PATCH",
-            f"/repos/{full_name}/pulls/{number}",
-            fields,
+            lambda client: client.requester.requestJsonAndCheck(
+                "PATCH", f"/repos/{owner}/{name}/pulls/{number}", input=fields
+            )[1],
             permissions={"pull_requests": "write"},
         )
         return _fix_pull(data)

@@ -67,9 +67,7 @@ def review_bodies(world) -> list[str]:
     return [r["body"] for r in world.fake.reviews_of(REPO, world.pull.number)]
 
 
-def test_two_suggestions_become_one_commit_in_one_pull_request_into_the_head_branch(
-    world, deliver
-):
+def test_two_suggestions_become_one_commit_in_one_pull_request_into_the_head_branch(world, deliver):
     opted_in(world)
     head = world.head
     deliver(world)
@@ -118,9 +116,7 @@ def test_a_later_review_with_one_fix_left_updates_the_same_pull_request(world, d
     assert [a["path"] for a in FixProposal.objects.get().applied] == ["app/tidy.py"]
 
 
-def test_a_pull_request_with_nothing_left_to_fix_has_its_fixes_pull_request_closed(
-    world, deliver
-):
+def test_a_pull_request_with_nothing_left_to_fix_has_its_fixes_pull_request_closed(world, deliver):
     opted_in(world)
     deliver(world)
     [pull] = fix_pulls(world)
@@ -141,7 +137,10 @@ def test_a_merged_pull_request_has_its_fixes_pull_request_closed(world, deliver,
     [pull] = fix_pulls(world)
     world.pull.state, world.pull.merged = "closed", True
     body = pull_request_payload(world.fake, world.repo, world.pull, action="closed")
-    assert post_webhook(client, "pull_request", body, secret=test_app.webhook_secret).status_code == 202
+    assert (
+        post_webhook(client, "pull_request", body, secret=test_app.webhook_secret).status_code
+        == 202
+    )
     drain_queue()
 
     assert pull.state == "closed" and "#7 was merged" in pull.body
@@ -185,7 +184,9 @@ def test_a_head_that_moved_before_the_fixes_were_sent_gets_the_fixes_that_still_
     FixProposal.objects.all().delete()
     world.fake.repos[REPO].pulls.pop(8)
     world.git.git("update-ref", "-d", f"refs/heads/{BRANCH}")
-    new_head = world.push({"app/util.py": "# utilities\nimport json\n\n\ndef name(x):\n    return x.name\n"})
+    new_head = world.push(
+        {"app/util.py": "# utilities\nimport json\n\n\ndef name(x):\n    return x.name\n"}
+    )
 
     fixes_request(run.pull_request, review=Review.objects.get(run=run))
     assert fixes_send(FixProposal.objects.get().pk) == "sent"
@@ -209,9 +210,18 @@ def test_a_refused_pull_request_is_recorded_and_nothing_is_lost(world, deliver):
         status=422,
         method="POST",
         path=r"/repos/acme/shop/pulls$",
-        body={"message": "Validation Failed", "documentation_url": "https://docs.github.com/rest",
-              "status": "422", "errors": [{"resource": "PullRequest", "code": "custom",
-                                           "message": "Repository rule violations found"}]},  # fmt: skip
+        body={
+            "message": "Validation Failed",
+            "documentation_url": "https://docs.github.com/rest",
+            "status": "422",
+            "errors": [
+                {
+                    "resource": "PullRequest",
+                    "code": "custom",
+                    "message": "Repository rule violations found",
+                }
+            ],
+        },  # fmt: skip
     )
     run = deliver(world)
 
@@ -245,9 +255,7 @@ def test_github_unavailable_defers_the_fixes_instead_of_failing_them(world, deli
     assert len(fix_pulls(world)) == 1
 
 
-def test_an_installation_without_contents_write_is_told_which_permission_is_missing(
-    world, deliver
-):
+def test_an_installation_without_contents_write_is_told_which_permission_is_missing(world, deliver):
     world.fake.installations[world.repo.installation_id].permissions["contents"] = "read"
     opted_in(world)
     deliver(world)
