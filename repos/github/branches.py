@@ -290,7 +290,9 @@ class BranchCalls(Transport):
                 permissions=CONTENTS_WRITE,
             )
         except GitHubError as exc:
-            if exc.status == 422 and "does not exist" in exc.message:
+            # GitHub describes this 422 without a body: a branch that does not exist (or
+            # the default branch, which Tasuku's never is).
+            if exc.status == 422:
                 return False
             raise
         return True

@@ -10,7 +10,8 @@ repository's own, so what Tasuku writes can be read back with git.
   `POST .../git/commits` (its committer and author the token's user, the App's bot),
   `POST .../git/refs` (422 "Reference already exists"), `PATCH .../git/refs/{ref}`
   (422 "Update is not a fast forward" unless `force`, 422 "Reference does not exist"),
-  `DELETE .../git/refs/{ref}` (204) need Contents: write. A branch that moves carries its
+  `DELETE .../git/refs/{ref}` (204; 422 without a body for a missing ref or the default
+  branch, as GitHub's description has it) need Contents: write. A branch that moves carries its
   open pull requests' heads (and bases) with it; a deleted branch closes the pull
   requests whose head it was, as on GitHub.
 - `GET /repos/{o}/{r}/pulls` (`state`, `head` as `owner:branch`, `base`; paginated),
@@ -345,8 +346,10 @@ class GitDataRoutes:
     def _delete_ref(self, request: Request) -> Response:
         repo, git = self._git_for(request, "write")
         ref = f"refs/{request.params['ref']}"
-        if self._ref_sha(git, ref) is None:
-            raise HTTPError(422, "Reference does not exist")
+        # GitHub's description gives this 422 no body: "Validation failed, an attempt was
+        # made to delete the default branch, or the endpoint has been spammed."
+        if self._ref_sha(git, ref) is None or ref == f"refs/heads/{repo.default_branch}":
+            return 422, None, {}
         git.git("update-ref", "-d", ref)
         if ref.startswith("refs/heads/"):
             self._branch_moved(repo, ref.removeprefix("refs/heads/"), None)
