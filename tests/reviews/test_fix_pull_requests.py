@@ -301,3 +301,27 @@ def test_overlapping_and_out_of_range_fixes_are_left_out_with_why():
     assert patched.text == "AB\nc\n"
     why = dict((f.key, w) for f, w in patched.left_out)
     assert "overlap" in why["y"] and "past the end" in why["z"]
+
+
+def test_a_refused_proposal_is_shown_in_the_admin_and_sent_again_from_there(
+    world, deliver, admin_client
+):
+    opted_in(world)
+    world.fake.installations[world.repo.installation_id].permissions["contents"] = "read"
+    deliver(world)
+    row = FixProposal.objects.get()
+    page = admin_client.get("/admin/reviews/fixproposal/")
+    assert page.status_code == 200 and b"tasuku/fix/pr-7" in page.content
+
+    world.fake.installations[world.repo.installation_id].permissions["contents"] = "write"
+    from repos.github import caches_clear
+
+    caches_clear()  # the App reads its installation's permissions afresh
+    response = admin_client.post(
+        "/admin/reviews/fixproposal/",
+        {"action": "send_again", "_selected_action": [row.pk]},
+    )
+    assert response.status_code == 302
+    drain_queue()
+    row.refresh_from_db()
+    assert row.status == "sent" and len(fix_pulls(world)) == 1
