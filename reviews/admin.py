@@ -141,5 +141,7 @@ class FixProposalAdmin(ReadOnlyAdmin):
         from reviews.fixes import fixes_request
 
         for row in queryset.select_related("pull_request"):
+            # A person's ask overrules a closed one's no (`reviews.fixes.DECLINED`).
+            FixProposal.objects.filter(pk=row.pk, state="declined").update(state="closed")
             fixes_request(row.pull_request)
         self.message_user(request, f"Asked for {queryset.count()} fixes pull request(s) again.")

@@ -66,6 +66,8 @@ FORK_NOTE = (
     "comments."
 )
 MAX_LISTED = 50
+# The state of a fixes pull request someone closed without merging it.
+DECLINED = "declined"
 
 FIXES = durable.Queue(
     model="reviews.FixProposal",
@@ -275,6 +277,8 @@ def _bring_up_to_date(gateway, where: dict, row: FixProposal) -> dict[str, Any]:
         info.head_repository and info.head_repository != where["full_name"]
     ):
         return _close(gateway, where, row, f"#{pull_request.number}'s branch is in a fork")
+    if row.state == DECLINED:
+        return {"outcome": f"not proposed again: someone closed #{row.number} without merging it"}
     policy = _policy_now(pull_request)
     if not policy.fix_pull_requests:
         return _close(gateway, where, row, "the repository no longer asks for fixes pull requests")
@@ -290,6 +294,14 @@ def _bring_up_to_date(gateway, where: dict, row: FixProposal) -> dict[str, Any]:
     findings = open_fixes(pull_request)
     if not findings:
         return _close(gateway, where, row, "no one-click fix is left open")
+    if _declined(gateway, where, row, info):
+        deleted = gateway.git_branch_delete(**where, branch=row.branch)
+        return {
+            "state": DECLINED,
+            "commit_sha": "",
+            "outcome": f"someone closed #{row.number} without merging it: not proposed again "
+            "for this pull request" + (f"; branch {row.branch} deleted" if deleted else ""),
+        }
     files, applied, left_out = _files_fixed(gateway, where, info.head_sha, findings)
     if not applied:
         closed = _close(gateway, where, row, "no suggestion applies to the head any more")
@@ -517,13 +529,28 @@ def _pull_open(gateway, where: dict, row: FixProposal, info, applied, left_out):
     return gateway.fix_pull_update(**where, number=open_now.number, title=title, body=body)
 
 
+def _declined(gateway, where: dict, row: FixProposal, info) -> bool:
+    """Whether someone closed Tasuku's open pull request without merging it: a person's
+    no, which a later review does not overrule (**Send again** in the admin does)."""
+    if not row.number or row.state != "open":
+        return False
+    found = gateway.pull_requests_from(**where, branch=row.branch, base=info.head_ref)
+    mine = next((p for p in found if p.number == row.number), None)
+    return mine is not None and mine.state == "closed" and not mine.merged
+
+
 def _close(gateway, where: dict, row: FixProposal, why: str) -> dict[str, Any]:
     """Close Tasuku's pull request (saying why) and delete its branch, if there is one."""
     if row.number and row.state == "open":
         body = (
             f"Closed by Tasuku: {why}. The fixes this pull request proposed are no longer needed."
         )
-        gateway.fix_pull_update(**where, number=row.number, body=body, state="closed")
+        try:
+            gateway.fix_pull_update(**where, number=row.number, body=body, state="closed")
+        except GitHubError as exc:
+            # Merged or closed meanwhile (GitHub refuses to edit some such): closed either way.
+            if exc.status != 422:
+                raise
     deleted = False
     if row.commit_sha:
         deleted = gateway.git_branch_delete(**where, branch=row.branch)

@@ -42,7 +42,8 @@ class FixProposal(models.Model):
     rung_at = models.DateTimeField(null=True, blank=True)
     requested_at = models.DateTimeField(null=True, blank=True)
     # What GitHub has: the head the fixes were made over, the commit on the branch, the
-    # pull request (its state: open, closed, or "" before one exists).
+    # pull request (its state: open, closed, "declined" — closed unmerged by someone, not
+    # proposed again — or "" before one exists).
     head_sha = models.CharField(max_length=40, blank=True)
     commit_sha = models.CharField(max_length=40, blank=True)
     number = models.PositiveIntegerField(null=True, blank=True)

@@ -325,3 +325,18 @@ def test_a_refused_proposal_is_shown_in_the_admin_and_sent_again_from_there(
     drain_queue()
     row.refresh_from_db()
     assert row.status == "sent" and len(fix_pulls(world)) == 1
+
+
+def test_a_fixes_pull_request_someone_closed_is_not_opened_again(world, deliver):
+    opted_in(world)
+    deliver(world)
+    [pull] = fix_pulls(world)
+    pull.state = "closed"  # a maintainer declined it
+    world.push({"README.md": "# Shop\n\nSells widgets, now.\n"})
+    deliver(world, action="synchronize", before=world.head)
+
+    assert fix_pulls(world) == [pull] and pull.state == "closed"
+    row = FixProposal.objects.get()
+    assert row.state == "declined" and "without merging it" in row.outcome
+    assert branch_tip(world) is None
+    assert len(world.fake.requests("POST", r"/repos/acme/shop/pulls$")) == 1
