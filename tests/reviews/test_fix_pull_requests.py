@@ -89,6 +89,14 @@ def test_two_suggestions_become_one_commit_in_one_pull_request_into_the_head_bra
         "PATCH", r"/git/refs/"
     )
     assert [c.body["ref"] for c in ref_writes] == [f"refs/heads/{BRANCH}"]
+    # Each write of the fixes had a token minted for it alone, revoked after it.
+    writes = [
+        c for c in world.fake.requests()
+        if c.method in ("POST", "PATCH") and ("/git/" in c.path or "/pulls" in c.path)
+        and not c.path.endswith("/reviews")
+    ]  # fmt: skip
+    assert len(writes) >= 4 and len({c.token for c in writes}) == len(writes)
+    assert {c.token for c in writes} <= set(world.fake.revoked_tokens)
     # Linked from the review's summary.
     [body] = review_bodies(world)
     assert f"[#{pull.number}](" in body and "2 suggestions are proposed as one commit" in body
