@@ -269,7 +269,9 @@ def test_a_push_to_the_branch_a_reviewer_follows_syncs_it(
     reviewer.refresh_from_db()
     assert reviewer.source_commit == commit
     assert reviewer.rules.startswith("Raise bugs")
-    assert sorted(Skill.objects.filter(reviewer=reviewer).values_list("name", flat=True)) == ["migrations"]
+    assert sorted(Skill.objects.filter(reviewer=reviewer).values_list("name", flat=True)) == [
+        "migrations"
+    ]
     assert "claude synced at" in delivery.outcome and "new revision 2" in delivery.outcome
     # GitHub delivers it again (a redelivery): the same revision, nothing new
     again = push(client, test_app, remote, after=commit)
