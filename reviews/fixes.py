@@ -124,6 +124,10 @@ def fixes_request_after(run: ReviewRun) -> None:
         if run.pull_request.from_fork:
             return  # its summary said why (`summary_note`)
         review = Review.objects.filter(run=run).first()
+        if not FixProposal.objects.filter(pull_request=run.pull_request).exists() and not (
+            review is not None and open_fixes(run.pull_request)
+        ):
+            return  # nothing proposed, nothing to propose: no job, no call to GitHub
         fixes_request(run.pull_request, review=review)
     except Exception:  # noqa: BLE001 - the fixes never stop a review
         logger.exception("run %s: could not ask for its fixes pull request", run.pk)
@@ -304,8 +308,24 @@ def _bring_up_to_date(gateway, where: dict, row: FixProposal) -> dict[str, Any]:
         }
     files, applied, left_out = _files_fixed(gateway, where, info.head_sha, findings)
     if not applied:
-        closed = _close(gateway, where, row, "no suggestion applies to the head any more")
+        why = "no suggestion applies to the head any more"
+        closed = _close(gateway, where, row, why)
+        _review_say(
+            gateway, where, row,
+            f"{LEAD} nothing is proposed: {why} (their files changed since the review; "
+            "see the comments' suggestions).",
+        )  # fmt: skip
         return {**closed, "left_out": left_out, "head_sha": info.head_sha}
+    if (
+        row.state == "open"
+        and row.number
+        and (row.head_sha, row.applied, row.left_out) == (info.head_sha, applied, left_out)
+        and gateway.git_branch_sha(**where, branch=row.branch) == row.commit_sha
+    ):
+        # What GitHub has is what would be sent (a review that changed nothing here, a
+        # repeated send): no write but the newest review's link.
+        _review_link(gateway, where, row, row.url, row.number, len(applied))
+        return {"outcome": f"up to date: #{row.number} already proposes these fixes"}
     commit = _commit(gateway, where, row, info.head_sha, files, applied)
     pull = _pull_open(gateway, where, row, info, applied, left_out)
     _review_link(gateway, where, row, pull.html_url, pull.number, len(applied))
@@ -551,8 +571,10 @@ def _close(gateway, where: dict, row: FixProposal, why: str) -> dict[str, Any]:
             # Merged or closed meanwhile (GitHub refuses to edit some such): closed either way.
             if exc.status != 422:
                 raise
+    # Looked for, not taken from the row: a send that failed after making the branch (its
+    # pull request refused) left it unrecorded. A read: no write when there is none.
     deleted = False
-    if row.commit_sha:
+    if gateway.git_branch_sha(**where, branch=row.branch) is not None:
         deleted = gateway.git_branch_delete(**where, branch=row.branch)
     outcome = f"closed: {why}" if row.number else f"nothing to propose: {why}"
     if deleted:
@@ -566,16 +588,21 @@ def _close(gateway, where: dict, row: FixProposal, why: str) -> dict[str, Any]:
 
 
 def _review_link(gateway, where: dict, row: FixProposal, url: str, number: int, count: int) -> None:
-    """Say in the review's summary where its fixes are (the paragraph `summary_note`
-    wrote, replaced; or added)."""
+    """Say in the review's summary where its fixes are."""
+    _review_say(
+        gateway, where, row,
+        f"{LEAD} {count} suggestion{'s are' if count != 1 else ' is'} proposed as one commit "
+        f"in [#{number}]({url}), a pull request into this one's branch from Tasuku's branch "
+        f"{code_span(row.branch)}. Tasuku never pushes to this branch.",
+    )  # fmt: skip
+
+
+def _review_say(gateway, where: dict, row: FixProposal, line: str) -> None:
+    """`line` in the review's summary, in place of the paragraph about its fixes
+    (`summary_note`'s, or an earlier send's), or added."""
     review = Review.objects.filter(pk=row.review_id).first() if row.review_id else None
     if review is None or not review.github_review_id or not review.body:
         return
-    line = (
-        f"{LEAD} {count} suggestion{'s are' if count != 1 else ' is'} proposed as one commit "
-        f"in [#{number}]({url}), a pull request into this one's branch from Tasuku's branch "
-        f"{code_span(row.branch)}. Tasuku never pushes to this branch."
-    )
     if line in review.body:
         return
     kept = [text for text in review.body.split("\n") if not text.startswith(LEAD)]

@@ -348,3 +348,43 @@ def test_a_fixes_pull_request_someone_closed_is_not_opened_again(world, deliver)
     assert row.state == "declined" and "without merging it" in row.outcome
     assert branch_tip(world) is None
     assert len(world.fake.requests("POST", r"/repos/acme/shop/pulls$")) == 1
+
+
+def test_a_send_that_would_change_nothing_writes_nothing(world, deliver):
+    opted_in(world)
+    deliver(world)
+    writes = len([c for c in world.fake.requests() if c.method in ("POST", "PATCH", "PUT")])
+    row = FixProposal.objects.get()
+    fixes_request(row.pull_request)
+    assert fixes_send(row.pk) == "sent"
+    row.refresh_from_db()
+    assert row.outcome.startswith("up to date")
+    assert len([c for c in world.fake.requests() if c.method in ("POST", "PATCH", "PUT")]) == writes
+
+
+def test_when_no_suggestion_applies_to_the_new_head_nothing_is_proposed_and_the_summary_says_so(
+    world, deliver
+):
+    opted_in(world)
+    world.fake.inject(1, status=422, method="POST", path=r"/repos/acme/shop/pulls$")
+    run = deliver(world)  # its pull request refused: nothing open yet
+    world.push({"app/tidy.py": "# tidy\n" + TIDY, "app/util.py": "# util\n" + UTIL})
+    fixes_request(run.pull_request, review=Review.objects.get(run=run))
+    assert fixes_send(FixProposal.objects.get().pk) == "sent"
+
+    assert not fix_pulls(world) and branch_tip(world) is None
+    row = FixProposal.objects.get()
+    assert len(row.left_out) == 2 and "nothing to propose" in row.outcome
+    [body] = review_bodies(world)
+    assert "**One-click fixes:** nothing is proposed" in body
+    assert body.count("**One-click fixes:**") == 1
+
+
+def test_a_review_without_one_click_suggestions_makes_no_job_and_no_call(fake_github, deliver):
+    world = world_build(fake_github)  # its findings offer no one-click fix
+    opted_in(world)
+    deliver(world)
+    assert Finding.objects.exists()
+    assert not Finding.objects.filter(suggestion_applies=True).exists()
+    assert not FixProposal.objects.exists() and not fake_github.requests(path=r"/git/")
+    assert "One-click fixes" not in review_bodies(world)[0]
