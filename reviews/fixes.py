@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import re
 from datetime import timedelta
+from pathlib import PurePosixPath
 from typing import Any
 
 from django.db import transaction
@@ -299,7 +300,7 @@ def _bring_up_to_date(gateway, where: dict, row: FixProposal) -> dict[str, Any]:
     if not findings:
         return _close(gateway, where, row, "no one-click fix is left open")
     if _declined(gateway, where, row, info):
-        deleted = gateway.git_branch_delete(**where, branch=row.branch)
+        deleted = _branch_drop(gateway, where, row)
         return {
             "state": DECLINED,
             "commit_sha": "",
@@ -312,8 +313,9 @@ def _bring_up_to_date(gateway, where: dict, row: FixProposal) -> dict[str, Any]:
         closed = _close(gateway, where, row, why)
         _review_say(
             gateway, where, row,
-            f"{LEAD} nothing is proposed: {why} (their files changed since the review; "
-            "see the comments' suggestions).",
+            f"{LEAD} nothing is proposed: none of the suggestions applies to the head "
+            f"{code_span(info.head_sha[:7])} as it was written (apply them from their "
+            "comments where they still fit).",
         )  # fmt: skip
         return {**closed, "left_out": left_out, "head_sha": info.head_sha}
     if (
@@ -411,6 +413,12 @@ def _files_fixed(
     applied: list[dict] = []
     left_out: list[dict] = []
     for path, wanted in by_path.items():
+        if PurePosixPath(path).parts[:2] == (".github", "workflows"):
+            # A workflow runs with the repository's secrets when the pull request of fixes
+            # opens: Tasuku proposes no change to one (GitHub would refuse an App without
+            # the Workflows permission anyway).
+            left_out += [_entry_of(f, "Tasuku does not change workflow files") for f in wanted]
+            continue
         entry = tree.entry(path)
         if entry is None or entry.type != "blob" or entry.mode not in ("100644", "100755"):
             left_out += [_entry_of(f, f"{path} is not a file at the head any more") for f in wanted]
@@ -571,11 +579,7 @@ def _close(gateway, where: dict, row: FixProposal, why: str) -> dict[str, Any]:
             # Merged or closed meanwhile (GitHub refuses to edit some such): closed either way.
             if exc.status != 422:
                 raise
-    # Looked for, not taken from the row: a send that failed after making the branch (its
-    # pull request refused) left it unrecorded. A read: no write when there is none.
-    deleted = False
-    if gateway.git_branch_sha(**where, branch=row.branch) is not None:
-        deleted = gateway.git_branch_delete(**where, branch=row.branch)
+    deleted = _branch_drop(gateway, where, row)
     outcome = f"closed: {why}" if row.number else f"nothing to propose: {why}"
     if deleted:
         outcome += f"; branch {row.branch} deleted"
@@ -585,6 +589,15 @@ def _close(gateway, where: dict, row: FixProposal, why: str) -> dict[str, Any]:
         "applied": [],
         "outcome": outcome,
     }
+
+
+def _branch_drop(gateway, where: dict, row: FixProposal) -> bool:
+    """Delete Tasuku's branch if it is there. Looked for, not taken from the row: a send
+    that failed after making the branch (its pull request refused) left it unrecorded. A
+    read first: no write when there is none."""
+    if gateway.git_branch_sha(**where, branch=row.branch) is None:
+        return False
+    return gateway.git_branch_delete(**where, branch=row.branch)
 
 
 def _review_link(gateway, where: dict, row: FixProposal, url: str, number: int, count: int) -> None:

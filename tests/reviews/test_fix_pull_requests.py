@@ -388,3 +388,23 @@ def test_a_review_without_one_click_suggestions_makes_no_job_and_no_call(fake_gi
     assert not Finding.objects.filter(suggestion_applies=True).exists()
     assert not FixProposal.objects.exists() and not fake_github.requests(path=r"/git/")
     assert "One-click fixes" not in review_bodies(world)[0]
+
+
+def test_a_suggestion_on_a_workflow_file_is_left_out_and_said_so(world, deliver):
+    opted_in(world)
+    run = deliver(world)
+    model = Finding.objects.filter(review__run=run).first()
+    model.pk, model.path, model.fingerprint = None, ".github/workflows/ci.yml", "wf" * 10
+    model.suggestion = "    permissions: write-all"
+    model.save()
+    fixes_request(run.pull_request)
+    assert fixes_send(FixProposal.objects.get().pk) == "sent"
+
+    row = FixProposal.objects.get()
+    assert [(a["path"], a["why"]) for a in row.left_out] == [
+        (".github/workflows/ci.yml", "Tasuku does not change workflow files")
+    ]
+    assert ".github/workflows/ci.yml" not in world.fake.fix_branch_files(
+        REPO, f"refs/heads/{BRANCH}"
+    )
+    assert len(row.applied) == 2

@@ -89,7 +89,7 @@ class GitDataRoutes:
     def _api(self, repo: Repo) -> str:
         return f"{self.url}/repos/{repo.full_name}"  # type: ignore[attr-defined]
 
-    def _commit_json(self, repo: Repo, git: GitRepo, sha: str) -> dict[str, Any]:
+    def _git_commit_json(self, repo: Repo, git: GitRepo, sha: str) -> dict[str, Any]:
         raw = git.git("cat-file", "commit", sha)
         header, _, message = raw.partition("\n\n")
         tree, parents, people = "", [], {}
@@ -173,7 +173,7 @@ class GitDataRoutes:
         sha = request.params["sha"]
         if self._object_type(git, sha) != "commit":
             raise HTTPError(404, "Not Found")
-        return 200, self._commit_json(repo, git, sha), {}
+        return 200, self._git_commit_json(repo, git, sha), {}
 
     def _get_tree(self, request: Request) -> Response:
         repo, git = self._git_for(request, "read")
@@ -296,7 +296,7 @@ class GitDataRoutes:
             args += ["-p", parent]
         sha = git.git(*args, env=env).strip()
         repo.commits.add(sha)
-        return 201, self._commit_json(repo, git, sha), {}
+        return 201, self._git_commit_json(repo, git, sha), {}
 
     # --- references ---
 
@@ -357,15 +357,6 @@ class GitDataRoutes:
 
     # --- pull requests ---
 
-    def _pull_simple_json(self, repo: Repo, pull: Pull) -> dict[str, Any]:
-        """A pull request as lists show it (`pull-request-simple`): without the counts."""
-        data = self._pull_json(repo, pull)  # type: ignore[attr-defined]
-        for key in ("merged", "mergeable", "rebaseable", "mergeable_state", "merged_by",
-                    "comments", "review_comments", "maintainer_can_modify", "commits",
-                    "changed_files", "additions", "deletions"):  # fmt: skip
-            data.pop(key, None)
-        return data
-
     def _list_pulls(self, request: Request) -> Response:
         repo = self._repo_for_token(request, "pull_requests", "read")  # type: ignore[attr-defined]
         state = request.arg("state", "open")
@@ -386,7 +377,8 @@ class GitDataRoutes:
                 )
                 if owner != pull_owner or (branch and branch != pull.head_ref):
                     continue
-            pulls.append(self._pull_simple_json(repo, pull))
+            # `pull-request-simple`, as merge_queue.py shapes it
+            pulls.append(self._pull_simple_json(repo, pull))  # type: ignore[attr-defined]
         chunk, headers = self._paginate(request, pulls)  # type: ignore[attr-defined]
         return 200, chunk, headers
 
