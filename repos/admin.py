@@ -156,6 +156,7 @@ class RepositoryPolicyInline(admin.StackedInline):
                     "author_may_dismiss",
                     "honour_pr_suppressions",
                     "walkthrough",
+                    "fix_pull_requests",
                 )
             },
         ),

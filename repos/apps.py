@@ -26,11 +26,13 @@ class ReposConfig(AppConfig):
         signing.source_register(signing.Source(secret=webhook_secret, missing=missing_settings))
 
         # The deliveries this app handles (webhooks/routing.py).
-        from repos import services
+        from repos import reviewer_sync, services
         from webhooks import routing
 
         routing.register("installation", services.installation_event)
         routing.register("installation_repositories", services.installation_repositories_event)
+        # A push to a reviewers repository syncs the reviewers read from it.
+        routing.register("push", reviewer_sync.push_event)
 
         request_finished.connect(_github_usage_flush, dispatch_uid="repos.github_usage")
         post_execute_in_worker.connect(_github_usage_flush, dispatch_uid="repos.github_usage")

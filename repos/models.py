@@ -635,6 +635,15 @@ class RepositoryPolicy(models.Model):
         help_text="One comment on each pull request, kept up to date: what changed, risk "
         "areas, what each reviewer reviewed and did not, and how its review ended.",
     )
+    fix_pull_requests = models.BooleanField(
+        "Propose one-click fixes as a pull request",
+        default=Defaults.FIX_PULL_REQUESTS,
+        help_text="After each review, the one-click suggestions still open are committed on "
+        "a branch of Tasuku's (tasuku/fix/pr-<N>) and proposed as a pull request into the "
+        "pull request's head branch, updated by later reviews and closed once nothing is "
+        "left to fix. Never pushed to the author's branch, never for a fork. Needs the "
+        "App's Contents: Read and write permission.",
+    )
     runner = models.CharField(
         max_length=20,
         blank=True,

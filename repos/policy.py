@@ -105,6 +105,8 @@ class Defaults:
     # did not look at; a repository that finds it noise turns it off.
     WALKTHROUGH = True
     MIN_CONFIDENCE = 0.5
+    # Opt-in: a branch and a pull request of Tasuku's in the repository (reviews/fixes.py).
+    FIX_PULL_REQUESTS = False
     DEGRADE_OVER_BUDGET = True
 
 
@@ -190,6 +192,7 @@ class EffectiveConfig(BaseModel):
     static_rules: tuple[str, ...] = ()
     triage_enabled: bool = Defaults.TRIAGE_ENABLED
     walkthrough: bool = Defaults.WALKTHROUGH
+    fix_pull_requests: bool = Defaults.FIX_PULL_REQUESTS
     min_confidence: float = Field(default=Defaults.MIN_CONFIDENCE, ge=0, le=1)
     monthly_budget_usd: Decimal | None = None
     # The installation's exclusion globs, before the repository's (reviews/filters.py).

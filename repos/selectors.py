@@ -108,6 +108,7 @@ def policy_values(policy: RepositoryPolicy) -> dict[str, object]:
             "timeout_seconds": policy.tests_timeout_seconds,
             "network": policy.tests_network,
         },
+        "fix_pull_requests": policy.fix_pull_requests,
     }
 
 

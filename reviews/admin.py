@@ -7,6 +7,7 @@ from django.utils.html import format_html
 
 from reviews.models import (
     ApiScope,
+    FixProposal,
     MemoryFold,
     PullRequest,
     ReviewPass,
@@ -135,3 +136,26 @@ class MemoryFoldAdmin(ReadOnlyAdmin):
     list_filter = ("status", "changed", "model")
     search_fields = ("repository__full_name",)
     list_select_related = ("repository",)
+
+
+@admin.register(FixProposal)
+class FixProposalAdmin(ReadOnlyAdmin):
+    """Each pull request's one-click fixes proposed as a pull request of Tasuku's
+    (reviews/fixes.py): where they stand on GitHub, what was applied and left out, and
+    GitHub's reason when it refused. *Send again* asks for them afresh."""
+
+    list_display = ("pull_request", "branch", "status", "state", "number", "outcome", "updated_at")
+    list_filter = ("status", "state")
+    search_fields = ("pull_request__repository__full_name", "branch")
+    list_select_related = ("pull_request__repository",)
+    actions = ("send_again",)
+
+    @admin.action(description="Send again")
+    def send_again(self, request: HttpRequest, queryset) -> None:
+        from reviews.fixes import fixes_request
+
+        for row in queryset.select_related("pull_request"):
+            # A person's ask overrules a closed one's no (`reviews.fixes.DECLINED`).
+            FixProposal.objects.filter(pk=row.pk, state="declined").update(state="closed")
+            fixes_request(row.pull_request)
+        self.message_user(request, f"Asked for {queryset.count()} fixes pull request(s) again.")

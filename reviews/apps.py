@@ -41,7 +41,7 @@ def _handlers_register() -> None:
     (webhooks/routing.py), each event's handlers in the order they run; the work a
     delivery may start at once; the runners that review elsewhere."""
     from repos.policy import Runner
-    from reviews import replies
+    from reviews import fixes, replies
     from reviews.actions import workflow
     from reviews.engines import dispatcher_register
     from reviews.intake import merge_queue, pull_requests, triggers
@@ -49,7 +49,7 @@ def _handlers_register() -> None:
     from reviews.runs import PROCESS_TASK
     from webhooks.routing import follow_up_register, register
 
-    register("pull_request", pull_requests.pull_request_event)
+    register("pull_request", pull_requests.pull_request_event, fixes.pull_request_event)
     register("issue_comment", triggers.issue_comment_event, passes.issue_comment_event)
     register("check_run", passes.check_run_event, triggers.check_run_event)
     register("check_suite", passes.check_suite_event, triggers.check_suite_event)

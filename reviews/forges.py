@@ -20,6 +20,7 @@ from django.conf import settings
 from repos.github import GitHubError
 from reviews import threads
 from reviews.context import Context
+from reviews.fixes import fixes_request_after
 from reviews.gate import check_complete
 from reviews.intake.pull_requests import head_catch_up
 from reviews.models import Finding, Review, ReviewRun, RunStatus
@@ -193,6 +194,9 @@ class GitHub:
 
     def ended(self, run: ReviewRun) -> None:
         walkthrough_end(run)
+        # A repository that opted in: the review's one-click fixes proposed as a pull
+        # request of Tasuku's (an outbox too: never this run's failure or wait).
+        fixes_request_after(run)
 
 
 GITHUB = GitHub()

@@ -22,6 +22,7 @@ from reviews.checkruns import dashboard_url
 from reviews.context import Context
 from reviews.coverage import Entry, entries_of, unreviewed
 from reviews.escaping import code_span
+from reviews.fixes import summary_note
 from reviews.markers import is_ours
 from reviews.models import (
     Finding,
@@ -264,6 +265,7 @@ def _finding_row(review: Review, run: ReviewRun, v: Validated) -> Finding:
         suppression_reason=v.reason,
         suppressed_in_pr=v.suppressed_in_pr,
         published=v.published,
+        suggestion_applies=v.suggestion_applies,
     )
 
 
@@ -309,6 +311,11 @@ def publish(
         guidelines=tuple(review.guidelines),
         still_open=still_open,
         not_reviewed=tuple((e.path, e.reason) for e in unreviewed(entries_of(review.coverage))),
+        fixes=summary_note(
+            run,
+            ctx.config,
+            sum(1 for v in validated if v.published and v.suggestion_applies and v.state == OPEN),
+        ),
     )
     # The run's first try, with nothing of it ever posted: the database knows what is on
     # the pull request (every post of Tasuku's is recorded by the run that made it), so

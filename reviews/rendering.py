@@ -160,6 +160,8 @@ class ReviewContext:
     still_open: int = 0  # earlier findings still open on the pull request
     # The ledger's files not reviewed, with why (reviews/coverage.py)
     not_reviewed: tuple[tuple[str, str], ...] = ()
+    # Where the review's one-click fixes are proposed, or why not (reviews/fixes.py).
+    fixes: str = ""
 
 
 def review_body(
@@ -251,6 +253,8 @@ def review_body(
             )
             % {"count": suppressed, "url": context.dashboard_url}
         )
+    if context.fixes:
+        parts.append(context.fixes)
 
     if body_only:
         parts += ["", BODY_ONLY_NOTE, ""]

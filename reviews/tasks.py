@@ -11,6 +11,7 @@ from django.conf import settings
 from reviews import (
     conclusions,
     evaluation,
+    fixes,
     gate,
     memory,
     pipeline,
@@ -80,6 +81,7 @@ def runs_reap() -> dict[str, int]:
     result["checks_due"] = conclusions.conclusions_sweep()
     result["answers"] = answers.answers_sweep()
     result["walkthroughs"] = walkthrough.walkthroughs_sweep()
+    result["fixes"] = fixes.fixes_sweep()
     result["evaluations"] = evaluation.evaluations_sweep()
     result["memory_folds"] = memory.folds_sweep()
     result["sandbox_tests"] = sandbox_tests.tests_sweep()
@@ -97,6 +99,10 @@ def sandbox_tests_run(tests_pk: int) -> str:
 
 def walkthrough_send(walkthrough_pk: int) -> str:
     return walkthrough.walkthrough_send(walkthrough_pk)
+
+
+def fixes_send(fix_proposal_pk: int) -> str:
+    return fixes.fixes_send(fix_proposal_pk)
 
 
 def tasks_sweep() -> int:

@@ -490,3 +490,46 @@ def wsgi_serve(environ: dict[str, Any]) -> tuple[int, list[tuple[str, str]], byt
         request_finished.connect(close_old_connections)
     [(status, headers)] = started
     return int(status.split()[0]), headers, content
+
+
+def push_payload(
+    *, full_name: str, repo_id: int, installation_id: int, ref: str, after: str,
+    clone_url: str, html_url: str, default_branch: str = "main", deleted: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """A `push` payload (GitHub's webhook schema) of `after` to `ref` of a repository at
+    `clone_url`; its repository and sender are the recorded pull request event's, renamed."""
+    base = payload("pull_request", "opened")
+    repository = base["repository"]
+    owner, name = full_name.split("/", 1)
+    repository.update(
+        id=repo_id, name=name, full_name=full_name, clone_url=clone_url, html_url=html_url,
+        default_branch=default_branch,
+    )  # fmt: skip
+    repository["owner"]["login"] = owner
+    commit = {
+        "id": after, "tree_id": "4b825dc642cb6eb9a060e54bf8d69288fbee4904", "distinct": True,
+        "message": "reviewers", "timestamp": "2026-12-06T03:00:00Z",
+        "url": f"{html_url}/commit/{after}",
+        "author": {"name": "Ann", "email": "ann@example.com"},
+        "committer": {"name": "Ann", "email": "ann@example.com"},
+        "added": [], "removed": [], "modified": ["reviewers/claude.toml"],
+    }  # fmt: skip
+    return {
+        "ref": ref,
+        "before": "0" * 40,
+        "after": "0" * 40 if deleted else after,
+        "created": False,
+        "deleted": deleted,
+        "forced": False,
+        "base_ref": None,
+        "compare": f"{html_url}/compare/{after[:12]}",
+        "commits": [] if deleted else [commit],
+        "head_commit": None if deleted else commit,
+        "repository": repository,
+        "pusher": {"name": "ann", "email": "ann@example.com"},
+        "sender": base["sender"],
+        "installation": {
+            "id": installation_id,
+            "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ==",
+        },
+    }

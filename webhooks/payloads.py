@@ -312,6 +312,23 @@ class MergeGroupEvent(RepositoryEvent):
     reason: StrictStr | None = None  # merged, dequeued or invalidated; `destroyed` only
 
 
+# --- pushes -----------------------------------------------------------------------------
+
+
+class PushRepository(Repository):
+    # Where it is cloned from and shown: what a reviewers repository's URL is matched
+    # against (repos/reviewer_sync.py).
+    clone_url: StrictStr = ""
+    html_url: StrictStr = ""
+
+
+class PushEvent(RepositoryEvent):
+    ref: StrictStr  # refs/heads/<branch> or refs/tags/<tag>
+    after: StrictStr
+    deleted: StrictBool = False
+    repository: PushRepository
+
+
 # --- installations ----------------------------------------------------------------------
 
 
@@ -347,6 +364,7 @@ MODELS: dict[str, type[Event]] = {
     "status": StatusEvent,
     "workflow_run": WorkflowRunEvent,
     "merge_group": MergeGroupEvent,
+    "push": PushEvent,
     "installation": InstallationEvent,
     "installation_repositories": InstallationRepositoriesEvent,
 }

@@ -84,7 +84,6 @@ def handler_name(handler: Handler) -> str:
 IGNORED: dict[str, str] = {
     "ping": "GitHub's test delivery: the webhook works",
     "workflow_job": "workflow jobs do not change what Tasuku reviews",
-    "push": "pushes are reviewed through their pull requests (pull_request.synchronize)",
     "github_app_authorization": "user authorizations are not used",
     "installation_target": "account renames need no action",
     "repository": "repository settings changes need no action",

@@ -2,7 +2,7 @@
 
 The composition: its own calls (pull requests, check runs, reviews) here, the rest in the
 mixins by subject (checks.py, conversation.py, commits.py, actions.py, hooks.py,
-issues.py), all over
+issues.py, branches.py), all over
 `Transport` (transport.py: tokens, clients, the retry loop)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from github import Github, GithubException
 
 from repos.github.actions import ActionsCalls
+from repos.github.branches import BranchCalls
 from repos.github.checks import CheckCalls
 from repos.github.clients import REPOSITORY_TTL_SECONDS, cache_lock, repository_cache
 from repos.github.commits import CommitCalls
@@ -40,7 +41,14 @@ logger = logging.getLogger(__name__)
 
 
 class GitHubGateway(
-    ConversationCalls, CheckCalls, CommitCalls, ActionsCalls, HookCalls, IssueCalls, Transport
+    ConversationCalls,
+    CheckCalls,
+    CommitCalls,
+    ActionsCalls,
+    HookCalls,
+    IssueCalls,
+    BranchCalls,
+    Transport,
 ):
     """One App's view of GitHub. Cheap to create; tokens and clients are cached per
     process (never on disk: they are credentials)."""

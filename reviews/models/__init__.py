@@ -27,6 +27,7 @@ from reviews.models.findings import (
     ReviewState,
     ThreadReply,
 )
+from reviews.models.fixes import FixProposal
 from reviews.models.passes import (
     AUTHOR_SILENCE_RANGE,
     MAX_PASSES_RANGE,
@@ -63,6 +64,7 @@ __all__ = [
     "TESTS_FINAL_STATES",
     "SandboxTestRun",
     "TestsStatus",
+    "FixProposal",
     "Evaluation",
     "EvaluationGrade",
     "EvaluationItem",

@@ -138,6 +138,9 @@ class Finding(models.Model):
     published = models.BooleanField(
         default=False, help_text="Chosen for an inline comment (within the comment limit)."
     )
+    # Its suggestion is a ```suggestion block GitHub applies with one click (whole lines
+    # of one hunk on the new side, as the gate checked): what a fixes pull request takes.
+    suggestion_applies = models.BooleanField(default=False)
     github_comment_id = models.BigIntegerField(null=True, blank=True)
     github_comment_url = models.URLField(max_length=500, blank=True)
     # History across pushes: the head where this problem was first raised, the newer

@@ -35,7 +35,7 @@ from pathlib import Path
 import github
 import pytest
 
-from tests.fakes.github.contract import rest_description
+from tests.fakes.github.contract import MULTI_SEGMENT, rest_description
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("repos", "reviews", "webhooks", "tasuku", "sandbox")
@@ -261,7 +261,17 @@ def _operation(method: str, url: str) -> str | None:
     """The description's path template that `method url` is, or None."""
     concrete = url.split("?", 1)[0].replace(ANY, "x1")
     for template, item in rest_description().raw["paths"].items():
-        pattern = "^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(template)) + "$"
+        # A ref or branch name spans segments (`heads/tasuku/fix/pr-7`), as GitHub's
+        # router lets it (contract.MULTI_SEGMENT); every other parameter is one segment.
+        pattern = (
+            "^"
+            + re.sub(
+                r"\\\{([^}]+)\\\}",
+                lambda m: ".+" if m[1] in MULTI_SEGMENT else "[^/]+",
+                re.escape(template),
+            )
+            + "$"
+        )
         if method.lower() in item and re.match(pattern, concrete):
             return template
     return None
@@ -334,8 +344,8 @@ def test_the_tables_route_is_the_one_pygithub_requests(name):
 @pytest.mark.parametrize(
     ("code", "route"),
     [
-        ('def f(c, owner, name):\n    c.requester.requestJsonAndCheck("GET", f"/repos/{owner}/{name}/pulls")',
-         None),  # GitHub has it, but it is not vendored: the code does not list pulls
+        ('def f(c, owner, name):\n    c.requester.requestJsonAndCheck("GET", f"/repos/{owner}/{name}/forks")',
+         None),  # GitHub has it, but it is not vendored: the code does not list forks
         ('def f(c, owner, name):\n    c.requester.requestJsonAndCheck("GET", f"/repos/{owner}/{name}")',
          "/repos/{owner}/{repo}"),
         ('def f(c, owner, name):\n    url = f"/repos/{owner}/{name}"\n\n'

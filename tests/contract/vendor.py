@@ -111,6 +111,21 @@ OPERATIONS: list[tuple[str, str]] = [
     ("DELETE", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}"),
     # Creating the App from a manifest (repos/github/manifest.py; no authentication)
     ("POST", "/app-manifests/{code}/conversions"),
+    # A review's one-click fixes proposed as a pull request (repos/github/branches.py,
+    # reviews/fixes.py): the head's files read, a commit made on a branch of Tasuku's,
+    # and the pull request into the head branch opened, edited and closed
+    ("GET", "/repos/{owner}/{repo}/git/commits/{commit_sha}"),
+    ("GET", "/repos/{owner}/{repo}/git/trees/{tree_sha}"),
+    ("GET", "/repos/{owner}/{repo}/git/blobs/{file_sha}"),
+    ("POST", "/repos/{owner}/{repo}/git/trees"),
+    ("POST", "/repos/{owner}/{repo}/git/commits"),
+    ("GET", "/repos/{owner}/{repo}/git/ref/{ref}"),
+    ("POST", "/repos/{owner}/{repo}/git/refs"),
+    ("PATCH", "/repos/{owner}/{repo}/git/refs/{ref}"),
+    ("DELETE", "/repos/{owner}/{repo}/git/refs/{ref}"),
+    ("GET", "/repos/{owner}/{repo}/pulls"),
+    ("POST", "/repos/{owner}/{repo}/pulls"),
+    ("PATCH", "/repos/{owner}/{repo}/pulls/{pull_number}"),
 ]
 
 # Components every answer may need whatever the operation: GitHub's error bodies (the

@@ -15,7 +15,9 @@ from django.core.management import CommandError, call_command
 from repos.models import Reviewer, ReviewerRevision, Skill
 from repos.reviewer_sources import SourceError, definition_parse
 from repos.services import revision_record
+from tests.helpers import drain_queue, post_webhook, push_payload
 from tests.repos.test_reviewer_admin import URL, form
+from webhooks.models import WebhookDelivery
 
 FILE = '''
 rules = """
@@ -236,3 +238,78 @@ def test_the_deploy_token_is_resealed_after_a_secret_key_rotation(settings):
     call_command("reseal_keys", stdout=StringIO())
     settings.SECRET_KEY_FALLBACKS = []
     assert Reviewer.objects.get(pk=reviewer.pk).source_token() == "github_pat_1"
+
+
+# --- synced on a push to the reviewers repository (repos/reviewer_sync.py, `push_event`) -----
+# Through the webhook intake as GitHub delivers it: the branch a reviewer follows, not
+# another; a deleted branch or an unrelated repository changes nothing; a file that does
+# not parse is named in the delivery's outcome and changes nothing.
+
+
+def push(client, test_app, remote_path, *, ref="refs/heads/main", after="", **extra):
+    uri = remote_path.as_uri()
+    body = push_payload(
+        full_name="acme/reviewers", repo_id=4711, installation_id=41, ref=ref,
+        after=after or "a" * 40, clone_url=f"{uri}.git" if not uri.endswith(".git") else uri,
+        html_url=uri, **extra,
+    )  # fmt: skip
+    response = post_webhook(client, "push", body, secret=test_app.webhook_secret)
+    assert response.status_code == 202, response.content
+    drain_queue()
+    return WebhookDelivery.objects.order_by("-pk").first()
+
+
+@pytest.mark.django_db
+def test_a_push_to_the_branch_a_reviewer_follows_syncs_it(
+    fake_github, client, test_app, remote, reviewer
+):
+    commit = _commit(remote, FILE)
+    delivery = push(client, test_app, remote, after=commit)
+
+    reviewer.refresh_from_db()
+    assert reviewer.source_commit == commit
+    assert reviewer.rules.startswith("Raise bugs")
+    assert sorted(Skill.objects.filter(reviewer=reviewer).values_list("name", flat=True)) == [
+        "migrations"
+    ]
+    assert "claude synced at" in delivery.outcome and "new revision 2" in delivery.outcome
+    # GitHub delivers it again (a redelivery): the same revision, nothing new
+    again = push(client, test_app, remote, after=commit)
+    assert "unchanged, revision 2" in again.outcome
+
+
+@pytest.mark.django_db
+def test_a_push_to_another_branch_a_deleted_branch_or_another_repository_syncs_nothing(
+    fake_github, client, test_app, remote, reviewer, tmp_path
+):
+    _commit(remote, FILE)
+    other = push(client, test_app, remote, ref="refs/heads/experiment")
+    gone = push(client, test_app, remote, deleted=True)
+    elsewhere = push(client, test_app, tmp_path / "someone-else")
+    reviewer.refresh_from_db()
+    assert reviewer.rules == "Old rules." and not reviewer.source_commit
+    assert "nothing to sync" in other.outcome and "was deleted" in gone.outcome
+    assert "nothing to sync" in elsewhere.outcome
+
+
+@pytest.mark.django_db
+def test_a_reviewer_without_a_ref_follows_the_default_branch(
+    fake_github, client, test_app, remote, reviewer
+):
+    Reviewer.objects.filter(pk=reviewer.pk).update(source_ref="")
+    commit = _commit(remote, FILE)
+    push(client, test_app, remote, after=commit, default_branch="main")
+    reviewer.refresh_from_db()
+    assert reviewer.source_commit == commit
+
+
+@pytest.mark.django_db
+def test_a_file_that_does_not_parse_is_named_and_changes_nothing(
+    fake_github, client, test_app, remote, reviewer
+):
+    _commit(remote, "rules = [not toml")
+    delivery = push(client, test_app, remote)
+    reviewer.refresh_from_db()
+    assert reviewer.rules == "Old rules."
+    assert "claude not synced (nothing changed)" in delivery.outcome
+    assert delivery.status != "failed"

@@ -75,7 +75,11 @@ def test_every_event_has_its_handlers_registered_by_the_apps_in_the_order_they_r
     assert named == {
         "installation": ["repos.services.installation_event"],
         "installation_repositories": ["repos.services.installation_repositories_event"],
-        "pull_request": ["reviews.intake.pull_requests.pull_request_event"],
+        "pull_request": [
+            "reviews.intake.pull_requests.pull_request_event",
+            "reviews.fixes.pull_request_event",
+        ],
+        "push": ["repos.reviewer_sync.push_event"],
         "issue_comment": [
             "reviews.intake.triggers.issue_comment_event",
             "reviews.passes.events.issue_comment_event",

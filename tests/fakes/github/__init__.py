@@ -40,6 +40,9 @@ faithful where Tasuku's correctness depends on it:
   with a code, and the code's conversion into the App's id, slug, key and secret.
 - People's tokens (`user_token`): a personal access token reads what its user may and
   posts as its user; GitHub refuses it check-run writes.
+- Git's database and pull requests opened through the API (`branches`): a
+  git-backed repository's commits, trees, blobs and branches read and written as GitHub's
+  Git Data API does, and pull requests listed, opened, edited and closed.
 - Web pages (`pages`) for the links the dashboard shows: a pull request with its check
   runs, reviews and comments, and a check run, as plain HTML.
 """
@@ -48,6 +51,7 @@ from __future__ import annotations
 
 from tests.fakes.github.actions import ActionsRoutes, ActionsRun, Workflow
 from tests.fakes.github.apps import AppsRoutes
+from tests.fakes.github.branches import GitDataRoutes
 from tests.fakes.github.checks import ChecksRoutes
 from tests.fakes.github.git import GitRepo, GitRoutes, Symlink
 from tests.fakes.github.hooks import HookRoutes
@@ -76,6 +80,7 @@ from tests.fakes.github.threads import ThreadsRoutes
 class FakeGitHub(
     # first: these extend the base's __init__ and reset
     ActionsRoutes,
+    GitDataRoutes,
     OidcRoutes,
     MergeQueueRoutes,
     HookRoutes,
