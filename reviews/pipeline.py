@@ -56,6 +56,7 @@ from reviews.validation import INVALID, OPEN, History
 from sandbox.agent.triage import model_triage
 from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.workspace import Checkout, Workspace
+from tasuku import outage
 from tasuku.logs import log_context
 
 logger = logging.getLogger(__name__)
@@ -242,6 +243,10 @@ def pipeline(ctx: Context) -> str:
                 run_name=run_name,
                 connectors=run_connectors(ctx, job),
             )
+            # The engine's result is paid for: a database that went away meanwhile is
+            # waited for (and the connection it dropped replaced) rather than failing
+            # the attempt and calling the model again.
+            database_wait(ctx)
             ReviewRun.objects.filter(pk=run.pk).update(
                 runner_result=result.model_dump(mode="json"), result_received_at=timezone.now()
             )
@@ -463,6 +468,21 @@ def _record_scope(run: ReviewRun, checkout: Checkout, core: stages.Core) -> None
         incremental_since=run.incremental_since,
         secondaries=run.secondaries,
     )
+
+
+# How long a run whose engine ended waits for a database that went away (tasuku/outage.py).
+DATABASE_WAIT_SECONDS = 300.0
+
+
+def database_wait(ctx: Context) -> None:
+    """Wait for the database after the engine, while the run is still this worker's."""
+    beat = ctx.beat
+    outage.wait(
+        DATABASE_WAIT_SECONDS,
+        who=f"run {ctx.run.pk}",
+        give_up=lambda: bool(beat.lost or beat.cancelled or beat.stopping),
+    )
+    beat.check()
 
 
 def run_connectors(ctx: Context, job: ReviewJob) -> RunConnectors | None:
