@@ -3,8 +3,8 @@
 A database that goes away for a while (a restart, a failover, a network blip) is not
 the end of a run: its engine goes on, its heartbeat renews the lease as soon as the
 database answers again, and the run is only declared lost by a reaper that could reach
-the database for a whole lease and saw no heartbeat meanwhile (docs/architecture.md,
-*A database blip*). So:
+the database for a whole lease and saw no heartbeat meanwhile (docs/operations.md,
+*A database outage*). So:
 
 - The threads that talk to the database on their own (a run's heartbeat, the worker's
   heartbeat, the reaper, the queue's poll) report each failure to reach it (`failed`)
