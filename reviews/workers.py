@@ -137,7 +137,8 @@ def heartbeat_stopped(name: str) -> None:
     try:
         # The process's connection may have died in an outage while it was idle: the
         # health check of its next use replaces it (CONN_HEALTH_CHECKS).
-        connection.close_if_unusable_or_obsolete()
+        if not connection.in_atomic_block:
+            connection.close_if_unusable_or_obsolete()
         now = timezone.now()
         WorkerHeartbeat.objects.filter(name=name).update(
             stopped_at=now, beat_at=now, task="", task_started_at=None
