@@ -13,7 +13,7 @@ from django.db import connection
 
 from reviews.models import ReviewRun, Stage
 from reviews.runs import RUNS, Held, LeaseLost, RunCancelled
-from tasuku import lifecycle
+from tasuku import lifecycle, outage
 
 logger = logging.getLogger(__name__)
 
@@ -88,17 +88,30 @@ class Heartbeat:
         interval = settings.TASUKU_RUN_HEARTBEAT_SECONDS
         poll = min(interval, CANCEL_POLL_SECONDS)
         beat_due = time.monotonic() + interval
+        cut_off = False
         try:
             while not self._stop.wait(poll):
                 try:
-                    if not self.cancelled and (reason := run_cancel_pending(self.held.run_pk)):
-                        self._cancel(reason)
                     if self.stopping and not self._may_finish():
                         self._halt()
-                    if time.monotonic() >= beat_due:
-                        beat_due = time.monotonic() + interval
+                    if not self.cancelled and (reason := run_cancel_pending(self.held.run_pk)):
+                        self._cancel(reason)
+                    # Cut off, the beat is owed: it is tried at every look until the
+                    # database answers, and reclaims the lease if nobody took the run.
+                    if cut_off or time.monotonic() >= beat_due:
                         if not self.beat():
                             return
+                        beat_due = time.monotonic() + interval
+                        if cut_off:
+                            logger.info("run %s: lease renewed, the run goes on", self.held.run_pk)
+                    cut_off = False
+                    outage.answered()
+                except outage.UNREACHABLE as exc:
+                    # The database is away (tasuku/outage.py): the engine goes on; one
+                    # warning for the process, not a traceback per look.
+                    cut_off = True
+                    outage.failed(exc, f"run {self.held.run_pk}'s heartbeat")
+                    connection.close()  # a fresh connection at the next look
                 except Exception:  # the heartbeat thread must outlive a failed beat
                     logger.exception("heartbeat of run %s failed; retrying", self.held.run_pk)
         finally:

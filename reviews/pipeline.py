@@ -60,6 +60,7 @@ from reviews.validation import INVALID, OPEN, History
 from sandbox.agent.triage import model_triage
 from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.workspace import Checkout, Workspace
+from tasuku import outage
 from tasuku.logs import log_context
 
 logger = logging.getLogger(__name__)
@@ -243,6 +244,10 @@ def pipeline(ctx: Context) -> str:
                 run_name=run_name,
                 connectors=run_connectors(ctx, job),
             )
+            # The engine's result is paid for: a database that went away meanwhile is
+            # waited for (and the connection it dropped replaced) rather than failing
+            # the attempt and calling the model again.
+            database_wait(ctx)
             run_result_recorded(run.pk, result.model_dump(mode="json"), received=timezone.now())
     # The secondary repositories: context the review had, or a limitation it had.
     result = secondaries.noted(result, checkout.secondaries)
@@ -456,6 +461,21 @@ def _record_scope(run: ReviewRun, checkout: Checkout, core: stages.Core) -> None
     run.incremental_since = checkout.incremental_since or ""
     run.secondaries = [secondary.record() for secondary in checkout.secondaries]
     run_scope_recorded(run)
+
+
+# How long a run whose engine ended waits for a database that went away (tasuku/outage.py).
+DATABASE_WAIT_SECONDS = 300.0
+
+
+def database_wait(ctx: Context) -> None:
+    """Wait for the database after the engine, while the run is still this worker's."""
+    beat = ctx.beat
+    outage.wait(
+        DATABASE_WAIT_SECONDS,
+        who=f"run {ctx.run.pk}",
+        give_up=lambda: bool(beat.lost or beat.cancelled or beat.stopping),
+    )
+    beat.check()
 
 
 def run_connectors(ctx: Context, job: ReviewJob) -> RunConnectors | None:

@@ -8,6 +8,10 @@ running run runs out: a killed worker's run is handed on within about a second o
 end of its lease (TASUKU_RUN_LEASE_SECONDS after its last heartbeat), not a period
 later. A worker process that dies under its cluster is noticed sooner still: the cluster
 hands its runs on at once (`worker_lost_release`).
+
+A reaper back from a database outage (or a worker process just started) declares no run
+lost before it has been connected for a whole lease (tasuku/outage.py): the run's own
+worker, cut off by the same outage, renews its lease meanwhile.
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ from django.db.models import Min
 from django.utils import timezone
 
 from reviews.models import ReaperTurn, ReviewRun, RunStatus
-from reviews.runs import runs_release_worker, worker_name
-from tasuku import lifecycle
+from reviews.runs import lease_length, runs_release_worker, worker_name
+from tasuku import lifecycle, outage
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +84,10 @@ def reaper_turn(
     ).aggregate(first=Min("lease_expires_at"))["first"]
     if expiry is not None:
         following = max(after + SLACK, min(following, expiry + SLACK))
+        # A reaper back from an outage judges no lease before it has watched one whole
+        # (tasuku/outage.py): its next look is when it may.
+        if waiting := outage.OUTAGE.untrusted_for(lease_length().total_seconds()):
+            following = max(following, min(after + period(), after + timedelta(seconds=waiting)))
     ReaperTurn.objects.filter(name=RUNS_REAPER, holder=holder).update(
         due_at=following,
         ran_at=now,
@@ -94,6 +102,11 @@ def _loop(holder: str) -> None:
         while not lifecycle.stopping():
             try:
                 wait = reaper_turn(holder)
+                outage.answered()
+            except outage.UNREACHABLE as exc:
+                outage.failed(exc, "the reaper")  # one warning for the outage, not one a turn
+                connection.close()  # a broken connection is opened anew next time
+                wait = settings.TASUKU_REAP_SECONDS
             except Exception:  # the reaper thread must outlive a failed turn
                 logger.exception("the reaper's turn in %s failed; trying again", holder)
                 connection.close()  # a broken connection is opened anew next time
@@ -108,6 +121,9 @@ def reaper_start(**kwargs: object) -> None:
     if _started.is_set():
         return
     _started.set()
+    # A worker process may start in the middle of an outage: it judges no lease before
+    # it has been connected for one.
+    outage.OUTAGE.watch()
     threading.Thread(target=_loop, args=(worker_name(),), name="tasuku-reaper", daemon=True).start()
 
 

@@ -29,7 +29,7 @@ from reviews.models import (
     RunAttempt,
     RunStatus,
 )
-from tasuku import durable, lifecycle
+from tasuku import durable, lifecycle, outage
 from tasuku.broker import ring
 from tasuku.errors import code_of, error_id
 
@@ -547,14 +547,20 @@ def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
     """The periodic safety net for runs (reviews/reaper.py runs it in the workers).
 
     1. A run whose lease expired (its worker was killed or stopped heartbeating) records
-       the attempt as lost and is queued again at once, or failed after its last try.
+       the attempt as lost and is queued again at once, or failed after its last try —
+       unless this process was itself cut off from the database within the last lease.
     2. A run not finished 45 minutes after it first started is failed.
     3. Queued runs that are due and were not rung recently are rung again (a lost
        doorbell, or a run that waited for another run of its PR).
     """
     now = now or timezone.now()
     lost = requeued = failed_lost = 0
-    for run in ReviewRun.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now):
+    # Only a process that could reach the database for a whole lease saw that no
+    # heartbeat came (tasuku/outage.py): one back from an outage leaves the leases alone.
+    expired = ReviewRun.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now)
+    if not outage.trusted(lease_length().total_seconds()):
+        expired = expired.none()
+    for run in expired:
         # Unless it heartbeated or finished meanwhile.
         ended = _hand_on(
             run,

@@ -25,6 +25,7 @@ from django.utils import timezone
 from repos.services import github_usage_flush
 from reviews.models import WorkerHeartbeat
 from reviews.runs import worker_name
+from tasuku import outage
 
 logger = logging.getLogger(__name__)
 
@@ -87,9 +88,14 @@ def _beat_loop(name: str, started_at: datetime) -> None:
         while not _stopping.is_set():
             try:
                 heartbeat_write(name, started_at=started_at)
+                outage.answered()
                 heartbeats_prune()
                 github_usage_flush()
                 failing = False
+            except outage.UNREACHABLE as exc:
+                # The database is away: one warning for the process (tasuku/outage.py).
+                outage.failed(exc, f"worker heartbeat of {name}")
+                connection.close()  # a broken connection is reopened on the next beat
             except Exception as exc:
                 # The whole error once, then one line per beat until it passes.
                 if failing:
@@ -130,10 +136,16 @@ def heartbeat_stopped(name: str) -> None:
     """This worker process is stopping cleanly: its row says so (not "silent")."""
     _stopping.set()  # no beat after this one
     try:
+        # The process's connection may have died in an outage while it was idle: the
+        # health check of its next use replaces it (CONN_HEALTH_CHECKS).
+        if not connection.in_atomic_block:
+            connection.close_if_unusable_or_obsolete()
         now = timezone.now()
         WorkerHeartbeat.objects.filter(name=name).update(
             stopped_at=now, beat_at=now, task="", task_started_at=None
         )
+    except outage.UNREACHABLE as exc:  # the database is away: the row then reads "silent"
+        logger.warning("worker %s could not record that it stopped: %s", name, exc)
     except DBError:  # the database may be gone too: the row then reads "silent"
         logger.warning("worker %s could not record that it stopped", name, exc_info=True)
 

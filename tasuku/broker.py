@@ -35,6 +35,8 @@ from django_q.signals import pre_enqueue
 from django_q.signing import SignedPackage
 from django_q.tasks import async_task
 
+from tasuku import outage
+
 logger = logging.getLogger(__name__)
 
 
@@ -101,8 +103,11 @@ class LeanOrmBroker(ORM):
         except (OperationalError, InterfaceError) as exc:
             if not connection.in_atomic_block:
                 connection.close()  # opened again at the next look
-            logger.warning("the worker queue could not be read (%s); trying again", exc)
+            # One warning for an outage, not one a look (tasuku/outage.py).
+            outage.failed(exc, "the worker queue")
             due, claimed = [], []
+        else:
+            outage.answered()
         if due:
             return claimed
         time.sleep(Conf.POLL)  # an empty queue: look again in a moment

@@ -34,10 +34,11 @@ from django_q import cluster as q_cluster
 from django_q import worker as q_worker
 from django_q.brokers import get_broker
 from django_q.conf import Conf
+from django_q.scheduler import scheduler as q_scheduler
 from django_q.signing import SignedPackage
 from django_q.status import Stat
 
-from tasuku import lifecycle
+from tasuku import lifecycle, outage
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,18 @@ class _Stopping:
             task_hand_back(get_broker(), task)
             return "STOP"
         return task
+
+
+def _scheduler(broker=None) -> None:
+    """django-q2's scheduler, called by the sentinel about once a minute — but not while the
+    database is away: each call would log a traceback, where the outage is said once
+    (tasuku/outage.py). The schedules due meanwhile are created at the next call."""
+    if outage.wait(0, who="the scheduler"):
+        q_scheduler(broker=broker)
+
+
+# The sentinel's guard loop calls the name `scheduler` of django-q2's cluster module.
+q_cluster.scheduler = _scheduler
 
 
 def _worker(task_queue, result_queue, timer, timeout) -> None:

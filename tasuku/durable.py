@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from tasuku import outage
 from tasuku.broker import ring, ring_now
 
 MAX_DEFERRAL_AGE = timedelta(hours=24)
@@ -374,6 +375,10 @@ class Queue:
         their last attempt (`lost_last`)."""
         now = now or _now()
         expired = self.expired(now)
+        # A sweeper back from a database outage saw no heartbeat of anyone's: it judges
+        # no lease before it has been connected for one (tasuku/outage.py).
+        if not outage.trusted(self.lease_for().total_seconds()):
+            return {"failed": 0, "requeued": 0}
         failed = expired.filter(**{f"{self.attempts}__gte": self.max_attempts}).update(
             **{self.status: self.failed, self.lease: None, self.not_before: None},
             **(lost_last or {}),

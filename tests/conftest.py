@@ -122,6 +122,15 @@ def _fresh_install_rows_after_a_flush(request):
 
 
 @pytest.fixture(autouse=True)
+def _database_reachable_afresh(monkeypatch):
+    """A test that made the database unreachable (tasuku/outage.py) leaves no other test's
+    sweeper holding back from the leases it would judge."""
+    from tasuku import outage
+
+    monkeypatch.setattr(outage, "OUTAGE", outage.Outage())
+
+
+@pytest.fixture(autouse=True)
 def _app_registration_read_afresh():
     """The App created on the setup page is cached per process for a while: no test sees
     the one another test made (and rolled back)."""

@@ -7,8 +7,6 @@ import copy
 import hashlib
 import json
 import uuid
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from django.test import Client
@@ -19,25 +17,21 @@ from django_q.signing import SignedPackage
 
 from tests.contract.webhooks import assert_valid_webhook
 from tests.fakes.github import ActionsRun, CheckRun, FakeGitHub, Pull, Repo
+from tests.fakes.github.payloads import (  # noqa: F401 - the tests' names for them
+    FIXTURES,
+    _repo_json,
+    as_recorded,
+    installation_payload,
+    payload,
+    pull_request_payload,
+    webhook_shaped,
+)
 from webhooks.signature import signature_for
-
-FIXTURES = Path(__file__).parent / "fixtures" / "github"
-
 
 # All an engine's environment may hold, beside the keys its reviewer allows it.
 ENGINE_ENVIRONMENT = frozenset(
     {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED"}
 )
-
-
-@cache
-def _fixture_text(event: str, variant: str) -> str:
-    return (FIXTURES / f"{event}__{variant}.json").read_text()
-
-
-def payload(event: str, variant: str) -> dict[str, Any]:
-    """A recorded payload (`tests/fixtures/github/<event>__<variant>.json`), fresh copy."""
-    return json.loads(_fixture_text(event, variant))
 
 
 def post_webhook(
@@ -72,27 +66,39 @@ def post_webhook(
     return client.post("/webhooks/github", data=raw, content_type="application/json", **headers)
 
 
+def signed_webhook(
+    event: str,
+    body: dict[str, Any] | bytes,
+    *,
+    secret: str,
+    validate: bool = True,
+    delivery_id: str | None = None,
+    hook_id: str = "1",
+) -> tuple[bytes, dict[str, str]]:
+    """A delivery of `event` as GitHub sends it, for a test that sends it its own way (raw
+    HTTP, a WSGI environ, a live server): the body and its headers. The payload is held to
+    GitHub's schemas as `post_webhook`'s is (`validate=False`: malformed on purpose)."""
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    if validate:
+        _assert_valid_webhook(event, raw)
+    return raw, {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery_id or str(uuid.uuid4()),
+        "X-GitHub-Hook-ID": hook_id,
+        "X-Hub-Signature-256": signature_for(secret, raw),
+        "User-Agent": "GitHub-Hookshot/test",
+    }
+
+
 def post_webhook_live(
     url: str, event: str, body: dict[str, Any], *, secret: str, validate: bool = True
 ):
     """`post_webhook` over HTTP, to a live server (a real worker's tests)."""
     import requests
 
-    raw = json.dumps(body).encode()
-    if validate:
-        _assert_valid_webhook(event, raw)
-    return requests.post(
-        f"{url}/webhooks/github",
-        data=raw,
-        headers={
-            "Content-Type": "application/json",
-            "X-GitHub-Event": event,
-            "X-GitHub-Delivery": str(uuid.uuid4()),
-            "X-GitHub-Hook-ID": "1",
-            "X-Hub-Signature-256": signature_for(secret, raw),
-        },
-        timeout=10,
-    )
+    raw, headers = signed_webhook(event, body, secret=secret, validate=validate)
+    return requests.post(f"{url}/webhooks/github", data=raw, headers=headers, timeout=10)
 
 
 def _assert_valid_webhook(event: str, raw: bytes) -> None:
@@ -141,66 +147,6 @@ def queued_tasks(func: str | None = None) -> list[tuple[str, tuple]]:
 
 def queued_task_count() -> int:
     return get_broker().queue_size()
-
-
-def _repo_json(fake: FakeGitHub, repo: Repo) -> dict[str, Any]:
-    return fake._repo_json(repo)
-
-
-# Members of the fake's REST objects that GitHub's webhook schemas do not describe (their
-# objects forbid other members): a user's `user_view_type`, a full repository's counts.
-_REST_ONLY_USER = ("user_view_type",)
-_REST_ONLY_REPOSITORY = ("network_count", "subscribers_count")
-
-
-def as_recorded(recorded: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
-    """`fresh` (one of the fake's REST objects) in the shape of `recorded` (the same
-    object as a recorded webhook carries it): the recording's members, with the fake's
-    values. A webhook's pull request beside a review or a thread, or a workflow run's
-    repository, is a smaller object than REST's, and its schema forbids the rest."""
-    return {key: copy.deepcopy(fresh.get(key, value)) for key, value in recorded.items()}
-
-
-def webhook_shaped(node: Any) -> Any:
-    """`node` (a payload built from the fake's REST objects) as webhooks spell its users
-    and repositories: without the REST-only members above, and each repository with the
-    `custom_properties` webhooks always carry."""
-    if isinstance(node, list):
-        return [webhook_shaped(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    shaped = {key: webhook_shaped(value) for key, value in node.items()}
-    if "login" in shaped and "type" in shaped:
-        for key in _REST_ONLY_USER:
-            shaped.pop(key, None)
-    if "full_name" in shaped and "owner" in shaped and "default_branch" in shaped:
-        for key in _REST_ONLY_REPOSITORY:
-            shaped.pop(key, None)
-        shaped.setdefault("custom_properties", {})
-    return shaped
-
-
-def pull_request_payload(
-    fake: FakeGitHub, repo: Repo, pull: Pull, *, action: str = "opened", **extra: Any
-) -> dict[str, Any]:
-    """A recorded `pull_request.<action>` payload rewritten to describe `pull` in `repo`
-    as the fake GitHub knows them."""
-    variant = action if (FIXTURES / f"pull_request__{action}.json").exists() else "opened"
-    data = payload("pull_request", variant)
-    data["action"] = action
-    data["number"] = pull.number
-    data["installation"] = {
-        "id": repo.installation_id,
-        "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ==",
-    }
-    data["repository"].update(_repo_json(fake, repo))
-    pr = data["pull_request"]
-    pr.update(copy.deepcopy(fake._pull_json(repo, pull)))
-    if action == "synchronize":
-        data["before"] = extra.pop("before", pull.base_sha)
-        data["after"] = pull.head_sha
-    data.update(extra)
-    return webhook_shaped(data)
 
 
 def issue_comment_payload(

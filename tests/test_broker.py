@@ -169,6 +169,7 @@ def test_a_connection_the_database_dropped_costs_one_look_not_the_worker(monkeyp
     ) as admin:  # fmt: skip
         admin.execute("SELECT pg_terminate_backend(%s)", [pid])
     assert queue.dequeue() is None  # the look failed: said, and nothing raised
-    assert "could not be read" in caplog.text
+    assert "the database cannot be reached (the worker queue: " in caplog.text
     [(pk, payload)] = queue.dequeue()  # the next look opens a new connection
     assert pk == task and SignedPackage.loads(payload)["args"] == (6,)
+    assert "the database answers again" in caplog.text

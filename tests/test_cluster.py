@@ -103,3 +103,43 @@ def test_a_stopping_worker_takes_no_task_and_hands_back_one_it_got():
     assert view.get() == "STOP"
     assert [SignedPackage.loads(r.payload)["args"] for r in OrmQ.objects.all()] == [(8,)]
     assert view.get() == "STOP"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sentinels_scheduler_waits_out_a_database_outage_without_a_traceback(
+    monkeypatch, caplog
+):
+    """django-q2's sentinel calls its scheduler about once a minute; while the database is
+    away each call used to log a traceback. The outage is said once (tasuku/outage.py)
+    and the schedules are looked at again once it answers."""
+    from django.db import OperationalError, connection
+
+    from tasuku import cluster, outage
+
+    monkeypatch.setattr(outage, "OUTAGE", outage.Outage())
+    called = []
+    monkeypatch.setattr(cluster, "q_scheduler", lambda broker=None: called.append(broker))
+
+    def gone():
+        raise OperationalError("server closed the connection unexpectedly")
+
+    with monkeypatch.context() as away:
+        away.setattr(connection, "cursor", gone)
+        for _ in range(3):
+            cluster._scheduler(broker="b")
+    assert called == []
+    assert outage.OUTAGE.down
+    cluster._scheduler(broker="b")
+    assert called == ["b"]
+    assert not any(r.exc_info for r in caplog.records)
+    said = [r.getMessage() for r in caplog.records if r.name == "tasuku.outage"]
+    assert len(said) == 2 and "the scheduler: server closed" in said[0], said
+    assert django_q_scheduler_is_ours()
+
+
+def django_q_scheduler_is_ours() -> bool:
+    from django_q import cluster as q_cluster
+
+    from tasuku import cluster
+
+    return q_cluster.scheduler is cluster._scheduler

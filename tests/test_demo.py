@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.contract.webhooks import webhook_violations
 from webhooks.signature import signature_valid
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,6 +124,10 @@ def run_once(env_file: Path, stop: int) -> tuple[str, str, str]:
         assert "GITHUB_API_URL" in env_file.read_text()  # while it runs
         events = [event for event, _ in tasuku.deliveries]
         assert events == ["ping", "installation", "pull_request"]
+        # What the demo sends is what GitHub sends: each held to its published schema,
+        # as a test's own deliveries are (tests/helpers.py, `post_webhook`).
+        for event, body in tasuku.deliveries:
+            assert webhook_violations(event, body) == [], (event, webhook_violations(event, body))
         pull = tasuku.deliveries[-1][1]
         assert pull["action"] == "opened"
         page = requests.get(pull["pull_request"]["html_url"], timeout=10)

@@ -55,6 +55,27 @@ def test_a_row_whose_last_attempt_died_with_its_worker_fails():
     assert WebhookDelivery.objects.get(pk=row.pk).status == DeliveryStatus.FAILED
 
 
+def test_a_sweeper_back_from_a_database_outage_hands_on_no_row_before_a_lease(monkeypatch):
+    """Cut off with the row's holder, it saw no renewal because none could be made: it
+    judges the lease once it has been connected for one (tasuku/outage.py)."""
+    from django.db import OperationalError
+
+    from tasuku import outage
+
+    ticks = [100.0]
+    monkeypatch.setattr(outage, "OUTAGE", outage.Outage(clock=lambda: ticks[0]))
+    row = delivery()
+    first = DELIVERIES.claim(row.pk)
+    later = timezone.now() + DELIVERIES.lease_for() + timedelta(seconds=1)
+    outage.failed(OperationalError("server closed the connection unexpectedly"))
+    ticks[0] += 30
+    outage.answered()
+    assert DELIVERIES.sweep_lost(now=later) == {"failed": 0, "requeued": 0}
+    assert WebhookDelivery.objects.get(pk=row.pk).attempts == first
+    ticks[0] += DELIVERIES.lease_for().total_seconds()
+    assert DELIVERIES.sweep_lost(now=later) == {"failed": 0, "requeued": 1}
+
+
 @pytest.mark.parametrize(
     ("exc", "kind", "why"),
     [

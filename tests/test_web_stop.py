@@ -16,26 +16,25 @@ import requests
 
 from tests.fakes.github import FakeGitHub
 from tests.gitworld import world_build
-from tests.helpers import pull_request_payload
+from tests.helpers import pull_request_payload, signed_webhook
 from tests.test_production_path import free_port
 from tests.workers import Worker, wait_for
 from webhooks.models import WebhookDelivery
-from webhooks.signature import signature_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _request(port: int, body: bytes, secret: str, delivery: str) -> bytes:
-    head = (
-        "POST /webhooks/github HTTP/1.1\r\n"
-        f"Host: 127.0.0.1:{port}\r\n"
-        "Content-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n"
-        "X-GitHub-Event: pull_request\r\n"
-        f"X-GitHub-Delivery: {delivery}\r\n"
-        "X-GitHub-Hook-ID: 1\r\n"
-        f"X-Hub-Signature-256: {signature_for(secret, body)}\r\n"
-        "Connection: close\r\n\r\n"
+def _request(port: int, payload: dict, secret: str, delivery: str) -> bytes:
+    """The raw HTTP request of a `pull_request` delivery (held to GitHub's schema)."""
+    body, headers = signed_webhook("pull_request", payload, secret=secret, delivery_id=delivery)
+    head = "".join(
+        [
+            "POST /webhooks/github HTTP/1.1\r\n",
+            f"Host: 127.0.0.1:{port}\r\n",
+            f"Content-Length: {len(body)}\r\n",
+            *(f"{name}: {value}\r\n" for name, value in headers.items()),
+            "Connection: close\r\n\r\n",
+        ]
     )
     return head.encode() + body
 
@@ -51,7 +50,8 @@ def test_a_request_in_flight_is_finished_when_the_web_server_stops(
     how, tmp_path, fake_github: FakeGitHub, test_app
 ):
     world = world_build(fake_github)
-    body = json.dumps(pull_request_payload(fake_github, world.repo, world.pull)).encode()
+    payload = pull_request_payload(fake_github, world.repo, world.pull)
+    body = json.dumps(payload).encode()  # as signed_webhook writes it
     port = free_port()
     server = Worker(tmp_path / "serve.log", stop_seconds=10,
                     args=("serve", "--bind", f"127.0.0.1:{port}", "--web-workers", "1"))  # fmt: skip
@@ -65,8 +65,8 @@ def test_a_request_in_flight_is_finished_when_the_web_server_stops(
 
         wait_for(answers, timeout=60, what="the web server", worker=server)
         server.ready()
-        slow = _request(port, body, test_app.webhook_secret, "0b1c2d3e-slow-body")
-        late = _request(port, body, test_app.webhook_secret, "0b1c2d3e-late-start")
+        slow = _request(port, payload, test_app.webhook_secret, "0b1c2d3e-slow-body")
+        late = _request(port, payload, test_app.webhook_secret, "0b1c2d3e-late-start")
         midway = socket.create_connection(("127.0.0.1", port), timeout=30)
         midway.sendall(slow[: len(slow) - len(body) // 2])  # headers and half the body
         waiting = socket.create_connection(("127.0.0.1", port), timeout=30)  # nothing yet

@@ -22,7 +22,8 @@ class Worker:
     talking to the fake GitHub (and the fake model APIs, when a test's fixture set
     them in the environment). `pid1`: run as PID 1 of a PID namespace of its own, as in a
     container without an init (needs root and `unshare`). `args`: another command
-    (`serve`, which runs gunicorn beside the worker)."""
+    (`serve`, which runs gunicorn beside the worker). `database_port`: reach the test's
+    PostgreSQL database through this port on 127.0.0.1 (a `tests.dbproxy` to cut)."""
 
     def __init__(
         self,
@@ -35,6 +36,7 @@ class Worker:
         reap_seconds: int = 1,
         pid1: bool = False,
         args: tuple[str, ...] = ("worker",),
+        database_port: int | None = None,
     ) -> None:
         self.log_path = log
         env = {
@@ -53,6 +55,8 @@ class Worker:
             "TASUKU_STOP_SECONDS": str(stop_seconds),
             "TASUKU_REAP_SECONDS": str(reap_seconds),
         }
+        if database_port is not None:
+            env["TASUKU_TEST_DB_PORT"] = str(database_port)
         self.stop_seconds = stop_seconds
         command = [sys.executable, "manage.py", *args]
         if pid1:

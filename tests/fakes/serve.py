@@ -34,6 +34,7 @@ import uuid
 from pathlib import Path
 
 from tests.fakes.github import FakeGitHub, rsa_keypair
+from tests.fakes.github.payloads import installation_payload, pull_request_payload
 from tests.gitworld import INSTALLATION, world_build
 from webhooks.signature import signature_for
 
@@ -61,6 +62,25 @@ def _post(tasuku: str, secret: str, event: str, payload: dict) -> int:
             return response.status
     except urllib.error.HTTPError as exc:
         return exc.code
+
+
+def _ping(fake: FakeGitHub, tasuku: str) -> dict:
+    """The ping GitHub sends an App's webhook URL (the App's hook, as its published
+    schema describes it)."""
+    hook_id = 1
+    return {
+        "zen": "Keep it logically awesome.",
+        "hook_id": hook_id,
+        "hook": {
+            "type": "App", "id": hook_id, "name": "web", "active": True, "app_id": APP_ID,
+            "events": ["issue_comment", "pull_request", "pull_request_review_comment"],
+            "config": {"content_type": "json", "url": f"{tasuku}/webhooks/github",
+                       "insecure_ssl": "0"},
+            "updated_at": "2026-01-01T00:00:00Z", "created_at": "2026-01-01T00:00:00Z",
+            "url": f"{fake.url}/app/hook/config", "ping_url": f"{fake.url}/app/hook/pings",
+            "deliveries_url": f"{fake.url}/app/hook/deliveries",
+        },
+    }  # fmt: skip
 
 
 # What each press of Enter pushes: first a fix for the shell command (its thread gets
@@ -213,7 +233,7 @@ def serve(args: argparse.Namespace, fake: FakeGitHub, world, secret: str, page: 
     print(f"Waiting for Tasuku at {args.tasuku} ...")
     while True:
         try:
-            status = _post(args.tasuku, secret, "ping", {"zen": "Keep it logically awesome."})
+            status = _post(args.tasuku, secret, "ping", _ping(fake, args.tasuku))
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             status = 0
         if status == 200:
@@ -234,26 +254,12 @@ def serve(args: argparse.Namespace, fake: FakeGitHub, world, secret: str, page: 
         )
         sys.stdin.readline()
 
-    installation = {
-        "id": INSTALLATION,
-        "account": fake._user_json("acme", "Organization", 1000),
-        "repository_selection": "selected",
-        "permissions": fake.installations[INSTALLATION].permissions,
-    }
-    repo_json = fake._repo_json(repo)
-    print("installation.created ->", _post(args.tasuku, secret, "installation", {
-        "action": "created", "installation": installation, "repositories": [repo_json],
-    }))  # fmt: skip
+    # Deliveries as GitHub sends them (its webhook schemas: tests/test_demo.py holds them).
+    installed = installation_payload(fake, INSTALLATION, [repo])
+    print("installation.created ->", _post(args.tasuku, secret, "installation", installed))
 
     def send_pull(action: str, **extra: object) -> None:
-        payload = {
-            "action": action,
-            "number": pull.number,
-            "pull_request": fake._pull_json(repo, pull),
-            "repository": repo_json,
-            "installation": {"id": INSTALLATION},
-            **extra,
-        }
+        payload = pull_request_payload(fake, repo, pull, action=action, **extra)
         print(f"pull_request.{action} ->", _post(args.tasuku, secret, "pull_request", payload))
 
     send_pull("opened")

@@ -1,15 +1,19 @@
 """The reaper's turn (reviews/reaper.py): one worker process sweeps per turn, every
-TASUKU_REAP_SECONDS and at the end of the next lease; the status page shows it."""
+TASUKU_REAP_SECONDS and at the end of the next lease; the status page shows it. A reaper
+back from a database outage declares no run lost before it has been connected for a
+lease (tasuku/outage.py)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
+from django.db import OperationalError
 from django.utils import timezone
 
 from reviews import reaper, runs
 from reviews.models import ReaperTurn, ReviewRun
+from tasuku import outage
 from tests.factories import ReviewRunFactory
 
 pytestmark = pytest.mark.django_db
@@ -48,3 +52,95 @@ def test_the_status_page_shows_the_reapers_last_turn(staff_client):
     assert "vm:4242" in page and "overdue" not in page
     ReaperTurn.objects.update(due_at=timezone.now() - timedelta(minutes=5))
     assert "overdue: is a worker running?" in staff_client.get("/status/").content.decode()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """This process's view of the database (tasuku/outage.py), on a clock the test moves."""
+    ticking = Clock()
+    monkeypatch.setattr(outage, "OUTAGE", outage.Outage(clock=ticking))
+    return ticking
+
+
+def _expired_run(worker: str) -> ReviewRun:
+    run = ReviewRunFactory()
+    held = runs.run_claim(run.pk, worker=worker)
+    assert held is not None
+    ReviewRun.objects.filter(pk=run.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=5)
+    )
+    return run
+
+
+def test_a_reaper_back_from_a_database_outage_declares_no_run_lost_before_a_lease(settings, clock):
+    settings.TASUKU_RUN_LEASE_SECONDS = 20
+    # The run's worker and this reaper were cut off by the same outage: the lease ran out
+    # while nobody could renew it, nor see that nobody did.
+    run = _expired_run("cut:1")
+    outage.failed(OperationalError("server closed the connection unexpectedly"))
+    clock.now += 30
+    outage.answered()
+    clock.now += 19
+    assert runs.runs_reap()["lost"] == 0
+    run.refresh_from_db()
+    assert run.status == "running" and run.attempts == 1
+    # Meanwhile its worker, back too, reclaims its lease: the same attempt goes on.
+    assert runs.RUNS.renew(run.pk, 1, where={"worker": "cut:1"})
+
+    # Connected a whole lease, the reaper saw no heartbeat of a run that had none.
+    other = _expired_run("dead:2")
+    clock.now += 1
+    assert runs.runs_reap()["lost"] == 1
+    other.refresh_from_db()
+    assert other.status == "queued" and other.attempt_rows.get().outcome == "lost"
+    run.refresh_from_db()
+    assert run.status == "running"  # renewed: not expired
+
+
+def test_a_worker_process_judges_no_lease_before_it_was_connected_for_one(settings, clock):
+    """It may have been started in the middle of an outage (a process its cluster
+    started again): what it first sees of the leases says nothing of their holders."""
+    settings.TASUKU_RUN_LEASE_SECONDS = 20
+    outage.OUTAGE.watch()
+    _expired_run("cut:1")
+    assert runs.runs_reap()["lost"] == 0  # not yet connected at all
+    outage.answered()
+    clock.now += 10
+    assert runs.runs_reap()["lost"] == 0
+    clock.now += 10
+    assert runs.runs_reap()["lost"] == 1
+
+
+def test_a_reaper_not_yet_trusted_looks_again_when_it_may(settings, clock):
+    settings.TASUKU_REAP_SECONDS = 10
+    settings.TASUKU_RUN_LEASE_SECONDS = 8
+    _expired_run("cut:1")
+    outage.failed(OperationalError("gone"))
+    outage.answered()
+    clock.now += 3
+    started = timezone.now()
+    # Not a look every SLACK at a lease it may not judge yet: when it may, 5 s on.
+    wait = reaper.reaper_turn("a:1")
+    assert 4.5 < wait <= 5.5
+    due = ReaperTurn.objects.get().due_at
+    assert timedelta(seconds=4.5) < due - started < timedelta(seconds=6)
+
+
+def test_an_outage_is_logged_once_when_it_begins_and_once_when_it_ends(clock, caplog):
+    for _ in range(5):
+        outage.failed(OperationalError("server closed the connection unexpectedly"), "the reaper")
+    clock.now += 30
+    for _ in range(3):
+        outage.answered()
+    lines = [r.getMessage() for r in caplog.records if r.name == "tasuku.outage"]
+    assert len(lines) == 2, lines
+    assert "the database cannot be reached (the reaper: server closed" in lines[0]
+    assert "the database answers again after 30.0 s" in lines[1]

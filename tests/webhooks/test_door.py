@@ -9,16 +9,14 @@ import json
 import socket
 import threading
 import time
-import uuid
 
 import pytest
 from django.core.signals import request_finished
 
 from tasuku.doors import door_for
-from tests.helpers import wsgi_serve
+from tests.helpers import payload, post_webhook, signed_webhook, wsgi_serve
 from webhooks.intake import _Watchdog
 from webhooks.models import WebhookDelivery
-from webhooks.signature import signature_for
 
 
 @pytest.fixture
@@ -26,7 +24,15 @@ def secret(fake_github, test_app) -> str:
     return test_app.webhook_secret
 
 
+def _body() -> bytes:
+    """A `pull_request` delivery's body as GitHub sends it (a recorded one)."""
+    return json.dumps(payload("pull_request", "opened")).encode()
+
+
 def _environ(body: bytes, secret: str, *, stream: io.BytesIO | None = None, **extra) -> dict:
+    """The WSGI environ of a delivery of `body` as `pull_request`, held to GitHub's schema
+    as `post_webhook` holds what it sends (tests/helpers.py, `signed_webhook`)."""
+    _, headers = signed_webhook("pull_request", body, secret=secret, hook_id="7")
     return {
         "REQUEST_METHOD": "POST",
         "PATH_INFO": "/webhooks/github",
@@ -39,13 +45,11 @@ def _environ(body: bytes, secret: str, *, stream: io.BytesIO | None = None, **ex
         "wsgi.input": stream or io.BytesIO(body),
         "wsgi.errors": io.StringIO(),
         "CONTENT_LENGTH": str(len(body)),
-        "CONTENT_TYPE": "application/json",
-        "HTTP_X_GITHUB_EVENT": "pull_request",
-        "HTTP_X_GITHUB_DELIVERY": str(uuid.uuid4()),
-        "HTTP_X_GITHUB_HOOK_ID": "7",
-        "HTTP_X_HUB_SIGNATURE_256": signature_for(secret, body),
+        "CONTENT_TYPE": headers["Content-Type"],
+        **{f"HTTP_{name.upper().replace('-', '_')}": value
+           for name, value in headers.items() if name != "Content-Type"},
         **extra,
-    }
+    }  # fmt: skip
 
 
 def _serve(environ: dict) -> tuple[int, dict[str, str], bytes]:
@@ -63,7 +67,7 @@ def test_the_door_answers_only_a_post_to_the_intake():
 
 @pytest.mark.django_db
 def test_a_delivery_through_the_door_is_stored_and_answered_as_json(secret):
-    body = json.dumps({"action": "opened", "installation": {"id": 9}}).encode()
+    body = _body()
     status, headers, content = _serve(_environ(body, secret))
     assert status == 202
     assert headers["Content-Type"] == "application/json"
@@ -76,7 +80,7 @@ def test_a_delivery_through_the_door_is_stored_and_answered_as_json(secret):
 def test_the_door_reads_no_further_than_the_content_length_of_a_raw_stream(secret):
     """A server that hands over the connection's stream as it is (wsgiref, `runserver`)
     leaves what follows the body in it: the door must not wait for it, nor store it."""
-    body = json.dumps({"action": "opened"}).encode()
+    body = _body()
     stream = io.BytesIO(body + b"GET /next HTTP/1.1\r\n")
     status, _, _ = _serve(_environ(body, secret, stream=stream))
     assert status == 202
@@ -88,7 +92,7 @@ def test_the_door_reads_no_further_than_the_content_length_of_a_raw_stream(secre
 def test_a_body_without_a_length_is_empty_as_for_the_view(secret):
     """Django reads as much of a body as its Content-Length says, none without one (a
     chunked upload); the door does the same. GitHub always sends the length."""
-    body = json.dumps({"action": "opened"}).encode()
+    body = _body()
     environ = _environ(body, secret, **{"wsgi.input_terminated": True})
     del environ["CONTENT_LENGTH"]
     status, _, _ = _serve(environ)
@@ -100,11 +104,9 @@ def test_a_body_without_a_length_is_empty_as_for_the_view(secret):
 def test_the_door_answers_with_the_headers_the_views_middleware_adds(secret):
     from django.test import Client
 
-    body = json.dumps({"action": "opened"}).encode()
+    body = _body()
     _, door, _ = _serve(_environ(body, secret))
-    view = Client().post("/webhooks/github", data=body, content_type="application/json",
-                         HTTP_X_GITHUB_EVENT="pull_request", HTTP_X_GITHUB_DELIVERY="v",
-                         HTTP_X_HUB_SIGNATURE_256=signature_for(secret, body))  # fmt: skip
+    view = post_webhook(Client(), "pull_request", body, secret=secret)
     for name in (
         "X-Content-Type-Options",
         "Referrer-Policy",
@@ -129,7 +131,7 @@ def test_an_error_behind_the_door_is_a_logged_500_and_the_request_still_finishes
     monkeypatch.setattr("webhooks.intake.delivery_record", broken)
     request_finished.connect(on_finished)
     try:
-        status, _, content = _serve(_environ(json.dumps({"a": 1}).encode(), secret))
+        status, _, content = _serve(_environ(_body(), secret))
     finally:
         request_finished.disconnect(on_finished)
     assert status == 500

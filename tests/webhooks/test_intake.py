@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from tests.helpers import payload, post_webhook, queued_task_count
+from tests.helpers import payload, post_webhook, queued_task_count, signed_webhook
 from webhooks.models import DeliveryStatus, WebhookDelivery
 from webhooks.signature import signature_for
 
@@ -172,14 +172,10 @@ def test_ping_answers_200_and_is_recorded_as_ignored(client, secret):
     ],
 )
 def test_it_refuses_a_delivery_without_event_or_delivery_headers(client, secret, headers, expected):
-    from webhooks.signature import signature_for
-
-    raw = json.dumps({"action": "opened"}).encode()
-    base = {
-        "HTTP_X_GITHUB_EVENT": "pull_request",
-        "HTTP_X_GITHUB_DELIVERY": "x",
-        "HTTP_X_HUB_SIGNATURE_256": signature_for(secret, raw),
-    }
+    # A delivery GitHub would send (its payload held to GitHub's schema), a header blanked.
+    raw, sent = signed_webhook("pull_request", payload("pull_request", "opened"), secret=secret)
+    base = {f"HTTP_{name.upper().replace('-', '_')}": value for name, value in sent.items()
+            if name != "Content-Type"}  # fmt: skip
     response = client.post(
         "/webhooks/github", data=raw, content_type="application/json", **{**base, **headers}
     )
