@@ -210,7 +210,9 @@ def test_the_run_page_shows_each_attempts_timeline(reviewed, staff_client):
     attempt = RunAttempt.objects.get(run=reviewed)
     length = (attempt.finished_at - attempt.started_at).total_seconds()
     assert lefts == sorted(lefts) and lefts[0] < 100 * max(0.25, 0.05 * length) / length
-    assert 95 <= sum(widths) <= 100 + timeline.MIN_WIDTH * len(widths)  # the whole attempt
+    # The stages fill the rest of the attempt: from the first stage's start to its end
+    # (the claim's share, bounded above, varies with the machine's load).
+    assert 100 - lefts[0] - 1 <= sum(widths) <= 100 + timeline.MIN_WIDTH * len(widths)
 
 
 def _samples(text: str) -> dict[tuple[str, tuple], float]:
