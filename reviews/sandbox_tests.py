@@ -245,7 +245,9 @@ def _tests_outcome(row: SandboxTestRun, attempt: int) -> Outcome:
             base_sha=row.base_sha or row.head_sha,
             mirror=mirror_for(repository),
         )
-        command, source, problem = command_of(config, checkout.base_tasuku_config)
+        # Without a base the checkout's "base" is the head: its file is the pull request's.
+        base_file = checkout.base_tasuku_config if row.base_sha else ""
+        command, source, problem = command_of(config, base_file)
         if problem:
             return Outcome(TestsStatus.REFUSED, reason=problem)
         seconds = min(config.timeout_seconds, int(settings.TASUKU_SANDBOX_TIMEOUT))
@@ -440,6 +442,8 @@ def headline(outcome: Outcome) -> str:
     if outcome.status == TestsStatus.PASSED:
         return f"Tests passed{took}"
     if outcome.status == TestsStatus.FAILED:
+        if count >= pr_tests.MAX_FAILED:  # the names kept stop there: more may have failed
+            return f"At least {count} tests failed"
         if count:
             return f"{count} test{'s' if count != 1 else ''} failed"
         return "Tests failed"
@@ -488,7 +492,7 @@ def summary_section(outcome: Outcome) -> str:
         names = ", ".join(code_span(n, 200) for n in outcome.failed_tests[:10])
         more = len(outcome.failed_tests) - 10
         line += f" Failing: {names}" + (f" and {more} more." if more > 0 else ".")
-    elif outcome.reason and outcome.status != TestsStatus.PASSED:
+    if outcome.reason and outcome.status != TestsStatus.PASSED:
         line += " " + inline_text(outcome.reason, 500)
     return f"{SECTION_START}\n{line}\n{SECTION_END}"
 
