@@ -711,3 +711,76 @@ def test_without_a_base_sha_the_heads_tasuku_toml_is_never_the_command(
     row.refresh_from_db()
     assert row.status == TestsStatus.REFUSED and row.command == ""
     assert fake_docker.created == []
+
+
+@pytest.fixture
+def stop_reset():
+    from tasuku import lifecycle
+
+    lifecycle._reset()
+    yield lifecycle
+    lifecycle._reset()
+
+
+def test_a_worker_told_to_stop_kills_the_tests_and_hands_the_row_back_at_once(
+    fake_github, fake_docker, deliver, stop_reset
+):
+    import threading
+
+    world = world_build(fake_github)
+    policy(world, tests_command=COMMAND, tests_timeout_seconds=10)  # bounded, unfixed
+
+    def tests(invocation: Invocation) -> Program:
+        # SIGTERM reaches the worker while the tests run.
+        threading.Timer(0.3, stop_reset.stop_begin, args=("a test",)).start()
+        return Program(stdout=b"collecting ...\n", hang=True)
+
+    fake_docker.program = tests
+    deliver(world)
+
+    row = SandboxTestRun.objects.get()
+    # Queued again and due now, its attempt not counted; the killed container's exit
+    # (137) is no outcome, and the check waits in progress for the next worker.
+    assert (row.status, row.attempts, row.outcome) == (TestsStatus.QUEUED, 0, "")
+    assert row.leased_until is None and row.next_attempt_at is None
+    assert "was stopped" in row.reason
+    assert check_of_tests(world).status == "in_progress"
+    assert len(fake_docker.created) == 1
+
+    stop_reset._reset()  # another worker
+    fake_docker.program = passing()
+    sandbox_tests.TESTS.ring(row.pk)
+    drain_queue()
+    row.refresh_from_db()
+    assert (row.status, row.attempts) == (TestsStatus.PASSED, 1)
+    check = check_of_tests(world)
+    assert (check.status, check.conclusion) == ("completed", "success")
+
+
+def test_the_heartbeat_renews_the_lease_and_learns_when_it_was_handed_on(
+    fake_github, fake_docker, deliver
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    world = world_build(fake_github)
+    policy(world, tests_command=COMMAND)
+    fake_docker.program = passing()
+    deliver(world)
+    row = SandboxTestRun.objects.get()
+    SandboxTestRun.objects.update(status="queued", attempts=0, leased_until=None)
+    attempt = sandbox_tests.TESTS.claim(row.pk)
+    soon = timezone.now() + timedelta(seconds=1)
+    SandboxTestRun.objects.filter(pk=row.pk).update(leased_until=soon)
+    beat = sandbox_tests.Beat(row.pk, attempt)
+    assert beat.beat()
+    row.refresh_from_db()
+    assert row.leased_until > timezone.now() + timedelta(minutes=30)
+    beat.check()
+    # The sweeper hands it on (its lease ran out): the beat learns it and stops.
+    SandboxTestRun.objects.filter(pk=row.pk).update(leased_until=soon - timedelta(hours=1))
+    sandbox_tests.TESTS.sweep(lost_last={})
+    assert not beat.beat()
+    with pytest.raises(sandbox_tests.WorkerStopping, match="lease was lost"):
+        beat.check()
