@@ -784,3 +784,37 @@ def test_the_heartbeat_renews_the_lease_and_learns_when_it_was_handed_on(
     assert not beat.beat()
     with pytest.raises(sandbox_tests.WorkerStopping, match="lease was lost"):
         beat.check()
+
+
+def test_the_dashboards_run_and_pull_request_pages_show_the_heads_tests(
+    fake_github, fake_docker, deliver, django_user_model
+):
+    from django.test import Client
+
+    world = world_build(fake_github)
+    policy(world, tests_command=COMMAND)
+    hostile = b'<testsuite><testcase name="t&lt;script&gt;x()&lt;/script&gt;"><failure/></testcase>'
+    hostile += b'<testcase classname="tests.test_refunds" name="test_refund_rounds"><error/>'
+    hostile += b"</testcase></testsuite>"
+
+    def tests(invocation: Invocation) -> Program:
+        invocation.host_path(JUNIT).write_bytes(hostile)
+        return Program(exit_code=1)
+
+    fake_docker.program = tests
+    deliver(world)
+
+    staff = Client()
+    staff.force_login(django_user_model.objects.create_user("op", password="pw", is_staff=True))
+    run = ReviewRun.objects.get()
+    pages = [staff.get(f"/runs/{run.pk}/"), staff.get(f"/repos/{REPO}/pulls/7/")]
+    for page in pages:
+        assert page.status_code == 200
+        html = page.content.decode()
+        assert "The pull request's own tests" in html
+        assert "2 tests failed" in html and "tests.test_refunds.test_refund_rounds" in html
+        assert "exited with status 1" in html and "pytest -q --junitxml=" in html
+        assert "<script>x()" not in html and "t&lt;script&gt;x()" in html  # data, escaped
+    # Another head's tests are not this run's.
+    SandboxTestRun.objects.update(head_sha="0" * 40)
+    assert "own tests" not in staff.get(f"/runs/{run.pk}/").content.decode()
