@@ -187,6 +187,12 @@ class TestsSandbox(DockerSandbox):
                 TIMED_OUT, None, seconds, output, failed,
                 reason=f"The tests did not finish within {wall:g}s and were stopped.",
             )  # fmt: skip
+        if code == 0 and self._oom():
+            reason = (
+                "The tests command exited with status 0, but a process of the tests ran out "
+                f"of memory (the limit is {_size(self.limits.memory_bytes)}) and was killed."
+            )
+            return TestsOutcome(FAILED, 0, seconds, output, failed, reason=reason)
         if code == 0:
             doubt = exit_0_doubt(command, junit)
             if doubt is None:

@@ -818,3 +818,18 @@ def test_the_dashboards_run_and_pull_request_pages_show_the_heads_tests(
     # Another head's tests are not this run's.
     SandboxTestRun.objects.update(head_sha="0" * 40)
     assert "own tests" not in staff.get(f"/runs/{run.pk}/").content.decode()
+
+
+def test_exit_0_after_a_test_process_ran_out_of_memory_is_not_success(
+    fake_github, fake_docker, deliver
+):
+    # A test runner whose worker process the OOM killer stopped, and which exited 0.
+    world = world_build(fake_github)
+    policy(world, tests_command="make test")
+    fake_docker.program = Program(exit_code=0, oom_child=True)
+    deliver(world)
+
+    row = SandboxTestRun.objects.get()
+    assert row.status == TestsStatus.FAILED
+    assert "exited with status 0" in row.reason and "ran out of memory" in row.reason
+    assert check_of_tests(world).conclusion == "failure"
