@@ -20,8 +20,10 @@ at a changed line, and the merge gate stays the reviewer's.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
+import threading
 import tomllib
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
@@ -40,10 +42,11 @@ from reviews.models import Review, ReviewRun, RunStatus, SandboxTestRun, TestsSt
 from reviews.rendering import fence_for
 from sandbox.checks import memory_bytes
 from sandbox.errors import SandboxError
+from sandbox.runners import docker as docker_runner
 from sandbox.runners import pr_tests
 from sandbox.runners.docker import DockerLimits
 from sandbox.workspace import TASUKU_CONFIG, Workspace
-from tasuku import durable
+from tasuku import durable, lifecycle
 
 logger = logging.getLogger(__name__)
 
@@ -152,27 +155,107 @@ def _request(run_pk: int) -> int | None:
 # --- Running them ------------------------------------------------------------------------
 
 
+class WorkerStopping(Exception):
+    """This worker was told to stop while it held the row: handed back, not failed."""
+
+
+class Beat:
+    """While an attempt holds its row: the lease renewed every
+    TASUKU_RUN_HEARTBEAT_SECONDS (a run longer than its lease stays this worker's), and a
+    stop of the worker (tasuku/lifecycle.py) kills the attempt's container at once, so
+    that the row is handed back (`TESTS.release`) rather than left to its lease."""
+
+    def __init__(self, pk: int, attempt: int) -> None:
+        self.pk, self.attempt = pk, attempt
+        self.stopping = self.lost = False
+        self._done = threading.Event()
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(self._loop,),
+            name=f"heartbeat-tests-{pk}",
+            daemon=True,
+        )
+
+    def __enter__(self) -> Beat:
+        self._thread.start()
+        lifecycle.on_stop(self._interrupt)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        lifecycle.off_stop(self._interrupt)
+        self._done.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        from django.db import connection
+
+        try:
+            while not self._done.wait(settings.TASUKU_RUN_HEARTBEAT_SECONDS):
+                try:
+                    if not self.beat():
+                        return
+                except Exception:  # noqa: BLE001 - the beat outlives a failed renewal
+                    logger.exception("sandbox tests %s: could not renew the lease", self.pk)
+        finally:
+            connection.close()  # this thread's own
+
+    def beat(self) -> bool:
+        """Renew the lease; when the attempt no longer holds the row (the sweeper handed
+        it on), its container is killed: whatever it finds is no longer its to report."""
+        if TESTS.renew(self.pk, self.attempt):
+            return True
+        self.lost = True
+        docker_runner.engine_stop(pr_tests.tests_container_name(self.pk, self.attempt))
+        return False
+
+    def _interrupt(self) -> None:
+        """The worker is stopping (called on the thread that read the signal)."""
+        self.stopping = True
+        logger.info("sandbox tests %s: the worker is stopping; killing the tests", self.pk)
+        docker_runner.engine_stop(pr_tests.tests_container_name(self.pk, self.attempt))
+
+    def check(self) -> None:
+        if self.stopping or self.lost:
+            why = "the worker is stopping" if self.stopping else "its lease was lost"
+            raise WorkerStopping(f"sandbox tests {self.pk}: {why}")
+
+
 def sandbox_tests_run(pk: int) -> str:
     """Take the row and run the tests once: claim, then (unless an earlier attempt found
     the outcome) the head's guard, the check run in progress, the checkout, the command
     and the container; the outcome recorded, reported, and the row finished. A failure is
     the queue's verdict: GitHub's weather defers, a transient error is retried, the
-    last attempt or a permanent error ends the row `errored` and says so on the check."""
+    last attempt or a permanent error ends the row `errored` and says so on the check.
+    A worker told to stop before the outcome is kept hands the row back at once, its
+    attempt not counted (what its killed container printed is never the outcome)."""
+    if lifecycle.stopping():
+        return "stopping"  # not taken: rung again by the sweeper (`ring_due`)
     attempt = TESTS.claim(pk)
     if attempt is None:
         return "not claimed"
+    with Beat(pk, attempt) as beat:
+        return _attempt(pk, attempt, beat)
+
+
+def _attempt(pk: int, attempt: int, beat: Beat) -> str:
     row = SandboxTestRun.objects.select_related(
         "pull_request__repository__installation", "run"
     ).get(pk=pk)
     try:
-        outcome = _outcome_of(row, attempt)
+        outcome = _outcome_of(row, attempt, beat)
         if outcome.status == TestsStatus.SUPERSEDED and row.check_run_id is None:
             TESTS.finish(pk, attempt, outcome.status, **_fields(outcome), reported=True)
             return outcome.status
         _report(row, outcome)
         TESTS.finish(pk, attempt, outcome.status, **_fields(outcome), reported=True)
         return outcome.status
+    except WorkerStopping:
+        return _release(pk, attempt)
     except Exception as exc:  # the attempt's boundary: every failure becomes its verdict
+        if (beat.stopping or beat.lost) and not SandboxTestRun.objects.filter(pk=pk).exclude(
+            outcome=""
+        ).exists():
+            return _release(pk, attempt)  # the stop's kill made it fail: not a verdict
         verdict = TESTS.verdict(
             exc,
             attempt=attempt,
@@ -191,7 +274,19 @@ def sandbox_tests_run(pk: int) -> str:
         return verdict.kind
 
 
-def _outcome_of(row: SandboxTestRun, attempt: int) -> Outcome:
+def _release(pk: int, attempt: int) -> str:
+    """Hand the row back: queued, due at once, its attempt not counted, rung for another
+    worker. "lost" when this attempt no longer held it."""
+    why = f"interrupted: the worker {lifecycle.worker_name()} was stopped; another takes it over"
+    with transaction.atomic():
+        released = TESTS.release(pk, attempt, reason=why)
+        if released:
+            TESTS.ring(pk)
+    logger.info("sandbox tests %s: %s", pk, why if released else "lost while stopping")
+    return TestsStatus.QUEUED if released else "lost"
+
+
+def _outcome_of(row: SandboxTestRun, attempt: int, beat: Beat) -> Outcome:
     """What an earlier attempt found, or what this one finds."""
     if row.outcome:
         # Recorded before an earlier attempt's report: reported, not run again.
@@ -207,7 +302,8 @@ def _outcome_of(row: SandboxTestRun, attempt: int) -> Outcome:
     if pull_request.state != "open":
         return Outcome(TestsStatus.SUPERSEDED, reason="the pull request is no longer open")
     _check_ensure(row, attempt)
-    outcome = _tests_outcome(row, attempt)
+    outcome = _tests_outcome(row, attempt, beat)
+    beat.check()  # a container the stop killed says nothing of the tests
     # Kept before anything is posted: an attempt that dies reporting is not run again.
     TESTS.held(row.pk, attempt).update(outcome=outcome.status, **_fields(outcome))
     return outcome
@@ -220,7 +316,7 @@ def _fields(outcome: Outcome) -> dict[str, Any]:
     return values
 
 
-def _tests_outcome(row: SandboxTestRun, attempt: int) -> Outcome:
+def _tests_outcome(row: SandboxTestRun, attempt: int, beat: Beat) -> Outcome:
     """Check out the head, find the command and run it in a container."""
     config = TestsConfig.model_validate(row.config)
     if config.runner == Runner.LOCAL:
@@ -245,7 +341,9 @@ def _tests_outcome(row: SandboxTestRun, attempt: int) -> Outcome:
             base_sha=row.base_sha or row.head_sha,
             mirror=mirror_for(repository),
         )
-        command, source, problem = command_of(config, checkout.base_tasuku_config)
+        # Without a base the checkout's "base" is the head: its file is the pull request's.
+        base_file = checkout.base_tasuku_config if row.base_sha else ""
+        command, source, problem = command_of(config, base_file)
         if problem:
             return Outcome(TestsStatus.REFUSED, reason=problem)
         seconds = min(config.timeout_seconds, int(settings.TASUKU_SANDBOX_TIMEOUT))
@@ -258,6 +356,7 @@ def _tests_outcome(row: SandboxTestRun, attempt: int) -> Outcome:
             tmp_bytes=1024**3,
         )
         TESTS.renew(row.pk, attempt)
+        beat.check()
         try:
             ran = pr_tests.tests_run(
                 command,
@@ -268,6 +367,7 @@ def _tests_outcome(row: SandboxTestRun, attempt: int) -> Outcome:
                 network=(settings.TASUKU_TESTS_NETWORK or "bridge") if config.network else None,
             )
         except SandboxError as exc:
+            beat.check()
             if not exc.permanent:
                 raise
             return Outcome(TestsStatus.ERRORED, reason=str(exc), command=command,
@@ -440,6 +540,8 @@ def headline(outcome: Outcome) -> str:
     if outcome.status == TestsStatus.PASSED:
         return f"Tests passed{took}"
     if outcome.status == TestsStatus.FAILED:
+        if count >= pr_tests.MAX_FAILED:  # the names kept stop there: more may have failed
+            return f"At least {count} tests failed"
         if count:
             return f"{count} test{'s' if count != 1 else ''} failed"
         return "Tests failed"
@@ -488,7 +590,7 @@ def summary_section(outcome: Outcome) -> str:
         names = ", ".join(code_span(n, 200) for n in outcome.failed_tests[:10])
         more = len(outcome.failed_tests) - 10
         line += f" Failing: {names}" + (f" and {more} more." if more > 0 else ".")
-    elif outcome.reason and outcome.status != TestsStatus.PASSED:
+    if outcome.reason and outcome.status != TestsStatus.PASSED:
         line += " " + inline_text(outcome.reason, 500)
     return f"{SECTION_START}\n{line}\n{SECTION_END}"
 

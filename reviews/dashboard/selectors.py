@@ -30,6 +30,8 @@ from reviews.models import (
     Review,
     ReviewRun,
     RunStatus,
+    SandboxTestRun,
+    TestsStatus,
     WorkerHeartbeat,
 )
 from reviews.outcomes import Figures
@@ -586,4 +588,36 @@ def budget_stopped(limit: int = 50) -> list[BudgetStopped]:
         found.append(BudgetStopped(run, budgets[installation.pk]))
         if len(found) >= limit:
             break
+    return found
+
+
+@dataclass(frozen=True)
+class TestsRow:
+    """One head's run of the pull request's own tests, as the dashboard shows it."""
+
+    __test__ = False
+
+    row: SandboxTestRun
+    headline: str
+    failing: list[str]
+    more: int
+
+
+def tests_rows(pull_request: PullRequest, *, head_sha: str = "", limit: int = 20) -> list[TestsRow]:
+    """The pull request's tests runs (reviews/sandbox_tests.py), newest first; only its
+    head's when `head_sha` is given. The headline is the one the check run carries."""
+    from reviews.sandbox_tests import Outcome, headline
+
+    rows = SandboxTestRun.objects.filter(pull_request=pull_request).order_by("-created_at", "-pk")
+    if head_sha:
+        rows = rows.filter(head_sha=head_sha)
+    found = []
+    for row in rows[:limit]:
+        if row.status in (TestsStatus.QUEUED, TestsStatus.RUNNING):
+            said = "Queued" if row.status == TestsStatus.QUEUED else "Running"
+        else:
+            said = headline(Outcome(row.status, seconds=row.seconds,
+                                    failed_tests=list(row.failed_tests or [])))  # fmt: skip
+        names = list(row.failed_tests or [])
+        found.append(TestsRow(row, said, names[:10], max(0, len(names) - 10)))
     return found

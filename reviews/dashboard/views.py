@@ -100,6 +100,7 @@ def pull_request_detail(request: HttpRequest, owner: str, name: str, number: int
             "severities": [s.value for s in Severity],
             "reviewers": reviewers,
             "dismissals": selectors.pull_request_dismissals(pull_request),
+            "tests_rows": selectors.tests_rows(pull_request),
             "may_act": may_act(request.user),
         },
     )
@@ -222,6 +223,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "duration": duration,
             "config_json": json.dumps(run.config, indent=2, sort_keys=True),
             "revision": selectors.run_revision(run),
+            "tests_rows": selectors.tests_rows(run.pull_request, head_sha=run.head_sha),
             "live": run.status not in RUN_FINAL_STATES,
             "version": _run_version(run, len(attempts)),
             "advice": advice,

@@ -25,10 +25,10 @@ import shutil
 import signal
 import tempfile
 import time
-import xml.etree.ElementTree as ET  # noqa: S405 - bounded, DOCTYPE refused (junit_failures)
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from xml.parsers import expat  # noqa: S410 - bounded, any DTD refused (junit_read)
 
 import docker
 import requests
@@ -129,7 +129,7 @@ class TestsSandbox(DockerSandbox):
                     raise
                 code = None
             seconds = time.monotonic() - started
-            return self._tests_outcome(code, seconds, results)
+            return self._tests_outcome(command, code, seconds, results)
         finally:
             shutil.rmtree(results, ignore_errors=True)
 
@@ -171,7 +171,9 @@ class TestsSandbox(DockerSandbox):
             "tty": False,
         }
 
-    def _tests_outcome(self, code: int | None, seconds: float, results: Path) -> TestsOutcome:
+    def _tests_outcome(
+        self, command: str, code: int | None, seconds: float, results: Path
+    ) -> TestsOutcome:
         assert self.container is not None
         with self._errors("read the tests' output"):
             raw = self._read(_tail_kept, stdout=True, stderr=True)
@@ -185,8 +187,17 @@ class TestsSandbox(DockerSandbox):
                 TIMED_OUT, None, seconds, output, failed,
                 reason=f"The tests did not finish within {wall:g}s and were stopped.",
             )  # fmt: skip
+        if code == 0 and self._oom():
+            reason = (
+                "The tests command exited with status 0, but a process of the tests ran out "
+                f"of memory (the limit is {_size(self.limits.memory_bytes)}) and was killed."
+            )
+            return TestsOutcome(FAILED, 0, seconds, output, failed, reason=reason)
         if code == 0:
-            return TestsOutcome(PASSED, 0, seconds, output, [])
+            doubt = exit_0_doubt(command, junit)
+            if doubt is None:
+                return TestsOutcome(PASSED, 0, seconds, output, [])
+            return TestsOutcome(FAILED, 0, seconds, output, failed, reason=doubt)
         if self._oom():
             reason = (
                 f"The tests ran out of memory (the limit is {_size(self.limits.memory_bytes)})."
@@ -222,6 +233,27 @@ def _writable(root: Path) -> None:
                     os.chmod(path, 0o777 if name in folders else 0o666)  # noqa: S103
     with contextlib.suppress(OSError):
         root.chmod(0o777)  # noqa: S103
+
+
+def exit_0_doubt(command: str, junit: bytes | None) -> str | None:
+    """Why an exit status of 0 does not show the tests passed, or None when it does: the
+    JUnit file names failing test cases (whatever its `failures` attribute says), lists
+    none at all, or — when the command names `$TASUKU_JUNIT` — was not written or cannot
+    be read (the tests stopped before their report, e.g. an `os._exit(0)`). Pure."""
+    read = junit_read(junit) if junit else None
+    said = "The tests command exited with status 0, but"
+    if read is not None and read.failed:
+        count = len(read.failed)
+        return f"{said} its JUnit file names {count} failing test case{'s' * (count != 1)}."
+    if read is not None and read.cases == 0:
+        return f"{said} its JUnit file lists no test case: no test is known to have run."
+    if read is None and ("TASUKU_JUNIT" in command or JUNIT in command):
+        return (
+            f"{said} left no readable JUnit file at $TASUKU_JUNIT (missing, over "
+            f"{JUNIT_MAX_BYTES // 1024**2} MiB or not well-formed), which it names: the tests "
+            "are not known to have run to the end."
+        )
+    return None
 
 
 def _read_bounded(path: Path) -> bytes | None:
@@ -264,25 +296,64 @@ def failing_tests(junit: bytes | None, output: str) -> list[str]:
     return found[:MAX_FAILED]
 
 
-def junit_failures(data: bytes) -> list[str] | None:
-    """`classname.name` (or `name`) of each test case with a `<failure>` or `<error>`;
-    None when the file is not JUnit XML this can read (too large, a DOCTYPE — entity
-    expansion is refused outright — or not well-formed)."""
-    if len(data) > JUNIT_MAX_BYTES or b"<!DOCTYPE" in data.upper() or b"<!ENTITY" in data.upper():
+@dataclass(frozen=True)
+class JUnit:
+    """What a JUnit XML file says: how many test cases it lists and which failed."""
+
+    cases: int
+    failed: list[str]
+
+
+class _Refused(Exception):
+    pass
+
+
+def junit_read(data: bytes) -> JUnit | None:
+    """The test cases of a JUnit XML file and the `classname.name` (or `name`) of each
+    with a `<failure>` or `<error>` (whatever the suite's `failures` attribute says); None
+    when the file is not JUnit XML this can read: too large, not well-formed, or with a
+    DTD — refused by the parser whatever the file's encoding, so no entity is ever
+    expanded. Read as a stream: no tree is built, however deep the nesting."""
+    if len(data) > JUNIT_MAX_BYTES:
         return None
+    parser = expat.ParserCreate()
+    cases, names = 0, []
+    case: list[str] = []  # the open test case's label, and whether it failed
+
+    def refuse(*_: object) -> None:
+        raise _Refused
+
+    def start(tag: str, attributes: dict[str, str]) -> None:
+        nonlocal cases
+        if tag == "testcase":
+            cases += 1
+            name, owner = attributes.get("name", ""), attributes.get("classname", "")
+            case[:] = [f"{owner}.{name}" if owner and name else name or owner]
+        elif tag in ("failure", "error") and case:
+            label = _clean(case[0])
+            if label and label not in names:
+                names.append(label)
+
+    def end(tag: str) -> None:
+        if tag == "testcase":
+            case.clear()
+
+    parser.StartDoctypeDeclHandler = refuse
+    parser.EntityDeclHandler = refuse
+    parser.ExternalEntityRefHandler = refuse
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
     try:
-        root = ET.fromstring(data)  # noqa: S314 - see above
-    except ET.ParseError:
+        parser.Parse(data, True)
+    except (expat.ExpatError, _Refused, ValueError):
         return None
-    names: list[str] = []
-    for case in root.iter("testcase"):
-        if case.find("failure") is None and case.find("error") is None:
-            continue
-        name, owner = case.get("name", ""), case.get("classname", "")
-        label = f"{owner}.{name}" if owner and name else name or owner
-        if label and label not in names:
-            names.append(_clean(label))
-    return names
+    return JUnit(cases, names)
+
+
+def junit_failures(data: bytes) -> list[str] | None:
+    """The failing test cases a JUnit XML file names (None: unreadable, `junit_read`)."""
+    read = junit_read(data)
+    return None if read is None else read.failed
 
 
 _PYTEST = re.compile(r"^(?:FAILED|ERROR) (\S+)(?: - .*)?$")

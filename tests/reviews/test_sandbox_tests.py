@@ -37,6 +37,19 @@ JUNIT_TWO_FAILED = b"""<?xml version="1.0" encoding="utf-8"?>
 </testsuite></testsuites>"""
 
 
+JUNIT_ONE_PASSED = b'<testsuite tests="1"><testcase classname="t" name="test_ok"/></testsuite>'
+
+
+def passing(stdout: bytes = b"1 passed\n"):
+    """Tests that pass as pytest with `--junitxml` does: exit 0 and a JUnit file."""
+
+    def program(invocation: Invocation) -> Program:
+        invocation.host_path(JUNIT).write_bytes(JUNIT_ONE_PASSED)
+        return Program(stdout=stdout)
+
+    return program
+
+
 @pytest.fixture(scope="module")
 def docker_server():
     fake = FakeDocker().start()
@@ -114,7 +127,7 @@ def test_passing_tests_end_in_a_success_check_and_a_line_of_the_review_summary(
         seen["cmd"] = invocation.cmd
         seen["workspace"] = invocation.host_path("/workspace")
         seen["files"] = sorted(p.name for p in seen["workspace"].iterdir())
-        return Program(stdout=b"...\n3 passed in 0.12s\n")
+        return passing(b"...\n3 passed in 0.12s\n")(invocation)
 
     fake_docker.program = tests
     deliver(world)
@@ -310,7 +323,7 @@ def test_an_older_heads_result_never_lands_on_the_newer_head(fake_github, fake_d
         if "sha" not in pushed:
             pushed["sha"] = world.push({"app/more.py": "X = 1\n"})
             return Program(exit_code=1, stdout=b"FAILED tests/test_a.py::test_old\n")
-        return Program(stdout=b"1 passed\n")
+        return passing()(invocation)
 
     fake_docker.program = tests
     deliver(world)
@@ -384,7 +397,7 @@ def test_a_worker_that_dies_mid_run_hands_the_tests_to_another_which_reports_onc
 ):
     world = world_build(fake_github)
     policy(world, tests_command=COMMAND)
-    fake_docker.program = Program(stdout=b"1 passed\n")
+    fake_docker.program = passing()
     calls = []
     real = sandbox_tests._report
 
@@ -571,3 +584,252 @@ def test_an_image_the_docker_host_lacks_ends_the_tests_neutral_with_the_reason(
     check = check_of_tests(world)
     assert check.conclusion == "neutral"
     assert "acme/toolchain:1 is not on the Docker host" in check.output["summary"]
+
+
+# --- what a pull request can make the check say (attacks) ------------------------------------
+
+
+def test_junit_in_utf16_cannot_slip_entities_past_the_doctype_refusal():
+    # The byte check for `<!DOCTYPE` does not see UTF-16: any DTD is refused by the parser.
+    doc = (
+        '<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE t [<!ENTITY a "aaaaaaaaaa">'
+        '<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+        '<testsuite><testcase name="&b;"><failure/></testcase></testsuite>'
+    )
+    assert junit_failures(doc.encode("utf-16")) is None
+    plain = '<testsuite><testcase name="t"><failure/></testcase></testsuite>'
+    assert junit_failures(plain.encode("utf-16")) == ["t"]
+
+
+def test_a_deeply_nested_junit_file_is_read_without_building_it():
+    deep = b"<a>" * 200_000 + b'<testcase name="t"><error/></testcase>' + b"</a>" * 200_000
+    assert junit_failures(deep) == ["t"]
+
+
+JUNIT_LYING = b"""<testsuites><testsuite name="pytest" tests="2" failures="0" errors="0">
+<testcase classname="tests.test_refunds" name="test_refund_rounds"><failure/></testcase>
+<testcase classname="tests.test_refunds" name="test_refund_ok"/>
+</testsuite></testsuites>"""
+
+
+def test_exit_0_with_failing_testcases_in_the_junit_file_is_a_failure_not_success(
+    fake_github, fake_docker, deliver
+):
+    world = world_build(fake_github)
+    policy(world, tests_command=COMMAND + " || true")
+
+    def tests(invocation: Invocation) -> Program:
+        invocation.host_path(JUNIT).write_bytes(JUNIT_LYING)  # failures="0", a failure inside
+        return Program(exit_code=0)
+
+    fake_docker.program = tests
+    deliver(world)
+
+    row = SandboxTestRun.objects.get()
+    assert row.status == TestsStatus.FAILED
+    assert row.failed_tests == ["tests.test_refunds.test_refund_rounds"]
+    assert "exited with status 0" in row.reason and "JUnit" in row.reason
+    check = check_of_tests(world)
+    assert check.conclusion == "failure" and check.output["title"] == "1 test failed"
+
+
+def test_exit_0_with_a_junit_file_listing_no_test_is_not_success(fake_github, fake_docker, deliver):
+    world = world_build(fake_github)
+    policy(world, tests_command=COMMAND)
+
+    def tests(invocation: Invocation) -> Program:
+        invocation.host_path(JUNIT).write_bytes(b'<testsuite tests="0" failures="0"/>')
+        return Program(exit_code=0, stdout=b"no tests ran\n")
+
+    fake_docker.program = tests
+    deliver(world)
+
+    row = SandboxTestRun.objects.get()
+    assert row.status == TestsStatus.FAILED
+    assert "lists no test" in row.reason
+    check = check_of_tests(world)
+    assert check.conclusion == "failure"
+    assert "Tests passed" not in review_body(world)
+
+
+def test_exit_0_without_the_junit_file_its_command_names_is_not_success(
+    fake_github, fake_docker, deliver
+):
+    # A conftest.py that calls os._exit(0) before a test runs: exit 0, no report written.
+    world = world_build(fake_github)
+    policy(world, tests_command=COMMAND)
+    fake_docker.program = Program(exit_code=0)
+    deliver(world)
+
+    row = SandboxTestRun.objects.get()
+    assert row.status == TestsStatus.FAILED
+    assert "no readable JUnit file" in row.reason
+    assert check_of_tests(world).conclusion == "failure"
+
+
+def test_a_command_that_names_no_junit_file_passes_on_exit_0(fake_github, fake_docker, deliver):
+    world = world_build(fake_github)
+    policy(world, tests_command="make test")
+    fake_docker.program = Program(exit_code=0)
+    deliver(world)
+    assert SandboxTestRun.objects.get().status == TestsStatus.PASSED
+
+
+def test_the_headline_never_counts_more_failing_tests_than_it_knows():
+    names = [f"t{i}" for i in range(pr_tests.MAX_FAILED)]
+    outcome = sandbox_tests.Outcome(TestsStatus.FAILED, failed_tests=names)
+    assert sandbox_tests.headline(outcome) == f"At least {pr_tests.MAX_FAILED} tests failed"
+    fewer = sandbox_tests.Outcome(TestsStatus.FAILED, failed_tests=names[:3])
+    assert sandbox_tests.headline(fewer) == "3 tests failed"
+
+
+def test_the_review_summary_says_why_failing_tests_stopped(fake_github, fake_docker, deliver):
+    outcome = sandbox_tests.Outcome(
+        TestsStatus.FAILED,
+        failed_tests=["t.py::a"],
+        reason="The tests ran out of memory (the limit is 4 GiB).",
+    )
+    assert "ran out of memory" in sandbox_tests.summary_section(outcome)
+
+
+def test_without_a_base_sha_the_heads_tasuku_toml_is_never_the_command(
+    fake_github, fake_docker, deliver
+):
+    world = world_with(fake_github, head_extra={".tasuku.toml": '[tests]\ncommand = "evil"\n'})
+    policy(world)
+    deliver(world)
+    first = SandboxTestRun.objects.get()
+    assert first.status == TestsStatus.REFUSED
+    config, run = first.config, first.run
+    first.delete()
+    # A row whose base is unknown: the checkout's base would fall back to the head.
+    row = SandboxTestRun.objects.create(
+        pull_request=run.pull_request, head_sha=world.head, base_sha="", run=run, config=config
+    )
+    sandbox_tests.TESTS.ring(row.pk)
+    drain_queue()
+    row.refresh_from_db()
+    assert row.status == TestsStatus.REFUSED and row.command == ""
+    assert fake_docker.created == []
+
+
+@pytest.fixture
+def stop_reset():
+    from tasuku import lifecycle
+
+    lifecycle._reset()
+    yield lifecycle
+    lifecycle._reset()
+
+
+def test_a_worker_told_to_stop_kills_the_tests_and_hands_the_row_back_at_once(
+    fake_github, fake_docker, deliver, stop_reset
+):
+    import threading
+
+    world = world_build(fake_github)
+    policy(world, tests_command=COMMAND, tests_timeout_seconds=10)  # bounded, unfixed
+
+    def tests(invocation: Invocation) -> Program:
+        # SIGTERM reaches the worker while the tests run.
+        threading.Timer(0.3, stop_reset.stop_begin, args=("a test",)).start()
+        return Program(stdout=b"collecting ...\n", hang=True)
+
+    fake_docker.program = tests
+    deliver(world)
+
+    row = SandboxTestRun.objects.get()
+    # Queued again and due now, its attempt not counted; the killed container's exit
+    # (137) is no outcome, and the check waits in progress for the next worker.
+    assert (row.status, row.attempts, row.outcome) == (TestsStatus.QUEUED, 0, "")
+    assert row.leased_until is None and row.next_attempt_at is None
+    assert "was stopped" in row.reason
+    assert check_of_tests(world).status == "in_progress"
+    assert len(fake_docker.created) == 1
+
+    stop_reset._reset()  # another worker
+    fake_docker.program = passing()
+    sandbox_tests.TESTS.ring(row.pk)
+    drain_queue()
+    row.refresh_from_db()
+    assert (row.status, row.attempts) == (TestsStatus.PASSED, 1)
+    check = check_of_tests(world)
+    assert (check.status, check.conclusion) == ("completed", "success")
+
+
+def test_the_heartbeat_renews_the_lease_and_learns_when_it_was_handed_on(
+    fake_github, fake_docker, deliver
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    world = world_build(fake_github)
+    policy(world, tests_command=COMMAND)
+    fake_docker.program = passing()
+    deliver(world)
+    row = SandboxTestRun.objects.get()
+    SandboxTestRun.objects.update(status="queued", attempts=0, leased_until=None)
+    attempt = sandbox_tests.TESTS.claim(row.pk)
+    soon = timezone.now() + timedelta(seconds=1)
+    SandboxTestRun.objects.filter(pk=row.pk).update(leased_until=soon)
+    beat = sandbox_tests.Beat(row.pk, attempt)
+    assert beat.beat()
+    row.refresh_from_db()
+    assert row.leased_until > timezone.now() + timedelta(minutes=30)
+    beat.check()
+    # The sweeper hands it on (its lease ran out): the beat learns it and stops.
+    SandboxTestRun.objects.filter(pk=row.pk).update(leased_until=soon - timedelta(hours=1))
+    sandbox_tests.TESTS.sweep(lost_last={})
+    assert not beat.beat()
+    with pytest.raises(sandbox_tests.WorkerStopping, match="lease was lost"):
+        beat.check()
+
+
+def test_the_dashboards_run_and_pull_request_pages_show_the_heads_tests(
+    fake_github, fake_docker, deliver, django_user_model
+):
+    from django.test import Client
+
+    world = world_build(fake_github)
+    policy(world, tests_command=COMMAND)
+    hostile = b'<testsuite><testcase name="t&lt;script&gt;x()&lt;/script&gt;"><failure/></testcase>'
+    hostile += b'<testcase classname="tests.test_refunds" name="test_refund_rounds"><error/>'
+    hostile += b"</testcase></testsuite>"
+
+    def tests(invocation: Invocation) -> Program:
+        invocation.host_path(JUNIT).write_bytes(hostile)
+        return Program(exit_code=1)
+
+    fake_docker.program = tests
+    deliver(world)
+
+    staff = Client()
+    staff.force_login(django_user_model.objects.create_user("op", password="pw", is_staff=True))
+    run = ReviewRun.objects.get()
+    pages = [staff.get(f"/runs/{run.pk}/"), staff.get(f"/repos/{REPO}/pulls/7/")]
+    for page in pages:
+        assert page.status_code == 200
+        html = page.content.decode()
+        assert "The pull request's own tests" in html
+        assert "2 tests failed" in html and "tests.test_refunds.test_refund_rounds" in html
+        assert "exited with status 1" in html and "pytest -q --junitxml=" in html
+        assert "<script>x()" not in html and "t&lt;script&gt;x()" in html  # data, escaped
+    # Another head's tests are not this run's.
+    SandboxTestRun.objects.update(head_sha="0" * 40)
+    assert "own tests" not in staff.get(f"/runs/{run.pk}/").content.decode()
+
+
+def test_exit_0_after_a_test_process_ran_out_of_memory_is_not_success(
+    fake_github, fake_docker, deliver
+):
+    # A test runner whose worker process the OOM killer stopped, and which exited 0.
+    world = world_build(fake_github)
+    policy(world, tests_command="make test")
+    fake_docker.program = Program(exit_code=0, oom_child=True)
+    deliver(world)
+
+    row = SandboxTestRun.objects.get()
+    assert row.status == TestsStatus.FAILED
+    assert "exited with status 0" in row.reason and "ran out of memory" in row.reason
+    assert check_of_tests(world).conclusion == "failure"

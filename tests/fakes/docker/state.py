@@ -32,7 +32,10 @@ class Program:
     """What a fake container does when started.
 
     It writes `stdout` and `stderr`, runs `seconds`, then exits with `exit_code`; `oom`:
-    the kernel's OOM killer stops it (exit 137, State.OOMKilled); `hang`: it never exits
+    the kernel's OOM killer stops it (exit 137, State.OOMKilled); `oom_child`: the OOM
+    killer stops one of its child processes and it exits with `exit_code` all the same
+    (Docker reports the container's cgroup OOM events: State.OOMKilled is true whichever
+    process was killed); `hang`: it never exits
     by itself, only a kill or its self-destruct timer stops it; `stuck`: not even the
     timer (a process in uninterruptible sleep), only a kill through the API.
     """
@@ -42,6 +45,7 @@ class Program:
     stderr: bytes = b""
     seconds: float = 0.0
     oom: bool = False
+    oom_child: bool = False
     hang: bool = False
     stuck: bool = False
 
@@ -147,6 +151,7 @@ class FakeContainer:
                 return  # `kill` ended it
             if runs <= limit:
                 code, oom = (137, True) if program.oom else (program.exit_code, False)
+                oom = oom or program.oom_child
             else:  # the timer's SIGKILL; as PID 1 it reports 128 + 9
                 code, oom = 137, False
             self.end(code, oom=oom)
