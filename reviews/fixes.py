@@ -25,6 +25,7 @@ the sweep asks again.
 
 from __future__ import annotations
 
+import ast
 import logging
 import re
 from datetime import timedelta
@@ -475,6 +476,20 @@ def _files_fixed(
             [LineFix(f.fingerprint, f.start_line, f.end_line, f.suggestion or "") for f in fresh],
         )
         left_out += [_entry_of(by_key[fix.key], why) for fix, why in patched.left_out]
+        if patched.applied and _breaks(path, text, patched.text):
+            # The gate checked where a suggestion goes, not what it makes: one that turns
+            # a file that parsed into one that does not is left out (the others kept when
+            # they parse without it).
+            kept = [f for f in patched.applied if not _breaks(path, text, fixes_apply(text, [f]).text)]  # fmt: skip
+            redo = fixes_apply(text, kept)
+            if kept and _breaks(path, text, redo.text):
+                kept, redo = [], fixes_apply(text, [])
+            left_out += [
+                _entry_of(by_key[f.key], f"{path} would no longer parse as Python with it")
+                for f in patched.applied
+                if f not in kept
+            ]
+            patched = redo
         if patched.applied and patched.text != text:
             files[path] = (entry.mode, patched.text)
             applied += [_entry_of(by_key[fix.key]) for fix in patched.applied]
@@ -484,6 +499,19 @@ def _files_fixed(
                 for fix in patched.applied
             ]
     return files, applied, left_out
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def _breaks(path: str, before: str, after: str) -> bool:
+    """Whether the fixes turn a Python file that parsed into one that does not."""
+    return path.endswith((".py", ".pyi")) and _parses(before) and not _parses(after)
 
 
 def _commit(

@@ -485,3 +485,24 @@ def test_the_fixes_commit_message_carries_no_engine_text(world, deliver):
     message = world.git.git("log", "-1", "--format=%B", tip)
     assert "Closes" not in message and "Co-authored-by" not in message and "Mallory" not in message
     assert message.startswith("Apply 2 one-click fixes from Tasuku's review of #7")
+
+
+def test_a_suggestion_that_would_break_the_python_file_is_left_out_and_said_so(world, deliver):
+    """The gate checks where a suggestion goes, not what it makes: an engine's suggestion
+    that leaves app/util.py unparsable is not committed; the other fix still is."""
+    opted_in(world)
+    deliver(world)
+    Finding.objects.filter(path="app/util.py").update(suggestion="def broken(:\n")
+    FixProposal.objects.update(head_sha="", commit_sha="")
+    fixes_request(PullRequest.objects.get())
+    drain_queue()
+
+    files = world.fake.fix_branch_files(REPO, f"refs/heads/{BRANCH}")
+    assert files["app/util.py"] == UTIL  # the head's, untouched
+    assert files["app/tidy.py"].startswith("import sys\n")
+    row = FixProposal.objects.get()
+    assert [a["path"] for a in row.applied] == ["app/tidy.py"]
+    [out] = row.left_out
+    assert out["path"] == "app/util.py" and "no longer parse as Python" in out["why"]
+    [pull] = fix_pulls(world)
+    assert "no longer parse as Python" in pull.body
