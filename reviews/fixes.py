@@ -353,7 +353,7 @@ def _bring_up_to_date(gateway, where: dict, row: FixProposal) -> dict[str, Any]:
         # repeated send): no write but the newest review's link.
         _review_link(gateway, where, row, row.url, row.number, len(applied))
         return {"outcome": f"up to date: #{row.number} already proposes these fixes"}
-    commit = _commit(gateway, where, row, info.head_sha, files, applied)
+    commit = _commit(gateway, where, row, info.head_sha, files, applied, into=info.head_ref)
     pull = _pull_open(gateway, where, row, info, applied, left_out)
     _review_link(gateway, where, row, pull.html_url, pull.number, len(applied))
     outcome = (
@@ -515,7 +515,14 @@ def _breaks(path: str, before: str, after: str) -> bool:
 
 
 def _commit(
-    gateway, where: dict, row: FixProposal, head: str, files: dict, applied: list[dict]
+    gateway,
+    where: dict,
+    row: FixProposal,
+    head: str,
+    files: dict,
+    applied: list[dict],
+    *,
+    into: str,
 ) -> str:
     """One commit over `head` applying `files`, and Tasuku's branch pointing at it. The
     same fixes over the same head, already on the branch, are not committed again."""
@@ -524,6 +531,22 @@ def _commit(
     same = [a["fingerprint"] for a in applied] == [a["fingerprint"] for a in row.applied or []]
     if on_branch and on_branch == row.commit_sha and row.head_sha == head and same:
         return on_branch
+    if on_branch and on_branch != row.commit_sha:
+        # A branch of that name Tasuku did not leave there: moved by force only when no
+        # one's open pull request comes from it (else it would rewrite their branch).
+        theirs = [
+            p.number
+            for p in gateway.pull_requests_from(**where, branch=branch, base=None)
+            # Tasuku's own (into the head branch: a send whose record was lost opened it)
+            if p.state == "open" and p.number != row.number and p.base_ref != into
+        ]
+        if theirs:
+            raise GitHubError(
+                f"Branch {branch} is the branch of open pull request #{theirs[0]}: Tasuku "
+                "does not move a branch someone else's pull request comes from. Rename that "
+                "branch, or close that pull request, then send again.",
+                permanent=True,
+            )
     base_tree = gateway.git_commit_tree(**where, sha=head)
     tree = gateway.git_tree_create(**where, base_tree=base_tree, files=files)
     count = len(applied)

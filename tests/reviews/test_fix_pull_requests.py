@@ -506,3 +506,41 @@ def test_a_suggestion_that_would_break_the_python_file_is_left_out_and_said_so(w
     assert out["path"] == "app/util.py" and "no longer parse as Python" in out["why"]
     [pull] = fix_pulls(world)
     assert "no longer parse as Python" in pull.body
+
+
+def test_a_branch_of_that_name_someone_elses_pull_request_comes_from_is_not_moved(
+    fake_github, deliver
+):
+    """Someone pushed `tasuku/fix/pr-7` and opened #9 from it (into main). Moving it by
+    force to #7's fixes would rewrite #9's branch: the fixes fail with why instead, and
+    #9's branch stays where it was."""
+    world = world_build(fake_github, head_files=HEAD)
+    theirs = world.git.commit({"theirs.txt": "mine\n"}, parent=world.base, branch=BRANCH)
+    from tests.fakes.github.state import Pull
+
+    world.fake.add_pull(
+        REPO, Pull(number=9, title="Mine", head_sha=theirs, base_sha=world.base, head_ref=BRANCH)
+    )
+    opted_in(world)
+    deliver(world)
+
+    assert branch_tip(world) == theirs
+    row = FixProposal.objects.get()
+    assert row.status == "failed" and "open pull request #9" in row.error
+    assert not world.fake.requests("PATCH", r"/git/refs/")
+
+
+def test_tasukus_own_pull_request_whose_record_was_lost_is_adopted_not_refused(world, deliver):
+    """The branch and its pull request are there but the row forgot them (a sender that
+    died before recording): that pull request is Tasuku's (into the head branch), so the
+    branch is moved and the same pull request edited — not refused as someone else's."""
+    opted_in(world)
+    deliver(world)
+    [pull] = fix_pulls(world)
+    FixProposal.objects.update(number=None, url="", state="", commit_sha="", head_sha="")
+    fixes_request(PullRequest.objects.get())
+    drain_queue()
+
+    row = FixProposal.objects.get()
+    assert (row.status, row.number, row.error) == ("sent", pull.number, "")
+    assert fix_pulls(world) == [pull] and pull.state == "open"
