@@ -10,7 +10,7 @@ from repos.models import RepositoryPolicy
 from reviews.fixes import FORK_NOTE, HEAD_NOTE, fixes_request, fixes_send
 from reviews.models import Finding, FixProposal, PullRequest, Review, ReviewRun, RunStatus
 from reviews.patching import LineFix, fixes_apply
-from tests.gitworld import REPO, world_build
+from tests.gitworld import REPO, Symlink, world_build
 from tests.helpers import drain_queue, post_webhook, pull_request_payload
 
 pytestmark = pytest.mark.django_db
@@ -544,3 +544,31 @@ def test_tasukus_own_pull_request_whose_record_was_lost_is_adopted_not_refused(w
     row = FixProposal.objects.get()
     assert (row.status, row.number, row.error) == ("sent", pull.number, "")
     assert fix_pulls(world) == [pull] and pull.state == "open"
+
+
+def test_a_fix_on_a_symlink_or_through_one_is_left_out_and_no_mode_changes(fake_github, deliver):
+    """A finding whose path is a symlink at the head (`app/link.py` → /etc/passwd), or
+    reaches a file through a symlinked directory (`app/dir/util.py`, `app/dir` → `.`):
+    left out, not written; the one file Tasuku writes keeps its mode (100644)."""
+    world = world_build(
+        fake_github,
+        head_files={**HEAD, "app/link.py": Symlink("/etc/passwd"), "app/dir": Symlink(".")},
+    )
+    opted_in(world)
+    deliver(world)
+    Finding.objects.filter(path="app/util.py").update(path="app/link.py")
+    tidy = Finding.objects.get(path="app/tidy.py")
+    tidy.pk, tidy.fingerprint, tidy.path = None, "through-dir", "app/dir/util.py"
+    tidy.save()
+    FixProposal.objects.update(head_sha="", commit_sha="")
+    fixes_request(PullRequest.objects.get())
+    drain_queue()
+
+    row = FixProposal.objects.get()
+    assert [a["path"] for a in row.applied] == ["app/tidy.py"]
+    assert sorted(o["path"] for o in row.left_out) == ["app/dir/util.py", "app/link.py"]
+    [tree_call] = world.fake.requests("POST", r"/git/trees$")[-1:]
+    assert [(e["path"], e["mode"]) for e in tree_call.body["tree"]] == [("app/tidy.py", "100644")]
+    tip = branch_tip(world)
+    modes = world.git.git("ls-tree", "-r", tip).splitlines()
+    assert any(line.startswith("120000") and line.endswith("app/link.py") for line in modes)
