@@ -25,6 +25,7 @@ the sweep asks again.
 
 from __future__ import annotations
 
+import ast
 import logging
 import re
 from datetime import timedelta
@@ -58,6 +59,10 @@ logger = logging.getLogger(__name__)
 
 SEND_TASK = "reviews.tasks.fixes_send"
 BRANCH = "tasuku/fix/pr-{number}"
+# Every branch of fixes Tasuku makes starts so: a pull request whose head is one (a fixes
+# pull request, reviewed; or an author's branch named like Tasuku's) gets no fixes of its
+# own — no fixes of fixes, and never a write to its head branch.
+BRANCH_PREFIX = "tasuku/fix/"
 # The review summary's paragraph about the fixes: replaced, never repeated, when the
 # sender links the pull request (`_review_link`).
 LEAD = "**One-click fixes:**"
@@ -65,6 +70,11 @@ FORK_NOTE = (
     f"{LEAD} not proposed as a pull request: this pull request's branch is in a fork, "
     "and Tasuku creates branches only in this repository. Apply the suggestions on their "
     "comments."
+)
+HEAD_NOTE = (
+    f"{LEAD} not proposed as a pull request: this pull request's branch is named like "
+    "Tasuku's own branches of fixes, which Tasuku would have to write. Apply the "
+    "suggestions on their comments."
 )
 MAX_LISTED = 50
 # The state of a fixes pull request someone closed without merging it.
@@ -87,6 +97,10 @@ def branch_of(pull_request: PullRequest) -> str:
     return BRANCH.format(number=pull_request.number)
 
 
+def head_is_tasukus(head_ref: str) -> bool:
+    return head_ref.startswith(BRANCH_PREFIX)
+
+
 def fixes_wanted(run: ReviewRun, config: EffectiveConfig) -> bool:
     """A run on GitHub of a repository that opted in, reporting on its pull request."""
     return (
@@ -104,6 +118,8 @@ def summary_note(run: ReviewRun, config: EffectiveConfig, offered: int) -> str:
         return ""
     if run.pull_request.from_fork:
         return FORK_NOTE
+    if head_is_tasukus(run.pull_request.head_ref):
+        return HEAD_NOTE
     return (
         f"{LEAD} the suggestions still open are proposed as one commit on Tasuku's branch "
         f"{code_span(branch_of(run.pull_request))}, in a pull request into this one's "
@@ -122,7 +138,7 @@ def fixes_request_after(run: ReviewRun) -> None:
             return  # a run that did not finish asks nothing; the one that supersedes it will
         if not fixes_wanted(run, EffectiveConfig.model_validate(run.config)):
             return
-        if run.pull_request.from_fork:
+        if run.pull_request.from_fork or head_is_tasukus(run.pull_request.head_ref):
             return  # its summary said why (`summary_note`)
         review = Review.objects.filter(run=run).first()
         if not FixProposal.objects.filter(pull_request=run.pull_request).exists() and not (
@@ -275,11 +291,20 @@ def open_fixes(pull_request: PullRequest) -> list[Finding]:
 def _bring_up_to_date(gateway, where: dict, row: FixProposal) -> dict[str, Any]:
     pull_request = row.pull_request
     info = gateway.pull_request_get(**where, number=pull_request.number)
+    if head_is_tasukus(info.head_ref):
+        # Before anything that closes or deletes: Tasuku's branch may be this head.
+        return {
+            "outcome": f"not proposed: #{pull_request.number}'s branch "
+            f"{info.head_ref} is named like Tasuku's own branches of fixes; Tasuku "
+            "writes no branch it did not make"
+        }
     if info.state != "open":
         why = "merged" if info.merged else "closed"
         return _close(gateway, where, row, f"#{pull_request.number} was {why}")
     if pull_request.from_fork or (
-        info.head_repository and info.head_repository != where["full_name"]
+        # "" is GitHub's null: a fork since deleted, still a fork.
+        info.head_repository is not None
+        and info.head_repository.lower() != where["full_name"].lower()
     ):
         return _close(gateway, where, row, f"#{pull_request.number}'s branch is in a fork")
     if row.state == DECLINED:
@@ -328,7 +353,7 @@ def _bring_up_to_date(gateway, where: dict, row: FixProposal) -> dict[str, Any]:
         # repeated send): no write but the newest review's link.
         _review_link(gateway, where, row, row.url, row.number, len(applied))
         return {"outcome": f"up to date: #{row.number} already proposes these fixes"}
-    commit = _commit(gateway, where, row, info.head_sha, files, applied)
+    commit = _commit(gateway, where, row, info.head_sha, files, applied, into=info.head_ref)
     pull = _pull_open(gateway, where, row, info, applied, left_out)
     _review_link(gateway, where, row, pull.html_url, pull.number, len(applied))
     outcome = (
@@ -451,6 +476,20 @@ def _files_fixed(
             [LineFix(f.fingerprint, f.start_line, f.end_line, f.suggestion or "") for f in fresh],
         )
         left_out += [_entry_of(by_key[fix.key], why) for fix, why in patched.left_out]
+        if patched.applied and _breaks(path, text, patched.text):
+            # The gate checked where a suggestion goes, not what it makes: one that turns
+            # a file that parsed into one that does not is left out (the others kept when
+            # they parse without it).
+            kept = [f for f in patched.applied if not _breaks(path, text, fixes_apply(text, [f]).text)]  # fmt: skip
+            redo = fixes_apply(text, kept)
+            if kept and _breaks(path, text, redo.text):
+                kept, redo = [], fixes_apply(text, [])
+            left_out += [
+                _entry_of(by_key[f.key], f"{path} would no longer parse as Python with it")
+                for f in patched.applied
+                if f not in kept
+            ]
+            patched = redo
         if patched.applied and patched.text != text:
             files[path] = (entry.mode, patched.text)
             applied += [_entry_of(by_key[fix.key]) for fix in patched.applied]
@@ -462,8 +501,28 @@ def _files_fixed(
     return files, applied, left_out
 
 
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def _breaks(path: str, before: str, after: str) -> bool:
+    """Whether the fixes turn a Python file that parsed into one that does not."""
+    return path.endswith((".py", ".pyi")) and _parses(before) and not _parses(after)
+
+
 def _commit(
-    gateway, where: dict, row: FixProposal, head: str, files: dict, applied: list[dict]
+    gateway,
+    where: dict,
+    row: FixProposal,
+    head: str,
+    files: dict,
+    applied: list[dict],
+    *,
+    into: str,
 ) -> str:
     """One commit over `head` applying `files`, and Tasuku's branch pointing at it. The
     same fixes over the same head, already on the branch, are not committed again."""
@@ -472,15 +531,32 @@ def _commit(
     same = [a["fingerprint"] for a in applied] == [a["fingerprint"] for a in row.applied or []]
     if on_branch and on_branch == row.commit_sha and row.head_sha == head and same:
         return on_branch
+    if on_branch and on_branch != row.commit_sha:
+        # A branch of that name Tasuku did not leave there: moved by force only when no
+        # one's open pull request comes from it (else it would rewrite their branch).
+        theirs = [
+            p.number
+            for p in gateway.pull_requests_from(**where, branch=branch, base=None)
+            # Tasuku's own (into the head branch: a send whose record was lost opened it)
+            if p.state == "open" and p.number != row.number and p.base_ref != into
+        ]
+        if theirs:
+            raise GitHubError(
+                f"Branch {branch} is the branch of open pull request #{theirs[0]}: Tasuku "
+                "does not move a branch someone else's pull request comes from. Rename that "
+                "branch, or close that pull request, then send again.",
+                permanent=True,
+            )
     base_tree = gateway.git_commit_tree(**where, sha=head)
     tree = gateway.git_tree_create(**where, base_tree=base_tree, files=files)
     count = len(applied)
+    # No engine text and no path (the author names the files): a commit message is not
+    # escaped Markdown, and "Closes #1" or a "Co-authored-by:" trailer in it would act once
+    # the commit reaches the default branch. The pull request's body lists the fixes.
     message = (
         f"Apply {count} one-click fix{'es' if count != 1 else ''} from Tasuku's review of "
         f"#{row.pull_request.number}\n\n"
-        + "\n".join(
-            f"- {a['path']}:{a['start_line']}: {a['title'][:150]}" for a in applied[:MAX_LISTED]
-        )
+        f"The fixes are listed in the pull request from {branch}."
     )
     commit = gateway.git_commit_create(**where, message=message, tree=tree, parent=head)
     if on_branch is None:

@@ -304,10 +304,10 @@ class BranchCalls(Transport):
         repository_id: int | None,
         full_name: str,
         branch: str,
-        base: str,
+        base: str | None,
     ) -> list[FixPullInfo]:
         """The pull requests, open or closed, from this repository's branch `branch` into
-        `base`, newest first."""
+        `base` (None: into any branch), newest first."""
         owner, name = full_name.split("/", 1)
 
         def get(client: Github) -> list[FixPullInfo]:
@@ -320,7 +320,7 @@ class BranchCalls(Transport):
                     parameters={
                         "state": "all",
                         "head": f"{owner}:{branch}",
-                        "base": base,
+                        **({"base": base} if base is not None else {}),
                         "per_page": 100,
                         "page": page,
                     },  # fmt: skip

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from repos.models import RepositoryPolicy
-from reviews.fixes import FORK_NOTE, fixes_request, fixes_send
+from reviews.fixes import FORK_NOTE, HEAD_NOTE, fixes_request, fixes_send
 from reviews.models import Finding, FixProposal, PullRequest, Review, ReviewRun, RunStatus
 from reviews.patching import LineFix, fixes_apply
-from tests.gitworld import REPO, world_build
+from tests.gitworld import REPO, Symlink, world_build
 from tests.helpers import drain_queue, post_webhook, pull_request_payload
 
 pytestmark = pytest.mark.django_db
@@ -408,3 +408,167 @@ def test_a_suggestion_on_a_workflow_file_is_left_out_and_said_so(world, deliver)
         REPO, f"refs/heads/{BRANCH}"
     )
     assert len(row.applied) == 2
+
+
+# --- attacks (s45-atk2) -------------------------------------------------------------------
+
+
+def test_a_pull_request_whose_head_branch_is_named_like_tasukus_own_is_never_written(
+    world, deliver
+):
+    """An author who names their branch `tasuku/fix/pr-7` before opening #7: Tasuku's
+    branch would be the head branch itself, and moving it would push to the author's
+    branch. No ref is written, no pull request opened, and the row says why."""
+    world.git.git("update-ref", f"refs/heads/{BRANCH}", world.head)
+    world.pull.head_ref = BRANCH
+    opted_in(world)
+    deliver(world)
+    [body] = review_bodies(world)
+    assert HEAD_NOTE in body and "proposed as one commit on Tasuku's branch" not in body
+    assert not FixProposal.objects.exists()
+    # The sender itself refuses too (a row asked for before, Send again in the admin).
+    fixes_request(PullRequest.objects.get())
+    drain_queue()
+
+    assert branch_tip(world) == world.head  # the author's branch, untouched
+    assert not world.fake.requests("POST", r"/git/") and not world.fake.requests(
+        "PATCH", r"/git/refs/"
+    )
+    assert not [p for p in world.repo.pulls.values() if p.number != world.pull.number]
+    row = FixProposal.objects.get()
+    assert row.status == "sent" and "Tasuku's own" in row.outcome
+
+
+def test_a_fixes_pull_request_of_a_fixes_pull_request_is_never_proposed(world, deliver):
+    """#7's head is Tasuku's branch of another pull request's fixes (its fixes pull
+    request, reviewed): no fixes of fixes, no branch `tasuku/fix/pr-7` into it."""
+    world.git.git("update-ref", "refs/heads/tasuku/fix/pr-3", world.head)
+    world.pull.head_ref = "tasuku/fix/pr-3"
+    opted_in(world)
+    deliver(world)
+
+    assert branch_tip(world) is None
+    assert not world.fake.requests("POST", r"/git/")
+    assert [p.number for p in world.repo.pulls.values()] == [world.pull.number]
+
+
+def test_a_deleted_fork_is_a_fork_even_when_the_row_does_not_say_so(world, deliver):
+    """GitHub answers a deleted fork's head repository with null. A row that still says
+    "not a fork" (written before Tasuku recorded forks) must not make Tasuku open a pull
+    request into the base repository's branch of the fork's branch name."""
+    opted_in(world)
+    world.git.git("update-ref", "refs/heads/patch-1", world.base)  # the base's own branch
+    world.pull.head_ref, world.pull.head_repo = "patch-1", None
+    PullRequest.objects.all().delete()
+    deliver(world)
+    PullRequest.objects.update(from_fork=False, head_repository="")
+    fixes_request(PullRequest.objects.get())
+    drain_queue()
+
+    assert branch_tip(world) is None
+    assert [p.number for p in world.repo.pulls.values()] == [world.pull.number]
+    assert "fork" in FixProposal.objects.get().outcome
+
+
+def test_the_fixes_commit_message_carries_no_engine_text(world, deliver):
+    """A finding's title is engine text: in a commit message `Closes #1` would close
+    issue 1 once the commit reaches the default branch, and `Co-authored-by:` would
+    credit anyone. The commit says how many fixes and where they are listed, no more."""
+    opted_in(world)
+    deliver(world)
+    Finding.objects.update(title="Closes #1\n\nCo-authored-by: Mallory <m@evil.example>")
+    FixProposal.objects.update(head_sha="", commit_sha="")
+    fixes_request(PullRequest.objects.get())
+    drain_queue()
+
+    tip = branch_tip(world)
+    message = world.git.git("log", "-1", "--format=%B", tip)
+    assert "Closes" not in message and "Co-authored-by" not in message and "Mallory" not in message
+    assert message.startswith("Apply 2 one-click fixes from Tasuku's review of #7")
+
+
+def test_a_suggestion_that_would_break_the_python_file_is_left_out_and_said_so(world, deliver):
+    """The gate checks where a suggestion goes, not what it makes: an engine's suggestion
+    that leaves app/util.py unparsable is not committed; the other fix still is."""
+    opted_in(world)
+    deliver(world)
+    Finding.objects.filter(path="app/util.py").update(suggestion="def broken(:\n")
+    FixProposal.objects.update(head_sha="", commit_sha="")
+    fixes_request(PullRequest.objects.get())
+    drain_queue()
+
+    files = world.fake.fix_branch_files(REPO, f"refs/heads/{BRANCH}")
+    assert files["app/util.py"] == UTIL  # the head's, untouched
+    assert files["app/tidy.py"].startswith("import sys\n")
+    row = FixProposal.objects.get()
+    assert [a["path"] for a in row.applied] == ["app/tidy.py"]
+    [out] = row.left_out
+    assert out["path"] == "app/util.py" and "no longer parse as Python" in out["why"]
+    [pull] = fix_pulls(world)
+    assert "no longer parse as Python" in pull.body
+
+
+def test_a_branch_of_that_name_someone_elses_pull_request_comes_from_is_not_moved(
+    fake_github, deliver
+):
+    """Someone pushed `tasuku/fix/pr-7` and opened #9 from it (into main). Moving it by
+    force to #7's fixes would rewrite #9's branch: the fixes fail with why instead, and
+    #9's branch stays where it was."""
+    world = world_build(fake_github, head_files=HEAD)
+    theirs = world.git.commit({"theirs.txt": "mine\n"}, parent=world.base, branch=BRANCH)
+    from tests.fakes.github.state import Pull
+
+    world.fake.add_pull(
+        REPO, Pull(number=9, title="Mine", head_sha=theirs, base_sha=world.base, head_ref=BRANCH)
+    )
+    opted_in(world)
+    deliver(world)
+
+    assert branch_tip(world) == theirs
+    row = FixProposal.objects.get()
+    assert row.status == "failed" and "open pull request #9" in row.error
+    assert not world.fake.requests("PATCH", r"/git/refs/")
+
+
+def test_tasukus_own_pull_request_whose_record_was_lost_is_adopted_not_refused(world, deliver):
+    """The branch and its pull request are there but the row forgot them (a sender that
+    died before recording): that pull request is Tasuku's (into the head branch), so the
+    branch is moved and the same pull request edited — not refused as someone else's."""
+    opted_in(world)
+    deliver(world)
+    [pull] = fix_pulls(world)
+    FixProposal.objects.update(number=None, url="", state="", commit_sha="", head_sha="")
+    fixes_request(PullRequest.objects.get())
+    drain_queue()
+
+    row = FixProposal.objects.get()
+    assert (row.status, row.number, row.error) == ("sent", pull.number, "")
+    assert fix_pulls(world) == [pull] and pull.state == "open"
+
+
+def test_a_fix_on_a_symlink_or_through_one_is_left_out_and_no_mode_changes(fake_github, deliver):
+    """A finding whose path is a symlink at the head (`app/link.py` → /etc/passwd), or
+    reaches a file through a symlinked directory (`app/dir/util.py`, `app/dir` → `.`):
+    left out, not written; the one file Tasuku writes keeps its mode (100644)."""
+    world = world_build(
+        fake_github,
+        head_files={**HEAD, "app/link.py": Symlink("/etc/passwd"), "app/dir": Symlink(".")},
+    )
+    opted_in(world)
+    deliver(world)
+    Finding.objects.filter(path="app/util.py").update(path="app/link.py")
+    tidy = Finding.objects.get(path="app/tidy.py")
+    tidy.pk, tidy.fingerprint, tidy.path = None, "through-dir", "app/dir/util.py"
+    tidy.save()
+    FixProposal.objects.update(head_sha="", commit_sha="")
+    fixes_request(PullRequest.objects.get())
+    drain_queue()
+
+    row = FixProposal.objects.get()
+    assert [a["path"] for a in row.applied] == ["app/tidy.py"]
+    assert sorted(o["path"] for o in row.left_out) == ["app/dir/util.py", "app/link.py"]
+    [tree_call] = world.fake.requests("POST", r"/git/trees$")[-1:]
+    assert [(e["path"], e["mode"]) for e in tree_call.body["tree"]] == [("app/tidy.py", "100644")]
+    tip = branch_tip(world)
+    modes = world.git.git("ls-tree", "-r", tip).splitlines()
+    assert any(line.startswith("120000") and line.endswith("app/link.py") for line in modes)
