@@ -15,8 +15,15 @@ asked for. A test is then put under the first cause that it has, in this order:
     in-process     none of these: function calls, the fake servers already running
 
 The causes are what the test *does*, not proof of what its time was spent on: a test that
-starts a worker and sleeps is counted as `process`. The table sums each cause's tests and
-seconds; `--costs-json=PATH` writes every test's figures for a closer look.
+starts a worker and sleeps is counted as `process`. The table sums each cause's tests,
+seconds and CPU seconds; `--costs-json=PATH` writes every test's figures for a closer look.
+
+A test's CPU seconds are those of the test process (its own threads: the fake servers
+answer there) and of the processes it started and waited for (git, a worker, a script),
+and of the engines the sandbox's fork server started for it. On a machine shared with
+other work wall times swell and shrink with the load; CPU seconds far less, so two runs
+are compared by them. A process a test leaves running (and never waits for) is not
+counted.
 
 Under pytest-xdist each test's figures travel back on its report (`user_properties`), so
 the table is the whole suite's.
@@ -60,6 +67,7 @@ class _Watch:
         with self.lock:
             self.slept = 0.0
             self.programs: dict[str, int] = defaultdict(int)
+            self.cpu_at = _cpu()
 
     def sleep(self, seconds: float) -> None:
         with self.lock:
@@ -69,6 +77,27 @@ class _Watch:
         program = _program(args)
         with self.lock:
             self.programs[program] += 1
+
+
+def _cpu() -> float:
+    """CPU seconds so far of this process, of its children it waited for, and of the
+    engines the fork server (if one runs) started and reaped."""
+    times = os.times()
+    seconds = times.user + times.system + times.children_user + times.children_system
+    try:
+        from sandbox.runners import forkserver
+    except ImportError:  # pragma: no cover - the suite always has the sandbox
+        return seconds
+    server = forkserver._server
+    pid = getattr(server, "pid", None)
+    if pid is not None and server.alive:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return seconds
+        # utime, stime, cutime, cstime: fields 14 to 17 of proc(5), in clock ticks
+        seconds += sum(int(fields[i]) for i in range(11, 15)) / os.sysconf("SC_CLK_TCK")
+    return seconds
 
 
 _watch = _Watch()
@@ -150,6 +179,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
     report = outcome.get_result()
     with _watch.lock:
         figures = {
+            "cpu": round(max(0.0, _cpu() - _watch.cpu_at), 3),
             "slept": round(_watch.slept, 3),
             "programs": dict(_watch.programs),
             "browser": item.get_closest_marker("browser") is not None,
@@ -207,17 +237,21 @@ def rows(collected: _Collected) -> list[dict]:
 
 
 def table(tests: list[dict]) -> list[str]:
-    by_cause: dict[str, list[float]] = defaultdict(list)
+    by_cause: dict[str, list[dict]] = defaultdict(list)
     for test in tests:
-        by_cause[test["cause"]].append(test["seconds"])
+        by_cause[test["cause"]].append(test)
     total = sum(test["seconds"] for test in tests) or 1.0
-    lines = [f"{'cause':<16} {'tests':>6} {'seconds':>9} {'share':>6}"]
+    total_cpu = sum(test.get("cpu", 0.0) for test in tests) or 1.0
+    lines = [f"{'cause':<16} {'tests':>6} {'seconds':>9} {'share':>6} {'CPU s':>8} {'share':>6}"]
     for name in CAUSES:
-        seconds = by_cause.get(name, [])
+        members = by_cause.get(name, [])
+        seconds = sum(test["seconds"] for test in members)
+        cpu = sum(test.get("cpu", 0.0) for test in members)
         lines.append(
-            f"{name:<16} {len(seconds):>6} {sum(seconds):>9.1f} {sum(seconds) / total:>6.0%}"
+            f"{name:<16} {len(members):>6} {seconds:>9.1f} {seconds / total:>6.0%}"
+            f" {cpu:>8.1f} {cpu / total_cpu:>6.0%}"
         )
-    lines.append(f"{'all':<16} {len(tests):>6} {total:>9.1f}")
+    lines.append(f"{'all':<16} {len(tests):>6} {total:>9.1f} {'':>6} {total_cpu:>8.1f}")
     return lines
 
 

@@ -9,9 +9,14 @@ repository are computed from the commits, as GitHub does.
 
 from __future__ import annotations
 
+import atexit
 import base64
+import hashlib
 import os
+import shutil
 import subprocess
+import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,8 +44,95 @@ class Symlink:
     target: str
 
 
+class _Built:
+    """What this process built once and builds again from memory (the end-to-end tests
+    build the same repositories hundreds of times, each init and commit a handful of git
+    processes): an initialised bare repository to copy, and each commit's SHA with the
+    objects it added to its parent's, kept as loose object files. A commit built again
+    from memory is the same commit (git's objects are named by their content, and the
+    key holds everything that goes into it), its objects linked into the repository and
+    its branch written as `git update-ref` writes it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.root: Path | None = None
+        self.root_pid = 0
+        self.template: Path | None = None
+        # key -> (sha, the objects the commit added: "xx/yyyy…" names under root/objects)
+        self.commits: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+    def _root(self) -> Path:
+        if self.root is None or self.root_pid != os.getpid():
+            self.root = Path(tempfile.mkdtemp(prefix="tasuku-fake-git-"))
+            self.root_pid = os.getpid()
+            self.template = None
+            self.commits.clear()
+            atexit.register(shutil.rmtree, self.root, True)
+        return self.root
+
+    def template_dir(self) -> Path:
+        with self.lock:
+            root = self._root()
+            if self.template is None:
+                template = root / "template.git"
+                subprocess.run(["git", "init", "--quiet", "--bare", str(template)], check=True)  # noqa: S607
+                for key, value in GitRepo.CONFIG:
+                    subprocess.run(  # noqa: S603
+                        ["git", "--git-dir", str(template), "config", key, value],  # noqa: S607
+                        check=True,
+                        env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"},
+                    )
+                self.template = template
+            return self.template
+
+    def remember(self, key: str, sha: str, git_dir: Path, names: list[str]) -> None:
+        with self.lock:
+            store = self._root() / "objects"
+            for name in names:
+                target = store / name
+                if not target.exists():
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(git_dir / "objects" / name, target)
+            self.commits[key] = (sha, tuple(names))
+
+    def recall(self, key: str) -> tuple[str, tuple[str, ...], Path] | None:
+        with self.lock:
+            if self.root is None or self.root_pid != os.getpid() or key not in self.commits:
+                return None
+            sha, names = self.commits[key]
+            return sha, names, self.root / "objects"
+
+
+_built = _Built()
+
+
+def _commit_key(
+    parent: str | None, files: dict[str, str | bytes | Symlink | None], message: str, clock: int
+) -> str:
+    digest = hashlib.sha256()
+    digest.update(repr((parent, message, clock)).encode())
+    for path, content in files.items():  # in order: the order is the order files are written
+        if content is None:
+            tag, data = b"D", b""
+        elif isinstance(content, Symlink):
+            tag, data = b"L", content.target.encode()
+        elif isinstance(content, str):
+            tag, data = b"S", content.encode()
+        else:
+            tag, data = b"B", content
+        digest.update(tag + path.encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
+    return digest.hexdigest()
+
+
 class GitRepo:
     """Commits built with git's plumbing in a bare repository (no work tree needed)."""
+
+    # What GitHub allows: fetching any reachable commit by its SHA, partial clones.
+    CONFIG = (
+        ("uploadpack.allowAnySHA1InWant", "true"),
+        ("uploadpack.allowFilter", "true"),
+        ("http.uploadpack", "true"),
+    )
 
     def __init__(self, git_dir: Path) -> None:
         self.git_dir = git_dir
@@ -48,14 +140,17 @@ class GitRepo:
 
     @classmethod
     def init(cls, git_dir: Path) -> GitRepo:
-        git_dir.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["git", "init", "--quiet", "--bare", str(git_dir)], check=True)  # noqa: S607
-        repo = cls(git_dir)
-        # What GitHub allows: fetching any reachable commit by its SHA, partial clones.
-        repo.git("config", "uploadpack.allowAnySHA1InWant", "true")
-        repo.git("config", "uploadpack.allowFilter", "true")
-        repo.git("config", "http.uploadpack", "true")
-        return repo
+        """A bare repository as `git init --bare` and the CONFIG make it: a copy of one
+        this process made (a folder already there is initialised by git itself)."""
+        if git_dir.exists() and any(git_dir.iterdir()):
+            subprocess.run(["git", "init", "--quiet", "--bare", str(git_dir)], check=True)  # noqa: S607
+            repo = cls(git_dir)
+            for key, value in cls.CONFIG:
+                repo.git("config", key, value)
+            return repo
+        git_dir.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(_built.template_dir(), git_dir, symlinks=True, dirs_exist_ok=True)
+        return cls(git_dir)
 
     def git(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None) -> str:
         completed = subprocess.run(  # noqa: S603
@@ -80,9 +175,54 @@ class GitRepo:
         """A commit on top of `parent` changing `files` (None deletes a file); returns its SHA.
 
         Files are written to a scratch work tree and staged in batches, so a commit of
-        thousands of files costs a handful of git calls."""
-        import tempfile
+        thousands of files costs a handful of git calls. A commit this process built
+        before (the same parent, files, message and clock) is built from memory
+        (`_Built`): no git call at all."""
+        key = _commit_key(parent, files, message, self._clock)
+        sha = self._recalled(key, parent, branch)
+        if sha is not None:
+            self._clock += 60
+            return sha
+        sha = self._build(files, parent=parent, message=message, branch=branch)
+        self._remember(key, sha, parent)
+        return sha
 
+    def _recalled(self, key: str, parent: str | None, branch: str | None) -> str | None:
+        recalled = _built.recall(key)
+        if recalled is None:
+            return None
+        sha, names, store = recalled
+        objects = self.git_dir / "objects"
+        if parent and not (objects / parent[:2] / parent[2:]).exists():
+            return None  # a parent packed, or not here at all: git decides
+        for name in names:
+            target = objects / name
+            if not target.exists():
+                target.parent.mkdir(exist_ok=True)
+                # Copied, not linked: a test may damage its repository's objects.
+                shutil.copyfile(store / name, target)
+        if branch:
+            ref = self.git_dir / "refs" / "heads" / branch
+            ref.parent.mkdir(parents=True, exist_ok=True)
+            ref.write_text(sha + "\n")
+        return sha
+
+    def _remember(self, key: str, sha: str, parent: str | None) -> None:
+        """The objects `sha` added to its parent's, if all are loose files here."""
+        listed = self.git("rev-list", "--objects", "--no-object-names", sha,
+                          *([f"^{parent}"] if parent else []))  # fmt: skip
+        names = [f"{o[:2]}/{o[2:]}" for o in listed.split()]
+        if all((self.git_dir / "objects" / name).is_file() for name in names):
+            _built.remember(key, sha, self.git_dir, names)
+
+    def _build(
+        self,
+        files: dict[str, str | bytes | Symlink | None],
+        *,
+        parent: str | None,
+        message: str,
+        branch: str | None,
+    ) -> str:
         index = self.git_dir / f"index-{os.getpid()}"
         env = {"GIT_INDEX_FILE": str(index)}
         try:
