@@ -26,7 +26,8 @@ def _run_writes(path: Path) -> list[str]:
         if isinstance(node, ast.FunctionDef)
         and any(
             isinstance(inner, ast.Return)
-            and "ReviewRun.objects" in (ast.get_source_segment(source, inner) or "")
+            and inner.value is not None
+            and "ReviewRun.objects" in ast.unparse(inner.value)
             for inner in ast.walk(node)
         )
     }
@@ -34,8 +35,10 @@ def _run_writes(path: Path) -> list[str]:
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
-        receiver = ast.get_source_segment(source, node.func.value) or ""
         method = node.func.attr
+        if method not in WRITES and method != "save":
+            continue  # (the receiver's text is read only for a call that may write)
+        receiver = ast.unparse(node.func.value)
         on_runs = (
             "ReviewRun.objects" in receiver
             or receiver.endswith(".runs")
