@@ -6,14 +6,13 @@ it imports no Django."""
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 from pathlib import Path
 
 from sandbox import progress
 from sandbox.contract import ReviewJob
 from sandbox.engines import ENGINES
-from sandbox.errors import StageError
+from sandbox.entry import exit_with
 
 
 def main(argv: list[str]) -> int:
@@ -36,24 +35,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv))
-    except StageError as exc:  # a failure the engine understood: its stage, code, whether to retry
-        print(
-            json.dumps(
-                {
-                    "error": str(exc),
-                    "stage": exc.stage,
-                    "permanent": exc.permanent,
-                    "code": exc.code,
-                }
-            ),
-            file=sys.stderr,
-        )
-        sys.exit(4)
-    except Exception as exc:  # the runner reads this line as the failure's reason
-        print(
-            json.dumps({"error": f"{type(exc).__name__}: {exc}", "code": "internal-error"}),
-            file=sys.stderr,
-        )
-        sys.exit(3)
+    exit_with(main, sys.argv)

@@ -5,13 +5,13 @@ with the conversation of the engine's provider. It imports no Django."""
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 from pathlib import Path
 
 from sandbox.agent.reply import agent_reply
 from sandbox.contract import ReplyJob
 from sandbox.engines import REGISTRY
+from sandbox.entry import exit_with
 
 
 def main(argv: list[str]) -> int:
@@ -30,11 +30,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv))
-    except Exception as exc:  # the runner reads this line as the failure's reason
-        print(
-            json.dumps({"error": f"{type(exc).__name__}: {exc}", "code": "internal-error"}),
-            file=sys.stderr,
-        )
-        sys.exit(3)
+    # A reply reports no stage of its own: every failure reads as the reply's (exit 3).
+    exit_with(main, sys.argv, understood=())
