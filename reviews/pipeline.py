@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.conf import settings
@@ -148,127 +149,182 @@ def run_cancelled(held, reason: str) -> str:
     return RunStatus.CANCELLED
 
 
+@dataclass
+class Prepared:
+    """What the review's preparation gave the phases after it: the checkout and the
+    core (diff, filters, notes), the reviewer, the installation's budget, the previous
+    review and the earlier findings it carries, and the engine's job."""
+
+    previous: str | None
+    checkout: Checkout
+    core: stages.Core
+    reviewer: ReviewerConfig
+    budget: Budget
+    before: Review | None
+    earlier: list
+    job: ReviewJob
+
+
 def pipeline(ctx: Context) -> str:
-    run = ctx.run
+    """One review of a run its worker holds, phase after phase: admission, the checkout
+    and the job, the engine's result, what was looked at, validation and the threads,
+    publication. Each phase may end the run early (its status is returned)."""
     ctx.stage(Stage.ADMISSION)
     stop = ctx.forge.guards(ctx)
     if stop is not None:
         return stop
     check_in_progress(ctx)
-    previous = previous_head(run)
+    previous = previous_head(ctx.run)
 
     ctx.stage(Stage.CLONE)
     with Workspace(settings.TASUKU_WORKSPACE_ROOT) as workspace:
-        reviewer = next(r for r in ctx.config.reviewers if r.slug == run.reviewer.slug)
-        checkout = ctx.forge.checkout(
-            ctx,
-            workspace,
-            previous,
-            scope_since(run, previous),
-            materialise=stages.materialise_for(reviewer),
-        )
-        core = ctx.core = stages.prepare(checkout, ctx.config, reviewer)
-        _record_scope(run, checkout, core)
-        ctx.forge.under_way(ctx, checkout)
-        installation = ctx.repository.installation
-        budget = installation_budget(installation)
-        budget_alert(installation, budget)
-        before = threads.previous_review(run, previous)
-        earlier = threads.earlier_open(before, run.head_sha)
-        told = ctx.mode.earlier_context(run, earlier)
-        # The mode may continue the reviewer's earlier conversation, or say why it cannot.
-        going_on = ctx.mode.continuation(run, reviewer)
-        if going_on.note:
-            run_conversation_noted(run.pk, going_on.note)
-        job = stages.job_build(
-            core,
-            checkout=checkout,
-            reviewer=reviewer,
-            config=ctx.config,
-            job_id=str(run.pk),
-            repository=ctx.repository.full_name,
-            number=run.pull_request.number,
-            title=run.pull_request.title,
-            body=run.pull_request.body,
-            requester_note=run.requester_note,
-            resume=going_on.conversation,
-            previous_summary=going_on.summary,
-            deadline_seconds=int(settings.TASUKU_SANDBOX_TIMEOUT),
-            memory=repository_memory(ctx.repository),
-            price=engines.model_price(reviewer.model),
-            earlier=engines.earlier_for_job(earlier, answers=told.answers, rulings=told.rulings),
-            explorers=engines.explorers_for(reviewer),
-            web=engines.web_research_for(reviewer),
-            connectors=engines.connectors_for(reviewer),
-            brief=ctx.mode.brief(run),
-        )
-        digest = engines.job_digest(job, run.reviewer, revision=reviewer.revision)
-        # The engine has run for this run already (an earlier attempt, or a runner
-        # elsewhere posted it), or for the same job before: its result, paid once.
-        resumed = run.runner_result and not ctx.forge.reexecutes
-        stored = ReviewResult.model_validate(run.runner_result) if resumed else None
-        if stored is None:
-            stored, ctx.reused_from = result_reusable(
-                run, digest, fresh_look=ctx.mode.fresh_look, include_self=ctx.forge.reexecutes
-            )
-        # Recorded once the reusable result is found: a run executed again is a
-        # candidate for its own job's result, which this digest would otherwise claim.
-        run_job_recorded(
-            run.pk,
-            omitted=[o.model_dump() for o in job.omitted],
-            digest=digest,
-            result_reused=bool(stored),
-        )
-        if stored is None and (
-            core.stopped or stages.budget_gate(core, budget, ctx.config, reviewer)
-        ):
-            return stop_early(ctx, core, checkout, budget, previous)
-
-        ctx.stage(Stage.SANDBOX)
-        if stored is None and model_triaged(ctx, core, reviewer, job):
-            return stop_early(ctx, core, checkout, budget, previous)
-        if stored is not None:
-            result = stored
-        elif ctx.forge.dispatches and (dispatch := engines.dispatcher_for(reviewer.runner)):
-            # A runner elsewhere: the result comes back later, and the run goes on then.
-            return dispatch(ctx, job)
-        else:
-            run_name = f"tasuku-run-{run.pk}-{ctx.held.attempt}"
-            # Cancelled while the engine works: its runner stops it at once.
-            ctx.beat.stopper(lambda: engines.engine_stop(reviewer, run_name))
-            result = engines.engine_run(
-                run.reviewer,
-                reviewer,
-                job,
-                checkout.root,
-                run_name=run_name,
-                connectors=run_connectors(ctx, job),
-            )
-            # The engine's result is paid for: a database that went away meanwhile is
-            # waited for (and the connection it dropped replaced) rather than failing
-            # the attempt and calling the model again.
-            database_wait(ctx)
-            run_result_recorded(run.pk, result.model_dump(mode="json"), received=timezone.now())
+        prepared = _prepare(ctx, workspace, previous)
+        result = _engine_result(ctx, prepared)
+        if isinstance(result, str):
+            return result
     # The secondary repositories: context the review had, or a limitation it had.
-    result = secondaries.noted(result, checkout.secondaries)
+    result = secondaries.noted(result, prepared.checkout.secondaries)
     if result.incomplete:
-        return stop_incomplete(ctx, core, result, earlier, checkout)
+        return stop_incomplete(ctx, prepared.core, result, prepared.earlier, prepared.checkout)
+    ledger, partial = _looked_at(ctx, prepared, result)
+    return _validate_and_publish(ctx, prepared, result, ledger, partial)
 
-    # What was looked at: every file the change touches, reviewed, excluded or not.
+
+def _prepare(ctx: Context, workspace: Workspace, previous: str | None) -> Prepared:
+    """The checkout, the core, the earlier findings and what the mode tells of them, and
+    the engine's job."""
+    run = ctx.run
+    reviewer = next(r for r in ctx.config.reviewers if r.slug == run.reviewer.slug)
+    checkout = ctx.forge.checkout(
+        ctx,
+        workspace,
+        previous,
+        scope_since(run, previous),
+        materialise=stages.materialise_for(reviewer),
+    )
+    core = ctx.core = stages.prepare(checkout, ctx.config, reviewer)
+    _record_scope(run, checkout, core)
+    ctx.forge.under_way(ctx, checkout)
+    installation = ctx.repository.installation
+    budget = installation_budget(installation)
+    budget_alert(installation, budget)
+    before = threads.previous_review(run, previous)
+    earlier = threads.earlier_open(before, run.head_sha)
+    told = ctx.mode.earlier_context(run, earlier)
+    # The mode may continue the reviewer's earlier conversation, or say why it cannot.
+    going_on = ctx.mode.continuation(run, reviewer)
+    if going_on.note:
+        run_conversation_noted(run.pk, going_on.note)
+    job = stages.job_build(
+        core,
+        checkout=checkout,
+        reviewer=reviewer,
+        config=ctx.config,
+        job_id=str(run.pk),
+        repository=ctx.repository.full_name,
+        number=run.pull_request.number,
+        title=run.pull_request.title,
+        body=run.pull_request.body,
+        requester_note=run.requester_note,
+        resume=going_on.conversation,
+        previous_summary=going_on.summary,
+        deadline_seconds=int(settings.TASUKU_SANDBOX_TIMEOUT),
+        memory=repository_memory(ctx.repository),
+        price=engines.model_price(reviewer.model),
+        earlier=engines.earlier_for_job(earlier, answers=told.answers, rulings=told.rulings),
+        explorers=engines.explorers_for(reviewer),
+        web=engines.web_research_for(reviewer),
+        connectors=engines.connectors_for(reviewer),
+        brief=ctx.mode.brief(run),
+    )
+    return Prepared(previous, checkout, core, reviewer, budget, before, earlier, job)
+
+
+def _engine_result(ctx: Context, prepared: Prepared) -> ReviewResult | str:
+    """The engine's result: kept from an earlier attempt, reused from the same job, or
+    the engine run now (on this worker; or dispatched elsewhere, which ends this attempt:
+    its status returned). Stopped early by the core, the budget or triage: the status."""
+    run, core, reviewer, job = ctx.run, prepared.core, prepared.reviewer, prepared.job
+    checkout, budget, previous = prepared.checkout, prepared.budget, prepared.previous
+    digest = engines.job_digest(job, run.reviewer, revision=reviewer.revision)
+    # The engine has run for this run already (an earlier attempt, or a runner
+    # elsewhere posted it), or for the same job before: its result, paid once.
+    resumed = run.runner_result and not ctx.forge.reexecutes
+    stored = ReviewResult.model_validate(run.runner_result) if resumed else None
+    if stored is None:
+        stored, ctx.reused_from = result_reusable(
+            run, digest, fresh_look=ctx.mode.fresh_look, include_self=ctx.forge.reexecutes
+        )
+    # Recorded once the reusable result is found: a run executed again is a
+    # candidate for its own job's result, which this digest would otherwise claim.
+    run_job_recorded(
+        run.pk,
+        omitted=[o.model_dump() for o in job.omitted],
+        digest=digest,
+        result_reused=bool(stored),
+    )
+    if stored is None and (core.stopped or stages.budget_gate(core, budget, ctx.config, reviewer)):
+        return stop_early(ctx, core, checkout, budget, previous)
+
+    ctx.stage(Stage.SANDBOX)
+    if stored is None and model_triaged(ctx, core, reviewer, job):
+        return stop_early(ctx, core, checkout, budget, previous)
+    if stored is not None:
+        return stored
+    if ctx.forge.dispatches and (dispatch := engines.dispatcher_for(reviewer.runner)):
+        # A runner elsewhere: the result comes back later, and the run goes on then.
+        return dispatch(ctx, job)
+    run_name = f"tasuku-run-{run.pk}-{ctx.held.attempt}"
+    # Cancelled while the engine works: its runner stops it at once.
+    ctx.beat.stopper(lambda: engines.engine_stop(reviewer, run_name))
+    result = engines.engine_run(
+        run.reviewer,
+        reviewer,
+        job,
+        checkout.root,
+        run_name=run_name,
+        connectors=run_connectors(ctx, job),
+    )
+    # The engine's result is paid for: a database that went away meanwhile is
+    # waited for (and the connection it dropped replaced) rather than failing
+    # the attempt and calling the model again.
+    database_wait(ctx)
+    run_result_recorded(run.pk, result.model_dump(mode="json"), received=timezone.now())
+    return result
+
+
+def _looked_at(
+    ctx: Context, prepared: Prepared, result: ReviewResult
+) -> tuple[list[coverage.Entry], str]:
+    """What was looked at: every file the change touches, reviewed, excluded or not (the
+    ledger), and what of the review did not run. Sets the run's shortfall."""
+    core, before = prepared.core, prepared.before
     ledger = coverage.ledger(
         core.diff,
         core.filtered,
-        job=job,
+        job=prepared.job,
         result=result,
         notes=core.notes,
         earlier=coverage.carried(coverage.entries_of(before.coverage), before.head_sha)
-        if checkout.incremental_since and before is not None
+        if prepared.checkout.incremental_since and before is not None
         else (),
         pull_request_paths=(core.anchors or core.diff).paths,
     )
     partial = f"part of the review did not run: {result.partial}" if result.partial else ""
     ctx.shortfall = " ".join(text for text in (coverage.shortfall(ledger), partial) if text)
+    return ledger, partial
 
+
+def _validate_and_publish(
+    ctx: Context,
+    prepared: Prepared,
+    result: ReviewResult,
+    ledger: list[coverage.Entry],
+    partial: str,
+) -> str:
+    """Validation against the pull request's history, the earlier findings' threads
+    decided, then the review published and the check completed."""
+    run, core, checkout, earlier = ctx.run, prepared.core, prepared.checkout, prepared.earlier
     # Validation sees the pull request's history: what people dismissed, what earlier
     # reviews raised, and what was already there when the previous review looked.
     ctx.stage(Stage.VALIDATION)
@@ -281,7 +337,9 @@ def pipeline(ctx: Context) -> str:
         earlier=frozenset(f.fingerprint for f in earlier),
         since_previous=since_previous,
         untouched_as_nits=ctx.mode.untouched_as_nits,
-        positions=threads.positions(run, earlier, talk.dismissed, since_previous, previous),
+        positions=threads.positions(
+            run, earlier, talk.dismissed, since_previous, prepared.previous
+        ),
     )
     validated = stages.validate(
         core, result, ctx.config, history, strict_suppressions=ctx.mode.strict_suppressions
