@@ -549,7 +549,8 @@ def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
     1. A run whose lease expired (its worker was killed or stopped heartbeating) records
        the attempt as lost and is queued again at once, or failed after its last try —
        unless this process was itself cut off from the database within the last lease.
-    2. A run not finished 45 minutes after it first started is failed.
+    2. A run still unfinished 45 minutes after it started is failed; time spent waiting
+       (deferred, or for a write's turn in the write budget) does not count.
     3. Queued runs that are due and were not rung recently are rung again (a lost
        doorbell, or a run that waited for another run of its PR).
     """
@@ -572,18 +573,17 @@ def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
         failed_lost += ended == RunStatus.FAILED
         requeued += ended == RunStatus.QUEUED
 
-    # A run on GitHub Actions has its own clock from the dispatch to the result (the
-    # reaper in reviews/tasks.py sweeps those), then this one from the result on.
     overdue = 0
     deadline = now - timedelta(seconds=settings.TASUKU_RUN_DEADLINE_SECONDS)
-    for run in (
-        ReviewRun.objects.exclude(status__in=RUN_FINAL_STATES)
-        .exclude(status=RunStatus.DISPATCHED)
-        .annotate(clock=Coalesce("result_received_at", "started_at"))
-        .filter(clock__lt=deadline)
+    for run in _on_the_clock(now).filter(
+        Q(started_at__lt=deadline) | Q(result_received_at__lt=deadline)
     ):
+        if _clock_of(run) >= deadline:
+            continue
         with transaction.atomic():
-            if ReviewRun.objects.filter(pk=run.pk, status=run.status, attempts=run.attempts).update(
+            if ReviewRun.objects.filter(
+                pk=run.pk, status=run.status, attempts=run.attempts, started_at=run.started_at
+            ).update(
                 status=RunStatus.FAILED,
                 finished_at=now,
                 lease_expires_at=None,
@@ -603,6 +603,29 @@ def runs_reap(*, now: datetime | None = None) -> dict[str, int]:
 
     rung = RUNS.ring_due(now=now)
     return {"lost": lost, "requeued": requeued, "failed": failed_lost + overdue, "rung": rung}
+
+
+def _on_the_clock(now: datetime):
+    """The runs the 45-minute deadline applies to now: unfinished, not with a GitHub
+    Actions runner (reviews/tasks.py sweeps those: their clock runs from the dispatch to
+    the result), and not waiting: not for a worker (not started, or deferred for GitHub's
+    weather or its installation's write budget: a deferral restarts the clock), nor for
+    its next attempt after a failure, nor for a write's turn in the write budget at this
+    moment. Waiting is not running: an installation past its hourly writes holds its
+    reviews for most of an hour."""
+    return (
+        ReviewRun.objects.exclude(status__in=RUN_FINAL_STATES)
+        .exclude(status=RunStatus.DISPATCHED)
+        .filter(started_at__isnull=False)
+        .exclude(status=RunStatus.QUEUED, next_attempt_at__gt=now)
+        .exclude(status=RunStatus.RUNNING, write_wait_until__gt=now)
+    )
+
+
+def _clock_of(run: ReviewRun) -> datetime:
+    """When the run's current stretch of work began: it started (again, after a
+    deferral), or its Actions runner's result came, whichever is later."""
+    return max(run.started_at, run.result_received_at or run.started_at)
 
 
 # --- What a run's stages record on it -----------------------------------------------

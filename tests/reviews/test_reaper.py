@@ -144,3 +144,94 @@ def test_an_outage_is_logged_once_when_it_begins_and_once_when_it_ends(clock, ca
     assert len(lines) == 2, lines
     assert "the database cannot be reached (the reaper: server closed" in lines[0]
     assert "the database answers again after 30.0 s" in lines[1]
+
+
+# --- The runs' deadline counts running, not waiting --------------------------------------
+
+
+def _at_publication(now):
+    """A run whose engine has answered, its result kept, publishing."""
+    run = ReviewRunFactory()
+    held = runs.run_claim(run.pk, now=now)
+    runs.run_stage(held, "publication")
+    runs.run_result_recorded(run.pk, {"findings": []}, received=now)
+    return run, held
+
+
+def test_a_run_deferred_for_the_hours_write_budget_is_not_failed_by_the_deadline(settings):
+    """The 200-pull-request benchmark: an installation past its hourly writes defers its
+    reviews' publication for most of an hour. That wait is not the run's 45 minutes:
+    neither while it waits, nor once it is due and waiting for a worker, nor when a worker
+    takes it again; 45 minutes after it started again it is overdue as any run is."""
+    from repos.github.errors import GitHubError
+    from reviews.models import RunStatus
+
+    deadline = timedelta(seconds=settings.TASUKU_RUN_DEADLINE_SECONDS)
+    start = timezone.now() - timedelta(hours=2)
+    run, held = _at_publication(start)
+    budget = GitHubError(
+        "Could not write to GitHub for installation 11 for 3100s: waiting for the write budget",
+        permanent=False,
+        retry_after=3100,
+        code="github-write-budget",
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runs.timezone, "now", lambda: start + timedelta(seconds=5))
+        assert runs.run_attempt_failed(held, budget, stage="publication") == RunStatus.QUEUED
+    run.refresh_from_db()
+    due = run.next_attempt_at
+    assert due >= start + timedelta(seconds=3100)
+
+    runs.runs_reap(now=start + deadline + timedelta(minutes=1))  # still deferred
+    runs.runs_reap(now=due + timedelta(minutes=1))  # due, no worker free yet
+    run.refresh_from_db()
+    assert (run.status, run.error_code) == (RunStatus.QUEUED, "github-write-budget")
+
+    again = due + timedelta(minutes=2)
+    assert runs.run_claim(run.pk, now=again) is not None
+    ReviewRun.objects.filter(pk=run.pk).update(lease_expires_at=again + 2 * deadline)  # alive
+    runs.runs_reap(now=again + deadline - timedelta(minutes=1))
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING
+    runs.runs_reap(now=again + deadline + timedelta(minutes=1))
+    run.refresh_from_db()
+    assert (run.status, run.error_code) == (RunStatus.FAILED, "run-deadline")
+
+
+def test_a_write_waiting_its_turn_now_is_not_overdue_but_a_run_that_only_ran_is():
+    from reviews.models import RunStatus
+
+    start = timezone.now() - timedelta(hours=1)
+    waiting, _ = _at_publication(start)
+    running, _ = _at_publication(start)
+    later = start + timedelta(minutes=46)
+    ReviewRun.objects.filter(pk__in=(waiting.pk, running.pk)).update(
+        lease_expires_at=later + timedelta(minutes=1)
+    )
+    runs.run_write_waited(
+        waiting.pk, seconds=50, until=later + timedelta(seconds=30), why="the write budget"
+    )
+    runs.runs_reap(now=later)
+    waiting.refresh_from_db()
+    running.refresh_from_db()
+    assert waiting.status == RunStatus.RUNNING
+    assert (running.status, running.error_code) == (RunStatus.FAILED, "run-deadline")
+
+
+def test_an_actions_result_waiting_for_a_worker_is_on_the_clock_from_the_result():
+    """A run on GitHub Actions had its clock from the dispatch to the result (its own
+    sweep); from the result on it is this one's, not from when it was first started."""
+    from reviews.models import RunStatus
+
+    start = timezone.now() - timedelta(hours=3)
+    run = ReviewRunFactory()
+    held = runs.run_claim(run.pk, now=start)
+    assert runs.run_dispatch(held, reason="on GitHub Actions", dispatch={})
+    received = start + timedelta(hours=2)
+    assert runs.run_result_received(run.pk, {"findings": []}, received=received, reason="posted")
+    runs.runs_reap(now=received + timedelta(minutes=44))
+    run.refresh_from_db()
+    assert run.status == RunStatus.QUEUED
+    runs.runs_reap(now=received + timedelta(minutes=46))
+    run.refresh_from_db()
+    assert (run.status, run.error_code) == (RunStatus.FAILED, "run-deadline")
