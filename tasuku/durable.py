@@ -35,14 +35,17 @@ a final state. A task carries only the row's id: its doorbell. What happens to a
 
 from __future__ import annotations
 
+import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from tasuku import outage
 from tasuku.broker import ring, ring_now
+from tasuku.logs import log_context
 
 MAX_DEFERRAL_AGE = timedelta(hours=24)
 LONGEST_BACKOFF = timedelta(minutes=15)
@@ -358,6 +361,38 @@ class Queue:
         ended = {self.status: state, self.lease: None}
         return bool(self.held(pk, attempt, where).update(**ended, **also))
 
+    # An outbox: a row that says what is to be sent, `version` raised each time it is
+    # asked for again, `sent_version` the version last sent.
+    def asked_again(self, pk: int, **fields: Any) -> bool:
+        """The row asked for again (`fields` raise its version). While a worker holds it
+        only `fields` are written: the worker sees the newer version when it is done
+        (`sent`) and sends again — a state flipped under it would let two workers send at
+        once. Otherwise it is due again with its attempts afresh, at once unless it waits
+        out GitHub's weather (its `not_before` kept), and rung. False when held."""
+        if self.rows.filter(pk=pk, **{self.status: self.working}).update(**fields):
+            return False
+        idle = self.rows.filter(pk=pk).exclude(**{self.status: self.working})
+        idle.update(**fields, **{self.status: self.waiting[-1], self.attempts: 0})
+        if self.deferrals:
+            idle.filter(**{self.deferrals: 0}).update(**{self.not_before: None})
+        self.ring(pk)
+        return True
+
+    def sent(self, pk: int, attempt: int, version: int, state: str, /, **done: Any) -> str:
+        """The attempt sent `version`: the row ends in `state` ("sent") with `done`,
+        unless it was asked for again meanwhile — then it is due again at once, its
+        attempts afresh, and rung ("waiting"). Conditional on the version this attempt
+        read, so that request is not lost."""
+        ended = {self.status: state, "sent_version": version, self.lease: None}
+        if self.deferrals:
+            ended[self.deferrals] = 0
+        if self.held(pk, attempt).filter(version=version).update(**ended, **done):
+            return "sent"
+        again = {self.status: self.waiting[-1], self.attempts: 0, self.lease: None}
+        if self.held(pk, attempt).update(**again, **{self.not_before: None}, **done):
+            self.ring_now(pk)
+        return "waiting"
+
     # The sweeper.
     def expired(self, now: datetime):
         """Rows whose holder's lease ran out."""
@@ -415,6 +450,135 @@ class Queue:
         now = now or _now()
         result = self.sweep_lost(now=now, **lost)
         return {**result, "rung": self.ring_due(now=now)}
+
+
+# --- One attempt at a row ----------------------------------------------------------------
+
+NOT_CLAIMED = "not claimed"
+
+
+class Job:
+    """One attempt at one row of a Queue, written once: the task rung with a row's id
+    calls `Job.run(pk)`. The row is claimed (NOT_CLAIMED when it is not this worker's to
+    take), loaded, and worked on in its log context (tasuku/logs.py: the row's id, its
+    attempt and installation); a failure of a kind the queue judges (`retry_on`) gets the
+    queue's verdict settled on the row — deferred, retried or failed — with what the row
+    keeps about it (`failure_fields`), and a failure that was the worker stopping
+    (`stopped`) gives the row back instead, its attempt not counted.
+
+    A subclass names its queue and says what the work is (`work`, which ends the row:
+    `finish`, or `Queue.sent` for an outbox); the rest it says only where it differs.
+    """
+
+    queue: ClassVar[Queue]
+    # The failures the queue judges; anything else is raised (a bug is not retried).
+    retry_on: ClassVar[tuple[type[BaseException], ...]] = (Exception,)
+    related: ClassVar[tuple[str, ...]] = ()  # select_related when the row is loaded
+    since: ClassVar[str] = "created_at"  # when the work was asked for: bounds deferral
+    log_as: ClassVar[str] = ""  # the row's log field (tasuku/logs.py FIELDS)
+    not_done: ClassVar[str] = "not done"  # the failure's log line: "<name> <pk>: not done"
+    log_traceback: ClassVar[bool] = False
+
+    def __init__(self, pk: int) -> None:
+        self.pk = pk
+        self.attempt = 0
+        self.row: Any = None
+
+    @classmethod
+    def run(cls, pk: int) -> str:
+        return cls(pk).process()
+
+    def claim(self) -> int | None:
+        return self.queue.claim(self.pk)
+
+    def process(self) -> str:
+        attempt = self.claim()
+        if attempt is None:
+            return NOT_CLAIMED
+        self.attempt = attempt
+        self.row = self.load()
+        with log_context(**self.context()), self.holding():
+            try:
+                return self.work()
+            except self.retry_on as exc:
+                if self.stopped(exc):
+                    return self.given_back()
+                counted = self.queue.deferrals
+                verdict = self.queue.verdict(
+                    exc,
+                    attempt=attempt,
+                    deferrals=getattr(self.row, counted) if counted else 0,
+                    since=self.asked_at(),
+                    installation=self.installation(),
+                )
+                self.queue.settle(self.pk, attempt, verdict, **self.failure_fields(exc, verdict))
+                logging.getLogger(type(self).__module__).warning(
+                    "%s %s: %s (%s): %s", self.queue.name, self.pk, self.not_done,
+                    verdict.kind, exc, exc_info=self.log_traceback,
+                )  # fmt: skip
+                return self.failed(exc, verdict)
+
+    def load(self) -> Any:
+        rows = self.queue.rows
+        return (rows.select_related(*self.related) if self.related else rows).get(pk=self.pk)
+
+    def context(self) -> dict[str, Any]:
+        """The log fields of the work in hand: the row, its attempt, and its installation
+        and repository (the repository whose installation the queue names)."""
+        fields = {"attempt": self.attempt, "installation": self.installation()}
+        path = self.queue.installation or ""
+        if path.endswith("installation__github_id"):
+            repository = path.removesuffix("installation__github_id") + "full_name"
+            fields["repository"] = self._read(repository)
+        return {self.log_as: self.pk, **fields} if self.log_as else fields
+
+    def installation(self) -> int | None:
+        """The row's installation's GitHub id, read through what `load` selected."""
+        return self._read(self.queue.installation) if self.queue.installation else None
+
+    def _read(self, path: str) -> Any:
+        value = self.row
+        for name in path.split("__"):
+            value = getattr(value, name, None)
+            if value is None:
+                return None
+        return value
+
+    def asked_at(self) -> datetime:
+        return getattr(self.row, self.since) or self.row.created_at
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """What goes on while the attempt holds the row (a heartbeat)."""
+        yield
+
+    def work(self) -> str:
+        raise NotImplementedError
+
+    def finish(self, state: str, **fields: Any) -> bool:
+        return self.queue.finish(self.pk, self.attempt, state, **fields)
+
+    def failure_fields(self, exc: BaseException, verdict: Verdict) -> dict[str, Any]:
+        """What the row keeps of a failed attempt."""
+        return {"error": str(exc)[:2000]}
+
+    def failed(self, exc: BaseException, verdict: Verdict) -> str:
+        """What the task returns after a failure was settled."""
+        return "failed" if verdict.kind == FAILED else "waiting"
+
+    def stopped(self, exc: BaseException) -> bool:
+        """Whether the failure was the worker stopping: the row is given back."""
+        return False
+
+    def given_back(self, **fields: Any) -> str:
+        """Give the row back (`Queue.release`) and ring it for another worker."""
+        from django.db import transaction
+
+        with transaction.atomic():
+            released = self.queue.release(self.pk, self.attempt, **fields)
+            if released:
+                self.queue.ring(self.pk)
+        return "released" if released else "lost"
 
 
 def _now() -> datetime:
