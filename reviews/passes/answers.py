@@ -209,12 +209,19 @@ class AnswerPost(durable.Job):
 
     queue = ANSWERS
     retry_on = (GitHubError,)
-    related = ("task_pull__repository", "comment", "task")
+    related = ("task_pull__repository__installation", "comment", "task")
     log_as = "answer"
     not_done = "not posted"
 
     def context(self) -> dict:
-        return {**super().context(), "repository": self.row.task_pull.repository.full_name}
+        # The repository's installation of Tasuku's App: whose the work is (the author
+        # App posts it, and its limits quiet nothing of Tasuku's: the queue names none).
+        repository = self.row.task_pull.repository
+        return {
+            **super().context(),
+            "installation": repository.installation.github_id,
+            "repository": repository.full_name,
+        }
 
     def work(self) -> str:
         answer = self.row
