@@ -485,13 +485,14 @@ class Job:
         self.row: Any = None
 
     @classmethod
-    def run(cls, pk: int) -> str:
+    def run(cls, pk: int) -> Any:
         return cls(pk).process()
 
     def claim(self) -> int | None:
         return self.queue.claim(self.pk)
 
-    def process(self) -> str:
+    def process(self) -> Any:
+        """What the task returns: NOT_CLAIMED, `work`'s answer, or `failed`'s."""
         attempt = self.claim()
         if attempt is None:
             return NOT_CLAIMED
@@ -512,10 +513,7 @@ class Job:
                     installation=self.installation(),
                 )
                 self.queue.settle(self.pk, attempt, verdict, **self.failure_fields(exc, verdict))
-                logging.getLogger(type(self).__module__).warning(
-                    "%s %s: %s (%s): %s", self.queue.name, self.pk, self.not_done,
-                    verdict.kind, exc, exc_info=self.log_traceback,
-                )  # fmt: skip
+                self.log_failure(exc, verdict)
                 return self.failed(exc, verdict)
 
     def load(self) -> Any:
@@ -552,7 +550,7 @@ class Job:
         """What goes on while the attempt holds the row (a heartbeat)."""
         yield
 
-    def work(self) -> str:
+    def work(self) -> Any:
         raise NotImplementedError
 
     def finish(self, state: str, **fields: Any) -> bool:
@@ -562,7 +560,13 @@ class Job:
         """What the row keeps of a failed attempt."""
         return {"error": str(exc)[:2000]}
 
-    def failed(self, exc: BaseException, verdict: Verdict) -> str:
+    def log_failure(self, exc: BaseException, verdict: Verdict) -> None:
+        logging.getLogger(type(self).__module__).warning(
+            "%s %s: %s (%s): %s", self.queue.name, self.pk, self.not_done, verdict.kind, exc,
+            exc_info=self.log_traceback,
+        )  # fmt: skip
+
+    def failed(self, exc: BaseException, verdict: Verdict) -> Any:
         """What the task returns after a failure was settled."""
         return "failed" if verdict.kind == FAILED else "waiting"
 
