@@ -811,26 +811,20 @@ def evaluation_queue(
     return record
 
 
-def evaluation_run(pk: int) -> str:
+class EvaluationRun(durable.Job):
     """Run (or go on with) a queued evaluation: a clone of the repository made with the
     App's read-only token for this one repository, the reviewers replayed over it as
     `manage.py evaluate` does, the clone removed after. A durable Queue's row: one worker
-    at a time, GitHub's weather waited out, a dead worker's evaluation handed on."""
-    return EvaluationRun.run(pk)
+    at a time, GitHub's weather waited out, a dead worker's evaluation handed on.
 
-
-class EvaluationRun(durable.Job):
-    """GitHub's weather, or a clone that failed, is the queue's verdict; what the
+    GitHub's weather, or a clone that failed, is the queue's verdict; what the
     evaluation asks that cannot be done stops it, said and not retried."""
 
     queue = EVALUATIONS
     retry_on = (CloneError, GitHubError)
     related = ("repository__installation",)
+    claim_where = Q(repository__isnull=False)
     log_as = "evaluation"
-    not_done = "not run"
-
-    def claim(self) -> int | None:
-        return self.queue.claim(self.pk, where=Q(repository__isnull=False))
 
     def work(self) -> str:
         record = self.row
@@ -851,6 +845,9 @@ class EvaluationRun(durable.Job):
 
     def failed(self, exc: BaseException, verdict: durable.Verdict) -> str:
         return f"{verdict.kind}: {exc}"
+
+
+evaluation_run = EvaluationRun.run  # the task's body (reviews/tasks.py)
 
 
 def _evaluation_go(record: Evaluation, attempt: int, root: Path) -> str:

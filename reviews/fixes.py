@@ -195,7 +195,7 @@ def fixes_sweep() -> int:
 # --- Sending ----------------------------------------------------------------------------
 
 
-def fixes_send(pk: int) -> str:
+class FixesSend(durable.Job):
     """Bring the pull request's fixes up to date on GitHub: `sent`, `waiting` (GitHub's
     weather, or a newer version to send), `failed` or `not claimed`.
 
@@ -206,12 +206,8 @@ def fixes_send(pk: int) -> str:
     4. One commit over the head on Tasuku's branch (created, or moved by force).
     5. Open the pull request into the head branch, or edit the one that is open.
     6. Link it from the review's summary.
-    """
-    return FixesSend.run(pk)
 
-
-class FixesSend(durable.Job):
-    """GitHub's weather defers the row; a refusal (a 422, a missing permission) fails it
+    GitHub's weather defers the row; a refusal (a 422, a missing permission) fails it
     with the reason, shown on the row — never on the review."""
 
     queue = FIXES
@@ -219,7 +215,6 @@ class FixesSend(durable.Job):
     related = ("pull_request__repository__installation",)
     since = "requested_at"
     log_as = "fixes"
-    not_done = "not sent"
 
     def work(self) -> str:
         row = self.row
@@ -240,6 +235,9 @@ class FixesSend(durable.Job):
             else f"the fixes pull request waits for GitHub ({verdict.why}): {exc}"
         )
         return {"error": said[:2000]}
+
+
+fixes_send = FixesSend.run  # the task's body (reviews/tasks.py)
 
 
 def open_fixes(pull_request: PullRequest) -> list[Finding]:

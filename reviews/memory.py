@@ -126,19 +126,15 @@ def memory_fold_review(review_pk: int) -> str:
     return memory_fold_process(fold.pk)
 
 
-def memory_fold_process(fold_pk: int) -> str:
-    """Do one fold (the doorbell of `FOLDS`): claim its row, fold, record what the fold
-    did on the row. Returns what happened."""
-    return FoldJob.run(fold_pk)
-
-
 class FoldJob(durable.Job):
-    """Any failure is the attempt's (a task boundary): recorded, retried or failed."""
+    """Do one fold (the doorbell of `FOLDS`): claim its row, fold, record what the fold
+    did on the row. Returns what happened.
+
+    Any failure is the attempt's (a task boundary): recorded, retried or failed."""
 
     queue = FOLDS
     related = ("repository",)
     log_as = "fold"
-    not_done = "not folded"
     log_traceback = True
 
     def context(self) -> dict:
@@ -168,6 +164,9 @@ class FoldJob(durable.Job):
         if pull_request is None or folder is None:
             return _fold_end(fold, attempt, note="no fast model to fold with")
         return _closed_fold_do(pull_request, folder, held=(fold, attempt))
+
+
+memory_fold_process = FoldJob.run  # the task's body (reviews/tasks.py)
 
 
 def _fold_end(fold: MemoryFold, attempt: int, *, note: str, **done) -> str:

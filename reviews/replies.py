@@ -185,20 +185,16 @@ def static_answer(finding: Finding, reply: ThreadReply, slug: str = "") -> str:
     return "\n\n".join(lines)
 
 
-def reply_answer(reply_pk: int) -> str:
-    """Answer a person's reply in its thread (idempotent: the answer carries a marker)."""
-    return ReplyAnswer.run(reply_pk)
-
-
 class ReplyAnswer(durable.Job):
-    """A reply GitHub did not take now is put off (GitHub's weather), retried, or failed
+    """Answer a person's reply in its thread (idempotent: the answer carries a marker).
+
+    A reply GitHub did not take now is put off (GitHub's weather), retried, or failed
     (refused, out of tries); the marker keeps a later try from answering twice."""
 
     queue = REPLIES
     retry_on = (github.GitHubError,)
     related = ("finding__pull_request__repository__installation",)
     log_as = "reply"
-    not_done = "answer not posted"
 
     def work(self) -> str:
         reply = self.row
@@ -244,6 +240,9 @@ class ReplyAnswer(durable.Job):
                 # The answer stands; the next review of the pull request concludes it.
                 logger.warning("reply %s: could not conclude the check again: %s", reply.pk, exc)
         return "answered"
+
+
+reply_answer = ReplyAnswer.run  # the task's body (reviews/tasks.py)
 
 
 def thread_event(payload: payloads.PullRequestReviewThreadEvent, *, delivery_id: int) -> Outcome:

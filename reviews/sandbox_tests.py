@@ -25,8 +25,6 @@ import logging
 import re
 import threading
 import tomllib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -241,35 +239,34 @@ class TestsJob(durable.Job):
     queue = TESTS
     related = ("pull_request__repository__installation", "run")
     log_as = "tests"
-    not_done = "attempt failed"
-
-    @contextmanager
-    def holding(self) -> Iterator[None]:
-        with Beat(self.pk, self.attempt) as self.beat:
-            yield
+    beat: Beat | None = None
 
     def work(self) -> str:
         row, attempt = self.row, self.attempt
-        outcome = _outcome_of(row, attempt, self.beat)
-        if outcome.status != TestsStatus.SUPERSEDED or row.check_run_id is not None:
-            _report(row, outcome)
-        self.finish(outcome.status, **_fields(outcome), reported=True)
-        return outcome.status
+        with Beat(self.pk, attempt) as self.beat:
+            outcome = _outcome_of(row, attempt, self.beat)
+            if outcome.status != TestsStatus.SUPERSEDED or row.check_run_id is not None:
+                _report(row, outcome)
+            self.finish(outcome.status, **_fields(outcome), reported=True)
+            return outcome.status
 
-    def stopped(self, exc: BaseException) -> bool:
-        # The stop's kill made it fail: not a verdict (unless the outcome was kept).
-        return isinstance(exc, WorkerStopping) or (
-            (self.beat.stopping or self.beat.lost)
+    def excused(self, exc: BaseException) -> str | None:
+        """A stop of the worker (or its kill that made the attempt fail, before the
+        outcome was kept) hands the row back: queued, due at once, its attempt not
+        counted, rung for another worker; "lost" when this attempt no longer held it."""
+        beat = self.beat
+        if not isinstance(exc, WorkerStopping) and not (
+            (beat is not None and (beat.stopping or beat.lost))
             and not SandboxTestRun.objects.filter(pk=self.pk).exclude(outcome="").exists()
-        )
-
-    def given_back(self, **fields: Any) -> str:
-        """Queued, due at once, its attempt not counted, rung for another worker. "lost"
-        when this attempt no longer held it."""
+        ):
+            return None
         why = (
             f"interrupted: the worker {lifecycle.worker_name()} was stopped; another takes it over"
         )
-        released = super().given_back(reason=why) == "released"
+        with transaction.atomic():
+            released = TESTS.release(self.pk, self.attempt, reason=why)
+            if released:
+                TESTS.ring(self.pk)
         logger.info("sandbox tests %s: %s", self.pk, why if released else "lost while stopping")
         return TestsStatus.QUEUED if released else "lost"
 

@@ -211,19 +211,15 @@ def walkthroughs_sweep() -> int:
 # --- Sending ----------------------------------------------------------------------------
 
 
-def walkthrough_send(pk: int) -> str:
+class WalkthroughSend(durable.Job):
     """Bring the pull request's walkthrough comment on GitHub up to date: `sent`,
     `waiting` (GitHub's weather, or a newer version to send), `failed` or `not claimed`."""
-    return WalkthroughSend.run(pk)
 
-
-class WalkthroughSend(durable.Job):
     queue = WALKTHROUGHS
     retry_on = (GitHubError,)
     related = ("pull_request__repository__installation",)
     since = "requested_at"
     log_as = "walkthrough"
-    not_done = "not sent"
 
     def work(self) -> str:
         row = self.row
@@ -250,6 +246,9 @@ class WalkthroughSend(durable.Job):
             else f"the walkthrough waits for GitHub ({verdict.why}): {exc}"
         )
         return {"error": said[:2000]}
+
+
+walkthrough_send = WalkthroughSend.run  # the task's body (reviews/tasks.py)
 
 
 def _post(

@@ -37,8 +37,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
@@ -458,97 +457,78 @@ NOT_CLAIMED = "not claimed"
 
 
 class Job:
-    """One attempt at one row of a Queue, written once: the task rung with a row's id
-    calls `Job.run(pk)`. The row is claimed (NOT_CLAIMED when it is not this worker's to
-    take), loaded, and worked on in its log context (tasuku/logs.py: the row's id, its
-    attempt and installation); a failure of a kind the queue judges (`retry_on`) gets the
-    queue's verdict settled on the row — deferred, retried or failed — with what the row
-    keeps about it (`failure_fields`), and a failure that was the worker stopping
-    (`stopped`) gives the row back instead, its attempt not counted.
-
-    A subclass names its queue and says what the work is (`work`, which ends the row:
-    `finish`, or `Queue.sent` for an outbox); the rest it says only where it differs.
+    """One attempt at a row of a Queue, written once; the task rung with the row's id
+    calls `Job.run(pk)`. The row is claimed (NOT_CLAIMED: not this worker's to take),
+    loaded, and worked on in its log context (tasuku/logs.py); a failure the queue judges
+    (`retry_on`; anything else is a bug, raised) gets the queue's verdict, settled on the
+    row with what the row keeps of it (`failure_fields`) — unless it was `excused` (the
+    worker stopping). A subclass names its queue and says what the work is (`work`, which
+    ends the row: `finish`, or `Queue.sent` for an outbox), and the rest where it differs.
     """
 
     queue: ClassVar[Queue]
-    # The failures the queue judges; anything else is raised (a bug is not retried).
     retry_on: ClassVar[tuple[type[BaseException], ...]] = (Exception,)
+    claim_where: ClassVar[Any] = None  # the queue's own condition on a claim (a Q)
     related: ClassVar[tuple[str, ...]] = ()  # select_related when the row is loaded
     since: ClassVar[str] = "created_at"  # when the work was asked for: bounds deferral
     log_as: ClassVar[str] = ""  # the row's log field (tasuku/logs.py FIELDS)
-    not_done: ClassVar[str] = "not done"  # the failure's log line: "<name> <pk>: not done"
     log_traceback: ClassVar[bool] = False
 
     def __init__(self, pk: int) -> None:
-        self.pk = pk
-        self.attempt = 0
-        self.row: Any = None
+        self.pk, self.attempt, self.row = pk, 0, None
 
     @classmethod
     def run(cls, pk: int) -> Any:
         return cls(pk).process()
 
-    def claim(self) -> int | None:
-        return self.queue.claim(self.pk)
-
     def process(self) -> Any:
-        """What the task returns: NOT_CLAIMED, `work`'s answer, or `failed`'s."""
-        attempt = self.claim()
+        attempt = self.queue.claim(self.pk, where=self.claim_where)
         if attempt is None:
             return NOT_CLAIMED
         self.attempt = attempt
-        self.row = self.load()
-        with log_context(**self.context()), self.holding():
+        rows = self.queue.rows.select_related(*self.related) if self.related else self.queue.rows
+        self.row = rows.get(pk=self.pk)
+        with log_context(**self.context()):
             try:
                 return self.work()
             except self.retry_on as exc:
-                if self.stopped(exc):
-                    return self.given_back()
+                if (excused := self.excused(exc)) is not None:
+                    return excused
                 counted = self.queue.deferrals
                 verdict = self.queue.verdict(
                     exc,
                     attempt=attempt,
                     deferrals=getattr(self.row, counted) if counted else 0,
-                    since=self.asked_at(),
+                    since=getattr(self.row, self.since) or self.row.created_at,
                     installation=self.installation(),
                 )
                 self.queue.settle(self.pk, attempt, verdict, **self.failure_fields(exc, verdict))
                 self.log_failure(exc, verdict)
                 return self.failed(exc, verdict)
 
-    def load(self) -> Any:
-        rows = self.queue.rows
-        return (rows.select_related(*self.related) if self.related else rows).get(pk=self.pk)
-
     def context(self) -> dict[str, Any]:
-        """The log fields of the work in hand: the row, its attempt, and its installation
-        and repository (the repository whose installation the queue names)."""
-        fields = {"attempt": self.attempt, "installation": self.installation()}
+        """The log fields: the row, its attempt, its installation and that installation's
+        repository (when the queue's path to the installation goes through one)."""
+        fields = {
+            self.log_as: self.pk,
+            "attempt": self.attempt,
+            "installation": self.installation(),
+        }
         path = self.queue.installation or ""
         if path.endswith("installation__github_id"):
-            repository = path.removesuffix("installation__github_id") + "full_name"
-            fields["repository"] = self._read(repository)
-        return {self.log_as: self.pk, **fields} if self.log_as else fields
+            fields["repository"] = self._read(
+                path.removesuffix("installation__github_id") + "full_name"
+            )
+        return {k: v for k, v in fields.items() if k}
 
     def installation(self) -> int | None:
-        """The row's installation's GitHub id, read through what `load` selected."""
         return self._read(self.queue.installation) if self.queue.installation else None
 
-    def _read(self, path: str) -> Any:
+    def _read(self, path: str) -> Any:  # through what `related` selected
         value = self.row
         for name in path.split("__"):
             value = getattr(value, name, None)
-            if value is None:
-                return None
         return value
-
-    def asked_at(self) -> datetime:
-        return getattr(self.row, self.since) or self.row.created_at
-
-    @contextmanager
-    def holding(self) -> Iterator[None]:
-        """What goes on while the attempt holds the row (a heartbeat)."""
-        yield
 
     def work(self) -> Any:
         raise NotImplementedError
@@ -556,33 +536,22 @@ class Job:
     def finish(self, state: str, **fields: Any) -> bool:
         return self.queue.finish(self.pk, self.attempt, state, **fields)
 
+    def excused(self, exc: BaseException) -> Any:
+        """What to return for a failure that is not the attempt's (None: judge it)."""
+        return None
+
     def failure_fields(self, exc: BaseException, verdict: Verdict) -> dict[str, Any]:
-        """What the row keeps of a failed attempt."""
         return {"error": str(exc)[:2000]}
 
     def log_failure(self, exc: BaseException, verdict: Verdict) -> None:
         logging.getLogger(type(self).__module__).warning(
-            "%s %s: %s (%s): %s", self.queue.name, self.pk, self.not_done, verdict.kind, exc,
-            exc_info=self.log_traceback,
+            "%s %s: attempt %d failed (%s): %s", self.queue.name, self.pk, self.attempt,
+            verdict.kind, exc, exc_info=self.log_traceback,
         )  # fmt: skip
 
     def failed(self, exc: BaseException, verdict: Verdict) -> Any:
-        """What the task returns after a failure was settled."""
+        """What the task returns once a failure is settled."""
         return "failed" if verdict.kind == FAILED else "waiting"
-
-    def stopped(self, exc: BaseException) -> bool:
-        """Whether the failure was the worker stopping: the row is given back."""
-        return False
-
-    def given_back(self, **fields: Any) -> str:
-        """Give the row back (`Queue.release`) and ring it for another worker."""
-        from django.db import transaction
-
-        with transaction.atomic():
-            released = self.queue.release(self.pk, self.attempt, **fields)
-            if released:
-                self.queue.ring(self.pk)
-        return "released" if released else "lost"
 
 
 def _now() -> datetime:

@@ -196,14 +196,11 @@ def answers_record(task: Task, answers: list[dict[str, Any]]) -> list[Answer]:
     return rows
 
 
-def answer_post(answer_pk: int) -> str:
-    """Post one answer on its pull request as the author's App: a reply in the finding's
-    (or the inline comment's) thread, or a conversation comment. Idempotent by marker."""
-    return AnswerPost.run(answer_pk)
-
-
 class AnswerPost(durable.Job):
-    """GitHub did not take it now: put off (5xx, no answer, a rate limit), retried, or
+    """Post one answer on its pull request as the author's App: a reply in the finding's
+    (or the inline comment's) thread, or a conversation comment. Idempotent by marker.
+
+    GitHub did not take it now: put off (5xx, no answer, a rate limit), retried, or
     failed (refused, or a day of trying); the marker keeps a later try from posting it
     twice. An answer that fails for good leaves its task stuck, saying why."""
 
@@ -211,7 +208,6 @@ class AnswerPost(durable.Job):
     retry_on = (GitHubError,)
     related = ("task_pull__repository__installation", "comment", "task")
     log_as = "answer"
-    not_done = "not posted"
 
     def context(self) -> dict:
         # The repository's installation of Tasuku's App: whose the work is (the author
@@ -268,6 +264,9 @@ class AnswerPost(durable.Job):
             tpr = self.row.task_pull
             task_stuck(self.row.task, f"GitHub refused to post the author's answer on {tpr}: {exc}")
         return super().failed(exc, verdict)
+
+
+answer_post = AnswerPost.run  # the task's body (reviews/tasks.py)
 
 
 def answers_sweep() -> int:

@@ -254,7 +254,7 @@ def test_a_replys_lines_name_its_row_attempt_installation_and_repository(world, 
     reply = ThreadReply.objects.get()
     assert reply.status == "failed"
     during = [r for r in records if r.reply is not None]
-    assert any("answer not posted" in r.getMessage() for r in during)
+    assert any("attempt 1 failed" in r.getMessage() for r in during)
     assert {(r.reply, r.attempt, r.installation, r.repository) for r in during} == {
         (reply.pk, 1, INSTALLATION, REPO)
     }
