@@ -285,7 +285,9 @@ def test_a_walkthroughs_lines_name_its_row_attempt_installation_and_repository(w
         deliver(world)
     row = Walkthrough.objects.get()
     during = [r for r in records if r.walkthrough is not None]
-    assert any("attempt 1 failed" in r.getMessage() for r in during), [r.getMessage() for r in records]
+    assert any("attempt 1 failed" in r.getMessage() for r in during), [
+        r.getMessage() for r in records
+    ]
     assert {(r.walkthrough, r.attempt, r.installation, r.repository) for r in during} == {
         (row.pk, 1, INSTALLATION, REPO)
     }

@@ -506,7 +506,9 @@ def test_an_answers_lines_name_its_row_attempt_installation_and_repository(passe
         drain_queue()
     answer = Answer.objects.get()
     during = [r for r in records if r.answer is not None]
-    assert any("attempt 1 failed" in r.getMessage() for r in during), [r.getMessage() for r in records]
+    assert any("attempt 1 failed" in r.getMessage() for r in during), [
+        r.getMessage() for r in records
+    ]
     assert {(r.answer, r.attempt, r.installation, r.repository) for r in during} == {
         (answer.pk, 1, INSTALLATION, REPO)
     }
