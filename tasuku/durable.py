@@ -1,7 +1,7 @@
 """The durable row queues: a table whose rows are the work, and one way to hold, retry,
 defer and sweep them, written once (`Queue`), and one attempt at a row (`Job`: claim,
 work, verdict, settle). Every piece of background work is a Queue (docs/architecture.md,
-*Durable queues*, lists them); check conclusions (reviews/conclusions.py) are an outbox
+*Durable queues*, lists them); check conclusions (reviews/checks/conclusions.py) are an outbox
 on the run row that shares the retry rules below.
 
 A row of a Queue is *waiting* (due once `not_before` has passed, or at once when it is
