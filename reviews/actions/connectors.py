@@ -17,7 +17,7 @@ from typing import Any
 from repos import github
 from repos.connectors.calls import CallScope, connector_call, connectors_allowed
 from reviews.actions.workflow import run_for
-from reviews.connectors import call_record, where_for
+from reviews.engines.connectors import call_record, where_for
 from reviews.models import ConnectorCall, ReviewRun, RunStatus
 from sandbox.connectors import refused
 from sandbox.contract import ConnectorAnswer, Limits
