@@ -18,7 +18,7 @@ from repos.github import GitHubError
 from repos.policy import CHECKLESS_TRIGGERS
 from reviews.checks.checkruns import dashboard_url
 from reviews.core import stages
-from reviews.core.context import Context
+from reviews.core.context import Context, Published
 from reviews.models import (
     Finding,
     Review,
@@ -268,36 +268,6 @@ def _finding_row(review: Review, run: ReviewRun, v: Validated) -> Finding:
         published=v.published,
         suggestion_applies=v.suggestion_applies,
     )
-
-
-def publish(
-    ctx: Context,
-    review: Review,
-    result: ReviewResult,
-    validated: list[Validated],
-    *,
-    approve: bool = False,
-    notes: list[str] | None = None,
-    carried: set[str] | frozenset[str] = frozenset(),
-    still_open: int = 0,
-) -> bool:
-    """Post one review with the published findings as inline comments (`review_publish`);
-    what the review's notes should say of it is added to `notes`. Returns whether it
-    approved."""
-    published = review_publish(
-        ctx, review, result, validated, approve=approve, carried=carried, still_open=still_open
-    )
-    if notes is not None:
-        notes += published.notes
-    return published.approved
-
-
-@dataclass(frozen=True)
-class Published:
-    """What publishing did: whether it approved, and what the review's notes say of it."""
-
-    approved: bool
-    notes: list[str]
 
 
 @dataclass(frozen=True)
