@@ -9,6 +9,7 @@ class ReviewsConfig(AppConfig):
         from django.db.models.signals import post_migrate
         from django_q.signals import post_execute_in_worker, post_spawn, pre_execute
 
+        from reviews import tasks
         from reviews.dashboard.status import healthz, livez
         from reviews.queue import reaper, workers
         from reviews.queue.schedules import schedules_after_migrate
@@ -36,6 +37,7 @@ class ReviewsConfig(AppConfig):
         )
         # Every worker process takes its turn at reaping (reviews/queue/reaper.py), and a worker
         # process its cluster saw die has its runs handed on at once.
+        reaper.sweep_register(tasks.runs_reap)
         post_spawn.connect(reaper.reaper_start, dispatch_uid="reviews.queue.reaper")
         worker_lost.connect(reaper.worker_lost_release, dispatch_uid="reviews.queue.reaper")
 

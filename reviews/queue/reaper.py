@@ -46,10 +46,20 @@ def period() -> timedelta:
     return timedelta(seconds=settings.TASUKU_REAP_SECONDS)
 
 
-def _sweep() -> dict:
-    from reviews import tasks
+# What a turn sweeps: the runs and every durable queue above them (reviews/tasks.py,
+# `runs_reap`), registered by the app's ready() so the queue names no feature.
+_sweeps: Callable[[], dict] | None = None
 
-    return tasks.runs_reap()
+
+def sweep_register(sweep: Callable[[], dict]) -> None:
+    global _sweeps
+    _sweeps = sweep
+
+
+def _sweep() -> dict:
+    if _sweeps is None:
+        raise RuntimeError("no sweep registered for the reaper (reviews.apps registers it)")
+    return _sweeps()
 
 
 def reaper_turn(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("tasuku", "webhooks", "repos", "reviews", "sandbox")
-OWNER = ROOT / "reviews" / "runs.py"
+OWNER = ROOT / "reviews" / "queue" / "runs.py"
 # Making a run is intake's (and a local review's): only changing one is held to runs.py.
 WRITES = {"update", "bulk_update", "update_or_create"}
 
