@@ -1,7 +1,8 @@
 """The durable row queues: a table whose rows are the work, and one way to hold, retry,
-defer and sweep them, written once (`Queue`). Deliveries, review runs, thread replies,
-memory folds and the author's answers are Queues; check conclusions (reviews/checks/conclusions.py)
-are an outbox on the run row that shares the retry rules below.
+defer and sweep them, written once (`Queue`), and one attempt at a row (`Job`: claim,
+work, verdict, settle). Every piece of background work is a Queue (docs/architecture.md,
+*Durable queues*, lists them); check conclusions (reviews/checks/conclusions.py) are an outbox
+on the run row that shares the retry rules below.
 
 A row of a Queue is *waiting* (due once `not_before` has passed, or at once when it is
 empty), *working* (held by one worker until its lease ends; the holder renews it), or in
@@ -35,14 +36,16 @@ a final state. A task carries only the row's id: its doorbell. What happens to a
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from tasuku import outage
 from tasuku.broker import ring, ring_now
+from tasuku.logs import log_context
 
 MAX_DEFERRAL_AGE = timedelta(hours=24)
 LONGEST_BACKOFF = timedelta(minutes=15)
@@ -358,6 +361,38 @@ class Queue:
         ended = {self.status: state, self.lease: None}
         return bool(self.held(pk, attempt, where).update(**ended, **also))
 
+    # An outbox: a row that says what is to be sent, `version` raised each time it is
+    # asked for again, `sent_version` the version last sent.
+    def asked_again(self, pk: int, **fields: Any) -> bool:
+        """The row asked for again (`fields` raise its version). While a worker holds it
+        only `fields` are written: the worker sees the newer version when it is done
+        (`sent`) and sends again — a state flipped under it would let two workers send at
+        once. Otherwise it is due again with its attempts afresh, at once unless it waits
+        out GitHub's weather (its `not_before` kept), and rung. False when held."""
+        if self.rows.filter(pk=pk, **{self.status: self.working}).update(**fields):
+            return False
+        idle = self.rows.filter(pk=pk).exclude(**{self.status: self.working})
+        idle.update(**fields, **{self.status: self.waiting[-1], self.attempts: 0})
+        if self.deferrals:
+            idle.filter(**{self.deferrals: 0}).update(**{self.not_before: None})
+        self.ring(pk)
+        return True
+
+    def sent(self, pk: int, attempt: int, version: int, state: str, /, **done: Any) -> str:
+        """The attempt sent `version`: the row ends in `state` ("sent") with `done`,
+        unless it was asked for again meanwhile — then it is due again at once, its
+        attempts afresh, and rung ("waiting"). Conditional on the version this attempt
+        read, so that request is not lost."""
+        ended = {self.status: state, "sent_version": version, self.lease: None}
+        if self.deferrals:
+            ended[self.deferrals] = 0
+        if self.held(pk, attempt).filter(version=version).update(**ended, **done):
+            return "sent"
+        again = {self.status: self.waiting[-1], self.attempts: 0, self.lease: None}
+        if self.held(pk, attempt).update(**again, **{self.not_before: None}, **done):
+            self.ring_now(pk)
+        return "waiting"
+
     # The sweeper.
     def expired(self, now: datetime):
         """Rows whose holder's lease ran out."""
@@ -415,6 +450,109 @@ class Queue:
         now = now or _now()
         result = self.sweep_lost(now=now, **lost)
         return {**result, "rung": self.ring_due(now=now)}
+
+
+# --- One attempt at a row ----------------------------------------------------------------
+
+NOT_CLAIMED = "not claimed"
+
+
+class Job:
+    """One attempt at a row of a Queue, written once; the task rung with the row's id
+    calls `Job.run(pk)`. The row is claimed (NOT_CLAIMED: not this worker's to take),
+    loaded, and worked on in its log context (tasuku/logs.py); a failure the queue judges
+    (`retry_on`; anything else is a bug, raised) gets the queue's verdict, settled on the
+    row with what the row keeps of it (`failure_fields`) — unless it was `excused` (the
+    worker stopping). A subclass names its queue and says what the work is (`work`, which
+    ends the row: `finish`, or `Queue.sent` for an outbox), and the rest where it differs.
+    """
+
+    queue: ClassVar[Queue]
+    retry_on: ClassVar[tuple[type[BaseException], ...]] = (Exception,)
+    claim_where: ClassVar[Any] = None  # the queue's own condition on a claim (a Q)
+    related: ClassVar[tuple[str, ...]] = ()  # select_related when the row is loaded
+    since: ClassVar[str] = "created_at"  # when the work was asked for: bounds deferral
+    log_as: ClassVar[str] = ""  # the row's log field (tasuku/logs.py FIELDS)
+    log_traceback: ClassVar[bool] = False
+
+    def __init__(self, pk: int) -> None:
+        self.pk, self.attempt, self.row = pk, 0, None
+
+    @classmethod
+    def run(cls, pk: int) -> Any:
+        return cls(pk).process()
+
+    def process(self) -> Any:
+        attempt = self.queue.claim(self.pk, where=self.claim_where)
+        if attempt is None:
+            return NOT_CLAIMED
+        self.attempt = attempt
+        rows = self.queue.rows.select_related(*self.related) if self.related else self.queue.rows
+        self.row = rows.get(pk=self.pk)
+        with log_context(**self.context()):
+            try:
+                return self.work()
+            except self.retry_on as exc:
+                if (excused := self.excused(exc)) is not None:
+                    return excused
+                counted = self.queue.deferrals
+                verdict = self.queue.verdict(
+                    exc,
+                    attempt=attempt,
+                    deferrals=getattr(self.row, counted) if counted else 0,
+                    since=getattr(self.row, self.since) or self.row.created_at,
+                    installation=self.installation(),
+                )
+                self.queue.settle(self.pk, attempt, verdict, **self.failure_fields(exc, verdict))
+                self.log_failure(exc, verdict)
+                return self.failed(exc, verdict)
+
+    def context(self) -> dict[str, Any]:
+        """The log fields: the row, its attempt, its installation and that installation's
+        repository (when the queue's path to the installation goes through one)."""
+        fields = {
+            self.log_as: self.pk,
+            "attempt": self.attempt,
+            "installation": self.installation(),
+        }
+        path = self.queue.installation or ""
+        if path.endswith("installation__github_id"):
+            fields["repository"] = self._read(
+                path.removesuffix("installation__github_id") + "full_name"
+            )
+        return {k: v for k, v in fields.items() if k}
+
+    def installation(self) -> int | None:
+        return self._read(self.queue.installation) if self.queue.installation else None
+
+    def _read(self, path: str) -> Any:  # through what `related` selected
+        value = self.row
+        for name in path.split("__"):
+            value = getattr(value, name, None)
+        return value
+
+    def work(self) -> Any:
+        raise NotImplementedError
+
+    def finish(self, state: str, **fields: Any) -> bool:
+        return self.queue.finish(self.pk, self.attempt, state, **fields)
+
+    def excused(self, exc: BaseException) -> Any:
+        """What to return for a failure that is not the attempt's (None: judge it)."""
+        return None
+
+    def failure_fields(self, exc: BaseException, verdict: Verdict) -> dict[str, Any]:
+        return {"error": str(exc)[:2000]}
+
+    def log_failure(self, exc: BaseException, verdict: Verdict) -> None:
+        logging.getLogger(type(self).__module__).warning(
+            "%s %s: attempt %d failed (%s): %s", self.queue.name, self.pk, self.attempt,
+            verdict.kind, exc, exc_info=self.log_traceback,
+        )  # fmt: skip
+
+    def failed(self, exc: BaseException, verdict: Verdict) -> Any:
+        """What the task returns once a failure is settled."""
+        return "failed" if verdict.kind == FAILED else "waiting"
 
 
 def _now() -> datetime:

@@ -1,9 +1,10 @@
-"""Log lines that say what they are about: the run, its attempt, the delivery, the
-installation and repository in hand when a line is written, as fields of the record.
+"""Log lines that say what they are about: the run (or the row of another durable queue),
+its attempt, the delivery, the installation and repository in hand when a line is
+written, as fields of the record.
 
 The code that takes a piece of work sets them for as long as it works on it
 (`log_context`: a delivery's processing in webhooks/services.py, a run's pipeline in
-reviews/pipeline/flow.py); `ContextFilter` puts them on every record written meanwhile (in the
+reviews/pipeline/flow.py, every other queue's row in tasuku/durable.py's `Job`); `ContextFilter` puts them on every record written meanwhile (in the
 same thread), after any the call gave itself (`extra=`). The plain format ends a line
 with them (`[run=12 attempt=2 installation=41 repository=acme/shop]`);
 `TASUKU_LOG_FORMAT=json` writes one JSON object a line instead (python-json-logger),
@@ -21,8 +22,13 @@ from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter as LibraryJsonFormatter
 
-# The fields a line can carry, in the order the plain format shows them.
-FIELDS = ("run", "attempt", "delivery", "event", "installation", "repository")
+# The fields a line can carry, in the order the plain format shows them: the row in hand
+# (a run, or a row of another durable queue: tasuku/durable.py, `Job.log_as`), its attempt,
+# the delivery, and whose it is.
+FIELDS = (
+    "run", "reply", "walkthrough", "fixes", "answer", "evaluation", "fold", "tests",
+    "attempt", "delivery", "event", "installation", "repository",
+)  # fmt: skip
 # Other fields callers give with `extra=` that the JSON format keeps (the plain format
 # has them in the message already, but for a failure's error id: `error=…`).
 EXTRA = ("status", "reason", "error_id")

@@ -6,7 +6,10 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.test import Client
@@ -479,3 +482,19 @@ def push_payload(
             "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ==",
         },
     }
+
+
+@contextmanager
+def log_records(level: int = logging.INFO) -> Iterator[list[logging.LogRecord]]:
+    """Every log record written in the block, its work's fields put on it (tasuku/logs.py)."""
+    from tasuku.logs import ContextFilter
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(level)
+    handler.addFilter(ContextFilter())
+    handler.emit = records.append  # type: ignore[method-assign]
+    logging.getLogger().addHandler(handler)
+    try:
+        yield records
+    finally:
+        logging.getLogger().removeHandler(handler)

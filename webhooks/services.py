@@ -26,7 +26,6 @@ from django.utils import timezone
 from tasuku import durable
 from tasuku.broker import doorbell_row, doorbell_table, ring
 from tasuku.errors import code_of, error_id
-from tasuku.logs import log_context
 from webhooks.models import DELIVERY_DUE_STATES, DeliveryStatus, WebhookDelivery
 from webhooks.routing import route
 
@@ -347,60 +346,49 @@ def delivery_handle(delivery_pk: int | str, delivery_id: str | None = None) -> H
         if found is None:
             return Handled("no such delivery")
         delivery_pk = found
-    delivery = delivery_claim(int(delivery_pk))
-    if delivery is None:
-        return Handled("not claimed")
-    with log_context(delivery=delivery.delivery_id, event=delivery.event,
-                     installation=delivery.installation_id):  # fmt: skip
-        return _delivery_route(delivery)
+    handled = DeliveryJob.run(int(delivery_pk))
+    return Handled(handled) if handled == durable.NOT_CLAIMED else handled
 
 
-def _delivery_route(delivery: WebhookDelivery) -> Handled:
-    try:
+class DeliveryJob(durable.Job):
+    """Route the delivery to its handler, which records what it decided. A task boundary:
+    every failure is recorded on the delivery and retried or failed."""
+
+    queue = DELIVERIES
+    since = "received_at"
+
+    def context(self) -> dict[str, Any]:
+        row = self.row
+        return {"delivery": row.delivery_id, "event": row.event, "attempt": self.attempt,
+                "installation": row.installation_id}  # fmt: skip
+
+    def work(self) -> Handled:
+        delivery = self.row
         outcome = route(delivery.event, delivery.payload, delivery_id=delivery.pk)
-    except (
-        Exception
-    ) as exc:  # a task boundary: every failure is recorded on the delivery and retried or failed
-        return Handled(delivery_attempt_failed(delivery, exc))
-    status = DeliveryStatus.IGNORED if outcome.ignored else DeliveryStatus.PROCESSED
-    # Only the holder of this attempt may finish it (the lease may have been taken over).
-    DELIVERIES.finish(
-        delivery.pk,
-        delivery.attempts,
-        status,
-        outcome=outcome.text,
-        decision=outcome.decision,
-        last_error="",
-        processed_at=timezone.now(),
-    )
-    return Handled(status, outcome.then)
+        status = DeliveryStatus.IGNORED if outcome.ignored else DeliveryStatus.PROCESSED
+        self.finish(status, outcome=outcome.text, decision=outcome.decision, last_error="",
+                    processed_at=timezone.now())  # fmt: skip
+        return Handled(status, outcome.then)
 
+    def failure_fields(self, exc: BaseException, verdict: durable.Verdict) -> dict[str, Any]:
+        error = f"{type(exc).__name__}: {exc}"
+        if not hasattr(exc, "permanent"):
+            # An unexpected exception: keep where it happened for whoever reads the error.
+            error += "\n\n" + "".join(traceback.format_exception(exc)[-6:])
+        # GitHub's weather (a rate limit, GitHub unavailable) defers: the attempt is given back.
+        done = {"processed_at": timezone.now()} if verdict.kind == durable.FAILED else {}
+        return {"last_error": error[:20000], **done}
 
-def delivery_attempt_failed(delivery: WebhookDelivery, exc: BaseException) -> str:
-    error = f"{type(exc).__name__}: {exc}"
-    logger.warning(
-        "delivery %s (%s) attempt %d failed: %s",
-        delivery.delivery_id,
-        delivery.event,
-        delivery.attempts,
-        error,
-        exc_info=not hasattr(exc, "permanent"),
-        extra={"error_id": error_id(code_of(exc))},
-    )
-    if not hasattr(exc, "permanent"):
-        # An unexpected exception: keep where it happened for whoever reads the error.
-        error += "\n\n" + "".join(traceback.format_exception(exc)[-6:])
-    verdict = DELIVERIES.verdict(
-        exc,
-        attempt=delivery.attempts,
-        deferrals=delivery.deferrals,
-        since=delivery.received_at,
-        installation=delivery.installation_id,
-    )
-    # GitHub's weather (a rate limit, GitHub unavailable) defers: the attempt is given back.
-    done = {"processed_at": timezone.now()} if verdict.kind == durable.FAILED else {}
-    DELIVERIES.settle(delivery.pk, delivery.attempts, verdict, last_error=error[:20000], **done)
-    return DeliveryStatus.FAILED if verdict.kind == durable.FAILED else DeliveryStatus.RETRYING
+    def log_failure(self, exc: BaseException, verdict: durable.Verdict) -> None:
+        logger.warning(
+            "delivery %s (%s) attempt %d failed: %s: %s",
+            self.row.delivery_id, self.row.event, self.attempt, type(exc).__name__, exc,
+            exc_info=not hasattr(exc, "permanent"), extra={"error_id": error_id(code_of(exc))},
+        )  # fmt: skip
+
+    def failed(self, exc: BaseException, verdict: durable.Verdict) -> Handled:
+        failed = verdict.kind == durable.FAILED
+        return Handled(DeliveryStatus.FAILED if failed else DeliveryStatus.RETRYING)
 
 
 def delivery_retry(delivery: WebhookDelivery) -> bool:

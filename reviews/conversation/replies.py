@@ -185,26 +185,30 @@ def static_answer(finding: Finding, reply: ThreadReply, slug: str = "") -> str:
     return "\n\n".join(lines)
 
 
-def reply_answer(reply_pk: int) -> str:
-    """Answer a person's reply in its thread (idempotent: the answer carries a marker)."""
-    attempt = REPLIES.claim(reply_pk)
-    if attempt is None:
-        return "not claimed"
-    reply = ThreadReply.objects.select_related(
-        "finding__pull_request__repository__installation"
-    ).get(pk=reply_pk)
-    finding = reply.finding
-    repository = finding.pull_request.repository
-    gateway = github.gateway()
-    slug = gateway.app_slug()
-    where = {
-        "installation_id": repository.installation.github_id,
-        "repository_id": repository.github_id,
-        "full_name": repository.full_name,
-    }
-    marker = signed_marker("answer", reply.github_comment_id)
-    role = ""
-    try:
+class ReplyAnswer(durable.Job):
+    """Answer a person's reply in its thread (idempotent: the answer carries a marker).
+
+    A reply GitHub did not take now is put off (GitHub's weather), retried, or failed
+    (refused, out of tries); the marker keeps a later try from answering twice."""
+
+    queue = REPLIES
+    retry_on = (github.GitHubError,)
+    related = ("finding__pull_request__repository__installation",)
+    log_as = "reply"
+
+    def work(self) -> str:
+        reply = self.row
+        finding = reply.finding
+        repository = finding.pull_request.repository
+        gateway = github.gateway()
+        slug = gateway.app_slug()
+        where = {
+            "installation_id": repository.installation.github_id,
+            "repository_id": repository.github_id,
+            "full_name": repository.full_name,
+        }
+        marker = signed_marker("answer", reply.github_comment_id)
+        role = ""
         text = static_answer(finding, reply, slug)
         if reply_jobs.thinks(reply, finding, slug):
             # A model reviewer answers for itself: asked once, its answer kept on the row.
@@ -219,41 +223,26 @@ def reply_answer(reply_pk: int) -> str:
             body=f"{text}\n\n{marker}",
             marker=marker,
         )
-    except github.GitHubError as exc:
-        # Not taken now: put off (GitHub's weather), retried, or failed (refused, out of
-        # tries); the marker keeps a later try from answering twice.
-        verdict = REPLIES.verdict(
-            exc,
-            attempt=attempt,
-            deferrals=reply.deferrals,
-            since=reply.created_at,
-            installation=repository.installation.github_id,
+        error = ""
+        if role:
+            # The reviewer conceded to someone who may dismiss: dismissed, as their own
+            # dismissal would be.
+            error = reply_jobs.concession_apply(reply, finding, gateway, where, role)
+        self.finish(
+            ThreadReply.Status.ANSWERED, answer=text, answer_comment_id=posted.id, error=error
         )
-        REPLIES.settle(reply.pk, attempt, verdict, error=str(exc)[:2000])
-        logger.warning("reply %s: answer not posted (%s): %s", reply.pk, verdict.kind, exc)
-        return "failed" if verdict.kind == durable.FAILED else "waiting"
-    error = ""
-    if role:
-        # The reviewer conceded to someone who may dismiss: dismissed, as their own
-        # dismissal would be.
-        error = reply_jobs.concession_apply(reply, finding, gateway, where, role)
-    REPLIES.finish(
-        reply.pk,
-        attempt,
-        ThreadReply.Status.ANSWERED,
-        answer=text,
-        answer_comment_id=posted.id,
-        error=error,
-    )
-    if reply.dismissal or role:
-        # The dismissed finding no longer counts: the head's check says so now, not at
-        # the next push.
-        try:
-            gate_refresh(finding.pull_request_id, finding.review.reviewer_id)
-        except github.GitHubError as exc:
-            # The answer stands; the next review of the pull request concludes it.
-            logger.warning("reply %s: could not conclude the check again: %s", reply.pk, exc)
-    return "answered"
+        if reply.dismissal or role:
+            # The dismissed finding no longer counts: the head's check says so now, not at
+            # the next push.
+            try:
+                gate_refresh(finding.pull_request_id, finding.review.reviewer_id)
+            except github.GitHubError as exc:
+                # The answer stands; the next review of the pull request concludes it.
+                logger.warning("reply %s: could not conclude the check again: %s", reply.pk, exc)
+        return "answered"
+
+
+reply_answer = ReplyAnswer.run  # the task's body (reviews/tasks.py)
 
 
 def thread_event(payload: payloads.PullRequestReviewThreadEvent, *, delivery_id: int) -> Outcome:

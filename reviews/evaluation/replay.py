@@ -811,32 +811,43 @@ def evaluation_queue(
     return record
 
 
-def evaluation_run(pk: int) -> str:
+class EvaluationRun(durable.Job):
     """Run (or go on with) a queued evaluation: a clone of the repository made with the
     App's read-only token for this one repository, the reviewers replayed over it as
     `manage.py evaluate` does, the clone removed after. A durable Queue's row: one worker
-    at a time, GitHub's weather waited out, a dead worker's evaluation handed on."""
-    attempt = EVALUATIONS.claim(pk, where=Q(repository__isnull=False))
-    if attempt is None:
-        return "not claimed"
-    record = Evaluation.objects.select_related("repository__installation").get(pk=pk)
-    parent = Path(settings.TASUKU_WORKSPACE_ROOT or tempfile.gettempdir())
-    where = Path(tempfile.mkdtemp(prefix=f"tasuku-evaluation-{pk}-", dir=parent))
-    try:
-        return _evaluation_go(record, attempt, where / record.repository.full_name.split("/")[-1])
-    except EvaluationError as exc:  # what the evaluation asks cannot be done: said, not retried
-        EVALUATIONS.finish(pk, attempt, EvaluationStatus.STOPPED,
-                           stopped_reason=f"it could not run: {exc}"[:500], finished_at=timezone.now())  # fmt: skip
-        return f"stopped: {exc}"
-    except (CloneError, GitHubError) as exc:  # GitHub's weather, or a clone that failed
-        verdict = EVALUATIONS.verdict(
-            exc, attempt=attempt, deferrals=record.deferrals, since=record.created_at,
-            installation=record.repository.installation.github_id,
-        )  # fmt: skip
-        EVALUATIONS.settle(pk, attempt, verdict, stopped_reason=str(exc)[:500])
+    at a time, GitHub's weather waited out, a dead worker's evaluation handed on.
+
+    GitHub's weather, or a clone that failed, is the queue's verdict; what the
+    evaluation asks that cannot be done stops it, said and not retried."""
+
+    queue = EVALUATIONS
+    retry_on = (CloneError, GitHubError)
+    related = ("repository__installation",)
+    claim_where = Q(repository__isnull=False)
+    log_as = "evaluation"
+
+    def work(self) -> str:
+        record = self.row
+        parent = Path(settings.TASUKU_WORKSPACE_ROOT or tempfile.gettempdir())
+        where = Path(tempfile.mkdtemp(prefix=f"tasuku-evaluation-{self.pk}-", dir=parent))
+        try:
+            root = where / record.repository.full_name.split("/")[-1]
+            return _evaluation_go(record, self.attempt, root)
+        except EvaluationError as exc:
+            self.finish(EvaluationStatus.STOPPED, stopped_reason=f"it could not run: {exc}"[:500],
+                        finished_at=timezone.now())  # fmt: skip
+            return f"stopped: {exc}"
+        finally:
+            remove_tree(where)
+
+    def failure_fields(self, exc: BaseException, verdict: durable.Verdict) -> dict:
+        return {"stopped_reason": str(exc)[:500]}
+
+    def failed(self, exc: BaseException, verdict: durable.Verdict) -> str:
         return f"{verdict.kind}: {exc}"
-    finally:
-        remove_tree(where)
+
+
+evaluation_run = EvaluationRun.run  # the task's body (reviews/tasks.py)
 
 
 def _evaluation_go(record: Evaluation, attempt: int, root: Path) -> str:

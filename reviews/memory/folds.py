@@ -40,7 +40,6 @@ from reviews.models import (
 )
 from sandbox.agent.memory import Folded, memory_fold
 from tasuku import durable
-from tasuku.logs import log_context
 
 logger = logging.getLogger(__name__)
 
@@ -127,43 +126,47 @@ def memory_fold_review(review_pk: int) -> str:
     return memory_fold_process(fold.pk)
 
 
-def memory_fold_process(fold_pk: int) -> str:
+class FoldJob(durable.Job):
     """Do one fold (the doorbell of `FOLDS`): claim its row, fold, record what the fold
-    did on the row. Returns what happened."""
-    attempt = FOLDS.claim(fold_pk)
-    if attempt is None:
-        return "not claimed"  # another worker has it, or it is done
-    fold = MemoryFold.objects.select_related("repository").get(pk=fold_pk)
-    with log_context(repository=fold.repository.full_name):
-        try:
-            return _fold_do(fold, attempt)
-        except Exception as exc:  # a task boundary: the attempt is recorded, retried or failed
-            verdict = FOLDS.verdict(exc, attempt=attempt, deferrals=0, since=fold.created_at)
-            FOLDS.settle(fold.pk, attempt, verdict, error=f"{type(exc).__name__}: {exc}"[:2000])
-            logger.warning("memory fold %s (%s): %s", fold.pk, verdict.kind, exc, exc_info=True)
-            return "failed" if verdict.kind == durable.FAILED else "waiting"
+    did on the row. Returns what happened.
 
+    Any failure is the attempt's (a task boundary): recorded, retried or failed."""
 
-def _fold_do(fold: MemoryFold, attempt: int) -> str:
-    if fold.review_id is not None:
-        review = _review_of(fold.review_id)
-        folder = _review_folder(review) if review else None
-        if review is None or folder is None:
-            return _fold_end(fold, attempt, note="no fast model to fold with")
-        return _fold(
-            review.pull_request.repository,
-            folder,
-            summary=review_summary(review),
-            fates=review_fates(review),
-            held=(fold, attempt),
+    queue = FOLDS
+    related = ("repository",)
+    log_as = "fold"
+    log_traceback = True
+
+    def context(self) -> dict:
+        return {**super().context(), "repository": self.row.repository.full_name}
+
+    def failure_fields(self, exc: BaseException, verdict: durable.Verdict) -> dict:
+        return {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+
+    def work(self) -> str:
+        fold, attempt = self.row, self.attempt
+        if fold.review_id is not None:
+            review = _review_of(fold.review_id)
+            folder = _review_folder(review) if review else None
+            if review is None or folder is None:
+                return _fold_end(fold, attempt, note="no fast model to fold with")
+            return _fold(
+                review.pull_request.repository,
+                folder,
+                summary=review_summary(review),
+                fates=review_fates(review),
+                held=(fold, attempt),
+            )
+        pull_request = (
+            PullRequest.objects.select_related("repository").filter(pk=fold.pull_request_id).first()
         )
-    pull_request = (
-        PullRequest.objects.select_related("repository").filter(pk=fold.pull_request_id).first()
-    )
-    folder = _closed_folder(pull_request) if pull_request else None
-    if pull_request is None or folder is None:
-        return _fold_end(fold, attempt, note="no fast model to fold with")
-    return _closed_fold_do(pull_request, folder, held=(fold, attempt))
+        folder = _closed_folder(pull_request) if pull_request else None
+        if pull_request is None or folder is None:
+            return _fold_end(fold, attempt, note="no fast model to fold with")
+        return _closed_fold_do(pull_request, folder, held=(fold, attempt))
+
+
+memory_fold_process = FoldJob.run  # the task's body (reviews/tasks.py)
 
 
 def _fold_end(fold: MemoryFold, attempt: int, *, note: str, **done) -> str:

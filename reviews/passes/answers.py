@@ -196,42 +196,57 @@ def answers_record(task: Task, answers: list[dict[str, Any]]) -> list[Answer]:
     return rows
 
 
-def answer_post(answer_pk: int) -> str:
+class AnswerPost(durable.Job):
     """Post one answer on its pull request as the author's App: a reply in the finding's
-    (or the inline comment's) thread, or a conversation comment. Idempotent by marker."""
-    attempt = ANSWERS.claim(answer_pk)
-    if attempt is None:
-        return "not claimed"  # posted, held by another worker, or not due
-    answer = Answer.objects.select_related("task_pull__repository", "comment", "task").get(
-        pk=answer_pk
-    )
-    tpr = answer.task_pull
-    marker = signed_marker("author-answer", answer.pk)
-    # The caller's words are data: escaped like everything else Tasuku posts.
-    body = f"{block_text(answer_text(answer))}\n\n{marker}"
-    poster = author_poster()
-    reply_to = None
-    if answer.check_name:
-        # A check has no thread: the answer is a conversation comment saying which.
-        body = (
-            f"About the failing check {code_span(answer.check_name)} on "
-            f"{code_span(answer.check_head[:7])}:\n\n{body}"
-        )
-    elif answer.comment is not None and answer.comment.kind == TaskComment.Kind.REVIEW_COMMENT:
-        reply_to = answer.comment.github_id
-    elif answer.comment is None:
-        finding = (
-            Finding.objects.filter(
-                pull_request__repository=tpr.repository,
-                pull_request__number=tpr.number,
-                fingerprint=answer.fingerprint,
-                github_comment_id__isnull=False,
+    (or the inline comment's) thread, or a conversation comment. Idempotent by marker.
+
+    GitHub did not take it now: put off (5xx, no answer, a rate limit), retried, or
+    failed (refused, or a day of trying); the marker keeps a later try from posting it
+    twice. An answer that fails for good leaves its task stuck, saying why."""
+
+    queue = ANSWERS
+    retry_on = (GitHubError,)
+    related = ("task_pull__repository__installation", "comment", "task")
+    log_as = "answer"
+
+    def context(self) -> dict:
+        # The repository's installation of Tasuku's App: whose the work is (the author
+        # App posts it, and its limits quiet nothing of Tasuku's: the queue names none).
+        repository = self.row.task_pull.repository
+        return {
+            **super().context(),
+            "installation": repository.installation.github_id,
+            "repository": repository.full_name,
+        }
+
+    def work(self) -> str:
+        answer = self.row
+        tpr = answer.task_pull
+        marker = signed_marker("author-answer", answer.pk)
+        # The caller's words are data: escaped like everything else Tasuku posts.
+        body = f"{block_text(answer_text(answer))}\n\n{marker}"
+        poster = author_poster()
+        reply_to = None
+        if answer.check_name:
+            # A check has no thread: the answer is a conversation comment saying which.
+            body = (
+                f"About the failing check {code_span(answer.check_name)} on "
+                f"{code_span(answer.check_head[:7])}:\n\n{body}"
             )
-            .order_by("pk")
-            .first()
-        )
-        reply_to = finding.github_comment_id if finding else None
-    try:
+        elif answer.comment is not None and answer.comment.kind == TaskComment.Kind.REVIEW_COMMENT:
+            reply_to = answer.comment.github_id
+        elif answer.comment is None:
+            finding = (
+                Finding.objects.filter(
+                    pull_request__repository=tpr.repository,
+                    pull_request__number=tpr.number,
+                    fingerprint=answer.fingerprint,
+                    github_comment_id__isnull=False,
+                )
+                .order_by("pk")
+                .first()
+            )
+            reply_to = finding.github_comment_id if finding else None
         if reply_to is not None:
             posted = poster.reply(tpr.repository.full_name, tpr.number, reply_to, body, marker)
         else:
@@ -241,20 +256,17 @@ def answer_post(answer_pk: int) -> str:
                 )
                 body = f"{quoted}\n\n{body}" if quoted else body
             posted = poster.comment(tpr.repository.full_name, tpr.number, body, marker)
-    except GitHubError as exc:
-        # GitHub did not take it now: put off (5xx, no answer, a rate limit), retried, or
-        # failed (refused, or a day of trying); the marker keeps a later try from posting
-        # it twice.
-        verdict = ANSWERS.verdict(
-            exc, attempt=attempt, deferrals=answer.deferrals, since=answer.created_at
-        )
-        ANSWERS.settle(answer.pk, attempt, verdict, error=str(exc)[:2000])
+        self.finish(Answer.Posting.POSTED, github_comment_id=posted, error="")
+        return "posted"
+
+    def failed(self, exc: BaseException, verdict: durable.Verdict) -> str:
         if verdict.kind == durable.FAILED:
-            task_stuck(answer.task, f"GitHub refused to post the author's answer on {tpr}: {exc}")
-            return "failed"
-        return "waiting"
-    ANSWERS.finish(answer.pk, attempt, Answer.Posting.POSTED, github_comment_id=posted, error="")
-    return "posted"
+            tpr = self.row.task_pull
+            task_stuck(self.row.task, f"GitHub refused to post the author's answer on {tpr}: {exc}")
+        return super().failed(exc, verdict)
+
+
+answer_post = AnswerPost.run  # the task's body (reviews/tasks.py)
 
 
 def answers_sweep() -> int:

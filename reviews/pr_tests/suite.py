@@ -230,60 +230,56 @@ def sandbox_tests_run(pk: int) -> str:
     attempt not counted (what its killed container printed is never the outcome)."""
     if lifecycle.stopping():
         return "stopping"  # not taken: rung again by the sweeper (`ring_due`)
-    attempt = TESTS.claim(pk)
-    if attempt is None:
-        return "not claimed"
-    with Beat(pk, attempt) as beat:
-        return _attempt(pk, attempt, beat)
+    return TestsJob.run(pk)
 
 
-def _attempt(pk: int, attempt: int, beat: Beat) -> str:
-    row = SandboxTestRun.objects.select_related(
-        "pull_request__repository__installation", "run"
-    ).get(pk=pk)
-    try:
-        outcome = _outcome_of(row, attempt, beat)
-        if outcome.status == TestsStatus.SUPERSEDED and row.check_run_id is None:
-            TESTS.finish(pk, attempt, outcome.status, **_fields(outcome), reported=True)
+class TestsJob(durable.Job):
+    """Every failure of the attempt becomes its verdict, but the worker's stop."""
+
+    queue = TESTS
+    related = ("pull_request__repository__installation", "run")
+    log_as = "tests"
+    beat: Beat | None = None
+
+    def work(self) -> str:
+        row, attempt = self.row, self.attempt
+        with Beat(self.pk, attempt) as self.beat:
+            outcome = _outcome_of(row, attempt, self.beat)
+            if outcome.status != TestsStatus.SUPERSEDED or row.check_run_id is not None:
+                _report(row, outcome)
+            self.finish(outcome.status, **_fields(outcome), reported=True)
             return outcome.status
-        _report(row, outcome)
-        TESTS.finish(pk, attempt, outcome.status, **_fields(outcome), reported=True)
-        return outcome.status
-    except WorkerStopping:
-        return _release(pk, attempt)
-    except Exception as exc:  # the attempt's boundary: every failure becomes its verdict
-        if (beat.stopping or beat.lost) and not SandboxTestRun.objects.filter(pk=pk).exclude(
-            outcome=""
-        ).exists():
-            return _release(pk, attempt)  # the stop's kill made it fail: not a verdict
-        verdict = TESTS.verdict(
-            exc,
-            attempt=attempt,
-            deferrals=row.deferrals,
-            since=row.created_at,
-            installation=row.pull_request.repository.installation.github_id,
+
+    def excused(self, exc: BaseException) -> str | None:
+        """A stop of the worker (or its kill that made the attempt fail, before the
+        outcome was kept) hands the row back: queued, due at once, its attempt not
+        counted, rung for another worker; "lost" when this attempt no longer held it."""
+        beat = self.beat
+        if not isinstance(exc, WorkerStopping) and not (
+            (beat is not None and (beat.stopping or beat.lost))
+            and not SandboxTestRun.objects.filter(pk=self.pk).exclude(outcome="").exists()
+        ):
+            return None
+        why = (
+            f"interrupted: the worker {lifecycle.worker_name()} was stopped; another takes it over"
         )
-        reason = f"{exc}"[:2000]
-        extra: dict[str, Any] = {"reason": reason}
+        with transaction.atomic():
+            released = TESTS.release(self.pk, self.attempt, reason=why)
+            if released:
+                TESTS.ring(self.pk)
+        logger.info("sandbox tests %s: %s", self.pk, why if released else "lost while stopping")
+        return TestsStatus.QUEUED if released else "lost"
+
+    def failure_fields(self, exc: BaseException, verdict: durable.Verdict) -> dict:
+        extra: dict[str, Any] = {"reason": f"{exc}"[:2000]}
         if verdict.kind == durable.FAILED:
             extra["finished_at"] = timezone.now()
-        TESTS.settle(pk, attempt, verdict, **extra)
-        logger.warning("sandbox tests %s: attempt %s: %s (%s)", pk, attempt, reason, verdict.kind)
+        return extra
+
+    def failed(self, exc: BaseException, verdict: durable.Verdict) -> str:
         if verdict.kind == durable.FAILED:
-            _report_errored(pk)
+            _report_errored(self.pk)
         return verdict.kind
-
-
-def _release(pk: int, attempt: int) -> str:
-    """Hand the row back: queued, due at once, its attempt not counted, rung for another
-    worker. "lost" when this attempt no longer held it."""
-    why = f"interrupted: the worker {lifecycle.worker_name()} was stopped; another takes it over"
-    with transaction.atomic():
-        released = TESTS.release(pk, attempt, reason=why)
-        if released:
-            TESTS.ring(pk)
-    logger.info("sandbox tests %s: %s", pk, why if released else "lost while stopping")
-    return TestsStatus.QUEUED if released else "lost"
 
 
 def _outcome_of(row: SandboxTestRun, attempt: int, beat: Beat) -> Outcome:

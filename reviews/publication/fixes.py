@@ -164,14 +164,7 @@ def fixes_request(pull_request: PullRequest, *, review: Review | None = None) ->
         fields: dict[str, Any] = {"version": F("version") + 1, "requested_at": now}
         if review is not None:
             fields["review"] = review
-        if FixProposal.objects.filter(pk=row.pk, status=FixProposal.Status.SENDING).update(
-            **fields
-        ):
-            return
-        idle = FixProposal.objects.filter(pk=row.pk).exclude(status=FixProposal.Status.SENDING)
-        idle.update(**fields, status=FixProposal.Status.DUE, attempts=0)
-        idle.filter(deferrals=0).update(next_attempt_at=None)
-        FIXES.ring(row.pk)
+        FIXES.asked_again(row.pk, **fields)
 
 
 def pull_request_event(payload: payloads.PullRequestEvent, *, delivery_id: int) -> Outcome:
@@ -202,7 +195,7 @@ def fixes_sweep() -> int:
 # --- Sending ----------------------------------------------------------------------------
 
 
-def fixes_send(pk: int) -> str:
+class FixesSend(durable.Job):
     """Bring the pull request's fixes up to date on GitHub: `sent`, `waiting` (GitHub's
     weather, or a newer version to send), `failed` or `not claimed`.
 
@@ -213,55 +206,38 @@ def fixes_send(pk: int) -> str:
     4. One commit over the head on Tasuku's branch (created, or moved by force).
     5. Open the pull request into the head branch, or edit the one that is open.
     6. Link it from the review's summary.
-    """
-    attempt = FIXES.claim(pk)
-    if attempt is None:
-        return "not claimed"
-    row = FixProposal.objects.select_related("pull_request__repository__installation").get(pk=pk)
-    version = row.version
-    repository = row.pull_request.repository
-    where = {
-        "installation_id": repository.installation.github_id,
-        "repository_id": repository.github_id,
-        "full_name": repository.full_name,
-    }
-    gateway = github.gateway()
-    try:
-        done = _bring_up_to_date(gateway, where, row)
-    except GitHubError as exc:
-        verdict = FIXES.verdict(
-            exc,
-            attempt=attempt,
-            deferrals=row.deferrals,
-            since=row.requested_at or row.created_at,
-            installation=repository.installation.github_id,
-        )
+
+    GitHub's weather defers the row; a refusal (a 422, a missing permission) fails it
+    with the reason, shown on the row — never on the review."""
+
+    queue = FIXES
+    retry_on = (GitHubError,)
+    related = ("pull_request__repository__installation",)
+    since = "requested_at"
+    log_as = "fixes"
+
+    def work(self) -> str:
+        row = self.row
+        repository = row.pull_request.repository
+        where = {
+            "installation_id": repository.installation.github_id,
+            "repository_id": repository.github_id,
+            "full_name": repository.full_name,
+        }
+        done = _bring_up_to_date(github.gateway(), where, row)
+        done["error"] = ""
+        return self.queue.sent(self.pk, self.attempt, row.version, FixProposal.Status.SENT, **done)
+
+    def failure_fields(self, exc: BaseException, verdict: durable.Verdict) -> dict:
         said = (
             f"GitHub refused the fixes pull request ({verdict.why or verdict.kind}): {exc}"
             if verdict.kind == durable.FAILED
             else f"the fixes pull request waits for GitHub ({verdict.why}): {exc}"
         )
-        FIXES.settle(pk, attempt, verdict, error=said[:2000])
-        logger.warning("fixes %s: not sent (%s): %s", pk, verdict.kind, exc)
-        return "failed" if verdict.kind == durable.FAILED else "waiting"
-    done["error"] = ""
-    if (
-        FIXES.held(pk, attempt)
-        .filter(version=version)
-        .update(
-            status=FixProposal.Status.SENT,
-            sent_version=version,
-            leased_until=None,
-            deferrals=0,
-            **done,
-        )
-    ):
-        return "sent"
-    if FIXES.held(pk, attempt).update(
-        status=FixProposal.Status.DUE, attempts=0, leased_until=None, next_attempt_at=None, **done
-    ):
-        FIXES.ring_now(pk)
-    return "waiting"
+        return {"error": said[:2000]}
+
+
+fixes_send = FixesSend.run  # the task's body (reviews/tasks.py)
 
 
 def open_fixes(pull_request: PullRequest) -> list[Finding]:

@@ -178,15 +178,13 @@ def walkthrough_request(
         fields: dict[str, Any] = {"runs": runs, "version": F("version") + 1, "requested_at": now}
         if change is not None:
             fields["change"] = change
-        # While a sender holds the row only the version goes up: it sees the newer version
-        # when it finishes and sends again (a status flipped under it would let two
-        # senders edit, or create, at once).
-        if Walkthrough.objects.filter(pk=row.pk, status=Walkthrough.Status.SENDING).update(
-            **fields
-        ):
-            return
-        idle = Walkthrough.objects.filter(pk=row.pk).exclude(status=Walkthrough.Status.SENDING)
         if under_way:
+            # While a sender holds the row only the version goes up (`Queue.asked_again`).
+            if Walkthrough.objects.filter(pk=row.pk, status=Walkthrough.Status.SENDING).update(
+                **fields
+            ):
+                return
+            idle = Walkthrough.objects.filter(pk=row.pk).exclude(status=Walkthrough.Status.SENDING)
             if created or row.status != Walkthrough.Status.DUE:
                 # Not rung: the sweep rings it once the grace is over (tasuku/durable.py,
                 # `ring_due`), unless the run's end made it due at once before.
@@ -201,9 +199,7 @@ def walkthrough_request(
             return
         # A failed or sent row is due again, with its tries afresh, at once; one waiting
         # out GitHub's weather (a deferral) keeps its `next_attempt_at`.
-        idle.update(**fields, status=Walkthrough.Status.DUE, attempts=0)
-        idle.filter(deferrals=0).update(next_attempt_at=None)
-        WALKTHROUGHS.ring(row.pk)
+        WALKTHROUGHS.asked_again(row.pk, **fields)
 
 
 def walkthroughs_sweep() -> int:
@@ -215,68 +211,44 @@ def walkthroughs_sweep() -> int:
 # --- Sending ----------------------------------------------------------------------------
 
 
-def walkthrough_send(pk: int) -> str:
+class WalkthroughSend(durable.Job):
     """Bring the pull request's walkthrough comment on GitHub up to date: `sent`,
     `waiting` (GitHub's weather, or a newer version to send), `failed` or `not claimed`."""
-    attempt = WALKTHROUGHS.claim(pk)
-    if attempt is None:
-        return "not claimed"
-    row = Walkthrough.objects.select_related("pull_request__repository__installation").get(pk=pk)
-    version = row.version
-    pull_request = row.pull_request
-    repository = pull_request.repository
-    where = {
-        "installation_id": repository.installation.github_id,
-        "repository_id": repository.github_id,
-        "full_name": repository.full_name,
-    }
-    key = f"pr-{pull_request.pk}"
-    signed = marker(KIND, key)
-    body = clip_bytes(walkthrough_body(row), MAX_BODY_BYTES - len(signed.encode()) - 2)
-    body = f"{body}\n\n{signed}"
-    gateway = github.gateway()
-    try:
-        posted = _post(gateway, where, pull_request.number, row, body, key, signed)
-    except GitHubError as exc:
-        verdict = WALKTHROUGHS.verdict(
-            exc,
-            attempt=attempt,
-            deferrals=row.deferrals,
-            since=row.requested_at or row.created_at,
-            installation=repository.installation.github_id,
-        )
+
+    queue = WALKTHROUGHS
+    retry_on = (GitHubError,)
+    related = ("pull_request__repository__installation",)
+    since = "requested_at"
+    log_as = "walkthrough"
+
+    def work(self) -> str:
+        row = self.row
+        pull_request = row.pull_request
+        repository = pull_request.repository
+        where = {
+            "installation_id": repository.installation.github_id,
+            "repository_id": repository.github_id,
+            "full_name": repository.full_name,
+        }
+        key = f"pr-{pull_request.pk}"
+        signed = marker(KIND, key)
+        body = clip_bytes(walkthrough_body(row), MAX_BODY_BYTES - len(signed.encode()) - 2)
+        body = f"{body}\n\n{signed}"
+        posted = _post(github.gateway(), where, pull_request.number, row, body, key, signed)
+        done = {"comment_id": posted.id, "comment_url": posted.html_url, "body": body}
+        return self.queue.sent(self.pk, self.attempt, row.version, Walkthrough.Status.SENT,
+                               **done, error="")  # fmt: skip
+
+    def failure_fields(self, exc: BaseException, verdict: durable.Verdict) -> dict:
         said = (
             f"GitHub did not take the walkthrough ({verdict.why or verdict.kind}): {exc}"
             if verdict.kind == durable.FAILED
             else f"the walkthrough waits for GitHub ({verdict.why}): {exc}"
         )
-        WALKTHROUGHS.settle(pk, attempt, verdict, error=said[:2000])
-        logger.warning("walkthrough %s: not sent (%s): %s", pk, verdict.kind, exc)
-        return "failed" if verdict.kind == durable.FAILED else "waiting"
-    done = {"comment_id": posted.id, "comment_url": posted.html_url, "body": body, "error": ""}
-    # Sent, unless a run asked for a newer version meanwhile: then it is due again now
-    # (conditional on the version this sender rendered, so that request is not lost).
-    if (
-        WALKTHROUGHS.held(pk, attempt)
-        .filter(version=version)
-        .update(
-            status=Walkthrough.Status.SENT,
-            sent_version=version,
-            leased_until=None,
-            deferrals=0,
-            **done,
-        )
-    ):
-        return "sent"
-    if WALKTHROUGHS.held(pk, attempt).update(
-        status=Walkthrough.Status.DUE,
-        attempts=0,
-        leased_until=None,
-        next_attempt_at=None,
-        **done,
-    ):
-        WALKTHROUGHS.ring_now(pk)
-    return "waiting"
+        return {"error": said[:2000]}
+
+
+walkthrough_send = WalkthroughSend.run  # the task's body (reviews/tasks.py)
 
 
 def _post(

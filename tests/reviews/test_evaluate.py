@@ -522,3 +522,28 @@ def test_the_csv_export_never_hands_a_spreadsheet_a_formula(history, admin_clien
     rows = admin_client.get(f"/evaluations/{record.pk}.csv").content.decode().splitlines()
     assert any("'=HYPERLINK" in row for row in rows)
     assert not any(cell.startswith("=") for row in rows for cell in row.split(","))
+
+
+def test_an_evaluations_lines_name_its_row_attempt_installation_and_repository(
+    fake_github, tmp_path, settings
+):
+    from repos.models import Installation, Repository
+    from reviews.evaluation.replay import evaluation_queue
+    from tests.gitworld import INSTALLATION, REPO_ID, world_build
+    from tests.helpers import drain_queue, log_records
+
+    settings.TASUKU_WORKSPACE_ROOT = str(tmp_path)
+    world_build(fake_github)
+    installation = Installation.objects.create(github_id=INSTALLATION, account_login="acme")
+    repository = Repository.objects.create(  # GitHub knows no repository of this id
+        installation=installation, github_id=REPO_ID + 1, full_name="acme/gone", enabled=True
+    )
+    record = evaluation_queue(repository, "history", {"reviewers": ["static"], "count": 2})
+    with log_records() as records:
+        drain_queue(only="reviews.tasks.evaluation_run")
+    during = [r for r in records if r.evaluation is not None]
+    assert any("failed" in r.getMessage() for r in during), [r.getMessage() for r in records]
+    assert {(r.evaluation, r.installation, r.repository) for r in during} == {
+        (record.pk, INSTALLATION, "acme/gone")
+    }
+    assert {r.attempt for r in during} <= {1, 2, 3}

@@ -239,3 +239,22 @@ def test_a_reply_whose_worker_died_is_answered_by_another(world, client, test_ap
     drain_queue()
     reply.refresh_from_db()
     assert (reply.status, reply.attempts) == ("answered", 2)
+
+
+def test_a_replys_lines_name_its_row_attempt_installation_and_repository(world, client, test_app):
+    from tests.gitworld import INSTALLATION
+    from tests.helpers import log_records
+
+    parent = our_comment(world, "deploy.sh")
+    world.fake.inject(5, status=403, method="POST", path=r"/comments/\d+/replies$")
+    with log_records() as records:
+        post_webhook(client, "pull_request_review_comment", reply_payload(world, parent, body="Why?"),
+                     secret=test_app.webhook_secret)  # fmt: skip
+        drain_queue()
+    reply = ThreadReply.objects.get()
+    assert reply.status == "failed"
+    during = [r for r in records if r.reply is not None]
+    assert any("attempt 1 failed" in r.getMessage() for r in during)
+    assert {(r.reply, r.attempt, r.installation, r.repository) for r in during} == {
+        (reply.pk, 1, INSTALLATION, REPO)
+    }

@@ -278,3 +278,20 @@ def test_a_change_triage_found_trivial_says_so_in_the_walkthrough(
         "**claude** · ➖ triaged trivial at `" + run.head_sha[:7] + "`, not reviewed in depth"
         in comment["body"]
     )
+
+
+def test_a_walkthroughs_lines_name_its_row_attempt_installation_and_repository(world, deliver):
+    from tests.gitworld import INSTALLATION
+    from tests.helpers import log_records
+
+    world.fake.inject(5, status=403, method="POST", path=r"/issues/\d+/comments$")
+    with log_records() as records:
+        deliver(world)
+    row = Walkthrough.objects.get()
+    during = [r for r in records if r.walkthrough is not None]
+    assert any("attempt 1 failed" in r.getMessage() for r in during), [
+        r.getMessage() for r in records
+    ]
+    assert {(r.walkthrough, r.attempt, r.installation, r.repository) for r in during} == {
+        (row.pk, 1, INSTALLATION, REPO)
+    }

@@ -483,3 +483,32 @@ def test_a_task_handed_off_with_passes_off_is_done_when_the_author_says_so(passe
     assert not passes.reviews_by(REVIEWER_BOT)  # nothing reviewed, nothing approved
     assert not passes.claude.model_requests
     assert passes.done(task, passes.world.pull.head_sha).status_code == 409  # done already
+
+
+def test_an_answers_lines_name_its_row_attempt_installation_and_repository(passes):
+    from reviews.models import Answer
+    from tests.gitworld import INSTALLATION
+    from tests.helpers import log_records
+
+    passes.claude.script(ToolCall("submit_review", {"findings": [SHELL]}))
+    task = passes.create_task()
+    assert passes.done(task, passes.world.pull.head_sha).status_code == 202
+    drain_queue()
+    [shell] = passes.api.get(f"/api/tasks/{task.pk}/feedback").json()["findings"]
+    passes.world.fake.inject(5, status=403, path=r"/pulls/7/(reviews|comments)")
+    with log_records() as records:
+        answered = passes.api.post(
+            f"/api/tasks/{task.pk}/answers",
+            {"answers": [{"finding": shell["id"], "kind": "reply", "text": "Not reachable."}]},
+            format="json",
+        )
+        assert answered.status_code == 202
+        drain_queue()
+    answer = Answer.objects.get()
+    during = [r for r in records if r.answer is not None]
+    assert any("attempt 1 failed" in r.getMessage() for r in during), [
+        r.getMessage() for r in records
+    ]
+    assert {(r.answer, r.attempt, r.installation, r.repository) for r in during} == {
+        (answer.pk, 1, INSTALLATION, REPO)
+    }
