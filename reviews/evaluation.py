@@ -38,7 +38,7 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from repos import github
-from repos.github import GitHubError
+from repos.github import GitHubError, RepoRef
 from repos.models import Repository
 from reviews.local import (
     Local,
@@ -842,9 +842,7 @@ def evaluation_run(pk: int) -> str:
 def _evaluation_go(record: Evaluation, attempt: int, root: Path) -> str:
     repository = record.repository
     gateway = github.gateway()
-    where = {"installation_id": repository.installation.github_id,
-             "repository_id": repository.github_id, "full_name": repository.full_name}  # fmt: skip
-    info = gateway.repository_get(**where)
+    info = gateway.repository_get(RepoRef.of(repository))
     token = gateway.contents_token(
         installation_id=repository.installation.github_id, repository_id=repository.github_id
     )

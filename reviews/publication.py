@@ -128,7 +128,7 @@ def approval_decide(ctx: Context, open_now: list[Finding]) -> tuple[bool, list[s
     )
     if withheld:
         return False, [f"not approved: {withheld}"]
-    pr = ctx.gateway.pull_request_get(**ctx.where, number=ctx.run.pull_request.number)
+    pr = ctx.gateway.pull_request_get(ctx.repo, number=ctx.run.pull_request.number)
     if pr.head_sha != ctx.run.head_sha:
         return False, [f"not approved: the head moved to {pr.head_sha[:7]} during the review"]
     if pr.state != "open" or pr.draft:
@@ -153,15 +153,15 @@ def approvals_dismiss(ctx: Context) -> list[str]:
     )
     if not ours:
         return []
-    pr = ctx.gateway.pull_request_get(**ctx.where, number=number)
+    pr = ctx.gateway.pull_request_get(ctx.repo, number=number)
     if pr.head_sha != run.head_sha:
         return []
     notes = []
-    for posted in ctx.gateway.reviews_list(**ctx.where, number=number):
+    for posted in ctx.gateway.reviews_list(ctx.repo, number=number):
         if posted.id in ours and posted.state == "APPROVED":
             try:
                 ctx.gateway.review_dismiss(
-                    **ctx.where,
+                    ctx.repo,
                     number=number,
                     review_id=posted.id,
                     message=f"Tasuku has open findings on {run.head_sha[:7]}; its approval no longer stands.",
@@ -321,9 +321,7 @@ def publish(
     # the pull request (every post of Tasuku's is recorded by the run that made it), so
     # the look-ups that make a retry safe are not needed. Any later try asks GitHub.
     first_try = first_try_of(run)
-    posted = (
-        None if first_try else ctx.gateway.review_find(**ctx.where, number=number, marker=marker)
-    )
+    posted = None if first_try else ctx.gateway.review_find(ctx.repo, number=number, marker=marker)
     updated = False
     known: dict[str, Any] = {}
     if posted is None:
@@ -334,7 +332,7 @@ def publish(
             slug = ctx.gateway.app_slug()
             existing = markers_in(
                 c.body
-                for c in ctx.gateway.review_comments_list(**ctx.where, number=number)
+                for c in ctx.gateway.review_comments_list(ctx.repo, number=number)
                 if is_ours(c.user_login, c.user_type, slug)
             )
         fresh = [v for v in validated if v.published and v.fingerprint not in existing]
@@ -345,7 +343,7 @@ def publish(
             # Nothing new to say inline: the summary already on the pull request is
             # brought up to date instead of a second review saying the same.
             posted = ctx.gateway.review_update(
-                **ctx.where, number=number, review_id=previous.id, body=body
+                ctx.repo, number=number, review_id=previous.id, body=body
             )
             updated = True
             notes.append(
@@ -355,7 +353,7 @@ def publish(
     if posted is None:
         try:
             posted = ctx.gateway.review_create(
-                **ctx.where,
+                ctx.repo,
                 number=number,
                 commit_sha=run.head_sha,
                 body=body,
@@ -392,7 +390,7 @@ def publish(
         by_fingerprint = dict(known)  # nothing new was posted: what was there, is
     else:
         slug = ctx.gateway.app_slug()
-        for comment in ctx.gateway.review_comments_list(**ctx.where, number=number):
+        for comment in ctx.gateway.review_comments_list(ctx.repo, number=number):
             if not is_ours(comment.user_login, comment.user_type, slug):
                 continue  # Tasuku trusts its markers on its own posts only
             for found in markers_in([comment.body]):
@@ -448,7 +446,7 @@ def _post_without_refused(
     comments = [comment_payload(v) for v in fresh]
     sorting = comments_sort(
         ctx.gateway,
-        ctx.where,
+        ctx.repo,
         number,
         run.head_sha,
         comments,
@@ -476,7 +474,7 @@ def _post_without_refused(
     )
     try:
         return ctx.gateway.review_create(
-            **ctx.where,
+            ctx.repo,
             number=number,
             commit_sha=run.head_sha,
             body=review_body(result.summary, validated, context, refused=refused),
@@ -489,7 +487,7 @@ def _post_without_refused(
             raise
         logger.warning("run %s: GitHub refused the review again (%s); body-only", run.pk, exc)
     return ctx.gateway.review_create(
-        **ctx.where,
+        ctx.repo,
         number=number,
         commit_sha=run.head_sha,
         body=review_body(result.summary, validated, context, inline=fresh, body_only=True),
@@ -519,7 +517,7 @@ def summary_to_update(ctx: Context, review: Review):
     if earlier is None:
         return None
     found = ctx.gateway.review_find(
-        **ctx.where, number=run.pull_request.number, marker=run_marker(earlier.run_id)
+        ctx.repo, number=run.pull_request.number, marker=run_marker(earlier.run_id)
     )
     if found is None or found.id != earlier.github_review_id or found.state != "COMMENTED":
         return None
@@ -562,7 +560,7 @@ def reopen_returned(ctx: Context, back: list[Validated], by_fingerprint: dict) -
     short = run.head_sha[:7]
     by_first = {
         t.first.id: t
-        for t in ctx.gateway.review_threads(**ctx.where, number=number)
+        for t in ctx.gateway.review_threads(ctx.repo, number=number)
         if t.first is not None
     }
     notes: list[str] = []
@@ -575,6 +573,6 @@ def reopen_returned(ctx: Context, back: list[Validated], by_fingerprint: dict) -
             f"{code_span(location(finding))}."
         )
         notes += threads.thread_reopen(
-            ctx.gateway, ctx.where, number, thread, text, f"{finding.fingerprint}-back-{short}"
+            ctx.gateway, ctx.repo, number, thread, text, f"{finding.fingerprint}-back-{short}"
         )
     return notes

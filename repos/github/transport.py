@@ -29,6 +29,7 @@ from repos.github.clients import (
 )
 from repos.github.config import AppCredentials, RetryPolicy
 from repos.github.errors import GitHubError, classify, permissions_not_granted, quota_spent
+from repos.github.repo import RepoRef
 from repos.github.schemas import (
     InstallationToken,
     parse_time,
@@ -338,9 +339,8 @@ class Transport:
     def _repo_call(
         self,
         description: str,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
         permissions: dict[str, str],
         fn: Callable[[Github], T],
         recover: Callable[[Github], T | None] | None = None,
@@ -359,6 +359,7 @@ class Transport:
         (`single_use_tokens`, or a write under `single_use_writes`) mints it with just
         `permissions` and revokes it after, whatever the call's outcome.
         """
+        installation_id, repository_id = repo.installation_id, repo.repository_id
         paced = write or creates
         if self.single_use_tokens or (paced and self.single_use_writes):
             return self._call(
