@@ -427,7 +427,7 @@ def main() -> None:
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
     # The periodic work a deployed node has registered (/healthz asks for it).
-    from reviews.schedules import schedules_ensure
+    from reviews.queue.schedules import schedules_ensure
 
     schedules_ensure()
     # The pages need no collected static files here; the manifest storage would.

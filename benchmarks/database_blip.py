@@ -154,7 +154,7 @@ def _measure(args, database_url: str) -> int:
     from repos.selectors import effective_config
     from repos.services import installation_upsert, repository_upsert
     from reviews.models import PullRequest, ReviewRun, RunStatus
-    from reviews.runs import run_ring
+    from reviews.queue.runs import run_ring
 
     call_command("migrate", verbosity=0)
     Reviewer.objects.update(default_for_new_repositories=False)

@@ -53,7 +53,7 @@ def worker(pks: list[int], seed: int, queue, throttle: bool) -> None:
     django.setup()
     from django.conf import settings
 
-    from reviews.pipeline import run_execute
+    from reviews.pipeline.flow import run_execute
 
     if not throttle:
         settings.GITHUB_SECONDS_BETWEEN_WRITES = "0"

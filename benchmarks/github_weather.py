@@ -108,9 +108,9 @@ def run(args: argparse.Namespace) -> int:
     from repos.models import Installation, Repository, Reviewer
     from repos.selectors import effective_config
     from repos.services import installation_upsert, repository_upsert
-    from reviews.conclusions import conclusion_send
+    from reviews.checks.conclusions import conclusion_send
     from reviews.models import PullRequest, ReviewRun, RunStatus
-    from reviews.pipeline import run_execute
+    from reviews.pipeline.flow import run_execute
 
     call_command("migrate", verbosity=0)
     ReviewRun.objects.all().delete()

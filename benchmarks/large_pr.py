@@ -16,7 +16,7 @@ the workspace computes it, filtered with the head's files at hand (generated mar
 build folders), and compressed.
 
 Either way it prints how the budget was spent by class of file (source, tests,
-documentation, translations, release notes, data: reviews/reviewability.py), ranked by
+documentation, translations, release notes, data: reviews/scope/reviewability.py), ranked by
 reviewability as Tasuku ranks now and by change volume alone as it used to, and what was
 clipped and why.
 """
@@ -42,10 +42,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from pipeline import synthetic_pr  # noqa: E402
 from unidiff import PatchSet  # noqa: E402
 
-from reviews.compression import compress, over_budget  # noqa: E402
-from reviews.diff import diff_parse  # noqa: E402
-from reviews.filters import paths_filter  # noqa: E402
-from reviews.reviewability import CLASSES, classify  # noqa: E402
+from reviews.scope.compression import compress, over_budget  # noqa: E402
+from reviews.scope.diff import diff_parse  # noqa: E402
+from reviews.scope.filters import paths_filter  # noqa: E402
+from reviews.scope.reviewability import CLASSES, classify  # noqa: E402
 from sandbox.git import DIFF  # noqa: E402
 
 

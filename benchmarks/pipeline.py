@@ -35,17 +35,17 @@ import django  # noqa: E402
 django.setup()
 
 from repos.policy import EffectiveConfig, ReviewerConfig  # noqa: E402
-from reviews.diff import diff_parse  # noqa: E402
-from reviews.filters import paths_filter  # noqa: E402
-from reviews.rendering import (  # noqa: E402
+from reviews.core.stages import Core, job_build  # noqa: E402
+from reviews.scope.diff import diff_parse  # noqa: E402
+from reviews.scope.filters import paths_filter  # noqa: E402
+from reviews.text.rendering import (  # noqa: E402
     ReviewContext,
     check_conclusion,
     check_output,
     comment_payload,
     review_body,
 )
-from reviews.stages import Core, job_build  # noqa: E402
-from reviews.validation import GateConfig, gate  # noqa: E402
+from reviews.validation.findings import GateConfig, gate  # noqa: E402
 from sandbox.contract import ReviewJob, ReviewSummary, Severity  # noqa: E402
 from sandbox.workspace import Checkout  # noqa: E402
 

@@ -183,7 +183,7 @@ def _measure(args, database_url: str, clusters: list[Cluster]) -> int:
     from repos.selectors import effective_config
     from repos.services import installation_upsert, repository_upsert
     from reviews.models import PullRequest, ReviewRun, RunAttempt, RunStatus
-    from reviews.runs import run_ring
+    from reviews.queue.runs import run_ring
 
     call_command("migrate", verbosity=0)
     Reviewer.objects.update_or_create(slug="static", defaults={"engine": "static", "runner": "local",

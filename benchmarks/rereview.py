@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     from repos.selectors import effective_config
     from repos.services import installation_upsert, repository_upsert
     from reviews.models import PullRequest, Review, ReviewRun, RunStatus
-    from reviews.pipeline import run_execute
+    from reviews.pipeline.flow import run_execute
     from sandbox.workspace import Workspace
 
     call_command("migrate", verbosity=0)

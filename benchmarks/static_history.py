@@ -376,7 +376,7 @@ def run(repos: list[Path], count: int, skip: int, env: dict[str, str], grades_pa
         import django
 
         django.setup()
-        from reviews import stages
+        from reviews.core import stages
 
         stages.materialise_for = lambda reviewer: None  # every file written, as before
     totals: Counter = Counter()

@@ -187,7 +187,7 @@ class RepoMemoryForm(forms.ModelForm):
         memory = super().save(commit=False)
         if "text" in self.changed_data:
             memory.source = RepoMemory.Source.PERSON
-            # A fold that read the memory before this edit writes nothing (reviews/memory.py).
+            # A fold that read the memory before this edit writes nothing (reviews/memory/folds.py).
             memory.version = F("version") + 1
         if commit:
             memory.save()

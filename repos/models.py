@@ -46,7 +46,7 @@ FAIL_CHECK_CHOICES = [*SEVERITY_CHOICES, (NEVER, "never (findings never fail the
 
 
 # The installation command-line reviews are recorded under (`manage.py review`:
-# reviews/local.py, reviews/remote.py); no GitHub installation has this id.
+# reviews/local/review.py, reviews/local/remote.py); no GitHub installation has this id.
 LOCAL_INSTALLATION = 0
 
 
@@ -529,8 +529,8 @@ class Repository(models.Model):
 
     @property
     def local(self) -> bool:
-        """Reviewed from the command line (`manage.py review`: reviews/local.py,
-        reviews/remote.py), never by the App: such a repository's id is negative, no
+        """Reviewed from the command line (`manage.py review`: reviews/local/review.py,
+        reviews/local/remote.py), never by the App: such a repository's id is negative, no
         GitHub repository's; it has no check runs, no webhook and no Review now."""
         return self.github_id < 0
 
@@ -783,7 +783,7 @@ class SecondaryRepository(models.Model):
 class RepoMemory(models.Model):
     """What a repository's team does with findings, in a few lines given to later reviews
     (as data, fenced with the pull request's text). Written by the reviewer's fast model
-    after each review (reviews/memory.py), by the tally of outcomes where no model is
+    after each review (reviews/memory/folds.py), by the tally of outcomes where no model is
     configured, or by an operator in the admin; each writer starts from what is there."""
 
     class Source(models.TextChoices):

@@ -100,12 +100,12 @@ class Defaults:
     # disable=` silences nothing: only a person with write access does, by an explicit act.
     HONOUR_PR_SUPPRESSIONS = False
     TRIAGE_ENABLED = True
-    # One summary comment per pull request, kept up to date (reviews/walkthrough.py): on,
+    # One summary comment per pull request, kept up to date (reviews/publication/walkthrough.py): on,
     # because it is where a person sees that a review is under way and what it did and
     # did not look at; a repository that finds it noise turns it off.
     WALKTHROUGH = True
     MIN_CONFIDENCE = 0.5
-    # Opt-in: a branch and a pull request of Tasuku's in the repository (reviews/fixes.py).
+    # Opt-in: a branch and a pull request of Tasuku's in the repository (reviews/publication/fixes.py).
     FIX_PULL_REQUESTS = False
     DEGRADE_OVER_BUDGET = True
 
@@ -195,12 +195,12 @@ class EffectiveConfig(BaseModel):
     fix_pull_requests: bool = Defaults.FIX_PULL_REQUESTS
     min_confidence: float = Field(default=Defaults.MIN_CONFIDENCE, ge=0, le=1)
     monthly_budget_usd: Decimal | None = None
-    # The installation's exclusion globs, before the repository's (reviews/filters.py).
+    # The installation's exclusion globs, before the repository's (reviews/scope/filters.py).
     installation_excluded_paths: tuple[str, ...] = ()
     degrade_over_budget: bool = Defaults.DEGRADE_OVER_BUDGET
     reviewers: tuple[ReviewerConfig, ...] = ()
     secondary_repositories: tuple[SecondaryRepositoryConfig, ...] = ()
-    # The pull request's own tests after a review (reviews/sandbox_tests.py): off unless
+    # The pull request's own tests after a review (reviews/pr_tests/suite.py): off unless
     # the repository's policy turns them on.
     tests: TestsConfig = TestsConfig()
 

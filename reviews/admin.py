@@ -45,7 +45,7 @@ class PullRequestAdmin(ReadOnlyAdmin):
 
 @admin.register(SandboxTestRun)
 class SandboxTestRunAdmin(ReadOnlyAdmin):
-    """The pull requests' own tests (reviews/sandbox_tests.py): where each head's stands,
+    """The pull requests' own tests (reviews/pr_tests/suite.py): where each head's stands,
     why, and what the tests printed last."""
 
     list_display = ("pk", "pull_request", "head_sha", "status", "check_conclusion", "created_at")
@@ -141,7 +141,7 @@ class MemoryFoldAdmin(ReadOnlyAdmin):
 @admin.register(FixProposal)
 class FixProposalAdmin(ReadOnlyAdmin):
     """Each pull request's one-click fixes proposed as a pull request of Tasuku's
-    (reviews/fixes.py): where they stand on GitHub, what was applied and left out, and
+    (reviews/publication/fixes.py): where they stand on GitHub, what was applied and left out, and
     GitHub's reason when it refused. *Send again* asks for them afresh."""
 
     list_display = ("pull_request", "branch", "status", "state", "number", "outcome", "updated_at")
@@ -152,10 +152,10 @@ class FixProposalAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Send again")
     def send_again(self, request: HttpRequest, queryset) -> None:
-        from reviews.fixes import fixes_request
+        from reviews.publication.fixes import fixes_request
 
         for row in queryset.select_related("pull_request"):
-            # A person's ask overrules a closed one's no (`reviews.fixes.DECLINED`).
+            # A person's ask overrules a closed one's no (`reviews.publication.fixes.DECLINED`).
             FixProposal.objects.filter(pk=row.pk, state="declined").update(state="closed")
             fixes_request(row.pull_request)
         self.message_user(request, f"Asked for {queryset.count()} fixes pull request(s) again.")

@@ -9,9 +9,10 @@ class ReviewsConfig(AppConfig):
         from django.db.models.signals import post_migrate
         from django_q.signals import post_execute_in_worker, post_spawn, pre_execute
 
-        from reviews import reaper, workers
+        from reviews import tasks
         from reviews.dashboard.status import healthz, livez
-        from reviews.schedules import schedules_after_migrate
+        from reviews.queue import reaper, workers
+        from reviews.queue.schedules import schedules_after_migrate
         from tasuku.doors import door_register, view_door
         from tasuku.lifecycle import worker_lost
 
@@ -23,17 +24,22 @@ class ReviewsConfig(AppConfig):
 
         _handlers_register()
 
-        # The periodic work is registered by every migrate (reviews/schedules.py).
-        post_migrate.connect(schedules_after_migrate, sender=self, dispatch_uid="reviews.schedules")
+        # The periodic work is registered by every migrate (reviews/queue/schedules.py).
+        post_migrate.connect(
+            schedules_after_migrate, sender=self, dispatch_uid="reviews.queue.schedules"
+        )
 
-        # Every worker process heartbeats, busy or idle (reviews/workers.py).
-        post_spawn.connect(workers.heartbeat_start, dispatch_uid="reviews.heartbeat")
-        pre_execute.connect(workers.task_started, dispatch_uid="reviews.heartbeat")
-        post_execute_in_worker.connect(workers.task_finished, dispatch_uid="reviews.heartbeat")
-        # Every worker process takes its turn at reaping (reviews/reaper.py), and a worker
+        # Every worker process heartbeats, busy or idle (reviews/queue/workers.py).
+        post_spawn.connect(workers.heartbeat_start, dispatch_uid="reviews.queue.heartbeat")
+        pre_execute.connect(workers.task_started, dispatch_uid="reviews.queue.heartbeat")
+        post_execute_in_worker.connect(
+            workers.task_finished, dispatch_uid="reviews.queue.heartbeat"
+        )
+        # Every worker process takes its turn at reaping (reviews/queue/reaper.py), and a worker
         # process its cluster saw die has its runs handed on at once.
-        post_spawn.connect(reaper.reaper_start, dispatch_uid="reviews.reaper")
-        worker_lost.connect(reaper.worker_lost_release, dispatch_uid="reviews.reaper")
+        reaper.sweep_register(tasks.runs_reap)
+        post_spawn.connect(reaper.reaper_start, dispatch_uid="reviews.queue.reaper")
+        worker_lost.connect(reaper.worker_lost_release, dispatch_uid="reviews.queue.reaper")
 
 
 def _handlers_register() -> None:
@@ -41,12 +47,13 @@ def _handlers_register() -> None:
     (webhooks/routing.py), each event's handlers in the order they run; the work a
     delivery may start at once; the runners that review elsewhere."""
     from repos.policy import Runner
-    from reviews import fixes, replies
     from reviews.actions import workflow
-    from reviews.engines import dispatcher_register
+    from reviews.conversation import replies
+    from reviews.engines.boundary import dispatcher_register
     from reviews.intake import merge_queue, pull_requests, triggers
     from reviews.passes import events as passes
-    from reviews.runs import PROCESS_TASK
+    from reviews.publication import fixes
+    from reviews.queue.runs import PROCESS_TASK
     from webhooks.routing import follow_up_register, register
 
     register("pull_request", pull_requests.pull_request_event, fixes.pull_request_event)
@@ -62,7 +69,7 @@ def _handlers_register() -> None:
     register("merge_group", merge_queue.merge_group_event)
     # A delivery that queued a review may have its worker start it at once (webhooks/tasks.py).
     follow_up_register(PROCESS_TASK, _run_now)
-    # Reviews on GitHub Actions: the pipeline hands the job to its dispatcher (reviews/engines.py).
+    # Reviews on GitHub Actions: the pipeline hands the job to its dispatcher (reviews/engines/boundary.py).
     dispatcher_register(Runner.ACTIONS, workflow.review_dispatch)
 
 

@@ -8,22 +8,18 @@ from pathlib import Path
 
 from django.conf import settings
 
-from reviews import (
-    conclusions,
-    evaluation,
-    fixes,
-    gate,
-    memory,
-    pipeline,
-    replies,
-    runs,
-    sandbox_tests,
-    walkthrough,
-)
 from reviews.actions import workflow as actions
+from reviews.checks import conclusions, gate
+from reviews.conversation import replies
+from reviews.evaluation import replay as evaluation
+from reviews.memory import folds as memory
 from reviews.passes import answers, flow
 from reviews.passes.mode import mode_for
-from reviews.retention import data_prune as prune
+from reviews.pipeline import flow as pipeline
+from reviews.pr_tests import suite as sandbox_tests
+from reviews.publication import fixes, walkthrough
+from reviews.queue import runs
+from reviews.queue.retention import data_prune as prune
 from sandbox.workspace import mirrors_prune, workspaces_prune
 from tasuku.logs import log_context
 
@@ -71,7 +67,7 @@ def run_conclude(run_pk: int) -> None:
 
 
 def runs_reap() -> dict[str, int]:
-    """Every sweep of the durable queues: the reaper's turn (reviews/reaper.py, every
+    """Every sweep of the durable queues: the reaper's turn (reviews/queue/reaper.py, every
     TASUKU_REAP_SECONDS in the workers). Kept at this path: django-q2 rows of the schedules
     it had before may name it until the next migrate removes them."""
     result = runs.runs_reap()

@@ -6,7 +6,7 @@ more). It sends the call to the process that started it, over a Unix socket that
 process opened for this one run (`ConnectorBridge`), and reads the answer back:
 
 - the worker (the `local` and `docker` runners): the bridge's handler is Tasuku's own
-  (reviews/connectors.py), which checks the call and makes it;
+  (reviews/engines/connectors.py), which checks the call and makes it;
 - the Actions runner (`tasuku-runner`): the handler forwards the call to Tasuku's
   `POST /api/runner/connector` with the runner's OIDC token (sandbox/actions_runner.py).
 

@@ -2,7 +2,7 @@
 
 Versioned, pure pydantic. A runner on another machine speaks this contract too, so this
 module imports nothing from Django and nothing from the rest of Tasuku. Everything an
-engine returns is data to be validated (reviews/validation.py), never instructions.
+engine returns is data to be validated (reviews/validation/findings.py), never instructions.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pydantic.json_schema import SkipJsonSchema
 # 4: a review pass's brief in the job (`ReviewJob.review_pass`: its number, the task's
 # title and description), and a finding's `critical_why` (why a critical finding off the
 # change cannot wait). A version-3 job reads as a plain review's; a version-3 finding as
-# one with no reason given, so it is held to the pass's bar (reviews/validation.py).
+# one with no reason given, so it is held to the pass's bar (reviews/validation/findings.py).
 CONTRACT_VERSION = "4"
 
 MAX_PATH = 1024

@@ -17,7 +17,7 @@ from sandbox.errors import CloneError
 GIT_TIMEOUT = 600
 COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # Every diff: names unquoted (git still quotes a name with a quote, a backslash or a
-# control character: reviews/diff.py reads those), no colour, and no program or
+# control character: reviews/scope/diff.py reads those), no colour, and no program or
 # conversion of the pull request's choosing (external diff drivers, textconv).
 DIFF = ("-c", "core.quotePath=false", "diff", "--no-color", "--no-ext-diff", "--no-textconv")
 # The pull request's own `.gitattributes` must not change what the reviewer reads:

@@ -80,7 +80,7 @@ class Checkout:
     secondaries: list = field(default_factory=list)
     # Every path of the merge base's tree and of the head's (git's trees, read before
     # `.git` goes): what the base already holds decides what a name may keep out of
-    # review (reviews/filters.py). None: not known.
+    # review (reviews/scope/filters.py). None: not known.
     base_paths: list[str] | None = None
     head_paths: list[str] | None = None
     # Files the change adds that are byte for byte a file the merge base already holds
@@ -508,7 +508,7 @@ def _prepare(
         incremental = start_at
     start = incremental or merge_base
     # One diff from where the review starts; the pull request's files and which
-    # changes are whitespace only are read from the parsed diffs (reviews/diff.py).
+    # changes are whitespace only are read from the parsed diffs (reviews/scope/diff.py).
     diff = git(
         *DIFF, "--find-renames", "--unified=3", start, head_sha, "--", what="compute the diff"
     )

@@ -9,7 +9,7 @@ their task, their runs left for the lease to expire. Here (docs/operations.md, *
 
 - every process reads signals on a thread of its own (tasuku/lifecycle.py);
 - each worker process marks itself stopping: its run stops its engine and is handed back
-  at its next step (reviews/runs.py), or finishes its publication while there is time;
+  at its next step (reviews/queue/runs.py), or finishes its publication while there is time;
   a doorbell it had not started is put back on the queue for another cluster;
 - the sentinel stops the pusher, hands back the doorbells it had fetched, waits for the
   workers until shortly before the bound, kills those still running and has their runs

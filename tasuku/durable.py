@@ -1,6 +1,6 @@
 """The durable row queues: a table whose rows are the work, and one way to hold, retry,
 defer and sweep them, written once (`Queue`). Deliveries, review runs, thread replies,
-memory folds and the author's answers are Queues; check conclusions (reviews/conclusions.py)
+memory folds and the author's answers are Queues; check conclusions (reviews/checks/conclusions.py)
 are an outbox on the run row that shares the retry rules below.
 
 A row of a Queue is *waiting* (due once `not_before` has passed, or at once when it is

@@ -74,7 +74,7 @@ def _cause(code: str, stages: str, cause: str, action: str) -> tuple[str, Cause]
 INTERNAL = "internal-error"
 
 CODES: dict[str, Cause] = dict((
-    # --- The run itself (reviews/runs.py) -------------------------------------------------
+    # --- The run itself (reviews/queue/runs.py) -------------------------------------------------
     _cause("worker-lost", "",
            "The worker stopped while it held the run (killed, restarted, or out of memory).",
            "Check the worker host's logs around the attempt's time; then retry."),

@@ -3,7 +3,7 @@ installation and repository in hand when a line is written, as fields of the rec
 
 The code that takes a piece of work sets them for as long as it works on it
 (`log_context`: a delivery's processing in webhooks/services.py, a run's pipeline in
-reviews/pipeline.py); `ContextFilter` puts them on every record written meanwhile (in the
+reviews/pipeline/flow.py); `ContextFilter` puts them on every record written meanwhile (in the
 same thread), after any the call gave itself (`extra=`). The plain format ends a line
 with them (`[run=12 attempt=2 installation=41 repository=acme/shop]`);
 `TASUKU_LOG_FORMAT=json` writes one JSON object a line instead (python-json-logger),

@@ -277,12 +277,12 @@ GITHUB_WRITES_AT_ONCE = env.str("GITHUB_WRITES_AT_ONCE", default="10")
 TASUKU_ENABLE_NEW_REPOSITORIES = env.bool("TASUKU_ENABLE_NEW_REPOSITORIES", default=True)
 # Largest webhook body accepted; GitHub caps payloads at 25 MB.
 TASUKU_WEBHOOK_MAX_BYTES = 25 * 1024 * 1024
-# How long records are kept, in days (0: forever): reviews/retention.py, pruned daily.
+# How long records are kept, in days (0: forever): reviews/queue/retention.py, pruned daily.
 TASUKU_KEEP_DELIVERIES_DAYS = env.int("TASUKU_KEEP_DELIVERIES_DAYS", default=30)
 TASUKU_KEEP_TRANSCRIPTS_DAYS = env.int("TASUKU_KEEP_TRANSCRIPTS_DAYS", default=90)
 TASUKU_KEEP_ATTEMPTS_DAYS = env.int("TASUKU_KEEP_ATTEMPTS_DAYS", default=180)
 TASUKU_KEEP_TASKS_DAYS = env.int("TASUKU_KEEP_TASKS_DAYS", default=365)
-# `migrate` registers the periodic work (reviews/schedules.py); false leaves it to
+# `migrate` registers the periodic work (reviews/queue/schedules.py); false leaves it to
 # `manage.py setup_schedules`.
 TASUKU_AUTO_SCHEDULES = env.bool("TASUKU_AUTO_SCHEDULES", default=True)
 # How long a delivery's body may take to arrive (GitHub gives up after 10 s): a slower
@@ -359,7 +359,7 @@ if TASUKU_REDIS_URL:
 # --- Review runs ------------------------------------------------------------------------
 # A worker holds a run under a 20 s lease it renews every 8 s (two renewals may be lost
 # before it runs out); the reaper, a thread in every worker process (one of them wins each
-# turn: reviews/reaper.py), looks every 10 s and at the moment the next lease runs out, so
+# turn: reviews/queue/reaper.py), looks every 10 s and at the moment the next lease runs out, so
 # a lost host's run is taken over 12 to 20 s after the host died (benchmarks/reclaim.py:
 # median 17.3 s, worst 20.1 s over 20 kills); a worker process that dies is noticed by its
 # own cluster at once.
@@ -427,7 +427,7 @@ TASUKU_DOCKER_CPUS = env.str("TASUKU_DOCKER_CPUS", default="2")
 TASUKU_DOCKER_PIDS = env.str("TASUKU_DOCKER_PIDS", default="512")
 # Past the sandbox's own timer, the runner waits this long before it kills a container.
 TASUKU_DOCKER_GRACE_SECONDS = 60
-# The pull request's own tests (reviews/sandbox_tests.py): the image they run in unless a
+# The pull request's own tests (reviews/pr_tests/suite.py): the image they run in unless a
 # repository's policy names one, and the Docker network of a repository whose policy lets
 # its tests reach the network (empty: Docker's `bridge`); otherwise they have none.
 TASUKU_TESTS_IMAGE = env.str("TASUKU_TESTS_IMAGE", default="") or TASUKU_DOCKER_IMAGE

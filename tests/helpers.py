@@ -403,8 +403,8 @@ def thread_resolved_payload(
 
 def conversation_answers(fake: Any, full_name: str, number: int) -> list[dict[str, Any]]:
     """The comments on a pull request's conversation but Tasuku's walkthrough (one per
-    pull request, kept up to date by every review: reviews/walkthrough.py)."""
-    from reviews.markers import marker_of
+    pull request, kept up to date by every review: reviews/publication/walkthrough.py)."""
+    from reviews.text.markers import marker_of
 
     return [
         c

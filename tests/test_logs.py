@@ -139,7 +139,8 @@ def test_the_lines_a_review_run_writes_name_its_run_attempt_and_repository(
 
 
 def test_a_check_conclusions_lines_name_its_run(monkeypatch):
-    from reviews import gate, tasks
+    from reviews import tasks
+    from reviews.checks import gate
 
     monkeypatch.setattr(
         gate, "run_check_conclude", lambda pk: logging.getLogger("tests.logs").info("sent")

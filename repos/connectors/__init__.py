@@ -13,6 +13,6 @@ credential and making every call (docs/reviewers.md, *Connectors*).
   (`connector_call`), and what a job offers (`connector_tools`).
 
 The engine never sees an endpoint or a credential: it sends its calls back to Tasuku
-(sandbox/connectors.py; reviews/connectors.py and reviews/actions/connectors.py take
+(sandbox/connectors.py; reviews/engines/connectors.py and reviews/actions/connectors.py take
 them).
 """

@@ -5,7 +5,7 @@ a built-in kind through the gateway), its answer bounded. Whatever goes wrong be
 answer the model reads (`refused` or `failed`), never an exception: a connector never
 fails a review.
 
-Who asks: the worker's bridge for the `local` and `docker` runners (reviews/connectors.py)
+Who asks: the worker's bridge for the `local` and `docker` runners (reviews/engines/connectors.py)
 and the runner API for the `actions` runner (reviews/actions/connectors.py); each records
 the call on the run.
 """

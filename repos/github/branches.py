@@ -1,5 +1,5 @@
 """Branches of Tasuku's own, written through GitHub's Git Data API, and the pull requests
-opened from them: what a review's one-click fixes need (reviews/fixes.py). The head's
+opened from them: what a review's one-click fixes need (reviews/publication/fixes.py). The head's
 files are read object by object (commit, trees, blobs: reads, never paced); a commit is
 made from a tree over the head's, and a branch of Tasuku's points at it. Nothing here
 pushes to a branch Tasuku did not create: the one ref it moves is named by its caller."""

@@ -83,7 +83,7 @@ class Transport:
         self.creds = creds
         self.policy = policy
         # Called before every call made for a repository (each try): a run's gateway
-        # raises there once the run was asked to stop (reviews/runs.py, Heartbeat.guard),
+        # raises there once the run was asked to stop (reviews/queue/runs.py, Heartbeat.guard),
         # so a cancelled run makes no further post, reply or check update.
         self.guard: Callable[[], None] | None = None
 

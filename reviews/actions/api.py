@@ -18,10 +18,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from repos import github
-from reviews import secondaries
 from reviews.actions import oidc
 from reviews.actions import workflow as actions
 from reviews.actions.connectors import connector_call_for
+from reviews.scope import secondaries
 from sandbox.contract import ReviewJob
 
 logger = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def _unavailable(exc: Exception) -> Response:
 
 def _secondaries_for(run) -> list[dict]:
     """How the runner reads the job's secondary repositories: a token of its own for
-    each, minted now (reviews/secondaries.py). Only the runner the OIDC token proved to
+    each, minted now (reviews/scope/secondaries.py). Only the runner the OIDC token proved to
     be is given them."""
     job = ReviewJob.model_validate(run.dispatch.job)
     if not job.secondaries:

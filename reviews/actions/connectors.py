@@ -18,7 +18,7 @@ from repos import github
 from repos.connectors.calls import CallScope, connector_call, connectors_allowed
 from repos.github import RepoRef
 from reviews.actions.workflow import run_for
-from reviews.connectors import call_record
+from reviews.engines.connectors import call_record
 from reviews.models import ConnectorCall, ReviewRun, RunStatus
 from sandbox.connectors import refused
 from sandbox.contract import ConnectorAnswer, Limits

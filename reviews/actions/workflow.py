@@ -50,11 +50,11 @@ from repos.github import (
 from repos.github.actions import LOST_DISPATCH_WINDOW, workflow_path
 from repos.models import Repository
 from reviews.actions.oidc import subject_repository
-from reviews.checkruns import run_check_ensure
-from reviews.context import Context
-from reviews.gate import reports_on_check
+from reviews.checks.checkruns import run_check_ensure
+from reviews.checks.gate import reports_on_check
+from reviews.core.context import Context
 from reviews.models import ActionsDispatch, AttemptOutcome, ReviewRun, RunStatus, Stage
-from reviews.runs import (
+from reviews.queue.runs import (
     Held,
     attempt_end,
     run_actions_attached,
@@ -87,7 +87,7 @@ def workflow_ref(full_name: str, branch: str) -> str:
 
 
 def review_dispatch(ctx: Context, job: ReviewJob) -> str:
-    """The `actions` runner's side of the pipeline (reviews/engines.py, DISPATCHERS): the
+    """The `actions` runner's side of the pipeline (reviews/engines/boundary.py, DISPATCHERS): the
     run's workflow is dispatched and its check run links to the Actions run."""
     status = dispatch(ctx, job)
     _check_linked(ctx)

@@ -17,7 +17,12 @@ from django.views.decorators.http import require_POST
 
 from repos.models import Repository, Reviewer
 from reviews.dashboard.views import may_act as may_act_on_runs
-from reviews.evaluation import CHANGED_AFTER_MERGE, bug_scores_of, evaluation_queue, scores_of
+from reviews.evaluation.replay import (
+    CHANGED_AFTER_MERGE,
+    bug_scores_of,
+    evaluation_queue,
+    scores_of,
+)
 from reviews.models import Evaluation, EvaluationGrade, EvaluationKind, Grade
 
 CHART_WIDTH = 320

@@ -25,8 +25,6 @@ from prometheus_client.core import (
 )
 
 from repos.models import GitHubApiUsage, Installation, WriteBudget
-from reviews import timeline
-from reviews.budget import month_start
 from reviews.dashboard.selectors import broker_queue_size, day_start
 from reviews.models import (
     AttemptOutcome,
@@ -36,6 +34,8 @@ from reviews.models import (
     RunStatus,
     WorkerHeartbeat,
 )
+from reviews.queue import timeline
+from reviews.scope.budget import month_start
 from webhooks.models import DeliveryStatus, WebhookDelivery
 
 # Upper bounds (seconds) of the run duration histogram's buckets: a static review takes

@@ -17,9 +17,9 @@ from django.utils import timezone
 
 from repos import revisions
 from repos.models import Installation, Repository, Reviewer, ReviewerRevision
-from reviews.budget import ALERT_AT, BUDGET_SPENT, Budget, installation_budget, month_start
+from reviews.checks.diagnosis import STAGE_MEANING, STAGES, Advice, diagnose, known_causes
 from reviews.dashboard.charts import Day
-from reviews.diagnosis import STAGE_MEANING, STAGES, Advice, diagnose, known_causes
+from reviews.memory.outcomes import Figures
 from reviews.models import (
     BudgetAlert,
     Dismissal,
@@ -34,7 +34,7 @@ from reviews.models import (
     TestsStatus,
     WorkerHeartbeat,
 )
-from reviews.outcomes import Figures
+from reviews.scope.budget import ALERT_AT, BUDGET_SPENT, Budget, installation_budget, month_start
 from sandbox.contract import Severity
 from webhooks.models import WebhookDelivery
 
@@ -258,7 +258,7 @@ def reviews_per_day(now: datetime, *, days: int = 30) -> list[Day]:
 
 def repository_rows(repositories: list[Repository]) -> list[dict]:
     """Per repository of a page: its last run and its figures (published, fixed,
-    dismissed, acceptance: the counts of `reviews.outcomes.figures`), in a few queries
+    dismissed, acceptance: the counts of `reviews.memory.outcomes.figures`), in a few queries
     for the whole page, each bounded by the page's repositories."""
     ids = [r.pk for r in repositories]
     last_at = dict(
@@ -604,9 +604,9 @@ class TestsRow:
 
 
 def tests_rows(pull_request: PullRequest, *, head_sha: str = "", limit: int = 20) -> list[TestsRow]:
-    """The pull request's tests runs (reviews/sandbox_tests.py), newest first; only its
+    """The pull request's tests runs (reviews/pr_tests/suite.py), newest first; only its
     head's when `head_sha` is given. The headline is the one the check run carries."""
-    from reviews.sandbox_tests import Outcome, headline
+    from reviews.pr_tests.suite import Outcome, headline
 
     rows = SandboxTestRun.objects.filter(pull_request=pull_request).order_by("-created_at", "-pk")
     if head_sha:

@@ -30,8 +30,8 @@ from repos.github import missing_settings, webhook_secret
 from repos.models import Installation
 from repos.refs import ref_parse
 from reviews.dashboard.views import may_act
-from reviews.reaper import reaper_last
-from reviews.schedules import schedule_late, schedules_missing
+from reviews.queue.reaper import reaper_last
+from reviews.queue.schedules import schedule_late, schedules_missing
 from sandbox.checks import workspace_problems
 from webhooks.health import broker_health, database_health, static_health
 from webhooks.models import DeliveryStatus, Redelivery, WebhookDelivery
@@ -106,7 +106,7 @@ def _schedules() -> list[dict]:
 
 
 def _reaper() -> dict:
-    """The reaper's last turn (reviews/reaper.py), and whether its next one is overdue."""
+    """The reaper's last turn (reviews/queue/reaper.py), and whether its next one is overdue."""
     row = reaper_last()
     period = settings.TASUKU_REAP_SECONDS
     late = row is not None and timezone.now() - row.due_at > timedelta(seconds=3 * period)

@@ -20,10 +20,10 @@ from repos.models import Repository
 from repos.policy import Trigger
 from repos.refs import ref_parse
 from repos.services import github_usage_flush
+from reviews.checks.diagnosis import diagnose
 from reviews.dashboard import selectors
 from reviews.dashboard.charts import daily_chart
 from reviews.dashboard.metrics import metrics_text
-from reviews.diagnosis import diagnose
 from reviews.intake.triggers import manual_review
 from reviews.models import (
     RUN_FINAL_STATES,
@@ -36,9 +36,9 @@ from reviews.models import (
     ThreadReply,
     Walkthrough,
 )
-from reviews.runs import run_cancel_request, run_retry
-from reviews.timeline import timeline
-from reviews.workers import silent_after
+from reviews.queue.runs import run_cancel_request, run_retry
+from reviews.queue.timeline import timeline
+from reviews.queue.workers import silent_after
 from sandbox.contract import Severity
 from webhooks.models import DeliveryStatus, WebhookDelivery
 

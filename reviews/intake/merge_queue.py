@@ -53,9 +53,9 @@ from repos.github import CheckRunOutput, GitHubError, GitHubGateway, PullRequest
 from repos.github.commits import Comparison
 from repos.models import Repository
 from repos.selectors import effective_config
-from reviews.escaping import code_span, inline_text
 from reviews.intake.pull_requests import repository_from_payload
 from reviews.models import PullRequest, Review, ReviewRun, ReviewState, RunStatus
+from reviews.text.escaping import code_span, inline_text
 from webhooks import payloads
 from webhooks.models import WebhookDelivery
 from webhooks.routing import Outcome

@@ -16,11 +16,11 @@ from repos.models import Installation, Repository, Reviewer
 from repos.policy import POLICY_TRIGGERS, EffectiveConfig, Trigger
 from repos.selectors import effective_config
 from repos.services import installation_upsert, repository_upsert, revision_for_config
-from reviews.checkruns import run_check_ensure
+from reviews.checks.checkruns import run_check_ensure
 from reviews.intake.admission import Admission, PullRequestFacts, admission_decide
+from reviews.memory.outcomes import outcomes_harvest
 from reviews.models import PullRequest, ReviewRun, RunStatus
-from reviews.outcomes import outcomes_harvest
-from reviews.runs import (
+from reviews.queue.runs import (
     PROCESS_TASK,
     run_cancel_request,
     run_ring_later,
@@ -481,7 +481,7 @@ def retarget(
     """`pull_request.edited` with a new base branch: the pull request is now a different
     change (what its base lacks), so its head is reviewed again in full against the new
     base, and its earlier findings on lines it no longer changes are outdated
-    (reviews/reconcile.py). Admitted as a push is: a policy that reviews pushes reviews
+    (reviews/validation/reconcile.py). Admitted as a push is: a policy that reviews pushes reviews
     retargets. Once per head and base: a redelivered event reviews nothing twice."""
     label = f"{pull_request.repository.full_name}#{pull_request.number}"
     was = payload.changes.base.ref.from_

@@ -17,7 +17,7 @@ from repos.github import RepoRef
 from repos.models import Installation, Repository, Reviewer
 from repos.policy import Trigger
 from repos.selectors import effective_config, write_access
-from reviews.checkruns import REREVIEW
+from reviews.checks.checkruns import REREVIEW
 from reviews.intake.pull_requests import (
     NOTE_MAX,
     admission_for,
@@ -26,8 +26,8 @@ from reviews.intake.pull_requests import (
     run_check_then_ring,
     run_request,
 )
-from reviews.markers import marker as signed_marker
 from reviews.models import CommandComment, Notice, PullRequest, ReviewRun
+from reviews.text.markers import marker as signed_marker
 from webhooks import payloads
 from webhooks.routing import Decision, Outcome
 

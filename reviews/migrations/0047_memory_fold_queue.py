@@ -1,4 +1,4 @@
-"""Memory folds become a durable queue (reviews/memory.py, `FOLDS`): the fold's row is
+"""Memory folds become a durable queue (reviews/memory/folds.py, `FOLDS`): the fold's row is
 written when it is asked for, and a sweeper rings one whose doorbell was lost. The folds
 recorded before were all done: they are marked so, and a new row starts queued."""
 

@@ -1,4 +1,4 @@
-"""Evaluations (`manage.py evaluate`, reviews/evaluation.py): reviewers replayed over a
+"""Evaluations (`manage.py evaluate`, reviews/evaluation/replay.py): reviewers replayed over a
 repository's history, each reviewed head kept as it is done — so a killed evaluation
 continues where it stopped — and the grades people give its comments."""
 

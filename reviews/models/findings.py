@@ -42,7 +42,7 @@ class Review(models.Model):
     context_sources = models.JSONField(default=list)
     confidence = models.FloatField(default=0)
     limitations = models.JSONField(default=list)
-    # The coverage ledger (reviews/coverage.py): every file the change touches,
+    # The coverage ledger (reviews/scope/coverage.py): every file the change touches,
     # reviewed (by what), excluded (by which rule) or not reviewed (why).
     coverage = models.JSONField(default=list, blank=True)
     body = models.TextField(blank=True, help_text="The review body as posted on GitHub.")
@@ -184,7 +184,7 @@ class Dismissal(models.Model):
     class How(models.TextChoices):
         COMMAND = "command", "dismiss command"
         RESOLVED = "resolved", "resolved the thread"
-        # The model reviewer conceded to their reply (reviews/reply_jobs.py); only the
+        # The model reviewer conceded to their reply (reviews/conversation/thinking.py); only the
         # reply of someone who may dismiss makes that a dismissal.
         CONCEDED = "conceded", "the reviewer conceded to their reply"
 
@@ -234,7 +234,7 @@ class ThreadReply(models.Model):
     answer = models.TextField(blank=True)
     answer_comment_id = models.BigIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
-    # A model reviewer's reply job (reviews/reply_jobs.py), asked once: its decision
+    # A model reviewer's reply job (reviews/conversation/thinking.py), asked once: its decision
     # (concede | explain) and text, what it cost, or why it gave no answer (the thread
     # then got the canned answer). Kept so a retried post does not ask the model again.
     decision = models.CharField(max_length=16, blank=True)
@@ -321,12 +321,12 @@ class FindingOutcome(models.Model):
 
 
 class MemoryFold(models.Model):
-    """One fold of what was learned into a repository's memory (reviews/memory.py): after
+    """One fold of what was learned into a repository's memory (reviews/memory/folds.py): after
     a review, or when a pull request closed. Its cost counts against the installation's
     monthly budget like a review's.
 
     The row is written when the fold is asked for and is its work (a durable queue,
-    tasuku/durable.py: `reviews.memory.FOLDS`): a lost doorbell is rung again by the
+    tasuku/durable.py: `reviews.memory.folds.FOLDS`): a lost doorbell is rung again by the
     sweeper, a fold whose worker died is taken over."""
 
     class Status(models.TextChoices):

@@ -1,4 +1,4 @@
-"""A pull request's one-click fixes proposed as a pull request of Tasuku's (reviews/fixes.py):
+"""A pull request's one-click fixes proposed as a pull request of Tasuku's (reviews/publication/fixes.py):
 one row per pull request, the outbox that keeps the branch and its pull request up to date."""
 
 from __future__ import annotations

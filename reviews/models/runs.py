@@ -109,7 +109,7 @@ class ReviewRun(models.Model):
     # What Tasuku last told GitHub the check concluded, as sent: what the pull request shows.
     check_conclusion = models.CharField(max_length=20, blank=True)
     check_title = models.CharField(max_length=255, blank=True)
-    # The check run's final state waits here until GitHub accepts it (reviews/conclusions.py):
+    # The check run's final state waits here until GitHub accepts it (reviews/checks/conclusions.py):
     # the summary to send, when it is due again (empty once sent), tries and the last error.
     check_summary = models.TextField(blank=True)
     check_due_at = models.DateTimeField(null=True, blank=True, db_index=True)
@@ -140,7 +140,7 @@ class ReviewRun(models.Model):
     superseded_by = models.CharField(max_length=40, blank=True)
     # Someone asked for the run to stop while a worker holds it (a recall, a newer head,
     # an operator): the worker stops at its next step or GitHub call, and stops the
-    # engine (reviews/runs.py, `run_cancel_request`).
+    # engine (reviews/queue/runs.py, `run_cancel_request`).
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     cancel_reason = models.TextField(blank=True)
     # Review passes: whether this run continued the reviewer's conversation of the
@@ -257,7 +257,7 @@ class RunAttempt(models.Model):
     error = models.TextField(blank=True)
     error_code = models.CharField(max_length=40, blank=True, default="")  # tasuku/errors.py
     # Each stage it went through: [{"stage", "start", "seconds"}], `start` in seconds
-    # after `started_at`, `seconds` null while under way (reviews/timeline.py).
+    # after `started_at`, `seconds` null while under way (reviews/queue/timeline.py).
     stage_times = models.JSONField(default=list, blank=True)
 
     class Meta:
@@ -303,7 +303,7 @@ class BudgetAlert(models.Model):
 
 class WorkerHeartbeat(models.Model):
     """A worker process's sign of life: a thread in each worker process writes
-    it every TASUKU_RUN_HEARTBEAT_SECONDS, busy or idle (reviews/workers.py)."""
+    it every TASUKU_RUN_HEARTBEAT_SECONDS, busy or idle (reviews/queue/workers.py)."""
 
     name = models.CharField(max_length=200, unique=True, help_text="host:pid, as on attempts.")
     started_at = models.DateTimeField()
@@ -325,7 +325,7 @@ class WorkerHeartbeat(models.Model):
 
 class ReaperTurn(models.Model):
     """Whose turn it is to reap. Every worker process runs a reaper thread
-    (reviews/reaper.py); the one whose conditional update moves `due_at` on sweeps, the
+    (reviews/queue/reaper.py); the one whose conditional update moves `due_at` on sweeps, the
     others wait until it is due again."""
 
     name = models.CharField(max_length=100, unique=True)

@@ -1,5 +1,5 @@
 """The pull request's own tests, run after a review when the repository opts in
-(reviews/sandbox_tests.py): one row per pull request and head, a durable queue row."""
+(reviews/pr_tests/suite.py): one row per pull request and head, a durable queue row."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ TESTS_FINAL_STATES = (
 class SandboxTestRun(models.Model):
     """One run of a pull request's own tests at one head.
 
-    A durable queue row (tasuku/durable.py, `reviews.sandbox_tests.TESTS`): asked for by
+    A durable queue row (tasuku/durable.py, `reviews.pr_tests.suite.TESTS`): asked for by
     the first review of the head that completes, taken by one worker at a time, handed
     to another when its worker dies. Its result is a check run of its own and a line in
     the review's summary, posted on `head_sha` only."""

@@ -1,5 +1,5 @@
 """The walkthrough: one comment per pull request that explains the change and how each
-reviewer's review of it went (reviews/walkthrough.py), and the outbox that keeps it up
+reviewer's review of it went (reviews/publication/walkthrough.py), and the outbox that keeps it up
 to date on GitHub."""
 
 from __future__ import annotations

@@ -10,8 +10,6 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from repos.github import GitHubError
-from reviews.escaping import block_text, code_span, inline_text
-from reviews.markers import marker as signed_marker
 from reviews.models import (
     TASK_FINAL_STATES,
     Answer,
@@ -32,6 +30,8 @@ from reviews.passes.selectors import (
     latest_pass,
     open_findings,
 )
+from reviews.text.escaping import block_text, code_span, inline_text
+from reviews.text.markers import marker as signed_marker
 from tasuku import durable
 
 logger = logging.getLogger(__name__)

@@ -53,7 +53,7 @@ from reviews.passes.selectors import (
     pass_counts,
     unanswered_comments,
 )
-from reviews.runs import run_cancel_request, run_ring, run_supersede_waiting
+from reviews.queue.runs import run_cancel_request, run_ring, run_supersede_waiting
 from sandbox.contract import INCOMPLETE_AT_DEADLINE
 
 logger = logging.getLogger(__name__)

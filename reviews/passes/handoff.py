@@ -18,7 +18,7 @@ from repos.github import GitHubError, RepoRef
 from repos.models import Repository, Reviewer, ReviewSkill
 from repos.policy import Engine
 from repos.refs import ref_parse
-from reviews.engines import engine_environment
+from reviews.engines.boundary import engine_environment
 from reviews.models import (
     AUTHOR_SILENCE_RANGE,
     MAX_PASSES_RANGE,

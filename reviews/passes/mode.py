@@ -1,4 +1,4 @@
-"""A review pass as a kind of run (reviews/modes.py): what a pass adds to the pipeline.
+"""A review pass as a kind of run (reviews/core/modes.py): what a pass adds to the pipeline.
 
 - The engine reads the author's answers to the earlier findings and what it ruled on
   them last pass.
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from repos.github.schemas import PullRequestInfo
 from repos.policy import EffectiveConfig, ReviewerConfig
+from reviews.core.modes import Continuation, EarlierContext
 from reviews.models import Finding, ReviewRun
-from reviews.modes import Continuation, EarlierContext
 from reviews.passes.author import author_bot_login
 from reviews.passes.flow import pass_after_run
 from reviews.passes.selectors import (
@@ -25,7 +25,7 @@ from reviews.passes.selectors import (
     pass_continuation,
     rulings_for_run,
 )
-from reviews.reconcile import ACCEPTED, CURRENT, Decision
+from reviews.validation.reconcile import ACCEPTED, CURRENT, Decision
 from sandbox.contract import MAX_TASK_DESCRIPTION, MAX_TASK_TITLE, PassBrief, ReviewResult
 
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.translation import ngettext
 
 from repos.policy import EffectiveConfig, ReviewerConfig
+from reviews.core.modes import Continuation
 from reviews.models import (
     TASK_FINAL_STATES,
     Answer,
@@ -30,8 +31,7 @@ from reviews.models import (
     TaskPullRequest,
     TaskState,
 )
-from reviews.modes import Continuation
-from reviews.validation import INVALID
+from reviews.validation.findings import INVALID
 from sandbox.contract import SavedConversation
 
 

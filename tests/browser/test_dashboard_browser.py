@@ -10,8 +10,8 @@ from decimal import Decimal
 import pytest
 
 from repos.models import Reviewer
-from reviews.budget import Budget, budget_alert
 from reviews.models import ReviewRun, RunStatus
+from reviews.scope.budget import Budget, budget_alert
 from tests.factories import InstallationFactory, RepositoryFactory, WebhookDeliveryFactory
 from tests.gitworld import INSTALLATION, REPO, REPO_ID, world_build
 from tests.helpers import payload, post_webhook_live, pull_request_payload

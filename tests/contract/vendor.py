@@ -79,7 +79,7 @@ OPERATIONS: list[tuple[str, str]] = [
     ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments"),
     # The GitHub issue connector (repos/github/issues.py; repos/connectors/)
     ("GET", "/repos/{owner}/{repo}/issues/{issue_number}"),
-    # The walkthrough comment, edited in place (reviews/walkthrough.py)
+    # The walkthrough comment, edited in place (reviews/publication/walkthrough.py)
     ("PATCH", "/repos/{owner}/{repo}/issues/comments/{comment_id}"),
     # repos/github/checks.py
     ("GET", "/repos/{owner}/{repo}/branches/{branch}/protection/required_status_checks"),
@@ -105,14 +105,14 @@ OPERATIONS: list[tuple[str, str]] = [
     ("GET", "/app/hook/deliveries"),
     ("GET", "/app/hook/deliveries/{delivery_id}"),
     ("POST", "/app/hook/deliveries/{delivery_id}/attempts"),
-    # A summary updated in place when a push brings nothing new (reviews/publication.py)
+    # A summary updated in place when a push brings nothing new (reviews/publication/review.py)
     ("PUT", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}"),
-    # A probe of which review comments GitHub refuses, deleted after (reviews/publication.py)
+    # A probe of which review comments GitHub refuses, deleted after (reviews/publication/review.py)
     ("DELETE", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}"),
     # Creating the App from a manifest (repos/github/manifest.py; no authentication)
     ("POST", "/app-manifests/{code}/conversions"),
     # A review's one-click fixes proposed as a pull request (repos/github/branches.py,
-    # reviews/fixes.py): the head's files read, a commit made on a branch of Tasuku's,
+    # reviews/publication/fixes.py): the head's files read, a commit made on a branch of Tasuku's,
     # and the pull request into the head branch opened, edited and closed
     ("GET", "/repos/{owner}/{repo}/git/commits/{commit_sha}"),
     ("GET", "/repos/{owner}/{repo}/git/trees/{tree_sha}"),

@@ -7,7 +7,7 @@ import pytest
 
 from repos.models import Reviewer
 from repos.selectors import reviewer_config
-from reviews.engines import engine_environment, explorers_for, web_research_for
+from reviews.engines.boundary import engine_environment, explorers_for, web_research_for
 from sandbox.errors import ProviderError
 
 pytestmark = pytest.mark.django_db

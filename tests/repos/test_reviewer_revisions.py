@@ -11,7 +11,7 @@ from repos.policy import Trigger
 from repos.revisions import definition, diff, digest
 from repos.selectors import effective_config, reviewer_config
 from repos.services import revision_record
-from reviews.engines import job_digest
+from reviews.engines.boundary import job_digest
 from reviews.intake.pull_requests import run_request
 from reviews.models import ReviewRun
 from tests.factories import PullRequestFactory, RepositoryFactory, ReviewerFactory
@@ -160,7 +160,7 @@ def test_the_job_digest_tells_two_revisions_apart():
 @pytest.mark.django_db
 def test_a_retry_reviews_with_the_revision_the_run_recorded():
     from reviews.models import RunStatus
-    from reviews.runs import run_retry
+    from reviews.queue.runs import run_retry
 
     reviewer = ReviewerFactory(slug="careful", rules="Be careful.")
     run = _run_for(reviewer)

@@ -401,7 +401,7 @@ def test_diagnostics_name_the_fix_for_an_actions_failure(fake_github, client, te
     world = world_build(fake_github)
     Reviewer.objects.filter(slug="static").update(runner="actions")
     run = open_pull_request(world, client, test_app)
-    from reviews.diagnosis import diagnose
+    from reviews.checks.diagnosis import diagnose
 
     advice = diagnose(run.error_code)
     assert advice.key == "actions-workflow"
@@ -585,7 +585,7 @@ def test_a_worker_that_stopped_after_dispatching_is_not_followed_by_a_second_dis
     actions_world, client, test_app, monkeypatch
 ):
     from repos.github.gateway import GitHubGateway
-    from reviews import pipeline
+    from reviews.pipeline import flow as pipeline
 
     dispatched = GitHubGateway.workflow_dispatch
 

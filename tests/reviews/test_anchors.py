@@ -1,5 +1,5 @@
 """Finding the review comments GitHub refuses when it refuses a review whole
-(reviews/anchors.py): by halves, in pending reviews deleted at once, within a bound."""
+(reviews/validation/anchors.py): by halves, in pending reviews deleted at once, within a bound."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from repos.github import GitHubError, ReviewInfo
-from reviews.anchors import NOT_LOOKED, comments_sort, probe_marker
+from reviews.validation.anchors import NOT_LOOKED, comments_sort, probe_marker
 
 LINE_OUTSIDE = "Pull request review thread line must be part of the diff"
 WHERE = {"installation_id": 1, "repository_id": 2, "full_name": "acme/shop"}

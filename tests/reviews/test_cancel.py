@@ -11,9 +11,9 @@ import pytest
 from django.db import connection
 
 from repos.models import Reviewer
-from reviews import engines
+from reviews.engines import boundary as engines
 from reviews.models import ReviewRun, RunStatus, Task
-from reviews.runs import run_cancel_request
+from reviews.queue.runs import run_cancel_request
 from tests.fakes.models import ANTHROPIC_TEST_KEY, Hang, ToolCall
 from tests.gitworld import REPO, SHELL_TRUE_LINE, world_build
 from tests.helpers import drain_queue, post_webhook, pull_request_payload

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 
 from repos.models import Reviewer
 from repos.policy import ReviewerConfig
-from reviews import engines
+from reviews.engines import boundary as engines
 from sandbox.contract import ReviewJob
 from sandbox.errors import SandboxError
 

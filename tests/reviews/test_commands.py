@@ -24,7 +24,7 @@ def test_setup_schedules_registers_the_sweepers_and_the_reaper_and_is_idempotent
         (s.schedule_type, s.minutes, s.repeats) == (Schedule.MINUTES, every.get(s.func, 1), -1)
         for s in schedules.values()
     )
-    # The reaper is no schedule: the workers run it every few seconds (reviews/reaper.py).
+    # The reaper is no schedule: the workers run it every few seconds (reviews/queue/reaper.py).
     assert "reviews.tasks.runs_reap" not in {s.func for s in schedules.values()}
     assert "up to date" in capsys.readouterr().out
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reviews.compression import BUDGET, DELETED, DELETION_ONLY, ENORMOUS, compress, tokens
-from reviews.diff import diff_parse
-from reviews.reviewability import classify
+from reviews.scope.compression import BUDGET, DELETED, DELETION_ONLY, ENORMOUS, compress, tokens
+from reviews.scope.diff import diff_parse
+from reviews.scope.reviewability import classify
 
 
 def file_diff(path: str, added: int, *, start: int = 1) -> str:

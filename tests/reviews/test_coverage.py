@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from reviews.compression import BUDGET
-from reviews.coverage import (
+from reviews.scope.compression import BUDGET
+from reviews.scope.coverage import (
     EXCLUDED,
     NOT_REVIEWED,
     REVIEWED,
@@ -17,8 +17,8 @@ from reviews.coverage import (
     shortfall,
     title_part,
 )
-from reviews.diff import diff_parse
-from reviews.filters import Filtered
+from reviews.scope.diff import diff_parse
+from reviews.scope.filters import Filtered
 from sandbox.contract import (
     FileCoverage,
     OmittedPart,

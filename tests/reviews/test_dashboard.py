@@ -57,7 +57,7 @@ def test_dashboard_pages_need_a_staff_login(client):
 def test_the_overview_shows_the_budget_banner_once_80_percent_is_spent(staff_client):
     from decimal import Decimal
 
-    from reviews.budget import Budget, budget_alert
+    from reviews.scope.budget import Budget, budget_alert
     from tests.factories import InstallationFactory
 
     installation = InstallationFactory(account_login="acme", monthly_budget_usd=Decimal("50"))

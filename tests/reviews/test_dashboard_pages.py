@@ -11,14 +11,14 @@ from django.utils import timezone
 from github import GithubException
 
 from repos.github.errors import classify
-from reviews import runs
+from reviews.memory.outcomes import figures
 from reviews.models import (
     FindingOutcome,
     ReviewRun,
     RunStatus,
     WorkerHeartbeat,
 )
-from reviews.outcomes import figures
+from reviews.queue import runs
 from sandbox.agent.errors import provider_error
 from sandbox.errors import CloneError, SandboxError
 from sandbox.git import clone_error as _clone_error

@@ -1,4 +1,4 @@
-from reviews.diff import diff_parse
+from reviews.scope.diff import diff_parse
 from sandbox.contract import Side
 
 DIFF = """diff --git a/app.py b/app.py
@@ -92,7 +92,7 @@ def test_an_empty_diff_has_no_files():
 
 
 def test_a_line_only_reindented_is_not_added_where_indentation_means_nothing():
-    from reviews.diff import diff_parse
+    from reviews.scope.diff import diff_parse
 
     def added(path: str) -> list[tuple[int, int]]:
         text = (

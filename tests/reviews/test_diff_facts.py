@@ -1,5 +1,5 @@
 """The pull request's files and its whitespace-only changes are read from the one diff
-a checkout computes (reviews/diff.py), not from more `git diff` runs. Checked against
+a checkout computes (reviews/scope/diff.py), not from more `git diff` runs. Checked against
 what git prints on real repositories — `--name-only --no-renames`, and `--numstat
 --ignore-space-at-eol --no-renames`, which leaves out a file whose only change is
 whitespace at line ends — : the names are the same, and a change is never called
@@ -16,8 +16,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from reviews.diff import diff_parse
-from reviews.triage import SUBSTANTIVE, TRIVIAL, triage_rule
+from reviews.scope.diff import diff_parse
+from reviews.scope.triage import SUBSTANTIVE, TRIVIAL, triage_rule
 from sandbox.git import DIFF
 
 ENV = {

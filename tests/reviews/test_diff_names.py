@@ -2,7 +2,7 @@
 
 git prints a name with a quote, a backslash or a control character in C-style quotes
 (and, with the default `core.quotePath`, every non-ASCII byte as an octal escape);
-reviews/diff.py reads the names from each file's header and unquotes them."""
+reviews/scope/diff.py reads the names from each file's header and unquotes them."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from reviews.diff import DiffError, diff_parse
+from reviews.scope.diff import DiffError, diff_parse
 from sandbox.git import DIFF
 from sandbox.git import Git as _Git
 from sandbox.git import git_env as _git_env

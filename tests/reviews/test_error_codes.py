@@ -16,10 +16,10 @@ from django.utils import timezone
 from github import GithubException
 
 from repos.github.errors import GitHubError, GitHubNotConfigured, classify
-from reviews import runs
 from reviews.actions.workflow import _dispatch_code
-from reviews.diagnosis import STAGES, UNKNOWN, diagnose, known_causes
+from reviews.checks.diagnosis import STAGES, UNKNOWN, diagnose, known_causes
 from reviews.models import AttemptOutcome, ReviewRun, RunAttempt, RunStatus
+from reviews.queue import runs
 from sandbox.agent.errors import provider_error
 from sandbox.errors import CloneError, ProviderError, SandboxError, StageError
 from sandbox.git import clone_error as _clone_error
@@ -74,7 +74,7 @@ def _raised_codes() -> dict[str, list[str]]:
                     isinstance(node, ast.FunctionDef)
                     and node.name.endswith("_code")
                     and (
-                        node.name != "_code"  # reviews/escaping.py: text inside code spans
+                        node.name != "_code"  # reviews/text/escaping.py: text inside code spans
                     )
                 ):
                     for inner in ast.walk(node):
@@ -131,7 +131,7 @@ def test_every_code_has_a_namespaced_id_naming_its_area_and_whose_fix_it_is():
 def test_a_failed_attempt_stores_the_code_and_logs_the_namespaced_id(caplog):
     run = ReviewRunFactory()
     held = runs.run_claim(run.pk, worker="w:1")
-    caplog.set_level("WARNING", logger="reviews.runs")
+    caplog.set_level("WARNING", logger="reviews.queue.runs")
     runs.run_attempt_failed(held, CloneError("no access", permanent=True, code="clone-access"),
                             stage="clone")  # fmt: skip
     assert ReviewRun.objects.get(pk=run.pk).error_code == "clone-access"  # the stored code

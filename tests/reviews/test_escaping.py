@@ -8,10 +8,10 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reviews.diff import diff_parse
-from reviews.escaping import block_text, code_span, inline_text
-from reviews.markers import marker, marker_of, markers_of
-from reviews.rendering import (
+from reviews.scope.diff import diff_parse
+from reviews.text.escaping import block_text, code_span, inline_text
+from reviews.text.markers import marker, marker_of, markers_of
+from reviews.text.rendering import (
     ReviewContext,
     check_output,
     comment_body,
@@ -20,7 +20,7 @@ from reviews.rendering import (
     review_body,
     run_marker,
 )
-from reviews.validation import GateConfig, gate
+from reviews.validation.findings import GateConfig, gate
 from sandbox.contract import ReviewSummary
 
 DIFF = diff_parse(

@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from repos.models import Reviewer
-from reviews.evaluation import (
+from reviews.evaluation.replay import (
     ADDRESSED,
     CHANGED_AFTER_MERGE,
     SURVIVED,
@@ -210,7 +210,7 @@ def test_the_bug_report_says_caught_and_missed(fixes):
 
 
 def test_a_stopped_evaluation_goes_on_where_it_stopped(history, monkeypatch):
-    from reviews import evaluation
+    from reviews.evaluation import replay as evaluation
 
     reviewed = []
     real = evaluation.review_execute
@@ -367,7 +367,7 @@ def test_a_repository_tasuku_knows_is_evaluated_by_a_worker_from_the_dashboard(
     fake_github, operator_client, staff_client, tmp_path, settings
 ):
     from repos.models import Installation, Repository
-    from reviews.evaluation import evaluations_sweep
+    from reviews.evaluation.replay import evaluations_sweep
     from tests.gitworld import INSTALLATION, REPO, REPO_ID, world_build
     from tests.helpers import drain_queue
 
@@ -423,7 +423,7 @@ def test_a_queued_evaluation_whose_worker_died_is_handed_on_and_goes_on(
     from django_q.models import OrmQ
 
     from repos.models import Installation, Repository
-    from reviews.evaluation import evaluation_queue, evaluation_run, evaluations_sweep
+    from reviews.evaluation.replay import evaluation_queue, evaluation_run, evaluations_sweep
     from tests.gitworld import INSTALLATION, REPO, REPO_ID, world_build
     from tests.helpers import drain_queue
 
@@ -454,7 +454,7 @@ def test_a_clone_github_refuses_is_retried_then_failed_never_a_review(
     fake_github, tmp_path, settings
 ):
     from repos.models import Installation, Repository
-    from reviews.evaluation import EVALUATIONS, evaluation_queue
+    from reviews.evaluation.replay import EVALUATIONS, evaluation_queue
     from tests.gitworld import INSTALLATION, REPO_ID, world_build
     from tests.helpers import drain_queue
 
@@ -475,7 +475,7 @@ def test_a_clone_github_refuses_is_retried_then_failed_never_a_review(
 def test_each_one_click_suggestion_is_applied_to_its_file_and_said_whether_it_breaks_it(
     history, tmp_path
 ):
-    from reviews.evaluation import suggestion_applied
+    from reviews.evaluation.replay import suggestion_applied
 
     data = json.loads(evaluate(history["repo"], "--count", "3", "--format", "json"))
     (static,) = data["reviewers"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from repos.models import Repository
-from reviews import engines
+from reviews.engines import boundary as engines
 from reviews.models import Finding, Review, ReviewRun, RunStatus
 from tests.gitworld import REPO, world_build
 from tests.helpers import drain_queue, issue_comment_payload, post_webhook, review_comment_payload
@@ -180,7 +180,7 @@ def test_a_model_reviewer_is_paid_once_for_a_retried_attempt_and_once_for_the_sa
     if run.status != RunStatus.COMPLETED:
         from django.utils import timezone
 
-        from reviews.runs import runs_reap
+        from reviews.queue.runs import runs_reap
 
         ReviewRun.objects.filter(pk=run.pk).update(next_attempt_at=timezone.now())
         runs_reap()

@@ -1,6 +1,6 @@
 import pytest
 
-from reviews.filters import paths_filter
+from reviews.scope.filters import paths_filter
 
 
 @pytest.mark.parametrize(

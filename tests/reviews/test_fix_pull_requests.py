@@ -1,4 +1,4 @@
-"""One-click fixes proposed as a pull request of Tasuku's (reviews/fixes.py), through the
+"""One-click fixes proposed as a pull request of Tasuku's (reviews/publication/fixes.py), through the
 fake GitHub's Git Data API: one branch of Tasuku's, one commit over the head, one pull
 request into the head branch, kept up to date and closed when nothing is left."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from repos.models import RepositoryPolicy
-from reviews.fixes import FORK_NOTE, HEAD_NOTE, fixes_request, fixes_send
 from reviews.models import Finding, FixProposal, PullRequest, Review, ReviewRun, RunStatus
-from reviews.patching import LineFix, fixes_apply
+from reviews.publication.fixes import FORK_NOTE, HEAD_NOTE, fixes_request, fixes_send
+from reviews.publication.patching import LineFix, fixes_apply
 from tests.gitworld import REPO, Symlink, world_build
 from tests.helpers import drain_queue, post_webhook, pull_request_payload
 

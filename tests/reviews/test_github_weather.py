@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from repos.models import Installation
 from reviews.models import AttemptOutcome, ReviewRun, RunAttempt, RunStatus
-from reviews.runs import runs_reap
+from reviews.queue.runs import runs_reap
 from tests.gitworld import INSTALLATION, REPO, world_build
 from tests.helpers import drain_queue, post_webhook, pull_request_payload
 from webhooks.models import WebhookDelivery
@@ -195,7 +195,7 @@ def test_a_failed_run_whose_check_github_refused_to_conclude_is_concluded_later(
     def broken(*args, **kwargs):
         raise StageError("the sandbox image is missing", permanent=True, stage="sandbox")
 
-    monkeypatch.setattr("reviews.engines.engine_run", broken)
+    monkeypatch.setattr("reviews.engines.boundary.engine_run", broken)
     outage = world.fake.inject(40, status=503, method="PATCH", path=r"/check-runs/\d+$")
     open_pr(world)
     run = ReviewRun.objects.get()
@@ -210,14 +210,14 @@ def test_a_failed_run_whose_check_github_refused_to_conclude_is_concluded_later(
 
 
 def test_a_newer_conclusion_replaces_the_one_waiting(world, open_pr):
-    from reviews.conclusions import SENT, check_final, conclusion_send
+    from reviews.checks.conclusions import SENT, check_final, conclusion_send
 
     open_pr(world)
     run = ReviewRun.objects.get()
     outage = world.fake.inject(5, status=502, method="PATCH", path=r"/check-runs/\d+$")
     assert check_final(run.pk, "failure", "2 open findings", "old") == "waiting"
     world.fake.injections.remove(outage)
-    from reviews.conclusions import conclusion_record
+    from reviews.checks.conclusions import conclusion_record
 
     conclusion_record(run.pk, "success", "No open findings", "new")
     assert conclusion_send(run.pk) == SENT
@@ -271,7 +271,7 @@ def test_two_concluders_at_once_never_leave_github_showing_the_older_conclusion(
 ):
     """A stale sender's PATCH can land after a newer one's: it must send again."""
     from repos.github.gateway import GitHubGateway
-    from reviews.conclusions import check_final, conclusion_record, conclusion_send
+    from reviews.checks.conclusions import check_final, conclusion_record, conclusion_send
 
     open_pr(world)
     run = ReviewRun.objects.get()
@@ -300,7 +300,7 @@ def test_a_conclusion_its_worker_is_sending_is_not_sent_twice():
     first: the reaper does not ring a second send of it meanwhile (two PATCHes of one
     check run), only once FIRST_SEND_GRACE has passed with it unsent (its worker died);
     one GitHub put off is rung as soon as it is due."""
-    from reviews.conclusions import FIRST_SEND_GRACE, conclusion_record, conclusions_sweep
+    from reviews.checks.conclusions import FIRST_SEND_GRACE, conclusion_record, conclusions_sweep
     from tests.factories import ReviewRunFactory
     from tests.helpers import queued_tasks
 

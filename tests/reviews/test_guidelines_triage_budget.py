@@ -7,11 +7,11 @@ from decimal import Decimal
 
 import pytest
 
-from reviews import guidelines
-from reviews.budget import Budget, budget_alert, installation_budget
-from reviews.diff import diff_parse
 from reviews.models import BudgetAlert
-from reviews.triage import SUBSTANTIVE, TRIVIAL, triage_rule
+from reviews.scope import guidelines
+from reviews.scope.budget import Budget, budget_alert, installation_budget
+from reviews.scope.diff import diff_parse
+from reviews.scope.triage import SUBSTANTIVE, TRIVIAL, triage_rule
 from tests.factories import (
     InstallationFactory,
     PullRequestFactory,

@@ -1,4 +1,4 @@
-"""A run's heartbeat (reviews/heartbeat.py) while the database is away: it keeps trying at
+"""A run's heartbeat (reviews/queue/heartbeat.py) while the database is away: it keeps trying at
 every look, says so once for the process, and reclaims the lease when the database answers
 — unless the run was taken meanwhile."""
 
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 from django.db import OperationalError
 
-from reviews import heartbeat
-from reviews.runs import Held
+from reviews.queue import heartbeat
+from reviews.queue.runs import Held
 from tasuku import outage
 
 

@@ -524,6 +524,6 @@ def test_noqa_spellings_the_pr_adds_keep_the_finding_open(fake_github, deliver, 
 
 @pytest.mark.parametrize("text", ["> ```suggestion\n> rm -rf /\n> ```", ">```suggestion\n>x\n>```"])
 def test_a_quoted_suggestion_fence_is_made_plain(text):
-    from reviews.escaping import block_text
+    from reviews.text.escaping import block_text
 
     assert "suggestion" not in block_text(text)

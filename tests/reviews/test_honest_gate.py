@@ -417,7 +417,7 @@ def test_a_thread_resolved_by_a_maintainer_dismisses_the_finding(world, deliver)
 def test_a_copied_run_marker_in_the_authors_review_does_not_stop_tasukus_review(
     world, client, test_app
 ):
-    from reviews.rendering import run_marker
+    from reviews.text.rendering import run_marker
 
     body = pull_request_payload(world.fake, world.repo, world.pull, action="opened")
     post_webhook(client, "pull_request", body, secret=test_app.webhook_secret)
@@ -440,8 +440,8 @@ def test_a_copied_run_marker_in_the_authors_review_does_not_stop_tasukus_review(
 
 
 def test_a_copied_finding_marker_does_not_stop_the_comment_or_steal_its_thread(world, deliver):
-    from reviews.rendering import finding_marker
-    from reviews.validation import fingerprint
+    from reviews.text.rendering import finding_marker
+    from reviews.validation.findings import fingerprint
 
     # The author predicts the AWS key finding's fingerprint and plants its marker, signed
     # or not, on a line comment of their own.
@@ -612,7 +612,7 @@ HOSTILE = (
 
 
 def test_markers_and_mentions_planted_by_a_model_in_every_field_are_inert(world, claude_reviewer):
-    from reviews.markers import marker_of, markers_of
+    from reviews.text.markers import marker_of, markers_of
     from tests.fakes.models import ToolCall
 
     claude, deliver_ = claude_reviewer

@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 
 from reviews.models import Review, ReviewRun, RunAttempt, RunStatus
-from reviews.runs import runs_reap
+from reviews.queue.runs import runs_reap
 from tests.gitworld import PAYMENTS, REPO, world_build
 from tests.helpers import drain_queue, post_webhook, pull_request_payload
 

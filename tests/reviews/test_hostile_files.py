@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from reviews import engines
+from reviews.engines import boundary as engines
 from reviews.models import Finding, ReviewRun, RunStatus
 from tests.fakes.github import Pull
 from tests.helpers import drain_queue, post_webhook, pull_request_payload

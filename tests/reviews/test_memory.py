@@ -1,5 +1,5 @@
 """A repository's memory learns from every review: the reviewer's fast model folds the
-review's summary and what became of its findings into it (reviews/memory.py), through the
+review's summary and what became of its findings into it (reviews/memory/folds.py), through the
 real SDK against the fake model server; without a fast model it is the tally of outcomes."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from decimal import Decimal
 import pytest
 
 from repos.models import Installation, RepoMemory, Repository, Reviewer
-from reviews.budget import installation_budget
-from reviews.memory import memory_fold_review
+from reviews.memory.folds import memory_fold_review
 from reviews.models import MemoryFold, Review, ReviewRun, RunStatus
+from reviews.scope.budget import installation_budget
 from tests.fakes.models import ANTHROPIC_TEST_KEY, Reply, ToolCall
 from tests.gitworld import REPO, SHELL_TRUE_LINE, world_build
 from tests.helpers import drain_queue, post_webhook, pull_request_payload
@@ -158,7 +158,7 @@ def test_an_operators_edit_during_a_fold_is_folded_again_never_lost(
     MemoryFold.objects.all().delete()
     memory = RepoMemory.objects.get()
 
-    from reviews import memory as memory_module
+    from reviews.memory import folds as memory_module
 
     real = memory_module.memory_fold
     calls = []
@@ -189,7 +189,7 @@ def test_the_admin_edits_the_memory_and_the_tally_no_longer_overwrites_it(
     # A static reviewer: no fast model, so the memory is the tally of outcomes.
     deliver(world, client, test_app)
     repository = Repository.objects.get(full_name=REPO)
-    from reviews.outcomes import memory_refresh
+    from reviews.memory.outcomes import memory_refresh
 
     memory_refresh(repository)
     assert RepoMemory.objects.get().source == RepoMemory.Source.TALLY
@@ -267,7 +267,7 @@ def test_a_closed_pull_requests_outcomes_are_folded_not_tallied(world, claude, c
 
 def deliver_losing_folds_doorbells(world, client, test_app, monkeypatch) -> ReviewRun:
     """`deliver`, every memory fold's doorbell lost on its way to a worker."""
-    from reviews import memory as memory_module
+    from reviews.memory import folds as memory_module
     from tasuku import durable
 
     real_ring = durable.ring
@@ -286,13 +286,13 @@ def deliver_losing_folds_doorbells(world, client, test_app, monkeypatch) -> Revi
 def test_a_folds_lost_doorbell_is_rung_again_by_the_sweeper(
     world, claude, client, test_app, monkeypatch
 ):
-    """A fold is a durable queue's row (reviews/memory.py, `FOLDS`): when its doorbell is
+    """A fold is a durable queue's row (reviews/memory/folds.py, `FOLDS`): when its doorbell is
     lost, the reaper's sweep rings it again and the review is folded once."""
     from datetime import timedelta
 
     from django.utils import timezone
 
-    from reviews import memory as memory_module
+    from reviews.memory import folds as memory_module
     from reviews.tasks import runs_reap
 
     reviewer(triage_model="claude-haiku-5-5")
@@ -327,7 +327,7 @@ def test_a_fold_whose_worker_died_is_taken_over_and_a_failed_attempt_retried(
 
     from django.utils import timezone
 
-    from reviews import memory as memory_module
+    from reviews.memory import folds as memory_module
 
     reviewer(triage_model="claude-haiku-5-5")
     claude.script(SUBSTANTIVE, ToolCall("submit_review", {"findings": [SHELL]}))

@@ -10,8 +10,8 @@ from decimal import Decimal
 import pytest
 
 from repos.models import Installation, Reviewer, Skill
-from reviews.budget import installation_budget
 from reviews.models import Review, ReviewRun, ReviewState, RunStatus
+from reviews.scope.budget import installation_budget
 from tests.fakes.models import (
     ANTHROPIC_TEST_KEY,
     OPENAI_TEST_KEY,
@@ -465,7 +465,7 @@ def test_a_finding_outside_the_changed_lines_is_listed_in_the_reviews_summary(
 def test_the_guideline_packs_of_what_the_change_touches_reach_the_models_prompt(
     world, claude, deliver
 ):
-    from reviews import guidelines
+    from reviews.scope import guidelines
 
     reviewer("anthropic")
     claude.script(ToolCall("submit_review", {"findings": []}))

@@ -16,8 +16,8 @@ from repos import github
 from repos.github import RepoRef, usage
 from repos.models import GitHubApiUsage
 from repos.services import github_usage_flush
-from reviews import workers
 from reviews.models import ReviewRun, RunStatus, WorkerHeartbeat
+from reviews.queue import workers
 from tests.factories import (
     InstallationFactory,
     PullRequestFactory,

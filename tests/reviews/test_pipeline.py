@@ -198,7 +198,7 @@ def test_a_retried_publication_skips_comments_already_on_the_pull_request(world,
     assert len(world.fake.reviews_of(REPO, 7)) == 1
     from django.utils import timezone
 
-    from reviews.runs import runs_reap
+    from reviews.queue.runs import runs_reap
 
     ReviewRun.objects.filter(pk=run.pk).update(next_attempt_at=timezone.now())
     runs_reap()
@@ -293,7 +293,7 @@ def test_a_repository_the_app_may_not_read_fails_the_run_at_clone_with_what_to_d
 
 
 def test_a_transient_failure_is_retried_and_the_second_attempt_completes(world, deliver):
-    from reviews.runs import runs_reap
+    from reviews.queue.runs import runs_reap
 
     world.fake.inject(3, status=502, method="GET", path=r"/repos/acme/shop$")
     run = deliver(world)

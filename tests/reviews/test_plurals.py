@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from repos.policy import EffectiveConfig, Engine, ReviewerConfig
-from reviews.diff import diff_parse
 from reviews.intake.admission import PullRequestFacts, admission_decide
-from reviews.rendering import ReviewContext, check_output, review_body
-from reviews.triage import triage_rule
-from reviews.validation import GateConfig, gate
+from reviews.scope.diff import diff_parse
+from reviews.scope.triage import triage_rule
+from reviews.text.rendering import ReviewContext, check_output, review_body
+from reviews.validation.findings import GateConfig, gate
 from sandbox.contract import ReviewSummary
 
 DIFF = diff_parse(
@@ -87,7 +87,7 @@ def test_the_check_runs_title_counts_the_open_findings(n, word):
 
 @pytest.mark.parametrize(("n", "files"), [(1, "file"), (2, "files")])
 def test_the_check_runs_title_counts_the_files_not_read(n, files):
-    from reviews.coverage import NOT_REVIEWED, Entry
+    from reviews.scope.coverage import NOT_REVIEWED, Entry
 
     ledger = [Entry(f"big{i}.py", NOT_REVIEWED, reason="larger than 8 MB") for i in range(n)]
     title, _ = check_output([], "neutral", None, ledger=ledger)

@@ -367,7 +367,7 @@ def test_a_run_whose_admission_died_before_its_check_run_is_rung_by_the_reaper(
     from django.utils import timezone
 
     from repos.github.gateway import GitHubGateway
-    from reviews.runs import RING_AGAIN_AFTER, RUNS
+    from reviews.queue.runs import RING_AGAIN_AFTER, RUNS
 
     def refused(self, repo, **kwargs):
         raise RuntimeError("GitHub is down")
@@ -419,7 +419,7 @@ def test_a_run_ending_does_not_ring_the_next_before_its_check_run_exists(
     that took it would create a second check run, left queued for ever. Admission rings it
     once its check run exists, once."""
     from repos.github.gateway import GitHubGateway
-    from reviews.runs import run_claim, run_finish
+    from reviews.queue.runs import run_claim, run_finish
 
     fake, repo, pull = world
     deliver(pull_request_payload(fake, repo, pull, action="opened"))

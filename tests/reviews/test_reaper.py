@@ -1,4 +1,4 @@
-"""The reaper's turn (reviews/reaper.py): one worker process sweeps per turn, every
+"""The reaper's turn (reviews/queue/reaper.py): one worker process sweeps per turn, every
 TASUKU_REAP_SECONDS and at the end of the next lease; the status page shows it. A reaper
 back from a database outage declares no run lost before it has been connected for a
 lease (tasuku/outage.py)."""
@@ -11,8 +11,8 @@ import pytest
 from django.db import OperationalError
 from django.utils import timezone
 
-from reviews import reaper, runs
 from reviews.models import ReaperTurn, ReviewRun
+from reviews.queue import reaper, runs
 from tasuku import outage
 from tests.factories import ReviewRunFactory
 

@@ -196,7 +196,7 @@ def test_no_approval_when_the_head_moved_during_the_review(world, deliver, clien
     post_webhook(client, "pull_request", body, secret=test_app.webhook_secret)
     drain_queue(only="webhooks.tasks.delivery_process")
     # The guard sees the reviewed head; then a push lands while the review runs.
-    from reviews import forges
+    from reviews.pipeline import forges
 
     original = forges.approval_decide
 
@@ -240,7 +240,7 @@ def test_tasukus_earlier_approval_is_dismissed_when_findings_open_again(world, d
 
 def _during_the_review(monkeypatch, what, step: str = "approval_decide") -> None:
     """`what()` happens on GitHub while the review runs, just before the forge's `step`."""
-    from reviews import forges
+    from reviews.pipeline import forges
 
     original = getattr(forges, step)
 
@@ -374,7 +374,7 @@ def test_a_crash_during_reconciliation_then_a_retry_posts_no_second_reply_or_res
 ):
     from django.utils import timezone
 
-    from reviews.runs import runs_reap
+    from reviews.queue.runs import runs_reap
 
     deliver(world, "opened")
     before = world.push({"app/payments.py": PAYMENTS_2, "app/tools.py": TOOLS_2})
@@ -474,7 +474,7 @@ def test_a_summary_someone_else_changed_is_left_as_it_is(world, deliver):
 
 
 def test_a_carried_findings_words_name_the_lines_it_moved_to():
-    from reviews.reconcile import text_moved
+    from reviews.validation.reconcile import text_moved
 
     evidence = "ruff S602 at app/payments.py:8: `subprocess.call(cmd, shell=True)`"
     assert text_moved(evidence, "app/payments.py", 8, 8, 2) == (

@@ -1,5 +1,5 @@
-from reviews.diff import diff_parse
-from reviews.rendering import (
+from reviews.scope.diff import diff_parse
+from reviews.text.rendering import (
     ReviewContext,
     check_conclusion,
     comment_body,
@@ -9,7 +9,7 @@ from reviews.rendering import (
     review_body,
     run_marker,
 )
-from reviews.validation import GateConfig, gate
+from reviews.validation.findings import GateConfig, gate
 from sandbox.contract import ReviewSummary, Severity
 
 DIFF = diff_parse(
@@ -83,7 +83,7 @@ def test_the_check_fails_only_while_an_open_finding_reaches_the_threshold():
 
 
 def test_bodies_and_summaries_fit_githubs_limits_in_bytes_with_multibyte_text():
-    from reviews.rendering import MAX_SUMMARY_BYTES, check_output, clip_bytes
+    from reviews.text.rendering import MAX_SUMMARY_BYTES, check_output, clip_bytes
 
     text = "漢字" * 40_000  # 240,000 bytes of UTF-8 in 80,000 characters
     clipped = clip_bytes(text, 65_535)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from repos.models import RepoMemory, Repository
-from reviews import engines
+from reviews.engines import boundary as engines
+from reviews.memory.outcomes import figures, memory_text
 from reviews.models import Dismissal, FindingOutcome, ThreadReply
-from reviews.outcomes import figures, memory_text
 from tests.gitworld import REPO, world_build
 from tests.helpers import drain_queue, post_webhook, pull_request_payload, review_comment_payload
 
@@ -185,7 +185,7 @@ def test_a_reply_github_will_not_take_for_a_while_is_answered_once_when_the_limi
 
     from django.utils import timezone
 
-    from reviews.replies import replies_sweep
+    from reviews.conversation.replies import replies_sweep
 
     parent = our_comment(world, "deploy.sh")
     # Two minutes of GitHub's secondary limit on replies, by GitHub's clock.
@@ -222,7 +222,7 @@ def test_a_reply_whose_worker_died_is_answered_by_another(world, client, test_ap
 
     from django.utils import timezone
 
-    from reviews.replies import REPLIES
+    from reviews.conversation.replies import REPLIES
 
     parent = our_comment(world, "deploy.sh")
     body = reply_payload(world, parent, body="Why?")

@@ -14,8 +14,8 @@ from urllib.parse import unquote
 import jsonschema
 import pytest
 
+from reviews.local.reports import fix_lines, report_json, report_sarif, report_text
 from reviews.management.commands.review import remote_uri
-from reviews.reports import fix_lines, report_json, report_sarif, report_text
 
 HEAD = "b" * 40
 REVIEW = {

@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from reviews.models import ActionsDispatch, Finding, Review, ReviewRun, RunAttempt
-from reviews.retention import data_prune
+from reviews.queue.retention import data_prune
 from tests.factories import FindingFactory, ReviewFactory, WebhookDeliveryFactory
 from webhooks.models import WebhookDelivery
 

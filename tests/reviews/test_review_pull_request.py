@@ -13,8 +13,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from reviews.local.remote import pull_address, token_find
 from reviews.models import ReviewRun
-from reviews.remote import pull_address, token_find
 from tests.gitworld import AWS_KEY_LINE, SHELL_TRUE_LINE, world_build
 
 pytestmark = pytest.mark.django_db

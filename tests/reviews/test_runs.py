@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from reviews import heartbeat, runs
 from reviews.models import AttemptOutcome, ReviewRun, RunAttempt, RunStatus
+from reviews.queue import heartbeat, runs
 from sandbox.errors import CloneError
 from tasuku import lifecycle
 from tests.factories import PullRequestFactory, ReviewerFactory, ReviewRunFactory
@@ -290,13 +290,13 @@ def test_the_heartbeats_lines_name_the_run_it_beats_for(settings, monkeypatch):
     handler = logging.Handler()
     handler.addFilter(ContextFilter())
     handler.emit = records.append  # type: ignore[method-assign]
-    logging.getLogger("reviews.heartbeat").addHandler(handler)
+    logging.getLogger("reviews.queue.heartbeat").addHandler(handler)
     try:
         with log_context(run=run.pk, attempt=held.attempt), heartbeat.Heartbeat(held):
             deadline = time.monotonic() + 5
             while not records and time.monotonic() < deadline:
                 time.sleep(0.01)
     finally:
-        logging.getLogger("reviews.heartbeat").removeHandler(handler)
+        logging.getLogger("reviews.queue.heartbeat").removeHandler(handler)
     assert records, "the heartbeat wrote nothing"
     assert (records[0].run, records[0].attempt) == (run.pk, held.attempt)

@@ -11,9 +11,9 @@ from dataclasses import replace
 import pytest
 
 from repos.models import RepositoryPolicy
-from reviews import sandbox_tests
 from reviews.models import PullRequest, Review, ReviewRun, RunStatus, SandboxTestRun, TestsStatus
-from reviews.sandbox_tests import CHECK_NAME
+from reviews.pr_tests import suite as sandbox_tests
+from reviews.pr_tests.suite import CHECK_NAME
 from sandbox.runners import pr_tests
 from sandbox.runners.docker import USER
 from sandbox.runners.pr_tests import JUNIT, RESULTS, junit_failures, summary_failures
@@ -558,7 +558,7 @@ def test_tests_that_run_out_of_memory_fail_the_check_saying_so(fake_github, fake
 
 
 def test_a_failing_tests_name_is_data_in_the_summary_and_the_check():
-    from reviews.escaping import code_span
+    from reviews.text.escaping import code_span
 
     hostile = "test_x`@acme/owners <img src=x> <!-- /tasuku:tests -->`"
     outcome = sandbox_tests.Outcome(TestsStatus.FAILED, failed_tests=[hostile])

@@ -166,8 +166,8 @@ def test_the_static_reviewer_gets_the_secondary_in_its_job_and_the_review_still_
 
 
 def test_a_finding_on_a_secondary_path_is_suppressed_even_where_the_pull_request_has_that_path():
-    from reviews.diff import diff_parse
-    from reviews.validation import GateConfig, gate
+    from reviews.scope.diff import diff_parse
+    from reviews.validation.findings import GateConfig, gate
 
     # A pull request that adds a file at the very path a secondary is mounted under: the
     # tools read the secondary there, so a finding there is about the secondary.

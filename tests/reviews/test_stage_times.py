@@ -10,9 +10,9 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from reviews import runs, timeline
 from reviews.dashboard.metrics import STAGE_BUCKETS, STAGE_WINDOW
 from reviews.models import AttemptOutcome, ReviewRun, RunAttempt, RunStatus
+from reviews.queue import runs, timeline
 from sandbox.errors import CloneError
 from tests.factories import ReviewRunFactory
 from tests.gitworld import world_build

@@ -22,7 +22,7 @@ from django_q.signing import SignedPackage
 
 from repos.models import Reviewer
 from reviews.models import ReviewRun, RunStatus, WorkerHeartbeat
-from reviews.runs import PROCESS_TASK
+from reviews.queue.runs import PROCESS_TASK
 from tests.fakes.models import ANTHROPIC_TEST_KEY, Hang, ToolCall
 from tests.gitworld import REPO, SHELL_TRUE_LINE, world_build
 from tests.helpers import drain_queue, post_webhook, pull_request_payload, queued_tasks

@@ -3,8 +3,8 @@ never dropped."""
 
 from __future__ import annotations
 
-from reviews.diff import diff_parse
-from reviews.validation import OPEN, SUPPRESSED, GateConfig, clean_text, fingerprint, gate
+from reviews.scope.diff import diff_parse
+from reviews.validation.findings import OPEN, SUPPRESSED, GateConfig, clean_text, fingerprint, gate
 from sandbox.contract import Severity
 
 DIFF = """diff --git a/app.py b/app.py
@@ -227,8 +227,8 @@ def test_fingerprints_ignore_line_numbers_but_tell_repeats_apart():
 
 
 def test_one_comment_per_problem_the_same_rule_in_a_file_and_the_same_line_are_grouped():
-    from reviews.rendering import comment_body
-    from reviews.validation import GROUPED
+    from reviews.text.rendering import comment_body
+    from reviews.validation.findings import GROUPED
 
     diff = diff_parse(
         "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -0,0 +1,6 @@\n"
@@ -271,7 +271,7 @@ def _unused(line):
 
 
 def test_a_grouped_finding_whose_comment_is_over_the_limit_is_over_the_limit_too():
-    from reviews.validation import OVER_LIMIT
+    from reviews.validation.findings import OVER_LIMIT
 
     shell = {**_unused(1), "rule": "ruff:S602", "title": "Shell", "severity": "high"}
     out = gate([shell, _unused(2), _unused(4)], _six_lines(), GateConfig(comment_limit=1))
@@ -282,7 +282,7 @@ def test_a_grouped_finding_whose_comment_is_over_the_limit_is_over_the_limit_too
 
 
 def test_a_new_occurrence_is_not_hidden_in_a_comment_an_earlier_review_posted():
-    from reviews.validation import GROUPED, History
+    from reviews.validation.findings import GROUPED, History
 
     first = gate([_unused(2)], _six_lines(), GateConfig())
     earlier = frozenset(v.fingerprint for v in first)

@@ -11,10 +11,14 @@ from django.utils import timezone
 
 from repos.models import RepositoryPolicy, Reviewer
 from repos.policy import EffectiveConfig, Trigger
-from reviews import engines
-from reviews.markers import marker, marker_of
+from reviews.engines import boundary as engines
 from reviews.models import ReviewRun, RunStatus, Walkthrough
-from reviews.walkthrough import walkthrough_request, walkthrough_send, walkthrough_wanted
+from reviews.publication.walkthrough import (
+    walkthrough_request,
+    walkthrough_send,
+    walkthrough_wanted,
+)
+from reviews.text.markers import marker, marker_of
 from tests.fakes.models import ANTHROPIC_TEST_KEY, ToolCall
 from tests.gitworld import REPO, SHELL_TRUE_LINE, world_build
 from tests.helpers import drain_queue, post_webhook, pull_request_payload

@@ -13,7 +13,7 @@ import pytest
 
 from repos.models import Reviewer
 from repos.policy import Engine
-from reviews import engines
+from reviews.engines import boundary as engines
 from sandbox import actions_runner
 from sandbox.agent.anthropic_api import AnthropicConversation
 from sandbox.agent.openai_api import OpenAIConversation

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from reviews.diff import diff_parse
-from reviews.validation import GateConfig, gate
+from reviews.scope.diff import diff_parse
+from reviews.validation.findings import GateConfig, gate
 from sandbox.contract import ReviewJob, Severity, StaticOptions
 from sandbox.engines.static import review, ruff, shellcheck
 from sandbox.engines.static.common import Target

@@ -17,7 +17,7 @@ from django.core.management import call_command
 
 from repos import github
 from repos.policy import Engine, ReviewerConfig
-from reviews import stages
+from reviews.core import stages
 from sandbox.engines.static.reads import module_names, reads
 from sandbox.git import Git
 from sandbox.workspace import HeadView, Workspace

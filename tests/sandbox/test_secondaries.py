@@ -17,8 +17,8 @@ import pytest
 
 from repos import github
 from repos.policy import SecondaryRepositoryConfig
-from reviews.forges import mirror_by_id
-from reviews.secondaries import NOT_REACHABLE, mount_all
+from reviews.pipeline.forges import mirror_by_id
+from reviews.scope.secondaries import NOT_REACHABLE, mount_all
 from sandbox.agent.tools import ToolError, Tools
 from sandbox.agent.tools.checkout import secondary_trees
 from sandbox.contract import ReviewJob, ReviewResult, Secondary

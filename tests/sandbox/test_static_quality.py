@@ -180,7 +180,7 @@ def test_in_a_container_a_checker_gets_at_most_three_quarters_of_its_memory(
     """So that a checker that needs more fails on its own (a partial review) before the
     container's limit kills the engine and every other checker's findings with it."""
     from repos.policy import ReviewerConfig
-    from reviews import engines
+    from reviews.engines import boundary as engines
     from sandbox.runners import docker as docker_runner
 
     seen = {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from reviews.diff import diff_parse
+from reviews.scope.diff import diff_parse
 from sandbox.contract import ChangedFile, LineRange, ReviewJob
 from sandbox.engines.static import review
 from sandbox.engines.static import ruff as ruff_checker

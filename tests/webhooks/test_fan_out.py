@@ -77,7 +77,7 @@ def test_every_event_has_its_handlers_registered_by_the_apps_in_the_order_they_r
         "installation_repositories": ["repos.services.installation_repositories_event"],
         "pull_request": [
             "reviews.intake.pull_requests.pull_request_event",
-            "reviews.fixes.pull_request_event",
+            "reviews.publication.fixes.pull_request_event",
         ],
         "push": ["repos.reviewer_sync.push_event"],
         "issue_comment": [
@@ -94,11 +94,11 @@ def test_every_event_has_its_handlers_registered_by_the_apps_in_the_order_they_r
         ],
         "status": ["reviews.passes.events.status_event"],
         "pull_request_review_comment": [
-            "reviews.replies.review_comment_event",
+            "reviews.conversation.replies.review_comment_event",
             "reviews.passes.events.review_comment_event",
         ],
         "pull_request_review": ["reviews.passes.events.pull_request_review_event"],
-        "pull_request_review_thread": ["reviews.replies.thread_event"],
+        "pull_request_review_thread": ["reviews.conversation.replies.thread_event"],
         "workflow_run": ["reviews.actions.workflow.workflow_run_event"],
         "merge_group": ["reviews.intake.merge_queue.merge_group_event"],
     }

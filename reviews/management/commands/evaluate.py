@@ -1,5 +1,5 @@
 """`manage.py evaluate`: replay reviewers over a local repository's merged pull requests
-and score their comments by what the authors did next (reviews/evaluation.py)."""
+and score their comments by what the authors did next (reviews/evaluation/replay.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from reviews.evaluation import (
+from reviews.evaluation.replay import (
     ADDRESSED,
     CHANGED_AFTER_MERGE,
     NOT_SCORED,
@@ -29,7 +29,7 @@ from reviews.evaluation import (
     evaluation_open,
     pull_histories,
 )
-from reviews.local import LocalReviewError, reviewer_enabled
+from reviews.local.review import LocalReviewError, reviewer_enabled
 from reviews.models import Evaluation, EvaluationKind
 
 

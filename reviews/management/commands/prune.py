@@ -1,4 +1,4 @@
-"""Remove what the retention settings no longer keep (reviews/retention.py); the daily
+"""Remove what the retention settings no longer keep (reviews/queue/retention.py); the daily
 schedule does the same."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from reviews.retention import data_prune
+from reviews.queue.retention import data_prune
 
 
 class Command(BaseCommand):

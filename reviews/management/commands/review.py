@@ -1,5 +1,5 @@
 """`manage.py review`: a pull request on GitHub (by its URL, with a person's token:
-reviews/remote.py) or a local git repository (reviews/local.py) reviewed with the same
+reviews/local/remote.py) or a local git repository (reviews/local/review.py) reviewed with the same
 pipeline as an App's pull requests, reported as text, JSON or SARIF."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 
-from reviews.local import LocalReview, LocalReviewError, local_review
-from reviews.remote import WHAT_AN_APP_ADDS, RemoteReview, pull_review
-from reviews.reports import fails, report_json, report_sarif, report_text
+from reviews.local.remote import WHAT_AN_APP_ADDS, RemoteReview, pull_review
+from reviews.local.reports import fails, report_json, report_sarif, report_text
+from reviews.local.review import LocalReview, LocalReviewError, local_review
 from sandbox.contract import Severity
 
 
@@ -253,7 +253,7 @@ class Command(BaseCommand):
             "limitations": review.limitations,
             "reviewed": run.reviewed,
             # Every file the change touches: reviewed (by what), excluded (by which
-            # rule), or not reviewed (why) — reviews/coverage.py.
+            # rule), or not reviewed (why) — reviews/scope/coverage.py.
             "coverage": review.coverage,
             "in_full": not review.shortfall
             and not any(e["status"] == "not reviewed" and e["adds"] for e in review.coverage),

@@ -1,11 +1,11 @@
 """Register Tasuku's periodic work with django-q2's scheduler. Safe to run again; `migrate`
-does it too (reviews/schedules.py)."""
+does it too (reviews/queue/schedules.py)."""
 
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from reviews.schedules import SCHEDULES, schedules_ensure
+from reviews.queue.schedules import SCHEDULES, schedules_ensure
 
 
 class Command(BaseCommand):

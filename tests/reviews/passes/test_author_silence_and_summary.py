@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from reviews import engines
+from reviews.engines import boundary as engines
 from reviews.models import ReviewPass, Task, TaskState
 from reviews.passes.flow import tasks_sweep
 from tests.fakes.models import ToolCall

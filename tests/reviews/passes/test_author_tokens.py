@@ -10,8 +10,8 @@ import pytest
 import requests
 
 from repos.github import RepoRef
-from reviews.markers import marker
 from reviews.passes.author import author_poster
+from reviews.text.markers import marker
 from tests.fakes.models import ToolCall
 from tests.gitworld import INSTALLATION, REPO
 from tests.helpers import drain_queue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reviews import engines
+from reviews.engines import boundary as engines
 from reviews.models import ReviewRun, RunStatus, TaskState
 from tests.fakes.models import ToolCall
 from tests.gitworld import REPO

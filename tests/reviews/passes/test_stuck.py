@@ -427,7 +427,7 @@ def test_a_pass_run_past_the_runs_deadline_makes_the_task_stuck_naming_it(passes
 
     from django.utils import timezone
 
-    from reviews import runs
+    from reviews.queue import runs
     from reviews.tasks import tasks_sweep
 
     passes.claude.script(CLEAN)

@@ -1,0 +1,2 @@
+"""People's replies on Tasuku's threads and Tasuku's answers (replies.py); replies a
+model reviewer thinks about (thinking.py)."""

@@ -1,0 +1,2 @@
+"""Local reviews: `manage.py review` of a checkout (review.py), of a remote pull request
+(remote.py), and its reports as text, JSON or SARIF."""

@@ -1,0 +1,500 @@
+"""Which changed files a reviewer is not asked to review, and why.
+
+Default exclusions by family (lock files, vendored code, build output, minified files,
+generated files, snapshots, database migrations, binaries) plus the installation's and
+the repository policy's own globs, all with gitignore semantics (pathspec). Pure: paths
+in, decisions out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cache
+
+import pathspec
+
+MIGRATION_FAMILY = "database migration"
+
+DEFAULT_EXCLUDES: dict[str, tuple[str, ...]] = {
+    "lock file": (
+        "package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "pnpm-lock.yaml", "bun.lockb",
+        "bun.lock", "poetry.lock", "Pipfile.lock", "uv.lock", "pdm.lock", "Cargo.lock",
+        "go.sum", "composer.lock", "Gemfile.lock", "packages.lock.json", "paket.lock",
+        "gradle.lockfile", "*.lockfile", "flake.lock", "mix.lock", "pubspec.lock",
+        "Podfile.lock", "Package.resolved",
+    ),
+    "vendored or dependency folder": (
+        "vendor/", "third_party/", "third-party/", "node_modules/", "bower_components/",
+        "Pods/", ".yarn/", "site-packages/", "__vendor__/", "_vendor/", "_vendored/",
+        "thirdparty/", "3rdparty/",
+    ),
+    "build output": (  # dist/, build/, out/, target/, coverage/: see BUILD_DIRS
+        ".next/", ".nuxt/", "__pycache__/", "*.pyc", "*.class", "*.o", "*.so", "*.dll", "*.exe", "*.jar",
+    ),
+    "minified file or source map": ("*.min.js", "*.min.css", "*.min.mjs", "*.map", "*-min.js"),
+    "generated file": (
+        "*.pb.go", "*_pb2.py", "*_pb2.pyi", "*_pb2_grpc.py", "*.pb.cc", "*.pb.h",
+        "*.generated.*", "*.g.dart", "*.freezed.dart", "generated/", "__generated__/",
+        "*.designer.cs", "zz_generated*.go",
+    ),
+    "snapshot": ("__snapshots__/", "*.snap", "*.ambr"),
+    # Schema migrations are mostly written by a tool from the models a pull request
+    # changes (the models are reviewed), and long. One that runs code or destroys data is
+    # reviewed all the same (MIGRATION_RISK): a path is no hiding place. A repository that
+    # wants every migration reviewed says `!**/migrations/` in its policy.
+    MIGRATION_FAMILY: (
+        "**/migrations/*.py", "db/migrate/", "alembic/versions/", "**/migrations/versions/",
+        "prisma/migrations/", "database/migrations/", "db/migration/", "**/Migrations/*.cs",
+    ),
+    "fixture": ("fixtures/", "__fixtures__/", "testdata/", "*.fixture.json", "*.fixture.yaml"),
+    "image or binary": (
+        "*.png", "*.jpg", "*.jpeg", "*.gif", "*.bmp", "*.ico", "*.webp", "*.avif", "*.tiff",
+        "*.psd", "*.pdf", "*.zip", "*.tar", "*.gz", "*.tgz", "*.bz2", "*.xz", "*.7z", "*.rar",
+        "*.woff", "*.woff2", "*.ttf", "*.otf", "*.eot", "*.mp3", "*.mp4", "*.mov", "*.wav",
+        "*.sqlite", "*.sqlite3", "*.db", "*.bin", "*.wasm",
+    ),
+}  # fmt: skip
+
+
+# Build output folders are build output only where a build writes them: at the
+# repository root or beside the manifest of the project that builds them. Anywhere else
+# (`lib/ansible/modules/coverage/x.py`, `src/target/thing.py`) they are source.
+PACKAGE_MANIFESTS = (
+    "package.json",
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "Cargo.toml",
+    "pom.xml",
+    "build.gradle",
+    "build.gradle.kts",
+    "build.sbt",
+    "go.mod",
+    "composer.json",
+    "Gemfile",
+    "mix.exs",
+    "pubspec.yaml",
+    "CMakeLists.txt",
+    "Makefile",
+    "meson.build",
+    "angular.json",
+    "tsconfig.json",
+    "vite.config.js",
+    "vite.config.ts",
+    "webpack.config.js",
+)
+JVM_OR_RUST_MANIFESTS = ("Cargo.toml", "pom.xml", "build.gradle", "build.gradle.kts", "build.sbt")
+# folder name -> (manifests it may sit beside, whether the repository root is enough)
+BUILD_DIRS: dict[str, tuple[tuple[str, ...], bool]] = {
+    "dist": (PACKAGE_MANIFESTS, True),
+    "build": (PACKAGE_MANIFESTS, True),
+    "out": (PACKAGE_MANIFESTS, True),
+    "coverage": (PACKAGE_MANIFESTS, True),
+    "target": (JVM_OR_RUST_MANIFESTS, False),
+}  # fmt: skip
+BUILD_FAMILY = "build output"
+
+
+# What a migration's added lines may do that a reviewer must see: run code (a data
+# migration, a shell, raw SQL) or lose data (drop, delete, truncate, rewrite rows).
+MIGRATION_RISK = re.compile(
+    r"RunPython|RunSQL|\.execute\b|\bexecute\s*[(\"']|\bsubprocess\b|\bos\.system\b"
+    r"|\beval\(|\bexec\(|\bdef (?!(?:up|down|upgrade|downgrade|change)\b)\w+\s*\("
+    r"|DeleteModel|RemoveField|remove_column|drop_table|drop_column|\bop\.drop_"
+    r"|\bdrop\s+(table|column|database|schema|index)\b|\btruncate\b|\bdelete\s+from\b"
+    r"|\bupdate\s+\S+\s+set\b|\bgrant\b|\brevoke\b",
+    re.IGNORECASE,
+)
+
+
+# Markers a generator writes at the top of what it generates.
+GENERATED_MARKERS = (
+    re.compile(r"@generated\b"),
+    re.compile(r"Code generated .* DO NOT EDIT"),
+    re.compile(r"<auto-generated", re.IGNORECASE),
+    re.compile(
+        r"\b(auto-?generated|generated (by|from|with))\b.*\bdo not (edit|modify)\b", re.IGNORECASE
+    ),
+    re.compile(
+        r"\bdo not (edit|modify)\b.*\b(auto-?generated|generated (by|from|with))\b", re.IGNORECASE
+    ),
+)
+MARKER_LINES = 10
+
+
+def generated_marker(head: str) -> bool:
+    """Whether the first lines of a file say a tool generated it."""
+    return any(
+        p.search(line) for line in head.splitlines()[:MARKER_LINES] for p in GENERATED_MARKERS
+    )
+
+
+@dataclass(frozen=True)
+class Filtered:
+    """A path not reviewed: `reason` is the family (lock file, build output …, or the
+    repository's policy), `rule` the glob or test that matched it."""
+
+    path: str
+    reason: str
+    rule: str = ""
+
+    @property
+    def described(self) -> str:
+        return f"{self.reason}: {self.rule}" if self.rule else self.reason
+
+
+@cache
+def _default_specs() -> tuple[tuple[str, tuple[str, ...], pathspec.GitIgnoreSpec], ...]:
+    return tuple(
+        (family, patterns, pathspec.GitIgnoreSpec.from_lines(patterns))
+        for family, patterns in DEFAULT_EXCLUDES.items()
+    )
+
+
+def _matched(
+    spec: pathspec.GitIgnoreSpec, lines: list[str] | tuple[str, ...], path: str
+) -> str | None:
+    """The pattern that decided that `spec` excludes `path` (gitignore: the last match)."""
+    result = spec.check_file(path)
+    if not result.include:
+        return None
+    return lines[result.index].strip() if result.index is not None else ""
+
+
+def _manifests(tree: Iterable[str]) -> dict[str, set[str]]:
+    """Folder ("" for the root) -> the manifest file names in it."""
+    found: dict[str, set[str]] = {}
+    wanted = set(PACKAGE_MANIFESTS) | set(JVM_OR_RUST_MANIFESTS)
+    for path in tree:
+        folder, _, name = path.rpartition("/")
+        if name in wanted:
+            found.setdefault(folder, set()).add(name)
+    return found
+
+
+def build_output(path: str, manifests: dict[str, set[str]], *, tree_known: bool) -> str | None:
+    """The rule that makes `path` build output, if one does: a build folder at the root
+    or beside its project's manifest (the outermost such folder is named)."""
+    parts = path.split("/")[:-1]
+    for depth, name in enumerate(parts):
+        if name not in BUILD_DIRS:
+            continue
+        beside, root_enough = BUILD_DIRS[name]
+        parent = "/".join(parts[:depth])
+        here = sorted(manifests.get(parent, set()) & set(beside))
+        if here:
+            where = f"{parent}/{here[0]}" if parent else here[0]
+            return f"{name}/ beside {where}"
+        if parent == "" and (root_enough or not tree_known):
+            return f"{name}/ at the repository root"
+    return None
+
+
+@cache
+def _any_default() -> pathspec.GitIgnoreSpec:
+    """All default exclusions at once: most paths match none, and one check says so."""
+    return pathspec.GitIgnoreSpec.from_lines(
+        [p for patterns in DEFAULT_EXCLUDES.values() for p in patterns]
+    )
+
+
+# The families a name alone can claim: a pull request that adds `vendor/run.py`,
+# `app/payments.generated.py` or `fixtures/setup.py` has its code reviewed like any other
+# file. They stay out of review only where the base already holds them as such — the
+# folder exists in the base, the file is the base's own — and then the free safety checks
+# still read what the pull request adds to them (reviews/core/stages.py).
+BASE_DECIDES = frozenset({
+    "vendored or dependency folder", "generated file", "fixture", BUILD_FAMILY,
+    MIGRATION_FAMILY, "snapshot",
+})  # fmt: skip
+INTRODUCED_NOTE = "added under a {family} name by this pull request, so reviewed ({rule})"
+
+
+def _folder_of(rule: str) -> tuple[str, ...] | None:
+    """The folder a rule names (`vendor/` -> vendor, `**/migrations/*.py` -> migrations,
+    `db/migrate/` -> db/migrate, `dist/ beside package.json` -> dist), or None for a rule
+    on file names (`*.generated.*`, `*_pb2.py`, a marker)."""
+    name = rule.split(" ", 1)[0].removeprefix("**/")
+    if name.endswith("/"):
+        folder = name.rstrip("/")
+    elif "/" in name:
+        folder = name.rsplit("/", 1)[0]
+    else:
+        return None
+    parts = tuple(p for p in folder.split("/") if p and p != "**")
+    return parts or None
+
+
+def _prefix(path: str, folder: tuple[str, ...]) -> str | None:
+    """`path`'s leading folders up to the first place `folder` appears in them."""
+    parts = path.split("/")[:-1]
+    size = len(folder)
+    for start in range(len(parts) - size + 1):
+        if tuple(parts[start : start + size]) == folder:
+            return "/".join(parts[: start + size]) + "/"
+    return None
+
+
+def base_holds(
+    path: str,
+    rule: str,
+    base_paths: frozenset[str],
+    previous: str | None = None,
+    previous_family: str | None = None,
+    family: str = "",
+) -> bool:
+    """Whether the base already holds `path` as what `rule` calls it: for a folder rule
+    (`vendor/`, `fixtures/`, `**/migrations/*.py`, `dist/ beside package.json`), that
+    folder exists in the base with files in it; for a file rule (`*.generated.*`, a
+    marker), the file itself is in the base. A renamed file is held only when what it
+    was renamed from was held as such too (`previous_family`): code moved into a vendored
+    folder, or renamed to a generated name, is still the pull request's."""
+    folder = _folder_of(rule)
+    if previous is not None:
+        if previous_family != family or previous not in base_paths:
+            return False
+        if folder is not None:
+            here = _prefix(path, folder)
+            return here is not None and _prefix(previous, folder) == here
+        return True
+    if folder is not None:
+        here = _prefix(path, folder)
+        return here is not None and any(p.startswith(here) for p in base_paths)
+    return path in base_paths
+
+
+VENDOR_LISTS = ("vendor.txt", "vendored.txt")
+LICENSE_NAMES = frozenset({
+    "license", "license.txt", "license.md", "license.rst", "licence", "licence.txt",
+    "copying", "copying.txt", "unlicense",
+})  # fmt: skip
+
+
+def vendored_trees(base_paths: Iterable[str]) -> dict[str, str]:
+    """Folders the base holds as copies of other projects, told by their content rather
+    than their name: folder -> why. A folder with a `vendor.txt` (the list of what was
+    copied in, as pip keeps it); a Python package's `packages/` folder holding packages
+    of their own (`requests/packages/urllib3/`); and a folder inside a Python package that
+    carries a licence of its own (another project's code, kept under its licence). A
+    monorepo's own packages (`packages/ui/` at the root, beside no `__init__.py`) are none
+    of these."""
+    paths = set(base_paths)
+    found: dict[str, str] = {}
+    for path in paths:
+        folder, _, name = path.rpartition("/")
+        if not folder:
+            continue
+        lower = name.lower()
+        parent = folder.rpartition("/")[0]
+        if lower in VENDOR_LISTS:
+            found.setdefault(folder + "/", f"{name} in {folder}/ lists what was copied in")
+        elif lower in LICENSE_NAMES and _inside_package(parent, paths):
+            found.setdefault(folder + "/", f"a licence of its own ({name}) inside a Python package")
+        elif lower == "__init__.py":
+            above, _, here = parent.rpartition("/")
+            if here == "packages" and above and f"{above}/__init__.py" in paths:
+                found.setdefault(folder + "/", f"a package of its own inside {above}/packages/")
+    # The outermost folder decides (a vendored tree's own sub-packages are inside it).
+    return {
+        folder: why
+        for folder, why in found.items()
+        if not any(folder != other and folder.startswith(other) for other in found)
+    }
+
+
+def _inside_package(folder: str, paths: set[str]) -> bool:
+    """Whether `folder` or a folder above it is a Python package (has `__init__.py`)."""
+    while folder:
+        if f"{folder}/__init__.py" in paths:
+            return True
+        folder = folder.rpartition("/")[0]
+    return False
+
+
+def _vendored_by_content(path: str, trees: dict[str, str]) -> str | None:
+    for folder, why in trees.items():
+        if path.startswith(folder):
+            return why
+    return None
+
+
+def default_family(path: str) -> str | None:
+    """The default family a path's name puts it in (None: none)."""
+    if not _any_default().match_file(path):
+        return None
+    for family, patterns, spec in _default_specs():
+        if _matched(spec, patterns, path) is not None:
+            return family
+    return None
+
+
+# What the base's `.gitattributes` may say of its own files (GitHub Linguist's words).
+LINGUIST = {
+    "linguist-generated": "generated file",
+    "linguist-vendored": "vendored or dependency folder",
+}
+
+
+def linguist_marks(attributes: str) -> list[tuple[pathspec.GitIgnoreSpec, str, str, bool]]:
+    """(pattern, family, its line, set or unset) for each Linguist attribute a
+    `.gitattributes` names, in order (the last line that matches a path decides)."""
+    marks = []
+    for line in attributes.splitlines():
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        for word in words[1:]:
+            name, _, value = word.lstrip("-!").partition("=")
+            if name not in LINGUIST:
+                continue
+            state = not word.startswith(("-", "!")) and value.lower() not in ("false", "0")
+            pattern = pathspec.GitIgnoreSpec.from_lines([words[0]])
+            marks.append((pattern, LINGUIST[name], line.strip(), state))
+    return marks
+
+
+def linguist_family(path: str, marks) -> tuple[str, str] | None:
+    """(family, the line) when the base's `.gitattributes` marks `path` generated or
+    vendored (each attribute decided by the last line that matches)."""
+    decided: dict[str, tuple[bool, str]] = {}
+    for pattern, family, line, state in marks:
+        if pattern.match_file(path):
+            decided[family] = (state, line)
+    for family, (state, line) in decided.items():
+        if state:
+            return family, line
+    return None
+
+
+POLICY_REASON = "excluded by the repository's policy"
+COPY_REASON = "a copy of a file the base holds"
+# A file git shows as binary by its content (no binary name): the safety checks still look.
+BINARY_RULE = "binary in the diff"
+INSTALLATION_REASON = "excluded by the installation's policy"
+
+
+def paths_filter(
+    paths: Iterable[str],
+    *,
+    policy_globs: Iterable[str] = (),
+    installation_globs: Iterable[str] = (),
+    binary: Iterable[str] = (),
+    head: Callable[[str], str | None] | None = None,
+    added: Callable[[str], str] | None = None,
+    tree: Iterable[str] = (),
+    base_paths: Iterable[str] | None = None,
+    renamed_from: dict[str, str] | None = None,
+    notes: dict[str, str] | None = None,
+    base_attributes: str = "",
+    copies: dict[str, str] | None = None,
+) -> tuple[list[str], list[Filtered]]:
+    """Split `paths` into those to review and those filtered out, each with its reason.
+
+    `head(path)`, when given, returns the start of the file's new version, so that a
+    file marked as generated (`@generated`, `Code generated … DO NOT EDIT`) is filtered
+    whatever its name — unless the pull request itself wrote the marker (`added(path)`:
+    the lines the change adds to the file): a pull request cannot take its own code
+    out of review by saying it is generated.
+
+    `tree`: every path of the head's tree, to tell where the package manifests are (a
+    `dist/`, `build/`, `out/` or `coverage/` folder is build output at the root or beside
+    a package manifest, `target/` beside Cargo.toml, pom.xml or build.gradle). Without it
+    only the manifests among `paths` are known, and build folders at the root (`target/`
+    included) are filtered.
+
+    The installation's globs come first and the repository's after them, as one
+    gitignore: a repository's `!pattern` re-includes what its installation excludes, and
+    re-includes what a default family would filter (`!**/migrations/` reviews migrations).
+
+    `base_paths`: every path of the base commit. Given, a vendored, generated, fixture or
+    build-output name filters a path only where the base already holds it as such
+    (`base_holds`); one the pull request introduces is kept, and `notes` (when given)
+    says why for each. `renamed_from`: a renamed path's old name. `base_attributes`: the
+    base's `.gitattributes`, whose `linguist-generated` and `linguist-vendored` marks are
+    the repository's own word (the pull request's `.gitattributes` is not asked).
+    `copies`: files the change adds that are byte for byte a file the base holds (path ->
+    that file): their content, and its problems, are the base's (the safety checks still
+    read them).
+    """
+    paths = list(paths)
+    installation_lines = list(installation_globs)
+    policy_lines = [*installation_lines, *policy_globs]
+    policy = pathspec.GitIgnoreSpec.from_lines(policy_lines)
+    binary_paths = set(binary)
+    tree = list(tree)
+    manifests = _manifests([*tree, *paths])
+    base = frozenset(base_paths) if base_paths is not None else None
+    marks = linguist_marks(base_attributes) if base_attributes else []
+    vendored = vendored_trees(base) if base is not None else {}
+    kept: list[str] = []
+    filtered: list[Filtered] = []
+    for path in paths:
+        reason = None
+        rule = ""
+        decided = policy.check_file(path)
+        # A `!pattern` that matched last: the policy asks for this path to be reviewed.
+        wanted = decided.include is False and decided.index is not None
+        if decided.include:
+            rule = policy_lines[decided.index].strip() if decided.index is not None else ""
+            from_installation = decided.index is not None and decided.index < len(
+                installation_lines
+            )
+            reason = INSTALLATION_REASON if from_installation else POLICY_REASON
+        elif wanted:
+            pass
+        elif _any_default().match_file(path):
+            for family, patterns, spec in _default_specs():
+                matched = _matched(spec, patterns, path)
+                if matched is not None:
+                    reason, rule = family, matched
+                    break
+            if (
+                reason == MIGRATION_FAMILY
+                and added is not None
+                and MIGRATION_RISK.search(added(path))
+            ):
+                reason, rule = None, ""  # it runs code or loses data: reviewed
+        if reason is None and not wanted:
+            built = build_output(path, manifests, tree_known=bool(tree))
+            if built is not None:
+                reason, rule = BUILD_FAMILY, built
+        if reason in BASE_DECIDES and base is not None:
+            previous = (renamed_from or {}).get(path)
+            was = default_family(previous) if previous is not None else None
+            if was is None and previous is not None and reason == BUILD_FAMILY:
+                was = BUILD_FAMILY if build_output(previous, manifests, tree_known=True) else None
+            if not base_holds(path, rule, base, previous, was, reason):
+                if notes is not None:
+                    notes[path] = INTRODUCED_NOTE.format(family=reason, rule=rule)
+                reason, rule = None, ""
+        if reason is None and vendored and not wanted:
+            # A copy of another project the base already keeps: what the pull request
+            # adds to it is the copy's, and the safety checks still read it.
+            why = _vendored_by_content(path, vendored)
+            previous = (renamed_from or {}).get(path)
+            moved_in = previous is not None and _vendored_by_content(previous, vendored) is None
+            if why is not None and not moved_in:
+                reason, rule = "vendored or dependency folder", why
+        if reason is None and marks and not wanted:
+            marked = linguist_family(path, marks)
+            if marked is not None:
+                reason, rule = marked[0], f"{marked[1]} in the base's .gitattributes"
+        if reason is None and copies and path in copies and not wanted:
+            reason, rule = COPY_REASON, f"identical to {copies[path]}"
+        if reason is None and path in binary_paths:
+            reason, rule = "image or binary", BINARY_RULE
+        if reason is None and head is not None and not wanted:
+            text = head(path)
+            if text and generated_marker(text):
+                written_here = added is not None and any(
+                    p.search(line) for line in added(path).splitlines() for p in GENERATED_MARKERS
+                )
+                if not written_here:
+                    reason, rule = "generated file", "a generated marker in its first lines"
+        if reason is None:
+            kept.append(path)
+        else:
+            filtered.append(Filtered(path, reason, rule))
+    return kept, filtered
