@@ -254,16 +254,14 @@ class GitHubGateway(
             repository_cache[key] = (time.monotonic(), info)
         return info
 
-    def contents_token(
-        self, *, installation_id: int, repository_id: int, handed_out: bool = False
-    ) -> str:
+    def contents_token(self, repo: RepoRef, *, handed_out: bool = False) -> str:
         """A token that can read one repository's contents and nothing else (for git).
         `handed_out`: for someone else (the GitHub Actions runner), who revokes it when
         done: minted for it alone, never the cached one Tasuku's own clones use."""
-        scope = {"repository_ids": (repository_id,), "permissions": {"contents": "read"}}
+        scope = {"repository_ids": (repo.repository_id,), "permissions": {"contents": "read"}}
         if handed_out:
-            return self._token_mint(installation_id, **scope).token
-        return self.installation_token(installation_id, **scope).token
+            return self._token_mint(repo.installation_id, **scope).token
+        return self.installation_token(repo.installation_id, **scope).token
 
     def reviews_list(self, repo: RepoRef, *, number: int) -> list[ReviewInfo]:
         # Reference: https://docs.github.com/rest/pulls/reviews#list-reviews-for-a-pull-request

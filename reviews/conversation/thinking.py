@@ -123,9 +123,7 @@ def _run(reply: ThreadReply, finding: Finding, gateway, repo: RepoRef, slug: str
     if reviewer.cost_cap_usd is not None:
         cap = min(cap, Decimal(reviewer.cost_cap_usd))
     info = gateway.repository_get(repo)
-    token = gateway.contents_token(
-        installation_id=repository.installation.github_id, repository_id=repository.github_id
-    )
+    token = gateway.contents_token(repo)
     with Workspace(settings.TASUKU_WORKSPACE_ROOT) as workspace:
         checkout = workspace.checkout(
             clone_url=info.clone_url,

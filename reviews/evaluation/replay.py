@@ -842,10 +842,9 @@ def evaluation_run(pk: int) -> str:
 def _evaluation_go(record: Evaluation, attempt: int, root: Path) -> str:
     repository = record.repository
     gateway = github.gateway()
-    info = gateway.repository_get(RepoRef.of(repository))
-    token = gateway.contents_token(
-        installation_id=repository.installation.github_id, repository_id=repository.github_id
-    )
+    repo = RepoRef.of(repository)
+    info = gateway.repository_get(repo)
+    token = gateway.contents_token(repo)
     root.parent.mkdir(parents=True, exist_ok=True)
     Git(root.parent, git_env(token, root.parent))(
         "clone", "--quiet", "--no-checkout", "--branch", info.default_branch, "--",

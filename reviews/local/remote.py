@@ -261,7 +261,7 @@ class Remote(Local):
     ) -> Checkout:
         return workspace.checkout(
             clone_url=self.info.clone_url,
-            token=self.gateway.contents_token(installation_id=0, repository_id=0),
+            token=self.gateway.contents_token(RepoRef(0, 0, self.address.full_name)),
             head_sha=ctx.run.head_sha,
             base_sha=ctx.run.base_sha,
             previous_sha=previous,

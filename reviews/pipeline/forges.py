@@ -109,10 +109,7 @@ class GitHub:
     ) -> Checkout:
         info = ctx.gateway.repository_get(ctx.repo)
         ctx.repository_info = info
-        token = ctx.gateway.contents_token(
-            installation_id=ctx.repository.installation.github_id,
-            repository_id=ctx.repository.github_id,
-        )
+        token = ctx.gateway.contents_token(ctx.repo)
         checkout = workspace.checkout(
             clone_url=info.clone_url,
             token=token,

@@ -331,9 +331,7 @@ def _tests_outcome(row: SandboxTestRun, attempt: int, beat: Beat) -> Outcome:
     gateway = github.gateway()
     repo = RepoRef.of(repository)
     info = gateway.repository_get(repo)
-    token = gateway.contents_token(
-        installation_id=repo.installation_id, repository_id=repo.repository_id
-    )
+    token = gateway.contents_token(repo)
     with Workspace(settings.TASUKU_WORKSPACE_ROOT or None) as workspace:
         checkout = workspace.checkout(
             clone_url=info.clone_url,

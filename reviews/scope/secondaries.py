@@ -66,7 +66,7 @@ def access(gateway: GitHubGateway, full_name: str, *, handed_out: bool = False) 
     if info.id is None:
         return None
     token = gateway.contents_token(
-        installation_id=installation_id, repository_id=info.id, handed_out=handed_out
+        RepoRef(installation_id, info.id, full_name), handed_out=handed_out
     )
     return Access(repository_id=info.id, clone_url=info.clone_url, token=token)
 
