@@ -4,31 +4,31 @@ with the conversation of the engine's provider. It imports no Django."""
 
 from __future__ import annotations
 
-import importlib
 import sys
-from pathlib import Path
+from functools import partial
 
 from sandbox.agent.reply import agent_reply
 from sandbox.contract import ReplyJob
 from sandbox.engines import REGISTRY
-from sandbox.entry import exit_with
+from sandbox.entry import Handler, Program, resolved
 
 
-def main(argv: list[str]) -> int:
-    models = sorted(name for name, facts in REGISTRY.items() if facts.provider)
-    if len(argv) != 2 or argv[1] not in models:
-        print(f"usage: run_reply {{{','.join(models)}}}", file=sys.stderr)
-        return 2
-    provider = REGISTRY[argv[1]].provider
-    module, name = provider.conversation.split(":")
-    conversation = getattr(importlib.import_module(module), name)
-    job = ReplyJob.model_validate_json(sys.stdin.read())
-    result = agent_reply(job, Path.cwd(), engine=argv[1], conversation=conversation)
-    sys.stdout.write(result.model_dump_json())
-    sys.stdout.flush()
-    return 0
+def reply_start(engine: str) -> Handler:
+    provider = REGISTRY[engine].provider
+    assert provider is not None  # the program's choices are the engines with one
+    return partial(agent_reply, engine=engine, conversation=resolved(provider.conversation))
+
+
+PROGRAM = Program(
+    "run_reply",
+    sorted(name for name, facts in REGISTRY.items() if facts.provider),
+    ReplyJob,
+    reply_start,
+    # A reply reports no stage of its own: every failure reads as the reply's (exit 3).
+    understood=(),
+)
+main = PROGRAM.main
 
 
 if __name__ == "__main__":
-    # A reply reports no stage of its own: every failure reads as the reply's (exit 3).
-    exit_with(main, sys.argv, understood=())
+    PROGRAM.exit(sys.argv)

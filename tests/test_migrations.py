@@ -248,3 +248,65 @@ def test_a_runs_actions_columns_move_to_its_dispatch_and_back(tmp_path):
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+# Runs of review passes before the pass link had a table of its own.
+PASS_LINK_SCRIPT = r"""
+import django
+django.setup()
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+BEFORE = [("reviews", "0049_fix_pull_requests"), ("repos", "0027_fix_pull_requests")]
+executor = MigrationExecutor(connection)
+executor.migrate(BEFORE)
+apps = executor.loader.project_state(BEFORE).apps
+User = apps.get_model("auth", "User")
+Installation = apps.get_model("repos", "Installation")
+Repository = apps.get_model("repos", "Repository")
+Reviewer = apps.get_model("repos", "Reviewer")
+PullRequest = apps.get_model("reviews", "PullRequest")
+Task = apps.get_model("reviews", "Task")
+ReviewPass = apps.get_model("reviews", "ReviewPass")
+ReviewRun = apps.get_model("reviews", "ReviewRun")
+owner = User.objects.create(username="agent-owner")
+installation = Installation.objects.create(github_id=1, account_login="acme")
+repository = Repository.objects.create(installation=installation, github_id=2, full_name="acme/shop")
+reviewer = Reviewer.objects.create(slug="claude", engine="anthropic", model="m")
+pull = PullRequest.objects.create(repository=repository, number=7, head_sha="a" * 40)
+task = Task.objects.create(owner=owner, title="t", author_name="a", reviewer=reviewer)
+first, second = (ReviewPass.objects.create(task=task, number=n) for n in (1, 2))
+def run(**fields):
+    return ReviewRun.objects.create(pull_request=pull, reviewer=reviewer, head_sha="a" * 40,
+                                    status="completed", **fields)
+of_first = run(trigger="review_pass", review_pass=first)
+of_second = run(trigger="review_pass", review_pass=second)
+plain = run(trigger="opened")
+
+executor = MigrationExecutor(connection)
+executor.migrate(executor.loader.graph.leaf_nodes())
+from reviews.models import PassLink, ReviewPass, ReviewRun
+assert ReviewRun.objects.get(pk=of_first.pk).pass_link.review_pass_id == first.pk
+assert ReviewRun.objects.get(pk=of_second.pk).pass_link.review_pass_id == second.pk
+assert not PassLink.objects.filter(run_id=plain.pk).exists()
+assert PassLink.objects.count() == 2
+assert [r.pk for r in ReviewPass.objects.get(pk=second.pk).runs.all()] == [of_second.pk]
+
+executor = MigrationExecutor(connection)
+executor.migrate(BEFORE)  # and back, each run in its pass again
+apps = executor.loader.project_state(BEFORE).apps
+ReviewRun = apps.get_model("reviews", "ReviewRun")
+back = dict(ReviewRun.objects.values_list("pk", "review_pass_id"))
+assert back == {of_first.pk: first.pk, of_second.pk: second.pk, plain.pk: None}, back
+print("ok")
+"""
+
+
+def test_a_runs_pass_moves_to_its_pass_link_and_back(tmp_path):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
+           "DATABASE_URL": f"sqlite:///{tmp_path / 'pass_link.sqlite3'}"}  # fmt: skip
+    done = subprocess.run(  # noqa: S603
+        [sys.executable, "-c", PASS_LINK_SCRIPT],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

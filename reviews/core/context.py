@@ -5,7 +5,7 @@ reviews/pipeline/forges.py), and the gateway to GitHub."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from repos.github import GitHubGateway, RepoRef
@@ -22,6 +22,15 @@ if TYPE_CHECKING:
     from reviews.validation.reconcile import Decision
     from sandbox.contract import ReviewResult
     from sandbox.workspace import Checkout, Materialise, Workspace
+
+
+@dataclass(frozen=True)
+class Published:
+    """What a forge's publishing did: whether the review approved the pull request, and
+    what the review's notes say of it (what could not be done, and why)."""
+
+    approved: bool
+    notes: list[str] = field(default_factory=list)
 
 
 class Forge(Protocol):
@@ -63,11 +72,10 @@ class Forge(Protocol):
         earlier: list[Finding],
         decisions: dict[str, Decision],
         talk: Conversation,
-        notes: list[str],
-    ) -> bool:
+    ) -> Published:
         """Publish the review and settle the earlier findings that are gone (recorded
-        resolved or outdated, their threads answered). Adds to `notes` what could not be
-        done and why; returns whether the review approved the pull request."""
+        resolved or outdated, their threads answered): whether the review approved the
+        pull request, and what could not be done and why."""
         ...
 
     def unauthorised_reopen(

@@ -420,7 +420,7 @@ def verdict(pull: Pull, slug: str, branch: str) -> Verdict:
             pull_request=pull.row,
             reviewer__slug=slug,
             head_sha=info.head_sha,
-            review_pass__isnull=True,
+            pass_link__isnull=True,
         )
         .order_by("-pk")
         .first()

@@ -349,7 +349,7 @@ def check_suite_rerequested(payload: payloads.CheckSuiteEvent, *, delivery_id: i
             pull_request__repository=repository,
             head_sha=head_sha,
             check_run_id__isnull=False,
-            review_pass__isnull=True,
+            pass_link__isnull=True,
         )
         .select_related("pull_request", "reviewer")
         .order_by("pk")

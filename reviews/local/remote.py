@@ -36,7 +36,7 @@ from repos.github.manifest import GHE_COM, hosts
 from repos.github.personal import PersonalGateway
 from repos.models import LOCAL_INSTALLATION, Installation, Repository
 from repos.services import policy_create_default
-from reviews.core.context import Context
+from reviews.core.context import Context, Published
 from reviews.local.review import (
     Local,
     LocalReview,
@@ -281,15 +281,14 @@ class Remote(Local):
         earlier: list[Finding],
         decisions: dict[str, Decision],
         talk: threads.Conversation,
-        notes: list[str],
-    ) -> bool:
+    ) -> Published:
         super().publish(
             ctx, review, result, validated, open_now=open_now, earlier=earlier,
-            decisions=decisions, talk=talk, notes=notes,
+            decisions=decisions, talk=talk,
         )  # fmt: skip
         if self.post:
             self.posted = self._post(ctx, review, result, validated)
-        return False  # a person's token never approves on Tasuku's behalf
+        return Published(approved=False)  # a person's token never approves on Tasuku's behalf
 
     def _post(
         self, ctx: Context, review: Review, result: ReviewResult, validated: list[Validated]

@@ -19,7 +19,7 @@ from repos.policy import Trigger
 from repos.selectors import effective_config, reviewer_config
 from repos.services import policy_create_default, revision_for_config
 from reviews.core import stages
-from reviews.core.context import Context
+from reviews.core.context import Context, Published
 from reviews.models import Dismissal, Finding, PullRequest, Review, ReviewRun, Stage
 from reviews.pipeline.flow import pipeline
 from reviews.publication import threads
@@ -240,14 +240,13 @@ class Local:
         earlier: list[Finding],
         decisions: dict[str, Decision],
         talk: threads.Conversation,
-        notes: list[str],
-    ) -> bool:
+    ) -> Published:
         for finding in earlier:
             decision = decisions[finding.fingerprint]
             if decision.state != CURRENT:
                 threads.mark_gone(finding, decision, ctx.run.head_sha)
                 self.reconciled.append(finding)
-        return False
+        return Published(approved=False)
 
     def unauthorised_reopen(
         self,

@@ -1,6 +1,7 @@
 """The reviews app's models, one module per part: runs (pull requests, runs, attempts),
 actions (a run's dispatch to GitHub Actions),
-findings (reviews, findings and what became of them), passes (review-pass tasks) and
+findings (reviews, findings and what became of them), passes (review-pass tasks and
+each pass's link to its runs),
 connectors (the connector calls Tasuku made for a run) and evaluations (reviewers
 replayed over a repository's history, `manage.py evaluate`).
 Everything is importable from here, as Django and the migrations expect."""
@@ -37,6 +38,7 @@ from reviews.models.passes import (
     AnswerKind,
     ApiScope,
     AuthorMessage,
+    PassLink,
     PassStatus,
     ReviewPass,
     Task,
@@ -88,6 +90,7 @@ __all__ = [
     "MAX_PASSES_RANGE",
     "Notice",
     "PASS_FINAL_STATES",
+    "PassLink",
     "PassStatus",
     "PullRequest",
     "RUN_FINAL_STATES",

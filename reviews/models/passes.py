@@ -1,8 +1,8 @@
 """Review passes (docs/review-passes.md): a task handed off over the REST API, its pull requests,
 each pass over them, the author's answers, and the feedback routed to the author.
 
-A pass is a set of review runs (one per pull request of the task, `ReviewRun.review_pass`)
-run by the task's reviewer at pinned heads. The state lives here; the decisions live in
+A pass is a set of review runs (one per pull request of the task, each linked to it by its
+`PassLink`, `run.pass_link`) run by the task's reviewer at pinned heads. The state lives here; the decisions live in
 reviews/passes/handoff.py, flow.py and answers.py.
 """
 
@@ -13,6 +13,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from repos.models import Installation, Repository, Reviewer, ReviewSkill
+from reviews.models.runs import ReviewRun
 
 
 class TaskState(models.TextChoices):
@@ -193,6 +194,8 @@ class ReviewPass(models.Model):
     reason = models.TextField(blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Its runs, one per pull request (and those of a pass resumed), each by its link.
+    runs = models.ManyToManyField(ReviewRun, through="PassLink", related_name="+")
 
     class Meta:
         ordering = ["task", "number"]
@@ -202,6 +205,23 @@ class ReviewPass(models.Model):
 
     def __str__(self) -> str:
         return f"pass {self.number} of task {self.task_id}"
+
+
+class PassLink(models.Model):
+    """A run's place in a review pass: a row exists only for a run of a pass (issue 37:
+    the feature owns its link; the run knows nothing of passes). A run reads its pass
+    as `run.pass_link.review_pass`; a pass its runs as `review_pass.runs`."""
+
+    run = models.OneToOneField(
+        ReviewRun, on_delete=models.CASCADE, primary_key=True, related_name="pass_link"
+    )
+    review_pass = models.ForeignKey(ReviewPass, on_delete=models.CASCADE, related_name="links")
+
+    class Meta:
+        verbose_name = "review pass link"
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} of pass {self.review_pass_id}"
 
 
 class AnswerKind(models.TextChoices):

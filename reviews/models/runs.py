@@ -161,9 +161,7 @@ class ReviewRun(models.Model):
         blank=True,
         help_text="The secondary repositories beside the checkout: each mounted, or why not.",
     )
-    review_pass = models.ForeignKey(
-        "reviews.ReviewPass", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
-    )
+    # A run of a review pass has its PassLink (`run.pass_link`, reviews/models/passes.py).
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -30,6 +30,7 @@ from reviews.models import (
     TASK_FINAL_STATES,
     Answer,
     AuthorMessage,
+    PassLink,
     PassStatus,
     PullRequest,
     Review,
@@ -258,8 +259,8 @@ def _pass_run(
         # The reviewer's revision; what the task adds to it (its model, its skill) is
         # the task's, shown with the pass.
         reviewer_revision=revision_for_config(reviewer=reviewer, config=config_reviewer),
-        review_pass=review_pass,
     )
+    PassLink.objects.create(run=run, review_pass=review_pass)
     run_ring(run)
     return run
 
@@ -560,9 +561,9 @@ IN_FLIGHT = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.DISPATCHED)
 def review_in_flight(task: Task) -> str:
     """Which pass is being reviewed now ("" when none is)."""
     running = (
-        ReviewRun.objects.filter(review_pass__task=task, status__in=IN_FLIGHT)
-        .order_by("-review_pass__number")
-        .values_list("review_pass__number", flat=True)
+        ReviewRun.objects.filter(pass_link__review_pass__task=task, status__in=IN_FLIGHT)
+        .order_by("-pass_link__review_pass__number")
+        .values_list("pass_link__review_pass__number", flat=True)
         .first()
     )
     return f"pass {running}" if running else ""

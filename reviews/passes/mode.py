@@ -23,6 +23,7 @@ from reviews.passes.selectors import (
     answers_for_run,
     disputed_fingerprints,
     pass_continuation,
+    pass_link,
     rulings_for_run,
 )
 from reviews.validation.reconcile import ACCEPTED, CURRENT, Decision
@@ -46,9 +47,10 @@ class ReviewPassMode:
     def brief(self, run: ReviewRun) -> PassBrief | None:
         """The pass's number, and the task's goal (its title and description) for the
         reviewer to judge "the task not done" against: fenced as data in the prompt."""
-        review_pass = run.review_pass
-        if review_pass is None:
+        link = pass_link(run)
+        if link is None:
             return None
+        review_pass = link.review_pass
         task = review_pass.task
         return PassBrief(
             number=review_pass.number,
@@ -105,8 +107,9 @@ class ReviewPassMode:
 
     def after(self, run: ReviewRun) -> None:
         # The pass this run belongs to may be complete now.
-        if run.review_pass_id:
-            pass_after_run(run.review_pass_id)
+        link = pass_link(run)
+        if link is not None:
+            pass_after_run(link.review_pass_id)
 
 
 PASS = ReviewPassMode()
@@ -115,4 +118,4 @@ PASS = ReviewPassMode()
 def mode_for(run: ReviewRun):
     """The mode a run is executed in: a pass's own for a run of a review pass, else
     None (the pipeline's plain review)."""
-    return PASS if run.review_pass_id else None
+    return PASS if pass_link(run) is not None else None

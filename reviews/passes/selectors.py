@@ -21,6 +21,7 @@ from reviews.models import (
     AuthorMessage,
     Finding,
     FindingState,
+    PassLink,
     PassStatus,
     Review,
     ReviewPass,
@@ -99,7 +100,7 @@ def task_status(task: Task) -> str:
         return "Recalled"
     if task.state == TaskState.REVIEWING and last is not None:
         running = ReviewRun.objects.filter(
-            review_pass=last, status__in=(RunStatus.RUNNING, RunStatus.DISPATCHED)
+            pass_link__review_pass=last, status__in=(RunStatus.RUNNING, RunStatus.DISPATCHED)
         ).exists()
         return f"Reviewing · pass {last.number}" if running else "Waiting for a reviewer"
     if task.state == TaskState.APPROVED:
@@ -322,7 +323,8 @@ def pass_counts(review_pass: ReviewPass, runs: list[ReviewRun] | None = None) ->
     reviews = pass_reviews(review_pass, runs)
     open_findings = list(Finding.objects.filter(review__in=reviews, state=FindingState.OPEN))
     earlier_runs = ReviewRun.objects.filter(
-        review_pass__task=review_pass.task, review_pass__number__lt=review_pass.number
+        pass_link__review_pass__task=review_pass.task,
+        pass_link__review_pass__number__lt=review_pass.number,
     )
     seen_before = set(
         Finding.objects.filter(review__run__in=earlier_runs).values_list(
@@ -373,18 +375,18 @@ def task_summary(task: Task) -> dict[str, Any]:
     finding raised along the way and how it ended (fixed, outdated, dismissed, skipped,
     a follow-up, or still open), and what is left open — in figures and in one note."""
     passes = list(passes_of(task))
-    runs = ReviewRun.objects.filter(review_pass__task=task)
+    runs = ReviewRun.objects.filter(pass_link__review_pass__task=task)
     rows = (
         Finding.objects.filter(review__run__in=runs)
         .exclude(category=INVALID)  # what the engine sent unusable is no finding
-        .select_related("review__run__review_pass", "pull_request__repository")
+        .select_related("review__run__pass_link__review_pass", "pull_request__repository")
         .order_by("pk")
     )
     latest: dict[tuple[int, str], Finding] = {}
     first_pass: dict[tuple[int, str], int] = {}
     for finding in rows:
         key = (finding.pull_request_id, finding.fingerprint)
-        first_pass.setdefault(key, finding.review.run.review_pass.number)
+        first_pass.setdefault(key, finding.review.run.pass_link.review_pass.number)
         latest[key] = finding
     answers = {
         (a.task_pull.pull_request_id, a.fingerprint): a
@@ -525,11 +527,21 @@ def answer_text(answer: Answer) -> str:
     return answer.text
 
 
+def pass_link(run: ReviewRun) -> PassLink | None:
+    """The link of a run to its review pass (None: a run of no pass). Read once, then
+    kept on the run, absent or not."""
+    try:
+        return run.pass_link
+    except PassLink.DoesNotExist:
+        return None
+
+
 def previous_pass(run: ReviewRun) -> ReviewPass | None:
     """The pass before the one `run` belongs to (None outside a pass, or for pass 1)."""
-    review_pass = run.review_pass
-    if review_pass is None:
+    link = pass_link(run)
+    if link is None:
         return None
+    review_pass = link.review_pass
     return review_pass.task.passes.filter(number__lt=review_pass.number).order_by("-number").first()
 
 
@@ -541,7 +553,7 @@ def pass_continuation(run: ReviewRun, reviewer: ReviewerConfig) -> Continuation:
     if previous is None:
         return Continuation()
     earlier = (
-        ReviewRun.objects.filter(review_pass=previous, pull_request=run.pull_request)
+        ReviewRun.objects.filter(pass_link__review_pass=previous, pull_request=run.pull_request)
         .select_related("review")
         .order_by("-pk")
         .first()
@@ -624,7 +636,9 @@ def rulings_for_run(run: ReviewRun) -> dict[str, str]:
     (fingerprint → "still open: why" / "resolved: why"), for the next pass's job."""
     previous = previous_pass(run)
     review = (
-        Review.objects.filter(run__review_pass=previous, pull_request=run.pull_request).first()
+        Review.objects.filter(
+            run__pass_link__review_pass=previous, pull_request=run.pull_request
+        ).first()
         if previous is not None
         else None
     )

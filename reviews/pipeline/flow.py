@@ -377,7 +377,7 @@ def _validate_and_publish(
             f"the engine's result is run {ctx.reused_from}'s: the same job "
             "(head, base, configuration and reviewer), so the engine did not run again"
         )
-    approved = ctx.forge.publish(
+    published = ctx.forge.publish(
         ctx,
         review,
         result,
@@ -386,9 +386,9 @@ def _validate_and_publish(
         earlier=earlier,
         decisions=decisions,
         talk=talk,
-        notes=notes,
     )
-    Review.objects.filter(pk=review.pk).update(approved=approved, notes=notes)
+    notes += published.notes
+    Review.objects.filter(pk=review.pk).update(approved=published.approved, notes=notes)
     gate_complete(ctx, review, open_now, limitations=result.summary.limitations, shortfall=partial)
     ctx.beat.check()
     run_finish(ctx.held, status=RunStatus.COMPLETED)

@@ -19,7 +19,7 @@ from django.conf import settings
 
 from repos.github import GitHubError
 from reviews.checks.gate import check_complete
-from reviews.core.context import Context
+from reviews.core.context import Context, Published
 from reviews.intake.pull_requests import head_catch_up
 from reviews.models import Finding, Review, ReviewRun, RunStatus
 from reviews.publication import threads
@@ -28,7 +28,7 @@ from reviews.publication.review import (
     approval_decide,
     approval_withheld,
     approvals_dismiss,
-    publish,
+    review_publish,
 )
 from reviews.publication.walkthrough import walkthrough_begin, walkthrough_end
 from reviews.queue.runs import run_finish
@@ -147,25 +147,23 @@ class GitHub:
         earlier: list[Finding],
         decisions: dict[str, Decision],
         talk: threads.Conversation,
-        notes: list[str],
-    ) -> bool:
+    ) -> Published:
         """One GitHub review (an approval where allowed), then the threads of the
         earlier findings answered: gone ones replied to and resolved, those resolved
         without the right reopened; Tasuku's earlier approvals dismissed while findings
         are open."""
-        approve, said = approval_decide(ctx, open_now)
-        notes += said
+        approve, notes = approval_decide(ctx, open_now)
         earlier_ids = {f.fingerprint for f in earlier}
-        approved = publish(
+        published = review_publish(
             ctx,
             review,
             result,
             validated,
             approve=approve,
-            notes=notes,
             carried=earlier_ids,
             still_open=sum(1 for f in open_now if f.fingerprint in earlier_ids),
         )
+        notes += published.notes
         number = ctx.run.pull_request.number
         notes += threads.close_threads(
             ctx.gateway, ctx.repo, number, ctx.run, earlier, decisions, talk.threads
@@ -176,7 +174,7 @@ class GitHub:
         notes += self.unauthorised_reopen(ctx, earlier, decisions, talk)
         if approval_withheld(ctx, open_now):
             notes += approvals_dismiss(ctx)
-        return approved
+        return Published(published.approved, notes)
 
     def unauthorised_reopen(
         self,

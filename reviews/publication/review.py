@@ -6,7 +6,7 @@ earlier approvals dismissed once findings are open (`approvals_dismiss`)."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -18,7 +18,7 @@ from repos.github import GitHubError
 from repos.policy import CHECKLESS_TRIGGERS
 from reviews.checks.checkruns import dashboard_url
 from reviews.core import stages
-from reviews.core.context import Context
+from reviews.core.context import Context, Published
 from reviews.models import (
     Finding,
     Review,
@@ -270,17 +270,30 @@ def _finding_row(review: Review, run: ReviewRun, v: Validated) -> Finding:
     )
 
 
-def publish(
+@dataclass(frozen=True)
+class Posted:
+    """The review on the pull request (GitHub's), the findings it is the first to comment
+    on (`fresh`), whether it is an earlier summary updated in place, and the notes."""
+
+    review: Any
+    fresh: list[Validated]
+    updated: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+NOT_APPROVED_OWN = "not approved: GitHub does not let an App approve its own pull request"
+
+
+def review_publish(
     ctx: Context,
     review: Review,
     result: ReviewResult,
     validated: list[Validated],
     *,
     approve: bool = False,
-    notes: list[str] | None = None,
     carried: set[str] | frozenset[str] = frozenset(),
     still_open: int = 0,
-) -> bool:
+) -> Published:
     """Post one review with the published findings as inline comments.
 
     Safe to repeat: a review carrying this run's marker is reused, and a finding whose
@@ -288,18 +301,44 @@ def publish(
     rejects the anchors (422), the comments it refuses are found and go in the body
     with its reason, the others inline (`_post_without_refused`). With
     `approve`, the review is an approval; GitHub refuses that for an App's own pull
-    request, and the review is posted as a comment instead, with the reason in `notes`.
+    request, and the review is posted as a comment instead, with the reason in the notes.
     A finding that was fixed (its thread resolved) and is back is not posted again: its
     thread is reopened with a reply naming the commit. `carried`: the fingerprints of
     earlier findings still open (their threads stand); `still_open`: how many of them
-    are open now. Returns whether it approved.
+    are open now.
     """
-    notes = notes if notes is not None else []
-    event = "APPROVE" if approve else "COMMENT"
     run = ctx.run
-    number = run.pull_request.number
-    marker = run_marker(run.pk)
-    context = ReviewContext(
+    context = review_context(ctx, review, validated, still_open)
+    # The run's first try, with nothing of it ever posted: the database knows what is on
+    # the pull request (every post of Tasuku's is recorded by the run that made it), so
+    # the look-ups that make a retry safe are not needed. Any later try asks GitHub.
+    first_try = first_try_of(run)
+    known = posted_comments(run) if first_try else {}
+    event = "APPROVE" if approve else "COMMENT"
+    posted = review_place(
+        ctx, review, result, validated, context, event=event, first_try=first_try, known=known
+    )
+    if posted is None:  # the approval refused: the same review again, as a comment
+        again = review_publish(
+            ctx, review, result, validated, carried=carried, still_open=still_open
+        )
+        return Published(again.approved, [NOT_APPROVED_OWN, *again.notes])
+    if first_try and not posted.fresh:
+        by_fingerprint: dict[str, Any] = dict(known)  # nothing new was posted: what was there, is
+    else:
+        by_fingerprint = comments_by_fingerprint(ctx)
+    back = returned(validated, posted, by_fingerprint, carried)
+    reopened = reopen_returned(ctx, back, by_fingerprint) if back else []
+    review_record(review, posted.review, by_fingerprint)
+    return Published(posted.review.state == "APPROVED", posted.notes + reopened)
+
+
+def review_context(
+    ctx: Context, review: Review, validated: list[Validated], still_open: int
+) -> ReviewContext:
+    """What the review's body says beside the findings."""
+    run = ctx.run
+    return ReviewContext(
         run_id=run.pk,
         reviewer=run.reviewer.slug,
         base_sha=run.incremental_since or run.base_sha,
@@ -318,85 +357,98 @@ def publish(
             sum(1 for v in validated if v.published and v.suggestion_applies and v.state == OPEN),
         ),
     )
-    # The run's first try, with nothing of it ever posted: the database knows what is on
-    # the pull request (every post of Tasuku's is recorded by the run that made it), so
-    # the look-ups that make a retry safe are not needed. Any later try asks GitHub.
-    first_try = first_try_of(run)
-    posted = None if first_try else ctx.gateway.review_find(ctx.repo, number=number, marker=marker)
-    updated = False
-    known: dict[str, Any] = {}
-    if posted is None:
-        if first_try:
-            known = posted_comments(run)
-            existing = set(known)
-        else:
-            slug = ctx.gateway.app_slug()
-            existing = markers_in(
-                c.body
-                for c in ctx.gateway.review_comments_list(ctx.repo, number=number)
-                if is_ours(c.user_login, c.user_type, slug)
-            )
-        fresh = [v for v in validated if v.published and v.fingerprint not in existing]
-        body = review_body(result.summary, validated, context)
-        ctx.beat.check()
-        previous = None if fresh or event != "COMMENT" else summary_to_update(ctx, review)
-        if previous is not None:
-            # Nothing new to say inline: the summary already on the pull request is
-            # brought up to date instead of a second review saying the same.
-            posted = ctx.gateway.review_update(
-                ctx.repo, number=number, review_id=previous.id, body=body
-            )
-            updated = True
-            notes.append(
-                f"nothing new to comment on: the summary of review {previous.id} was updated "
-                "in place"
-            )
-    if posted is None:
-        try:
-            posted = ctx.gateway.review_create(
-                ctx.repo,
-                number=number,
-                commit_sha=run.head_sha,
-                body=body,
-                event=event,
-                comments=[comment_payload(v) for v in fresh],
-                marker=marker,
-            )
-        except GitHubError as exc:
-            if exc.status == 422 and event == "APPROVE" and "own pull request" in exc.message:
-                notes.append(
-                    "not approved: GitHub does not let an App approve its own pull request"
-                )
-                return publish(
-                    ctx,
-                    review,
-                    result,
-                    validated,
-                    approve=False,
-                    notes=notes,
-                    carried=carried,
-                    still_open=still_open,
-                )
-            # A rate limit answered with 422 ("submitted too quickly") is not permanent:
-            # raised, the run waits it out like any rate limit.
-            if exc.status != 422 or not exc.permanent or not fresh:
-                raise
-            posted = _post_without_refused(
-                ctx, result, validated, context, fresh, exc, event=event, notes=notes
-            )
-    body_only = BODY_ONLY_NOTE in posted.body
-    approved = posted.state == "APPROVED"
+
+
+def review_place(
+    ctx: Context,
+    review: Review,
+    result: ReviewResult,
+    validated: list[Validated],
+    context: ReviewContext,
+    *,
+    event: str,
+    first_try: bool,
+    known: dict[str, Known],
+) -> Posted | None:
+    """The review on the pull request: this run's, when a later try finds it there;
+    else the reviewer's earlier summary updated in place, when there is nothing new to
+    comment on; else a new review. None: GitHub refused the approval (an App's own pull
+    request)."""
+    run = ctx.run
+    number = run.pull_request.number
+    marker = run_marker(run.pk)
+    if not first_try:
+        found = ctx.gateway.review_find(ctx.repo, number=number, marker=marker)
+        if found is not None:
+            return Posted(found, fresh=[])
+    existing = set(known) if first_try else markers_in(c.body for c in our_comments(ctx))
+    fresh = [v for v in validated if v.published and v.fingerprint not in existing]
+    body = review_body(result.summary, validated, context)
+    ctx.beat.check()
+    previous = None if fresh or event != "COMMENT" else summary_to_update(ctx, review)
+    if previous is not None:
+        # Nothing new to say inline: the summary already on the pull request is
+        # brought up to date instead of a second review saying the same.
+        summary = ctx.gateway.review_update(
+            ctx.repo, number=number, review_id=previous.id, body=body
+        )
+        said = (
+            f"nothing new to comment on: the summary of review {previous.id} was updated in place"
+        )
+        return Posted(summary, fresh, updated=True, notes=[said])
+    try:
+        created = ctx.gateway.review_create(
+            ctx.repo,
+            number=number,
+            commit_sha=run.head_sha,
+            body=body,
+            event=event,
+            comments=[comment_payload(v) for v in fresh],
+            marker=marker,
+        )
+    except GitHubError as exc:
+        if exc.status == 422 and event == "APPROVE" and "own pull request" in exc.message:
+            return None
+        # A rate limit answered with 422 ("submitted too quickly") is not permanent:
+        # raised, the run waits it out like any rate limit.
+        if exc.status != 422 or not exc.permanent or not fresh:
+            raise
+        return _post_without_refused(ctx, result, validated, context, fresh, exc, event=event)
+    return Posted(created, fresh)
+
+
+def our_comments(ctx: Context) -> list:
+    """Tasuku's own inline comments on the pull request, as GitHub has them: Tasuku
+    trusts its markers on its own posts only."""
+    slug = ctx.gateway.app_slug()
+    return [
+        comment
+        for comment in ctx.gateway.review_comments_list(
+            ctx.repo, number=ctx.run.pull_request.number
+        )
+        if is_ours(comment.user_login, comment.user_type, slug)
+    ]
+
+
+def comments_by_fingerprint(ctx: Context) -> dict[str, Any]:
+    """Tasuku's inline comments on the pull request, by the finding each carries (the
+    first comment of each)."""
     by_fingerprint: dict[str, Any] = {}
-    if first_try and not fresh:
-        by_fingerprint = dict(known)  # nothing new was posted: what was there, is
-    else:
-        slug = ctx.gateway.app_slug()
-        for comment in ctx.gateway.review_comments_list(ctx.repo, number=number):
-            if not is_ours(comment.user_login, comment.user_type, slug):
-                continue  # Tasuku trusts its markers on its own posts only
-            for found in markers_in([comment.body]):
-                by_fingerprint.setdefault(found, comment)
-    back = [
+    for comment in our_comments(ctx):
+        for found in markers_in([comment.body]):
+            by_fingerprint.setdefault(found, comment)
+    return by_fingerprint
+
+
+def returned(
+    validated: list[Validated],
+    posted: Posted,
+    by_fingerprint: dict[str, Any],
+    carried: set[str] | frozenset[str],
+) -> list[Validated]:
+    """The published findings an earlier review raised (their comment is there) that
+    are back: not carried open, and not commented on by this review."""
+    return [
         v
         for v in validated
         if v.published
@@ -404,17 +456,19 @@ def publish(
         and v.fingerprint in by_fingerprint
         # posted by an earlier review: its thread exists, and this one did not repeat it
         # (an updated summary posted no comment of its own)
-        and (updated or by_fingerprint[v.fingerprint].review_id != posted.id)
+        and (posted.updated or by_fingerprint[v.fingerprint].review_id != posted.review.id)
     ]
-    if back:
-        notes += reopen_returned(ctx, back, by_fingerprint)
+
+
+def review_record(review: Review, posted: Any, by_fingerprint: dict[str, Any]) -> None:
+    """The review as posted, and each open published finding's comment, on their rows."""
     with transaction.atomic():
         Review.objects.filter(pk=review.pk).update(
             body=posted.body,
             github_review_id=posted.id,
             github_review_url=posted.html_url,
-            body_only=body_only,
-            approved=approved,
+            body_only=BODY_ONLY_NOTE in posted.body,
+            approved=posted.state == "APPROVED",
             published_at=timezone.now(),
         )
         for finding in review.findings.filter(state=OPEN, published=True):
@@ -423,7 +477,6 @@ def publish(
                 Finding.objects.filter(pk=finding.pk).update(
                     github_comment_id=comment.id, github_comment_url=comment.html_url
                 )
-    return approved
 
 
 def _post_without_refused(
@@ -435,8 +488,7 @@ def _post_without_refused(
     refusal: GitHubError,
     *,
     event: str,
-    notes: list[str],
-):
+) -> Posted:
     """GitHub refused the review for its anchors (422): the comments it refuses are
     found (reviews/validation/anchors.py), the review is posted with the others inline and those
     in its body, each with GitHub's reason. Should GitHub refuse that too, every
@@ -463,7 +515,7 @@ def _post_without_refused(
         len(fresh),
         refusal,
     )
-    notes.append(
+    notes = [
         ngettext(
             "GitHub refused %(count)d of %(total)d inline comments; it is in the review's body",
             "GitHub refused %(count)d of %(total)d inline comments; they are in the review's body",
@@ -472,9 +524,9 @@ def _post_without_refused(
         % {"count": len(refused), "total": len(fresh)}
         + ": "
         + "; ".join(f"{location(v)} ({why})" for v, why in refused[:10])
-    )
+    ]
     try:
-        return ctx.gateway.review_create(
+        posted = ctx.gateway.review_create(
             ctx.repo,
             number=number,
             commit_sha=run.head_sha,
@@ -483,11 +535,12 @@ def _post_without_refused(
             comments=[comments[i] for i in sorting.accepted],
             marker=marker,
         )
+        return Posted(posted, fresh, notes=notes)
     except GitHubError as exc:
         if exc.status != 422 or not exc.permanent:
             raise
         logger.warning("run %s: GitHub refused the review again (%s); body-only", run.pk, exc)
-    return ctx.gateway.review_create(
+    posted = ctx.gateway.review_create(
         ctx.repo,
         number=number,
         commit_sha=run.head_sha,
@@ -496,6 +549,7 @@ def _post_without_refused(
         comments=[],
         marker=marker,
     )
+    return Posted(posted, fresh, notes=notes)
 
 
 def summary_to_update(ctx: Context, review: Review):

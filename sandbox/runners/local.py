@@ -295,6 +295,42 @@ def _relayed(
     return b"".join(out), b"".join(err)
 
 
+def program_run(
+    program: str,
+    engine: str,
+    job: ReviewJob | ReplyJob,
+    checkout: Path,
+    *,
+    limits: Limits,
+    allow_env: dict[str, str] | None,
+    what: str,
+    on_progress: Callable[[dict], None] | None = None,
+    name: str = "",
+) -> bytes:
+    """Run the sandboxed `program` (sandbox/entry.py) for `engine` on `checkout` with
+    `job` on its stdin, in a throwaway HOME removed after; its stdout, or the failure its
+    exit means."""
+    home = tempfile.mkdtemp(prefix="tasuku-home-")
+    try:
+        completed = sandboxed_run(
+            [sys.executable, "-I", "-m", program, engine],
+            cwd=checkout,
+            stdin=job.model_dump_json().encode(),
+            limits=limits,
+            env=scrubbed_environment(home, allow_env),
+            what=what,
+            on_progress=on_progress,
+            name=name,
+        )
+    finally:
+        remove_tree(Path(home))  # whatever the engine left there, however deep
+    if completed.returncode != 0:
+        raise failure_from_exit(
+            engine, completed.returncode, completed.stderr.decode(errors="replace")
+        )
+    return completed.stdout
+
+
 def engine_run(
     engine: str,
     job: ReviewJob,
@@ -313,25 +349,18 @@ def engine_run(
     passed = {name: value for name in ENGINE_SETTINGS if (value := _setting(name).strip())}
     if connectors is not None:
         passed.update(connectors.environment())
-    home = tempfile.mkdtemp(prefix="tasuku-home-")
-    try:
-        completed = sandboxed_run(
-            [sys.executable, "-I", "-m", "sandbox.run_engine", engine],
-            cwd=checkout,
-            stdin=job.model_dump_json().encode(),
-            limits=limits,
-            env=scrubbed_environment(home, {**passed, **(allow_env or {})}),
-            what=f"the {engine} engine",
-            on_progress=on_progress,
-            name=name,
-        )
-    finally:
-        remove_tree(Path(home))  # whatever the engine left there, however deep
-    if completed.returncode != 0:
-        raise failure_from_exit(
-            engine, completed.returncode, completed.stderr.decode(errors="replace")
-        )
-    return result_parse(engine, completed.stdout)
+    stdout = program_run(
+        "sandbox.run_engine",
+        engine,
+        job,
+        checkout,
+        limits=limits,
+        allow_env={**passed, **(allow_env or {})},
+        what=f"the {engine} engine",
+        on_progress=on_progress,
+        name=name,
+    )
+    return result_parse(engine, stdout)
 
 
 def reply_run(
@@ -345,26 +374,19 @@ def reply_run(
     """Run a reply job with `engine`'s model on `checkout` (sandbox/agent/reply.py), in
     the same sandbox as a review's engine: its own process group, the limits, a scrubbed
     environment with only the provider's key."""
-    home = tempfile.mkdtemp(prefix="tasuku-home-")
-    try:
-        completed = sandboxed_run(
-            [sys.executable, "-I", "-m", "sandbox.run_reply", engine],
-            cwd=checkout,
-            stdin=job.model_dump_json().encode(),
-            limits=limits,
-            env=scrubbed_environment(home, allow_env),
-            what=f"the {engine} reply job",
-        )
-    finally:
-        remove_tree(Path(home))
-    if completed.returncode != 0:
-        raise failure_from_exit(
-            engine, completed.returncode, completed.stderr.decode(errors="replace")
-        )
-    if len(completed.stdout) > MAX_OUTPUT:
+    stdout = program_run(
+        "sandbox.run_reply",
+        engine,
+        job,
+        checkout,
+        limits=limits,
+        allow_env=allow_env,
+        what=f"the {engine} reply job",
+    )
+    if len(stdout) > MAX_OUTPUT:
         raise SandboxError(f"The {engine} reply job wrote too much.", permanent=True)
     try:
-        return ReplyResult.model_validate_json(completed.stdout)
+        return ReplyResult.model_validate_json(stdout)
     except ValidationError as exc:
         raise SandboxError(
             f"The {engine} reply job's output is not a ReplyResult: {exc.errors()[0]['msg']}",

@@ -10,6 +10,8 @@ bound reached without an answer (turns, budget, deadline) makes an incomplete re
 provider's refusal (bad key, unknown model, rate limit) a `ProviderError`; a CLI that is
 missing or breaks otherwise a `SandboxError`.
 
+- `base`: the life every CLI engine shares (`CliEngine`): its HOME, skills and
+  connectors, the run under the deadline, the result; each engine is a subclass;
 - `common`: environment, running a CLI, reading its answer, its errors, the result;
 - `claude`: Claude Code's command line and output;
 - `codex`: Codex CLI's command line and output.

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -18,6 +17,8 @@ from sandbox.contract import (
     TranscriptEntry,
     Usage,
 )
+from sandbox.engines import ANTHROPIC
+from sandbox.engines.cli.base import CliEngine, Launch, Outcome
 from sandbox.engines.cli.common import (
     API_TOKENS,
     PERMANENT_ERROR,
@@ -28,32 +29,22 @@ from sandbox.engines.cli.common import (
     api_key,
     as_int,
     as_text,
-    base_environment,
-    cli_failure,
-    cli_run,
-    cli_timeout,
     clip,
     json_line,
-    json_lines,
     note,
-    provider_error,
-    result_build,
     usage_build,
 )
 from sandbox.engines.cli.extras import (
     MCP_STARTUP_SECONDS,
     SERVER_NAME,
     ConnectorCalls,
-    connectors_offered,
-    connectors_spec_write,
     mcp_call_timeout,
     mcp_server_command,
     mcp_server_environment,
-    skills_install,
     write_private,
 )
 from sandbox.errors import SandboxError
-from sandbox.prompt import review_prompt
+from sandbox.prompt import Prompt
 
 # Read-only by construction: no shell, no edits, no web, no subagents.
 CLAUDE_TOOLS = ("Read", "Grep", "Glob")
@@ -129,15 +120,7 @@ def claude_environment(home: str, environ: Mapping[str, str] = os.environ) -> di
     """Reference: https://code.claude.com/docs/en/settings#environment-variables
     Reference: https://code.claude.com/docs/en/network-config (HTTPS_PROXY)
     """
-    env = base_environment(home, environ) | {
-        "ANTHROPIC_API_KEY": api_key("claude-code", environ, "ANTHROPIC_API_KEY"),
-        # Telemetry, error reports and the auto-updater: the sandbox reaches the model
-        # API only, so these would just wait on a network that is not there.
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-    }
-    if environ.get("ANTHROPIC_BASE_URL"):  # the reviewer's gateway, when it names one
-        env["ANTHROPIC_BASE_URL"] = environ["ANTHROPIC_BASE_URL"]
-    return env
+    return CLAUDE_CODE.environment(home, environ)
 
 
 # --- Claude Code -----------------------------------------------------------------------
@@ -156,33 +139,107 @@ def claude_mcp_config(job: ReviewJob, spec: Path, environ: Mapping[str, str] = o
     return json.dumps({"mcpServers": {SERVER_NAME: server}})
 
 
-def review_claude_code(job: ReviewJob, root: Path) -> ReviewResult:
-    job, unreachable = connectors_offered(job)
-    prompt = review_prompt(job, finish="json", schema=SUBMISSION_SCHEMA)
-    with tempfile.TemporaryDirectory(prefix="tasuku-claude-") as home:
-        system_prompt_file = Path(home) / "system-prompt.md"
+class ClaudeCode(CliEngine):
+    name = "claude-code"
+    program = "claude"
+    provider = ANTHROPIC
+    skills_folder = Path(".claude") / "skills"
+
+    def credentials(self, environ: Mapping[str, str]) -> dict[str, str]:
+        return {
+            "ANTHROPIC_API_KEY": api_key(self.name, environ, "ANTHROPIC_API_KEY"),
+            # Telemetry, error reports and the auto-updater: the sandbox reaches the model
+            # API only, so these would just wait on a network that is not there.
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+
+    def launch(
+        self, job: ReviewJob, root: Path, home: Path, prompt: Prompt, spec: Path | None
+    ) -> Launch:
+        system_prompt_file = home / "system-prompt.md"
         system_prompt_file.write_text(prompt.system, encoding="utf-8")
-        skills_install(job.skill_documents, Path(home) / ".claude" / "skills")
-        mcp_config = None
-        env = claude_environment(home)
-        if job.connectors:
-            spec = connectors_spec_write(job, Path(home), prompt.boundary)
-            mcp_config = write_private(Path(home) / "mcp.json", claude_mcp_config(job, spec))
-            # Claude Code's waits, in ms: for the server to start, and for one call.
-            env["MCP_TIMEOUT"] = str(MCP_STARTUP_SECONDS * 1000)
-            env["MCP_TOOL_TIMEOUT"] = str(mcp_call_timeout(job) * 1000)
-        run = cli_run(
+        if spec is None:
+            return Launch(claude_command(job, system_prompt_file=system_prompt_file, root=root))
+        mcp_config = write_private(home / "mcp.json", claude_mcp_config(job, spec))
+        return Launch(
             claude_command(
                 job, system_prompt_file=system_prompt_file, root=root, mcp_config=mcp_config
             ),
-            cwd=root,
-            env=env,
-            stdin=prompt.user,
-            timeout=cli_timeout(job.limits),
-            watch=claude_watch(job),
+            # Claude Code's waits, in ms: for the server to start, and for one call.
+            env={
+                "MCP_TIMEOUT": str(MCP_STARTUP_SECONDS * 1000),
+                "MCP_TOOL_TIMEOUT": str(mcp_call_timeout(job) * 1000),
+            },
         )
-        calls = ConnectorCalls(Path(home) if job.connectors else None, [unreachable])
-    return claude_result(job, run, calls=calls)
+
+    def watch(self, job: ReviewJob, prompt: Prompt) -> Callable[[str], str]:
+        return claude_watch(job)
+
+    def read(
+        self, job: ReviewJob, run: Run, events: list[dict], calls: ConnectorCalls, last_message: str
+    ) -> Outcome:
+        """Reference: https://code.claude.com/docs/en/headless (output formats)
+        Reference: https://code.claude.com/docs/en/agent-sdk/typescript#sdkresultmessage
+        """
+        result = next((event for event in reversed(events) if event.get("type") == "result"), None)
+        transcript = _claude_transcript(events, calls)
+        retry = next((e for e in reversed(events) if e.get("type") in ("assistant", "system")), {})
+        if result is None and retry.get("subtype") == "api_retry":
+            # It never got an answer from the API: the provider's failure, not a bound reached.
+            message = f"{retry.get('error')} (HTTP {retry.get('error_status')}), {run.stopped}"
+            raise self.refused(message, retry.get("error_status"))
+        if result is None:
+            if run.stopped:
+                return Outcome(
+                    _claude_partial_usage(job, events, run), transcript, None, run.stopped
+                )
+            raise self.failed(run)
+        usage = _claude_usage(job, result, run)
+        if denied := result.get("permission_denials") or []:
+            # Reaching outside the checkout is worth seeing: it is how an injection would look.
+            refused = "; ".join(
+                f"{d.get('tool_name')} {json.dumps(d.get('tool_input'))}" for d in denied
+            )
+            transcript.append(note(f"Claude Code refused these tool calls: {refused}", error=True))
+        subtype = str(result.get("subtype", ""))
+        errors = "; ".join(map(str, result.get("errors") or ()))
+        if subtype == "success" and result.get("is_error"):  # the API refused
+            raise self.refused(str(result.get("result", "")), result.get("api_error_status"))
+        if subtype == "error_during_execution":
+            if PERMANENT_ERROR.search(errors) or re.search(r"rate.?limit|overloaded", errors, re.I):
+                raise self.refused(errors)
+            raise SandboxError(
+                f"The {self.name} CLI failed: {errors or subtype}"[:2000],
+                permanent=False,
+                code="engine-failed",
+            )
+        attempt = _last_structured_output(events)
+        if subtype == "error_max_structured_output_retries" and attempt is not None:
+            # Claude Code refuses the whole answer for one bad finding; the gate judges each.
+            gave_up = "Claude Code found this answer off the schema and stopped asking for another."
+            transcript.append(note(gave_up, error=True))
+            return Outcome(usage, transcript, attempt)
+        if subtype != "success":
+            reason = {
+                "error_max_turns": f"stopped at its turn limit ({job.limits.steps}) without an "
+                "answer",
+                "error_max_budget_usd": f"reached its cost cap (${job.limits.cost_cap_usd}) "
+                "without an answer",
+                "error_max_structured_output_retries": "gave no answer matching the review "
+                "schema after several attempts",
+            }.get(subtype, f"stopped without an answer ({subtype}: {errors})")
+            return Outcome(usage, transcript, None, reason)
+        answer = result.get("structured_output")
+        if not isinstance(answer, dict):
+            answer = str(result.get("result", ""))
+        return Outcome(usage, transcript, answer)
+
+
+CLAUDE_CODE = ClaudeCode()
+
+
+def review_claude_code(job: ReviewJob, root: Path) -> ReviewResult:
+    return CLAUDE_CODE.review(job, root)
 
 
 def claude_watch(job: ReviewJob) -> Callable[[str], str]:
@@ -211,76 +268,8 @@ def claude_watch(job: ReviewJob) -> Callable[[str], str]:
 def claude_result(job: ReviewJob, run: Run, *, calls: ConnectorCalls | None = None) -> ReviewResult:
     """A ReviewResult from what `claude -p --output-format stream-json` (or `json`) printed,
     with the connector calls the MCP server logged (`calls`) in place of the CLI's own
-    record of them.
-
-    Reference: https://code.claude.com/docs/en/headless (output formats)
-    Reference: https://code.claude.com/docs/en/agent-sdk/typescript#sdkresultmessage
-    """
-    calls = calls or ConnectorCalls(None)
-    events = json_lines(run.stdout)
-    result = next((event for event in reversed(events) if event.get("type") == "result"), None)
-    transcript = [note(text, error=True) for text in calls.notes]
-    transcript += _claude_transcript(events, calls)
-    retry = next((e for e in reversed(events) if e.get("type") in ("assistant", "system")), {})
-    if result is None and retry.get("subtype") == "api_retry":
-        # It never got an answer from the API: the provider's failure, not a bound reached.
-        message = f"{retry.get('error')} (HTTP {retry.get('error_status')}), {run.stopped}"
-        raise provider_error("claude-code", message, retry.get("error_status"))
-    if result is None:
-        if run.stopped:
-            return result_build(
-                "claude-code",
-                job,
-                None,
-                _claude_partial_usage(job, events, run).model_copy(
-                    update={"connectors": calls.usage}
-                ),
-                transcript,
-                incomplete=f"the claude-code CLI {run.stopped}",
-            )
-        raise cli_failure("claude-code", run)
-    usage = _claude_usage(job, result, run).model_copy(update={"connectors": calls.usage})
-    if denied := result.get("permission_denials") or []:
-        # Reaching outside the checkout is worth seeing: it is how an injection would look.
-        refused = "; ".join(
-            f"{d.get('tool_name')} {json.dumps(d.get('tool_input'))}" for d in denied
-        )
-        transcript.append(note(f"Claude Code refused these tool calls: {refused}", error=True))
-    subtype = str(result.get("subtype", ""))
-    errors = "; ".join(map(str, result.get("errors") or ()))
-    if subtype == "success" and result.get("is_error"):  # the API refused
-        raise provider_error(
-            "claude-code", str(result.get("result", "")), result.get("api_error_status")
-        )
-    if subtype == "error_during_execution":
-        if PERMANENT_ERROR.search(errors) or re.search(r"rate.?limit|overloaded", errors, re.I):
-            raise provider_error("claude-code", errors)
-        raise SandboxError(
-            f"The claude-code CLI failed: {errors or subtype}"[:2000],
-            permanent=False,
-            code="engine-failed",
-        )
-    attempt = _last_structured_output(events)
-    if subtype == "error_max_structured_output_retries" and attempt is not None:
-        # Claude Code refuses the whole answer for one bad finding; the gate judges each.
-        gave_up = "Claude Code found this answer off the schema and stopped asking for another."
-        transcript.append(note(gave_up, error=True))
-        return result_build("claude-code", job, attempt, usage, transcript)
-    if subtype != "success":
-        reason = {
-            "error_max_turns": f"stopped at its turn limit ({job.limits.steps}) without an answer",
-            "error_max_budget_usd": f"reached its cost cap (${job.limits.cost_cap_usd}) "
-            "without an answer",
-            "error_max_structured_output_retries": "gave no answer matching the review "
-            "schema after several attempts",
-        }.get(subtype, f"stopped without an answer ({subtype}: {errors})")
-        return result_build(
-            "claude-code", job, None, usage, transcript, incomplete=f"the claude-code CLI {reason}"
-        )
-    answer = result.get("structured_output")
-    if not isinstance(answer, dict):
-        answer = str(result.get("result", ""))
-    return result_build("claude-code", job, answer, usage, transcript)
+    record of them."""
+    return CLAUDE_CODE.result(job, run, calls=calls)
 
 
 def _claude_transcript(events: list[dict], calls: ConnectorCalls) -> list[TranscriptEntry]:

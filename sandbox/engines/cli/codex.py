@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -17,6 +16,8 @@ from sandbox.contract import (
     ReviewResult,
     TranscriptEntry,
 )
+from sandbox.engines import OPENAI
+from sandbox.engines.cli.base import CliEngine, Launch, Outcome
 from sandbox.engines.cli.common import (
     SUBMISSION_SCHEMA,
     TOOL_RESULT_TEXT,
@@ -24,34 +25,26 @@ from sandbox.engines.cli.common import (
     Run,
     api_key,
     as_int,
-    base_environment,
-    cli_failure,
-    cli_run,
-    cli_timeout,
     clip,
     json_line,
-    json_lines,
     note,
-    provider_error,
-    result_build,
     usage_build,
 )
 from sandbox.engines.cli.extras import (
     MCP_STARTUP_SECONDS,
     SERVER_NAME,
     ConnectorCalls,
-    connectors_offered,
-    connectors_spec_write,
     mcp_call_timeout,
     mcp_server_command,
     mcp_server_environment,
-    skills_install,
     write_private,
 )
-from sandbox.prompt import review_prompt
+from sandbox.prompt import Prompt
 
 # Where Codex reads a user's skills, under HOME (the throwaway one).
 CODEX_SKILLS = Path(".agents") / "skills"
+# Where it writes its last message (`--output-last-message`), under HOME.
+LAST_MESSAGE = "last-message.txt"
 
 
 def codex_command(
@@ -90,12 +83,7 @@ def codex_command(
 
 def codex_environment(home: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """Reference: https://developers.openai.com/codex/noninteractive#use-api-key-auth"""
-    key = environ.get("CODEX_API_KEY") or api_key("codex", environ, "OPENAI_API_KEY")
-    # codex exec authenticates with CODEX_API_KEY (0.171.0 ignores OPENAI_API_KEY there).
-    env = base_environment(home, environ) | {"CODEX_API_KEY": key}
-    if environ.get("OPENAI_BASE_URL"):  # read by older releases; newer ones take -c
-        env["OPENAI_BASE_URL"] = environ["OPENAI_BASE_URL"]
-    return env
+    return CODEX.environment(home, environ)
 
 
 def codex_config(system_prompt: str, mcp_server: str = "") -> str:
@@ -196,37 +184,104 @@ def toml_string(text: str) -> str:
 CODEX_ACTIONS = {"command_execution", "mcp_tool_call", "web_search", "file_change"}
 
 
-def review_codex(job: ReviewJob, root: Path) -> ReviewResult:
+class Codex(CliEngine):
     """Reference: https://developers.openai.com/codex/skills (a user's skills:
     $HOME/.agents/skills/<name>/SKILL.md, loaded by Codex when a task matches)"""
-    job, unreachable = connectors_offered(job)
-    prompt = review_prompt(job, finish="json", schema=SUBMISSION_SCHEMA)
-    base_url = os.environ.get("OPENAI_BASE_URL", "")  # an OpenAI-compatible server
-    with tempfile.TemporaryDirectory(prefix="tasuku-codex-") as home:
-        (Path(home) / ".codex").mkdir()
-        env = codex_environment(home)
-        skills_install(job.skill_documents, Path(home) / CODEX_SKILLS)
-        server = ""
-        if job.connectors:
-            server = codex_mcp_server(job, connectors_spec_write(job, Path(home), prompt.boundary))
-            env |= mcp_server_environment()
-        write_private(Path(home) / ".codex" / "config.toml", codex_config(prompt.system, server))
-        schema_file = Path(home) / "submission.schema.json"
+
+    name = "codex"
+    program = "codex"
+    provider = OPENAI
+    skills_folder = CODEX_SKILLS
+
+    def credentials(self, environ: Mapping[str, str]) -> dict[str, str]:
+        # codex exec authenticates with CODEX_API_KEY (0.171.0 ignores OPENAI_API_KEY
+        # there); OPENAI_BASE_URL, passed on too, is read by older releases (newer ones
+        # take -c).
+        key = environ.get("CODEX_API_KEY") or api_key(self.name, environ, "OPENAI_API_KEY")
+        return {"CODEX_API_KEY": key}
+
+    def launch(
+        self, job: ReviewJob, root: Path, home: Path, prompt: Prompt, spec: Path | None
+    ) -> Launch:
+        (home / ".codex").mkdir()
+        server = codex_mcp_server(job, spec) if spec is not None else ""
+        write_private(home / ".codex" / "config.toml", codex_config(prompt.system, server))
+        schema_file = home / "submission.schema.json"
         schema_file.write_text(json.dumps(codex_output_schema(SUBMISSION_SCHEMA)), "utf-8")
-        last_message_file = Path(home) / "last-message.txt"
-        run = cli_run(
-            codex_command(
-                job, schema_file=schema_file, last_message_file=last_message_file, base_url=base_url
-            ),
-            cwd=root,
-            env=env,
-            stdin=prompt.user,
-            timeout=cli_timeout(job.limits),
-            watch=codex_watch(job, prompt.system + prompt.user),
+        command = codex_command(
+            job,
+            schema_file=schema_file,
+            last_message_file=home / LAST_MESSAGE,
+            base_url=os.environ.get("OPENAI_BASE_URL", ""),  # an OpenAI-compatible server
         )
-        last_message = last_message_file.read_text("utf-8") if last_message_file.exists() else ""
-        calls = ConnectorCalls(Path(home) if job.connectors else None, [unreachable])
-    return codex_result(job, run, last_message=last_message, calls=calls)
+        return Launch(command, env=mcp_server_environment() if spec is not None else {})
+
+    def watch(self, job: ReviewJob, prompt: Prompt) -> Callable[[str], str]:
+        return codex_watch(job, prompt.system + prompt.user)
+
+    def last_message(self, home: Path) -> str:
+        path = home / LAST_MESSAGE
+        return path.read_text("utf-8") if path.exists() else ""
+
+    def read(
+        self, job: ReviewJob, run: Run, events: list[dict], calls: ConnectorCalls, last_message: str
+    ) -> Outcome:
+        """Reference: https://developers.openai.com/codex/noninteractive#make-output-machine-readable
+        Reference: https://github.com/openai/codex/blob/main/codex-rs/exec/src/exec_events.rs
+        """
+        transcript: list[TranscriptEntry] = []
+        answers, actions = [], 0
+        tokens = {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0}
+        tokens["cache_write_input_tokens"] = 0
+        completed, failure, last_error = False, "", ""
+        for event in events:
+            kind, item = event.get("type"), event.get("item") or {}
+            if kind == "turn.completed":
+                completed = True
+                for name in tokens:
+                    tokens[name] += as_int((event.get("usage") or {}).get(name))
+            elif kind == "turn.failed":
+                failure = str((event.get("error") or {}).get("message", "")) or "the turn failed"
+            elif kind == "error":
+                last_error = str(event.get("message", ""))
+            elif kind == "item.completed":
+                actions += item.get("type") in CODEX_ACTIONS
+                if item.get("type") == "agent_message":
+                    answers.append(str(item.get("text", "")))
+                transcript.extend(_codex_entries(item, calls))
+        transcript.extend(calls.remaining())
+        skipped = sum(1 for line in run.stdout.splitlines() if line.strip()) - len(events)
+        if skipped:
+            transcript.append(note(f"{skipped} output lines were not JSON events.", error=True))
+        cached = tokens["cached_input_tokens"] + tokens["cache_write_input_tokens"]
+        usage = usage_build(
+            job,
+            max(0, tokens["input_tokens"] - cached),  # OpenAI's input_tokens include the cached
+            tokens["output_tokens"],
+            tokens["cached_input_tokens"],
+            tokens["cache_write_input_tokens"],
+            steps=actions + bool(answers),
+            seconds=run.seconds,
+        )
+        if failure:
+            raise self.refused(failure)
+        if run.stopped:
+            return Outcome(usage, transcript, None, run.stopped)
+        answer = answers[-1] if answers else last_message
+        if not completed and not answer:
+            if last_error:
+                raise self.refused(last_error)
+            if run.returncode:
+                raise self.failed(run)
+            return Outcome(usage, transcript, None, "ended without finishing its turn")
+        return Outcome(usage, transcript, answer)
+
+
+CODEX = Codex()
+
+
+def review_codex(job: ReviewJob, root: Path) -> ReviewResult:
+    return CODEX.review(job, root)
 
 
 def codex_watch(job: ReviewJob, prompt: str) -> Callable[[str], str]:
@@ -273,68 +328,8 @@ def codex_result(
     job: ReviewJob, run: Run, *, last_message: str = "", calls: ConnectorCalls | None = None
 ) -> ReviewResult:
     """A ReviewResult from the JSONL events of `codex exec --json`, with the connector
-    calls the MCP server logged (`calls`) in place of Codex's own record of them.
-
-    Reference: https://developers.openai.com/codex/noninteractive#make-output-machine-readable
-    Reference: https://github.com/openai/codex/blob/main/codex-rs/exec/src/exec_events.rs
-    """
-    calls = calls or ConnectorCalls(None)
-    events = json_lines(run.stdout)
-    transcript = [note(text, error=True) for text in calls.notes]
-    answers, actions = [], 0
-    tokens = {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0}
-    tokens["cache_write_input_tokens"] = 0
-    completed, failure, last_error = False, "", ""
-    for event in events:
-        kind, item = event.get("type"), event.get("item") or {}
-        if kind == "turn.completed":
-            completed = True
-            for name in tokens:
-                tokens[name] += as_int((event.get("usage") or {}).get(name))
-        elif kind == "turn.failed":
-            failure = str((event.get("error") or {}).get("message", "")) or "the turn failed"
-        elif kind == "error":
-            last_error = str(event.get("message", ""))
-        elif kind == "item.completed":
-            actions += item.get("type") in CODEX_ACTIONS
-            if item.get("type") == "agent_message":
-                answers.append(str(item.get("text", "")))
-            transcript.extend(_codex_entries(item, calls))
-    transcript.extend(calls.remaining())
-    skipped = sum(1 for line in run.stdout.splitlines() if line.strip()) - len(events)
-    if skipped:
-        transcript.append(note(f"{skipped} output lines were not JSON events.", error=True))
-    cached = tokens["cached_input_tokens"] + tokens["cache_write_input_tokens"]
-    usage = usage_build(
-        job,
-        max(0, tokens["input_tokens"] - cached),  # OpenAI's input_tokens include the cached
-        tokens["output_tokens"],
-        tokens["cached_input_tokens"],
-        tokens["cache_write_input_tokens"],
-        steps=actions + bool(answers),
-        seconds=run.seconds,
-    ).model_copy(update={"connectors": calls.usage})
-    if failure:
-        raise provider_error("codex", failure)
-    if run.stopped:
-        return result_build(
-            "codex", job, None, usage, transcript, incomplete=f"the codex CLI {run.stopped}"
-        )
-    answer = answers[-1] if answers else last_message
-    if not completed and not answer:
-        if last_error:
-            raise provider_error("codex", last_error)
-        if run.returncode:
-            raise cli_failure("codex", run)
-        return result_build(
-            "codex",
-            job,
-            None,
-            usage,
-            transcript,
-            incomplete="the codex CLI ended without finishing its turn",
-        )
-    return result_build("codex", job, answer, usage, transcript)
+    calls the MCP server logged (`calls`) in place of Codex's own record of them."""
+    return CODEX.result(job, run, calls=calls, last_message=last_message)
 
 
 def _codex_entries(item: dict, calls: ConnectorCalls) -> list[TranscriptEntry]:

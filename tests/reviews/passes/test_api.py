@@ -319,7 +319,7 @@ def test_a_pass_never_approves_a_pull_request_the_authors_app_did_not_open(passe
     assert not any(r["state"] == "APPROVED" for r in passes.world.fake.reviews_of(REPO, 7))
     from reviews.models import Review
 
-    [review] = Review.objects.filter(run__review_pass__task=task)
+    [review] = Review.objects.filter(run__pass_link__review_pass__task=task)
     assert not review.approved
     assert any("approves only pull requests the author's App" in n for n in review.notes)
 
@@ -382,7 +382,7 @@ def test_a_pass_never_approves_a_pull_request_tasuku_itself_opened(passes, test_
     assert not any(r["state"] == "APPROVED" for r in passes.world.fake.reviews_of(REPO, 7))
     from reviews.models import Review
 
-    [review] = Review.objects.filter(run__review_pass__task=task)
+    [review] = Review.objects.filter(run__pass_link__review_pass__task=task)
     assert not review.approved
     assert "not approved: GitHub does not let an App approve its own pull request" in review.notes
     # Decided before asking: no approval was ever sent for GitHub to refuse.

@@ -265,7 +265,9 @@ def test_new_blocking_findings_on_untouched_code_are_nits_unless_critical_with_w
     drain_queue()
     second_pass = task.passes.get(number=2)
     assert (second_pass.blocking_open, second_pass.blocking_new, second_pass.nits_open) == (1, 1, 1)
-    findings = {f.title: f for f in Finding.objects.filter(review__run__review_pass=second_pass)}
+    findings = {
+        f.title: f for f in Finding.objects.filter(review__run__pass_link__review_pass=second_pass)
+    }
     assert not findings["Unquoted target directory"].blocking
     assert findings["Live cloud key committed"].blocking
 

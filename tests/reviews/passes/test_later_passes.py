@@ -51,8 +51,8 @@ def test_a_later_pass_reviews_the_increment_and_rules_on_every_earlier_blocking_
     drain_queue()
 
     # Pass 2 reviews what changed since pass 1's head, and nothing else.
-    run = ReviewRun.objects.filter(review_pass__task=task).order_by("pk").last()
-    assert run.review_pass.number == 2 and run.incremental_since == first_head
+    run = ReviewRun.objects.filter(pass_link__review_pass__task=task).order_by("pk").last()
+    assert run.pass_link.review_pass.number == 2 and run.incremental_since == first_head
     assert run.reviewed == ["app/payments.py"]
     [request] = seen
     asked = json.dumps(request.messages[-1])

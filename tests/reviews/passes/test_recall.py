@@ -45,7 +45,7 @@ def test_a_recall_during_a_running_pass_posts_nothing_after_it(passes, monkeypat
     assert passes.done(task, passes.world.pull.head_sha).status_code == 202
     drain_queue()
 
-    [run] = ReviewRun.objects.filter(review_pass__task=task)
+    [run] = ReviewRun.objects.filter(pass_link__review_pass__task=task)
     assert run.status == RunStatus.CANCELLED
     assert run.reason == f"task {task.pk} recalled"
     assert _calls_after(passes.world.fake, marks["calls"]) == []  # no review, no reply

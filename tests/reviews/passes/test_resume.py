@@ -71,7 +71,7 @@ def test_pass_two_continues_the_conversation_of_pass_one(passes, staff_client):
     # The boundary of pass 1's data is still declared as data.
     first_boundary = json.dumps(messages[0]).split("<<<DATA ")[1].split(">>>")[0]
     assert first_boundary in request.system
-    run = ReviewRun.objects.filter(review_pass__task=task).order_by("pk").last()
+    run = ReviewRun.objects.filter(pass_link__review_pass__task=task).order_by("pk").last()
     assert run.conversation_note.startswith("continues pass 1's conversation")
     page = staff_client.get(f"/runs/{run.pk}/").content.decode()
     assert (
@@ -96,7 +96,7 @@ def test_another_model_starts_fresh_with_a_summary_of_the_previous_pass(passes):
     said = _texts(request)
     assert "What you concluded in the previous pass (a summary)" in said
     assert "Pass 1 reviewed head" in said
-    run = ReviewRun.objects.filter(review_pass__task=task).order_by("pk").last()
+    run = ReviewRun.objects.filter(pass_link__review_pass__task=task).order_by("pk").last()
     assert run.conversation_note == (
         "a fresh start: pass 1 used claude-sonnet-5-5, this pass claude-opus-5-1"
     )

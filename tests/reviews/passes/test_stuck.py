@@ -153,7 +153,7 @@ def test_the_reviewer_failing_then_return_as_is(passes, settings):
     assert passes.done(task, passes.world.pull.head_sha).status_code == 202
     drain_queue()
     task.refresh_from_db()
-    [run] = ReviewRun.objects.filter(review_pass__task=task)
+    [run] = ReviewRun.objects.filter(pass_link__review_pass__task=task)
     assert (run.status, run.stage) == (RunStatus.FAILED, Stage.PROVIDER)
     assert task.state == TaskState.STUCK
     assert task.stuck_reason.startswith("the reviewer failed on acme/shop#7 at provider: ")
@@ -214,12 +214,12 @@ def test_heads_still_differing_after_being_told_then_run_another_pass(passes):
     task.refresh_from_db()
     assert task.state == TaskState.STUCK
     assert again.json()["stuck"].startswith("the author's heads still differ after being told")
-    assert not ReviewRun.objects.filter(review_pass__task=task).exists()
+    assert not ReviewRun.objects.filter(pass_link__review_pass__task=task).exists()
 
     # The owner has the pull request reviewed as it is on GitHub.
     assert act(passes, task, "run_another_pass").status_code == 200
     drain_queue()
-    run = ReviewRun.objects.get(review_pass__task=task)
+    run = ReviewRun.objects.get(pass_link__review_pass__task=task)
     assert run.head_sha == pushed
     task.refresh_from_db()
     assert task.state == TaskState.DONE
@@ -287,7 +287,7 @@ def test_recall_cancels_a_pass_waiting_for_the_reviewer(passes):
     assert status(passes, task) == "Waiting for a reviewer"
     assert act(passes, task, "recall").status_code == 200
     drain_queue()
-    run = ReviewRun.objects.get(review_pass__task=task)
+    run = ReviewRun.objects.get(pass_link__review_pass__task=task)
     assert run.status == RunStatus.CANCELLED and run.reason == f"task {task.pk} recalled"
     assert task.passes.get().status == PassStatus.FAILED
     assert not passes.reviews_by(REVIEWER_BOT)
@@ -352,7 +352,7 @@ def test_a_reviewer_whose_model_outlasts_its_time_makes_the_task_stuck_naming_it
     task = passes.create_task()
     assert passes.done(task, passes.world.pull.head_sha).status_code == 202
     drain_queue()
-    [run] = ReviewRun.objects.filter(review_pass__task=task)
+    [run] = ReviewRun.objects.filter(pass_link__review_pass__task=task)
     assert run.status == RunStatus.COMPLETED  # not retried as an unreachable provider
     task.refresh_from_db()
     assert task.state == TaskState.STUCK
@@ -407,7 +407,7 @@ def test_a_reviewer_the_sandbox_stops_at_its_limit_makes_the_task_stuck_naming_i
     task = passes.create_task()
     assert passes.done(task, passes.world.pull.head_sha).status_code == 202
     drain_queue()
-    [run] = ReviewRun.objects.filter(review_pass__task=task)
+    [run] = ReviewRun.objects.filter(pass_link__review_pass__task=task)
     assert (run.status, run.error_code) == (RunStatus.FAILED, "sandbox-timeout")
     task.refresh_from_db()
     assert task.state == TaskState.STUCK
@@ -433,7 +433,7 @@ def test_a_pass_run_past_the_runs_deadline_makes_the_task_stuck_naming_it(passes
     passes.claude.script(CLEAN)
     task = passes.create_task()
     assert passes.done(task, passes.world.pull.head_sha).status_code == 202
-    [run] = ReviewRun.objects.filter(review_pass__task=task)
+    [run] = ReviewRun.objects.filter(pass_link__review_pass__task=task)
     assert runs.run_claim(run.pk, worker="wedged:1") is not None  # taken, then never ends
     ReviewRun.objects.filter(pk=run.pk).update(
         started_at=timezone.now() - timedelta(minutes=46),
@@ -479,7 +479,7 @@ def test_a_task_handed_off_with_passes_off_is_done_when_the_author_says_so(passe
     task.refresh_from_db()
     assert task.state == TaskState.DONE and task.done_at is not None
     assert status(passes, task) == "Done · review passes off"
-    assert not ReviewRun.objects.filter(review_pass__task=task).exists()
+    assert not ReviewRun.objects.filter(pass_link__review_pass__task=task).exists()
     assert not passes.reviews_by(REVIEWER_BOT)  # nothing reviewed, nothing approved
     assert not passes.claude.model_requests
     assert passes.done(task, passes.world.pull.head_sha).status_code == 409  # done already

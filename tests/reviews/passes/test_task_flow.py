@@ -171,8 +171,13 @@ def test_a_task_goes_from_two_blocking_findings_to_done(passes):
     assert task.state == TaskState.DONE
     assert api.get(f"/api/tasks/{task.pk}").json()["status"] == "Done · approved"
     assert Answer.objects.filter(posting=Answer.Posting.POSTED).count() == 4
-    assert ReviewRun.objects.filter(review_pass__task=task, status=RunStatus.COMPLETED).count() == 3
+    assert (
+        ReviewRun.objects.filter(
+            pass_link__review_pass__task=task, status=RunStatus.COMPLETED
+        ).count()
+        == 3
+    )
     assert not Finding.objects.filter(
-        review__run__review_pass__number=3, blocking=True, state="open"
+        review__run__pass_link__review_pass__number=3, blocking=True, state="open"
     ).exists()
     assert Task.objects.get(pk=task.pk).done_at is not None
