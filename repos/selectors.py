@@ -7,6 +7,7 @@ import re
 
 from repos import github, revisions
 from repos.connectors.calls import connector_tools
+from repos.github import RepoRef
 from repos.github.conversation import WRITE_ROLES
 from repos.models import Installation, Repository, RepositoryPolicy, Reviewer
 from repos.policy import (
@@ -32,9 +33,7 @@ def write_access(installation: Installation, repository: Repository, login: str)
         return False
     try:
         role = github.gateway().collaborator_role(
-            installation_id=installation.github_id,
-            repository_id=repository.github_id,
-            full_name=repository.full_name,
+            RepoRef.of(repository, installation),
             login=login,
         )
     except github.GitHubError as exc:

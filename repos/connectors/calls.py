@@ -22,11 +22,11 @@ from jsonschema import Draft202012Validator
 
 from repos.connectors import outbound
 from repos.connectors.errors import Failed, Refused
-from repos.connectors.github_issue import Where, github_issue
+from repos.connectors.github_issue import github_issue
 from repos.connectors.models import Connector, ConnectorKind
 from repos.connectors.templates import TemplateError, body_fill, url_fill
 from repos.credentials import KeyUnreadable
-from repos.github import GitHubGateway
+from repos.github import GitHubGateway, RepoRef
 from sandbox.contract import ConnectorAnswer, ConnectorTool
 
 MAX_INPUT_ERRORS = 10
@@ -39,7 +39,7 @@ class CallScope:
     review elsewhere) and the gateway for the built-in kinds."""
 
     allowed: Mapping[str, Connector]
-    where: Where | None = None
+    where: RepoRef | None = None  # the run's pull request's repository
     gateway: GitHubGateway | None = None
 
 

@@ -5,24 +5,18 @@ labels and body, bounded."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from repos.connectors.errors import Failed, Refused
-from repos.github import GitHubError, GitHubGateway
-
-
-@dataclass(frozen=True)
-class Where:
-    """The run's pull request on GitHub: its installation and repository."""
-
-    installation_id: int
-    repository_id: int | None
-    full_name: str
+from repos.github import GitHubError, GitHubGateway, RepoRef
 
 
 def github_issue(
-    arguments: dict[str, Any], *, where: Where | None, gateway: GitHubGateway | None, max_chars: int
+    arguments: dict[str, Any],
+    *,
+    where: RepoRef | None,
+    gateway: GitHubGateway | None,
+    max_chars: int,
 ) -> str:
     if where is None or gateway is None:
         raise Refused("This review is not of a pull request on GitHub: there is no issue to read.")
@@ -37,12 +31,7 @@ def github_issue(
                 f"{repository} is not a repository of this pull request's installation: "
                 "only those can be read."
             )
-        issue = gateway.issue_get(
-            installation_id=where.installation_id,
-            repository_id=where.repository_id if same else None,
-            full_name=where.full_name if same else repository,
-            number=number,
-        )
+        issue = gateway.issue_get(where.other(repository), number=number)
     except GitHubError as exc:
         if exc.status == 404:
             raise Failed(f"{repository} has no issue #{number} that Tasuku can see.") from exc

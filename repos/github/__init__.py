@@ -35,6 +35,7 @@ from repos.github.config import (
 )
 from repos.github.errors import GitHubError, GitHubNotConfigured
 from repos.github.gateway import GitHubGateway, gateway
+from repos.github.repo import RepoRef
 from repos.github.schemas import (
     ActionsRunInfo,
     CheckRunInfo,
@@ -70,6 +71,7 @@ __all__ = [
     "ThreadInfo",
     "WorkflowInfo",
     "PullRequestInfo",
+    "RepoRef",
     "RepositoryInfo",
     "RetryPolicy",
     "ReviewCommentInfo",

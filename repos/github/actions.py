@@ -42,6 +42,7 @@ from github import Github, GithubException
 
 from repos.github.clients import cache_lock, run_details_refused
 from repos.github.errors import GitHubError, permissions_not_granted
+from repos.github.repo import RepoRef
 from repos.github.schemas import ActionsRunInfo, DispatchedRun, WorkflowInfo, format_time
 from repos.github.transport import Transport
 
@@ -161,10 +162,8 @@ def _workflow_url(full_name: str, workflow: str) -> str:
 class ActionsCalls(Transport):
     def workflow_dispatch(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         workflow: str,
         ref: str,
         inputs: dict[str, str],
@@ -183,7 +182,7 @@ class ActionsCalls(Transport):
         workflow, no Actions permission) become permanent errors that name the fix.
         """
         path = workflow_path(workflow)
-        where = {"path": path, "repo": full_name, "ref": ref}
+        where = {"path": path, "repo": repo.full_name, "ref": ref}
         if len(inputs) > MAX_DISPATCH_INPUTS:
             raise GitHubError(
                 START_FAILED.format(**where)
@@ -191,7 +190,7 @@ class ActionsCalls(Transport):
                 permanent=True,
                 code="actions-workflow",
             )
-        url = _workflow_url(full_name, workflow)
+        url = _workflow_url(repo.full_name, workflow)
         since = datetime.now(UTC) - LOST_DISPATCH_WINDOW
         server = self.creds.base_url
         if run_name:
@@ -262,9 +261,8 @@ class ActionsCalls(Transport):
 
         try:
             return self._repo_call(
-                f"start the workflow {path} in {full_name} on {ref}",
-                installation_id=installation_id,
-                repository_id=repository_id,
+                f"start the workflow {path} in {repo.full_name} on {ref}",
+                repo,
                 permissions=ACTIONS_WRITE,
                 fn=dispatch,
                 recover=recover if run_name else None,
@@ -275,10 +273,8 @@ class ActionsCalls(Transport):
 
     def workflow_run_find(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         workflow: str,
         ref: str,
         run_name: str,
@@ -287,7 +283,7 @@ class ActionsCalls(Transport):
         """The run this App dispatched of `workflow` on `ref`, created since `since`,
         whose `display_title` is `run_name` (the earliest such); None when GitHub lists
         none (one look: a dispatch GitHub answered without the run's id)."""
-        url = _workflow_url(full_name, workflow)
+        url = _workflow_url(repo.full_name, workflow)
 
         def look(client: Github) -> DispatchedRun | None:
             try:
@@ -296,7 +292,7 @@ class ActionsCalls(Transport):
                 return None
 
         what = f"the runs of {workflow_path(workflow)}"
-        return self._actions_read(what, installation_id, repository_id, full_name, look)
+        return self._actions_read(what, repo, look)
 
     def workflow_run_ours(
         self,
@@ -358,15 +354,13 @@ class ActionsCalls(Transport):
 
     def workflow_get(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         workflow: str,
     ) -> WorkflowInfo | None:
         """The workflow (file name, path or id) as GitHub knows it, or None when the
         repository has no such workflow."""
-        url = _workflow_url(full_name, workflow)
+        url = _workflow_url(repo.full_name, workflow)
 
         def get(client: Github) -> WorkflowInfo | None:
             # Reference: https://docs.github.com/rest/actions/workflows#get-a-workflow
@@ -379,18 +373,16 @@ class ActionsCalls(Transport):
             return WorkflowInfo.model_validate(data)
 
         what = f"the workflow {workflow_path(workflow)}"
-        return self._actions_read(what, installation_id, repository_id, full_name, get)
+        return self._actions_read(what, repo, get)
 
     def actions_run_get(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         run_id: int,
     ) -> ActionsRunInfo:
         """A workflow run: its status, conclusion, attempt and page."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
 
         def get(client: Github) -> ActionsRunInfo:
             # Reference: https://docs.github.com/rest/actions/workflow-runs#get-a-workflow-run
@@ -400,28 +392,25 @@ class ActionsCalls(Transport):
             return ActionsRunInfo.model_validate(data)
 
         what = f"workflow run {run_id}"
-        return self._actions_read(what, installation_id, repository_id, full_name, get)
+        return self._actions_read(what, repo, get)
 
     def _actions_read(
         self,
         what: str,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
+        repo: RepoRef,
         fn: Callable[[Github], T],
     ) -> T:
         try:
             return self._repo_call(
-                f"read {what} in {full_name}",
-                installation_id=installation_id,
-                repository_id=repository_id,
+                f"read {what} in {repo.full_name}",
+                repo,
                 permissions=ACTIONS_READ,
                 fn=fn,
             )
         except GitHubError as error:
             if error.permanent and _no_actions_permission(error):
                 raise GitHubError(
-                    READ_FAILED.format(what=what, repo=full_name) + REASONS["no_permission"],
+                    READ_FAILED.format(what=what, repo=repo.full_name) + REASONS["no_permission"],
                     permanent=True,
                     code="actions-permission",
                     status=error.status,

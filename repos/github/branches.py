@@ -14,6 +14,7 @@ from github import Github
 from pydantic import BaseModel
 
 from repos.github.errors import GitHubError
+from repos.github.repo import RepoRef
 from repos.github.transport import Transport
 
 CONTENTS_WRITE = {"contents": "write"}
@@ -63,41 +64,36 @@ class BranchCalls(Transport):
         return [f"{name.replace('_', ' ').capitalize()}: Read and write"
                 for name in FIX_PERMISSIONS if name not in granted]  # fmt: skip
 
-    def _read(self, where: dict[str, Any], description: str, path: str, params=None) -> Any:
+    def _read(self, repo: RepoRef, description: str, path: str, params=None) -> Any:
         def get(client: Github) -> Any:
             _, data = client.requester.requestJsonAndCheck("GET", path, parameters=params)
             return data
 
         return self._repo_call(
             description,
-            installation_id=where["installation_id"],
-            repository_id=where["repository_id"],
+            repo,
             permissions={"contents": "read"},
             fn=get,
         )
 
-    def git_commit_tree(
-        self, *, installation_id: int, repository_id: int | None, full_name: str, sha: str
-    ) -> str:
+    def git_commit_tree(self, repo: RepoRef, *, sha: str) -> str:
         """The tree of commit `sha`."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
         # Reference: https://docs.github.com/rest/git/commits#get-a-commit-object
         data = self._read(
-            {"installation_id": installation_id, "repository_id": repository_id},
-            f"read commit {full_name}@{sha[:7]}",
+            repo,
+            f"read commit {repo.full_name}@{sha[:7]}",
             f"/repos/{owner}/{name}/git/commits/{sha}",
         )
         return data["tree"]["sha"]
 
-    def git_tree(
-        self, *, installation_id: int, repository_id: int | None, full_name: str, sha: str
-    ) -> list[TreeEntry]:
+    def git_tree(self, repo: RepoRef, *, sha: str) -> list[TreeEntry]:
         """The entries of one tree (not recursive: a directory at a time)."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
         # Reference: https://docs.github.com/rest/git/trees#get-a-tree
         data = self._read(
-            {"installation_id": installation_id, "repository_id": repository_id},
-            f"read tree {full_name}@{sha[:7]}",
+            repo,
+            f"read tree {repo.full_name}@{sha[:7]}",
             f"/repos/{owner}/{name}/git/trees/{sha}",
         )
         return [
@@ -105,19 +101,17 @@ class BranchCalls(Transport):
             for e in data["tree"]
         ]
 
-    def git_blob(
-        self, *, installation_id: int, repository_id: int | None, full_name: str, sha: str
-    ) -> bytes:
-        owner, name = full_name.split("/", 1)
+    def git_blob(self, repo: RepoRef, *, sha: str) -> bytes:
+        owner, name = repo.full_name.split("/", 1)
         # Reference: https://docs.github.com/rest/git/blobs#get-a-blob
         data = self._read(
-            {"installation_id": installation_id, "repository_id": repository_id},
-            f"read blob {full_name}@{sha[:7]}",
+            repo,
+            f"read blob {repo.full_name}@{sha[:7]}",
             f"/repos/{owner}/{name}/git/blobs/{sha}",
         )
         if data.get("encoding") != "base64":
             raise GitHubError(
-                f"GitHub sent blob {sha[:7]} of {full_name} as {data.get('encoding')!r}, "
+                f"GitHub sent blob {sha[:7]} of {repo.full_name} as {data.get('encoding')!r}, "
                 "not base64",
                 permanent=True,
             )
@@ -125,7 +119,7 @@ class BranchCalls(Transport):
 
     def _write(
         self,
-        where: dict[str, Any],
+        repo: RepoRef,
         description: str,
         send: Callable[[Github], Any],
         *,
@@ -134,8 +128,7 @@ class BranchCalls(Transport):
     ) -> Any:
         return self._repo_call(
             description,
-            installation_id=where["installation_id"],
-            repository_id=where["repository_id"],
+            repo,
             permissions=permissions,
             fn=send,
             recover=recover,
@@ -145,24 +138,22 @@ class BranchCalls(Transport):
 
     def git_tree_create(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         base_tree: str,
         files: dict[str, tuple[str, str]],
     ) -> str:
         """A tree: `base_tree` with `files` ({path: (mode, text)}) written over it. Its
         SHA is its content's, so a repeat makes the same tree."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
         # Reference: https://docs.github.com/rest/git/trees#create-a-tree
         entries = [
             {"path": path, "mode": mode, "type": "blob", "content": text}
             for path, (mode, text) in sorted(files.items())
         ]
         data = self._write(
-            {"installation_id": installation_id, "repository_id": repository_id},
-            f"create a tree in {full_name}",
+            repo,
+            f"create a tree in {repo.full_name}",
             lambda client: client.requester.requestJsonAndCheck(
                 "POST",
                 f"/repos/{owner}/{name}/git/trees",
@@ -174,21 +165,19 @@ class BranchCalls(Transport):
 
     def git_commit_create(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         message: str,
         tree: str,
         parent: str,
     ) -> str:
         """A commit of `tree` on `parent`, by the App's bot. A repeat after a lost answer
         makes another commit no ref points at: harmless, and GitHub collects it."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
         # Reference: https://docs.github.com/rest/git/commits#create-a-commit
         data = self._write(
-            {"installation_id": installation_id, "repository_id": repository_id},
-            f"create a commit in {full_name}",
+            repo,
+            f"create a commit in {repo.full_name}",
             lambda client: client.requester.requestJsonAndCheck(
                 "POST",
                 f"/repos/{owner}/{name}/git/commits",
@@ -198,17 +187,15 @@ class BranchCalls(Transport):
         )
         return data["sha"]
 
-    def git_branch_sha(
-        self, *, installation_id: int, repository_id: int | None, full_name: str, branch: str
-    ) -> str | None:
+    def git_branch_sha(self, repo: RepoRef, *, branch: str) -> str | None:
         """Where branch `branch` points, or None when there is no such branch."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
         ref = f"heads/{branch}"
         try:
             # Reference: https://docs.github.com/rest/git/refs#get-a-reference
             data = self._read(
-                {"installation_id": installation_id, "repository_id": repository_id},
-                f"read branch {branch} of {full_name}",
+                repo,
+                f"read branch {branch} of {repo.full_name}",
                 f"/repos/{owner}/{name}/git/ref/{ref}",
             )
         except GitHubError as exc:
@@ -219,26 +206,23 @@ class BranchCalls(Transport):
 
     def git_branch_create(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         branch: str,
         sha: str,
     ) -> None:
         """Create branch `branch` at `sha`; GitHub refuses it (422 "Reference already
         exists") when the branch is there."""
-        owner, name = full_name.split("/", 1)
-        where = {"installation_id": installation_id, "repository_id": repository_id}
+        owner, name = repo.full_name.split("/", 1)
 
         def find(client: Github) -> bool | None:
-            found = self.git_branch_sha(**where, full_name=full_name, branch=branch)
+            found = self.git_branch_sha(repo, branch=branch)
             return True if found == sha else None
 
         # Reference: https://docs.github.com/rest/git/refs#create-a-reference
         self._write(
-            where,
-            f"create branch {branch} in {full_name}",
+            repo,
+            f"create branch {branch} in {repo.full_name}",
             lambda client: client.requester.requestJsonAndCheck(
                 "POST",
                 f"/repos/{owner}/{name}/git/refs",
@@ -250,21 +234,19 @@ class BranchCalls(Transport):
 
     def git_branch_move(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         branch: str,
         sha: str,
     ) -> None:
         """Point branch `branch` at `sha`, forced (the branch is Tasuku's, rebuilt on
         every head); 422 "Reference does not exist" when it is gone."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
         ref = f"heads/{branch}"
         # Reference: https://docs.github.com/rest/git/refs#update-a-reference
         self._write(
-            {"installation_id": installation_id, "repository_id": repository_id},
-            f"move branch {branch} of {full_name} to {sha[:7]}",
+            repo,
+            f"move branch {branch} of {repo.full_name} to {sha[:7]}",
             lambda client: client.requester.requestJsonAndCheck(
                 "PATCH",
                 f"/repos/{owner}/{name}/git/refs/{ref}",
@@ -273,17 +255,15 @@ class BranchCalls(Transport):
             permissions=CONTENTS_WRITE,
         )
 
-    def git_branch_delete(
-        self, *, installation_id: int, repository_id: int | None, full_name: str, branch: str
-    ) -> bool:
+    def git_branch_delete(self, repo: RepoRef, *, branch: str) -> bool:
         """Delete branch `branch`; False when it was already gone."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
         ref = f"heads/{branch}"
         try:
             # Reference: https://docs.github.com/rest/git/refs#delete-a-reference
             self._write(
-                {"installation_id": installation_id, "repository_id": repository_id},
-                f"delete branch {branch} of {full_name}",
+                repo,
+                f"delete branch {branch} of {repo.full_name}",
                 lambda client: client.requester.requestJsonAndCheck(
                     "DELETE", f"/repos/{owner}/{name}/git/refs/{ref}"
                 )[1],
@@ -299,16 +279,14 @@ class BranchCalls(Transport):
 
     def pull_requests_from(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         branch: str,
         base: str | None,
     ) -> list[FixPullInfo]:
         """The pull requests, open or closed, from this repository's branch `branch` into
         `base` (None: into any branch), newest first."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
 
         def get(client: Github) -> list[FixPullInfo]:
             # Reference: https://docs.github.com/rest/pulls/pulls#list-pull-requests
@@ -331,19 +309,16 @@ class BranchCalls(Transport):
                 page += 1
 
         return self._repo_call(
-            f"list the pull requests from {branch} in {full_name}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"list the pull requests from {branch} in {repo.full_name}",
+            repo,
             permissions={"pull_requests": "read"},
             fn=get,
         )
 
     def fix_pull_create(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         branch: str,
         base: str,
         title: str,
@@ -351,17 +326,16 @@ class BranchCalls(Transport):
     ) -> FixPullInfo:
         """Open a pull request from branch `branch` into `base`. A create whose answer
         was lost is looked up (the open one from that branch) instead of sent again."""
-        owner, name = full_name.split("/", 1)
-        where = {"installation_id": installation_id, "repository_id": repository_id}
+        owner, name = repo.full_name.split("/", 1)
 
         def find(client: Github) -> FixPullInfo | None:
-            pulls = self.pull_requests_from(**where, full_name=full_name, branch=branch, base=base)
+            pulls = self.pull_requests_from(repo, branch=branch, base=base)
             return next((p for p in pulls if p.state == "open"), None)
 
         # Reference: https://docs.github.com/rest/pulls/pulls#create-a-pull-request
         data = self._write(
-            where,
-            f"open a pull request from {branch} into {base} in {full_name}",
+            repo,
+            f"open a pull request from {branch} into {base} in {repo.full_name}",
             lambda client: client.requester.requestJsonAndCheck(
                 "POST",
                 f"/repos/{owner}/{name}/pulls",
@@ -374,24 +348,22 @@ class BranchCalls(Transport):
 
     def fix_pull_update(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         number: int,
         title: str | None = None,
         body: str | None = None,
         state: str | None = None,
     ) -> FixPullInfo:
         """Edit one of Tasuku's pull requests: its title, body or state (closed)."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
         fields = {
             k: v for k, v in (("title", title), ("body", body), ("state", state)) if v is not None
         }
         # Reference: https://docs.github.com/rest/pulls/pulls#update-a-pull-request
         data = self._write(
-            {"installation_id": installation_id, "repository_id": repository_id},
-            f"update pull request {full_name}#{number}",
+            repo,
+            f"update pull request {repo.full_name}#{number}",
             lambda client: client.requester.requestJsonAndCheck(
                 "PATCH", f"/repos/{owner}/{name}/pulls/{number}", input=fields
             )[1],

@@ -20,6 +20,7 @@ from repos.github.errors import (
     permissions_not_granted,
     rate_limit_wait,
 )
+from repos.github.repo import RepoRef
 from repos.github.schemas import (
     CheckRunState,
     latest_check_runs,
@@ -51,10 +52,8 @@ def _protection_unreadable(exc: GithubException) -> bool:
 class CheckCalls(Transport):
     def required_checks(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         branch: str,
     ) -> list[str] | None:
         """The names of the status checks branch protection requires on `branch`, or None
@@ -63,9 +62,9 @@ class CheckCalls(Transport):
 
         Checks that only a repository ruleset requires do not appear here.
         """
-        if not self._granted(installation_id, ADMINISTRATION_READ):
+        if not self._granted(repo.installation_id, ADMINISTRATION_READ):
             return None
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
         url = (
             f"/repos/{owner}/{name}/branches/{quote(branch, safe='/')}"
             "/protection/required_status_checks"
@@ -83,9 +82,8 @@ class CheckCalls(Transport):
 
         try:
             return self._repo_call(
-                f"read the required checks of {full_name}@{branch}",
-                installation_id=installation_id,
-                repository_id=repository_id,
+                f"read the required checks of {repo.full_name}@{branch}",
+                repo,
                 permissions=ADMINISTRATION_READ,
                 fn=get,
             )
@@ -94,44 +92,36 @@ class CheckCalls(Transport):
                 raise
             # Withdrawn after the permissions were read: refresh them so that the next
             # call asks for no token GitHub would refuse.
-            self.installation_permissions(installation_id, fresh=True)
+            self.installation_permissions(repo.installation_id, fresh=True)
             return None
 
     def commit_check_runs(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         sha: str,
     ) -> list[CheckRunState]:
         """Every check on commit `sha`, from any App: the newest check run of each name
         of each App (by name), then the latest status of each commit status context in
         the same shape (by context). Statuses are read only when the App holds Commit
         statuses: read; a run and a status sharing a name are both listed."""
-        with_statuses = bool(self._granted(installation_id, STATUSES_READ))
+        with_statuses = bool(self._granted(repo.installation_id, STATUSES_READ))
         try:
-            return self._commit_checks(
-                installation_id, repository_id, full_name, sha, with_statuses=with_statuses
-            )
+            return self._commit_checks(repo, sha, with_statuses=with_statuses)
         except GitHubError as error:
             if not (with_statuses and permissions_not_granted(error)):
                 raise
-            self.installation_permissions(installation_id, fresh=True)
-            return self._commit_checks(
-                installation_id, repository_id, full_name, sha, with_statuses=False
-            )
+            self.installation_permissions(repo.installation_id, fresh=True)
+            return self._commit_checks(repo, sha, with_statuses=False)
 
     def _commit_checks(
         self,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
+        repo: RepoRef,
         sha: str,
         *,
         with_statuses: bool,
     ) -> list[CheckRunState]:
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
 
         def pages(client: Github, url: str, key: str, **params: Any) -> list[dict[str, Any]]:
             items: list[dict[str, Any]] = []
@@ -165,9 +155,8 @@ class CheckCalls(Transport):
             return checks
 
         return self._repo_call(
-            f"list the checks of {full_name}@{sha[:7]}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"list the checks of {repo.full_name}@{sha[:7]}",
+            repo,
             permissions={"checks": "read", **(STATUSES_READ if with_statuses else {})},
             fn=read,
         )

@@ -27,6 +27,8 @@ token_cache: dict[tuple[Any, ...], InstallationToken] = {}
 # The API base URLs of GitHub servers that refused the dispatch's `return_run_details`
 # (an Enterprise Server older than the key): not offered it again (repos/github/actions.py).
 run_details_refused: set[str] = set()
+# Each App's slug, read once from `GET /app` when GITHUB_APP_SLUG is not set.
+slug_cache: dict[tuple[str, int], str] = {}
 # (base_url, app_id, installation_id) -> (time.monotonic() when read, granted permissions)
 permissions_cache: dict[tuple[Any, ...], tuple[float, dict[str, str]]] = {}
 # (base_url, repository, login) -> (time.monotonic() when read, role): who may silence a
@@ -167,8 +169,8 @@ def installation_client(
 
 
 def caches_clear() -> None:
-    """Forget cached tokens, installation permissions, clients and the writes' pace
-    (tests; a changed App key)."""
+    """Forget cached tokens, installation permissions, clients, the App's slug and the
+    writes' pace (tests; a changed App key)."""
     with cache_lock:
         token_cache.clear()
         permissions_cache.clear()
@@ -178,4 +180,5 @@ def caches_clear() -> None:
         _client_cache.clear()
         _pacers.clear()
         run_details_refused.clear()
+        slug_cache.clear()
     integration_client.cache_clear()

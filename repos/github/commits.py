@@ -15,6 +15,7 @@ from urllib.parse import quote
 from github import Github
 from pydantic import BaseModel
 
+from repos.github.repo import RepoRef
 from repos.github.transport import Transport
 
 PAGE_SIZE = 100
@@ -75,17 +76,15 @@ def _changed_file(data: dict[str, Any]) -> ChangedFile:
 class CommitCalls(Transport):
     def compare(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         base: str,
         head: str,
     ) -> Comparison:
         """Compare `base...head` (SHAs or branch names), reading up to
         COMPARE_MAX_PAGES pages of commits; `Comparison.complete` says whether that was
         all of it."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
         url = f"/repos/{owner}/{name}/compare/{quote(base, safe='/')}...{quote(head, safe='/')}"
 
         def read(client: Github) -> Comparison:
@@ -114,26 +113,23 @@ class CommitCalls(Transport):
             )
 
         return self._repo_call(
-            f"compare {base[:12]}...{head[:12]} in {full_name}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"compare {base[:12]}...{head[:12]} in {repo.full_name}",
+            repo,
             permissions={"contents": "read"},
             fn=read,
         )
 
     def commit_pull_requests(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         sha: str,
     ) -> list[AssociatedPull]:
         """The pull requests GitHub associates with commit `sha`: the merged one that
         brought it to the default branch, or, for a commit not on it, the open and
         merged ones whose commits include it. A commit the merge queue made itself has
         none."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
 
         def read(client: Github) -> list[AssociatedPull]:
             # Reference: https://docs.github.com/rest/commits/commits#list-pull-requests-associated-with-a-commit
@@ -154,23 +150,20 @@ class CommitCalls(Transport):
             ]
 
         return self._repo_call(
-            f"list the pull requests of commit {sha[:7]} in {full_name}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"list the pull requests of commit {sha[:7]} in {repo.full_name}",
+            repo,
             permissions={"pull_requests": "read"},
             fn=read,
         )
 
     def pull_request_files(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         number: int,
     ) -> list[ChangedFile]:
         """The files a pull request changes, as GitHub lists them (at most 3,000)."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
 
         def read(client: Github) -> list[ChangedFile]:
             # Reference: https://docs.github.com/rest/pulls/pulls#list-pull-requests-files
@@ -187,9 +180,8 @@ class CommitCalls(Transport):
             return files
 
         return self._repo_call(
-            f"list the files of pull request {full_name}#{number}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"list the files of pull request {repo.full_name}#{number}",
+            repo,
             permissions={"pull_requests": "read"},
             fn=read,
         )

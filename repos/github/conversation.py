@@ -12,6 +12,7 @@ from urllib.parse import quote
 from github import Github
 
 from repos.github.clients import ROLE_TTL_SECONDS, cache_lock, roles_cache
+from repos.github.repo import RepoRef
 from repos.github.schemas import (
     IssueCommentInfo,
     ReviewCommentInfo,
@@ -89,22 +90,20 @@ WRITE_ROLES = ("admin", "maintain", "write")
 class ConversationCalls(Transport):
     def collaborator_role(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         login: str,
     ) -> str:
         """`login`'s role on the repository: admin, maintain, write, triage, read or none
         (a custom role counts as its base). Asked of GitHub — a webhook's
         `author_association` is no answer: members whose membership is private arrive
         as CONTRIBUTOR — and remembered for a minute."""
-        key = (self.creds.base_url, full_name.lower(), login.lower())
+        key = (self.creds.base_url, repo.full_name.lower(), login.lower())
         with cache_lock:
             cached = roles_cache.get(key)
         if cached is not None and time.monotonic() - cached[0] < ROLE_TTL_SECONDS:
             return cached[1]
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
 
         def get(client: Github) -> str:
             # Reference: https://docs.github.com/rest/collaborators/collaborators#get-repository-permissions-for-a-user
@@ -116,9 +115,8 @@ class ConversationCalls(Transport):
             return role if role in (*WRITE_ROLES, "triage", "read") else legacy
 
         role = self._repo_call(
-            f"read {login}'s permission on {full_name}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"read {login}'s permission on {repo.full_name}",
+            repo,
             permissions={"metadata": "read"},
             fn=get,
         )
@@ -130,15 +128,13 @@ class ConversationCalls(Transport):
 
     def review_threads(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         number: int,
     ) -> list[ThreadInfo]:
         """Every review thread of a pull request with its comments (GraphQL only: REST has
         no thread state). Match comments on their ids, never on logins."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
 
         def get(client: Github) -> list[ThreadInfo]:
             # Reference: https://docs.github.com/graphql/reference/objects#pullrequestreviewthread
@@ -162,19 +158,16 @@ class ConversationCalls(Transport):
                 cursor = page["pageInfo"]["endCursor"]
 
         return self._repo_call(
-            f"list the review threads of {full_name}#{number}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"list the review threads of {repo.full_name}#{number}",
+            repo,
             permissions={"pull_requests": "read"},
             fn=get,
         )
 
     def thread_resolve(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         thread_id: str,
         resolved: bool = True,
     ) -> None:
@@ -190,9 +183,8 @@ class ConversationCalls(Transport):
             )
 
         self._repo_call(
-            f"{'resolve' if resolved else 'reopen'} review thread {thread_id} on {full_name}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"{'resolve' if resolved else 'reopen'} review thread {thread_id} on {repo.full_name}",
+            repo,
             permissions={"pull_requests": "write", "contents": "write"},
             fn=resolve,
             write=True,
@@ -200,10 +192,8 @@ class ConversationCalls(Transport):
 
     def comment_reply(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         number: int,
         comment_id: int,
         body: str,
@@ -211,7 +201,7 @@ class ConversationCalls(Transport):
     ) -> ReviewCommentInfo:
         """Reply in the thread of top-level review comment `comment_id`; `marker` in `body`
         finds a reply whose answer was lost instead of posting it twice."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
 
         def post(client: Github) -> ReviewCommentInfo:
             # Reference: https://docs.github.com/rest/pulls/comments#create-a-reply-for-a-review-comment
@@ -223,7 +213,7 @@ class ConversationCalls(Transport):
             return review_comment_info(data)
 
         def find(client: Github) -> ReviewCommentInfo | None:
-            for comment in self._pull_list(client, full_name, number, "comments"):
+            for comment in self._pull_list(client, repo.full_name, number, "comments"):
                 if (
                     comment.get("in_reply_to_id") == comment_id
                     and marker in (comment.get("body") or "")
@@ -233,9 +223,8 @@ class ConversationCalls(Transport):
             return None
 
         return self._repo_call(
-            f"reply to comment {comment_id} on {full_name}#{number}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"reply to comment {comment_id} on {repo.full_name}#{number}",
+            repo,
             permissions={"pull_requests": "write"},
             fn=post,
             recover=find,
@@ -244,15 +233,13 @@ class ConversationCalls(Transport):
 
     def review_dismiss(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         number: int,
         review_id: int,
         message: str,
     ) -> None:
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
 
         def put(client: Github) -> None:
             # Reference: https://docs.github.com/rest/pulls/reviews#dismiss-a-review-for-a-pull-request
@@ -263,9 +250,8 @@ class ConversationCalls(Transport):
             )
 
         self._repo_call(
-            f"dismiss review {review_id} on {full_name}#{number}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"dismiss review {review_id} on {repo.full_name}#{number}",
+            repo,
             permissions={"pull_requests": "write"},
             fn=put,
             write=True,
@@ -273,15 +259,13 @@ class ConversationCalls(Transport):
 
     def issue_comment_create(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         number: int,
         body: str,
         marker: str,
     ) -> IssueCommentInfo:
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
         url = f"/repos/{owner}/{name}/issues/{number}/comments"
 
         def post(client: Github) -> IssueCommentInfo:
@@ -303,9 +287,8 @@ class ConversationCalls(Transport):
                 page += 1
 
         return self._repo_call(
-            f"comment on {full_name}#{number}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"comment on {repo.full_name}#{number}",
+            repo,
             permissions={"pull_requests": "write"},
             fn=post,
             recover=find,
@@ -314,15 +297,13 @@ class ConversationCalls(Transport):
 
     def issue_comments_list(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         number: int,
     ) -> list[IssueCommentInfo]:
         """Every comment on a pull request's conversation, oldest first, with its author
         (Tasuku trusts a marker only in its own bot's comments)."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
         url = f"/repos/{owner}/{name}/issues/{number}/comments"
 
         def get(client: Github) -> list[IssueCommentInfo]:
@@ -339,26 +320,23 @@ class ConversationCalls(Transport):
                 page += 1
 
         return self._repo_call(
-            f"list the comments of {full_name}#{number}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"list the comments of {repo.full_name}#{number}",
+            repo,
             permissions={"pull_requests": "read"},
             fn=get,
         )
 
     def issue_comment_update(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         comment_id: int,
         body: str,
     ) -> IssueCommentInfo:
         """Edit one of Tasuku's own comments on a pull request's conversation (GitHub lets
         only its author edit it). A PATCH is safe to repeat: the same body twice is one
         edit."""
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
 
         def patch(client: Github) -> IssueCommentInfo:
             # Reference: https://docs.github.com/rest/issues/comments#update-an-issue-comment
@@ -370,9 +348,8 @@ class ConversationCalls(Transport):
             return _issue_comment(data)
 
         return self._repo_call(
-            f"edit comment {comment_id} on {full_name}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"edit comment {comment_id} on {repo.full_name}",
+            repo,
             permissions={"pull_requests": "write"},
             fn=patch,
             write=True,

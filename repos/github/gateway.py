@@ -3,7 +3,9 @@
 The composition: its own calls (pull requests, check runs, reviews) here, the rest in the
 mixins by subject (checks.py, conversation.py, commits.py, actions.py, hooks.py,
 issues.py, branches.py), all over
-`Transport` (transport.py: tokens, clients, the retry loop)."""
+`Transport` (transport.py: tokens, clients, the retry loop). A call about one repository
+takes it first, as one value (`RepoRef`, repo.py): `gateway.pull_request_get(repo,
+number=7)`."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from repos.github.config import credentials, retry_policy
 from repos.github.conversation import ConversationCalls
 from repos.github.hooks import HookCalls
 from repos.github.issues import IssueCalls
+from repos.github.repo import RepoRef
 from repos.github.schemas import (
     CheckRunInfo,
     CheckRunOutput,
@@ -53,12 +56,10 @@ class GitHubGateway(
     """One App's view of GitHub. Cheap to create; tokens and clients are cached per
     process (never on disk: they are credentials)."""
 
-    def pull_request_get(
-        self, *, installation_id: int, repository_id: int | None, full_name: str, number: int
-    ) -> PullRequestInfo:
+    def pull_request_get(self, repo: RepoRef, *, number: int) -> PullRequestInfo:
         def get(client: Github) -> PullRequestInfo:
             # Reference: https://docs.github.com/rest/pulls/pulls#get-a-pull-request
-            pr = client.get_repo(full_name).get_pull(number)
+            pr = client.get_repo(repo.full_name).get_pull(number)
             return PullRequestInfo(
                 number=pr.number,
                 title=pr.title or "",
@@ -81,19 +82,16 @@ class GitHubGateway(
             )
 
         return self._repo_call(
-            f"read pull request {full_name}#{number}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"read pull request {repo.full_name}#{number}",
+            repo,
             permissions={"pull_requests": "read"},
             fn=get,
         )
 
     def check_run_create(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         name: str,
         head_sha: str,
         external_id: str,
@@ -120,15 +118,14 @@ class GitHubGateway(
 
         def create(client: Github) -> CheckRunInfo:
             # Reference: https://docs.github.com/rest/checks/runs#create-a-check-run
-            return check_run_info(client.get_repo(full_name).create_check_run(**params))
+            return check_run_info(client.get_repo(repo.full_name).create_check_run(**params))
 
         def find(client: Github) -> CheckRunInfo | None:
-            return self._check_run_find(client, full_name, head_sha, name, external_id)
+            return self._check_run_find(client, repo.full_name, head_sha, name, external_id)
 
         return self._repo_call(
-            f"create check run {name!r} on {full_name}@{head_sha[:7]}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"create check run {name!r} on {repo.full_name}@{head_sha[:7]}",
+            repo,
             permissions={"checks": "write"},
             fn=create,
             recover=find,
@@ -137,21 +134,20 @@ class GitHubGateway(
 
     def check_run_find(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         head_sha: str,
         name: str,
         external_id: str,
     ) -> CheckRunInfo | None:
         """This App's check run named `name` on `head_sha` carrying `external_id`, if any."""
         return self._repo_call(
-            f"find check run {name!r} on {full_name}@{head_sha[:7]}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"find check run {name!r} on {repo.full_name}@{head_sha[:7]}",
+            repo,
             permissions={"checks": "read"},
-            fn=lambda client: self._check_run_find(client, full_name, head_sha, name, external_id),
+            fn=lambda client: self._check_run_find(
+                client, repo.full_name, head_sha, name, external_id
+            ),
         )
 
     def _check_run_find(
@@ -184,10 +180,8 @@ class GitHubGateway(
 
     def check_run_update(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         check_run_id: int,
         status: str | None = None,
         conclusion: str | None = None,
@@ -214,28 +208,25 @@ class GitHubGateway(
         def update(client: Github) -> CheckRunInfo:
             # Reference: https://docs.github.com/rest/checks/runs#update-a-check-run
             # Through the requester: PyGithub's CheckRun.edit needs the run fetched first.
-            owner, name = full_name.split("/", 1)
+            owner, name = repo.full_name.split("/", 1)
             _, data = client.requester.requestJsonAndCheck(
                 "PATCH", f"/repos/{owner}/{name}/check-runs/{check_run_id}", input=body
             )
             return CheckRunInfo.model_validate(data)
 
         return self._repo_call(
-            f"update check run {check_run_id} on {full_name}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"update check run {check_run_id} on {repo.full_name}",
+            repo,
             permissions={"checks": "write"},
             fn=update,
             write=True,
         )
 
-    def repository_get(
-        self, *, installation_id: int, repository_id: int | None, full_name: str
-    ) -> RepositoryInfo:
+    def repository_get(self, repo: RepoRef) -> RepositoryInfo:
         """The repository as GitHub describes it (kept for REPOSITORY_TTL_SECONDS: a
         review reads it for its clone URL, which a rename or a transfer changes rarely,
         and a stale one fails the clone, which is retried with a fresh read)."""
-        key = (self.creds.base_url, self.creds.app_id, installation_id, full_name.lower())
+        key = (self.creds.base_url, self.creds.app_id, repo.installation_id, repo.full_name.lower())
         with cache_lock:
             cached = repository_cache.get(key)
         if cached and time.monotonic() - cached[0] < REPOSITORY_TTL_SECONDS:
@@ -243,7 +234,7 @@ class GitHubGateway(
 
         def get(client: Github) -> RepositoryInfo:
             # Reference: https://docs.github.com/rest/repos/repos#get-a-repository
-            owner, name = full_name.split("/", 1)
+            owner, name = repo.full_name.split("/", 1)
             _, data = client.requester.requestJsonAndCheck("GET", f"/repos/{owner}/{name}")
             return RepositoryInfo(
                 full_name=data["full_name"],
@@ -254,9 +245,8 @@ class GitHubGateway(
             )
 
         info = self._repo_call(
-            f"read repository {full_name}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"read repository {repo.full_name}",
+            repo,
             permissions={"metadata": "read"},
             fn=get,
         )
@@ -264,52 +254,42 @@ class GitHubGateway(
             repository_cache[key] = (time.monotonic(), info)
         return info
 
-    def contents_token(
-        self, *, installation_id: int, repository_id: int, handed_out: bool = False
-    ) -> str:
+    def contents_token(self, repo: RepoRef, *, handed_out: bool = False) -> str:
         """A token that can read one repository's contents and nothing else (for git).
         `handed_out`: for someone else (the GitHub Actions runner), who revokes it when
         done: minted for it alone, never the cached one Tasuku's own clones use."""
-        scope = {"repository_ids": (repository_id,), "permissions": {"contents": "read"}}
+        scope = {"repository_ids": (repo.repository_id,), "permissions": {"contents": "read"}}
         if handed_out:
-            return self._token_mint(installation_id, **scope).token
-        return self.installation_token(installation_id, **scope).token
+            return self._token_mint(repo.installation_id, **scope).token
+        return self.installation_token(repo.installation_id, **scope).token
 
-    def reviews_list(
-        self, *, installation_id: int, repository_id: int | None, full_name: str, number: int
-    ) -> list[ReviewInfo]:
+    def reviews_list(self, repo: RepoRef, *, number: int) -> list[ReviewInfo]:
         # Reference: https://docs.github.com/rest/pulls/reviews#list-reviews-for-a-pull-request
         return self._repo_call(
-            f"list the reviews of {full_name}#{number}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"list the reviews of {repo.full_name}#{number}",
+            repo,
             permissions={"pull_requests": "read"},
             fn=lambda client: [
-                review_info(r) for r in self._pull_list(client, full_name, number, "reviews")
+                review_info(r) for r in self._pull_list(client, repo.full_name, number, "reviews")
             ],
         )
 
-    def review_comments_list(
-        self, *, installation_id: int, repository_id: int | None, full_name: str, number: int
-    ) -> list[ReviewCommentInfo]:
+    def review_comments_list(self, repo: RepoRef, *, number: int) -> list[ReviewCommentInfo]:
         # Reference: https://docs.github.com/rest/pulls/comments#list-review-comments-on-a-pull-request
         return self._repo_call(
-            f"list the review comments of {full_name}#{number}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"list the review comments of {repo.full_name}#{number}",
+            repo,
             permissions={"pull_requests": "read"},
             fn=lambda client: [
                 review_comment_info(c)
-                for c in self._pull_list(client, full_name, number, "comments")
+                for c in self._pull_list(client, repo.full_name, number, "comments")
             ],
         )
 
     def review_create(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         number: int,
         commit_sha: str,
         body: str,
@@ -323,7 +303,7 @@ class GitHubGateway(
         def create(client: Github) -> ReviewInfo:
             # Reference: https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request
             # `line`/`side`/`start_line` anchors, never the closing-down `position`.
-            owner, name = full_name.split("/", 1)
+            owner, name = repo.full_name.split("/", 1)
             _, data = client.requester.requestJsonAndCheck(
                 "POST",
                 f"/repos/{owner}/{name}/pulls/{number}/reviews",
@@ -332,7 +312,7 @@ class GitHubGateway(
             return review_info(data)
 
         def find(client: Github) -> ReviewInfo | None:
-            for review in self._pull_list(client, full_name, number, "reviews"):
+            for review in self._pull_list(client, repo.full_name, number, "reviews"):
                 if (
                     marker in (review.get("body") or "")
                     and review.get("state") != "PENDING"
@@ -342,9 +322,8 @@ class GitHubGateway(
             return None
 
         return self._repo_call(
-            f"post a review on {full_name}#{number}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"post a review on {repo.full_name}#{number}",
+            repo,
             permissions={"pull_requests": "write"},
             fn=create,
             recover=find,
@@ -353,10 +332,8 @@ class GitHubGateway(
 
     def review_pending_create(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         number: int,
         commit_sha: str,
         body: str,
@@ -368,7 +345,7 @@ class GitHubGateway(
         def create(client: Github) -> ReviewInfo:
             # Reference: https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request
             # "By leaving this blank, you set the review action state to PENDING."
-            owner, name = full_name.split("/", 1)
+            owner, name = repo.full_name.split("/", 1)
             _, data = client.requester.requestJsonAndCheck(
                 "POST",
                 f"/repos/{owner}/{name}/pulls/{number}/reviews",
@@ -377,7 +354,7 @@ class GitHubGateway(
             return review_info(data)
 
         def find(client: Github) -> ReviewInfo | None:
-            for review in self._pull_list(client, full_name, number, "reviews"):
+            for review in self._pull_list(client, repo.full_name, number, "reviews"):
                 if (
                     review.get("state") == "PENDING"
                     and body in (review.get("body") or "")
@@ -387,9 +364,8 @@ class GitHubGateway(
             return None
 
         return self._repo_call(
-            f"try a pending review on {full_name}#{number}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"try a pending review on {repo.full_name}#{number}",
+            repo,
             permissions={"pull_requests": "write"},
             fn=create,
             recover=find,
@@ -398,10 +374,8 @@ class GitHubGateway(
 
     def review_pending_delete(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         number: int,
         review_id: int,
     ) -> None:
@@ -409,7 +383,7 @@ class GitHubGateway(
 
         def delete(client: Github) -> None:
             # Reference: https://docs.github.com/rest/pulls/reviews#delete-a-pending-review-for-a-pull-request
-            owner, name = full_name.split("/", 1)
+            owner, name = repo.full_name.split("/", 1)
             try:
                 client.requester.requestJsonAndCheck(
                     "DELETE", f"/repos/{owner}/{name}/pulls/{number}/reviews/{review_id}"
@@ -419,9 +393,8 @@ class GitHubGateway(
                     raise
 
         self._repo_call(
-            f"delete pending review {review_id} on {full_name}#{number}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"delete pending review {review_id} on {repo.full_name}#{number}",
+            repo,
             permissions={"pull_requests": "write"},
             fn=delete,
             write=True,
@@ -429,10 +402,8 @@ class GitHubGateway(
 
     def review_update(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         number: int,
         review_id: int,
         body: str,
@@ -441,7 +412,7 @@ class GitHubGateway(
 
         def update(client: Github) -> ReviewInfo:
             # Reference: https://docs.github.com/rest/pulls/reviews#update-a-review-for-a-pull-request
-            owner, name = full_name.split("/", 1)
+            owner, name = repo.full_name.split("/", 1)
             _, data = client.requester.requestJsonAndCheck(
                 "PUT",
                 f"/repos/{owner}/{name}/pulls/{number}/reviews/{review_id}",
@@ -450,9 +421,8 @@ class GitHubGateway(
             return review_info(data)
 
         return self._repo_call(
-            f"update review {review_id} on {full_name}#{number}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"update review {review_id} on {repo.full_name}#{number}",
+            repo,
             permissions={"pull_requests": "write"},
             fn=update,
             write=True,
@@ -460,21 +430,14 @@ class GitHubGateway(
 
     def review_find(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         number: int,
         marker: str,
     ) -> ReviewInfo | None:
         """This App's review on the pull request whose body carries `marker`, if any
         (a copy of the marker in someone else's review is ignored)."""
-        for review in self.reviews_list(
-            installation_id=installation_id,
-            repository_id=repository_id,
-            full_name=full_name,
-            number=number,
-        ):
+        for review in self.reviews_list(repo, number=number):
             if (
                 marker in review.body
                 and review.state != "PENDING"  # a pending review is no posted one
@@ -485,22 +448,21 @@ class GitHubGateway(
 
     def review_comments_of(
         self,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
-        full_name: str,
         number: int,
         review_id: int,
     ) -> list[ReviewCommentInfo]:
         # Reference: https://docs.github.com/rest/pulls/reviews#list-comments-for-a-pull-request-review
         return self._repo_call(
-            f"list the comments of review {review_id} on {full_name}#{number}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"list the comments of review {review_id} on {repo.full_name}#{number}",
+            repo,
             permissions={"pull_requests": "read"},
             fn=lambda client: [
                 review_comment_info(c)
-                for c in self._pull_list(client, full_name, number, f"reviews/{review_id}/comments")
+                for c in self._pull_list(
+                    client, repo.full_name, number, f"reviews/{review_id}/comments"
+                )
             ],
         )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from github import Github
 
 from repos.github.errors import GitHubError
+from repos.github.repo import RepoRef
 from repos.github.schemas import IssueInfo
 from repos.github.transport import Transport
 
@@ -13,21 +14,19 @@ ISSUES_READ = {"issues": "read"}
 
 
 class IssueCalls(Transport):
-    def issue_get(
-        self, *, installation_id: int, repository_id: int | None, full_name: str, number: int
-    ) -> IssueInfo:
-        """Issue `number` of `full_name` (a pull request's number reads as its issue). The
-        token asks for Issues: read only, and only of `repository_id` when it is known;
+    def issue_get(self, repo: RepoRef, *, number: int) -> IssueInfo:
+        """Issue `number` of `repo` (a pull request's number reads as its issue). The
+        token asks for Issues: read only, and only of `repo`'s id when it is known;
         an installation that was never granted Issues is a permanent error that says so
         (a token asking for it would be refused)."""
-        if not self._granted(installation_id, ISSUES_READ):
+        if not self._granted(repo.installation_id, ISSUES_READ):
             raise GitHubError(
                 "Tasuku's GitHub App may not read issues: give it the repository permission "
                 "Issues: Read-only.",
                 permanent=True,
                 code="github-permission",
             )
-        owner, name = full_name.split("/", 1)
+        owner, name = repo.full_name.split("/", 1)
 
         def get(client: Github) -> IssueInfo:
             # Reference: https://docs.github.com/rest/issues/issues#get-an-issue
@@ -48,9 +47,8 @@ class IssueCalls(Transport):
             )
 
         return self._repo_call(
-            f"read issue {full_name}#{number}",
-            installation_id=installation_id,
-            repository_id=repository_id,
+            f"read issue {repo.full_name}#{number}",
+            repo,
             permissions=ISSUES_READ,
             fn=get,
             exact=True,  # a connector's read: none of the review's permissions

@@ -19,6 +19,7 @@ from repos.github.clients import installation_client
 from repos.github.config import AppCredentials, RetryPolicy
 from repos.github.errors import GitHubError
 from repos.github.gateway import GitHubGateway
+from repos.github.repo import RepoRef
 from repos.github.schemas import InstallationToken
 
 # Calls made with a person's token are counted under this pair (no App, no installation).
@@ -68,9 +69,7 @@ class PersonalGateway(GitHubGateway):
             token=self._token, expires_at=datetime.now(UTC) + timedelta(hours=1)
         )
 
-    def contents_token(
-        self, *, installation_id: int, repository_id: int, handed_out: bool = False
-    ) -> str:
+    def contents_token(self, repo: RepoRef, *, handed_out: bool = False) -> str:
         return self._token
 
     def _app_call(self, description: str, fn: Any) -> Any:

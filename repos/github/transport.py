@@ -23,12 +23,14 @@ from repos.github.clients import (
     integration_client,
     permissions_cache,
     reach_cache,
+    slug_cache,
     token_cache,
     token_key,
     write_pacer,
 )
 from repos.github.config import AppCredentials, RetryPolicy
 from repos.github.errors import GitHubError, classify, permissions_not_granted, quota_spent
+from repos.github.repo import RepoRef
 from repos.github.schemas import (
     InstallationToken,
     parse_time,
@@ -57,9 +59,6 @@ API_READ_PERMISSIONS = dict.fromkeys(API_PERMISSIONS, "read")
 # How long an installation's permissions are trusted: one an owner accepts later is used
 # within this long (or at once, after `installation_permissions(..., fresh=True)`).
 PERMISSIONS_TTL_SECONDS = 300.0
-
-_slugs: dict[tuple[str, int], str] = {}
-
 
 class Transport:
     """One App's view of GitHub. Cheap to create; tokens and clients are cached per
@@ -204,10 +203,10 @@ class Transport:
         if self.creds.slug:
             return self.creds.slug
         key = (self.creds.base_url, self.creds.app_id)
-        if key not in _slugs:
+        if key not in slug_cache:
             # Reference: https://docs.github.com/rest/apps/apps#get-the-authenticated-app
-            _slugs[key] = self._app_call("read the App", lambda: self._integration().get_app().slug)
-        return _slugs[key]
+            slug_cache[key] = self._app_call("read the App", lambda: self._integration().get_app().slug)
+        return slug_cache[key]
 
     def posted_by_us(self, user: dict[str, Any] | None) -> bool:
         """Whether a REST `user` object is this App's bot: the only author whose hidden
@@ -338,9 +337,8 @@ class Transport:
     def _repo_call(
         self,
         description: str,
+        repo: RepoRef,
         *,
-        installation_id: int,
-        repository_id: int | None,
         permissions: dict[str, str],
         fn: Callable[[Github], T],
         recover: Callable[[Github], T | None] | None = None,
@@ -359,6 +357,7 @@ class Transport:
         (`single_use_tokens`, or a write under `single_use_writes`) mints it with just
         `permissions` and revokes it after, whatever the call's outcome.
         """
+        installation_id, repository_id = repo.installation_id, repo.repository_id
         paced = write or creates
         if self.single_use_tokens or (paced and self.single_use_writes):
             return self._call(

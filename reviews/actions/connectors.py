@@ -16,8 +16,9 @@ from typing import Any
 
 from repos import github
 from repos.connectors.calls import CallScope, connector_call, connectors_allowed
+from repos.github import RepoRef
 from reviews.actions.workflow import run_for
-from reviews.engines.connectors import call_record, where_for
+from reviews.engines.connectors import call_record
 from reviews.models import ConnectorCall, ReviewRun, RunStatus
 from sandbox.connectors import refused
 from sandbox.contract import ConnectorAnswer, Limits
@@ -61,6 +62,6 @@ def _scope(run: ReviewRun) -> CallScope:
         gateway = None
     return CallScope(
         allowed=connectors_allowed(run.reviewer),
-        where=where_for(run) if gateway is not None else None,
+        where=RepoRef.of(run.pull_request.repository) if gateway is not None else None,
         gateway=gateway,
     )

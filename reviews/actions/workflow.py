@@ -39,7 +39,14 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from repos import github
-from repos.github import ActionsRunInfo, CheckRunOutput, DispatchedRun, GitHubError, GitHubGateway
+from repos.github import (
+    ActionsRunInfo,
+    CheckRunOutput,
+    DispatchedRun,
+    GitHubError,
+    GitHubGateway,
+    RepoRef,
+)
 from repos.github.actions import LOST_DISPATCH_WINDOW, workflow_path
 from repos.models import Repository
 from reviews.actions.oidc import subject_repository
@@ -98,7 +105,7 @@ def _check_linked(ctx: Context) -> None:
             ctx.run, created=False, installation=ctx.repository.installation
         )
         ctx.gateway.check_run_update(
-            **ctx.where,
+            ctx.repo,
             check_run_id=check_id,
             status="in_progress",
             details_url=url,
@@ -134,7 +141,7 @@ def dispatch(ctx: Context, job: ReviewJob) -> str:
             stage=Stage.SANDBOX,
             code="actions-fork",
         )
-    info = ctx.repository_info or ctx.gateway.repository_get(**ctx.where)
+    info = ctx.repository_info or ctx.gateway.repository_get(ctx.repo)
     branch = info.default_branch or repository.default_branch or "main"
     workflow = settings.TASUKU_ACTIONS_WORKFLOW
     run_name = RUN_NAME.format(run.pk)
@@ -145,11 +152,11 @@ def dispatch(ctx: Context, job: ReviewJob) -> str:
             # An earlier attempt may have dispatched and stopped before recording it.
             since = (run.started_at or timezone.now()) - LOST_DISPATCH_WINDOW
             dispatched = ctx.gateway.workflow_run_find(
-                **ctx.where, workflow=workflow, ref=branch, run_name=run_name, since=since
+                ctx.repo, workflow=workflow, ref=branch, run_name=run_name, since=since
             )
         if dispatched is None:
             dispatched = ctx.gateway.workflow_dispatch(
-                **ctx.where,
+                ctx.repo,
                 workflow=workflow,
                 ref=branch,
                 # The workflow checks out `head_sha`; the runner checks the checkout is at
@@ -282,9 +289,7 @@ def _runs_find(cutoff: datetime) -> int:
         repository = run.pull_request.repository
         try:
             listed = gateway.workflow_run_find(
-                installation_id=repository.installation.github_id,
-                repository_id=repository.github_id,
-                full_name=repository.full_name,
+                RepoRef.of(repository),
                 workflow=settings.TASUKU_ACTIONS_WORKFLOW,
                 ref=_ref(run),
                 run_name=RUN_NAME.format(run.pk),
@@ -398,11 +403,9 @@ def _token_attach(claims: dict[str, Any], run_id: int) -> bool:
     if repository is None:
         return False
     repo = Repository.objects.select_related("installation").get(pk=repository)
-    where = {"installation_id": repo.installation.github_id, "repository_id": repo.github_id,
-             "full_name": repo.full_name}  # fmt: skip
     try:
         gateway = github.gateway()
-        shown = gateway.actions_run_get(**where, run_id=run_id)
+        shown = gateway.actions_run_get(RepoRef.of(repo), run_id=run_id)
         return (
             _attach_shown(gateway, shown, "by its runner's token", pull_request__repository=repo)
             is not None

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from repos import github
-from repos.github import CheckRunOutput
+from repos.github import CheckRunOutput, RepoRef
 from repos.models import Installation
 from reviews.models import ReviewRun
 from reviews.queue import runs
@@ -57,18 +57,14 @@ def run_check_ensure(
         return run.check_run_id
     repository = run.pull_request.repository
     gateway = github.gateway()
-    common = {
-        "installation_id": installation.github_id,
-        "repository_id": repository.github_id,
-        "full_name": repository.full_name,
-    }
+    repo = RepoRef.of(repository, installation)
     found = None
     if not created:
         found = gateway.check_run_find(
-            **common, head_sha=run.head_sha, name=run.check_name, external_id=str(run.pk)
+            repo, head_sha=run.head_sha, name=run.check_name, external_id=str(run.pk)
         )
     check = found or gateway.check_run_create(
-        **common,
+        repo,
         name=run.check_name,
         head_sha=run.head_sha,
         external_id=str(run.pk),

@@ -23,7 +23,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from repos import github
-from repos.github import CheckRunOutput, GitHubError
+from repos.github import CheckRunOutput, GitHubError, RepoRef
 from reviews.checks.checkruns import REREVIEW_ACTION, details_url, run_check_ensure
 from reviews.models import ReviewRun
 from reviews.queue import runs
@@ -106,9 +106,7 @@ def _send_once(run_pk: int) -> tuple[str, tuple[str, str, str] | None]:
     try:
         check_id = run_check_ensure(run, created=False, installation=repository.installation)
         github.gateway().check_run_update(
-            installation_id=repository.installation.github_id,
-            repository_id=repository.github_id,
-            full_name=repository.full_name,
+            RepoRef.of(repository),
             check_run_id=check_id,
             conclusion=run.check_conclusion,
             output=CheckRunOutput(title=run.check_title, summary=run.check_summary),

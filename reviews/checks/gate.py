@@ -91,7 +91,7 @@ def check_in_progress(ctx: Context) -> None:
         return
     try:
         ctx.gateway.check_run_update(
-            **ctx.where,
+            ctx.repo,
             check_run_id=_check_id(ctx),
             status="in_progress",
             details_url=details_url(run),

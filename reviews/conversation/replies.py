@@ -17,7 +17,7 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 
 from repos import github
-from repos.github import ThreadComment, ThreadInfo
+from repos.github import RepoRef, ThreadComment, ThreadInfo
 from repos.selectors import effective_config
 from reviews.checks.gate import gate_refresh
 from reviews.conversation import thinking as reply_jobs
@@ -83,11 +83,7 @@ def review_comment_event(
         repository = pull_request.repository
         dismissal, role = may_dismiss(
             gateway,
-            {
-                "installation_id": repository.installation.github_id,
-                "repository_id": repository.github_id,
-                "full_name": repository.full_name,
-            },
+            RepoRef.of(repository),
             login,
             author=pull_request.author_login,
             author_allowed=effective_config(repository).author_may_dismiss,
@@ -202,22 +198,18 @@ class ReplyAnswer(durable.Job):
         repository = finding.pull_request.repository
         gateway = github.gateway()
         slug = gateway.app_slug()
-        where = {
-            "installation_id": repository.installation.github_id,
-            "repository_id": repository.github_id,
-            "full_name": repository.full_name,
-        }
+        repo = RepoRef.of(repository)
         marker = signed_marker("answer", reply.github_comment_id)
         role = ""
         text = static_answer(finding, reply, slug)
         if reply_jobs.thinks(reply, finding, slug):
             # A model reviewer answers for itself: asked once, its answer kept on the row.
             if reply.asked_at is None:
-                reply_jobs.reply_model_ask(reply, finding, gateway, where, slug)
+                reply_jobs.reply_model_ask(reply, finding, gateway, repo, slug)
                 reply.refresh_from_db()
-            text, role = reply_jobs.answer_text(reply, finding, gateway, where, slug, text)
+            text, role = reply_jobs.answer_text(reply, finding, gateway, repo, slug, text)
         posted = gateway.comment_reply(
-            **where,
+            repo,
             number=finding.pull_request.number,
             comment_id=finding.github_comment_id,
             body=f"{text}\n\n{marker}",
@@ -227,7 +219,7 @@ class ReplyAnswer(durable.Job):
         if role:
             # The reviewer conceded to someone who may dismiss: dismissed, as their own
             # dismissal would be.
-            error = reply_jobs.concession_apply(reply, finding, gateway, where, role)
+            error = reply_jobs.concession_apply(reply, finding, gateway, repo, role)
         self.finish(
             ThreadReply.Status.ANSWERED, answer=text, answer_comment_id=posted.id, error=error
         )
@@ -276,16 +268,12 @@ def thread_event(payload: payloads.PullRequestReviewThreadEvent, *, delivery_id:
         return Outcome.ignore("not an open finding's thread")
     pull_request = finding.pull_request
     repository = pull_request.repository
-    where = {
-        "installation_id": repository.installation.github_id,
-        "repository_id": repository.github_id,
-        "full_name": repository.full_name,
-    }
+    repo = RepoRef.of(repository)
     login = sender.login
     allowed = effective_config(repository).author_may_dismiss
     ok, role = may_dismiss(
         gateway,
-        where,
+        repo,
         login,
         author=pull_request.author_login,
         author_allowed=allowed,
@@ -326,7 +314,7 @@ def thread_event(payload: payloads.PullRequestReviewThreadEvent, *, delivery_id:
     )
     notes = thread_reopen(
         gateway,
-        where,
+        repo,
         pull_request.number,
         info,
         text,

@@ -23,7 +23,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.utils import timezone
 
-from repos.github import GitHubError
+from repos.github import GitHubError, RepoRef
 from repos.selectors import effective_config
 from reviews.engines import boundary as engines
 from reviews.models import Dismissal, Finding, ThreadReply
@@ -73,7 +73,9 @@ def thinks(reply: ThreadReply, finding: Finding, slug: str) -> bool:
     ).exists()
 
 
-def reply_model_ask(reply: ThreadReply, finding: Finding, gateway, where: dict, slug: str) -> None:
+def reply_model_ask(
+    reply: ThreadReply, finding: Finding, gateway, repo: RepoRef, slug: str
+) -> None:
     """Ask the reviewer's model once, and keep what it said (or why it said nothing) on
     the reply's row. GitHub's errors while preparing the job are raised: the reply waits
     and the model is asked on the next try."""
@@ -88,7 +90,7 @@ def reply_model_ask(reply: ThreadReply, finding: Finding, gateway, where: dict, 
         )
     else:
         try:
-            result = _run(reply, finding, gateway, where, slug)
+            result = _run(reply, finding, gateway, repo, slug)
         except GitHubError:
             raise
         except Exception as exc:  # noqa: BLE001 - the model failing is an answer too
@@ -112,18 +114,16 @@ def reply_model_ask(reply: ThreadReply, finding: Finding, gateway, where: dict, 
     )
 
 
-def _run(reply: ThreadReply, finding: Finding, gateway, where: dict, slug: str):
+def _run(reply: ThreadReply, finding: Finding, gateway, repo: RepoRef, slug: str):
     pull_request = finding.pull_request
     repository = pull_request.repository
     reviewer = finding.review.reviewer
-    messages = thread_messages(gateway, where, pull_request.number, finding, reply, slug)
+    messages = thread_messages(gateway, repo, pull_request.number, finding, reply, slug)
     cap = REPLY_COST_CAP
     if reviewer.cost_cap_usd is not None:
         cap = min(cap, Decimal(reviewer.cost_cap_usd))
-    info = gateway.repository_get(**where)
-    token = gateway.contents_token(
-        installation_id=repository.installation.github_id, repository_id=repository.github_id
-    )
+    info = gateway.repository_get(repo)
+    token = gateway.contents_token(repo)
     with Workspace(settings.TASUKU_WORKSPACE_ROOT) as workspace:
         checkout = workspace.checkout(
             clone_url=info.clone_url,
@@ -171,14 +171,14 @@ def _run(reply: ThreadReply, finding: Finding, gateway, where: dict, slug: str):
 
 
 def thread_messages(
-    gateway, where: dict, number: int, finding: Finding, reply: ThreadReply, slug: str
+    gateway, repo: RepoRef, number: int, finding: Finding, reply: ThreadReply, slug: str
 ) -> tuple[ThreadMessage, ...]:
     """The finding's thread as GitHub has it, oldest first, Tasuku's own comments marked
     (by author, never by what a comment says), the reply to answer last."""
     found = next(
         (
             t
-            for t in gateway.review_threads(**where, number=number)
+            for t in gateway.review_threads(repo, number=number)
             if t.first is not None and t.first.id == finding.github_comment_id
         ),
         None,
@@ -214,7 +214,7 @@ def code_around(root, finding: Finding) -> str:
 
 
 def answer_text(
-    reply: ThreadReply, finding: Finding, gateway, where: dict, slug: str, static: str
+    reply: ThreadReply, finding: Finding, gateway, repo: RepoRef, slug: str, static: str
 ) -> tuple[str, str]:
     """What the thread is told, and the dismissing person's role when the reviewer's
     concession silences the finding ("" otherwise). `static`: the canned answer, for a
@@ -235,7 +235,7 @@ def answer_text(
     allowed = effective_config(pull_request.repository).author_may_dismiss
     ok, role = may_dismiss(
         gateway,
-        where,
+        repo,
         reply.login,
         author=pull_request.author_login,
         author_allowed=allowed,
@@ -258,7 +258,9 @@ def answer_text(
     )
 
 
-def concession_apply(reply: ThreadReply, finding: Finding, gateway, where: dict, role: str) -> str:
+def concession_apply(
+    reply: ThreadReply, finding: Finding, gateway, repo: RepoRef, role: str
+) -> str:
     """The reviewer conceded to someone who may dismiss: the finding is dismissed (once),
     and its thread resolved. Returns a note when GitHub would not resolve it."""
     Dismissal.objects.get_or_create(
@@ -272,10 +274,10 @@ def concession_apply(reply: ThreadReply, finding: Finding, gateway, where: dict,
         },
     )
     try:
-        for thread in gateway.review_threads(**where, number=finding.pull_request.number):
+        for thread in gateway.review_threads(repo, number=finding.pull_request.number):
             if thread.first is not None and thread.first.id == finding.github_comment_id:
                 if not thread.is_resolved:
-                    gateway.thread_resolve(**where, thread_id=thread.id)
+                    gateway.thread_resolve(repo, thread_id=thread.id)
                 break
     except GitHubError as exc:
         # The dismissal stands (the check no longer counts it); only the thread is open.

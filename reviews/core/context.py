@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from repos.github import GitHubGateway
+from repos.github import GitHubGateway, RepoRef
 from repos.policy import EffectiveConfig
 from reviews.core.modes import REVIEW, RunMode
 from reviews.models import ReviewRun
@@ -121,13 +121,9 @@ class Context:
         return self.run.pull_request.repository
 
     @property
-    def where(self) -> dict:
-        repository = self.repository
-        return {
-            "installation_id": repository.installation.github_id,
-            "repository_id": repository.github_id,
-            "full_name": repository.full_name,
-        }
+    def repo(self) -> RepoRef:
+        """The repository as the gateway's calls name it."""
+        return RepoRef.of(self.repository)
 
     def stage(self, stage: str) -> None:
         self.beat.check()

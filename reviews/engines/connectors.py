@@ -17,23 +17,13 @@ from collections.abc import Callable
 from typing import Any
 
 from repos.connectors.calls import CallScope, connector_call, connectors_allowed
-from repos.connectors.github_issue import Where
-from repos.github import GitHubGateway
+from repos.github import GitHubGateway, RepoRef
 from reviews.models import ConnectorCall, ReviewRun
 from sandbox.agent.tools.connectors import input_summary
 from sandbox.connectors import refused
 from sandbox.contract import ConnectorAnswer
 
 logger = logging.getLogger(__name__)
-
-
-def where_for(run: ReviewRun) -> Where:
-    repository = run.pull_request.repository
-    return Where(
-        installation_id=repository.installation.github_id,
-        repository_id=repository.github_id,
-        full_name=repository.full_name,
-    )
 
 
 def call_record(
@@ -70,7 +60,7 @@ class RunConnectors:
         self.max_calls = max_calls
         self.scope = CallScope(
             allowed=connectors_allowed(run.reviewer),
-            where=where_for(run) if gateway is not None else None,
+            where=RepoRef.of(run.pull_request.repository) if gateway is not None else None,
             gateway=gateway,
         )
         self.records: list[ConnectorCall] = []

@@ -38,7 +38,7 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from repos import github
-from repos.github import GitHubError
+from repos.github import GitHubError, RepoRef
 from repos.models import Repository
 from reviews.local.review import (
     Local,
@@ -853,12 +853,9 @@ evaluation_run = EvaluationRun.run  # the task's body (reviews/tasks.py)
 def _evaluation_go(record: Evaluation, attempt: int, root: Path) -> str:
     repository = record.repository
     gateway = github.gateway()
-    where = {"installation_id": repository.installation.github_id,
-             "repository_id": repository.github_id, "full_name": repository.full_name}  # fmt: skip
-    info = gateway.repository_get(**where)
-    token = gateway.contents_token(
-        installation_id=repository.installation.github_id, repository_id=repository.github_id
-    )
+    repo = RepoRef.of(repository)
+    info = gateway.repository_get(repo)
+    token = gateway.contents_token(repo)
     root.parent.mkdir(parents=True, exist_ok=True)
     Git(root.parent, git_env(token, root.parent))(
         "clone", "--quiet", "--no-checkout", "--branch", info.default_branch, "--",

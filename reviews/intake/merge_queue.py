@@ -43,14 +43,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.conf import settings
 from django.urls import reverse
 from django.utils.translation import ngettext
 
 from repos import github
-from repos.github import CheckRunOutput, GitHubError, GitHubGateway, PullRequestInfo
+from repos.github import CheckRunOutput, GitHubError, GitHubGateway, PullRequestInfo, RepoRef
 from repos.github.commits import Comparison
 from repos.models import Repository
 from repos.selectors import effective_config
@@ -167,14 +166,14 @@ def merge_group_event(payload: payloads.MergeGroupEvent, *, delivery_id: int) ->
     if not slugs:
         return Outcome.ignore(f"{label}: no reviewer is enabled on {repository.full_name}")
     gateway = github.gateway()
-    where = _where(repository)
-    group = group_read(gateway, where, repository, entry)
+    repo = RepoRef.of(repository)
+    group = group_read(gateway, repo, repository, entry)
     decided = []
     for slug in slugs:
         conclusion, title, summary = conclude(group, slug)
         check_publish(
             gateway,
-            where,
+            repo,
             entry.head_sha,
             slug,
             conclusion,
@@ -203,11 +202,11 @@ def group_destroyed(repository: Repository, entry: Entry, label: str, reason: st
     if not requested:
         return Outcome(f"{label} destroyed{why}: Tasuku had no check on it")
     gateway = github.gateway()
-    where = _where(repository)
+    repo = RepoRef.of(repository)
     cancelled = 0
     for reviewer in effective_config(repository).reviewers:
         check = gateway.check_run_find(
-            **where,
+            repo,
             head_sha=entry.head_sha,
             name=check_name(reviewer.slug),
             external_id=EXTERNAL_ID,
@@ -215,7 +214,7 @@ def group_destroyed(repository: Repository, entry: Entry, label: str, reason: st
         if check is None or check.status == "completed":
             continue
         gateway.check_run_update(
-            **where,
+            repo,
             check_run_id=check.id,
             conclusion="cancelled",
             output=CheckRunOutput(
@@ -233,7 +232,7 @@ def group_destroyed(repository: Repository, entry: Entry, label: str, reason: st
 
 
 def group_read(
-    gateway: GitHubGateway, where: dict[str, Any], repository: Repository, entry: Entry
+    gateway: GitHubGateway, repo: RepoRef, repository: Repository, entry: Entry
 ) -> Group:
     """The group's entries, pull requests and changes as GitHub has them. A permanent
     GitHub error (it will not describe the group) makes the group unable to pass; a
@@ -242,13 +241,13 @@ def group_read(
     try:
         comparisons = [
             # A payload without `base_sha` (older servers) compares with the base branch.
-            gateway.compare(**where, base=e.base_sha or e.branch, head=e.head_sha)
+            gateway.compare(repo, base=e.base_sha or e.branch, head=e.head_sha)
             for e in group.entries
         ]
         for e in group.entries:
             if e.number is not None and e.number not in group.pulls:
-                group.pulls[e.number] = pull_read(gateway, where, repository, e.number)
-        pulls_associated(gateway, where, repository, entry.branch, group, comparisons)
+                group.pulls[e.number] = pull_read(gateway, repo, repository, e.number)
+        pulls_associated(gateway, repo, repository, entry.branch, group, comparisons)
     except GitHubError as exc:
         if not exc.permanent:
             raise
@@ -289,16 +288,14 @@ def entries_ahead(repository: Repository, entry: Entry) -> list[Entry]:
     return entries
 
 
-def pull_read(
-    gateway: GitHubGateway, where: dict[str, Any], repository: Repository, number: int
-) -> Pull:
+def pull_read(gateway: GitHubGateway, repo: RepoRef, repository: Repository, number: int) -> Pull:
     try:
-        info = gateway.pull_request_get(**where, number=number)
+        info = gateway.pull_request_get(repo, number=number)
     except GitHubError as exc:
         if exc.status != 404:
             raise
         return Pull(number=number, info=None)
-    files = gateway.pull_request_files(**where, number=number)
+    files = gateway.pull_request_files(repo, number=number)
     names = {f.filename for f in files} | {
         f.previous_filename for f in files if f.previous_filename
     }
@@ -308,7 +305,7 @@ def pull_read(
 
 def pulls_associated(
     gateway: GitHubGateway,
-    where: dict[str, Any],
+    repo: RepoRef,
     repository: Repository,
     branch: str,
     group: Group,
@@ -325,12 +322,12 @@ def pulls_associated(
         if sha in reviewed or asked >= MAX_COMMITS_ASKED:
             continue
         asked += 1
-        for associated in gateway.commit_pull_requests(**where, sha=sha):
+        for associated in gateway.commit_pull_requests(repo, sha=sha):
             if associated.state != "open" or associated.base_ref != branch:
                 continue
             if associated.number not in group.pulls:
                 group.pulls[associated.number] = pull_read(
-                    gateway, where, repository, associated.number
+                    gateway, repo, repository, associated.number
                 )
                 reviewed = _histories(group, parents)
 
@@ -513,7 +510,7 @@ def _line(text: str | None) -> str:
 
 def check_publish(
     gateway: GitHubGateway,
-    where: dict[str, Any],
+    repo: RepoRef,
     head_sha: str,
     slug: str,
     conclusion: str,
@@ -525,10 +522,10 @@ def check_publish(
     or, when an earlier attempt of this delivery made it, updated to what holds now."""
     name = check_name(slug)
     output = CheckRunOutput(title=title[:255], summary=summary)
-    found = gateway.check_run_find(**where, head_sha=head_sha, name=name, external_id=EXTERNAL_ID)
+    found = gateway.check_run_find(repo, head_sha=head_sha, name=name, external_id=EXTERNAL_ID)
     if found is not None:
         gateway.check_run_update(
-            **where,
+            repo,
             check_run_id=found.id,
             conclusion=conclusion,
             output=output,
@@ -536,7 +533,7 @@ def check_publish(
         )
         return
     gateway.check_run_create(
-        **where,
+        repo,
         name=name,
         head_sha=head_sha,
         external_id=EXTERNAL_ID,
@@ -544,14 +541,6 @@ def check_publish(
         conclusion=conclusion,
         output=output,
     )
-
-
-def _where(repository: Repository) -> dict[str, Any]:
-    return {
-        "installation_id": repository.installation.github_id,
-        "repository_id": repository.github_id,
-        "full_name": repository.full_name,
-    }
 
 
 def _details(repository: Repository, entry: Entry) -> str:

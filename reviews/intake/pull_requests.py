@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.utils.translation import ngettext
 
 from repos import github
-from repos.github import CheckRunOutput
+from repos.github import CheckRunOutput, RepoRef
 from repos.github.budget import URGENT, writes_for
 from repos.models import Installation, Repository, Reviewer
 from repos.policy import POLICY_TRIGGERS, EffectiveConfig, Trigger
@@ -151,9 +151,7 @@ def pull_request_refresh(
     """The pull request as GitHub has it now (comment events carry no head SHA; a late
     delivery's is out of date)."""
     info = github.gateway().pull_request_get(
-        installation_id=installation.github_id,
-        repository_id=repository.github_id,
-        full_name=repository.full_name,
+        RepoRef.of(repository, installation),
         number=number,
     )
     return pull_request_from_info(repository, info)
@@ -422,9 +420,7 @@ def admission_for(
         changed_files = (
             github.gateway()
             .pull_request_get(
-                installation_id=installation.github_id,
-                repository_id=repository.github_id,
-                full_name=repository.full_name,
+                RepoRef.of(repository, installation),
                 number=pull_request.number,
             )
             .changed_files

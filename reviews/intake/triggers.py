@@ -13,6 +13,7 @@ import re
 from django.db import IntegrityError, transaction
 
 from repos import github
+from repos.github import RepoRef
 from repos.models import Installation, Repository, Reviewer
 from repos.policy import Trigger
 from repos.selectors import effective_config, write_access
@@ -136,9 +137,7 @@ def _answer(
 ) -> None:
     marker = signed_marker("command", key)
     github.gateway().issue_comment_create(
-        installation_id=installation.github_id,
-        repository_id=repository.github_id,
-        full_name=repository.full_name,
+        RepoRef.of(repository, installation),
         number=number,
         body=f"{body}\n\n{marker}",
         marker=marker,

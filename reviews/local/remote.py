@@ -24,7 +24,14 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import transaction
 
-from repos.github import GitHubError, PullRequestInfo, RepositoryInfo, ReviewInfo, retry_policy
+from repos.github import (
+    GitHubError,
+    PullRequestInfo,
+    RepoRef,
+    RepositoryInfo,
+    ReviewInfo,
+    retry_policy,
+)
 from repos.github.manifest import GHE_COM, hosts
 from repos.github.personal import PersonalGateway
 from repos.models import LOCAL_INSTALLATION, Installation, Repository
@@ -254,7 +261,7 @@ class Remote(Local):
     ) -> Checkout:
         return workspace.checkout(
             clone_url=self.info.clone_url,
-            token=self.gateway.contents_token(installation_id=0, repository_id=0),
+            token=self.gateway.contents_token(RepoRef(0, 0, self.address.full_name)),
             head_sha=ctx.run.head_sha,
             base_sha=ctx.run.base_sha,
             previous_sha=previous,
@@ -304,12 +311,12 @@ class Remote(Local):
             not_reviewed=tuple((e.path, e.reason) for e in unreviewed(entries_of(review.coverage))),
         )
         inline = [v for v in validated if v.published]
-        where = {"installation_id": 0, "repository_id": None, "full_name": self.address.full_name}
+        repo = RepoRef(installation_id=0, repository_id=None, full_name=self.address.full_name)
         marker = run_marker(run.pk)
 
         def send(body: str, comments: list[dict]) -> ReviewInfo:
             return self.gateway.review_create(
-                **where,
+                repo,
                 number=self.address.number,
                 commit_sha=run.head_sha,
                 body=_from_the_command_line(body, run.reviewer.slug),
@@ -386,10 +393,10 @@ def pull_review(
     reviewer = reviewer_enabled(reviewer_slug)
     token, token_from = token_find(address, environ)
     gateway = PersonalGateway(token, address.api_url, retry_policy())
-    where = {"installation_id": 0, "repository_id": None, "full_name": address.full_name}
+    repo = RepoRef(installation_id=0, repository_id=None, full_name=address.full_name)
     try:
-        info = gateway.pull_request_get(**where, number=address.number)
-        repository_info = gateway.repository_get(**where)
+        info = gateway.pull_request_get(repo, number=address.number)
+        repository_info = gateway.repository_get(repo)
     except GitHubError as exc:
         if exc.status == 401:
             raise RemoteReviewError(

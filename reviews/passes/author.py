@@ -10,7 +10,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from repos.github import GitHubError, GitHubGateway
+from repos.github import GitHubError, GitHubGateway, RepoRef
 from repos.github.config import AppCredentials, private_key_problem, retry_policy
 from repos.models import Repository
 
@@ -27,12 +27,12 @@ class AuthorGateway(GitHubGateway):
     single_use_tokens = True
     shared_api_tokens = False
 
-    def review_create(self, *, event: str, **kwargs):  # type: ignore[override]
+    def review_create(self, repo: RepoRef, *, event: str, **kwargs):  # type: ignore[override]
         if event != "COMMENT":
             raise ApprovalRefused(
                 f"The author's App may not post a {event} review: only the reviewer App approves."
             )
-        return super().review_create(event=event, **kwargs)
+        return super().review_create(repo, event=event, **kwargs)
 
 
 def author_configured() -> list[str]:
@@ -84,7 +84,7 @@ class AuthorPoster:
     def __init__(self, gateway: AuthorGateway) -> None:
         self._gateway = gateway
 
-    def _where(self, full_name: str) -> dict:
+    def _repo(self, full_name: str) -> RepoRef:
         installation_id = self._gateway.repository_installation_id(full_name)
         if installation_id is None:
             raise GitHubError(
@@ -99,21 +99,17 @@ class AuthorPoster:
             .values_list("github_id", flat=True)
             .first()
         )
-        return {
-            "installation_id": installation_id,
-            "repository_id": repository_id,
-            "full_name": full_name,
-        }
+        return RepoRef(installation_id, repository_id, full_name)
 
     def reply(self, full_name: str, number: int, comment_id: int, body: str, marker: str) -> int:
         posted = self._gateway.comment_reply(
-            **self._where(full_name), number=number, comment_id=comment_id, body=body, marker=marker
+            self._repo(full_name), number=number, comment_id=comment_id, body=body, marker=marker
         )
         return posted.id
 
     def comment(self, full_name: str, number: int, body: str, marker: str) -> int:
         posted = self._gateway.issue_comment_create(
-            **self._where(full_name), number=number, body=body, marker=marker
+            self._repo(full_name), number=number, body=body, marker=marker
         )
         return posted.id
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.translation import ngettext
 
 from repos import github
-from repos.github import GitHubError
+from repos.github import GitHubError, RepoRef
 from repos.models import Repository, Reviewer, ReviewSkill
 from repos.policy import Trigger
 from repos.selectors import effective_config, reviewer_config
@@ -417,15 +417,11 @@ def checks_refresh(task: Task) -> list[dict]:
         pull_request = tpr.pull_request
         if pull_request is None:
             continue
-        where = {
-            "installation_id": tpr.repository.installation.github_id,
-            "repository_id": tpr.repository.github_id,
-            "full_name": tpr.repository.full_name,
-        }
-        required = gateway.required_checks(**where, branch=pull_request.base_ref or "main")
+        repo = RepoRef.of(tpr.repository)
+        required = gateway.required_checks(repo, branch=pull_request.base_ref or "main")
         if required is None:
             required = list(task.required_checks)
-        runs = {c.name: c for c in gateway.commit_check_runs(**where, sha=pull_request.head_sha)}
+        runs = {c.name: c for c in gateway.commit_check_runs(repo, sha=pull_request.head_sha)}
         checks = []
         for name in required:
             found = runs.get(name)

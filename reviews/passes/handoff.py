@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from repos import github
-from repos.github import GitHubError
+from repos.github import GitHubError, RepoRef
 from repos.models import Repository, Reviewer, ReviewSkill
 from repos.policy import Engine
 from repos.refs import ref_parse
@@ -180,9 +180,7 @@ def pull_authored_check(repository: Repository, number: int) -> None:
         ) from exc
     try:
         pull = github.gateway().pull_request_get(
-            installation_id=repository.installation.github_id,
-            repository_id=repository.github_id,
-            full_name=repository.full_name,
+            RepoRef.of(repository),
             number=number,
         )
     except GitHubError as exc:

@@ -59,7 +59,7 @@ class GitHub:
                 "Not reviewed: reviews are disabled",
                 "Reviews were disabled for this repository after this run was queued.",
             )
-        info = ctx.gateway.pull_request_get(**ctx.where, number=run.pull_request.number)
+        info = ctx.gateway.pull_request_get(ctx.repo, number=run.pull_request.number)
         if info.state != "open":
             return _stop(
                 ctx,
@@ -107,12 +107,9 @@ class GitHub:
         since: str | None,
         materialise: Materialise | None = None,
     ) -> Checkout:
-        info = ctx.gateway.repository_get(**ctx.where)
+        info = ctx.gateway.repository_get(ctx.repo)
         ctx.repository_info = info
-        token = ctx.gateway.contents_token(
-            installation_id=ctx.repository.installation.github_id,
-            repository_id=ctx.repository.github_id,
-        )
+        token = ctx.gateway.contents_token(ctx.repo)
         checkout = workspace.checkout(
             clone_url=info.clone_url,
             token=token,
@@ -132,7 +129,7 @@ class GitHub:
     def conversation(self, ctx: Context, earlier: list[Finding]) -> threads.Conversation:
         return threads.conversation_read(
             ctx.gateway,
-            ctx.where,
+            ctx.repo,
             ctx.run.pull_request.number,
             ctx.run,
             earlier,
@@ -169,10 +166,10 @@ class GitHub:
         notes += published.notes
         number = ctx.run.pull_request.number
         notes += threads.close_threads(
-            ctx.gateway, ctx.where, number, ctx.run, earlier, decisions, talk.threads
+            ctx.gateway, ctx.repo, number, ctx.run, earlier, decisions, talk.threads
         )
         notes += threads.suppression_replies(
-            ctx.gateway, ctx.where, number, ctx.run, review, earlier, decisions, talk.threads
+            ctx.gateway, ctx.repo, number, ctx.run, review, earlier, decisions, talk.threads
         )
         notes += self.unauthorised_reopen(ctx, earlier, decisions, talk)
         if approval_withheld(ctx, open_now):
@@ -187,7 +184,7 @@ class GitHub:
         talk: threads.Conversation,
     ) -> list[str]:
         return threads.reopen_unauthorised(
-            ctx.gateway, ctx.where, ctx.run.pull_request.number, ctx.run, earlier, decisions, talk
+            ctx.gateway, ctx.repo, ctx.run.pull_request.number, ctx.run, earlier, decisions, talk
         )
 
     def under_way(self, ctx: Context, checkout: Checkout) -> None:
@@ -211,7 +208,7 @@ def _answer_lags(ctx: Context, github_head: str) -> bool:
     before GitHub's API shows the push). A force push back to an older commit is told
     apart by its own delivery, which supersedes this run before it starts."""
     try:
-        comparison = ctx.gateway.compare(**ctx.where, base=github_head, head=ctx.run.head_sha)
+        comparison = ctx.gateway.compare(ctx.repo, base=github_head, head=ctx.run.head_sha)
     except GitHubError as exc:
         if not exc.permanent:
             raise

@@ -34,7 +34,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from repos import github
-from repos.github import CheckRunOutput
+from repos.github import CheckRunOutput, RepoRef
 from repos.policy import CHECKLESS_TRIGGERS, EffectiveConfig, Runner, TestsConfig
 from reviews.models import Review, ReviewRun, RunStatus, SandboxTestRun, TestsStatus
 from reviews.pipeline.forges import mirror_for
@@ -325,10 +325,9 @@ def _tests_outcome(row: SandboxTestRun, attempt: int, beat: Beat) -> Outcome:
         )
     repository = row.pull_request.repository
     gateway = github.gateway()
-    where = {"installation_id": repository.installation.github_id,
-             "repository_id": repository.github_id}  # fmt: skip
-    info = gateway.repository_get(**where, full_name=repository.full_name)
-    token = gateway.contents_token(**where)
+    repo = RepoRef.of(repository)
+    info = gateway.repository_get(repo)
+    token = gateway.contents_token(repo)
     with Workspace(settings.TASUKU_WORKSPACE_ROOT or None) as workspace:
         checkout = workspace.checkout(
             clone_url=info.clone_url,
@@ -424,13 +423,8 @@ def command_of(config: TestsConfig, base_file: str) -> tuple[str, str, str]:
 # --- Reporting ---------------------------------------------------------------------------
 
 
-def _where(row: SandboxTestRun) -> dict[str, Any]:
-    repository = row.pull_request.repository
-    return {
-        "installation_id": repository.installation.github_id,
-        "repository_id": repository.github_id,
-        "full_name": repository.full_name,
-    }
+def _repo(row: SandboxTestRun) -> RepoRef:
+    return RepoRef.of(row.pull_request.repository)
 
 
 def _details_url(row: SandboxTestRun) -> str:
@@ -451,10 +445,10 @@ def _check_ensure(row: SandboxTestRun, attempt: int) -> int:
     found = None
     if attempt > 1:
         found = gateway.check_run_find(
-            **_where(row), head_sha=row.head_sha, name=CHECK_NAME, external_id=external_id
+            _repo(row), head_sha=row.head_sha, name=CHECK_NAME, external_id=external_id
         )
     check = found or gateway.check_run_create(
-        **_where(row),
+        _repo(row),
         name=CHECK_NAME,
         head_sha=row.head_sha,
         external_id=external_id,
@@ -492,7 +486,7 @@ def _report(row: SandboxTestRun, outcome: Outcome) -> None:
     check_id = row.check_run_id
     if check_id is not None:
         github.gateway().check_run_update(
-            **_where(row),
+            _repo(row),
             check_run_id=check_id,
             status="completed",
             conclusion=conclusion_of(outcome.status),
@@ -516,7 +510,7 @@ def _report_errored(pk: int) -> None:
             TestsStatus.ERRORED, reason=f"Tasuku could not run the tests: {row.reason}"
         )
         github.gateway().check_run_update(
-            **_where(row),
+            _repo(row),
             check_run_id=row.check_run_id,
             status="completed",
             conclusion=conclusion_of(TestsStatus.ERRORED),
@@ -613,7 +607,7 @@ def _summary_update(row: SandboxTestRun, outcome: Outcome) -> None:
     if body == review.body or len(body) > 65_000:
         return
     github.gateway().review_update(
-        **_where(row),
+        _repo(row),
         number=row.pull_request.number,
         review_id=review.github_review_id,
         body=body,

@@ -37,7 +37,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from repos import github
-from repos.github import GitHubError
+from repos.github import GitHubError, RepoRef
 from repos.policy import CHECKLESS_TRIGGERS, EffectiveConfig
 from reviews.models import (
     Finding,
@@ -219,12 +219,8 @@ class FixesSend(durable.Job):
     def work(self) -> str:
         row = self.row
         repository = row.pull_request.repository
-        where = {
-            "installation_id": repository.installation.github_id,
-            "repository_id": repository.github_id,
-            "full_name": repository.full_name,
-        }
-        done = _bring_up_to_date(github.gateway(), where, row)
+        repo = RepoRef.of(repository)
+        done = _bring_up_to_date(github.gateway(), repo, row)
         done["error"] = ""
         return self.queue.sent(self.pk, self.attempt, row.version, FixProposal.Status.SENT, **done)
 
@@ -264,9 +260,9 @@ def open_fixes(pull_request: PullRequest) -> list[Finding]:
     )
 
 
-def _bring_up_to_date(gateway, where: dict, row: FixProposal) -> dict[str, Any]:
+def _bring_up_to_date(gateway, repo: RepoRef, row: FixProposal) -> dict[str, Any]:
     pull_request = row.pull_request
-    info = gateway.pull_request_get(**where, number=pull_request.number)
+    info = gateway.pull_request_get(repo, number=pull_request.number)
     if head_is_tasukus(info.head_ref):
         # Before anything that closes or deletes: Tasuku's branch may be this head.
         return {
@@ -276,19 +272,18 @@ def _bring_up_to_date(gateway, where: dict, row: FixProposal) -> dict[str, Any]:
         }
     if info.state != "open":
         why = "merged" if info.merged else "closed"
-        return _close(gateway, where, row, f"#{pull_request.number} was {why}")
+        return _close(gateway, repo, row, f"#{pull_request.number} was {why}")
     if pull_request.from_fork or (
         # "" is GitHub's null: a fork since deleted, still a fork.
-        info.head_repository is not None
-        and info.head_repository.lower() != where["full_name"].lower()
+        info.head_repository is not None and info.head_repository.lower() != repo.full_name.lower()
     ):
-        return _close(gateway, where, row, f"#{pull_request.number}'s branch is in a fork")
+        return _close(gateway, repo, row, f"#{pull_request.number}'s branch is in a fork")
     if row.state == DECLINED:
         return {"outcome": f"not proposed again: someone closed #{row.number} without merging it"}
     policy = _policy_now(pull_request)
     if not policy.fix_pull_requests:
-        return _close(gateway, where, row, "the repository no longer asks for fixes pull requests")
-    missing = gateway.fix_permissions_missing(where["installation_id"])
+        return _close(gateway, repo, row, "the repository no longer asks for fixes pull requests")
+    missing = gateway.fix_permissions_missing(repo.installation_id)
     if missing:
         raise GitHubError(
             "Tasuku's GitHub App may not create a branch and a pull request of fixes: give "
@@ -299,21 +294,21 @@ def _bring_up_to_date(gateway, where: dict, row: FixProposal) -> dict[str, Any]:
         )
     findings = open_fixes(pull_request)
     if not findings:
-        return _close(gateway, where, row, "no one-click fix is left open")
-    if _declined(gateway, where, row, info):
-        deleted = _branch_drop(gateway, where, row)
+        return _close(gateway, repo, row, "no one-click fix is left open")
+    if _declined(gateway, repo, row, info):
+        deleted = _branch_drop(gateway, repo, row)
         return {
             "state": DECLINED,
             "commit_sha": "",
             "outcome": f"someone closed #{row.number} without merging it: not proposed again "
             "for this pull request" + (f"; branch {row.branch} deleted" if deleted else ""),
         }
-    files, applied, left_out = _files_fixed(gateway, where, info.head_sha, findings)
+    files, applied, left_out = _files_fixed(gateway, repo, info.head_sha, findings)
     if not applied:
         why = "no suggestion applies to the head any more"
-        closed = _close(gateway, where, row, why)
+        closed = _close(gateway, repo, row, why)
         _review_say(
-            gateway, where, row,
+            gateway, repo, row,
             f"{LEAD} nothing is proposed: none of the suggestions applies to the head "
             f"{code_span(info.head_sha[:7])} as it was written (apply them from their "
             "comments where they still fit).",
@@ -323,15 +318,15 @@ def _bring_up_to_date(gateway, where: dict, row: FixProposal) -> dict[str, Any]:
         row.state == "open"
         and row.number
         and (row.head_sha, row.applied, row.left_out) == (info.head_sha, applied, left_out)
-        and gateway.git_branch_sha(**where, branch=row.branch) == row.commit_sha
+        and gateway.git_branch_sha(repo, branch=row.branch) == row.commit_sha
     ):
         # What GitHub has is what would be sent (a review that changed nothing here, a
         # repeated send): no write but the newest review's link.
-        _review_link(gateway, where, row, row.url, row.number, len(applied))
+        _review_link(gateway, repo, row, row.url, row.number, len(applied))
         return {"outcome": f"up to date: #{row.number} already proposes these fixes"}
-    commit = _commit(gateway, where, row, info.head_sha, files, applied, into=info.head_ref)
-    pull = _pull_open(gateway, where, row, info, applied, left_out)
-    _review_link(gateway, where, row, pull.html_url, pull.number, len(applied))
+    commit = _commit(gateway, repo, row, info.head_sha, files, applied, into=info.head_ref)
+    pull = _pull_open(gateway, repo, row, info, applied, left_out)
+    _review_link(gateway, repo, row, pull.html_url, pull.number, len(applied))
     outcome = (
         f"{len(applied)} fix(es) committed over {info.head_sha[:7]} and proposed in "
         f"#{pull.number}" + (f"; {len(left_out)} left out" if left_out else "")
@@ -371,9 +366,9 @@ def _entry_of(row: Finding, why: str = "") -> dict[str, Any]:
 class _Tree:
     """The head's files, read a directory at a time through the Git Data API."""
 
-    def __init__(self, gateway, where: dict, commit: str) -> None:
-        self.gateway, self.where = gateway, where
-        self.root = gateway.git_commit_tree(**where, sha=commit)
+    def __init__(self, gateway, repo: RepoRef, commit: str) -> None:
+        self.gateway, self.repo = gateway, repo
+        self.root = gateway.git_commit_tree(repo, sha=commit)
         self._dirs: dict[str, dict[str, Any]] = {}
 
     def _listing(self, directory: str) -> dict[str, Any] | None:
@@ -389,7 +384,7 @@ class _Tree:
                 self._dirs[directory] = None  # type: ignore[assignment]
                 return None
             sha = entry.sha
-        found = {e.path: e for e in self.gateway.git_tree(**self.where, sha=sha)}
+        found = {e.path: e for e in self.gateway.git_tree(self.repo, sha=sha)}
         self._dirs[directory] = found
         return found
 
@@ -400,12 +395,12 @@ class _Tree:
 
 
 def _files_fixed(
-    gateway, where: dict, head: str, findings: list[Finding]
+    gateway, repo: RepoRef, head: str, findings: list[Finding]
 ) -> tuple[dict[str, tuple[str, str]], list[dict], list[dict]]:
     """The files with their fixes applied ({path: (mode, text)}), the fixes applied and
     those left out with why. A fix written at another head applies only where its file is
     the same at this head (its lines are then the lines it was written for)."""
-    tree = _Tree(gateway, where, head)
+    tree = _Tree(gateway, repo, head)
     reviewed: dict[str, _Tree] = {}
     by_path: dict[str, list[Finding]] = {}
     for finding in findings:
@@ -429,7 +424,7 @@ def _files_fixed(
             at = finding.review.head_sha
             if at != head:
                 if at not in reviewed:
-                    reviewed[at] = _Tree(gateway, where, at)
+                    reviewed[at] = _Tree(gateway, repo, at)
                 then = reviewed[at].entry(path)
                 if then is None or then.sha != entry.sha:
                     left_out.append(_entry_of(
@@ -440,7 +435,7 @@ def _files_fixed(
             fresh.append(finding)
         if not fresh:
             continue
-        data = gateway.git_blob(**where, sha=entry.sha)
+        data = gateway.git_blob(repo, sha=entry.sha)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -492,7 +487,7 @@ def _breaks(path: str, before: str, after: str) -> bool:
 
 def _commit(
     gateway,
-    where: dict,
+    repo: RepoRef,
     row: FixProposal,
     head: str,
     files: dict,
@@ -503,7 +498,7 @@ def _commit(
     """One commit over `head` applying `files`, and Tasuku's branch pointing at it. The
     same fixes over the same head, already on the branch, are not committed again."""
     branch = row.branch
-    on_branch = gateway.git_branch_sha(**where, branch=branch)
+    on_branch = gateway.git_branch_sha(repo, branch=branch)
     same = [a["fingerprint"] for a in applied] == [a["fingerprint"] for a in row.applied or []]
     if on_branch and on_branch == row.commit_sha and row.head_sha == head and same:
         return on_branch
@@ -512,7 +507,7 @@ def _commit(
         # one's open pull request comes from it (else it would rewrite their branch).
         theirs = [
             p.number
-            for p in gateway.pull_requests_from(**where, branch=branch, base=None)
+            for p in gateway.pull_requests_from(repo, branch=branch, base=None)
             # Tasuku's own (into the head branch: a send whose record was lost opened it)
             if p.state == "open" and p.number != row.number and p.base_ref != into
         ]
@@ -523,8 +518,8 @@ def _commit(
                 "branch, or close that pull request, then send again.",
                 permanent=True,
             )
-    base_tree = gateway.git_commit_tree(**where, sha=head)
-    tree = gateway.git_tree_create(**where, base_tree=base_tree, files=files)
+    base_tree = gateway.git_commit_tree(repo, sha=head)
+    tree = gateway.git_tree_create(repo, base_tree=base_tree, files=files)
     count = len(applied)
     # No engine text and no path (the author names the files): a commit message is not
     # escaped Markdown, and "Closes #1" or a "Co-authored-by:" trailer in it would act once
@@ -534,16 +529,16 @@ def _commit(
         f"#{row.pull_request.number}\n\n"
         f"The fixes are listed in the pull request from {branch}."
     )
-    commit = gateway.git_commit_create(**where, message=message, tree=tree, parent=head)
+    commit = gateway.git_commit_create(repo, message=message, tree=tree, parent=head)
     if on_branch is None:
         try:
-            gateway.git_branch_create(**where, branch=branch, sha=commit)
+            gateway.git_branch_create(repo, branch=branch, sha=commit)
             return commit
         except GitHubError as exc:
             if exc.status != 422 or "already exists" not in exc.message:
                 raise
             # Made meanwhile (a lost answer, another sender): it is Tasuku's, moved below.
-    gateway.git_branch_move(**where, branch=branch, sha=commit)
+    gateway.git_branch_move(repo, branch=branch, sha=commit)
     return commit
 
 
@@ -578,60 +573,60 @@ def _listed(entry: dict) -> str:
     return f"- {code_span(entry['path'])} {lines}: {inline_text(entry['title'], 200)}{rule}"
 
 
-def _pull_open(gateway, where: dict, row: FixProposal, info, applied, left_out):
+def _pull_open(gateway, repo: RepoRef, row: FixProposal, info, applied, left_out):
     """Tasuku's open pull request from its branch into the head branch: the one on
     record edited, an open one found by its branch, or a new one."""
     title = f"Tasuku's one-click fixes for #{row.pull_request.number}"
     body = _fix_body(row, info, applied, left_out)
     number = row.number if row.state == "open" else None
     if number is None:
-        found = gateway.pull_requests_from(**where, branch=row.branch, base=info.head_ref)
+        found = gateway.pull_requests_from(repo, branch=row.branch, base=info.head_ref)
         number = next((p.number for p in found if p.state == "open"), None)
     if number is not None:
-        pull = gateway.fix_pull_update(**where, number=number, title=title, body=body)
+        pull = gateway.fix_pull_update(repo, number=number, title=title, body=body)
         if pull.state == "open" and pull.base_ref == info.head_ref:
             return pull
     try:
         return gateway.fix_pull_create(
-            **where, branch=row.branch, base=info.head_ref, title=title, body=body
+            repo, branch=row.branch, base=info.head_ref, title=title, body=body
         )
     except GitHubError as exc:
         if exc.status != 422 or "already exists" not in exc.message:
             raise
     # Opened meanwhile (by a sender whose answer was lost): edit that one.
-    found = gateway.pull_requests_from(**where, branch=row.branch, base=info.head_ref)
+    found = gateway.pull_requests_from(repo, branch=row.branch, base=info.head_ref)
     open_now = next((p for p in found if p.state == "open"), None)
     if open_now is None:
         raise GitHubError(
             f"GitHub says a pull request from {row.branch} exists but lists none open",
             permanent=False,
         )
-    return gateway.fix_pull_update(**where, number=open_now.number, title=title, body=body)
+    return gateway.fix_pull_update(repo, number=open_now.number, title=title, body=body)
 
 
-def _declined(gateway, where: dict, row: FixProposal, info) -> bool:
+def _declined(gateway, repo: RepoRef, row: FixProposal, info) -> bool:
     """Whether someone closed Tasuku's open pull request without merging it: a person's
     no, which a later review does not overrule (**Send again** in the admin does)."""
     if not row.number or row.state != "open":
         return False
-    found = gateway.pull_requests_from(**where, branch=row.branch, base=info.head_ref)
+    found = gateway.pull_requests_from(repo, branch=row.branch, base=info.head_ref)
     mine = next((p for p in found if p.number == row.number), None)
     return mine is not None and mine.state == "closed" and not mine.merged
 
 
-def _close(gateway, where: dict, row: FixProposal, why: str) -> dict[str, Any]:
+def _close(gateway, repo: RepoRef, row: FixProposal, why: str) -> dict[str, Any]:
     """Close Tasuku's pull request (saying why) and delete its branch, if there is one."""
     if row.number and row.state == "open":
         body = (
             f"Closed by Tasuku: {why}. The fixes this pull request proposed are no longer needed."
         )
         try:
-            gateway.fix_pull_update(**where, number=row.number, body=body, state="closed")
+            gateway.fix_pull_update(repo, number=row.number, body=body, state="closed")
         except GitHubError as exc:
             # Merged or closed meanwhile (GitHub refuses to edit some such): closed either way.
             if exc.status != 422:
                 raise
-    deleted = _branch_drop(gateway, where, row)
+    deleted = _branch_drop(gateway, repo, row)
     outcome = f"closed: {why}" if row.number else f"nothing to propose: {why}"
     if deleted:
         outcome += f"; branch {row.branch} deleted"
@@ -643,26 +638,28 @@ def _close(gateway, where: dict, row: FixProposal, why: str) -> dict[str, Any]:
     }
 
 
-def _branch_drop(gateway, where: dict, row: FixProposal) -> bool:
+def _branch_drop(gateway, repo: RepoRef, row: FixProposal) -> bool:
     """Delete Tasuku's branch if it is there. Looked for, not taken from the row: a send
     that failed after making the branch (its pull request refused) left it unrecorded. A
     read first: no write when there is none."""
-    if gateway.git_branch_sha(**where, branch=row.branch) is None:
+    if gateway.git_branch_sha(repo, branch=row.branch) is None:
         return False
-    return gateway.git_branch_delete(**where, branch=row.branch)
+    return gateway.git_branch_delete(repo, branch=row.branch)
 
 
-def _review_link(gateway, where: dict, row: FixProposal, url: str, number: int, count: int) -> None:
+def _review_link(
+    gateway, repo: RepoRef, row: FixProposal, url: str, number: int, count: int
+) -> None:
     """Say in the review's summary where its fixes are."""
     _review_say(
-        gateway, where, row,
+        gateway, repo, row,
         f"{LEAD} {count} suggestion{'s are' if count != 1 else ' is'} proposed as one commit "
         f"in [#{number}]({url}), a pull request into this one's branch from Tasuku's branch "
         f"{code_span(row.branch)}. Tasuku never pushes to this branch.",
     )  # fmt: skip
 
 
-def _review_say(gateway, where: dict, row: FixProposal, line: str) -> None:
+def _review_say(gateway, repo: RepoRef, row: FixProposal, line: str) -> None:
     """`line` in the review's summary, in place of the paragraph about its fixes
     (`summary_note`'s, or an earlier send's), or added."""
     review = Review.objects.filter(pk=row.review_id).first() if row.review_id else None
@@ -676,6 +673,6 @@ def _review_say(gateway, where: dict, row: FixProposal, line: str) -> None:
     cut = parts.find("\n\n<details>")
     body = parts[:cut] + f"\n\n{line}" + parts[cut:] if cut >= 0 else f"{parts}\n\n{line}"
     posted = gateway.review_update(
-        **where, number=row.pull_request.number, review_id=review.github_review_id, body=body
+        repo, number=row.pull_request.number, review_id=review.github_review_id, body=body
     )
     Review.objects.filter(pk=review.pk).update(body=posted.body)

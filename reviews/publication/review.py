@@ -129,7 +129,7 @@ def approval_decide(ctx: Context, open_now: list[Finding]) -> tuple[bool, list[s
     )
     if withheld:
         return False, [f"not approved: {withheld}"]
-    pr = ctx.gateway.pull_request_get(**ctx.where, number=ctx.run.pull_request.number)
+    pr = ctx.gateway.pull_request_get(ctx.repo, number=ctx.run.pull_request.number)
     if pr.head_sha != ctx.run.head_sha:
         return False, [f"not approved: the head moved to {pr.head_sha[:7]} during the review"]
     if pr.state != "open" or pr.draft:
@@ -154,15 +154,15 @@ def approvals_dismiss(ctx: Context) -> list[str]:
     )
     if not ours:
         return []
-    pr = ctx.gateway.pull_request_get(**ctx.where, number=number)
+    pr = ctx.gateway.pull_request_get(ctx.repo, number=number)
     if pr.head_sha != run.head_sha:
         return []
     notes = []
-    for posted in ctx.gateway.reviews_list(**ctx.where, number=number):
+    for posted in ctx.gateway.reviews_list(ctx.repo, number=number):
         if posted.id in ours and posted.state == "APPROVED":
             try:
                 ctx.gateway.review_dismiss(
-                    **ctx.where,
+                    ctx.repo,
                     number=number,
                     review_id=posted.id,
                     message=f"Tasuku has open findings on {run.head_sha[:7]}; its approval no longer stands.",
@@ -378,7 +378,7 @@ def review_place(
     number = run.pull_request.number
     marker = run_marker(run.pk)
     if not first_try:
-        found = ctx.gateway.review_find(**ctx.where, number=number, marker=marker)
+        found = ctx.gateway.review_find(ctx.repo, number=number, marker=marker)
         if found is not None:
             return Posted(found, fresh=[])
     existing = set(known) if first_try else markers_in(c.body for c in our_comments(ctx))
@@ -390,7 +390,7 @@ def review_place(
         # Nothing new to say inline: the summary already on the pull request is
         # brought up to date instead of a second review saying the same.
         summary = ctx.gateway.review_update(
-            **ctx.where, number=number, review_id=previous.id, body=body
+            ctx.repo, number=number, review_id=previous.id, body=body
         )
         said = (
             f"nothing new to comment on: the summary of review {previous.id} was updated in place"
@@ -398,7 +398,7 @@ def review_place(
         return Posted(summary, fresh, updated=True, notes=[said])
     try:
         created = ctx.gateway.review_create(
-            **ctx.where,
+            ctx.repo,
             number=number,
             commit_sha=run.head_sha,
             body=body,
@@ -424,7 +424,7 @@ def our_comments(ctx: Context) -> list:
     return [
         comment
         for comment in ctx.gateway.review_comments_list(
-            **ctx.where, number=ctx.run.pull_request.number
+            ctx.repo, number=ctx.run.pull_request.number
         )
         if is_ours(comment.user_login, comment.user_type, slug)
     ]
@@ -499,7 +499,7 @@ def _post_without_refused(
     comments = [comment_payload(v) for v in fresh]
     sorting = comments_sort(
         ctx.gateway,
-        ctx.where,
+        ctx.repo,
         number,
         run.head_sha,
         comments,
@@ -527,7 +527,7 @@ def _post_without_refused(
     ]
     try:
         posted = ctx.gateway.review_create(
-            **ctx.where,
+            ctx.repo,
             number=number,
             commit_sha=run.head_sha,
             body=review_body(result.summary, validated, context, refused=refused),
@@ -541,7 +541,7 @@ def _post_without_refused(
             raise
         logger.warning("run %s: GitHub refused the review again (%s); body-only", run.pk, exc)
     posted = ctx.gateway.review_create(
-        **ctx.where,
+        ctx.repo,
         number=number,
         commit_sha=run.head_sha,
         body=review_body(result.summary, validated, context, inline=fresh, body_only=True),
@@ -572,7 +572,7 @@ def summary_to_update(ctx: Context, review: Review):
     if earlier is None:
         return None
     found = ctx.gateway.review_find(
-        **ctx.where, number=run.pull_request.number, marker=run_marker(earlier.run_id)
+        ctx.repo, number=run.pull_request.number, marker=run_marker(earlier.run_id)
     )
     if found is None or found.id != earlier.github_review_id or found.state != "COMMENTED":
         return None
@@ -615,7 +615,7 @@ def reopen_returned(ctx: Context, back: list[Validated], by_fingerprint: dict) -
     short = run.head_sha[:7]
     by_first = {
         t.first.id: t
-        for t in ctx.gateway.review_threads(**ctx.where, number=number)
+        for t in ctx.gateway.review_threads(ctx.repo, number=number)
         if t.first is not None
     }
     notes: list[str] = []
@@ -628,6 +628,6 @@ def reopen_returned(ctx: Context, back: list[Validated], by_fingerprint: dict) -
             f"{code_span(location(finding))}."
         )
         notes += threads.thread_reopen(
-            ctx.gateway, ctx.where, number, thread, text, f"{finding.fingerprint}-back-{short}"
+            ctx.gateway, ctx.repo, number, thread, text, f"{finding.fingerprint}-back-{short}"
         )
     return notes

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from repos.github import GitHubError, GitHubGateway, ThreadInfo
+from repos.github import GitHubError, GitHubGateway, RepoRef, ThreadInfo
 from repos.github.conversation import WRITE_ROLES
 from reviews.models import Dismissal, Finding, FindingState, Review, ReviewRun
 from reviews.scope.coverage import STATIC_CHECKERS, checker_of
@@ -68,7 +68,7 @@ def dismiss_command(text: str | None, slug: str) -> str | None:
 
 def may_dismiss(
     gateway: GitHubGateway,
-    where: dict,
+    repo: RepoRef,
     login: str,
     *,
     author: str,
@@ -84,7 +84,7 @@ def may_dismiss(
     if author_allowed and login.lower() == (author or "").lower():
         return True, "author"
     try:
-        role = gateway.collaborator_role(**where, login=login)
+        role = gateway.collaborator_role(repo, login=login)
     except GitHubError as exc:
         if not exc.permanent:
             raise
@@ -136,7 +136,7 @@ class Conversation:
 
 def conversation_read(
     gateway: GitHubGateway,
-    where: dict,
+    repo: RepoRef,
     number: int,
     run: ReviewRun,
     earlier: list[Finding],
@@ -149,7 +149,7 @@ def conversation_read(
     fingerprint of the PR with who dismissed it."""
     found = Conversation()
     if earlier:
-        found.threads = gateway.review_threads(**where, number=number)
+        found.threads = gateway.review_threads(repo, number=number)
     by_comment = {
         t.first.id: t
         for t in found.threads
@@ -161,7 +161,7 @@ def conversation_read(
 
     def permitted(login: str, user_type: str) -> tuple[bool, str]:
         return may_dismiss(
-            gateway, where, login, author=author, author_allowed=allowed, user_type=user_type
+            gateway, repo, login, author=author, author_allowed=allowed, user_type=user_type
         )
 
     for finding in earlier:
@@ -356,7 +356,7 @@ def mark_gone(finding: Finding, decision: Decision, head_sha: str) -> None:
 
 def close_threads(
     gateway: GitHubGateway,
-    where: dict,
+    repo: RepoRef,
     number: int,
     run: ReviewRun,
     earlier: list[Finding],
@@ -395,7 +395,7 @@ def close_threads(
                     f"({decision.reason})."
                 )
             gateway.comment_reply(
-                **where,
+                repo,
                 number=number,
                 comment_id=thread.first.id,
                 body=f"{text}\n\n{marker}",
@@ -403,7 +403,7 @@ def close_threads(
             )
         if not thread.is_resolved:
             try:
-                gateway.thread_resolve(**where, thread_id=thread.id)
+                gateway.thread_resolve(repo, thread_id=thread.id)
             except GitHubError as exc:
                 if not exc.permanent:
                     raise
@@ -414,7 +414,7 @@ def close_threads(
 
 def suppression_replies(
     gateway: GitHubGateway,
-    where: dict,
+    repo: RepoRef,
     number: int,
     run: ReviewRun,
     review: Review,
@@ -446,13 +446,13 @@ def suppression_replies(
                 f"with write access dismisses it (`@{gateway.app_slug()} dismiss <reason>`)."
             )
             key = f"pr-suppressed-{finding.fingerprint}-{_digest(successor.suppressed_in_pr)}"
-            notes += thread_reopen(gateway, where, number, thread, text, key)
+            notes += thread_reopen(gateway, repo, number, thread, text, key)
         elif successor.state == FindingState.SUPPRESSED and (
             successor.suppression_reason.startswith(("suppressed by ", "suppressed in this"))
         ):
             key = f"suppressed-{finding.fingerprint}-{short}"
             notes += thread_settle(
-                gateway, where, number, thread, f"Suppressed in {short}: "
+                gateway, repo, number, thread, f"Suppressed in {short}: "
                 f"{successor.suppression_reason}.", key,
             )  # fmt: skip
     return notes
@@ -463,7 +463,7 @@ def _digest(text: str) -> str:
 
 
 def thread_settle(
-    gateway: GitHubGateway, where: dict, number: int, thread: ThreadInfo, text: str, key: str
+    gateway: GitHubGateway, repo: RepoRef, number: int, thread: ThreadInfo, text: str, key: str
 ) -> list[str]:
     """Say `text` in one of Tasuku's threads (once: keyed by `key`) and resolve it."""
     slug = gateway.app_slug()
@@ -472,12 +472,12 @@ def thread_settle(
         marker in c.body for c in thread.comments if is_ours(c.author_login, c.author_type, slug)
     ):
         gateway.comment_reply(
-            **where, number=number, comment_id=thread.first.id, body=f"{text}\n\n{marker}",
+            repo, number=number, comment_id=thread.first.id, body=f"{text}\n\n{marker}",
             marker=marker,
         )  # fmt: skip
     if not thread.is_resolved:
         try:
-            gateway.thread_resolve(**where, thread_id=thread.id)
+            gateway.thread_resolve(repo, thread_id=thread.id)
         except GitHubError as exc:
             if not exc.permanent:
                 raise
@@ -486,7 +486,7 @@ def thread_settle(
 
 
 def thread_reopen(
-    gateway: GitHubGateway, where: dict, number: int, thread: ThreadInfo, text: str, key: str
+    gateway: GitHubGateway, repo: RepoRef, number: int, thread: ThreadInfo, text: str, key: str
 ) -> list[str]:
     """Say `text` in one of Tasuku's threads (once: keyed by `key`) and reopen it if it is
     resolved. Returns notes (what GitHub refused)."""
@@ -496,7 +496,7 @@ def thread_reopen(
         marker in c.body for c in thread.comments if is_ours(c.author_login, c.author_type, slug)
     ):
         gateway.comment_reply(
-            **where,
+            repo,
             number=number,
             comment_id=thread.first.id,
             body=f"{text}\n\n{marker}",
@@ -504,7 +504,7 @@ def thread_reopen(
         )
     if thread.is_resolved:
         try:
-            gateway.thread_resolve(**where, thread_id=thread.id, resolved=False)
+            gateway.thread_resolve(repo, thread_id=thread.id, resolved=False)
         except GitHubError as exc:
             if not exc.permanent:
                 raise
@@ -514,7 +514,7 @@ def thread_reopen(
 
 def reopen_unauthorised(
     gateway: GitHubGateway,
-    where: dict,
+    repo: RepoRef,
     number: int,
     run: ReviewRun,
     earlier: list[Finding],
@@ -542,7 +542,7 @@ def reopen_unauthorised(
             f"`@{slug} dismiss <reason>`."
         )
         notes += thread_reopen(
-            gateway, where, number, thread, text, f"{finding.fingerprint}-reopened-{short}"
+            gateway, repo, number, thread, text, f"{finding.fingerprint}-reopened-{short}"
         )
     return notes
 

@@ -31,7 +31,7 @@ from django.utils import timezone
 from django.utils.translation import ngettext
 
 from repos import github
-from repos.github import GitHubError, IssueCommentInfo
+from repos.github import GitHubError, IssueCommentInfo, RepoRef
 from repos.policy import CHECKLESS_TRIGGERS, EffectiveConfig
 from reviews.checks.checkruns import dashboard_url
 from reviews.models import Finding, FindingState, Review, ReviewRun, RunStatus, Walkthrough
@@ -225,16 +225,12 @@ class WalkthroughSend(durable.Job):
         row = self.row
         pull_request = row.pull_request
         repository = pull_request.repository
-        where = {
-            "installation_id": repository.installation.github_id,
-            "repository_id": repository.github_id,
-            "full_name": repository.full_name,
-        }
+        repo = RepoRef.of(repository)
         key = f"pr-{pull_request.pk}"
         signed = marker(KIND, key)
         body = clip_bytes(walkthrough_body(row), MAX_BODY_BYTES - len(signed.encode()) - 2)
         body = f"{body}\n\n{signed}"
-        posted = _post(github.gateway(), where, pull_request.number, row, body, key, signed)
+        posted = _post(github.gateway(), repo, pull_request.number, row, body, key, signed)
         done = {"comment_id": posted.id, "comment_url": posted.html_url, "body": body}
         return self.queue.sent(self.pk, self.attempt, row.version, Walkthrough.Status.SENT,
                                **done, error="")  # fmt: skip
@@ -252,14 +248,14 @@ walkthrough_send = WalkthroughSend.run  # the task's body (reviews/tasks.py)
 
 
 def _post(
-    gateway, where: dict, number: int, row: Walkthrough, body: str, key: str, signed: str
+    gateway, repo: RepoRef, number: int, row: Walkthrough, body: str, key: str, signed: str
 ) -> IssueCommentInfo:
     """Edit Tasuku's walkthrough comment on the pull request, or create it once."""
     if row.comment_id:
         if row.body == body:
             return IssueCommentInfo(id=row.comment_id, body=body, html_url=row.comment_url)
         try:
-            return gateway.issue_comment_update(**where, comment_id=row.comment_id, body=body)
+            return gateway.issue_comment_update(repo, comment_id=row.comment_id, body=body)
         except GitHubError as exc:
             if exc.status != 404:
                 raise
@@ -269,7 +265,7 @@ def _post(
     # look-up, a request saved on every first review.
     if row.comment_id or row.create_tried:
         slug = gateway.app_slug()
-        for comment in gateway.issue_comments_list(**where, number=number):
+        for comment in gateway.issue_comments_list(repo, number=number):
             # Only Tasuku's own comment with a valid marker: a copy of the marker in
             # anyone else's comment is text, and never what Tasuku edits.
             if (
@@ -278,10 +274,10 @@ def _post(
             ):
                 if comment.body == body:
                     return comment
-                return gateway.issue_comment_update(**where, comment_id=comment.id, body=body)
+                return gateway.issue_comment_update(repo, comment_id=comment.id, body=body)
     Walkthrough.objects.filter(pk=row.pk).update(create_tried=True)
     # The gateway looks for this marker before it posts again after a lost answer.
-    return gateway.issue_comment_create(**where, number=number, body=body, marker=signed)
+    return gateway.issue_comment_create(repo, number=number, body=body, marker=signed)
 
 
 # --- The body ---------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from repos.github import GitHubError, GitHubGateway
+from repos.github import GitHubError, GitHubGateway, RepoRef
 from repos.policy import SecondaryRepositoryConfig
 from sandbox.contract import ReviewJob, ReviewResult, Secondary, secondary_path
 from sandbox.errors import CloneError
@@ -62,13 +62,11 @@ def access(gateway: GitHubGateway, full_name: str, *, handed_out: bool = False) 
     installation_id = gateway.repository_installation_id(full_name)
     if installation_id is None:
         return None
-    info = gateway.repository_get(
-        installation_id=installation_id, repository_id=None, full_name=full_name
-    )
+    info = gateway.repository_get(RepoRef(installation_id, None, full_name))
     if info.id is None:
         return None
     token = gateway.contents_token(
-        installation_id=installation_id, repository_id=info.id, handed_out=handed_out
+        RepoRef(installation_id, info.id, full_name), handed_out=handed_out
     )
     return Access(repository_id=info.id, clone_url=info.clone_url, token=token)
 

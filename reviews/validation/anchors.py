@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from repos.github import GitHubError
+from repos.github import GitHubError, RepoRef
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def probe_marker(run_pk: int) -> str:
 
 def comments_sort(
     gateway: Any,
-    where: dict[str, Any],
+    repo: RepoRef,
     number: int,
     commit_sha: str,
     comments: list[dict[str, Any]],
@@ -65,13 +65,13 @@ def comments_sort(
        is called refused only once GitHub refused it alone, in its own words.
     """
     sorting = Sorting()
-    probes_delete(gateway, where, number, marker)
+    probes_delete(gateway, repo, number, marker)
     spent = NOT_LOOKED.format(n=limit)
 
     def probe(indices: list[int]) -> str | None:
         check()
         sorting.probes += 1
-        return _probe(gateway, where, number, commit_sha, [comments[i] for i in indices], marker)
+        return _probe(gateway, repo, number, commit_sha, [comments[i] for i in indices], marker)
 
     # (comment indices, GitHub's reason when the group is known to hold a refused one,
     # whether that reason was GitHub's answer to this very group)
@@ -113,7 +113,7 @@ def comments_sort(
 
 def _probe(
     gateway: Any,
-    where: dict[str, Any],
+    repo: RepoRef,
     number: int,
     commit_sha: str,
     comments: list[dict[str, Any]],
@@ -124,7 +124,7 @@ def _probe(
     for first in (True, False):
         try:
             pending = gateway.review_pending_create(
-                **where, number=number, commit_sha=commit_sha, body=marker, comments=comments
+                repo, number=number, commit_sha=commit_sha, body=marker, comments=comments
             )
         except GitHubError as exc:
             if exc.status != 422 or not exc.permanent:
@@ -132,20 +132,20 @@ def _probe(
             if first and ONE_PENDING in f"{exc.message} {refusal_reason(exc)}":
                 # Another pending review of this App's is there: a probe a dead worker
                 # left. Deleted, and this one tried again.
-                probes_delete(gateway, where, number, marker)
+                probes_delete(gateway, repo, number, marker)
                 continue
             return refusal_reason(exc)
-        gateway.review_pending_delete(**where, number=number, review_id=pending.id)
+        gateway.review_pending_delete(repo, number=number, review_id=pending.id)
         return None
     return "GitHub kept a pending review of this App's that Tasuku could not delete"
 
 
-def probes_delete(gateway: Any, where: dict[str, Any], number: int, marker: str) -> None:
+def probes_delete(gateway: Any, repo: RepoRef, number: int, marker: str) -> None:
     """Delete this App's pending reviews on the pull request that are probes."""
-    for review in gateway.reviews_list(**where, number=number):
+    for review in gateway.reviews_list(repo, number=number):
         ours = gateway.posted_by_us({"login": review.user_login, "type": review.user_type})
         if review.state == "PENDING" and marker in review.body and ours:
-            gateway.review_pending_delete(**where, number=number, review_id=review.id)
+            gateway.review_pending_delete(repo, number=number, review_id=review.id)
 
 
 def refusal_reason(exc: GitHubError) -> str:

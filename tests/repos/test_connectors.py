@@ -12,8 +12,8 @@ import time
 import pytest
 
 from repos.connectors.calls import CallScope, connector_call, connector_tools
-from repos.connectors.github_issue import Where
 from repos.connectors.models import GITHUB_ISSUE_SCHEMA, Connector, ConnectorKind
+from repos.github import RepoRef
 from repos.github import gateway as github_gateway
 from repos.models import Reviewer
 from tests.fakes.github import Issue
@@ -256,7 +256,7 @@ def test_the_github_issue_connector_reads_an_issue_from_the_fake_github(fake_git
     fake_github.add_repo("acme/tools", installation_id=INSTALLATION)
     fake_github.add_issue("acme/tools", Issue(number=3, title="A tool", state="closed"))
     connector = Connector.objects.get(name="github_issue")
-    scope = {"where": Where(INSTALLATION, REPO_ID, REPO), "gateway": github_gateway()}
+    scope = {"where": RepoRef(INSTALLATION, REPO_ID, REPO), "gateway": github_gateway()}
 
     answer = call(connector, {"number": 12}, **scope)
     assert answer.status == "ok", answer.content

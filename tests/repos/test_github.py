@@ -9,7 +9,7 @@ import jwt
 import pytest
 
 from repos import github
-from repos.github import CheckRunOutput, GitHubError, GitHubNotConfigured
+from repos.github import CheckRunOutput, GitHubError, GitHubNotConfigured, RepoRef
 from repos.logging import RedactSecretsFilter, redact
 from tests.fakes.github import Pull
 
@@ -29,16 +29,13 @@ def world(fake_github):
 
 def _create(gateway, **overrides):
     params = dict(
-        installation_id=11,
-        repository_id=501,
-        full_name="acme/widgets",
         name="Tasuku · static",
         head_sha=HEAD,
         external_id="77",
         details_url="http://tasuku.test/runs/77/",
     )
     params.update(overrides)
-    return gateway.check_run_create(**params)
+    return gateway.check_run_create(RepoRef(11, 501, "acme/widgets"), **params)
 
 
 def test_the_app_jwt_is_rs256_backdated_and_expires_within_ten_minutes(fake_github, test_app):
@@ -88,21 +85,15 @@ def test_a_token_for_a_repository_outside_the_installation_is_a_permanent_error(
 
 def test_an_expired_token_is_replaced_and_the_call_succeeds(world, fake_github):
     gateway = github.gateway()
-    gateway.pull_request_get(
-        installation_id=11, repository_id=501, full_name="acme/widgets", number=5
-    )
+    gateway.pull_request_get(RepoRef(11, 501, "acme/widgets"), number=5)
     fake_github.expire_tokens()  # e.g. revoked, or the clock moved
-    pr = gateway.pull_request_get(
-        installation_id=11, repository_id=501, full_name="acme/widgets", number=5
-    )
+    pr = gateway.pull_request_get(RepoRef(11, 501, "acme/widgets"), number=5)
     assert pr.head_sha == HEAD
     assert len(fake_github.requests("POST", "/access_tokens")) == 2
 
 
 def test_it_reads_a_pull_request(world):
-    pr = github.gateway().pull_request_get(
-        installation_id=11, repository_id=501, full_name="acme/widgets", number=5
-    )
+    pr = github.gateway().pull_request_get(RepoRef(11, 501, "acme/widgets"), number=5)
     assert (pr.number, pr.title, pr.head_sha, pr.author_login, pr.state) == (
         5,
         "Faster",
@@ -120,9 +111,7 @@ def test_it_asks_github_whether_the_installation_reaches_a_repository(world, fak
 
 def test_it_retries_a_502_then_succeeds(world, fake_github):
     fake_github.inject(1, status=502, method="GET", path=r"/pulls/5$")
-    pr = github.gateway().pull_request_get(
-        installation_id=11, repository_id=501, full_name="acme/widgets", number=5
-    )
+    pr = github.gateway().pull_request_get(RepoRef(11, 501, "acme/widgets"), number=5)
     assert pr.number == 5
     assert [c.status for c in fake_github.requests("GET", r"/pulls/5$")] == [502, 200]
 
@@ -130,9 +119,7 @@ def test_it_retries_a_502_then_succeeds(world, fake_github):
 def test_it_gives_up_after_three_attempts_with_a_clear_error(world, fake_github):
     fake_github.inject(5, status=502, method="GET", path=r"/pulls/5$")
     with pytest.raises(GitHubError) as caught:
-        github.gateway().pull_request_get(
-            installation_id=11, repository_id=501, full_name="acme/widgets", number=5
-        )
+        github.gateway().pull_request_get(RepoRef(11, 501, "acme/widgets"), number=5)
     error = caught.value
     assert not error.permanent
     assert error.status == 502
@@ -146,9 +133,7 @@ def test_it_gives_up_after_three_attempts_with_a_clear_error(world, fake_github)
 
 def test_a_404_is_permanent_and_not_retried(world, fake_github):
     with pytest.raises(GitHubError) as caught:
-        github.gateway().pull_request_get(
-            installation_id=11, repository_id=501, full_name="acme/widgets", number=404
-        )
+        github.gateway().pull_request_get(RepoRef(11, 501, "acme/widgets"), number=404)
     assert caught.value.permanent
     assert "404" in str(caught.value)
     assert caught.value.code == "github-not-found"
@@ -157,18 +142,14 @@ def test_a_404_is_permanent_and_not_retried(world, fake_github):
 
 def test_a_primary_rate_limit_waits_for_the_reset_and_retries(world, fake_github):
     fake_github.rate_limit(1, status=403, method="GET", path=r"/pulls/5$")
-    pr = github.gateway().pull_request_get(
-        installation_id=11, repository_id=501, full_name="acme/widgets", number=5
-    )
+    pr = github.gateway().pull_request_get(RepoRef(11, 501, "acme/widgets"), number=5)
     assert pr.number == 5
     assert [c.status for c in fake_github.requests("GET", r"/pulls/5$")] == [403, 200]
 
 
 def test_a_429_with_retry_after_is_retried(world, fake_github):
     fake_github.rate_limit(1, status=429, retry_after=0, method="GET", path=r"/pulls/5$")
-    pr = github.gateway().pull_request_get(
-        installation_id=11, repository_id=501, full_name="acme/widgets", number=5
-    )
+    pr = github.gateway().pull_request_get(RepoRef(11, 501, "acme/widgets"), number=5)
     assert pr.number == 5
 
 
@@ -178,9 +159,7 @@ def test_a_rate_limit_longer_than_the_wait_bound_is_raised_at_once_as_transient(
     settings.GITHUB_MAX_RATE_LIMIT_WAIT = "1"
     fake_github.rate_limit(1, status=429, retry_after=120, method="GET", path=r"/pulls/5$")
     with pytest.raises(GitHubError) as caught:
-        github.gateway().pull_request_get(
-            installation_id=11, repository_id=501, full_name="acme/widgets", number=5
-        )
+        github.gateway().pull_request_get(RepoRef(11, 501, "acme/widgets"), number=5)
     assert not caught.value.permanent
     assert caught.value.retry_after == 120
     assert caught.value.code == "github-rate-limit"
@@ -200,9 +179,7 @@ def test_it_creates_and_updates_a_check_run(world, fake_github):
     assert created.status == "queued"
     assert created.external_id == "77"
     updated = gateway.check_run_update(
-        installation_id=11,
-        repository_id=501,
-        full_name="acme/widgets",
+        RepoRef(11, 501, "acme/widgets"),
         check_run_id=created.id,
         conclusion="success",
         output=CheckRunOutput(title="No problems", summary="Reviewed 3 files."),
@@ -231,7 +208,7 @@ def test_a_check_run_post_that_never_arrived_is_sent_again(world, fake_github):
 def test_finding_the_apps_check_run_ignores_another_apps_of_the_same_name_and_id(
     world, fake_github
 ):
-    where = dict(installation_id=11, repository_id=501, full_name="acme/widgets")
+    where = RepoRef(installation_id=11, repository_id=501, full_name="acme/widgets")
     find = dict(head_sha=HEAD, name="Tasuku · static", external_id="77")
     # Any App may name a check run so, and carry any external id.
     theirs = fake_github.ci_check_run(
@@ -239,9 +216,9 @@ def test_finding_the_apps_check_run_ignores_another_apps_of_the_same_name_and_id
     )
     theirs.external_id = "77"
     gateway = github.gateway()
-    assert gateway.check_run_find(**where, **find) is None
+    assert gateway.check_run_find(where, **find) is None
     ours = _create(gateway)
-    assert gateway.check_run_find(**where, **find).id == ours.id
+    assert gateway.check_run_find(where, **find).id == ours.id
     # A create whose answer was lost looks for its own, never the other App's.
     fake_github.inject(1, status=502, method="POST", path=r"/check-runs$", after=True)
     again = _create(gateway, head_sha=HEAD, external_id="78")
@@ -273,9 +250,7 @@ def test_tokens_never_reach_the_logs(world, fake_github, caplog):
         handler.addFilter(RedactSecretsFilter())
     fake_github.inject(1, status=502, method="GET", path=r"/pulls/5$")
     gateway = github.gateway()
-    gateway.pull_request_get(
-        installation_id=11, repository_id=501, full_name="acme/widgets", number=5
-    )
+    gateway.pull_request_get(RepoRef(11, 501, "acme/widgets"), number=5)
     logging.getLogger("test").warning(
         "cloning https://x-access-token:%s@github.com/acme/w", next(iter(fake_github.tokens))
     )
@@ -302,9 +277,7 @@ def test_every_request_names_the_rest_api_version_it_was_written_for(world, monk
         return real(self, method, url, *args, **kwargs)
 
     monkeypatch.setattr(requests.Session, "request", recording)
-    github.gateway().pull_request_get(
-        installation_id=11, repository_id=501, full_name="acme/widgets", number=5
-    )
+    github.gateway().pull_request_get(RepoRef(11, 501, "acme/widgets"), number=5)
     # the App's token request (JWT) and the installation's call alike
     assert {method for method, _, _ in sent} == {"POST", "GET"}
     assert all(h.get("X-GitHub-Api-Version") == "2022-11-28" for _, _, h in sent), sent

@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from repos import github
-from repos.github import GitHubError
+from repos.github import GitHubError, RepoRef
 from repos.github.actions import look_schedule
 from tests.fakes.github.actions import workflow_yaml
 
 REPO = "acme/widgets"
-WHERE = {"installation_id": 11, "repository_id": 501, "full_name": REPO}
+WHERE = RepoRef(installation_id=11, repository_id=501, full_name=REPO)
 DISPATCHES = r"/actions/workflows/[^/]+/dispatches$"
 
 
@@ -35,14 +35,13 @@ def world(fake_github):
 
 def dispatch(**overrides):
     params = dict(
-        WHERE,
         workflow="tasuku.yml",
         ref="main",
         inputs={"tasuku_run_id": "77"},
         run_name="Tasuku run 77",
     )
     params.update(overrides)
-    return github.gateway().workflow_dispatch(**params)
+    return github.gateway().workflow_dispatch(WHERE, **params)
 
 
 def refusal(**overrides) -> GitHubError:
@@ -296,10 +295,10 @@ def test_a_run_not_listed_in_time_is_returned_as_none_and_found_later(world, fak
     [run] = fake_github.actions_runs_of(REPO)
     gateway = github.gateway()
     since = datetime.now(UTC) - timedelta(minutes=10)
-    find = dict(WHERE, workflow="tasuku.yml", ref="main", run_name="Tasuku run 77", since=since)
-    assert gateway.workflow_run_find(**find) is None
+    find = dict(workflow="tasuku.yml", ref="main", run_name="Tasuku run 77", since=since)
+    assert gateway.workflow_run_find(WHERE, **find) is None
     time.sleep(max(0.0, run.created_at - time.time()) + 0.05)
-    assert gateway.workflow_run_find(**find).workflow_run_id == run.id
+    assert gateway.workflow_run_find(WHERE, **find).workflow_run_id == run.id
     assert len(fake_github.requests("POST", DISPATCHES)) == 1
 
 
@@ -336,7 +335,7 @@ def test_a_run_older_than_the_dispatch_or_on_another_branch_is_not_ours(world, f
     dispatch()
     [run] = fake_github.actions_runs_of(REPO)
     gateway = github.gateway()
-    shown = gateway.actions_run_get(**WHERE, run_id=run.id)
+    shown = gateway.actions_run_get(WHERE, run_id=run.id)
     since = datetime.now(UTC) - timedelta(minutes=10)
     ours = dict(run_name="Tasuku run 77", ref="main", since=since, workflow="tasuku.yml")
     assert gateway.workflow_run_ours(shown, **ours)
@@ -352,14 +351,14 @@ def test_a_run_older_than_the_dispatch_or_on_another_branch_is_not_ours(world, f
 
 def test_a_workflow_is_read_by_file_name_path_or_id(world, fake_github):
     gateway = github.gateway()
-    workflow = gateway.workflow_get(**WHERE, workflow="tasuku.yml")
+    workflow = gateway.workflow_get(WHERE, workflow="tasuku.yml")
     assert (workflow.name, workflow.path, workflow.state) == (
         "Tasuku",
         ".github/workflows/tasuku.yml",
         "active",
     )
-    assert gateway.workflow_get(**WHERE, workflow=".github/workflows/tasuku.yml") == workflow
-    assert gateway.workflow_get(**WHERE, workflow=str(workflow.id)) == workflow
+    assert gateway.workflow_get(WHERE, workflow=".github/workflows/tasuku.yml") == workflow
+    assert gateway.workflow_get(WHERE, workflow=str(workflow.id)) == workflow
     [mint] = fake_github.requests("POST", "/access_tokens")
     assert mint.body["permissions"] == {"actions": "read"}
 
@@ -368,14 +367,14 @@ def test_a_missing_workflow_reads_as_none(world, fake_github):
     fake_github.add_workflow(REPO, ".github/workflows/ci.yml", content=workflow_yaml())
     fake_github.remove_workflow(REPO)
     gateway = github.gateway()
-    assert gateway.workflow_get(**WHERE, workflow="tasuku.yml") is None
-    assert gateway.workflow_get(**WHERE, workflow="ci.yml").path == ".github/workflows/ci.yml"
+    assert gateway.workflow_get(WHERE, workflow="tasuku.yml") is None
+    assert gateway.workflow_get(WHERE, workflow="ci.yml").path == ".github/workflows/ci.yml"
 
 
 def test_reading_without_the_actions_permission_names_it(world, fake_github):
     del fake_github.installations[11].permissions["actions"]
     with pytest.raises(GitHubError) as caught:
-        github.gateway().workflow_get(**WHERE, workflow="tasuku.yml")
+        github.gateway().workflow_get(WHERE, workflow="tasuku.yml")
     assert caught.value.permanent
     assert caught.value.message.startswith(
         "Could not read the workflow .github/workflows/tasuku.yml in acme/widgets: the App "
@@ -386,7 +385,7 @@ def test_reading_without_the_actions_permission_names_it(world, fake_github):
 def test_a_runs_status_and_conclusion_are_read(world, fake_github):
     started = dispatch()
     gateway = github.gateway()
-    run = gateway.actions_run_get(**WHERE, run_id=started.workflow_run_id)
+    run = gateway.actions_run_get(WHERE, run_id=started.workflow_run_id)
     assert (run.status, run.conclusion, run.run_attempt, run.event) == (
         "queued",
         None,
@@ -399,17 +398,17 @@ def test_a_runs_status_and_conclusion_are_read(world, fake_github):
         "Tasuku run 77",
     )
     fake_github.actions_run_complete(REPO, started.workflow_run_id, conclusion="cancelled")
-    run = gateway.actions_run_get(**WHERE, run_id=started.workflow_run_id)
+    run = gateway.actions_run_get(WHERE, run_id=started.workflow_run_id)
     assert (run.status, run.conclusion, run.html_url) == (
         "completed",
         "cancelled",
         started.html_url,
     )
     with pytest.raises(GitHubError) as caught:
-        gateway.actions_run_get(**WHERE, run_id=1)
+        gateway.actions_run_get(WHERE, run_id=1)
     assert (caught.value.permanent, caught.value.status) == (True, 404)
 
 
 def test_the_default_branch_is_read_with_the_repository(world, fake_github):
     fake_github.repos[REPO].default_branch = "trunk"
-    assert github.gateway().repository_get(**WHERE).default_branch == "trunk"
+    assert github.gateway().repository_get(WHERE).default_branch == "trunk"

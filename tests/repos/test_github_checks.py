@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from repos import github
-from repos.github import AppCredentials, GitHubError, GitHubGateway
+from repos.github import AppCredentials, GitHubError, GitHubGateway, RepoRef
 from repos.github.schemas import latest_check_runs, required_check_names
 from tests.fakes.github import Pull, rsa_keypair
 from tests.fakes.github.state import DEFAULT_PERMISSIONS
 
 HEAD = "a" * 40
 REPO = "acme/widgets"
-WHERE = {"installation_id": 11, "repository_id": 501, "full_name": REPO}
+WHERE = RepoRef(installation_id=11, repository_id=501, full_name=REPO)
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ SHARED = {"pull_requests": "read", "checks": "read", "issues": "read", "contents
 def test_it_reads_the_required_checks_of_a_protected_branch(world, fake_github):
     grant(fake_github, administration="read")
     fake_github.protect(REPO, "main", checks=["build", "lint"])
-    assert github.gateway().required_checks(**WHERE, branch="main") == ["build", "lint"]
+    assert github.gateway().required_checks(WHERE, branch="main") == ["build", "lint"]
     assert token_requests(fake_github) == [{"administration": "read"}]
 
 
@@ -60,7 +60,7 @@ def test_contexts_and_checks_are_merged_in_order_once_each(world, fake_github):
         "checks": [{"context": "build", "app_id": 15368}, {"context": "lint", "app_id": None}],
     }
     fake_github.inject(1, status=200, path=r"/protection/required_status_checks$", body=answer)
-    assert github.gateway().required_checks(**WHERE, branch="main") == [
+    assert github.gateway().required_checks(WHERE, branch="main") == [
         "ci/legacy",
         "build",
         "lint",
@@ -81,21 +81,21 @@ def test_required_check_names_take_contexts_then_checks_without_repeats():
 def test_a_branch_name_with_a_slash_is_read(world, fake_github):
     grant(fake_github, administration="read")
     fake_github.protect(REPO, "release/1.x", checks=["build"])
-    assert github.gateway().required_checks(**WHERE, branch="release/1.x") == ["build"]
+    assert github.gateway().required_checks(WHERE, branch="release/1.x") == ["build"]
 
 
 def test_an_unprotected_branch_or_one_requiring_no_checks_has_none(world, fake_github):
     grant(fake_github, administration="read")
     gateway = github.gateway()
-    assert gateway.required_checks(**WHERE, branch="main") is None
+    assert gateway.required_checks(WHERE, branch="main") is None
     fake_github.protect(REPO, "main", checks=[])
-    assert gateway.required_checks(**WHERE, branch="main") is None
+    assert gateway.required_checks(WHERE, branch="main") is None
     assert [c.status for c in fake_github.requests("GET", "/protection/")] == [404, 404]
 
 
 def test_without_administration_it_answers_none_and_asks_for_no_token(world, fake_github):
     fake_github.protect(REPO, "main", checks=["build"])
-    assert github.gateway().required_checks(**WHERE, branch="main") is None
+    assert github.gateway().required_checks(WHERE, branch="main") is None
     # The installation's permissions were read with the App JWT; no token was refused.
     assert [c.status for c in fake_github.requests("GET", r"/app/installations/11$")] == [200]
     assert fake_github.requests("POST", "/access_tokens") == []
@@ -108,10 +108,10 @@ def test_a_permission_withdrawn_since_it_was_read_answers_none(world, fake_githu
     gateway = github.gateway()
     assert gateway.installation_permissions(11)["administration"] == "read"
     grant(fake_github)  # the owner removed it; the gateway's copy is stale
-    assert gateway.required_checks(**WHERE, branch="main") is None
+    assert gateway.required_checks(WHERE, branch="main") is None
     assert [c.status for c in fake_github.requests("POST", "/access_tokens")] == [422]
     # The permissions were read again: the next call does not ask for a token.
-    assert gateway.required_checks(**WHERE, branch="main") is None
+    assert gateway.required_checks(WHERE, branch="main") is None
     assert len(fake_github.requests("POST", "/access_tokens")) == 1
 
 
@@ -128,14 +128,14 @@ def test_a_403_on_branch_protection_answers_none(world, fake_github):
             "status": "403",
         },
     )
-    assert github.gateway().required_checks(**WHERE, branch="main") is None
+    assert github.gateway().required_checks(WHERE, branch="main") is None
 
 
 def test_a_rate_limit_on_branch_protection_is_retried_not_taken_for_no_access(world, fake_github):
     grant(fake_github, administration="read")
     fake_github.protect(REPO, "main", checks=["build"])
     fake_github.rate_limit(1, status=403, retry_after=0, path="/protection/")
-    assert github.gateway().required_checks(**WHERE, branch="main") == ["build"]
+    assert github.gateway().required_checks(WHERE, branch="main") == ["build"]
     assert [c.status for c in fake_github.requests("GET", "/protection/")] == [403, 200]
 
 
@@ -143,7 +143,7 @@ def test_other_errors_reading_protection_are_raised(world, fake_github):
     grant(fake_github, administration="read")
     fake_github.inject(3, status=502, path="/protection/")
     with pytest.raises(GitHubError) as caught:
-        github.gateway().required_checks(**WHERE, branch="main")
+        github.gateway().required_checks(WHERE, branch="main")
     assert not caught.value.permanent
     assert caught.value.status == 502
 
@@ -158,7 +158,7 @@ def test_it_lists_every_apps_check_runs_on_a_commit_across_pages(world, fake_git
         REPO, HEAD, "coverage", app_slug="codecov", conclusion="failure", title="-2%"
     )
     github.gateway().check_run_create(
-        **WHERE,
+        WHERE,
         name="Tasuku · static",
         head_sha=HEAD,
         external_id="77",
@@ -166,7 +166,7 @@ def test_it_lists_every_apps_check_runs_on_a_commit_across_pages(world, fake_git
     )
     fake_github.ci_check_run(REPO, "c" * 40, "elsewhere")  # another commit
 
-    checks = github.gateway().commit_check_runs(**WHERE, sha=HEAD)
+    checks = github.gateway().commit_check_runs(WHERE, sha=HEAD)
 
     assert len(checks) == 130
     assert {c.app_slug for c in checks} == {"github-actions", "codecov", "tasuku-test"}
@@ -189,7 +189,7 @@ def test_it_keeps_the_newest_run_of_each_name_of_each_app(world, fake_github):
     fake_github.ci_check_run(REPO, HEAD, "build", status="in_progress")  # re-run
     fake_github.ci_check_run(REPO, HEAD, "build", app_slug="circleci", conclusion="failure")
 
-    checks = github.gateway().commit_check_runs(**WHERE, sha=HEAD)
+    checks = github.gateway().commit_check_runs(WHERE, sha=HEAD)
 
     assert [(c.name, c.app_slug, c.status, c.conclusion) for c in checks] == [
         ("build", "circleci", "completed", "failure"),
@@ -228,7 +228,7 @@ def test_commit_statuses_are_folded_in_when_the_app_may_read_them(world, fake_gi
     fake_github.ci_status(REPO, HEAD, "ci/lint", state="error", description="crashed")
     fake_github.ci_status(REPO, HEAD, "ci/deploy", state="pending")
 
-    checks = github.gateway().commit_check_runs(**WHERE, sha=HEAD)
+    checks = github.gateway().commit_check_runs(WHERE, sha=HEAD)
 
     assert [(c.kind, c.name, c.status, c.conclusion) for c in checks] == [
         ("check_run", "build", "completed", "success"),
@@ -251,7 +251,7 @@ def test_without_commit_statuses_only_check_runs_are_listed(world, fake_github):
     fake_github.ci_check_run(REPO, HEAD, "build")
     fake_github.ci_status(REPO, HEAD, "ci/jenkins", state="failure")
 
-    checks = github.gateway().commit_check_runs(**WHERE, sha=HEAD)
+    checks = github.gateway().commit_check_runs(WHERE, sha=HEAD)
 
     assert [c.name for c in checks] == ["build"]
     assert token_requests(fake_github) == [SHARED]  # no statuses: none asked for
@@ -265,7 +265,7 @@ def test_statuses_withdrawn_since_read_fall_back_to_check_runs(world, fake_githu
     gateway.installation_permissions(11)
     grant(fake_github)
 
-    assert [c.name for c in gateway.commit_check_runs(**WHERE, sha=HEAD)] == ["build"]
+    assert [c.name for c in gateway.commit_check_runs(WHERE, sha=HEAD)] == ["build"]
     # The shared token asked for statuses, was refused, and was asked again without.
     assert token_requests(fake_github) == [{**SHARED, "statuses": "read"}, SHARED]
 
@@ -273,7 +273,7 @@ def test_statuses_withdrawn_since_read_fall_back_to_check_runs(world, fake_githu
 def test_a_502_while_listing_checks_is_retried(world, fake_github):
     fake_github.ci_check_run(REPO, HEAD, "build")
     fake_github.inject(1, status=502, path=r"/check-runs$")
-    assert [c.name for c in github.gateway().commit_check_runs(**WHERE, sha=HEAD)] == ["build"]
+    assert [c.name for c in github.gateway().commit_check_runs(WHERE, sha=HEAD)] == ["build"]
 
 
 # --- several Apps on one repository ---
@@ -320,15 +320,13 @@ def test_two_apps_on_one_repository_each_use_their_own_installation_and_tokens(
 
     # Each App reads the repository through its own installation, and posts as its bot.
     other_run = other.check_run_create(
-        installation_id=21,
-        repository_id=501,
-        full_name=REPO,
+        RepoRef(21, 501, REPO),
         name="other check",
         head_sha=HEAD,
         external_id="1",
         details_url="http://other.test/1",
     )
-    checks = tasuku.commit_check_runs(**WHERE, sha=HEAD)
+    checks = tasuku.commit_check_runs(WHERE, sha=HEAD)
     assert [(c.name, c.app_slug, c.id) for c in checks] == [
         ("other check", "other-bot", other_run.id)
     ]

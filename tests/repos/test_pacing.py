@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from repos import github
+from repos.github import RepoRef
 from repos.github.pacing import WritePacer
 from tests.fakes.github import Pull
 
@@ -99,17 +100,15 @@ def test_the_gateway_paces_an_installations_writes_but_not_its_reads(world, fake
     settings.GITHUB_SECONDS_BETWEEN_WRITES = "0.5"
     settings.GITHUB_WRITE_BURST = "2"
     gateway = github.gateway()
-    where = dict(installation_id=11, repository_id=501, full_name="acme/widgets")
-    gateway.pull_request_get(
-        **where, number=5
-    )  # the token minted: the writes wait for nothing else
+    where = RepoRef(installation_id=11, repository_id=501, full_name="acme/widgets")
+    gateway.pull_request_get(where, number=5)  # the token minted: the writes wait for nothing else
     run = gateway.check_run_create(
-        **where, name="Tasuku · static", head_sha=HEAD, external_id="1", details_url="http://t/1"
+        where, name="Tasuku · static", head_sha=HEAD, external_id="1", details_url="http://t/1"
     )
     for status in ("in_progress", "in_progress", "in_progress"):
-        gateway.check_run_update(**where, check_run_id=run.id, status=status)
+        gateway.check_run_update(where, check_run_id=run.id, status=status)
     for _ in range(3):
-        gateway.pull_request_get(**where, number=5)
+        gateway.pull_request_get(where, number=5)
 
     writes = [
         c.at

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from repos import github
-from repos.github import GitHubError
+from repos.github import GitHubError, RepoRef
 from repos.github.budget import BACKLOG, URGENT, SharedBudget, writes_for
 from repos.github.pacing import WriteLimits, place_find
 from repos.models import WriteBudget
@@ -221,23 +221,19 @@ def test_a_secondary_limit_met_by_one_gateway_holds_every_gateways_writes(fake_g
     fake_github.add_pull(
         "acme/widgets", Pull(number=5, title="x", head_sha=HEAD, base_sha="b" * 40)
     )
-    where = dict(installation_id=11, repository_id=501, full_name="acme/widgets")
+    where = RepoRef(installation_id=11, repository_id=501, full_name="acme/widgets")
     one, other = github.gateway(), github.gateway()
     fake_github.limits.secondary(2, method="POST", path=r"/check-runs$")
     with pytest.raises(GitHubError) as raised:
         one.check_run_create(
-            **where,
-            name="Tasuku · static",
-            head_sha=HEAD,
-            external_id="1",
-            details_url="http://t/1",
+            where, name="Tasuku · static", head_sha=HEAD, external_id="1", details_url="http://t/1"
         )
     assert raised.value.code == "github-rate-limit"
     row = WriteBudget.objects.get(installation_id=11)
     assert row.paused_until is not None
     started = time.monotonic()
     other.check_run_create(
-        **where, name="Tasuku · static", head_sha=HEAD, external_id="2", details_url="http://t/2"
+        where, name="Tasuku · static", head_sha=HEAD, external_id="2", details_url="http://t/2"
     )
     # The other gateway sent nothing into the limit: it waited it out.
     assert time.monotonic() - started >= 1.0

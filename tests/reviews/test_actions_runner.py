@@ -589,9 +589,9 @@ def test_a_worker_that_stopped_after_dispatching_is_not_followed_by_a_second_dis
 
     dispatched = GitHubGateway.workflow_dispatch
 
-    def dispatch_then_stop(self, **kwargs):
+    def dispatch_then_stop(self, repo, **kwargs):
         monkeypatch.setattr(GitHubGateway, "workflow_dispatch", dispatched)
-        dispatched(self, **kwargs)
+        dispatched(self, repo, **kwargs)
         raise ConnectionError("the worker's database connection dropped")
 
     monkeypatch.setattr(GitHubGateway, "workflow_dispatch", dispatch_then_stop)

@@ -24,7 +24,7 @@ class Gateway:
     tried: list[list[int]] = field(default_factory=list)
     deleted: list[int] = field(default_factory=list)
 
-    def review_pending_create(self, *, comments, body, **_):
+    def review_pending_create(self, repo, *, comments, body, **_):
         lines = [c["line"] for c in comments]
         self.tried.append(lines)
         if self.pending:
@@ -39,11 +39,11 @@ class Gateway:
         self.pending.append(review)
         return review
 
-    def review_pending_delete(self, *, review_id, **_):
+    def review_pending_delete(self, repo, *, review_id, **_):
         self.deleted.append(review_id)
         self.pending = [r for r in self.pending if r.id != review_id]
 
-    def reviews_list(self, **_):
+    def reviews_list(self, repo, **_):
         return list(self.pending)
 
     def posted_by_us(self, user):
@@ -91,7 +91,7 @@ def test_a_probe_a_dead_worker_left_is_deleted_first():
     someone_elses = ReviewInfo(id=98, body=probe_marker(5), state="PENDING",
                                user_login="mallory", user_type="User")  # fmt: skip
     gateway = Gateway(bad={2}, pending=[left])
-    gateway.reviews_list = lambda **_: [left, someone_elses]  # type: ignore[method-assign]
+    gateway.reviews_list = lambda repo, **_: [left, someone_elses]  # type: ignore[method-assign]
     sorting = sort(gateway, 4)
     assert 99 in gateway.deleted and 98 not in gateway.deleted
     assert set(sorting.refused) == {2}
@@ -99,7 +99,7 @@ def test_a_probe_a_dead_worker_left_is_deleted_first():
 
 def test_a_rate_limit_while_sorting_is_raised_as_weather():
     class Limited(Gateway):
-        def review_pending_create(self, **kwargs):
+        def review_pending_create(self, repo, **kwargs):
             raise GitHubError("was submitted too quickly", permanent=False, status=422,
                               retry_after=60.0, code="github-rate-limit")  # fmt: skip
 
@@ -113,7 +113,7 @@ def test_a_probe_left_behind_that_github_names_is_deleted_and_the_try_repeated()
                       user_type="Bot")  # fmt: skip
     gateway = Gateway(bad={1}, pending=[left])
     listed = iter([[], [left]])  # not listed yet when the sorting began
-    gateway.reviews_list = lambda **_: next(listed, gateway.pending)  # type: ignore[method-assign]
+    gateway.reviews_list = lambda repo, **_: next(listed, gateway.pending)  # type: ignore[method-assign]
     sorting = sort(gateway, 3)
     assert gateway.deleted[0] == 99
     assert set(sorting.refused) == {1} and sorting.accepted == [0, 2]

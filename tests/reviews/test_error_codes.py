@@ -482,7 +482,7 @@ def test_an_author_app_not_installed_on_the_repository_says_so_by_its_code():
         def repository_installation_id(self, full_name):
             return None
 
-        def issue_comment_create(self, **kwargs):
+        def issue_comment_create(self, repo, **kwargs):
             raise AssertionError("nothing is posted where the App is not installed")
 
     with pytest.raises(GitHubError) as raised:

@@ -278,13 +278,13 @@ def test_two_concluders_at_once_never_leave_github_showing_the_older_conclusion(
     real = GitHubGateway.check_run_update
     raced = []
 
-    def racing(self, **kwargs):
+    def racing(self, repo, **kwargs):
         if not raced and kwargs.get("conclusion") == "success":
             raced.append(1)
             # Meanwhile a finding is found open again: recorded and sent at once.
             conclusion_record(run.pk, "failure", "1 open finding", "newer")
             assert conclusion_send(run.pk) == "sent"
-        return real(self, **kwargs)  # the stale PATCH lands last
+        return real(self, repo, **kwargs)  # the stale PATCH lands last
 
     monkeypatch.setattr(GitHubGateway, "check_run_update", racing)
     check_final(run.pk, "success", "No open findings", "older")

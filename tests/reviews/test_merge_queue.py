@@ -10,6 +10,7 @@ import copy
 import pytest
 
 from repos import github
+from repos.github import RepoRef
 from repos.models import Reviewer
 from reviews.models import ReviewRun, RunStatus
 from tests.fakes.github import CheckRun, Pull
@@ -433,32 +434,32 @@ def test_a_group_github_will_not_describe_fails_rather_than_waits(world, review,
 
 def test_the_fake_compares_and_associates_commits_as_github_does(world):
     gateway = github.gateway()
-    where = {"installation_id": INSTALLATION, "repository_id": world.repo.id, "full_name": REPO}
+    where = RepoRef(installation_id=INSTALLATION, repository_id=world.repo.id, full_name=REPO)
     [group] = world.fake.merge_queue_enqueue(REPO, [7])
 
-    comparison = gateway.compare(**where, base=group["base_sha"], head=group["head_sha"])
+    comparison = gateway.compare(where, base=group["base_sha"], head=group["head_sha"])
     assert comparison.status == "ahead" and comparison.total_commits == 2
     assert [c.sha for c in comparison.commits] == [world.pull.head_sha, group["head_sha"]]
     assert comparison.commits[1].parents == (world.base, world.pull.head_sha)
     assert [f.filename for f in comparison.files] == ["app/refunds.py"]
     assert comparison.complete
-    by_branch = gateway.compare(**where, base="main", head=group["head_sha"])
+    by_branch = gateway.compare(where, base="main", head=group["head_sha"])
     assert by_branch.total_commits == 2
 
-    assert [p.number for p in gateway.commit_pull_requests(**where, sha=world.pull.head_sha)] == [7]
-    assert gateway.commit_pull_requests(**where, sha=group["head_sha"]) == []
-    assert [f.filename for f in gateway.pull_request_files(**where, number=7)] == ["app/refunds.py"]
+    assert [p.number for p in gateway.commit_pull_requests(where, sha=world.pull.head_sha)] == [7]
+    assert gateway.commit_pull_requests(where, sha=group["head_sha"]) == []
+    assert [f.filename for f in gateway.pull_request_files(where, number=7)] == ["app/refunds.py"]
 
     world.fake.merge_queue_merge(REPO, group)
-    [merged] = gateway.commit_pull_requests(**where, sha=world.pull.head_sha)
+    [merged] = gateway.commit_pull_requests(where, sha=world.pull.head_sha)
     assert (merged.number, merged.state, merged.merged) == (7, "closed", True)
-    assert gateway.commit_pull_requests(**where, sha=world.base) == []
-    assert gateway.compare(**where, base="main", head=group["head_sha"]).status == "identical"
+    assert gateway.commit_pull_requests(where, sha=world.base) == []
+    assert gateway.compare(where, base="main", head=group["head_sha"]).status == "identical"
 
     with pytest.raises(github.GitHubError) as refused:
-        gateway.commit_pull_requests(**where, sha="0" * 40)
+        gateway.commit_pull_requests(where, sha="0" * 40)
     assert refused.value.permanent and refused.value.status == 422
     unrelated = world.git.commit({"other.txt": "x\n"}, message="unrelated root")
     with pytest.raises(github.GitHubError) as refused:
-        gateway.compare(**where, base="main", head=unrelated)
+        gateway.compare(where, base="main", head=unrelated)
     assert refused.value.status == 404 and "No common ancestor" in refused.value.message

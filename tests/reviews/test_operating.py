@@ -13,7 +13,7 @@ from django_q.models import Schedule
 from prometheus_client.parser import text_string_to_metric_families
 
 from repos import github
-from repos.github import usage
+from repos.github import RepoRef, usage
 from repos.models import GitHubApiUsage
 from repos.services import github_usage_flush
 from reviews.models import ReviewRun, RunStatus, WorkerHeartbeat
@@ -130,12 +130,10 @@ class TestMetrics:
         fake_github.limits.primary(31, remaining=3, reset_in=600)
         # GitHub rate limits the first call; the retry goes through (2 left after it).
         fake_github.rate_limit(1, path=r"/repos/hooli/app$")
-        gateway.repository_get(installation_id=31, repository_id=None, full_name="hooli/app")
+        gateway.repository_get(RepoRef(31, None, "hooli/app"))
         fake_github.inject(1, status=404, path=r"/pulls/99$")
         with pytest.raises(github.GitHubError):
-            gateway.pull_request_get(
-                installation_id=31, repository_id=None, full_name="hooli/app", number=99
-            )
+            gateway.pull_request_get(RepoRef(31, None, "hooli/app"), number=99)
         # Another process's counts, already in the table, add up with this one's.
         GitHubApiUsage.objects.create(
             app_id=app_id, installation_id=31, calls=10, errors=1, updated_at=timezone.now()

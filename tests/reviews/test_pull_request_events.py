@@ -341,9 +341,9 @@ def test_no_worker_can_take_a_new_run_before_its_check_run_exists(world, deliver
     create = GitHubGateway.check_run_create
     seen = []
 
-    def check_run_create(self, **kwargs):
+    def check_run_create(self, repo, **kwargs):
         seen.append(queued_tasks("reviews.tasks.run_process"))
-        return create(self, **kwargs)
+        return create(self, repo, **kwargs)
 
     monkeypatch.setattr(GitHubGateway, "check_run_create", check_run_create)
     fake, repo, pull = world
@@ -369,7 +369,7 @@ def test_a_run_whose_admission_died_before_its_check_run_is_rung_by_the_reaper(
     from repos.github.gateway import GitHubGateway
     from reviews.queue.runs import RING_AGAIN_AFTER, RUNS
 
-    def refused(self, **kwargs):
+    def refused(self, repo, **kwargs):
         raise RuntimeError("GitHub is down")
 
     monkeypatch.setattr(GitHubGateway, "check_run_create", refused)
@@ -391,7 +391,7 @@ def test_a_run_left_without_its_check_run_is_rung_when_asked_for_again(world, de
     the reaper would — while a run that has its check run is not rung twice."""
     from repos.github.gateway import GitHubGateway
 
-    def refused(self, **kwargs):
+    def refused(self, repo, **kwargs):
         raise RuntimeError("GitHub is down")
 
     fake, repo, pull = world
@@ -433,11 +433,11 @@ def test_a_run_ending_does_not_ring_the_next_before_its_check_run_exists(
     create = GitHubGateway.check_run_create
     seen = []
 
-    def check_run_create(self, **kwargs):
+    def check_run_create(self, repo, **kwargs):
         if kwargs["head_sha"] == new_head and not seen:
             run_finish(held, status=RunStatus.CANCELLED, reason="stale")  # its worker stops
             seen.append(queued_tasks("reviews.tasks.run_process"))
-        return create(self, **kwargs)
+        return create(self, repo, **kwargs)
 
     monkeypatch.setattr(GitHubGateway, "check_run_create", check_run_create)
     deliver(pull_request_payload(fake, repo, pull, action="synchronize"))

@@ -92,7 +92,7 @@ def test_a_payload_and_the_api_record_the_same_row(monkeypatch):
     info = PullRequestInfo(number=7, **facts())
 
     class Gateway:
-        def pull_request_get(self, **where):
+        def pull_request_get(self, repo, **where):
             assert where["number"] == 7
             return info
 
@@ -106,7 +106,7 @@ def test_the_api_records_a_merged_pull_request_as_closed(monkeypatch):
     info = PullRequestInfo(number=7, **facts(state="open", merged=True))
 
     class Gateway:
-        def pull_request_get(self, **where):
+        def pull_request_get(self, repo, **where):
             return info
 
     monkeypatch.setattr("repos.github.gateway", lambda: Gateway())

@@ -187,10 +187,10 @@ def test_a_first_walkthrough_is_created_without_a_look_up_marked_before_it_is_se
     real = ConversationCalls.issue_comment_create
     marked = []
 
-    def create(self, **kwargs):
+    def create(self, repo, **kwargs):
         # Marked before GitHub is asked: a sender stopped after GitHub took it looks first.
         marked.append(Walkthrough.objects.get().create_tried)
-        return real(self, **kwargs)
+        return real(self, repo, **kwargs)
 
     monkeypatch.setattr(ConversationCalls, "issue_comment_create", create)
     run = deliver(world)

@@ -175,7 +175,7 @@ def test_the_runner_fetches_a_secondary_with_its_own_token_and_the_engine_never_
     root, head = checkout
     shared = shared_build(fake_github)
     token = github.gateway().contents_token(
-        installation_id=SHARED_INSTALLATION, repository_id=shared.repo.id, handed_out=True
+        github.RepoRef(SHARED_INSTALLATION, shared.repo.id, SHARED), handed_out=True
     )
     pinned = Secondary(full_name=SHARED, commit=shared.pinned, path=f"secondary/{SHARED}")
     unreadable = Secondary(full_name="acme-libs/hidden", commit="c" * 40,

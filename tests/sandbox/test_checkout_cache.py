@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from repos import github
+from repos.github import RepoRef
 from sandbox import workspace as workspace_module
 from sandbox.errors import CloneError
 from sandbox.workspace import Workspace, mirror_discard, mirrors_prune
@@ -28,7 +29,7 @@ def _objects(mirror: Path) -> int:
 
 
 def _checkout(fake, tmp_path, head, base, previous=None, *, mirror=None):
-    token = github.gateway().contents_token(installation_id=41, repository_id=REPO_ID)
+    token = github.gateway().contents_token(RepoRef(41, REPO_ID, REPO))
     with Workspace(str(tmp_path)) as ws:
         checkout = ws.checkout(
             clone_url=f"{fake.url}/{REPO}.git", token=token, head_sha=head, base_sha=base,
@@ -109,7 +110,7 @@ def test_the_pull_requests_attributes_do_not_change_the_checkout_from_the_mirror
 def test_the_token_lands_nowhere_in_the_mirror(fake_github, history, tmp_path):
     mirror = tmp_path / "mirrors" / "9001.git"
     _checkout(fake_github, tmp_path, history.head, history.base, mirror=mirror)
-    token = github.gateway().contents_token(installation_id=41, repository_id=REPO_ID)
+    token = github.gateway().contents_token(RepoRef(41, REPO_ID, REPO))
     for path in mirror.rglob("*"):
         if path.is_file():
             assert token.encode() not in path.read_bytes(), path

@@ -16,6 +16,7 @@ import pytest
 from django.core.management import call_command
 
 from repos import github
+from repos.github import RepoRef
 from repos.policy import Engine, ReviewerConfig
 from reviews.core import stages
 from sandbox.engines.static.reads import module_names, reads
@@ -151,7 +152,7 @@ def test_a_partial_clone_fetches_what_the_static_engine_reads_in_one_go(fake_git
         "docs/big.md": "words\n" * 10_000,
     })  # fmt: skip
     head = world.push({"lib/shared.py": "def helper():\n    return 2\n"})
-    token = github.gateway().contents_token(installation_id=41, repository_id=REPO_ID)
+    token = github.gateway().contents_token(RepoRef(41, REPO_ID, REPO))
     mirror = tmp_path / "mirror"
     with Workspace(str(tmp_path)) as workspace:
         checkout = workspace.checkout(

@@ -16,6 +16,7 @@ import docker
 import pytest
 
 from repos import github
+from repos.github import RepoRef
 from repos.policy import SecondaryRepositoryConfig
 from reviews.pipeline.forges import mirror_by_id
 from reviews.scope.secondaries import NOT_REACHABLE, mount_all
@@ -56,7 +57,7 @@ def mounted(fake_github, shared) -> Iterator[tuple[Workspace, Checkout, list]]:
     """The pull request's checkout, and the secondary pinned at its first commit beside it."""
     world = world_build(fake_github)
     gateway = github.gateway()
-    token = gateway.contents_token(installation_id=INSTALLATION, repository_id=REPO_ID)
+    token = gateway.contents_token(RepoRef(INSTALLATION, REPO_ID, REPO))
     with Workspace() as workspace:
         checkout = workspace.checkout(clone_url=f"{fake_github.url}/{REPO}.git", token=token,
                                       head_sha=world.head, base_sha=world.base)  # fmt: skip

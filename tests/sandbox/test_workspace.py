@@ -8,6 +8,7 @@ import os
 import pytest
 
 from repos import github
+from repos.github import RepoRef
 from sandbox.errors import CloneError
 from sandbox.workspace import Workspace, sanitise
 from tests.gitworld import REPO, REPO_ID, world_build
@@ -54,7 +55,7 @@ def test_it_checks_out_the_exact_head_commit_and_diffs_it_against_the_merge_base
     world = world_build(fake_github)
     old_head = world.head
     world.push({"app/payments.py": "print('later')\n"})  # the branch moves on
-    token = github.gateway().contents_token(installation_id=41, repository_id=REPO_ID)
+    token = github.gateway().contents_token(RepoRef(41, REPO_ID, REPO))
     with Workspace() as workspace:
         checkout = workspace.checkout(
             clone_url=f"{fake_github.url}/{REPO}.git",
@@ -74,7 +75,7 @@ def test_it_checks_out_the_exact_head_commit_and_diffs_it_against_the_merge_base
 
 def test_the_token_is_sent_as_a_header_not_in_the_url_or_on_disk(fake_github, monkeypatch):
     world = world_build(fake_github)
-    token = github.gateway().contents_token(installation_id=41, repository_id=REPO_ID)
+    token = github.gateway().contents_token(RepoRef(41, REPO_ID, REPO))
     with Workspace() as workspace:
         # Keep .git this time, to look inside it as well.
         monkeypatch.setattr("sandbox.workspace.sanitise", lambda root: [])
@@ -103,7 +104,7 @@ def test_a_token_without_access_is_a_permanent_clone_error_that_says_what_to_gra
 
 def test_a_commit_that_no_longer_exists_is_a_permanent_clone_error(fake_github):
     world = world_build(fake_github)
-    token = github.gateway().contents_token(installation_id=41, repository_id=REPO_ID)
+    token = github.gateway().contents_token(RepoRef(41, REPO_ID, REPO))
     with Workspace() as workspace, pytest.raises(CloneError) as caught:
         workspace.checkout(clone_url=f"{fake_github.url}/{REPO}.git", token=token,
                            head_sha="f" * 40, base_sha=world.base)  # fmt: skip

@@ -13,6 +13,7 @@ from django.core.management import call_command
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from repos.github import RepoRef
 from repos.github.config import retry_policy
 from repos.github.gateway import GitHubGateway
 from reviews.models import Answer, Task
@@ -218,11 +219,7 @@ def test_the_authors_app_can_never_approve(passes, fake_github):
     before = len(fake_github.calls)
     for event in ("APPROVE", "REQUEST_CHANGES"):
         with pytest.raises(ApprovalRefused, match="only the reviewer App approves"):
-            gateway.review_create(
-                installation_id=61, repository_id=None, full_name=REPO, number=7,
-                commit_sha=passes.world.pull.head_sha, body="LGTM", event=event, comments=[],
-                marker="<!-- m -->",
-            )  # fmt: skip
+            gateway.review_create(RepoRef(61, None, REPO), number=7, commit_sha=passes.world.pull.head_sha, body="LGTM", event=event, comments=[], marker="<!-- m -->")  # fmt: skip
     assert len(fake_github.calls) == before  # refused before anything reached GitHub
     assert issubclass(AuthorGateway, GitHubGateway)
     # And what the author's side posts with is a poster that has no review method at all.

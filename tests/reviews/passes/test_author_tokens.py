@@ -9,6 +9,7 @@ import logging
 import pytest
 import requests
 
+from repos.github import RepoRef
 from reviews.passes.author import author_poster
 from reviews.text.markers import marker
 from tests.fakes.models import ToolCall
@@ -105,10 +106,9 @@ def test_the_reviewer_apps_reads_still_share_a_cached_token(passes):
 
     fake = passes.world.fake
     gateway = github.gateway()
-    where = {"installation_id": passes.world.repo.installation_id,
-             "repository_id": passes.world.repo.id, "full_name": REPO}  # fmt: skip
-    gateway.pull_request_get(**where, number=7)
+    where = RepoRef(passes.world.repo.installation_id, passes.world.repo.id, REPO)
+    gateway.pull_request_get(where, number=7)
     fake.calls.clear()
-    gateway.pull_request_get(**where, number=7)
+    gateway.pull_request_get(where, number=7)
     assert not [c for c in fake.calls if c.path.endswith("/access_tokens")]
     assert fake.revoked_tokens == []
