@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from repos import github
 from repos.github import CheckRunOutput, GitHubError, RepoRef
+from repos.github.budget import URGENT, writes_for
 from reviews.checks.checkruns import REREVIEW_ACTION, details_url, run_check_ensure
 from reviews.models import ReviewRun
 from reviews.queue import runs
@@ -104,16 +105,27 @@ def _send_once(run_pk: int) -> tuple[str, tuple[str, str, str] | None]:
         )
         return WAITING, None
     try:
-        check_id = run_check_ensure(run, created=False, installation=repository.installation)
-        github.gateway().check_run_update(
-            RepoRef.of(repository),
-            check_run_id=check_id,
-            conclusion=run.check_conclusion,
-            output=CheckRunOutput(title=run.check_title, summary=run.check_summary),
-            details_url=details_url(run),
-            actions=[REREVIEW_ACTION],
-        )
+        # A review's last write, whoever sends it: it goes before the backlog's in the
+        # installation's write budget (a check left `in_progress` is a review unfinished).
+        with writes_for(URGENT):
+            check_id = run_check_ensure(run, created=False, installation=repository.installation)
+            github.gateway().check_run_update(
+                RepoRef.of(repository),
+                check_run_id=check_id,
+                conclusion=run.check_conclusion,
+                output=CheckRunOutput(title=run.check_title, summary=run.check_summary),
+                details_url=details_url(run),
+                actions=[REREVIEW_ACTION],
+            )
     except GitHubError as exc:
+        if exc.code == durable.WRITE_BUDGET and exc.retry_after is not None:
+            # Not GitHub's answer: the installation's own budget says when its turn comes
+            # (its hour spent, say). Due then, not backed off, and no send counted.
+            until = timezone.now() + timedelta(seconds=exc.retry_after)
+            runs.run_conclusion_waits(
+                run.pk, due=due, until=until, why=f"waiting for the write budget: {exc}"
+            )
+            return WAITING, None
         if exc.permanent:
             runs.run_conclusion_refused(
                 run.pk, due=due, error=f"GitHub refused the check run: {exc}"

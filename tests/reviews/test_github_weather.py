@@ -318,3 +318,45 @@ def test_a_conclusion_its_worker_is_sending_is_not_sent_twice():
         check_due_at=later, check_sends=0, check_error="waiting out the installation's rate limit"
     )
     assert conclusions_sweep(now=later) == 1
+
+
+def test_a_conclusion_waiting_for_the_write_budget_is_due_at_its_turn_and_goes_first(
+    world, open_pr, monkeypatch
+):
+    """The 200-pull-request benchmark: a check conclusion the installation's spent hour
+    held back was backed off as if GitHub had refused it (12 sends, doubling to 15
+    minutes), and then waited behind the walkthroughs. A wait for the budget is due when
+    the budget says, counts no send, and a conclusion is a review's write (URGENT)."""
+    from repos.github import budget as budget_module
+    from repos.github.errors import GitHubError
+    from repos.github.gateway import GitHubGateway
+    from reviews.checks.conclusions import SENT, WAITING, conclusion_record, conclusion_send
+
+    open_pr(world)
+    run = ReviewRun.objects.get()
+    priorities = []
+    real = GitHubGateway.check_run_update
+
+    def spent(self, *args, **kwargs):
+        priorities.append(budget_module._priority.get())
+        raise GitHubError(
+            "Could not write to GitHub for installation 11 for 1800s: waiting for the write budget",
+            permanent=False,
+            retry_after=1800,
+            code="github-write-budget",
+        )
+
+    monkeypatch.setattr(GitHubGateway, "check_run_update", spent)
+    conclusion_record(run.pk, "failure", "1 open finding", "again")
+    before = timezone.now()
+    assert conclusion_send(run.pk) == WAITING
+    run.refresh_from_db()
+    assert run.check_sends == 0 and "write budget" in run.check_error
+    assert before + timedelta(seconds=1790) <= run.check_due_at <= before + timedelta(seconds=1810)
+    assert priorities == [budget_module.URGENT]
+
+    monkeypatch.setattr(GitHubGateway, "check_run_update", real)
+    time_passes()
+    assert conclusion_send(run.pk) == SENT
+    check = world.fake.check_runs_of(REPO)[-1]
+    assert (check.status, check.output["summary"]) == ("completed", "again")
