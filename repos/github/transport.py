@@ -60,6 +60,7 @@ API_READ_PERMISSIONS = dict.fromkeys(API_PERMISSIONS, "read")
 # within this long (or at once, after `installation_permissions(..., fresh=True)`).
 PERMISSIONS_TTL_SECONDS = 300.0
 
+
 class Transport:
     """One App's view of GitHub. Cheap to create; tokens and clients are cached per
     process (never on disk: they are credentials)."""
@@ -205,7 +206,9 @@ class Transport:
         key = (self.creds.base_url, self.creds.app_id)
         if key not in slug_cache:
             # Reference: https://docs.github.com/rest/apps/apps#get-the-authenticated-app
-            slug_cache[key] = self._app_call("read the App", lambda: self._integration().get_app().slug)
+            slug_cache[key] = self._app_call(
+                "read the App", lambda: self._integration().get_app().slug
+            )
         return slug_cache[key]
 
     def posted_by_us(self, user: dict[str, Any] | None) -> bool:
