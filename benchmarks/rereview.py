@@ -136,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings.GITHUB_SECONDS_BETWEEN_WRITES = "0"
     from repos import github
+    from repos.github import RepoRef
     from repos.models import Installation, Repository, Reviewer
     from repos.selectors import effective_config
     from repos.services import installation_upsert, repository_upsert
@@ -198,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     settings.TASUKU_CHECKOUT_CACHE = str(cache)
 
     # The checkout alone: the pushed head from the warm mirror against a fresh clone.
-    token = github.gateway().contents_token(installation_id=INSTALLATION, repository_id=REPO_ID)
+    token = github.gateway().contents_token(RepoRef(INSTALLATION, REPO_ID, REPO))
     url = f"{fake.url}/{REPO}.git"
     head = pulls[1].head_sha
 
