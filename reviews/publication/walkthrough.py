@@ -127,22 +127,26 @@ def walkthrough_begin(ctx: Context, checkout: Checkout) -> None:
         logger.exception("run %s: could not record its walkthrough", run.pk)
 
 
-def walkthrough_end(run: ReviewRun) -> None:
-    """The run has ended (or is waiting to be tried again): show how. Never raises."""
+def walkthrough_end(run: ReviewRun) -> ReviewRun | None:
+    """The run has ended (or is waiting to be tried again): show how. Never raises.
+    Returns the run as it ended, read here (None if it could not be: what follows its
+    end reads it then)."""
+    current = None
     try:
-        run = ReviewRun.objects.select_related(
+        run = current = ReviewRun.objects.select_related(
             "pull_request__repository__installation", "reviewer"
         ).get(pk=run.pk)
         if not walkthrough_wanted(run, EffectiveConfig.model_validate(run.config)):
-            return
+            return current
         quiet = (RunStatus.QUEUED, RunStatus.CANCELLED, RunStatus.SKIPPED)
         if run.status in quiet and not _speaks_for(run):
             # Stopped before it looked at the change (superseded by a newer head, the pull
             # request closed): the section keeps the last run that did.
-            return
+            return current
         walkthrough_request(run)
     except Exception:  # noqa: BLE001 - the walkthrough never stops a review
         logger.exception("run %s: could not record its walkthrough", run.pk)
+    return current
 
 
 def _speaks_for(run: ReviewRun) -> bool:
