@@ -246,6 +246,23 @@ class Queue:
             return None
         return self.rows.filter(pk=pk).values_list(self.installation, flat=True).first()
 
+    def quiet_until(self, pk: int, now: datetime) -> datetime | None:
+        """`quiet_until` of the row's installation, in one statement (`installation_of`
+        a subquery of it)."""
+        from django.db.models import Subquery
+
+        if not self.installation:
+            return None
+        github_id = self.rows.filter(pk=pk).values(self.installation)[:1]
+        until = (
+            _installations()
+            .filter(github_id=Subquery(github_id))
+            .exclude(github_id=0)  # none of a local review's (as `quiet_until` says)
+            .values_list("quiet_until", flat=True)
+            .first()
+        )
+        return until if until is not None and until > now else None
+
     def claim(
         self,
         pk: int,
@@ -261,7 +278,7 @@ class Queue:
         from django.db.models import F
 
         now = now or _now()
-        waiting = quiet_until(self.installation_of(pk), now)
+        waiting = self.quiet_until(pk, now)
         if waiting is not None:
             self.rows.filter(pk=pk, **{f"{self.status}__in": self.waiting}).update(
                 **{self.not_before: waiting}

@@ -94,6 +94,7 @@ def pull_request_record(
             **known,
         },
     )
+    pull_request.repository = repository  # the row it names, already in hand
     return pull_request
 
 
@@ -468,6 +469,8 @@ def repository_from_payload(
         private=repo_data.private,
         default_branch=repo_data.default_branch,
     )
+    # Its installation is the one just read (the upsert holds it to it): no second read.
+    repository.installation = installation
     return installation, repository
 
 

@@ -193,10 +193,10 @@ class GitHub:
         walkthrough_begin(ctx, checkout)
 
     def ended(self, run: ReviewRun) -> None:
-        walkthrough_end(run)
+        current = walkthrough_end(run)  # the run as it ended, read once for both
         # A repository that opted in: the review's one-click fixes proposed as a pull
         # request of Tasuku's (an outbox too: never this run's failure or wait).
-        fixes_request_after(run)
+        fixes_request_after(current or run, current=current is not None)
 
 
 GITHUB = GitHub()

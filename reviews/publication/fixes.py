@@ -127,13 +127,15 @@ def summary_note(run: ReviewRun, config: EffectiveConfig, offered: int) -> str:
     )
 
 
-def fixes_request_after(run: ReviewRun) -> None:
+def fixes_request_after(run: ReviewRun, *, current: bool = False) -> None:
     """The run has ended: if it completed a review of a repository that opted in, bring
-    the pull request's fixes up to date with it. Never raises: the review stands."""
+    the pull request's fixes up to date with it. Never raises: the review stands.
+    `current`: `run` was read after it ended (with its pull request and repository)."""
     try:
-        run = ReviewRun.objects.select_related(
-            "pull_request__repository__installation", "reviewer"
-        ).get(pk=run.pk)
+        if not current:
+            run = ReviewRun.objects.select_related(
+                "pull_request__repository__installation", "reviewer"
+            ).get(pk=run.pk)
         if run.status != RunStatus.COMPLETED:
             return  # a run that did not finish asks nothing; the one that supersedes it will
         if not fixes_wanted(run, EffectiveConfig.model_validate(run.config)):

@@ -196,7 +196,7 @@ def persist(
     usage = result.usage if result else None
     triage = core.verdict or Verdict(verdict="", summary="")
     with transaction.atomic():
-        review, _ = Review.objects.update_or_create(
+        review, created = Review.objects.update_or_create(
             run=run,
             defaults={
                 "pull_request": run.pull_request,
@@ -235,7 +235,8 @@ def persist(
                 "coverage": [e.as_dict() for e in coverage or ()],
             },
         )
-        review.findings.all().delete()
+        if not created:  # a review stored just now has no findings yet
+            review.findings.all().delete()
         Finding.objects.bulk_create([_finding_row(review, run, v) for v in core.validated])
     return review
 
@@ -471,12 +472,15 @@ def review_record(review: Review, posted: Any, by_fingerprint: dict[str, Any]) -
             approved=posted.state == "APPROVED",
             published_at=timezone.now(),
         )
+        commented = []
         for finding in review.findings.filter(state=OPEN, published=True):
             comment = by_fingerprint.get(finding.fingerprint)
             if comment is not None:
-                Finding.objects.filter(pk=finding.pk).update(
-                    github_comment_id=comment.id, github_comment_url=comment.html_url
-                )
+                finding.github_comment_id = comment.id
+                finding.github_comment_url = comment.html_url
+                commented.append(finding)
+        # One statement for them all.
+        Finding.objects.bulk_update(commented, ["github_comment_id", "github_comment_url"])
 
 
 def _post_without_refused(

@@ -291,7 +291,17 @@ def carry(
     new head (`since_previous`: the diff from the earlier head)."""
     new = {f.fingerprint: f for f in review.findings.all()}
     dismissed = talk.dismissed
+    carried: list[Finding] = []
     with transaction.atomic():
+        # The rows of those carried unexamined, read in one statement as they are now.
+        unexamined = Finding.objects.in_bulk(
+            [
+                finding.pk
+                for finding in earlier
+                if decisions[finding.fingerprint].state == CURRENT
+                and finding.fingerprint not in new
+            ]
+        )
         for finding in earlier:
             decision = decisions[finding.fingerprint]
             if decision.state != CURRENT:
@@ -307,10 +317,16 @@ def carry(
                     role=role,
                 )
                 dismissed[finding.fingerprint] = person
+            kept = {
+                "first_seen_sha": finding.first_seen_sha or finding.review.head_sha,
+                "github_comment_id": finding.github_comment_id,
+                "github_comment_url": finding.github_comment_url,
+            }
             successor = new.get(finding.fingerprint)
             if successor is None:
-                # Not re-examined (an incremental review that did not touch it): it stays.
-                successor = Finding.objects.get(pk=finding.pk)
+                # Not re-examined (an incremental review that did not touch it): it stays,
+                # written once with what it keeps of its predecessor.
+                successor = unexamined[finding.pk]
                 successor.pk = None
                 successor.review = review
                 successor.carried_to = None
@@ -328,18 +344,21 @@ def carry(
                         successor.original_start_line += shift
                     if successor.original_end_line is not None:
                         successor.original_end_line += shift
+                if finding.fingerprint in dismissed:
+                    successor.state = FindingState.SUPPRESSED
+                    successor.suppression_reason = f"dismissed by {dismissed[finding.fingerprint]}"
+                for name, value in kept.items():
+                    setattr(successor, name, value)
                 successor.save()
-            if finding.fingerprint in dismissed:
-                Finding.objects.filter(pk=successor.pk).update(
-                    state=FindingState.SUPPRESSED,
-                    suppression_reason=f"dismissed by {dismissed[finding.fingerprint]}",
-                )
-            Finding.objects.filter(pk=successor.pk).update(
-                first_seen_sha=finding.first_seen_sha or finding.review.head_sha,
-                github_comment_id=finding.github_comment_id,
-                github_comment_url=finding.github_comment_url,
-            )
-            Finding.objects.filter(pk=finding.pk).update(carried_to=successor)
+            else:
+                if finding.fingerprint in dismissed:
+                    Finding.objects.filter(pk=successor.pk).update(
+                        state=FindingState.SUPPRESSED,
+                        suppression_reason=f"dismissed by {dismissed[finding.fingerprint]}",
+                    )
+                Finding.objects.filter(pk=successor.pk).update(**kept)
+            carried.append(Finding(pk=finding.pk, carried_to_id=successor.pk))
+        Finding.objects.bulk_update(carried, ["carried_to"])
         Finding.objects.filter(review=review, first_seen_sha="").update(
             first_seen_sha=review.head_sha
         )

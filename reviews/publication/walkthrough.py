@@ -26,7 +26,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Count, F, Q
 from django.utils import timezone
 from django.utils.translation import ngettext
 
@@ -127,22 +127,26 @@ def walkthrough_begin(ctx: Context, checkout: Checkout) -> None:
         logger.exception("run %s: could not record its walkthrough", run.pk)
 
 
-def walkthrough_end(run: ReviewRun) -> None:
-    """The run has ended (or is waiting to be tried again): show how. Never raises."""
+def walkthrough_end(run: ReviewRun) -> ReviewRun | None:
+    """The run has ended (or is waiting to be tried again): show how. Never raises.
+    Returns the run as it ended, read here (None if it could not be: what follows its
+    end reads it then)."""
+    current = None
     try:
-        run = ReviewRun.objects.select_related(
+        run = current = ReviewRun.objects.select_related(
             "pull_request__repository__installation", "reviewer"
         ).get(pk=run.pk)
         if not walkthrough_wanted(run, EffectiveConfig.model_validate(run.config)):
-            return
+            return current
         quiet = (RunStatus.QUEUED, RunStatus.CANCELLED, RunStatus.SKIPPED)
         if run.status in quiet and not _speaks_for(run):
             # Stopped before it looked at the change (superseded by a newer head, the pull
             # request closed): the section keeps the last run that did.
-            return
+            return current
         walkthrough_request(run)
     except Exception:  # noqa: BLE001 - the walkthrough never stops a review
         logger.exception("run %s: could not record its walkthrough", run.pk)
+    return current
 
 
 def _speaks_for(run: ReviewRun) -> bool:
@@ -392,16 +396,17 @@ def _run_section(run: ReviewRun, change: dict[str, Any]) -> list[str]:
             "",
             block_text(review.walkthrough, MAX_WALKTHROUGH),
         ]
-    lines += [""] + _scope(run, change) + [""]
+    lines += [""] + _scope(run, change, review) + [""]
     return lines
 
 
 def _outcome(run: ReviewRun, review: Review | None, head: str) -> str:
     if review is None:
         return f"✅ ended at {head}"
-    open_now = Finding.objects.filter(review=review, state=FindingState.OPEN)
-    count = open_now.count()
-    blocking = open_now.filter(blocking=True).count()
+    counted = Finding.objects.filter(review=review, state=FindingState.OPEN).aggregate(
+        count=Count("pk"), blocking=Count("pk", filter=Q(blocking=True))
+    )
+    count, blocking = counted["count"], counted["blocking"]
     findings = (
         ngettext("%(count)d open finding", "%(count)d open findings", count) % {"count": count}
         if count
@@ -416,8 +421,8 @@ def _outcome(run: ReviewRun, review: Review | None, head: str) -> str:
     return f"✅ reviewed at {head} · {findings}{check}"
 
 
-def _scope(run: ReviewRun, change: dict[str, Any]) -> list[str]:
-    """What this reviewer reviewed and what it did not."""
+def _scope(run: ReviewRun, change: dict[str, Any], review: Review | None) -> list[str]:
+    """What this reviewer reviewed and what it did not (`review`: the run's, if any)."""
     lines = []
     reviewed = len(run.reviewed or [])
     if run.status in STATUS_LINE and change.get("head_sha") != run.head_sha:
@@ -434,7 +439,7 @@ def _scope(run: ReviewRun, change: dict[str, Any]) -> list[str]:
         + scope
         + "."
     )
-    ledger = _ledger(run)
+    ledger = entries_of(review.coverage if review is not None else None)
     missing = [(e.path, e.reason) for e in unreviewed(ledger)]
     for label, items in (
         ("**Not reviewed**", missing),
@@ -456,12 +461,6 @@ def _scope(run: ReviewRun, change: dict[str, Any]) -> list[str]:
             more = f" and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else ""
             lines.append(f"- {label}: {shown}{more}")
     return lines
-
-
-def _ledger(run: ReviewRun) -> list:
-    """The coverage ledger of the run's review (reviews/scope/coverage.py), when it has one."""
-    stored = Review.objects.filter(run=run).values_list("coverage", flat=True).first()
-    return entries_of(stored)
 
 
 def _unread(run: ReviewRun) -> list[dict[str, Any]]:

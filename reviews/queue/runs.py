@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, Max, OuterRef, Q
+from django.db.models import Exists, F, Max, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -453,9 +453,10 @@ def _ring_waiting(run_pk: int) -> None:
     """Ring the next queued run of the same pull request (it waited for this one). Not a
     run whose check run is not there yet: its admission rings it once it is (a worker
     taking it before would create a second check run), or the reaper does."""
-    pull_request_id = ReviewRun.objects.values_list("pull_request_id", flat=True).get(pk=run_pk)
+    # (Called just after this run's row was written: it is there.)
+    pull_request_id = ReviewRun.objects.filter(pk=run_pk).values("pull_request_id")[:1]
     waiting = (
-        ReviewRun.objects.filter(pull_request_id=pull_request_id, status=RunStatus.QUEUED)
+        ReviewRun.objects.filter(pull_request_id=Subquery(pull_request_id), status=RunStatus.QUEUED)
         .exclude(pk=run_pk)
         .exclude(Q(check_run_id__isnull=True) & ~Q(trigger__in=CHECKLESS_TRIGGERS))
         .order_by("created_at", "pk")
