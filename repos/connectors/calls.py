@@ -39,7 +39,7 @@ class CallScope:
     review elsewhere) and the gateway for the built-in kinds."""
 
     allowed: Mapping[str, Connector]
-    where: RepoRef | None = None  # the run's pull request's repository
+    repo: RepoRef | None = None  # the run's pull request's repository
     gateway: GitHubGateway | None = None
 
 
@@ -107,7 +107,7 @@ def _make(name: str, arguments: Any, scope: CallScope) -> tuple[str, int]:
     if connector.kind == ConnectorKind.GITHUB_ISSUE:
         text = github_issue(
             arguments,
-            where=scope.where,
+            repo=scope.repo,
             gateway=scope.gateway,
             max_chars=connector.max_response_bytes,
         )

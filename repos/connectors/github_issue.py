@@ -14,24 +14,24 @@ from repos.github import GitHubError, GitHubGateway, RepoRef
 def github_issue(
     arguments: dict[str, Any],
     *,
-    where: RepoRef | None,
+    repo: RepoRef | None,
     gateway: GitHubGateway | None,
     max_chars: int,
 ) -> str:
-    if where is None or gateway is None:
+    if repo is None or gateway is None:
         raise Refused("This review is not of a pull request on GitHub: there is no issue to read.")
-    repository = str(arguments.get("repository") or where.full_name)
+    repository = str(arguments.get("repository") or repo.full_name)
     number = int(arguments["number"])
-    same = repository.lower() == where.full_name.lower()
+    same = repository.lower() == repo.full_name.lower()
     try:
-        if not same and gateway.repository_installation_id(repository) != where.installation_id:
+        if not same and gateway.repository_installation_id(repository) != repo.installation_id:
             # Only what the App reaches through this pull request's installation: another
             # account's repositories are not this review's to read.
             raise Refused(
                 f"{repository} is not a repository of this pull request's installation: "
                 "only those can be read."
             )
-        issue = gateway.issue_get(where.other(repository), number=number)
+        issue = gateway.issue_get(repo.other(repository), number=number)
     except GitHubError as exc:
         if exc.status == 404:
             raise Failed(f"{repository} has no issue #{number} that Tasuku can see.") from exc

@@ -62,6 +62,6 @@ def _scope(run: ReviewRun) -> CallScope:
         gateway = None
     return CallScope(
         allowed=connectors_allowed(run.reviewer),
-        where=RepoRef.of(run.pull_request.repository) if gateway is not None else None,
+        repo=RepoRef.of(run.pull_request.repository) if gateway is not None else None,
         gateway=gateway,
     )

@@ -60,7 +60,7 @@ class RunConnectors:
         self.max_calls = max_calls
         self.scope = CallScope(
             allowed=connectors_allowed(run.reviewer),
-            where=RepoRef.of(run.pull_request.repository) if gateway is not None else None,
+            repo=RepoRef.of(run.pull_request.repository) if gateway is not None else None,
             gateway=gateway,
         )
         self.records: list[ConnectorCall] = []

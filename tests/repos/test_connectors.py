@@ -256,7 +256,7 @@ def test_the_github_issue_connector_reads_an_issue_from_the_fake_github(fake_git
     fake_github.add_repo("acme/tools", installation_id=INSTALLATION)
     fake_github.add_issue("acme/tools", Issue(number=3, title="A tool", state="closed"))
     connector = Connector.objects.get(name="github_issue")
-    scope = {"where": RepoRef(INSTALLATION, REPO_ID, REPO), "gateway": github_gateway()}
+    scope = {"repo": RepoRef(INSTALLATION, REPO_ID, REPO), "gateway": github_gateway()}
 
     answer = call(connector, {"number": 12}, **scope)
     assert answer.status == "ok", answer.content
