@@ -341,6 +341,21 @@ def test_a_specific_detector_wins_over_a_keyword(tmp_path):
     assert found["confidence"] >= 0.9
 
 
+def test_a_name_that_holds_a_tokens_shape_is_not_a_token_but_a_token_still_is(tmp_path):
+    """Tasuku's own review of its change flagged a test's name: `walkthroughs_lines_name_…`
+    holds `ghs_` and 36 word letters, GitHub's token shape. detect-secrets gives only the
+    pattern's first group (`ghs`) as the value, so nothing could see it was inside a word."""
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    name = "def test_a_walkthroughs_lines_name_its_row_attempt_installation_and_repository():"
+    result = review(tmp_path, {
+        "test_names.py": name + "\n    pass\n",
+        "settings.py": f'TOKEN = "{token}"\n',
+    })  # fmt: skip
+    assert _secret(result, "test_names.py") == []
+    [found] = _secret(result, "settings.py")
+    assert found["title"] == "Secret committed: GitHub Token"
+
+
 @pytest.mark.parametrize(
     "line",
     [

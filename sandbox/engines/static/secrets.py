@@ -165,24 +165,48 @@ def added_lines_only(files: list[Target]) -> Iterator[tuple[Path, dict[str, list
         yield Path(scratch), numbers
 
 
-def embedded(target: Target, line: int, value: str | None) -> bool:
-    """Whether every occurrence of `value` on the line sits inside a longer run of
-    base64 letters (a coincidence in encoded data, not a credential someone pasted)."""
-    if not value or len(value) < 8:
-        return False
+def embedded(target: Target, line: int, value: str | None, kind: str = "") -> bool:
+    """Whether every occurrence of the secret on the line is part of something longer: a
+    run of base64 letters around it (a coincidence in encoded data), or a word it starts
+    inside (`walkthroughs_lines_…` holds a GitHub token's shape; a token stands apart).
+    Not a credential someone pasted."""
     try:
         text = target.lines[line - 1]
     except IndexError:
         return False
-    starts = [m.start() for m in re.finditer(re.escape(value), text)]
-    if not starts:
+    spans = _spans(text, kind, value)
+    if not spans:
         return False
-    for start in starts:
+    for start, end in spans:
         before = text[start - 1] if start > 0 else ""
-        after = text[start + len(value) : start + len(value) + 1]
-        if not (RUN_CHARACTER.fullmatch(before or " ") and RUN_CHARACTER.fullmatch(after or " ")):
+        after = text[end : end + 1]
+        in_a_word = bool(before) and (before.isalnum() or before == "_")
+        in_a_run = bool(RUN_CHARACTER.fullmatch(before or " ")) and bool(
+            RUN_CHARACTER.fullmatch(after or " ")
+        )
+        if not (in_a_word or in_a_run):
             return False
     return True
+
+
+def _spans(text: str, kind: str, value: str | None) -> list[tuple[int, int]]:
+    """Where the secret stands on the line. detect-secrets gives a pattern's first group as
+    the value when the pattern has one (`ghs` of a GitHub token, not the token), so the
+    detector's own patterns are matched again for the whole; else the value's places."""
+    if not value:
+        return []
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    detector = get_mapping_from_secret_type_to_class().get(kind)
+    spans = [
+        m.span()
+        for pattern in getattr(detector, "denylist", None) or ()
+        for m in pattern.finditer(text)
+        if value in m.group(0)
+    ]
+    if spans or len(value) < 8:
+        return spans
+    return [(m.start(), m.end()) for m in re.finditer(re.escape(value), text)]
 
 
 def _lines_of(target: Target, secret) -> list[int]:
@@ -289,7 +313,8 @@ def check(
                 # line's allowlist pragma must not hide the others).
                 for line in _lines_of(target, secret):
                     if target.touches(line, line) and not (
-                        secret.type not in GUESSES and embedded(target, line, secret.secret_value)
+                        secret.type not in GUESSES
+                        and embedded(target, line, secret.secret_value, secret.type)
                     ):
                         by_line.setdefault(line, []).append(secret)
             for line, here in sorted(by_line.items()):
