@@ -310,3 +310,111 @@ def test_a_runs_pass_moves_to_its_pass_link_and_back(tmp_path):
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+# A fresh database migrated by the squashed migrations or by the ones they replace, each
+# in a process of its own; prints its schema, whatever the order its columns were added
+# in, and the rows the data migrations wrote.
+SCHEMA_SCRIPT = r"""
+import json, re, sys
+import django
+django.setup()
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
+
+executor = MigrationExecutor(connection)
+if sys.argv[1] == "replaced":
+    executor.loader = MigrationLoader(connection, replace_migrations=False)
+squashed = {key for key, m in executor.loader.disk_migrations.items() if m.replaces}
+# Without replacing, the squashed migrations are leaves of their own: not migrated to.
+targets = [node for node in executor.loader.graph.leaf_nodes() if node not in squashed]
+planned = {(m.app_label, m.name) for m, _ in executor.migration_plan(targets)}
+assert squashed and bool(planned & squashed) == (sys.argv[1] == "squashed"), sorted(planned)
+executor.migrate(targets)
+
+def items(body):
+    depth, start, out = 0, 0, []
+    for i, ch in enumerate(body):
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            out.append(body[start:i].strip())
+            start = i + 1
+    return sorted(out + [body[start:].strip()])
+
+schema = {}
+with connection.cursor() as cursor:
+    if connection.vendor == "sqlite":
+        cursor.execute("SELECT type, name, tbl_name, sql FROM sqlite_master "
+                       "WHERE name NOT LIKE 'sqlite_%' AND tbl_name != 'django_migrations'")
+        for kind, name, table, sql in cursor.fetchall():
+            sql = re.sub(r"\s+", " ", sql or "")
+            if kind == "table":
+                body = sql[sql.index("(") + 1 : sql.rindex(")")]
+                schema[f"table {name}"] = items(body)
+            else:
+                schema[f"{kind} {name}"] = sql
+    else:
+        cursor.execute("SELECT table_name, column_name, data_type, is_nullable, column_default, "
+                       "character_maximum_length, numeric_precision, is_identity "
+                       "FROM information_schema.columns WHERE table_schema = 'public' "
+                       "AND table_name != 'django_migrations'")
+        for row in cursor.fetchall():
+            schema.setdefault(f"table {row[0]}", []).append([str(v) for v in row[1:]])
+        cursor.execute("SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) "
+                       "FROM pg_constraint WHERE connamespace = 'public'::regnamespace")
+        for table, name, definition in cursor.fetchall():
+            schema[f"constraint {table} {name}"] = definition
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'")
+        for name, definition in cursor.fetchall():
+            schema[f"index {name}"] = definition
+        for value in schema.values():
+            if isinstance(value, list):
+                value.sort()
+    for table in ("repos_reviewer", "repos_connector"):
+        cursor.execute(f"SELECT * FROM {table}")
+        names = [c[0] for c in cursor.description]
+        schema[f"rows {table}"] = sorted(
+            json.dumps({n: v for n, v in zip(names, row) if not n.endswith("_at")}, default=str)
+            for row in cursor.fetchall()
+        )
+print(json.dumps(schema, sort_keys=True))
+"""
+
+
+def _schema_by(path: str, database_url: str) -> dict:
+    import json
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": database_url}
+    done = subprocess.run(  # noqa: S603
+        [sys.executable, "-c", SCHEMA_SCRIPT, path],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.django_db
+def test_a_fresh_database_gets_the_same_schema_and_rows_through_the_squashed_migrations(tmp_path):
+    """reviews 0001–0033 and repos 0001–0019 are squashed for fresh installs: migrating a
+    fresh database through them, or through the migrations they replace, ends in the same
+    tables, columns, constraints, indexes and data-migration rows, on the database the
+    suite runs on."""
+    from django.db import connection
+
+    from benchmarks.isolation import own_database
+
+    if connection.vendor == "postgresql":
+        schemas = {}
+        for path in ("squashed", "replaced"):
+            with own_database("postgres", script=f"squash_{path}") as db:
+                schemas[path] = _schema_by(path, db.url)
+    else:
+        schemas = {
+            p: _schema_by(p, f"sqlite:///{tmp_path / p}.sqlite3") for p in ("squashed", "replaced")
+        }
+    squashed, replaced = schemas["squashed"], schemas["replaced"]
+    assert squashed.keys() == replaced.keys()
+    assert {k: v for k, v in squashed.items() if replaced[k] != v} == {}
+    assert squashed["rows repos_reviewer"] and squashed["rows repos_connector"]
