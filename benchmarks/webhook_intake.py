@@ -211,8 +211,11 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def bench_database(kind: str, args: argparse.Namespace, body: bytes, key: str) -> list[dict]:
-    spec = "sqlite" if kind == "sqlite" else args.database
+def bench_database(given: str, args: argparse.Namespace, body: bytes, key: str) -> list[dict]:
+    # `sqlite:///PATH` is a SQLite database of the caller's (one already migrated: the
+    # suite's copy), `sqlite` a fresh one, `postgres` the one --database names.
+    kind = "sqlite" if given.startswith("sqlite") else "postgres"
+    spec = given if kind == "sqlite" else args.database
     with own_database(spec, script="webhook_intake", keep=args.keep_database) as db:
         env = {
             **{k: v for k, v in os.environ.items() if k != "DATABASE_URL"},
@@ -296,7 +299,10 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=4.0, help="seconds of each run")
     parser.add_argument("--pairs", type=int, default=3, help="floor/Tasuku pairs at each load")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
-    parser.add_argument("--databases", nargs="+", default=["sqlite", "postgres"])
+    parser.add_argument(
+        "--databases", nargs="+", default=["sqlite", "postgres"],
+        help="sqlite (a fresh one), sqlite:///PATH, postgres (see --database)",
+    )  # fmt: skip
     parser.add_argument("--gunicorn-workers", type=int, default=4)
     arguments(parser)
     args = parser.parse_args()
