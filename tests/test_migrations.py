@@ -418,3 +418,75 @@ def test_a_fresh_database_gets_the_same_schema_and_rows_through_the_squashed_mig
     assert squashed.keys() == replaced.keys()
     assert {k: v for k, v in squashed.items() if replaced[k] != v} == {}
     assert squashed["rows repos_reviewer"] and squashed["rows repos_connector"]
+
+
+# Runs of review passes before their conversation note moved to the pass link: one that
+# continued a conversation, one that started fresh, pass 1's (no note), a plain run, and
+# a run whose task was pruned (a note, and no link left to keep it).
+CONVERSATION_NOTE_SCRIPT = r"""
+import django
+django.setup()
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+BEFORE = [("reviews", "0050_pass_link")]
+executor = MigrationExecutor(connection)
+executor.migrate(BEFORE)
+apps = executor.loader.project_state(BEFORE).apps
+User = apps.get_model("auth", "User")
+Installation = apps.get_model("repos", "Installation")
+Repository = apps.get_model("repos", "Repository")
+Reviewer = apps.get_model("repos", "Reviewer")
+PullRequest = apps.get_model("reviews", "PullRequest")
+Task = apps.get_model("reviews", "Task")
+ReviewPass = apps.get_model("reviews", "ReviewPass")
+PassLink = apps.get_model("reviews", "PassLink")
+ReviewRun = apps.get_model("reviews", "ReviewRun")
+owner = User.objects.create(username="agent-owner")
+installation = Installation.objects.create(github_id=1, account_login="acme")
+repository = Repository.objects.create(installation=installation, github_id=2, full_name="acme/shop")
+reviewer = Reviewer.objects.create(slug="claude", engine="anthropic", model="m")
+pull = PullRequest.objects.create(repository=repository, number=7, head_sha="a" * 40)
+task = Task.objects.create(owner=owner, title="t", author_name="a", reviewer=reviewer)
+first, second, third = (ReviewPass.objects.create(task=task, number=n) for n in (1, 2, 3))
+def run(review_pass=None, **fields):
+    made = ReviewRun.objects.create(pull_request=pull, reviewer=reviewer, head_sha="a" * 40,
+                                    status="completed", **fields)
+    if review_pass is not None:
+        PassLink.objects.create(run=made, review_pass=review_pass)
+    return made
+CONTINUED = "continues pass 1's conversation (run 1)"
+FRESH = "a fresh start: pass 2 used m, this pass n"
+of_first = run(first, trigger="review_pass")
+continued = run(second, trigger="review_pass", conversation_note=CONTINUED)
+fresh = run(third, trigger="review_pass", conversation_note=FRESH)
+plain = run(trigger="opened")
+pruned = run(trigger="review_pass", conversation_note="a fresh start: pruned")
+
+executor = MigrationExecutor(connection)
+executor.migrate(executor.loader.graph.leaf_nodes())
+from reviews.models import PassLink, ReviewRun
+notes = dict(PassLink.objects.values_list("run_id", "conversation_note"))
+assert notes == {of_first.pk: "", continued.pk: CONTINUED, fresh.pk: FRESH}, notes
+assert not PassLink.objects.filter(run_id__in=(plain.pk, pruned.pk)).exists()
+assert "conversation_note" not in {f.name for f in ReviewRun._meta.get_fields()}
+
+executor = MigrationExecutor(connection)
+executor.migrate(BEFORE)  # and back, each note on its run again
+apps = executor.loader.project_state(BEFORE).apps
+ReviewRun = apps.get_model("reviews", "ReviewRun")
+back = dict(ReviewRun.objects.values_list("pk", "conversation_note"))
+expected = {of_first.pk: "", continued.pk: CONTINUED, fresh.pk: FRESH, plain.pk: "", pruned.pk: ""}
+assert back == expected, back
+print("ok")
+"""
+
+
+def test_a_pass_runs_conversation_note_moves_to_its_pass_link_and_back(tmp_path):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
+           "DATABASE_URL": f"sqlite:///{tmp_path / 'conversation_note.sqlite3'}"}  # fmt: skip
+    done = subprocess.run(  # noqa: S603
+        [sys.executable, "-c", CONVERSATION_NOTE_SCRIPT],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

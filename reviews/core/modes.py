@@ -24,11 +24,11 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Continuation:
     """Whether the engine continues an earlier conversation of this reviewer (the kept
-    messages), or starts fresh with a summary of it; `note` says which, and why."""
+    messages), or starts fresh with a summary of it. Saying which, and why, on the run
+    page is the mode's own record (a review pass's: its `PassLink`)."""
 
     conversation: SavedConversation | None = None
     summary: str = ""
-    note: str = ""
 
 
 @dataclass(frozen=True)

@@ -167,9 +167,11 @@ def repositories(request: HttpRequest) -> HttpResponse:
 
 @staff_member_required
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    # A run of a review pass shows its pass link's note (none for other runs: the
+    # template reads a missing link as empty).
     run = get_object_or_404(
         ReviewRun.objects.select_related(
-            "reviewer", "pull_request__repository", "delivery", "reviewer_revision"
+            "reviewer", "pull_request__repository", "delivery", "reviewer_revision", "pass_link"
         ),
         pk=pk,
     )

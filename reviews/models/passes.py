@@ -216,6 +216,9 @@ class PassLink(models.Model):
         ReviewRun, on_delete=models.CASCADE, primary_key=True, related_name="pass_link"
     )
     review_pass = models.ForeignKey(ReviewPass, on_delete=models.CASCADE, related_name="links")
+    # Whether this run continued the reviewer's conversation of the previous pass, or
+    # started fresh and why (shown on the run page).
+    conversation_note = models.TextField(blank=True)
 
     class Meta:
         verbose_name = "review pass link"

@@ -143,9 +143,6 @@ class ReviewRun(models.Model):
     # engine (reviews/queue/runs.py, `run_cancel_request`).
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     cancel_reason = models.TextField(blank=True)
-    # Review passes: whether this run continued the reviewer's conversation of the
-    # previous pass, or started fresh and why (shown on the run page).
-    conversation_note = models.TextField(blank=True)
     # What the workspace step removed (agent files, links out of the checkout) and which
     # changed files were not reviewed, with reasons.
     sanitised = models.JSONField(default=list, blank=True)

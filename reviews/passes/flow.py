@@ -265,6 +265,12 @@ def _pass_run(
     return run
 
 
+def pass_conversation_noted(run_pk: int, note: str) -> None:
+    """Why the run continued the reviewer's conversation of the previous pass, or could
+    not: kept on the run's pass link."""
+    PassLink.objects.filter(run_id=run_pk).update(conversation_note=note)
+
+
 def pass_after_run(review_pass_id: int) -> None:
     """A run of the pass ended: when all have, conclude the pass."""
     review_pass = ReviewPass.objects.select_related("task").get(pk=review_pass_id)

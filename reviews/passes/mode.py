@@ -18,7 +18,7 @@ from repos.policy import EffectiveConfig, ReviewerConfig
 from reviews.core.modes import Continuation, EarlierContext
 from reviews.models import Finding, ReviewRun
 from reviews.passes.author import author_bot_login
-from reviews.passes.flow import pass_after_run
+from reviews.passes.flow import pass_after_run, pass_conversation_noted
 from reviews.passes.selectors import (
     answers_for_run,
     disputed_fingerprints,
@@ -60,8 +60,12 @@ class ReviewPassMode:
 
     def continuation(self, run: ReviewRun, reviewer: ReviewerConfig) -> Continuation:
         """A later pass continues the same reviewer's conversation, so it remembers what
-        it read and decided; when it cannot, a fresh reviewer starts with a summary."""
-        return pass_continuation(run, reviewer)
+        it read and decided; when it cannot, a fresh reviewer starts with a summary. The
+        run's pass link notes which, and why (the run page shows it)."""
+        going_on, note = pass_continuation(run, reviewer)
+        if note:
+            pass_conversation_noted(run.pk, note)
+        return going_on
 
     def rulings_settle(
         self,

@@ -545,13 +545,14 @@ def previous_pass(run: ReviewRun) -> ReviewPass | None:
     return review_pass.task.passes.filter(number__lt=review_pass.number).order_by("-number").first()
 
 
-def pass_continuation(run: ReviewRun, reviewer: ReviewerConfig) -> Continuation:
+def pass_continuation(run: ReviewRun, reviewer: ReviewerConfig) -> tuple[Continuation, str]:
     """The conversation of this pull request's review in the previous pass, when the same
     reviewer, engine and model can continue it within the reviewer's context budget;
-    otherwise a fresh start with a summary of that review, saying why."""
+    otherwise a fresh start with a summary of that review. With it, the note that says
+    which, and why ("" for the first pass)."""
     previous = previous_pass(run)
     if previous is None:
-        return Continuation()
+        return Continuation(), ""
     earlier = (
         ReviewRun.objects.filter(pass_link__review_pass=previous, pull_request=run.pull_request)
         .select_related("review")
@@ -559,7 +560,7 @@ def pass_continuation(run: ReviewRun, reviewer: ReviewerConfig) -> Continuation:
         .first()
     )
     if earlier is None:
-        return Continuation()
+        return Continuation(), ""
     review = getattr(earlier, "review", None)
     summary = _pass_summary(previous.number, review)
     kept = (earlier.runner_result or {}).get("conversation")
@@ -580,10 +581,10 @@ def pass_continuation(run: ReviewRun, reviewer: ReviewerConfig) -> Continuation:
             f"budget ({reviewer.context_budget_tokens:,} tokens)"
         )
     if why:
-        return Continuation(summary=summary, note=f"a fresh start: {why}")
-    return Continuation(
-        conversation=SavedConversation.model_validate(kept),
-        note=f"continues pass {previous.number}'s conversation (run {earlier.pk})",
+        return Continuation(summary=summary), f"a fresh start: {why}"
+    return (
+        Continuation(conversation=SavedConversation.model_validate(kept)),
+        f"continues pass {previous.number}'s conversation (run {earlier.pk})",
     )
 
 

@@ -47,7 +47,6 @@ from reviews.queue.runs import (
     RunCancelled,
     run_attempt_failed,
     run_claim,
-    run_conversation_noted,
     run_finish,
     run_job_recorded,
     run_release,
@@ -214,10 +213,8 @@ def _prepare(ctx: Context, workspace: Workspace, previous: str | None) -> Prepar
     before = threads.previous_review(run, previous)
     earlier = threads.earlier_open(before, run.head_sha)
     told = ctx.mode.earlier_context(run, earlier)
-    # The mode may continue the reviewer's earlier conversation, or say why it cannot.
+    # The mode may continue the reviewer's earlier conversation (it records which itself).
     going_on = ctx.mode.continuation(run, reviewer)
-    if going_on.note:
-        run_conversation_noted(run.pk, going_on.note)
     job = stages.job_build(
         core,
         checkout=checkout,

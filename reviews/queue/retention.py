@@ -10,7 +10,8 @@ What goes, and what stays:
   findings, costs and tokens stay.
 - Attempts of finished runs, after TASUKU_KEEP_ATTEMPTS_DAYS (180).
 - Review-pass tasks that ended (done, returned, recalled), after TASUKU_KEEP_TASKS_DAYS
-  (365), with their passes, answers and comments; their runs stay.
+  (365), with their passes, answers and comments, and their runs' pass links (the
+  conversation note); their runs stay.
 Findings, reviews, dismissals and outcomes are what the dashboard's figures are made of:
 they are kept.
 """

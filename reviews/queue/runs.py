@@ -657,11 +657,6 @@ def run_write_waited(run_pk: int, *, seconds: float, until: datetime, why: str) 
     )
 
 
-def run_conversation_noted(run_pk: int, note: str) -> None:
-    """Why the reviewer's earlier conversation was, or could not be, continued."""
-    ReviewRun.objects.filter(pk=run_pk).update(conversation_note=note)
-
-
 def run_job_recorded(run_pk: int, *, omitted: list, digest: str, result_reused: bool) -> None:
     """The job the engine is given: what it leaves out, and its digest (an identical job
     may reuse a stored result). A result not reused is forgotten: it was another job's."""

@@ -72,7 +72,7 @@ def test_pass_two_continues_the_conversation_of_pass_one(passes, staff_client):
     first_boundary = json.dumps(messages[0]).split("<<<DATA ")[1].split(">>>")[0]
     assert first_boundary in request.system
     run = ReviewRun.objects.filter(pass_link__review_pass__task=task).order_by("pk").last()
-    assert run.conversation_note.startswith("continues pass 1's conversation")
+    assert run.pass_link.conversation_note.startswith("continues pass 1's conversation")
     page = staff_client.get(f"/runs/{run.pk}/").content.decode()
     assert (
         "Continues pass 1&#x27;s conversation" in page or "Continues pass 1's conversation" in page
@@ -97,7 +97,7 @@ def test_another_model_starts_fresh_with_a_summary_of_the_previous_pass(passes):
     assert "What you concluded in the previous pass (a summary)" in said
     assert "Pass 1 reviewed head" in said
     run = ReviewRun.objects.filter(pass_link__review_pass__task=task).order_by("pk").last()
-    assert run.conversation_note == (
+    assert run.pass_link.conversation_note == (
         "a fresh start: pass 1 used claude-sonnet-5-5, this pass claude-opus-5-1"
     )
 
