@@ -5,20 +5,30 @@ The schema holds one definition per event and action (`pull_request$opened`) and
 event without actions (`ping$event`); a payload is checked against the one its
 `X-GitHub-Event` header and `action` member name. `tests.helpers.post_webhook` checks
 every payload a test sends (`validate=False` for the ones a test sends malformed on
-purpose).
+purpose). jsonschema-rs gives the verdict; python's `jsonschema` names the problems of a
+payload it rejects, and its verdict stands (as for the REST checks:
+tests/fakes/github/contract.py).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import jsonschema_rs
 
-from tests.fakes.github.contract import _format_checker, _problem
+from tests.fakes.github.contract import (
+    _format_checker,
+    _problem,
+    compile_fast,
+    fast_accepts,
+    fast_formats,
+)
 
 WEBHOOKS_FILE = Path(__file__).resolve().parent / "github-webhooks.json.gz"
 
@@ -29,15 +39,28 @@ def webhook_schema() -> dict[str, Any]:
         return json.load(f)
 
 
-@cache
-def _validator(definition: str) -> jsonschema.Draft7Validator:
+def _schema_of(definition: str) -> dict[str, Any]:
     # The one definition, beside all of them (its $refs point into `definitions`).
-    schema = {
+    return {
         "$schema": webhook_schema()["$schema"],
         "definitions": webhook_schema()["definitions"],
         "$ref": f"#/definitions/{definition}",
     }
-    return jsonschema.Draft7Validator(schema, format_checker=_format_checker())
+
+
+@cache
+def _validator(definition: str) -> jsonschema.Draft7Validator:
+    return jsonschema.Draft7Validator(_schema_of(definition), format_checker=_format_checker())
+
+
+@cache
+def _fast_validator(definition: str) -> jsonschema_rs.Validator | None:
+    return compile_fast(_schema_of(definition), jsonschema_rs.Draft7Validator, _fast_formats())
+
+
+@cache
+def _fast_formats() -> dict[str, Callable[[Any], bool]]:
+    return fast_formats(webhook_schema())
 
 
 def definition_for(event: str, action: str | None) -> str | None:
@@ -56,6 +79,8 @@ def webhook_violations(event: str, payload: Any) -> list[str]:
     definition = definition_for(event, action)
     if definition is None:
         return [f"GitHub's webhook schema has no event {event!r} with action {action!r}"]
+    if fast_accepts(_fast_validator(definition), payload):
+        return []
     errors = sorted(
         _validator(definition).iter_errors(payload), key=lambda e: list(e.absolute_path)
     )

@@ -17,6 +17,12 @@ publishes (vendored in tests/contract/, see tests/contract/vendor.py):
   field, a wrong scalar or enum value, or a key the document did not ask for (GitHub
   never sends one) is a violation.
 
+JSON Schema checks run twice over: jsonschema-rs (compiled once a schema, a process) gives
+the verdict on the same converted schema and the same format functions; only when it
+rejects does python's `jsonschema` walk the instance, for the pointer and the words of each
+problem, and its verdict stands (tests/contract/test_fast_path.py holds both to the same
+verdicts: docs/testing.md).
+
 Violations are collected in `Contract.violations` (the test suite fails a test whose
 fake saw any: tests/conftest.py). Tests that send a deliberately wrong request wrap it in
 `with fake.contract.tolerated(): ...`.
@@ -31,16 +37,17 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import graphql
 import jsonschema
+import jsonschema_rs
 from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
@@ -262,11 +269,16 @@ class RestDescription:
             for part in parents:
                 node = node[part.replace("~1", "/").replace("~0", "~")]
             node[last] = schema
+        # jsonschema-rs resolves `$ref`s itself: it gets the converted document as it is
+        # (inlined, its shared schemas would be copied apart on the way into Rust).
+        self.fast_registry = jsonschema_rs.Registry([(REST_URI, self.document)])
+        self.fast_formats = fast_formats(self.document)
         self.document = _inline(self.document)
         resource = Resource(contents=self.document, specification=DRAFT202012)
         self.registry: Registry = Registry().with_resource(REST_URI, resource)
         self.format_checker = _format_checker()
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        self._fast: dict[str, jsonschema_rs.Validator | None] = {}
         self._lock = threading.Lock()
         # (regex, literal length, template): the most literal template wins a tie
         self.templates: list[tuple[re.Pattern[str], int, str]] = []
@@ -300,12 +312,8 @@ class RestDescription:
                 return template, found.groupdict()
         return None
 
-    def errors(self, pointer: str, instance: Any) -> list[tuple[str, str]]:
-        """(JSON pointer into `instance`, problem) for each way `instance` fails the schema
-        at `pointer` in the vendored document. Every instance is walked: nothing that
-        passed before is taken for one like it (a likeness blind to a string's length or
-        an enum's case let a 90,000-character summary or `COMMENTED` for `COMMENT`
-        through, and skipping cost no measurable time: docs/testing.md)."""
+    def validator(self, pointer: str) -> jsonschema.protocols.Validator:
+        """python's validator of the schema at `pointer` in the vendored document."""
         with self._lock:
             validator = self._validators.get(pointer)
             if validator is None:
@@ -315,6 +323,32 @@ class RestDescription:
                     format_checker=self.format_checker,
                 )
                 self._validators[pointer] = validator
+        return validator
+
+    def fast_validator(self, pointer: str) -> jsonschema_rs.Validator | None:
+        """jsonschema-rs's validator of the same schema (None: it cannot compile it, and
+        python alone judges)."""
+        with self._lock:
+            if pointer not in self._fast:
+                self._fast[pointer] = compile_fast(
+                    # a JSON pointer's `{owner}` is no URI fragment until percent-encoded
+                    {"$ref": REST_URI + "#" + quote(pointer, safe="/~")},
+                    jsonschema_rs.Draft202012Validator,
+                    self.fast_formats,
+                    registry=self.fast_registry,
+                )
+            return self._fast[pointer]
+
+    def errors(self, pointer: str, instance: Any) -> list[tuple[str, str]]:
+        """(JSON pointer into `instance`, problem) for each way `instance` fails the schema
+        at `pointer` in the vendored document. Every instance is judged in full: nothing
+        that passed before is taken for one like it (a likeness blind to a string's length
+        or an enum's case let a 90,000-character summary or `COMMENTED` for `COMMENT`
+        through: docs/testing.md). jsonschema-rs's acceptance is the answer; python's
+        walk names the problems of what it does not accept, and its verdict stands."""
+        if fast_accepts(self.fast_validator(pointer), instance):
+            return []
+        validator = self.validator(pointer)
         found: list[tuple[str, str]] = []
         missing: dict[str, list[str]] = {}  # pointer -> required properties absent there
         for error in validator.iter_errors(instance):
@@ -387,6 +421,60 @@ def _format_checker() -> jsonschema.FormatChecker:
         return not isinstance(value, str) or "@" in value
 
     return checker
+
+
+def _unchecked(value: Any) -> bool:
+    return True
+
+
+def fast_formats(document: Any) -> dict[str, Callable[[Any], bool]]:
+    """jsonschema-rs's format checks, as python's `_format_checker` makes them: the same
+    functions for the formats it checks, and no check of any other format `document`
+    names (jsonschema-rs would check `uri-template`, `hostname`... by its own rules)."""
+    checker = _format_checker()
+    names: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("format"), str):
+                names.add(node["format"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(document)
+    formats: dict[str, Callable[[Any], bool]] = dict.fromkeys(names, _unchecked)
+    for name in checker.checkers:
+        formats[name] = partial(checker.conforms, format=name)
+    return formats
+
+
+def compile_fast(
+    schema: dict[str, Any],
+    cls: Any,
+    formats: dict[str, Callable[[Any], bool]],
+    **options: Any,
+) -> jsonschema_rs.Validator | None:
+    """jsonschema-rs's validator of `schema`, its formats checked by `formats` (None when
+    it cannot compile it: python then judges alone)."""
+    try:
+        return cls(schema, validate_formats=True, formats=formats, **options)
+    except Exception:  # noqa: BLE001  (python's check, the slower one, still runs)
+        return None
+
+
+def fast_accepts(validator: jsonschema_rs.Validator | None, instance: Any) -> bool:
+    """True when jsonschema-rs accepts `instance` without a doubt; an error in it (an
+    instance it cannot read, a format function that raised) is a doubt, for python to
+    judge."""
+    if validator is None:
+        return False
+    try:
+        return bool(validator.is_valid(instance))
+    except Exception:  # noqa: BLE001  (python's check runs instead, and says why)
+        return False
 
 
 @cache
