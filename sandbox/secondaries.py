@@ -35,6 +35,7 @@ from sandbox.workspace import (
     mirror_open,
     remove_tree,
     sanitise,
+    worktrees_prune,
 )
 
 # How a secondary that is not mounted is named in a review's limitations; the worker
@@ -164,7 +165,7 @@ def _from_mirror(
                 what="fetch the secondary repository's pinned commit",
             )
         git("update-ref", f"refs/tasuku/{commit}", commit)
-        git("worktree", "prune")
+        worktrees_prune(git, mirror)
         git(
             "worktree",
             "add",

@@ -25,7 +25,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -305,7 +305,7 @@ def _fetch(git: Git, head_sha: str, base_sha: str, previous_sha: str | None) -> 
     previous review's head — which after a force push may be gone from GitHub: then it
     is no base, not an error. One fetch for all of them; only when that fails (the
     previous head gone) the head and base alone, then the previous head apart. Returns
-    the commits asked for."""
+    the commits fetched."""
     if previous_sha and previous_sha not in (head_sha, base_sha):
         together = git(
             "fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin",
@@ -324,19 +324,15 @@ def _fetch(git: Git, head_sha: str, base_sha: str, previous_sha: str | None) -> 
         base_sha,
         what="fetch the pull request's commits",
     )
-    asked = [head_sha, base_sha]
-    if previous_sha and previous_sha not in asked:
-        git(
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--filter=blob:none",
-            "origin",
-            previous_sha,
-            check=False,
-        )
-        asked.append(previous_sha)
-    return asked
+    fetched = [head_sha, base_sha]
+    if previous_sha and previous_sha not in fetched:
+        alone = git(
+            "fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", previous_sha,
+            check=False, returncode=True,
+        )  # fmt: skip
+        if alone == "0":
+            fetched.append(previous_sha)
+    return fetched
 
 
 class _MirrorBusy(Exception):
@@ -363,9 +359,13 @@ def _from_mirror(
     mirror.parent.mkdir(parents=True, exist_ok=True)
     with _mirror_locked(mirror):
         git = mirror_open(mirror, env, clone_url)
-        for sha in _fetch(git, head_sha, base_sha, previous_sha):
-            git("update-ref", f"refs/tasuku/{sha}", sha, check=False)  # absent: not kept
-        git("worktree", "prune")
+        fetched = dict.fromkeys(_fetch(git, head_sha, base_sha, previous_sha))
+        # One transaction for them all (each commit is there: it was fetched).
+        git.run(
+            "update-ref", "--stdin", what="keep the fetched commits",
+            input="".join(f"update refs/tasuku/{sha} {sha}\n" for sha in fetched).encode(),
+        )  # fmt: skip
+        worktrees_prune(git, mirror)
         git(
             "worktree",
             "add",
@@ -376,6 +376,7 @@ def _from_mirror(
             head_sha,
             what="make the checkout",
         )
+        admin = git_dir_of(root)  # the mirror's record of this worktree
         checkout = _prepare(
             Git(root, env),
             root,
@@ -385,28 +386,63 @@ def _from_mirror(
             since_sha=since_sha,
             materialise=materialise,
         )
+        # The checkout's `.git` is gone (sanitised): what `git worktree prune` would do
+        # at the next review, done now, so that the next review need not run it.
+        worktrees = mirror / "worktrees"
+        if os.path.realpath(admin.parent) == os.path.realpath(worktrees):
+            _remove_tree(worktrees / admin.name)
+            with suppress(OSError):
+                worktrees.rmdir()  # as git does when the last one goes
         _mirror_tidy(git, mirror)
     return checkout
+
+
+# Where a mirror notes the URL its `origin` was last set to (its config holds it too).
+MIRROR_ORIGIN = "tasuku-origin"
+# Tidied under the mirror's lock (_mirror_tidy), never by a background gc: what
+# `git config gc.auto 0` and `git config maintenance.auto false` write, written at once.
+MIRROR_CONFIG = "[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n"
 
 
 def mirror_open(mirror: Path, env: dict[str, str], clone_url: str) -> Git:
     """The mirror, made when there is none, fetching from `clone_url` (held under its
     lock by the caller)."""
     git = Git(mirror, env)
+    noted = mirror / MIRROR_ORIGIN
     if not (mirror / "HEAD").is_file():
         if mirror.exists():
             _remove_tree(mirror)
         Git(mirror.parent, env)(
             "init", "--quiet", "--bare", str(mirror), what="create the checkout cache"
         )
-        # Tidied here, under the lock, never by a background gc.
-        git("config", "gc.auto", "0")
-        git("config", "maintenance.auto", "false")
+        with open(mirror / "config", "a") as config:
+            config.write(MIRROR_CONFIG)
         git("remote", "add", "origin", clone_url)
-    else:
+        noted.write_text(clone_url)
+    elif not noted.is_file() or noted.read_text() != clone_url:
         git("remote", "set-url", "origin", clone_url)  # the repository may be renamed
+        noted.write_text(clone_url)
     attributes_neutralise(mirror)  # a worktree reads its common directory's info/
     return git
+
+
+def git_dir_of(root: Path) -> Path:
+    """The git directory of the repository or worktree at `root`, as git finds it: `.git`
+    itself, or where its `gitdir:` line points (a worktree's). Read before anything of
+    the pull request is written there."""
+    dot_git = root / ".git"
+    if dot_git.is_dir():
+        return dot_git
+    pointed = Path(dot_git.read_text().removeprefix("gitdir:").strip())
+    return pointed if pointed.is_absolute() else root / pointed
+
+
+def worktrees_prune(git: Git, mirror: Path) -> None:
+    """`git worktree prune`, when the mirror records any worktree (one a review that did
+    not finish left; a finished review removes its own record)."""
+    worktrees = mirror / "worktrees"
+    if worktrees.is_dir() and any(worktrees.iterdir()):
+        git("worktree", "prune")
 
 
 @contextmanager
@@ -432,13 +468,27 @@ def _mirror_locked(mirror: Path, wait: float | None = None) -> Iterator[None]:
 def _mirror_tidy(git: Git, mirror: Path) -> None:
     """Keep the MIRROR_REFS most recent commits' refs, and fold the packs fetches leave
     into one when they pile up (objects no kept ref reaches go then)."""
-    refs = git(
-        "for-each-ref", "--sort=-committerdate", "--format=%(refname)", "refs/tasuku/"
-    ).split()
-    for ref in refs[MIRROR_REFS:]:
-        git("update-ref", "-d", ref, check=False)
+    if _refs_at_most(mirror) > MIRROR_REFS:
+        refs = git(
+            "for-each-ref", "--sort=-committerdate", "--format=%(refname)", "refs/tasuku/"
+        ).split()
+        for ref in refs[MIRROR_REFS:]:
+            git("update-ref", "-d", ref, check=False)
     if len(list((mirror / "objects" / "pack").glob("*.pack"))) > MIRROR_PACKS:
         git("repack", "-a", "-d", "-q", check=False)
+
+
+def _refs_at_most(mirror: Path) -> float:
+    """At least as many as the mirror's refs under refs/tasuku/, counted without git: git
+    (its `files` ref store) keeps each as a file there or a line of `packed-refs`. Any
+    other store (reftable) is not counted: infinitely many."""
+    if (mirror / "reftable").exists():
+        return float("inf")
+    loose = sum(len(files) for _, _, files in os.walk(mirror / "refs" / "tasuku"))
+    packed = 0
+    with suppress(FileNotFoundError), open(mirror / "packed-refs", "rb") as refs:
+        packed = sum(1 for line in refs if b" refs/tasuku/" in line)
+    return loose + packed
 
 
 def mirror_discard(mirror: Path) -> bool:
@@ -509,21 +559,14 @@ def _prepare(
     start = incremental or merge_base
     # One diff from where the review starts; the pull request's files and which
     # changes are whitespace only are read from the parsed diffs (reviews/scope/diff.py).
-    diff = git(
-        *DIFF, "--find-renames", "--unified=3", start, head_sha, "--", what="compute the diff"
-    )
+    diff, touched = diff_touched(git, start, head_sha, what="compute the diff")
     previous_diff = None
     anchor_diff = None
     if incremental:
-        anchor_diff = git(
-            *DIFF,
-            "--find-renames",
-            "--unified=3",
-            merge_base,
-            head_sha,
-            "--",
-            what="compute the pull request's diff",
+        anchor_diff, anchor_touched = diff_touched(
+            git, merge_base, head_sha, what="compute the pull request's diff"
         )
+        touched = [*anchor_touched, *touched]
     if previous_sha and previous_sha == head_sha:
         previous_diff = ""  # the same head again: nothing changed since the last review
     elif incremental and incremental == previous_sha:
@@ -548,11 +591,13 @@ def _prepare(
         base_attributes = git("cat-file", "blob", f"{merge_base}:.gitattributes", check=False)[
             :ATTRIBUTES_MAX
         ]
-    base_configs = linter_configs(git, merge_base, base_paths)
-    base_tasuku_config = git.blobs([f"{base_sha}:{TASUKU_CONFIG}"], limit=MAX_CONFIG_BYTES)
+    # The linters' configurations (the merge base's) and Tasuku's (the base's) in one read.
+    tasuku_config = f"{base_sha}:{TASUKU_CONFIG}"
+    base_configs, read = linter_configs(git, merge_base, base_paths, also=[tasuku_config])
+    base_tasuku_config = read.get(tasuku_config, b"").decode("utf-8", "replace")
     written = None
     if materialise is not None:
-        changed = _changed(git, [merge_base, *([incremental] if incremental else [])], head_sha)
+        changed = dict.fromkeys(touched)
         view = HeadView(git, head_sha, head_blobs, [p for p in changed if p in head_blobs])
         written = _sparse(git, set(materialise(view)) & set(head_blobs))
     checkout_verified(git, head_sha, sparse=written is not None)
@@ -572,21 +617,32 @@ def _prepare(
         copies=copies_of(base_blobs, head_blobs),
         base_attributes=base_attributes,
         base_configs=base_configs,
-        base_tasuku_config=b"".join(base_tasuku_config.values()).decode("utf-8", "replace"),
+        base_tasuku_config=base_tasuku_config,
         materialised=written,
     )
 
 
-def _changed(git: Git, starts: list[str], head_sha: str) -> list[str]:
-    """Every path the diffs from `starts` to the head touch (either side of a rename)."""
-    found: dict[str, None] = {}
-    for start in starts:
-        listed = git(
-            "diff", "--name-only", "-z", "--no-renames", start, head_sha, "--",
-            what="list the changed files",
-        )  # fmt: skip
-        found.update(dict.fromkeys(p for p in listed.split("\0") if p))
-    return list(found)
+def diff_touched(git: Git, start: str, head_sha: str, *, what: str) -> tuple[str, list[str]]:
+    """The diff from `start` to the head (renames found), and every path it touches
+    (either side of a rename), from one git: its `--raw` list (`-z`: each name as it is,
+    NUL-ended) comes first, then a NUL, then the patch, which `-z` leaves as it is."""
+    completed = git.run(
+        *DIFF, "--find-renames", "--unified=3", "--raw", "-z", "--patch", start, head_sha, "--",
+        what=what,
+    )  # fmt: skip
+    if completed.returncode != 0:
+        raise clone_error(what, git_text(completed.stderr))
+    out, at, touched = completed.stdout, 0, []
+    while out.startswith(b":", at):  # ":<modes> <ids> <status>" NUL <path> NUL [<path> NUL]
+        end = out.index(b"\0", at)
+        status = out[at:end].rsplit(b" ", 1)[-1]
+        for _ in range(2 if status[:1] in (b"R", b"C") else 1):
+            at, end = end + 1, out.index(b"\0", end + 1)
+            touched.append(git_text(out[at:end]))
+        at = end + 1
+    if touched and out.startswith(b"\0", at):
+        at += 1
+    return git_text(out[at:]), touched
 
 
 # What gitignore patterns (a sparse checkout's) treat as special within a name.
@@ -607,9 +663,7 @@ def _sparse(git: Git, paths: set[str]) -> int | None:
         patterns.append(pattern)
     if not patterns:
         patterns = ["!/*"]  # nothing at all (an empty pattern list is refused)
-    target = Path(git("rev-parse", "--git-path", "info/sparse-checkout").strip())
-    if not target.is_absolute():
-        target = git.root / target
+    target = git_dir_of(git.root) / "info" / "sparse-checkout"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("\n".join(patterns) + "\n")
     return len(paths)
@@ -627,16 +681,21 @@ TASUKU_CONFIG = ".tasuku.toml"
 MAX_CONFIG_BYTES = 256_000
 
 
-def linter_configs(git: Git, commit: str, paths: list[str]) -> dict[str, str]:
+def linter_configs(
+    git: Git, commit: str, paths: list[str], *, also: Sequence[str] = ()
+) -> tuple[dict[str, str], dict[str, bytes]]:
     """The linters' configuration files of `commit` (at most MAX_CONFIGS, the shallowest
-    first; each at most MAX_CONFIG_BYTES), read from git in one batch."""
+    first; each at most MAX_CONFIG_BYTES), read from git in one batch with the blobs
+    `also` names (`<commit>:<path>`, each at most MAX_CONFIG_BYTES too): those as read."""
     wanted = sorted(
         (p for p in paths if p.rsplit("/", 1)[-1] in LINTER_CONFIGS),
         key=lambda p: (p.count("/"), p),
     )[:MAX_CONFIGS]
-    read = git.blobs([f"{commit}:{p}" for p in wanted], limit=MAX_CONFIG_BYTES)
+    names = [f"{commit}:{p}" for p in wanted]
+    read = git.blobs([*names, *also], limit=MAX_CONFIG_BYTES)
     prefix = len(commit) + 1
-    return {name[prefix:]: data.decode("utf-8", errors="replace") for name, data in read.items()}
+    configs = {n[prefix:]: read[n].decode("utf-8", errors="replace") for n in names if n in read}
+    return configs, {name: read[name] for name in also if name in read}
 
 
 def tree_blobs(git: Git, commit: str) -> dict[str, str]:

@@ -3,13 +3,20 @@ real PyGithub client)."""
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
+import subprocess
 import time
 
 import pytest
 from github import Auth, Github, GithubException
 
 from repos import github
+from repos.github import RepoRef
+from sandbox import git as sandbox_git
 from tests.fakes.github import Pull, PullFile
+from tests.fakes.github import git as fake_git
+from tests.gitworld import REPO, REPO_ID, world_build
 
 
 @pytest.fixture
@@ -406,3 +413,65 @@ def test_the_web_pages_show_a_pull_requests_checks_reviews_and_a_check_run(fake_
     check = requests.get(f"{fake_github.url}/acme/shop/runs/{run.id}", timeout=10)
     assert "2 problems &lt;found&gt;" in check.text and "A **secret** committed." in check.text
     assert requests.get(f"{fake_github.url}/acme/shop/pull/99", timeout=10).status_code == 404
+
+
+def test_git_fetches_are_answered_as_git_http_backend_answers_them(
+    fake_github, tmp_path, monkeypatch
+):
+    """The fake serves a fetch with `git upload-pack` itself (one process per request, not
+    http-backend's two): every request a git client sends, in protocol v0 and v2, a
+    gzipped one too, gets the answer `git http-backend` gives it, byte for byte."""
+    world = world_build(fake_github)
+    seen: list[tuple] = []
+    direct = fake_git._upload_pack
+
+    def recorded(request, git_dir):
+        answer = direct(request, git_dir)
+        seen.append((request, answer))
+        return answer
+
+    monkeypatch.setattr(fake_git, "_upload_pack", recorded)
+    token = github.gateway().contents_token(RepoRef(41, REPO_ID, REPO))
+    env = sandbox_git.git_env(token, tmp_path)
+    url = f"{fake_github.url}/{REPO}.git"
+    subprocess.run(["git", "init", "-q", str(tmp_path / "r")], check=True, env=env)
+    for version in ("0", "2"):
+        subprocess.run(
+            ["git", "-c", f"protocol.version={version}", "fetch", "-q", "--filter=blob:none",
+             url, world.head, world.base],
+            cwd=tmp_path / "r", env=env, check=True, capture_output=True,
+        )  # fmt: skip
+    subprocess.run(["git", "ls-remote", url], cwd=tmp_path / "r", env=env, check=True,
+                   capture_output=True)  # fmt: skip
+    posts = [request for request, _ in seen if request.method == "POST"]
+    gzipped = dataclasses.replace(
+        posts[-1],
+        raw=gzip.compress(posts[-1].raw),
+        headers={**posts[-1].headers, "content-encoding": "gzip"},
+    )
+    seen.append((gzipped, direct(gzipped, world.git.git_dir)))
+    assert {r.headers.get("git-protocol", "") for r, _ in seen} >= {"", "version=2"}
+    assert all(answer is not None for _, answer in seen)
+    monkeypatch.setattr(fake_git, "_upload_pack", lambda request, git_dir: None)
+    for request, answer in seen:
+        status, body, headers = fake_github._git_http(request)
+        assert (status, body.content_type, headers) == (answer[0], answer[1].content_type,
+                                                        answer[2])  # fmt: skip
+        assert _unpacketised(body.data) == _unpacketised(answer[1].data), request.raw[:200]
+    # What a git client does not send for a fetch is left to http-backend.
+    dumb = dataclasses.replace(posts[-1], headers={"content-type": "text/plain"})
+    assert direct(dumb, world.git.git_dir) is None
+
+
+def _unpacketised(data: bytes) -> list[bytes]:
+    """git's pkt-lines, the pack's side-band packets joined: where upload-pack cuts the
+    pack into packets depends on how pack-objects' output reached it, not on the pack."""
+    lines: list[bytes] = []
+    while data:
+        size = int(data[:4], 16)
+        payload, data = (data[4:size], data[size:]) if size > 4 else (b"", data[4:])
+        if payload.startswith(b"\x01") and lines and lines[-1].startswith(b"\x01"):
+            lines[-1] += payload[1:]
+        else:
+            lines.append(payload or f"{size:04x}".encode())
+    return lines

@@ -16,7 +16,8 @@ from repos import github
 from repos.github import RepoRef
 from sandbox import workspace as workspace_module
 from sandbox.errors import CloneError
-from sandbox.workspace import Workspace, mirror_discard, mirrors_prune
+from sandbox.git import git_env
+from sandbox.workspace import Workspace, mirror_discard, mirror_open, mirrors_prune
 from tests.gitworld import REPO, REPO_ID, world_build
 
 
@@ -189,3 +190,75 @@ def test_idle_mirrors_are_pruned_and_busy_or_recent_ones_kept(tmp_path):
     assert (root / "2.git").exists() and (root / "3.git").exists()
     assert mirrors_prune(tmp_path / "none", 1) == []
     assert mirror_discard(root / "3.git") and not (root / "3.git").exists()
+
+
+def _git(where: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=where, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_a_mirror_is_tidied_by_tasuku_alone_and_follows_a_renamed_repository(tmp_path):
+    mirror = tmp_path / "mirrors" / "9001.git"
+    mirror.parent.mkdir()
+    env = git_env("", tmp_path, authenticate=False)
+    mirror_open(mirror, env, "https://github.example/acme/shop.git")
+    assert _git(mirror, "config", "gc.auto") == "0\n"
+    assert _git(mirror, "config", "maintenance.auto") == "false\n"
+    assert _git(mirror, "config", "--get-all", "remote.origin.fetch") == (
+        "+refs/heads/*:refs/remotes/origin/*\n"
+    )
+    mirror_open(mirror, env, "https://github.example/acme/store.git")
+    assert _git(mirror, "config", "--get-all", "remote.origin.url") == (
+        "https://github.example/acme/store.git\n"
+    )
+    # A mirror made before Tasuku noted its URL beside it has it set all the same.
+    (mirror / "tasuku-origin").unlink()
+    _git(mirror, "remote", "set-url", "origin", "https://github.example/old/name.git")
+    mirror_open(mirror, env, "https://github.example/acme/store.git")
+    assert _git(mirror, "config", "remote.origin.url") == "https://github.example/acme/store.git\n"
+
+
+def test_a_review_leaves_no_worktree_record_and_one_a_failed_review_left_is_pruned(
+    fake_github, history, tmp_path
+):
+    mirror = tmp_path / "mirrors" / "9001.git"
+    _checkout(fake_github, tmp_path, history.head, history.base, mirror=mirror)
+    assert not (mirror / "worktrees").exists()
+    # A review that died with its checkout made: its workspace went, its record stayed.
+    _git(mirror, "worktree", "add", "--detach", "--no-checkout", str(tmp_path / "gone"),
+         history.head)  # fmt: skip
+    workspace_module.remove_tree(tmp_path / "gone")
+    assert [p.name for p in (mirror / "worktrees").iterdir()] == ["gone"]
+    second = history.push({"app/payments.py": "print('second')\n"})
+    facts, files = _checkout(fake_github, tmp_path, second, history.base, mirror=mirror)
+    assert files["app/payments.py"] == b"print('second')\n"
+    assert not (mirror / "worktrees").exists()
+
+
+def test_the_mirror_keeps_the_newest_commits_refs_loose_or_packed(
+    fake_github, history, tmp_path, monkeypatch
+):
+    mirror = tmp_path / "mirrors" / "9001.git"
+    monkeypatch.setattr(workspace_module, "MIRROR_REFS", 3)
+    _checkout(fake_github, tmp_path, history.head, history.base, mirror=mirror)
+    second = history.push({"app/payments.py": "print('second')\n"})
+    _checkout(fake_github, tmp_path, second, history.base, history.head, mirror=mirror)
+    refs = lambda: _git(mirror, "for-each-ref", "--format=%(objectname)", "refs/tasuku/").split()  # noqa: E731
+    assert sorted(refs()) == sorted([history.base, history.head, second])
+    _git(mirror, "pack-refs", "--all")  # git's own gc packs them
+    third = history.push({"app/payments.py": "print('third')\n"})
+    _checkout(fake_github, tmp_path, third, history.base, second, mirror=mirror)
+    # The newest by their commits' dates: the base (committed before the heads) went.
+    assert sorted(refs()) == sorted([history.head, second, third])
+
+
+def test_a_previous_head_gone_from_github_keeps_the_head_and_base_in_the_mirror(
+    fake_github, history, tmp_path
+):
+    mirror = tmp_path / "mirrors" / "9001.git"
+    facts, _ = _checkout(fake_github, tmp_path, history.head, history.base, "e" * 40,
+                         mirror=mirror)  # fmt: skip
+    assert facts[2] is None  # no previous diff: that commit is nowhere
+    kept = _git(mirror, "for-each-ref", "--format=%(objectname)", "refs/tasuku/").split()
+    assert sorted(kept) == sorted([history.head, history.base])

@@ -17,7 +17,8 @@ from reviews.validation.findings import GateConfig, gate
 from sandbox.contract import ReviewJob, Severity, StaticOptions
 from sandbox.engines.static import review, ruff, shellcheck
 from sandbox.engines.static.common import Target
-from sandbox.workspace import Workspace
+from sandbox.git import DIFF, Git, git_env
+from sandbox.workspace import Workspace, diff_touched, tree_list
 from tests.fakes.github.git import GitRepo
 
 SHELL_TRUE = "import subprocess\n\n\ndef run(cmd):\n    return subprocess.call(cmd, shell=True)\n"
@@ -156,3 +157,30 @@ def test_a_finding_on_a_name_with_a_backslash_is_anchored(hostile_checkout):
     result = review(job, checkout.root)
     assert [f["path"] for f in result.findings] == ["back\\slash.py"]
     assert anchored_paths(result, diff) == {("back\\slash.py", SHELL_TRUE_LINE)}
+
+
+def test_one_git_diff_gives_the_patch_and_the_names_two_would(tmp_path):
+    """`diff_touched` reads the patch and the touched paths from one `git diff`: the patch
+    is the plain diff's, byte for byte, and the paths are those `git diff --name-only
+    --no-renames` lists (either side of a rename), whatever the names."""
+    repo = GitRepo.init(tmp_path / "r.git")
+    base = repo.commit(
+        {**{name: f"print({n})\n" for n, name in enumerate(HOSTILE)},
+         "old name.txt": "kept\n" * 20, "b\xffad.bin": b"\0\1\2", "z.txt": "no newline"},
+    )  # fmt: skip
+    head = repo.commit(
+        {HOSTILE[0]: None, HOSTILE[3]: "print('changed')\n", "new\nline.py": "x = 2",
+         "old name.txt": None, "a renamed.txt": "kept\n" * 20 + "more\n",
+         "b\xffad.bin": b"\0\1\3", "z.txt": "no newline, still"},
+        parent=base,
+    )  # fmt: skip
+    git = Git(repo.git_dir, git_env("", tmp_path, authenticate=False))
+    patch, touched = diff_touched(git, base, head, what="diff")
+    plain = git(*DIFF, "--find-renames", "--unified=3", base, head, "--")
+    assert patch == plain and "rename from old name.txt" in plain
+    listed = git("diff", "--name-only", "-z", "--no-renames", base, head, "--")
+    assert sorted(touched) == sorted(p for p in listed.split("\0") if p)
+    assert len(touched) == 7
+    in_head = set(tree_list(git, head))  # what a reviewer may be given, in git's order
+    assert [p for p in touched if p in in_head] == [p for p in listed.split("\0") if p in in_head]
+    assert diff_touched(git, head, head, what="diff") == ("", [])

@@ -1,8 +1,9 @@
 """Real git repositories behind the fake GitHub.
 
 `GitRepo` builds commits in a bare repository (tests write real files, symlinks and
-history); `GitRoutes` serves those repositories over git's smart HTTP protocol through
-`git http-backend`, with GitHub's rule that an installation token is the password and
+history); `GitRoutes` serves those repositories over git's smart HTTP protocol as `git
+http-backend` does (a fetch's requests straight to the `git upload-pack` it would run),
+with GitHub's rule that an installation token is the password and
 needs Contents: read on that repository. Pull request files and diffs of a git-backed
 repository are computed from the commits, as GitHub does.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import gzip
 import hashlib
 import os
 import shutil
@@ -18,6 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -288,27 +291,30 @@ class GitRepo:
         Names come from git's NUL-separated output, never a parsed (quoted) diff header;
         the patches from one diff of the whole change, cut at its `diff --git` lines (the
         same diff, in the same order, file by file), or file by file when the two do not
-        count alike."""
+        count alike. One `git diff` says all three: its `--raw` list, its `--numstat`
+        list, a NUL, then the patch (`-z` leaves the patch as it is)."""
         merge_base = self.git("merge-base", base, head).strip() or base
-        raw = self.git("diff", "--name-status", "-z", "--find-renames", merge_base, head)
-        counts = self.git("diff", "--numstat", "-z", "--find-renames", merge_base, head)
-        fields = raw.split("\0")
-        numbers = iter(counts.split("\0"))
-        entries = []
-        index = 0
-        while index < len(fields) and fields[index]:
-            code = fields[index]
-            if code.startswith(("R", "C")):
-                previous, path = fields[index + 1], fields[index + 2]
-                index += 3
-            else:
-                previous, path = None, fields[index + 1]
-                index += 2
-            added, removed, rest = next(numbers).split("\t", 2)
-            if not rest:  # a rename: the two names follow as fields of their own
-                next(numbers), next(numbers)
-            entries.append((code, previous, path, added, removed))
-        whole = self.git("diff", "--no-color", "--find-renames", merge_base, head)
+        out = self.git("diff", "-z", "--raw", "--numstat", "--patch", "--no-color",
+                       "--find-renames", merge_base, head)  # fmt: skip
+        entries: list[tuple[str, str | None, str, str, str]] = []
+        at = 0
+        while out.startswith(":", at):  # ":<modes> <ids> <status>" NUL <name> NUL [<name> NUL]
+            end = out.index("\0", at)
+            code, names = out[at:end].rsplit(" ", 1)[-1], []
+            for _ in range(2 if code.startswith(("R", "C")) else 1):
+                at, end = end + 1, out.index("\0", end + 1)
+                names.append(out[at:end])
+            at = end + 1
+            entries.append((code, names[0] if len(names) == 2 else None, names[-1], "", ""))
+        for n, (code, previous, path, _, _) in enumerate(entries):
+            # "<added>\t<removed>\t" and the name NUL, or NUL <from> NUL <to> NUL (a rename)
+            end = out.index("\0", at)
+            added, removed, rest = out[at:end].split("\t", 2)
+            if not rest:
+                end = out.index("\0", out.index("\0", end + 1) + 1)
+            at = end + 1
+            entries[n] = (code, previous, path, added, removed)
+        whole = out[at + 1 :] if entries else out[at:]  # after the NUL before the patch
         chunks = _file_diffs(whole)
         if len(chunks) != len(entries):
             chunks = [
@@ -385,6 +391,9 @@ class GitRoutes:
             or request.arg("service") == "git-receive-pack"
         ):
             raise HTTPError(403, "Write access to repository not granted.")
+        answered = _upload_pack(request, repo.git_dir)
+        if answered is not None:
+            return answered
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "GIT_PROJECT_ROOT": str(repo.git_dir.parent),
@@ -419,6 +428,62 @@ class GitRoutes:
             elif name:
                 headers[name.strip()] = value.strip()
         return status, RawBody(body, content_type), headers
+
+
+# What `git http-backend` answers every smart request with (its `hdr_nocache`).
+_NO_CACHE = {
+    "Expires": "Fri, 01 Jan 1980 00:00:00 GMT",
+    "Pragma": "no-cache",
+    "Cache-Control": "no-cache, max-age=0, must-revalidate",
+}
+
+
+def _upload_pack(request: Request, git_dir: Path) -> Response | None:
+    """A fetch's request answered as `git http-backend` answers it, with the one process
+    it would start in its turn: `git upload-pack --stateless-rpc`, its advertisement
+    (`info/refs?service=git-upload-pack`) headed by `# service=git-upload-pack` and a
+    flush unless the client asked for protocol v2 (http-backend's `get_info_refs`), or
+    its answer to a POST (`service_rpc`, a gzipped body inflated first). None: a request
+    a git client does not send for a fetch (dumb HTTP, a wrong content type, a body that
+    does not inflate), left to http-backend itself, which answers it as it does."""
+    protocol = request.headers.get("git-protocol", "")
+    path = request.params["service_path"]
+    if request.method == "GET" and path == "info/refs":
+        if request.arg("service") != "git-upload-pack":
+            return None
+        body = b"" if _protocol_v2(protocol) else b"001e# service=git-upload-pack\n0000"
+        args, given = ["--advertise-refs"], b""
+        content_type = "application/x-git-upload-pack-advertisement"
+    elif request.method == "POST" and path == "git-upload-pack":
+        if request.headers.get("content-type", "") != "application/x-git-upload-pack-request":
+            return None
+        given = request.raw
+        if request.headers.get("content-encoding", "") in ("gzip", "x-gzip"):
+            try:
+                given = gzip.decompress(given)
+            except (OSError, EOFError, zlib.error):
+                return None
+        body, args = b"", []
+        content_type = "application/x-git-upload-pack-result"
+    else:
+        return None
+    completed = subprocess.run(  # noqa: S603
+        ["git", "upload-pack", "--stateless-rpc", *args, str(git_dir)],  # noqa: S607
+        input=given,
+        capture_output=True,
+        # http-backend's environment, as the fake gives it: the client's protocol
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_PROTOCOL": protocol},
+        check=False,
+    )
+    # Its status is sent before upload-pack runs: a failure is in the body (an ERR line).
+    return 200, RawBody(body + completed.stdout, content_type), dict(_NO_CACHE)
+
+
+def _protocol_v2(protocol: str) -> bool:
+    """Whether the client's `Git-Protocol` header asks for version 2 (git's
+    `determine_protocol_version_server`: the highest `version=N` of its `:` list, and 2
+    is the highest there is)."""
+    return "version=2" in protocol.split(":")
 
 
 def _file_diffs(text: str) -> list[str]:
