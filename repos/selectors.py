@@ -116,6 +116,14 @@ def effective_config(repository: Repository) -> EffectiveConfig:
 
     Only enabled reviewers and approved secondary repositories are part of it.
     """
+    return effective_config_reviewers(repository)[0]
+
+
+def effective_config_reviewers(
+    repository: Repository,
+) -> tuple[EffectiveConfig, dict[str, Reviewer]]:
+    """`effective_config`, and its reviewers' rows by slug (read for it: a caller that
+    makes their runs reads them no second time)."""
     policy = RepositoryPolicy.objects.filter(repository=repository).first()
     reviewers = (
         policy.reviewers.filter(enabled=True)
@@ -123,12 +131,10 @@ def effective_config(repository: Repository) -> EffectiveConfig:
         else Reviewer.objects.filter(enabled=True, default_for_new_repositories=True)
     )
     installation = repository.installation
-    return config_merge(
+    rows = list(reviewers.order_by("slug"))
+    config = config_merge(
         policy=policy_values(policy) if policy else None,
-        reviewers=[
-            reviewer_config(r, runner=policy.runner if policy else "")
-            for r in reviewers.order_by("slug")
-        ],
+        reviewers=[reviewer_config(r, runner=policy.runner if policy else "") for r in rows],
         secondary_repositories=[
             SecondaryRepositoryConfig(full_name=s.full_name, commit=s.pinned_commit)
             for s in repository.secondary_repositories.filter(approved=True).order_by("full_name")
@@ -139,3 +145,4 @@ def effective_config(repository: Repository) -> EffectiveConfig:
             "installation_excluded_paths": lines(installation.excluded_paths),
         },
     )
+    return config, {r.slug: r for r in rows}
