@@ -37,8 +37,10 @@ def installation_upsert(
     account_type: str = "",
     repository_selection: str = "",
     permissions: dict[str, str] | None = None,
+    absent: bool = False,
 ) -> Installation:
-    """Create or refresh an installation. A re-installed App clears `removed_at`."""
+    """Create or refresh an installation. A re-installed App clears `removed_at`.
+    `absent`: its caller found no row a moment ago, so the INSERT is tried first."""
     defaults: dict[str, Any] = {"removed_at": None}
     if account_login:
         defaults["account_login"] = account_login
@@ -48,6 +50,12 @@ def installation_upsert(
         defaults["repository_selection"] = repository_selection
     if permissions is not None:
         defaults["permissions"] = permissions
+    if absent:
+        try:
+            with transaction.atomic():
+                return Installation.objects.create(github_id=github_id, **defaults)
+        except IntegrityError:  # another delivery created it meanwhile: refreshed below
+            pass
     installation, _ = Installation.objects.update_or_create(github_id=github_id, defaults=defaults)
     return installation
 
@@ -203,8 +211,7 @@ def revision_record(
        Otherwise the next revision is created, with who made it and from which commit.
     """
     with transaction.atomic():
-        Reviewer.objects.select_for_update().filter(pk=reviewer.pk).first()
-        config = reviewer_config(Reviewer.objects.get(pk=reviewer.pk))
+        config = reviewer_config(Reviewer.objects.select_for_update().get(pk=reviewer.pk))
         latest = reviewer.revisions.order_by("-number").first()
         if latest is not None and latest.digest == config.revision:
             return latest

@@ -535,11 +535,12 @@ class Job:
     log_as: ClassVar[str] = ""  # the row's log field (tasuku/logs.py FIELDS)
     log_traceback: ClassVar[bool] = False
 
-    def __init__(self, pk: int) -> None:
+    def __init__(self, pk: Any) -> None:
+        # `pk`: the row's id, or a subquery that names it (its id is known once it is read)
         self.pk, self.attempt, self.row = pk, 0, None
 
     @classmethod
-    def run(cls, pk: int) -> Any:
+    def run(cls, pk: Any) -> Any:
         return cls(pk).process()
 
     def process(self) -> Any:
@@ -547,7 +548,8 @@ class Job:
             return NOT_CLAIMED
         rows = self.queue.rows.select_related(*self.related) if self.related else self.queue.rows
         self.row = rows.get(pk=self.pk)  # the attempt just counted with it
-        self.attempt = attempt = getattr(self.row, self.queue.attempts)
+        self.pk, self.attempt = self.row.pk, getattr(self.row, self.queue.attempts)
+        attempt = self.attempt
         with log_context(**self.context()):
             try:
                 return self.work()

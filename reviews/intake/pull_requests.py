@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import ngettext
 
@@ -66,11 +67,13 @@ def pull_request_record(
     body: str | None = None,
     head_repository: str | None = None,
     row: PullRequest | None = None,
+    absent: bool = False,
 ) -> PullRequest:
     """The one writer of a pull request's row: what Tasuku last learnt of it, from a
     webhook's payload or from GitHub's API. `changed_files`, `github_id` and `body` are
     written when known; None keeps what the row holds. `row`: the row as its caller read
-    it a moment ago (written by its id, not read again)."""
+    it a moment ago (written by its id, not read again); `absent`: its caller found no
+    row a moment ago (the INSERT is tried first)."""
     known = {
         name: value
         for name, value in (
@@ -108,7 +111,7 @@ def pull_request_record(
         row.repository = repository
         return row
     rows = PullRequest.objects.filter(repository=repository, number=number)
-    if not rows.update(**values, updated_at=now):
+    if absent or not rows.update(**values, updated_at=now):
         try:
             with transaction.atomic():
                 pull_request = PullRequest.objects.create(
@@ -116,7 +119,7 @@ def pull_request_record(
                 )
             return pull_request
         except IntegrityError:
-            # Another delivery created it between the UPDATE and the INSERT.
+            # Another delivery created it between our look (or UPDATE) and the INSERT.
             rows.update(**values, updated_at=now)
     pull_request = rows.get()
     for name, value in values.items():
@@ -126,13 +129,18 @@ def pull_request_record(
 
 
 def pull_request_sync(
-    *, repository: Repository, pull: payloads.PullRequest, row: PullRequest | None = None
+    *,
+    repository: Repository,
+    pull: payloads.PullRequest,
+    row: PullRequest | None = None,
+    absent: bool = False,
 ) -> PullRequest:
     """Record what a payload says of a pull request (title, state, heads, author); `row`
-    as `pull_request_record` takes it."""
+    and `absent` as `pull_request_record` takes them."""
     user = pull.user or payloads.NO_USER
     return pull_request_record(
         row=row,
+        absent=absent,
         repository=repository,
         number=pull.number,
         github_id=pull.id,
@@ -238,7 +246,9 @@ def pull_request_current(
         or (payload.action == "synchronize" and payload.before == known)
     )
     if follows:
-        pull_request = pull_request_sync(repository=repository, pull=pull, row=row)
+        pull_request = pull_request_sync(
+            repository=repository, pull=pull, row=row, absent=row is None
+        )
         when = _when(pull.updated_at)
         if payload.action in STATE_ACTIONS and when is not None:
             PullRequest.objects.filter(pk=pull_request.pk).update(state_changed_at=when)
@@ -316,28 +326,27 @@ def run_request(
             return waiting, False
         if answering and (trigger not in EXPLICIT_TRIGGERS or status != RunStatus.QUEUED):
             return answering[0], False
-        superseded = list(
-            ReviewRun.objects.filter(
-                pull_request=pull_request, reviewer=reviewer, status=RunStatus.QUEUED
-            )
-            .exclude(head_sha=head)
-            .values_list("pk", flat=True)
+        older = ReviewRun.objects.filter(pull_request=pull_request, reviewer=reviewer).exclude(
+            head_sha=head
         )
-        for pk in superseded:
-            run_supersede_waiting(pk, f"stale: superseded by {head[:12]}", superseded_by=head)
+        going = Q(status=RunStatus.RUNNING, cancel_requested_at__isnull=True)
+        under_way = older.filter(going)
+        # Older heads' runs waiting, and those under way not yet asked to stop: one read.
+        found = list(older.filter(Q(status=RunStatus.QUEUED) | going).values_list("pk", "status"))
+        stale = f"stale: superseded by {head[:12]}"
+        taken = False  # a waiting run a worker took meanwhile is under way now
+        for pk, was in found:
+            if was == RunStatus.QUEUED:
+                taken |= not run_supersede_waiting(pk, stale, superseded_by=head)
         # A review of an older head under way: it is asked to stop (its worker stops
         # before its next GitHub call), so it posts nothing on a head nobody will merge.
-        for pk in (
-            ReviewRun.objects.filter(
-                pull_request=pull_request,
-                reviewer=reviewer,
-                status=RunStatus.RUNNING,
-                cancel_requested_at__isnull=True,
-            )
-            .exclude(head_sha=head)
-            .values_list("pk", flat=True)
-        ):
-            run_cancel_request(pk, f"stale: superseded by {head[:12]}", superseded_by=head)
+        running = (
+            under_way.values_list("pk", flat=True)
+            if taken
+            else [pk for pk, was in found if was == RunStatus.RUNNING]
+        )
+        for pk in running:
+            run_cancel_request(pk, stale, superseded_by=head)
         try:
             with transaction.atomic():
                 run = ReviewRun.objects.create(
@@ -509,6 +518,7 @@ def repository_from_payload(
                 github_id=payload.installation.id,
                 account_login=repo_data.owner.login,
                 account_type=repo_data.owner.type,
+                absent=True,
             )
     facts = {
         "installation": installation,
