@@ -120,11 +120,15 @@ def effective_config(repository: Repository) -> EffectiveConfig:
 
 
 def effective_config_reviewers(
-    repository: Repository,
+    repository: Repository, *, policy_read: bool = False
 ) -> tuple[EffectiveConfig, dict[str, Reviewer]]:
     """`effective_config`, and its reviewers' rows by slug (read for it: a caller that
-    makes their runs reads them no second time)."""
-    policy = RepositoryPolicy.objects.filter(repository=repository).first()
+    makes their runs reads them no second time). `policy_read`: the repository was just
+    read with its policy (`select_related("policy")`), which is taken as read."""
+    if policy_read and Repository.policy.is_cached(repository):
+        policy = getattr(repository, "policy", None)  # None: it has none
+    else:
+        policy = RepositoryPolicy.objects.filter(repository=repository).first()
     reviewers = (
         policy.reviewers.filter(enabled=True)
         if policy

@@ -505,9 +505,11 @@ def repository_from_payload(
     if payload.installation is None:
         return Outcome.ignore("no installation in the payload: not a GitHub App delivery")
     repo_data = payload.repository
-    # The repository and its installation in one read: the usual delivery, of a
-    # repository known and still in the installation that sent it.
-    known = Repository.objects.select_related("installation").filter(github_id=repo_data.id)
+    # The repository, its installation and its policy in one read: the usual delivery,
+    # of a repository known and still in the installation that sent it.
+    known = Repository.objects.select_related("installation", "policy").filter(
+        github_id=repo_data.id
+    )
     repository = known.first()
     if repository is not None and repository.installation.github_id == payload.installation.id:
         installation = repository.installation
@@ -624,7 +626,7 @@ def pull_request_event(payload: payloads.PullRequestEvent, *, delivery_id: int) 
     if action not in POLICY_TRIGGERS:
         return Outcome.ignore(f"pull_request.{action} does not trigger a review")
 
-    config, reviewers = effective_config_reviewers(repository)
+    config, reviewers = effective_config_reviewers(repository, policy_read=True)
     admission = admission_for(pull_request, action=action, config=config)
     if not admission.admitted and admission.check is None:
         return Outcome(f"skipped {label}: {admission.reason}", decision=Decision.SKIPPED)
