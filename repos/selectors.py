@@ -116,19 +116,29 @@ def effective_config(repository: Repository) -> EffectiveConfig:
 
     Only enabled reviewers and approved secondary repositories are part of it.
     """
-    policy = RepositoryPolicy.objects.filter(repository=repository).first()
+    return effective_config_reviewers(repository)[0]
+
+
+def effective_config_reviewers(
+    repository: Repository, *, policy_read: bool = False
+) -> tuple[EffectiveConfig, dict[str, Reviewer]]:
+    """`effective_config`, and its reviewers' rows by slug (read for it: a caller that
+    makes their runs reads them no second time). `policy_read`: the repository was just
+    read with its policy (`select_related("policy")`), which is taken as read."""
+    if policy_read and Repository.policy.is_cached(repository):
+        policy = getattr(repository, "policy", None)  # None: it has none
+    else:
+        policy = RepositoryPolicy.objects.filter(repository=repository).first()
     reviewers = (
         policy.reviewers.filter(enabled=True)
         if policy
         else Reviewer.objects.filter(enabled=True, default_for_new_repositories=True)
     )
     installation = repository.installation
-    return config_merge(
+    rows = list(reviewers.order_by("slug"))
+    config = config_merge(
         policy=policy_values(policy) if policy else None,
-        reviewers=[
-            reviewer_config(r, runner=policy.runner if policy else "")
-            for r in reviewers.order_by("slug")
-        ],
+        reviewers=[reviewer_config(r, runner=policy.runner if policy else "") for r in rows],
         secondary_repositories=[
             SecondaryRepositoryConfig(full_name=s.full_name, commit=s.pinned_commit)
             for s in repository.secondary_repositories.filter(approved=True).order_by("full_name")
@@ -139,3 +149,4 @@ def effective_config(repository: Repository) -> EffectiveConfig:
             "installation_excluded_paths": lines(installation.excluded_paths),
         },
     )
+    return config, {r.slug: r for r in rows}

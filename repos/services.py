@@ -37,8 +37,10 @@ def installation_upsert(
     account_type: str = "",
     repository_selection: str = "",
     permissions: dict[str, str] | None = None,
+    absent: bool = False,
 ) -> Installation:
-    """Create or refresh an installation. A re-installed App clears `removed_at`."""
+    """Create or refresh an installation. A re-installed App clears `removed_at`.
+    `absent`: its caller found no row a moment ago, so the INSERT is tried first."""
     defaults: dict[str, Any] = {"removed_at": None}
     if account_login:
         defaults["account_login"] = account_login
@@ -48,6 +50,12 @@ def installation_upsert(
         defaults["repository_selection"] = repository_selection
     if permissions is not None:
         defaults["permissions"] = permissions
+    if absent:
+        try:
+            with transaction.atomic():
+                return Installation.objects.create(github_id=github_id, **defaults)
+        except IntegrityError:  # another delivery created it meanwhile: refreshed below
+            pass
     installation, _ = Installation.objects.update_or_create(github_id=github_id, defaults=defaults)
     return installation
 
@@ -68,21 +76,66 @@ def repository_upsert(
     """
     repository = Repository.objects.filter(github_id=github_id).first()
     if repository is None:
-        try:
-            with transaction.atomic():
-                repository = Repository.objects.create(
-                    installation=installation,
-                    github_id=github_id,
-                    full_name=full_name,
-                    private=bool(private),
-                    default_branch=default_branch,
-                    enabled=settings.TASUKU_ENABLE_NEW_REPOSITORIES,
-                )
-                policy_create_default(repository=repository)
-                return repository
-        except IntegrityError:
-            # Another delivery created it between our read and our insert.
-            repository = Repository.objects.get(github_id=github_id)
+        return repository_create(
+            installation=installation,
+            github_id=github_id,
+            full_name=full_name,
+            private=private,
+            default_branch=default_branch,
+        )
+    return repository_refresh(
+        repository,
+        installation=installation,
+        full_name=full_name,
+        private=private,
+        default_branch=default_branch,
+    )
+
+
+def repository_create(
+    *,
+    installation: Installation,
+    github_id: int,
+    full_name: str,
+    private: bool | None = None,
+    default_branch: str = "",
+) -> Repository:
+    """`repository_upsert` of a repository its caller found no row of (a delivery
+    creating it at the same moment is joined)."""
+    try:
+        with transaction.atomic():
+            repository = Repository.objects.create(
+                installation=installation,
+                github_id=github_id,
+                full_name=full_name,
+                private=bool(private),
+                default_branch=default_branch,
+                enabled=settings.TASUKU_ENABLE_NEW_REPOSITORIES,
+            )
+            policy_create_default(repository=repository, new=True)
+            return repository
+    except IntegrityError:
+        # Another delivery created it between our read and our insert.
+        repository = Repository.objects.get(github_id=github_id)
+    return repository_refresh(
+        repository,
+        installation=installation,
+        full_name=full_name,
+        private=private,
+        default_branch=default_branch,
+    )
+
+
+def repository_refresh(
+    repository: Repository,
+    *,
+    installation: Installation,
+    full_name: str,
+    private: bool | None = None,
+    default_branch: str = "",
+) -> Repository:
+    """`repository_upsert` of a repository row its caller read: written only where it
+    changed."""
     updates: dict[str, Any] = {
         "installation_id": installation.pk,
         "full_name": full_name,
@@ -100,12 +153,18 @@ def repository_upsert(
     return repository
 
 
-def policy_create_default(*, repository: Repository) -> RepositoryPolicy:
+def policy_create_default(*, repository: Repository, new: bool = False) -> RepositoryPolicy:
+    """The repository's policy, created with the site defaults and the reviewers marked
+    default for new repositories if it has none. `new`: the repository was created in
+    this transaction, so it has none (no read before the INSERT)."""
+    defaults = Reviewer.objects.filter(enabled=True, default_for_new_repositories=True)
+    if new:
+        policy = RepositoryPolicy.objects.create(repository=repository)
+        policy.reviewers.add(*defaults)  # it has none to replace
+        return policy
     policy, created = RepositoryPolicy.objects.get_or_create(repository=repository)
     if created:
-        policy.reviewers.set(
-            Reviewer.objects.filter(enabled=True, default_for_new_repositories=True)
-        )
+        policy.reviewers.set(defaults)
     return policy
 
 
@@ -152,8 +211,7 @@ def revision_record(
        Otherwise the next revision is created, with who made it and from which commit.
     """
     with transaction.atomic():
-        Reviewer.objects.select_for_update().filter(pk=reviewer.pk).first()
-        config = reviewer_config(Reviewer.objects.get(pk=reviewer.pk))
+        config = reviewer_config(Reviewer.objects.select_for_update().get(pk=reviewer.pk))
         latest = reviewer.revisions.order_by("-number").first()
         if latest is not None and latest.digest == config.revision:
             return latest

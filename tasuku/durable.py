@@ -164,6 +164,12 @@ def quiet_until(github_id: int | None, now: datetime) -> datetime | None:
     return until if until is not None and until > now else None
 
 
+def quiet_left(installation: Any, now: datetime) -> datetime | None:
+    """`quiet_until` of an installation row in hand (read with the work, no second read)."""
+    until = installation.quiet_until if installation.github_id else None
+    return until if until is not None and until > now else None
+
+
 # --- The queue ------------------------------------------------------------------------
 
 DEFERRED, RETRY, FAILED = "deferred", "retry", "failed"
@@ -233,12 +239,12 @@ class Queue:
     def ring_now(self, pk: int) -> bool:
         return ring_now(self.task, pk, name=f"{self.name}-{pk}")
 
-    def ring_later(self, pk: int, *, now: datetime | None = None) -> None:
-        """Count a row written in the current transaction as rung without ringing: its
-        writer rings (`ring`) once what must come before any worker takes it is done.
-        Should the writer die first, `ring_due` rings the row when `ring_again` has
-        passed."""
-        self.rows.filter(pk=pk).update(**{self.rung: now or _now()})
+    def ring_later(self, *, now: datetime | None = None) -> dict[str, Any]:
+        """The fields that count a row as rung without ringing, for the INSERT that writes
+        it (no second statement): its writer rings (`ring`) once what must come before
+        any worker takes it is done. Should the writer die first, `ring_due` rings the
+        row when `ring_again` has passed."""
+        return {self.rung: now or _now()}
 
     # Holding a row.
     def installation_of(self, pk: int) -> int | None:
@@ -263,6 +269,57 @@ class Queue:
         )
         return until if until is not None and until > now else None
 
+    def _quiet(self, now: datetime):
+        """A condition on a row: its installation waits out a rate limit at `now` (what
+        `quiet_until` reads, as a subquery of the claim's UPDATE)."""
+        from django.db.models import Exists, OuterRef
+
+        return Exists(
+            _installations()
+            .filter(github_id=OuterRef(self.installation), quiet_until__gt=now)
+            .exclude(github_id=0)  # none of a local review's (as `quiet_until` says)
+        )
+
+    def take(
+        self,
+        pk: int,
+        *,
+        now: datetime | None = None,
+        where: Any = None,
+        also: dict[str, Any] | None = None,
+    ) -> bool:
+        """`claim` without reading the attempt back: whether this worker now holds the
+        row (its caller reads the row, the attempt number with it)."""
+        from django.db.models import F
+
+        now = now or _now()
+        rows = self.rows.filter(pk=pk, **{f"{self.attempts}__lt": self.max_attempts})
+        rows = rows.filter(self._is_due(now, claim=True))
+        if where is not None:
+            rows = rows.filter(where)
+        if self.installation:
+            # The installation's rate-limit wait in the one UPDATE that decides (the
+            # usual case: no wait, one statement); it is read only when the row was
+            # not taken, to put the row off until the wait ends.
+            rows = rows.filter(~self._quiet(now))
+        won = rows.update(
+            **{
+                self.status: self.working,
+                self.attempts: F(self.attempts) + 1,
+                self.lease: now + self.lease_for(),
+                self.not_before: None,
+            },
+            **(also or {}),
+        )
+        if won:
+            return True
+        waiting = self.quiet_until(pk, now)
+        if waiting is not None:
+            self.rows.filter(pk=pk, **{f"{self.status}__in": self.waiting}).update(
+                **{self.not_before: waiting}
+            )
+        return False
+
     def claim(
         self,
         pk: int,
@@ -275,29 +332,7 @@ class Queue:
         take (not due, held, finished, out of attempts, or `where` — a queue's own
         condition, a Q — does not hold). While its installation waits out a rate limit
         the row is put off until then instead, its attempt not spent."""
-        from django.db.models import F
-
-        now = now or _now()
-        waiting = self.quiet_until(pk, now)
-        if waiting is not None:
-            self.rows.filter(pk=pk, **{f"{self.status}__in": self.waiting}).update(
-                **{self.not_before: waiting}
-            )
-            return None
-        rows = self.rows.filter(pk=pk, **{f"{self.attempts}__lt": self.max_attempts})
-        rows = rows.filter(self._is_due(now, claim=True))
-        if where is not None:
-            rows = rows.filter(where)
-        won = rows.update(
-            **{
-                self.status: self.working,
-                self.attempts: F(self.attempts) + 1,
-                self.lease: now + self.lease_for(),
-                self.not_before: None,
-            },
-            **(also or {}),
-        )
-        if not won:
+        if not self.take(pk, now=now, where=where, also=also):
             return None
         return self.rows.values_list(self.attempts, flat=True).get(pk=pk)
 
@@ -386,13 +421,21 @@ class Queue:
         (`sent`) and sends again — a state flipped under it would let two workers send at
         once. Otherwise it is due again with its attempts afresh, at once unless it waits
         out GitHub's weather (its `not_before` kept), and rung. False when held."""
+        from django.db.models import Case, F, Q, When
+
         if self.rows.filter(pk=pk, **{self.status: self.working}).update(**fields):
             return False
-        idle = self.rows.filter(pk=pk).exclude(**{self.status: self.working})
-        idle.update(**fields, **{self.status: self.waiting[-1], self.attempts: 0})
+        again = {**fields, self.status: self.waiting[-1], self.attempts: 0, self.rung: _now()}
         if self.deferrals:
-            idle.filter(**{self.deferrals: 0}).update(**{self.not_before: None})
-        self.ring(pk)
+            # One statement: due at once unless it waits out a deferral.
+            again[self.not_before] = Case(
+                When(Q(**{self.deferrals: 0}), then=None), default=F(self.not_before)
+            )
+        idle = self.rows.filter(pk=pk).exclude(**{self.status: self.working})
+        if idle.update(**again):
+            ring(self.task, pk, name=f"{self.name}-{pk}")  # counted rung by that UPDATE
+        else:
+            self.ring(pk)
         return True
 
     def sent(self, pk: int, attempt: int, version: int, state: str, /, **done: Any) -> str:
@@ -492,20 +535,21 @@ class Job:
     log_as: ClassVar[str] = ""  # the row's log field (tasuku/logs.py FIELDS)
     log_traceback: ClassVar[bool] = False
 
-    def __init__(self, pk: int) -> None:
+    def __init__(self, pk: Any) -> None:
+        # `pk`: the row's id, or a subquery that names it (its id is known once it is read)
         self.pk, self.attempt, self.row = pk, 0, None
 
     @classmethod
-    def run(cls, pk: int) -> Any:
+    def run(cls, pk: Any) -> Any:
         return cls(pk).process()
 
     def process(self) -> Any:
-        attempt = self.queue.claim(self.pk, where=self.claim_where)
-        if attempt is None:
+        if not self.queue.take(self.pk, where=self.claim_where):
             return NOT_CLAIMED
-        self.attempt = attempt
         rows = self.queue.rows.select_related(*self.related) if self.related else self.queue.rows
-        self.row = rows.get(pk=self.pk)
+        self.row = rows.get(pk=self.pk)  # the attempt just counted with it
+        self.pk, self.attempt = self.row.pk, getattr(self.row, self.queue.attempts)
+        attempt = self.attempt
         with log_context(**self.context()):
             try:
                 return self.work()

@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db.models import Subquery
 from django.utils import timezone
 
 from tasuku import durable
@@ -337,17 +338,15 @@ def delivery_handle(delivery_pk: int | str, delivery_id: str | None = None) -> H
        Failure: a permanent error fails it at once; a transient one is retried with
        backoff until MAX_ATTEMPTS attempts have been made, then it is `failed`.
     """
-    if delivery_id is not None:
-        found = (
-            WebhookDelivery.objects.filter(hook_id=delivery_pk, delivery_id=delivery_id)
-            .values_list("pk", flat=True)
-            .first()
-        )
-        if found is None:
-            return Handled("no such delivery")
-        delivery_pk = found
-    handled = DeliveryJob.run(int(delivery_pk))
-    return Handled(handled) if handled == durable.NOT_CLAIMED else handled
+    if delivery_id is None:
+        handled = DeliveryJob.run(int(delivery_pk))
+        return Handled(handled) if handled == durable.NOT_CLAIMED else handled
+    # Found by GitHub's ids within the claim's UPDATE (no read of its id first).
+    stored = WebhookDelivery.objects.filter(hook_id=delivery_pk, delivery_id=delivery_id)
+    handled = DeliveryJob.run(Subquery(stored.values("pk")[:1]))
+    if handled != durable.NOT_CLAIMED:
+        return handled
+    return Handled(handled if stored.exists() else "no such delivery")
 
 
 class DeliveryJob(durable.Job):

@@ -84,7 +84,10 @@ def conclusion_send(run_pk: int) -> str:
 
 def _send_once(run_pk: int) -> tuple[str, tuple[str, str, str] | None]:
     run = (
-        ReviewRun.objects.select_related("pull_request__repository__installation", "reviewer")
+        # Its Actions run too, if one reviews it (`details_url`): one read.
+        ReviewRun.objects.select_related(
+            "pull_request__repository__installation", "reviewer", "dispatch"
+        )
         .filter(pk=run_pk)
         .first()
     )
@@ -93,7 +96,8 @@ def _send_once(run_pk: int) -> tuple[str, tuple[str, str, str] | None]:
     due = run.check_due_at
     sent = (run.check_conclusion, run.check_title, run.check_summary)
     repository = run.pull_request.repository
-    waiting = durable.quiet_until(repository.installation.github_id, timezone.now())
+    # The installation as read with the run just now (its rate-limit wait among it).
+    waiting = durable.quiet_left(repository.installation, timezone.now())
     if waiting is not None:
         # The installation is waiting out a rate limit: so does its check (said, so the
         # sweeper rings it when the wait is over: conclusions_sweep).

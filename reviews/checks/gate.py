@@ -7,6 +7,7 @@ run took (`gate_complete`); a finding dismissed between pushes concludes it agai
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from repos.github import GitHubError
 from repos.policy import CHECKLESS_TRIGGERS, EffectiveConfig
@@ -49,13 +50,15 @@ def gate_complete(
     *,
     shortfall: str = "",
     limitations: tuple[str, ...] | list[str] = (),
+    also: dict[str, Any] | None = None,
 ) -> None:
     """Complete the check run from every open finding of this reviewer on the pull
     request at this head (the review's own and those it carried), whatever path the
     run took, and from what was reviewed: a head not reviewed in depth (`shortfall`
     says why) or with a changed file its coverage ledger names as not reviewed
-    (`review.coverage`) is never `success`."""
-    Review.objects.filter(pk=review.pk).update(shortfall=shortfall)
+    (`review.coverage`) is never `success`. `also`: the review's other fields, written
+    with its shortfall (one UPDATE)."""
+    Review.objects.filter(pk=review.pk).update(shortfall=shortfall, **(also or {}))
     ledger = entries_of(review.coverage)
     fail_on = ctx.config.fail_check_on
     conclusion = check_conclusion(

@@ -7,6 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
 from django.utils.translation import ngettext
 
 from repos import github
@@ -14,8 +16,13 @@ from repos.github import CheckRunOutput, RepoRef
 from repos.github.budget import URGENT, writes_for
 from repos.models import Installation, Repository, Reviewer
 from repos.policy import POLICY_TRIGGERS, EffectiveConfig, Trigger
-from repos.selectors import effective_config
-from repos.services import installation_upsert, repository_upsert, revision_for_config
+from repos.selectors import effective_config, effective_config_reviewers
+from repos.services import (
+    installation_upsert,
+    repository_create,
+    repository_refresh,
+    revision_for_config,
+)
 from reviews.checks.checkruns import run_check_ensure
 from reviews.intake.admission import Admission, PullRequestFacts, admission_decide
 from reviews.memory.outcomes import outcomes_harvest
@@ -59,10 +66,14 @@ def pull_request_record(
     github_id: int | None = None,
     body: str | None = None,
     head_repository: str | None = None,
+    row: PullRequest | None = None,
+    absent: bool = False,
 ) -> PullRequest:
     """The one writer of a pull request's row: what Tasuku last learnt of it, from a
     webhook's payload or from GitHub's API. `changed_files`, `github_id` and `body` are
-    written when known; None keeps what the row holds."""
+    written when known; None keeps what the row holds. `row`: the row as its caller read
+    it a moment ago (written by its id, not read again); `absent`: its caller found no
+    row a moment ago (the INSERT is tried first)."""
     known = {
         name: value
         for name, value in (
@@ -76,32 +87,60 @@ def pull_request_record(
         # "" is a deleted fork (GitHub's head.repo is null); the base's own name is no fork.
         known["head_repository"] = head_repository
         known["from_fork"] = head_repository.lower() != repository.full_name.lower()
-    pull_request, _ = PullRequest.objects.update_or_create(
-        repository=repository,
-        number=number,
-        defaults={
-            "title": title[:1024],
-            "author_login": author_login,
-            "author_type": author_type,
-            "state": state,
-            "draft": draft,
-            "merged": merged,
-            "head_sha": head_sha,
-            "head_ref": head_ref,
-            "base_sha": base_sha,
-            "base_ref": base_ref,
-            "html_url": html_url,
-            **known,
-        },
-    )
+    values = {
+        "title": title[:1024],
+        "author_login": author_login,
+        "author_type": author_type,
+        "state": state,
+        "draft": draft,
+        "merged": merged,
+        "head_sha": head_sha,
+        "head_ref": head_ref,
+        "base_sha": base_sha,
+        "base_ref": base_ref,
+        "html_url": html_url,
+        **known,
+    }
+    # The row usually exists (every event of a pull request writes it): one UPDATE, then
+    # its read — two statements where `update_or_create` took four (a savepoint, a locked
+    # read, the write, the release). What is returned holds these values, as that did.
+    now = timezone.now()
+    if row is not None and PullRequest.objects.filter(pk=row.pk).update(**values, updated_at=now):
+        for name, value in {**values, "updated_at": now}.items():
+            setattr(row, name, value)
+        row.repository = repository
+        return row
+    rows = PullRequest.objects.filter(repository=repository, number=number)
+    if absent or not rows.update(**values, updated_at=now):
+        try:
+            with transaction.atomic():
+                pull_request = PullRequest.objects.create(
+                    repository=repository, number=number, **values
+                )
+            return pull_request
+        except IntegrityError:
+            # Another delivery created it between our look (or UPDATE) and the INSERT.
+            rows.update(**values, updated_at=now)
+    pull_request = rows.get()
+    for name, value in values.items():
+        setattr(pull_request, name, value)
     pull_request.repository = repository  # the row it names, already in hand
     return pull_request
 
 
-def pull_request_sync(*, repository: Repository, pull: payloads.PullRequest) -> PullRequest:
-    """Record what a payload says of a pull request (title, state, heads, author)."""
+def pull_request_sync(
+    *,
+    repository: Repository,
+    pull: payloads.PullRequest,
+    row: PullRequest | None = None,
+    absent: bool = False,
+) -> PullRequest:
+    """Record what a payload says of a pull request (title, state, heads, author); `row`
+    and `absent` as `pull_request_record` takes them."""
     user = pull.user or payloads.NO_USER
     return pull_request_record(
+        row=row,
+        absent=absent,
         repository=repository,
         number=pull.number,
         github_id=pull.id,
@@ -198,18 +237,18 @@ def pull_request_current(
     delivery is missing — is asked of GitHub, whose answer is the head: a late delivery
     never takes the pull request back to an older commit."""
     pull = payload.pull_request
-    known = (
-        PullRequest.objects.filter(repository=repository, number=pull.number)
-        .values_list("head_sha", flat=True)
-        .first()
-    )
+    # The whole row: written by its id next, when the payload's head follows.
+    row = PullRequest.objects.filter(repository=repository, number=pull.number).first()
+    known = row.head_sha if row is not None else None
     follows = (
         known is None
         or known == pull.head.sha
         or (payload.action == "synchronize" and payload.before == known)
     )
     if follows:
-        pull_request = pull_request_sync(repository=repository, pull=pull)
+        pull_request = pull_request_sync(
+            repository=repository, pull=pull, row=row, absent=row is None
+        )
         when = _when(pull.updated_at)
         if payload.action in STATE_ACTIONS and when is not None:
             PullRequest.objects.filter(pk=pull_request.pk).update(state_changed_at=when)
@@ -263,7 +302,16 @@ def run_request(
         pull_request=pull_request, reviewer=reviewer, head_sha=head
     )
     with transaction.atomic():
-        waiting = same_head.filter(status=RunStatus.QUEUED).first()
+        # This head's runs that may answer the request, newest first, in one read: the one
+        # waiting (at most one: `run_one_queued_per_reviewer`) and the newest that did
+        # not fail and was not cancelled.
+        answering = [
+            _known(run, pull_request, reviewer)
+            for run in same_head.exclude(
+                status__in=(RunStatus.FAILED, RunStatus.CANCELLED)
+            ).order_by("-pk")
+        ]
+        waiting = next((run for run in answering if run.status == RunStatus.QUEUED), None)
         if waiting is not None and status == RunStatus.QUEUED:
             # A full review asked of it, and the latest request's words, go with the
             # run that will answer it.
@@ -276,36 +324,29 @@ def run_request(
                 note=note[:NOTE_MAX] if requested_by else "",
             )
             return waiting, False
-        if trigger not in EXPLICIT_TRIGGERS or status != RunStatus.QUEUED:
-            done = (
-                same_head.exclude(status__in=(RunStatus.FAILED, RunStatus.CANCELLED))
-                .order_by("-pk")
-                .first()
-            )
-            if done is not None:
-                return done, False
-        superseded = list(
-            ReviewRun.objects.filter(
-                pull_request=pull_request, reviewer=reviewer, status=RunStatus.QUEUED
-            )
-            .exclude(head_sha=head)
-            .values_list("pk", flat=True)
+        if answering and (trigger not in EXPLICIT_TRIGGERS or status != RunStatus.QUEUED):
+            return answering[0], False
+        older = ReviewRun.objects.filter(pull_request=pull_request, reviewer=reviewer).exclude(
+            head_sha=head
         )
-        for pk in superseded:
-            run_supersede_waiting(pk, f"stale: superseded by {head[:12]}", superseded_by=head)
+        going = Q(status=RunStatus.RUNNING, cancel_requested_at__isnull=True)
+        under_way = older.filter(going)
+        # Older heads' runs waiting, and those under way not yet asked to stop: one read.
+        found = list(older.filter(Q(status=RunStatus.QUEUED) | going).values_list("pk", "status"))
+        stale = f"stale: superseded by {head[:12]}"
+        taken = False  # a waiting run a worker took meanwhile is under way now
+        for pk, was in found:
+            if was == RunStatus.QUEUED:
+                taken |= not run_supersede_waiting(pk, stale, superseded_by=head)
         # A review of an older head under way: it is asked to stop (its worker stops
         # before its next GitHub call), so it posts nothing on a head nobody will merge.
-        for pk in (
-            ReviewRun.objects.filter(
-                pull_request=pull_request,
-                reviewer=reviewer,
-                status=RunStatus.RUNNING,
-                cancel_requested_at__isnull=True,
-            )
-            .exclude(head_sha=head)
-            .values_list("pk", flat=True)
-        ):
-            run_cancel_request(pk, f"stale: superseded by {head[:12]}", superseded_by=head)
+        running = (
+            under_way.values_list("pk", flat=True)
+            if taken
+            else [pk for pk, was in found if was == RunStatus.RUNNING]
+        )
+        for pk in running:
+            run_cancel_request(pk, stale, superseded_by=head)
         try:
             with transaction.atomic():
                 run = ReviewRun.objects.create(
@@ -324,17 +365,24 @@ def run_request(
                     delivery_id=delivery_id,
                     requested_by=requested_by,
                     requester_note=note[:NOTE_MAX],
+                    # Rung by the caller once the run's check run exists (run_ring_ready):
+                    # a worker that took it before would find no check run and create a
+                    # second.
+                    **(run_ring_later() if status == RunStatus.QUEUED else {}),
                 )
         except IntegrityError:
             # Another trigger for this PR and reviewer queued a run a moment ago: join it.
             return ReviewRun.objects.get(
                 pull_request=pull_request, reviewer=reviewer, status=RunStatus.QUEUED
             ), False
-        if status == RunStatus.QUEUED:
-            # Rung by the caller once the run's check run exists (run_ring_ready): a
-            # worker that took it before would find no check run and create a second.
-            run_ring_later(run)
     return run, True
+
+
+def _known(run: ReviewRun, pull_request: PullRequest, reviewer: Reviewer) -> ReviewRun:
+    """A run read by its pull request and reviewer, given the rows in hand (its caller
+    names its reviewer and looks at its check run: no second read of either)."""
+    run.pull_request, run.reviewer = pull_request, reviewer
+    return run
 
 
 def run_check_then_ring(
@@ -385,14 +433,16 @@ def runs_create(
     trigger: Trigger,
     admission: Admission,
     delivery_id: int | None,
+    reviewers: dict[str, Reviewer] | None = None,
 ) -> list[tuple[ReviewRun, bool]]:
     """One run per reviewer in `config` (see `run_request`). Returns each run with whether
     this call created it. A skipped admission that completes a check run is recorded as
     a `skipped` run, so the check run has a page (`/runs/<id>/`) that says why, and a
     repeated delivery does not post it twice."""
-    reviewers = {
-        r.slug: r for r in Reviewer.objects.filter(slug__in=[c.slug for c in config.reviewers])
-    }
+    if reviewers is None:  # `reviewers`: the rows `config` was made of (by slug)
+        reviewers = {
+            r.slug: r for r in Reviewer.objects.filter(slug__in=[c.slug for c in config.reviewers])
+        }
     return [
         run_request(
             pull_request=pull_request,
@@ -455,19 +505,33 @@ def repository_from_payload(
     if payload.installation is None:
         return Outcome.ignore("no installation in the payload: not a GitHub App delivery")
     repo_data = payload.repository
-    installation = Installation.objects.filter(github_id=payload.installation.id).first()
-    if installation is None:
-        installation = installation_upsert(
-            github_id=payload.installation.id,
-            account_login=repo_data.owner.login,
-            account_type=repo_data.owner.type,
-        )
-    repository = repository_upsert(
-        installation=installation,
-        github_id=repo_data.id,
-        full_name=repo_data.full_name,
-        private=repo_data.private,
-        default_branch=repo_data.default_branch,
+    # The repository, its installation and its policy in one read: the usual delivery,
+    # of a repository known and still in the installation that sent it.
+    known = Repository.objects.select_related("installation", "policy").filter(
+        github_id=repo_data.id
+    )
+    repository = known.first()
+    if repository is not None and repository.installation.github_id == payload.installation.id:
+        installation = repository.installation
+    else:
+        installation = Installation.objects.filter(github_id=payload.installation.id).first()
+        if installation is None:
+            installation = installation_upsert(
+                github_id=payload.installation.id,
+                account_login=repo_data.owner.login,
+                account_type=repo_data.owner.type,
+                absent=True,
+            )
+    facts = {
+        "installation": installation,
+        "full_name": repo_data.full_name,
+        "private": repo_data.private,
+        "default_branch": repo_data.default_branch,
+    }
+    repository = (
+        repository_create(github_id=repo_data.id, **facts)
+        if repository is None
+        else repository_refresh(repository, **facts)
     )
     # Its installation is the one just read (the upsert holds it to it): no second read.
     repository.installation = installation
@@ -562,7 +626,7 @@ def pull_request_event(payload: payloads.PullRequestEvent, *, delivery_id: int) 
     if action not in POLICY_TRIGGERS:
         return Outcome.ignore(f"pull_request.{action} does not trigger a review")
 
-    config = effective_config(repository)
+    config, reviewers = effective_config_reviewers(repository, policy_read=True)
     admission = admission_for(pull_request, action=action, config=config)
     if not admission.admitted and admission.check is None:
         return Outcome(f"skipped {label}: {admission.reason}", decision=Decision.SKIPPED)
@@ -573,6 +637,7 @@ def pull_request_event(payload: payloads.PullRequestEvent, *, delivery_id: int) 
         trigger=Trigger(action),
         admission=admission,
         delivery_id=delivery_id,
+        reviewers=reviewers,
     )
     verdict = admission.check
     for run, created in runs:

@@ -46,7 +46,7 @@ from reviews.queue.runs import (
     LeaseLost,
     RunCancelled,
     run_attempt_failed,
-    run_claim,
+    run_claim_read,
     run_finish,
     run_job_recorded,
     run_release,
@@ -72,12 +72,10 @@ logger = logging.getLogger(__name__)
 def run_execute(run_pk: int, mode_for: Callable[[ReviewRun], RunMode | None] | None = None) -> str:
     """Claim a run and take it through the pipeline. Returns what became of it.
     `mode_for` picks the run's mode (None, or a None answer: a plain review)."""
-    held = run_claim(run_pk)
-    if held is None:
+    claimed = run_claim_read(run_pk)
+    if claimed is None:
         return "not claimed"
-    run = ReviewRun.objects.select_related(
-        "pull_request__repository__installation", "reviewer"
-    ).get(pk=run_pk)
+    held, run = claimed
     repository = run.pull_request.repository
     with log_context(run=run_pk, attempt=held.attempt, repository=repository.full_name,
                      installation=repository.installation.github_id
@@ -385,8 +383,14 @@ def _validate_and_publish(
         talk=talk,
     )
     notes += published.notes
-    Review.objects.filter(pk=review.pk).update(approved=published.approved, notes=notes)
-    gate_complete(ctx, review, open_now, limitations=result.summary.limitations, shortfall=partial)
+    gate_complete(
+        ctx,
+        review,
+        open_now,
+        limitations=result.summary.limitations,
+        shortfall=partial,
+        also={"approved": published.approved, "notes": notes},
+    )
     ctx.beat.check()
     run_finish(ctx.held, status=RunStatus.COMPLETED)
     if ctx.forge.learns:

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Exists, OuterRef, Subquery
 from django.utils import timezone
 from django.utils.translation import ngettext
 
@@ -196,9 +197,9 @@ def persist(
     usage = result.usage if result else None
     triage = core.verdict or Verdict(verdict="", summary="")
     with transaction.atomic():
-        review, created = Review.objects.update_or_create(
-            run=run,
-            defaults={
+        review, created = _review_store(
+            run,
+            {
                 "pull_request": run.pull_request,
                 "reviewer": run.reviewer,
                 "base_sha": run.incremental_since or run.base_sha,
@@ -239,6 +240,18 @@ def persist(
             review.findings.all().delete()
         Finding.objects.bulk_create([_finding_row(review, run, v) for v in core.validated])
     return review
+
+
+def _review_store(run: ReviewRun, values: dict[str, Any]) -> tuple[Review, bool]:
+    """The run's review row written with `values`, and whether it is new. A run's first
+    attempt stores none before (the usual case): the INSERT is tried first, in its
+    savepoint, instead of `update_or_create`'s savepoint, locked read and second
+    savepoint; a retried run's row is updated as that does."""
+    try:
+        with transaction.atomic():
+            return Review.objects.create(run=run, **values), True
+    except IntegrityError:  # an earlier attempt stored it (one review per run)
+        return Review.objects.update_or_create(run=run, defaults=values)
 
 
 def _finding_row(review: Review, run: ReviewRun, v: Validated) -> Finding:
@@ -593,11 +606,22 @@ class Known:
 
 
 def first_try_of(run: ReviewRun) -> bool:
-    """Whether this is the run's first try and nothing of it was ever posted."""
-    return (
-        RunAttempt.objects.filter(run_id=run.pk).count() <= 1
-        and not Review.objects.filter(run=run, github_review_id__isnull=False).exists()
+    """Whether this is the run's first try and nothing of it was ever posted (one read)."""
+    tries = (
+        RunAttempt.objects.filter(run_id=OuterRef("pk"))
+        .order_by()
+        .values("run_id")
+        .annotate(n=Count("pk"))
+        .values("n")
     )
+    posted = Review.objects.filter(run_id=OuterRef("pk"), github_review_id__isnull=False)
+    found = (
+        ReviewRun.objects.filter(pk=run.pk)
+        .annotate(tries=Subquery(tries), posted=Exists(posted))
+        .values_list("tries", "posted")
+        .first()
+    )
+    return found is None or ((found[0] or 0) <= 1 and not found[1])
 
 
 def posted_comments(run: ReviewRun) -> dict[str, Known]:

@@ -26,7 +26,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count, F, OuterRef, Subquery
 from django.utils import timezone
 from django.utils.translation import ngettext
 
@@ -292,9 +292,21 @@ def walkthrough_body(row: Walkthrough) -> str:
     an engine in it is escaped and bounded (reviews/text/escaping.py)."""
     parts = ["### Tasuku walkthrough", ""]
     parts += _change_section(row.change or {})
+    open_findings = (
+        Finding.objects.filter(review__run=OuterRef("pk"), state=FindingState.OPEN)
+        .order_by()
+        .values("review__run")
+    )
     runs = (
         ReviewRun.objects.filter(pk__in=[int(pk) for pk in (row.runs or {}).values()])
-        .select_related("reviewer")
+        # Each run's review, and how many of its findings are open, in the same read.
+        .select_related("reviewer", "review")
+        .annotate(
+            open_findings=Subquery(open_findings.annotate(n=Count("pk")).values("n")),
+            blocking_findings=Subquery(
+                open_findings.filter(blocking=True).annotate(n=Count("pk")).values("n")
+            ),
+        )
         .order_by("reviewer__slug")
     )
     if runs:
@@ -373,7 +385,7 @@ STATUS_LINE = {
 
 
 def _run_section(run: ReviewRun, change: dict[str, Any]) -> list[str]:
-    review = Review.objects.filter(run=run).first()
+    review = getattr(run, "review", None)  # read with the run (walkthrough_body)
     head = code_span(run.head_sha[:7])
     links = f"[run details]({dashboard_url(run)})"
     if review is not None and review.github_review_url:
@@ -403,10 +415,7 @@ def _run_section(run: ReviewRun, change: dict[str, Any]) -> list[str]:
 def _outcome(run: ReviewRun, review: Review | None, head: str) -> str:
     if review is None:
         return f"✅ ended at {head}"
-    counted = Finding.objects.filter(review=review, state=FindingState.OPEN).aggregate(
-        count=Count("pk"), blocking=Count("pk", filter=Q(blocking=True))
-    )
-    count, blocking = counted["count"], counted["blocking"]
+    count, blocking = run.open_findings or 0, run.blocking_findings or 0  # walkthrough_body
     findings = (
         ngettext("%(count)d open finding", "%(count)d open findings", count) % {"count": count}
         if count

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, Max, OuterRef, Q, Subquery
+from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -89,6 +90,17 @@ class RunCancelled(Exception):
         self.reason = reason
 
 
+@dataclass
+class AttemptRow:
+    """The attempt row a claim opened, as its worker last wrote it. While the attempt
+    runs nobody else writes its stage times (the reaper closes it only once the run is
+    no longer held), so they are written from here instead of read back each stage."""
+
+    pk: int
+    started_at: datetime
+    stages: list[dict]
+
+
 @dataclass(frozen=True)
 class Held:
     """A run this worker holds: the attempt number is the key of every later update."""
@@ -96,6 +108,8 @@ class Held:
     run_pk: int
     attempt: int
     worker: str
+    # The attempt row `run_claim` opened (None: it is read when needed).
+    row: AttemptRow | None = field(default=None, compare=False, repr=False)
 
 
 def run_ring(run: ReviewRun) -> None:
@@ -103,10 +117,11 @@ def run_ring(run: ReviewRun) -> None:
     RUNS.ring(run.pk)
 
 
-def run_ring_later(run: ReviewRun) -> None:
-    """A run written in the current transaction, to be rung by `run_ring_ready` once its
-    check run exists (or by the reaper, RING_AGAIN_AFTER later, if that never comes)."""
-    RUNS.ring_later(run.pk)
+def run_ring_later() -> dict[str, Any]:
+    """The fields of a queued run's INSERT that count it rung: it is rung by
+    `run_ring_ready` once its check run exists (or by the reaper, RING_AGAIN_AFTER later,
+    if that never comes)."""
+    return RUNS.ring_later()
 
 
 def run_ring_ready(run: ReviewRun) -> None:
@@ -123,7 +138,16 @@ def _held(held: Held):
 def run_claim(
     run_pk: int, *, worker: str | None = None, now: datetime | None = None
 ) -> Held | None:
-    """Take a queued run, or None if it is not this worker's to take.
+    """Take a queued run, or None if it is not this worker's to take (`run_claim_read`)."""
+    claimed = run_claim_read(run_pk, worker=worker, now=now)
+    return claimed[0] if claimed else None
+
+
+def run_claim_read(
+    run_pk: int, *, worker: str | None = None, now: datetime | None = None
+) -> tuple[Held, ReviewRun] | None:
+    """Take a queued run, or None if it is not this worker's to take; with the run as it
+    is once taken (its pull request, repository, installation and reviewer with it).
 
     One conditional UPDATE decides: the run must be queued and due, below its attempt
     bound, and its pull request must have no other running run (the partial unique
@@ -137,22 +161,31 @@ def run_claim(
     ).exclude(pk=run_pk)
     try:
         with transaction.atomic():
-            attempt = RUNS.claim(
+            taken = RUNS.take(
                 run_pk,
                 now=now,
                 where=~Exists(busy),
                 also={"worker": worker, "stage": "", "started_at": Coalesce(F("started_at"), now)},
             )
-            if attempt is None:
+            if not taken:
                 return None
-            # Row numbers count every try the run ever had, also before an operator's retry.
-            number = (
-                RunAttempt.objects.filter(run_id=run_pk).aggregate(n=Max("number"))["n"] or 0
-            ) + 1
-            RunAttempt.objects.create(run_id=run_pk, number=number, worker=worker, started_at=now)
+            # The run with the attempt just counted, and its last attempt row's number,
+            # in one read (row numbers count every try the run ever had, also before an
+            # operator's retry).
+            last = RunAttempt.objects.filter(run_id=OuterRef("pk")).order_by("-number")
+            run = (
+                ReviewRun.objects.select_related(
+                    "pull_request__repository__installation", "reviewer"
+                )
+                .annotate(last_attempt=Subquery(last.values("number")[:1]))
+                .get(pk=run_pk)
+            )
+            row = RunAttempt.objects.create(
+                run_id=run_pk, number=(run.last_attempt or 0) + 1, worker=worker, started_at=now
+            )
     except IntegrityError:
         return None  # another run of this pull request started first
-    return Held(run_pk, attempt, worker)
+    return Held(run_pk, run.attempts, worker, row=AttemptRow(row.pk, now, [])), run
 
 
 def run_stage(held: Held, stage: str) -> None:
@@ -164,11 +197,17 @@ def run_stage(held: Held, stage: str) -> None:
     # (Raised outside it: an exception within would break a transaction it is part of.)
     with transaction.atomic(savepoint=False):
         still_held = _held(held).update(stage=stage)
-        attempt = _running_attempt(held.run_pk) if still_held else None
-        if attempt is not None:
-            pk, started_at, stages = attempt
-            entered = timeline.stage_enter(stages, stage, timeline.offset(started_at, now))
-            RunAttempt.objects.filter(pk=pk).update(stage_times=entered)
+        row = held.row if still_held else None
+        if still_held and row is None:
+            attempt = _running_attempt(held.run_pk)
+            row = AttemptRow(*attempt) if attempt is not None else None
+        if row is not None:
+            entered = timeline.stage_enter(row.stages, stage, timeline.offset(row.started_at, now))
+            # Still running: the run's row locked above, the reaper cannot be closing it.
+            if RunAttempt.objects.filter(pk=row.pk, outcome=AttemptOutcome.RUNNING).update(
+                stage_times=entered
+            ):
+                row.stages = entered
     if not still_held:
         raise LeaseLost(f"run {held.run_pk} is no longer held by {held.worker}")
 
@@ -309,7 +348,7 @@ def run_finish(held: Held, *, status: str, reason: str = "", superseded_by: str 
             finished_at=now,
         )
         if done:
-            attempt_end(held.run_pk, outcome=outcome, now=now)
+            attempt_end(held.run_pk, outcome=outcome, now=now, row=held.row)
             _ring_waiting(held.run_pk)
     return bool(done)
 
@@ -376,6 +415,7 @@ def run_attempt_failed(held: Held, exc: BaseException, *, stage: str, final: boo
                 stage=stage,
                 error=error[:20000],
                 error_code=code,
+                row=held.row,
             )
             if verdict.kind == durable.FAILED:
                 _ring_waiting(held.run_pk)
@@ -414,6 +454,7 @@ def run_release(held: Held, *, stage: str) -> str:
                 stage=stage,
                 error=f"Interrupted: {why}.",
                 error_code="worker-stopped",
+                row=held.row,
             )
             RUNS.ring(held.run_pk, now=now)
     logger.info("run %s: %s; handed back", held.run_pk, why)
@@ -428,11 +469,12 @@ def attempt_end(
     stage: str = "",
     error: str = "",
     error_code: str = "",
+    row: AttemptRow | None = None,
 ) -> None:
     """Close the run's running attempt row (there is at most one), and the stage it was
-    in with it."""
+    in with it. `row`: that attempt as its worker holds it (else it is read)."""
     with transaction.atomic(savepoint=False):
-        attempt = _running_attempt(run_pk)
+        attempt = (row.pk, row.started_at, row.stages) if row else _running_attempt(run_pk)
         if attempt is None:
             return
         pk, started_at, stages = attempt
@@ -640,11 +682,11 @@ def run_waiting_asked_again(
 ) -> None:
     """A queued run asked for again: a full review asked of it, and the latest
     requester's words go with it. Nothing changes once it has been taken."""
-    waiting = ReviewRun.objects.filter(pk=run_pk, status=RunStatus.QUEUED)
-    if trigger:
-        waiting.update(trigger=trigger)
+    fields: dict[str, Any] = {"trigger": trigger} if trigger else {}
     if requested_by:
-        waiting.update(requested_by=requested_by, requester_note=note)
+        fields.update(requested_by=requested_by, requester_note=note)
+    if fields:
+        ReviewRun.objects.filter(pk=run_pk, status=RunStatus.QUEUED).update(**fields)
 
 
 def run_write_waited(run_pk: int, *, seconds: float, until: datetime, why: str) -> None:

@@ -8,7 +8,7 @@ from datetime import date
 from decimal import Decimal
 
 from django.db import IntegrityError, transaction
-from django.db.models import Sum
+from django.db.models import OuterRef, Subquery, Sum, Value
 from django.utils import timezone
 
 from repos.models import Installation
@@ -48,18 +48,36 @@ def installation_budget(installation: Installation, *, now=None) -> Budget:
     """This month's recorded spend of the installation's reviews (with folding them into
     the repositories' memories and answering replies) against its cap."""
     start = month_start(now)
-    spent = Review.objects.filter(
-        pull_request__repository__installation=installation, created_at__date__gte=start
-    ).aggregate(total=Sum("cost_usd"))["total"] or Decimal("0")
-    # Folding reviews into the memories, and a model reviewer's answers to replies in its
-    # threads, are spend too.
-    folded = MemoryFold.objects.filter(
-        repository__installation=installation, created_at__date__gte=start
-    ).aggregate(total=Sum("cost_usd"))["total"] or Decimal("0")
-    replies = ThreadReply.objects.filter(
-        finding__pull_request__repository__installation=installation,
-        created_at__date__gte=start,
-    ).aggregate(total=Sum("cost_usd"))["total"] or Decimal("0")
+
+    def total(rows):  # this month's sum of a table's costs, as a subquery
+        return Subquery(
+            rows.filter(created_at__date__gte=start)
+            .order_by()
+            .annotate(one=Value(1))
+            .values("one")
+            .annotate(total=Sum("cost_usd"))
+            .values("total")
+        )
+
+    # One statement: the reviews, and — spend too — folding them into the repositories'
+    # memories and a model reviewer's answers to replies in its threads.
+    sums = (
+        Installation.objects.filter(pk=installation.pk)
+        .annotate(
+            reviews=total(
+                Review.objects.filter(pull_request__repository__installation=OuterRef("pk"))
+            ),
+            folds=total(MemoryFold.objects.filter(repository__installation=OuterRef("pk"))),
+            replies=total(
+                ThreadReply.objects.filter(
+                    finding__pull_request__repository__installation=OuterRef("pk")
+                )
+            ),
+        )
+        .values_list("reviews", "folds", "replies")
+        .first()
+    )
+    spent, folded, replies = (v or Decimal("0") for v in (sums or (None, None, None)))
     return Budget(
         spent=Decimal(spent) + Decimal(folded) + Decimal(replies),
         cap=installation.monthly_budget_usd,
