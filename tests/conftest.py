@@ -11,7 +11,13 @@ from repos.github.usage import usage_take
 from tests.fakes.github import FakeGitHub, rsa_keypair
 from tests.fakes.github.contract import summary as contract_summary
 
-pytest_plugins = ["tests.fakes.models.plugin", "tests.costs", "tests.fast", "tests.warm", "tests.migrated"]
+pytest_plugins = [
+    "tests.fakes.models.plugin",
+    "tests.costs",
+    "tests.fast",
+    "tests.warm",
+    "tests.migrated",
+]
 
 APP_ID = 4242
 APP_SLUG = "tasuku-test"
