@@ -13,6 +13,20 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def migrated_by(script: str, database: str | Path, *args: str) -> str:
+    """What `script` printed, run in a process of its own on `database` (a URL, or a
+    SQLite file's path; the suite's databases are built without migrations); a script
+    that fails fails the test."""
+    url = f"sqlite:///{database}" if isinstance(database, Path) else database
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": url}
+    done = subprocess.run(  # noqa: S603
+        [sys.executable, "-c", script, *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip()
+
+
 def test_the_migrations_describe_every_model_as_it_is(tmp_path):
     """`makemigrations --check` in a process of its own: inside the suite the migrations
     are switched off, and it would find none to compare."""
@@ -85,13 +99,7 @@ print("ok")
 
 
 def test_a_free_text_skill_is_kept_to_read_and_taken_from_runs_still_to_come(tmp_path):
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
-           "DATABASE_URL": f"sqlite:///{tmp_path / 'legacy.sqlite3'}"}  # fmt: skip
-    done = subprocess.run(  # noqa: S603
-        [sys.executable, "-c", LEGACY_SKILL_SCRIPT],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+    assert migrated_by(LEGACY_SKILL_SCRIPT, tmp_path / "legacy.sqlite3").endswith("ok")
 
 
 # Reviewers and runs made before revisions, migrated in a process of its own.
@@ -142,13 +150,7 @@ print("ok")
 
 
 def test_every_reviewer_gets_revision_1_and_runs_that_match_it_record_it(tmp_path):
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
-           "DATABASE_URL": f"sqlite:///{tmp_path / 'revisions.sqlite3'}"}  # fmt: skip
-    done = subprocess.run(  # noqa: S603
-        [sys.executable, "-c", REVISIONS_SCRIPT],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+    assert migrated_by(REVISIONS_SCRIPT, tmp_path / "revisions.sqlite3").endswith("ok")
 
 
 @pytest.mark.django_db
@@ -241,13 +243,7 @@ print("ok")
 
 
 def test_a_runs_actions_columns_move_to_its_dispatch_and_back(tmp_path):
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
-           "DATABASE_URL": f"sqlite:///{tmp_path / 'dispatch.sqlite3'}"}  # fmt: skip
-    done = subprocess.run(  # noqa: S603
-        [sys.executable, "-c", DISPATCH_SCRIPT],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+    assert migrated_by(DISPATCH_SCRIPT, tmp_path / "dispatch.sqlite3").endswith("ok")
 
 
 # Runs of review passes before the pass link had a table of its own.
@@ -303,13 +299,7 @@ print("ok")
 
 
 def test_a_runs_pass_moves_to_its_pass_link_and_back(tmp_path):
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
-           "DATABASE_URL": f"sqlite:///{tmp_path / 'pass_link.sqlite3'}"}  # fmt: skip
-    done = subprocess.run(  # noqa: S603
-        [sys.executable, "-c", PASS_LINK_SCRIPT],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+    assert migrated_by(PASS_LINK_SCRIPT, tmp_path / "pass_link.sqlite3").endswith("ok")
 
 
 # A fresh database migrated by the squashed migrations or by the ones they replace, each
@@ -383,16 +373,10 @@ print(json.dumps(schema, sort_keys=True))
 """
 
 
-def _schema_by(path: str, database_url: str) -> dict:
+def _schema_by(path: str, database: str | Path) -> dict:
     import json
 
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": database_url}
-    done = subprocess.run(  # noqa: S603
-        [sys.executable, "-c", SCHEMA_SCRIPT, path],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(migrated_by(SCHEMA_SCRIPT, database, path).splitlines()[-1])
 
 
 @pytest.mark.django_db
@@ -411,9 +395,7 @@ def test_a_fresh_database_gets_the_same_schema_and_rows_through_the_squashed_mig
             with own_database("postgres", script=f"squash_{path}") as db:
                 schemas[path] = _schema_by(path, db.url)
     else:
-        schemas = {
-            p: _schema_by(p, f"sqlite:///{tmp_path / p}.sqlite3") for p in ("squashed", "replaced")
-        }
+        schemas = {p: _schema_by(p, tmp_path / f"{p}.sqlite3") for p in ("squashed", "replaced")}
     squashed, replaced = schemas["squashed"], schemas["replaced"]
     assert squashed.keys() == replaced.keys()
     assert {k: v for k, v in squashed.items() if replaced[k] != v} == {}
@@ -483,10 +465,4 @@ print("ok")
 
 
 def test_a_pass_runs_conversation_note_moves_to_its_pass_link_and_back(tmp_path):
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
-           "DATABASE_URL": f"sqlite:///{tmp_path / 'conversation_note.sqlite3'}"}  # fmt: skip
-    done = subprocess.run(  # noqa: S603
-        [sys.executable, "-c", CONVERSATION_NOTE_SCRIPT],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+    assert migrated_by(CONVERSATION_NOTE_SCRIPT, tmp_path / "note.sqlite3").endswith("ok")
