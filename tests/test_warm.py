@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
+
 import pytest
 
 from tests import warm
@@ -18,12 +21,13 @@ def test_a_rewritten_file_is_found_by_pytest_and_fails_with_pytests_message(
     monkeypatch.setattr(warm, "_config", pytestconfig)
     warm._rewrite(source)
     assert not warm._stale(source)
-    pyc = warm.rewrite.get_cache_dir(source) / ("test_sample.py"[:-3] + warm.rewrite.PYC_TAIL)
-    code = warm.rewrite._read_pyc(source, pyc)
-    namespace: dict = {}
-    exec(code, namespace)  # noqa: S102
+    pyc = warm.rewrite.get_cache_dir(source) / ("test_sample" + warm.rewrite.PYC_TAIL)
+    # Loaded as Python loads any compiled module: the file is a whole, valid pyc.
+    loader = importlib.machinery.SourcelessFileLoader("test_sample", str(pyc))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("test_sample", loader))
+    loader.exec_module(module)
     with pytest.raises(AssertionError) as failed:
-        namespace["test_one"]()
+        module.test_one()
     assert "assert 1 == 2" in str(failed.value)  # pytest's rewritten message, not a bare one
     source.write_text("def test_one():\n    assert True\n")
     assert warm._stale(source)  # an edited file is rewritten again

@@ -12,7 +12,9 @@ when bytecode is not written (`PYTHONDONTWRITEBYTECODE`), when asserts are not r
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -50,8 +52,6 @@ def _rewrite(path: Path) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     global _config
-    import sys
-
     processes = getattr(config.option, "numprocesses", None)
     if (
         not _HAVE
@@ -70,8 +70,6 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     _config = config
     # Forked: the children have this configuration (the rewriter reads its ini options).
-    import multiprocessing
-
     with ProcessPoolExecutor(
         max_workers=os.cpu_count() or 2, mp_context=multiprocessing.get_context("fork")
     ) as pool:

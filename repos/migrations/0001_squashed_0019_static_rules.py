@@ -13,7 +13,8 @@ from importlib import import_module
 
 from django.db import migrations, models
 
-# The rows a fresh install needs, written by the replaced migrations' own functions.
+# The rows a fresh install needs, written by the replaced migrations' own functions (one
+# source; tests/conftest.py uses them too). Before deleting 0002 or 0017, move them here.
 _static_reviewer = import_module("repos.migrations.0002_static_reviewer")
 _github_issue = import_module("repos.migrations.0017_github_issue_connector")
 
