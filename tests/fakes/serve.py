@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import queue
 import secrets
 import signal
 import sys
@@ -167,7 +168,10 @@ def _arguments() -> argparse.Namespace:
 def main() -> None:
     args = _arguments()
     env_file = args.env_file or (ROOT / ".env" if args.write_env else None)
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    # SIGINT too: Python leaves it ignored when the demo's parent ignored it (a script's
+    # background job, a process that runs children with stop signals ignored), and then
+    # Ctrl-C would not stop it.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, _stop_on)
 
     private, public = rsa_keypair()
@@ -302,7 +306,7 @@ def serve(args: argparse.Namespace, fake: FakeGitHub, world, secret: str, page: 
     threading.Thread(target=report, daemon=True).start()
     print(f"The pull request as GitHub would show it: {page}")
     print("Press Enter to push the next commit, Ctrl-C to stop.")
-    for _ in sys.stdin:
+    for _ in _lines(sys.stdin):
         before = pull.head_sha
         step = PUSHES[min(len(pushed), len(PUSHES) - 1)]
         pushed.append(step)
@@ -310,7 +314,31 @@ def serve(args: argparse.Namespace, fake: FakeGitHub, world, secret: str, page: 
         world.push(step[1])
         send_pull("synchronize", before=before, after=pull.head_sha)
     while True:  # no terminal to read from: keep serving until stopped
-        time.sleep(3600)
+        time.sleep(1)
+
+
+def _lines(stream):  # type: ignore[no-untyped-def]
+    """The lines of `stream` as they come, read by a thread of their own: the main thread
+    waits at most a second at a time. A stop signal the kernel hands to another thread (the
+    server's, the reporter's) only marks it pending, and Python runs its handler in the
+    main thread when that thread next runs Python code: a main thread blocked in `read`
+    or a long sleep would never stop."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    while True:
+        try:
+            line = lines.get(timeout=1)
+        except queue.Empty:
+            continue
+        if line is None:
+            return
+        yield line
 
 
 DEMO_BEGIN = "# --- the demo's fake GitHub (tests.fakes.serve; removed when it stops) ---\n"
