@@ -39,6 +39,9 @@ class EngineFacts:
     # research); the CLI engines run their vendor's loop instead, with the reviewer's
     # skills and connectors but not those.
     tasuku_tools: bool = False
+    # Modules its runs all load the same way beyond its entry's own imports (what a
+    # checker imports when it runs), for the fork server to load once.
+    warm: tuple[str, ...] = ()
 
     @property
     def model_engine(self) -> bool:
@@ -65,7 +68,7 @@ class EngineFacts:
     def modules(self) -> tuple[str, ...]:
         """What the engine imports before it does anything (the local runner's fork
         server imports them once: sandbox/runners/forkserver.py)."""
-        entry = (self.entry.split(":")[0],)
+        entry = (self.entry.split(":")[0], *self.warm)
         if self.provider is None or not self.tasuku_tools:
             return entry
         return (*entry, self.provider.conversation.split(":")[0], self.provider.sdk)
@@ -90,7 +93,9 @@ PROVIDERS = {p.name: p for p in (ANTHROPIC, OPENAI)}
 REGISTRY = {
     e.name: e
     for e in (
-        EngineFacts("static", "sandbox.engines.static:review"),
+        EngineFacts(
+            "static", "sandbox.engines.static:review", warm=("sandbox.engines.static.warm",)
+        ),
         EngineFacts("anthropic", "sandbox.agent.anthropic_api:review", ANTHROPIC, True),
         EngineFacts("openai", "sandbox.agent.openai_api:review", OPENAI, True),
         EngineFacts("claude-code", "sandbox.engines.cli:review_claude_code", ANTHROPIC),

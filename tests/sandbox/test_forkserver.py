@@ -6,14 +6,18 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from sandbox.runners import forkserver
 from sandbox.runners.local import Limits, sandboxed_run, scrubbed_environment
 from tests.helpers import ENGINE_ENVIRONMENT
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's prctl")
 
@@ -91,6 +95,32 @@ def test_the_server_imports_what_an_engine_needs_once_and_no_more(tmp_path):
     again, seconds = imported(modules_of("sandbox.run_engine", "anthropic"))
     assert first == again == "['anthropic']"
     assert seconds < 1.0  # imported already
+
+
+def test_a_static_review_finds_its_secret_detectors_loaded_by_the_server(tmp_path):
+    """What a static review's checkers load the same way each time (detect-secrets, its
+    detectors and their patterns) is loaded once by the server; each engine it forks
+    starts with it (benchmarks/engine_start.py: the CPU a static run costs). The server
+    drops a module that fails to import, so each one an engine names must import."""
+    from sandbox.engines import REGISTRY, modules_of
+
+    for facts in REGISTRY.values():
+        for module in facts.warm:
+            subprocess.run([sys.executable, "-I", "-c", f"import {module}"], check=True,
+                           cwd=ROOT)  # fmt: skip
+    server = forkserver.fork_server(scrubbed_environment(""))
+    report = (
+        "import os, sys; sys.stdout.write(repr(sorted(m for m in sys.modules if m in "
+        "('detect_secrets.core.scan', 'detect_secrets.plugins.github_token', 'requests')))); "
+        "sys.stdout.flush(); os._exit(0)"
+    )
+    process = server.spawn("timeit", ["-n", "1", "-r", "1", report], cwd=tmp_path,
+                           env=scrubbed_environment(str(tmp_path)), limits={},
+                           warm=modules_of("sandbox.run_engine", "static"))  # fmt: skip
+    process.stdin.close()
+    out = process.stdout.read().decode()
+    process.wait(timeout=30)
+    assert out == "['detect_secrets.core.scan', 'detect_secrets.plugins.github_token', 'requests']"
 
 
 def test_the_server_holds_nothing_of_the_worker(tmp_path, monkeypatch):

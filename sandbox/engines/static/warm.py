@@ -1,0 +1,22 @@
+"""What every static review loads the same way, loaded once by the local runner's fork
+server before it forks an engine (sandbox/runners/forkserver.py): detect-secrets, the
+classes of its detectors and their compiled patterns, and what it imports (requests).
+Each review's engine found none of it loaded and spent most of its CPU importing it:
+`benchmarks/engine_start.py` measures the difference.
+
+Nothing of a run is here: no file, no path, no setting a review changes (each engine
+sets detect-secrets' settings for itself, in its own process).
+"""
+
+from __future__ import annotations
+
+from detect_secrets.core import scan as _scan  # noqa: F401
+from detect_secrets.core import secrets_collection as _collection  # noqa: F401
+from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+from detect_secrets.settings import default_settings as _settings  # noqa: F401
+
+import sandbox.engines.static  # noqa: F401
+
+# Imports every detector's module and compiles its patterns; the result is cached by
+# detect-secrets (lru_cache) and reused by each forked review.
+get_mapping_from_secret_type_to_class()
