@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -115,6 +116,54 @@ def _hard_limit() -> int:
 
     hard = resource.getrlimit(resource.RLIMIT_AS)[1]
     return sys.maxsize if hard == resource.RLIM_INFINITY else hard
+
+
+LAUNCHERS = [pytest.param(common._PRLIMIT, id="prlimit"), pytest.param(None, id="python")]
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_either_launcher_holds_a_checker_to_its_memory_and_passes_its_arguments_whole(
+    tmp_path, launcher
+):
+    """util-linux's prlimit where it is installed, else a Python that sets the limits and
+    execs: the same limit either way, and a file name that looks like one of prlimit's
+    own options reaches the checker as it is."""
+    if launcher is None and common._PRLIMIT is None:
+        pytest.skip("no prlimit here: the Python launcher is the one in use")
+    if launcher is not None and common._PRLIMIT is None:
+        pytest.skip("util-linux's prlimit is not installed")
+    limit = 200 * 1024**2
+    hungry = [sys.executable, "-I", "-S", "-c", "bytearray(400 * 1024**2)"]
+    done = subprocess.run(common.limited(limit, hungry, prlimit=launcher), capture_output=True)
+    assert done.returncode != 0 and b"MemoryError" in done.stderr
+    echo = [sys.executable, "-I", "-S", "-c", "import sys; print(sys.argv[1:])", "--as=1", "--"]
+    done = subprocess.run(common.limited(limit, echo, prlimit=launcher), capture_output=True)
+    assert done.stdout.decode().strip() == "['--as=1', '--']"
+    core = [
+        sys.executable,
+        "-I",
+        "-S",
+        "-c",
+        "import resource; print(resource.getrlimit(resource.RLIMIT_CORE))",
+    ]
+    done = subprocess.run(common.limited(limit, core, prlimit=launcher), capture_output=True)
+    assert done.stdout.decode().strip() == "(0, 0)"
+
+
+def test_a_checkers_version_is_asked_once_until_its_program_is_replaced(tmp_path):
+    asked = tmp_path / "asked"
+    program = fake_tool(tmp_path, f"open({str(asked)!r}, 'a').write('x')\nprint('tool 1.0')")
+    assert common.version_of("tool", program, tmp_path).strip() == "tool 1.0"
+    assert common.version_of("tool", program, tmp_path).strip() == "tool 1.0"
+    assert asked.read_text() == "x"  # asked once
+    replaced = tmp_path / "new"
+    replaced.write_text(f"#!{sys.executable}\nprint('tool 2.0, upgraded')\n")
+    replaced.chmod(0o755)
+    os.replace(replaced, program)  # an upgrade puts a new program in its place
+    assert common.version_of("tool", program, tmp_path).strip() == "tool 2.0, upgraded"
+    (tmp_path / "broken").mkdir()
+    broken = fake_tool(tmp_path / "broken", "import sys\nsys.exit(2)")
+    assert common.version_of("tool", broken, tmp_path) == ""  # no version costs no findings
 
 
 @pytest.mark.parametrize(
