@@ -3,12 +3,17 @@ the migrations must build the same schema, so they must describe the models whol
 
 from __future__ import annotations
 
+import ast
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.migrated import migrated_states, state_key
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,6 +30,32 @@ def migrated_by(script: str, database: str | Path, *args: str) -> str:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip()
+
+
+def before_of(script: str) -> list[tuple[str, str]]:
+    """The state a data migration's script starts from: its `BEFORE = [...]` line."""
+    found = re.search(r"^BEFORE = (\[.*\])$", script, re.MULTILINE)
+    assert found, "a migration script names the state it starts from"
+    return ast.literal_eval(found.group(1))
+
+
+@pytest.fixture
+def before(tmp_path_factory, worker_id):
+    """A copy of a SQLite database migrated to the state a script starts from. The states
+    are migrated once for the run, in order, by one process (tests/migrated.py): each test
+    here used to migrate an empty database there itself (4 to 5 CPU seconds each), which
+    the squash test below and the production path prove; its subject is the data
+    migration from that state, forward and back, which it still runs whole."""
+    scripts = (LEGACY_SKILL_SCRIPT, REVISIONS_SCRIPT, DISPATCH_SCRIPT, PASS_LINK_SCRIPT,
+               CONVERSATION_NOTE_SCRIPT)  # fmt: skip
+    states = migrated_states([before_of(s) for s in scripts], tmp_path_factory, worker_id)
+
+    def copy(script: str, tmp_path: Path) -> Path:
+        database = tmp_path / "before.sqlite3"
+        shutil.copyfile(states[state_key(before_of(script))], database)
+        return database
+
+    return copy
 
 
 def test_the_migrations_describe_every_model_as_it_is(tmp_path):
@@ -98,8 +129,8 @@ print("ok")
 """
 
 
-def test_a_free_text_skill_is_kept_to_read_and_taken_from_runs_still_to_come(tmp_path):
-    assert migrated_by(LEGACY_SKILL_SCRIPT, tmp_path / "legacy.sqlite3").endswith("ok")
+def test_a_free_text_skill_is_kept_to_read_and_taken_from_runs_still_to_come(tmp_path, before):
+    assert migrated_by(LEGACY_SKILL_SCRIPT, before(LEGACY_SKILL_SCRIPT, tmp_path)).endswith("ok")
 
 
 # Reviewers and runs made before revisions, migrated in a process of its own.
@@ -149,8 +180,8 @@ print("ok")
 """
 
 
-def test_every_reviewer_gets_revision_1_and_runs_that_match_it_record_it(tmp_path):
-    assert migrated_by(REVISIONS_SCRIPT, tmp_path / "revisions.sqlite3").endswith("ok")
+def test_every_reviewer_gets_revision_1_and_runs_that_match_it_record_it(tmp_path, before):
+    assert migrated_by(REVISIONS_SCRIPT, before(REVISIONS_SCRIPT, tmp_path)).endswith("ok")
 
 
 @pytest.mark.django_db
@@ -242,8 +273,8 @@ print("ok")
 """
 
 
-def test_a_runs_actions_columns_move_to_its_dispatch_and_back(tmp_path):
-    assert migrated_by(DISPATCH_SCRIPT, tmp_path / "dispatch.sqlite3").endswith("ok")
+def test_a_runs_actions_columns_move_to_its_dispatch_and_back(tmp_path, before):
+    assert migrated_by(DISPATCH_SCRIPT, before(DISPATCH_SCRIPT, tmp_path)).endswith("ok")
 
 
 # Runs of review passes before the pass link had a table of its own.
@@ -298,8 +329,8 @@ print("ok")
 """
 
 
-def test_a_runs_pass_moves_to_its_pass_link_and_back(tmp_path):
-    assert migrated_by(PASS_LINK_SCRIPT, tmp_path / "pass_link.sqlite3").endswith("ok")
+def test_a_runs_pass_moves_to_its_pass_link_and_back(tmp_path, before):
+    assert migrated_by(PASS_LINK_SCRIPT, before(PASS_LINK_SCRIPT, tmp_path)).endswith("ok")
 
 
 # A fresh database migrated by the squashed migrations or by the ones they replace, each
@@ -464,5 +495,7 @@ print("ok")
 """
 
 
-def test_a_pass_runs_conversation_note_moves_to_its_pass_link_and_back(tmp_path):
-    assert migrated_by(CONVERSATION_NOTE_SCRIPT, tmp_path / "note.sqlite3").endswith("ok")
+def test_a_pass_runs_conversation_note_moves_to_its_pass_link_and_back(tmp_path, before):
+    assert migrated_by(
+        CONVERSATION_NOTE_SCRIPT, before(CONVERSATION_NOTE_SCRIPT, tmp_path)
+    ).endswith("ok")
