@@ -9,7 +9,7 @@ substantive. Pure: the parsed diff in, a verdict out.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -94,13 +94,23 @@ class Verdict:
         }
 
 
-def _changed_lines(file: FileDiff) -> list[str]:
-    lines = []
+def _changed_lines(file: FileDiff) -> Iterator[str]:
+    """Each added or removed line's text, stripped, as they come: a check that stops at
+    the first line it refuses reads no further (a 9 MB generated file's first line)."""
     for hunk in file.hunks:
         for line in hunk.text.splitlines()[1:]:
             if line[:1] in ("+", "-"):
-                lines.append(line[1:].strip())
-    return lines
+                yield line[1:].strip()
+
+
+def _every(lines: Iterator[str], test) -> bool:  # type: ignore[no-untyped-def]
+    """At least one line, and `test` true of each (stopping at the first it is not)."""
+    seen = False
+    for line in lines:
+        if not test(line):
+            return False
+        seen = True
+    return seen
 
 
 def _is_docs(path: str) -> bool:
@@ -123,17 +133,18 @@ def _comments_only(file: FileDiff) -> bool:
     prefixes = tuple(prefix for prefix, suffixes in COMMENT_PREFIXES.items() if suffix in suffixes)
     if not prefixes:
         return False
-    lines = _changed_lines(file)
     block = "//" in prefixes  # the languages whose comments are `//` also have `/* */`
-    return bool(lines) and all(
-        not line or line.startswith(prefixes) or (block and BLOCK_COMMENT.match(line))
-        for line in lines
+    return _every(
+        _changed_lines(file),
+        lambda line: (
+            not line or line.startswith(prefixes) or bool(block and BLOCK_COMMENT.match(line))
+        ),
     )
 
 
 def _version_bump(file: FileDiff) -> bool:
-    lines = [line for line in _changed_lines(file) if line]
-    return bool(lines) and all(VERSION_LINE.match(line) for line in lines)
+    lines = (line for line in _changed_lines(file) if line)
+    return _every(lines, lambda line: bool(VERSION_LINE.match(line)))
 
 
 def triage_rule(diff: Diff, reviewed: Iterable[str]) -> Verdict:
