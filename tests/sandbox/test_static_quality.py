@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -148,6 +149,16 @@ def test_either_launcher_holds_a_checker_to_its_memory_and_passes_its_arguments_
     ]
     done = subprocess.run(common.limited(limit, core, prlimit=launcher), capture_output=True)
     assert done.stdout.decode().strip() == "(0, 0)"
+
+
+def test_a_checker_that_does_not_say_its_version_is_not_waited_for(tmp_path, monkeypatch):
+    """The fork server asks each checker's version before it forks, every engine waiting:
+    one that hangs on `--version` costs its version (left out), not the reviews."""
+    monkeypatch.setattr(common, "VERSION_TIMEOUT", 1)
+    hung = fake_tool(tmp_path, "import time\ntime.sleep(30)")
+    started = time.monotonic()
+    assert common.version_of("tool", hung, tmp_path) == ""
+    assert time.monotonic() - started < 10
 
 
 def test_a_checkers_version_is_asked_once_until_its_program_is_replaced(tmp_path):

@@ -95,11 +95,19 @@ def checker_memory_bytes() -> int:
 
 
 def run_checker(
-    name: str, command: list[str], *, cwd: Path, on: str, ok: tuple[int, ...] = (0,)
+    name: str,
+    command: list[str],
+    *,
+    cwd: Path,
+    on: str,
+    ok: tuple[int, ...] = (0,),
+    timeout: int | None = None,
 ) -> subprocess.CompletedProcess:
-    """`command` under the checker memory limit and a timeout. A failure raises
-    CheckerFailed with a sentence: `shellcheck ran out of memory on "deploy/install.sh"`."""
+    """`command` under the checker memory limit and a timeout (`timeout`, else
+    CHECKER_TIMEOUT). A failure raises CheckerFailed with a sentence: `shellcheck ran out
+    of memory on "deploy/install.sh"`."""
     limit = checker_memory_bytes()
+    timeout = timeout or CHECKER_TIMEOUT
     try:
         completed = subprocess.run(  # noqa: S603
             limited(limit, command),
@@ -107,10 +115,10 @@ def run_checker(
             stdin=subprocess.DEVNULL,
             capture_output=True,
             check=False,
-            timeout=CHECKER_TIMEOUT,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
-        raise CheckerFailed(f"{name} did not finish within {CHECKER_TIMEOUT}s on {on}") from None
+        raise CheckerFailed(f"{name} did not finish within {timeout}s on {on}") from None
     except OSError as exc:
         raise CheckerFailed(f"{name} could not be started on {on}: {exc}") from None
     code = completed.returncode
@@ -362,6 +370,9 @@ def test_folder(path: str) -> str | None:
 # (sandbox/engines/static/warm.py), so that a review asks no tool it already asked;
 # a program replaced since (an upgrade) is asked again.
 _VERSIONS: dict[tuple[str, int, int, int], str] = {}
+# A checker that does not say its version within this long is not waited for (the fork
+# server asks before it forks, and every engine waits on it): its version is left out.
+VERSION_TIMEOUT = 10
 
 
 def version_of(name: str, program: str, cwd: Path) -> str:
@@ -379,9 +390,9 @@ def version_of(name: str, program: str, cwd: Path) -> str:
     if key in _VERSIONS:
         return _VERSIONS[key]  # type: ignore[index]
     try:
-        text = run_checker(name, [program, "--version"], cwd=cwd, on="--version").stdout.decode(
-            errors="replace"
-        )
+        text = run_checker(
+            name, [program, "--version"], cwd=cwd, on="--version", timeout=VERSION_TIMEOUT
+        ).stdout.decode(errors="replace")
     except CheckerFailed:
         return ""
     if key is not None and text.strip():

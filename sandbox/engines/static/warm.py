@@ -13,19 +13,22 @@ sets detect-secrets' settings for itself, in its own process).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import tempfile
 from pathlib import Path
 
-from detect_secrets.core import scan as _scan  # noqa: F401
-from detect_secrets.core import secrets_collection as _collection  # noqa: F401
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-from detect_secrets.settings import default_settings as _settings  # noqa: F401
 
-import sandbox.engines.static  # noqa: F401
 from sandbox.engines.static.common import version_of
 from sandbox.engines.static.tools import tool
 
+# What `secrets.check` imports when it runs (detect-secrets' scan, its collection and its
+# settings; `requests` with them).
+LOADED = ("detect_secrets", "detect_secrets.core.secrets_collection", "detect_secrets.settings")
 CHECKERS = ("ruff", "shellcheck", "oxlint", "zizmor", "hadolint")
+
+for _module in LOADED:
+    importlib.import_module(_module)
 
 # Imports every detector's module and compiles its patterns; the result is cached by
 # detect-secrets (lru_cache) and reused by each forked review.
