@@ -60,6 +60,10 @@ def installation_upsert(
     return installation
 
 
+# `repository_upsert`'s `row` when its caller did not read the repository.
+_UNREAD: Any = object()
+
+
 def repository_upsert(
     *,
     installation: Installation,
@@ -67,29 +71,26 @@ def repository_upsert(
     full_name: str,
     private: bool | None = None,
     default_branch: str = "",
+    row: Repository | None = _UNREAD,
 ) -> Repository:
     """Create or refresh a repository (renames and transfers follow its GitHub id).
 
     A repository Tasuku has not seen before starts enabled or not per
     TASUKU_ENABLE_NEW_REPOSITORIES and gets a policy with the site defaults and the
-    reviewers marked default for new repositories.
+    reviewers marked default for new repositories. `row`: the repository's row as its
+    caller read it a moment ago (None: it found none), so it is not read again.
     """
-    repository = Repository.objects.filter(github_id=github_id).first()
-    if repository is None:
-        return repository_create(
-            installation=installation,
-            github_id=github_id,
-            full_name=full_name,
-            private=private,
-            default_branch=default_branch,
-        )
-    return repository_refresh(
-        repository,
-        installation=installation,
-        full_name=full_name,
-        private=private,
-        default_branch=default_branch,
-    )
+    if row is _UNREAD:
+        row = Repository.objects.filter(github_id=github_id).first()
+    facts: dict[str, Any] = {
+        "installation": installation,
+        "full_name": full_name,
+        "private": private,
+        "default_branch": default_branch,
+    }
+    if row is None:
+        return repository_create(github_id=github_id, **facts)
+    return repository_refresh(row, **facts)
 
 
 def repository_create(

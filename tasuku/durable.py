@@ -154,6 +154,11 @@ def installation_quiet(github_id: int | None, until: datetime, reason: str) -> N
     ).update(quiet_until=until, quiet_reason=reason[:2000])
 
 
+def _ahead(until: datetime | None, now: datetime) -> datetime | None:
+    """A rate-limit wait's end, if it is still ahead of `now`."""
+    return until if until is not None and until > now else None
+
+
 def quiet_until(github_id: int | None, now: datetime) -> datetime | None:
     """When the installation's rate-limit wait ends, if it is still waiting."""
     if not github_id:
@@ -161,13 +166,12 @@ def quiet_until(github_id: int | None, now: datetime) -> datetime | None:
     until = (
         _installations().filter(github_id=github_id).values_list("quiet_until", flat=True).first()
     )
-    return until if until is not None and until > now else None
+    return _ahead(until, now)
 
 
 def quiet_left(installation: Any, now: datetime) -> datetime | None:
     """`quiet_until` of an installation row in hand (read with the work, no second read)."""
-    until = installation.quiet_until if installation.github_id else None
-    return until if until is not None and until > now else None
+    return _ahead(installation.quiet_until if installation.github_id else None, now)
 
 
 # --- The queue ------------------------------------------------------------------------
@@ -267,7 +271,7 @@ class Queue:
             .values_list("quiet_until", flat=True)
             .first()
         )
-        return until if until is not None and until > now else None
+        return _ahead(until, now)
 
     def _quiet(self, now: datetime):
         """A condition on a row: its installation waits out a rate limit at `now` (what

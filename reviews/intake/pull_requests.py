@@ -17,12 +17,7 @@ from repos.github.budget import URGENT, writes_for
 from repos.models import Installation, Repository, Reviewer
 from repos.policy import POLICY_TRIGGERS, EffectiveConfig, Trigger
 from repos.selectors import effective_config, effective_config_reviewers
-from repos.services import (
-    installation_upsert,
-    repository_create,
-    repository_refresh,
-    revision_for_config,
-)
+from repos.services import installation_upsert, repository_upsert, revision_for_config
 from reviews.checks.checkruns import run_check_ensure
 from reviews.intake.admission import Admission, PullRequestFacts, admission_decide
 from reviews.memory.outcomes import outcomes_harvest
@@ -522,16 +517,13 @@ def repository_from_payload(
                 account_type=repo_data.owner.type,
                 absent=True,
             )
-    facts = {
-        "installation": installation,
-        "full_name": repo_data.full_name,
-        "private": repo_data.private,
-        "default_branch": repo_data.default_branch,
-    }
-    repository = (
-        repository_create(github_id=repo_data.id, **facts)
-        if repository is None
-        else repository_refresh(repository, **facts)
+    repository = repository_upsert(
+        installation=installation,
+        github_id=repo_data.id,
+        full_name=repo_data.full_name,
+        private=repo_data.private,
+        default_branch=repo_data.default_branch,
+        row=repository,
     )
     # Its installation is the one just read (the upsert holds it to it): no second read.
     repository.installation = installation
