@@ -353,10 +353,12 @@ def started(name: str, root: Path, port: int) -> tuple[dict[str, str], list[list
     return env, commands
 
 
-def test_the_units_start_on_a_fresh_host_and_the_web_is_ready(tmp_path):
+def test_the_units_start_on_a_fresh_host_and_the_web_is_ready(tmp_path, migrated_sqlite):
     """The units as systemd starts them, on a host the README's steps prepared: the web's
     ExecStartPre steps succeed, gunicorn answers /healthz ready (the workspace root
-    there), and the worker's system checks (run before it starts) pass."""
+    there), and the worker's system checks (run before it starts) pass. (Its database is
+    a copy of one the run migrated once, so the unit's `migrate` finds nothing left to
+    do: migrating a fresh one is tests/test_production_path.py's first test.)"""
     import secrets
     import socket
 
@@ -364,6 +366,7 @@ def test_the_units_start_on_a_fresh_host_and_the_web_is_ready(tmp_path):
 
     settings_file = tmp_path / SETTINGS_FILE.lstrip("/")
     settings_file.parent.mkdir(parents=True)
+    shutil.copyfile(migrated_sqlite, tmp_path / "tasuku.sqlite3")
     settings_file.write_text(
         f"SECRET_KEY={secrets.token_urlsafe(50)}\n"
         "TASUKU_BASE_URL=https://tasuku.example.com\nALLOWED_HOSTS=tasuku.example.com\n"
