@@ -463,6 +463,32 @@ def test_git_fetches_are_answered_as_git_http_backend_answers_them(
     assert direct(dumb, world.git.git_dir) is None
 
 
+def test_a_v2_advertisement_is_upload_packs_own_and_asked_of_it_once_per_configuration(
+    fake_github, monkeypatch
+):
+    """Protocol v2's `info/refs` names capabilities, no ref: the fake answers it again
+    with the bytes upload-pack printed, without a process, until the repository's
+    configuration changes (the test above holds those bytes to http-backend's)."""
+    from tests.fakes.github.state import Request
+
+    world = world_build(fake_github)
+    monkeypatch.setattr(fake_git, "_V2_ADVERTISED", {})
+    started = []
+    run = subprocess.run
+    monkeypatch.setattr(fake_git.subprocess, "run",
+                        lambda *a, **k: started.append(a[0][1]) or run(*a, **k))  # fmt: skip
+    asked = Request("GET", "/x", {"service": ["git-upload-pack"]}, None,
+                    {"git-protocol": "version=2"}, {"service_path": "info/refs"})  # fmt: skip
+    first = fake_git._upload_pack(asked, world.git.git_dir)
+    assert b"version 2" in first[1].data and len(started) == 1
+    again = fake_git._upload_pack(asked, world.git.git_dir)
+    assert again[1].data == first[1].data and len(started) == 1
+    world.git.git("config", "uploadpack.allowFilter", "false")
+    changed = fake_git._upload_pack(asked, world.git.git_dir)
+    assert started.count("upload-pack") == 2
+    assert b"filter" not in changed[1].data.split(b"fetch=")[1].split(b"\n")[0]
+
+
 def _unpacketised(data: bytes) -> list[bytes]:
     """git's pkt-lines, the pack's side-band packets joined: where upload-pack cuts the
     pack into packets depends on how pack-objects' output reached it, not on the pack."""

@@ -438,6 +438,13 @@ _NO_CACHE = {
 }
 
 
+# Protocol v2's advertisement (`info/refs`): its capabilities, which name no ref and
+# depend only on the program and the repository's configuration, as upload-pack printed
+# them, by (the client's protocol, the repository's config file). A fetch asks for it
+# first; the same bytes again cost no process.
+_V2_ADVERTISED: dict[tuple[str, bytes], bytes] = {}
+
+
 def _upload_pack(request: Request, git_dir: Path) -> Response | None:
     """A fetch's request answered as `git http-backend` answers it, with the one process
     it would start in its turn: `git upload-pack --stateless-rpc`, its advertisement
@@ -454,6 +461,11 @@ def _upload_pack(request: Request, git_dir: Path) -> Response | None:
         body = b"" if _protocol_v2(protocol) else b"001e# service=git-upload-pack\n0000"
         args, given = ["--advertise-refs"], b""
         content_type = "application/x-git-upload-pack-advertisement"
+        if _protocol_v2(protocol):
+            advertised = (protocol, _config_of(git_dir))
+            known = _V2_ADVERTISED.get(advertised)
+            if known is not None:
+                return 200, RawBody(known, content_type), dict(_NO_CACHE)
     elif request.method == "POST" and path == "git-upload-pack":
         if request.headers.get("content-type", "") != "application/x-git-upload-pack-request":
             return None
@@ -475,8 +487,17 @@ def _upload_pack(request: Request, git_dir: Path) -> Response | None:
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_PROTOCOL": protocol},
         check=False,
     )
+    if args and _protocol_v2(protocol) and completed.returncode == 0:
+        _V2_ADVERTISED[(protocol, _config_of(git_dir))] = completed.stdout
     # Its status is sent before upload-pack runs: a failure is in the body (an ERR line).
     return 200, RawBody(body + completed.stdout, content_type), dict(_NO_CACHE)
+
+
+def _config_of(git_dir: Path) -> bytes:
+    try:
+        return (git_dir / "config").read_bytes()
+    except OSError:
+        return b""
 
 
 def _protocol_v2(protocol: str) -> bool:
