@@ -113,19 +113,27 @@ def tests_after_review(run_pk: int) -> int | None:
 
 
 def _request(run_pk: int) -> int | None:
-    run = (
-        ReviewRun.objects.select_related("pull_request__repository__installation")
-        .filter(pk=run_pk)
+    # Whether to ask, from four columns: after every review, and most repositories run
+    # no tests (the run and its pull request are read only when one does).
+    found = (
+        ReviewRun.objects.filter(pk=run_pk)
+        .values_list(
+            "status", "trigger", "config", "pull_request__repository__installation__github_id"
+        )
         .first()
     )
-    if run is None or run.status != RunStatus.COMPLETED or run.trigger in CHECKLESS_TRIGGERS:
+    if found is None:
         return None
-    pull_request = run.pull_request
-    if pull_request.repository.installation.github_id == 0:  # a local review
+    status, trigger, config, installation_github_id = found
+    if status != RunStatus.COMPLETED or trigger in CHECKLESS_TRIGGERS:
         return None
-    tests = EffectiveConfig.model_validate(run.config).tests
+    if installation_github_id == 0:  # a local review
+        return None
+    tests = EffectiveConfig.model_validate(config).tests
     if not tests.enabled:
         return None
+    run = ReviewRun.objects.select_related("pull_request").get(pk=run_pk)
+    pull_request = run.pull_request
     with transaction.atomic():
         # A newer head's request: an older head's tests that have not started never will.
         SandboxTestRun.objects.filter(pull_request=pull_request, status=TestsStatus.QUEUED).exclude(
