@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
-import psycopg
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import Subquery
@@ -194,11 +193,17 @@ def _delivery_insert(values: dict[str, Any], doorbell: tuple[str, str, str] | No
 # Whether the intake's statement is prepared on each database connection (see
 # `_server_bound`); false for the rest of the process once a pooler in front refused it.
 _prepare = True
-_POOLER_REFUSALS = (
-    psycopg.errors.InvalidSqlStatementName,  # not prepared on the connection it reached
-    psycopg.errors.DuplicatePreparedStatement,  # prepared there already, by another client
-    psycopg.errors.ProtocolViolation,  # that name is another client's statement there
-)
+
+
+def _pooler_refusals() -> tuple[type[Exception], ...]:
+    # psycopg is loaded on PostgreSQL only (its backend's): a SQLite process never imports it.
+    import psycopg
+
+    return (
+        psycopg.errors.InvalidSqlStatementName,  # not prepared on the connection it reached
+        psycopg.errors.DuplicatePreparedStatement,  # prepared there already, by another client
+        psycopg.errors.ProtocolViolation,  # that name is another client's statement there
+    )
 
 
 def _server_bound(sql: str, params: list[Any]) -> int | None:
@@ -223,7 +228,7 @@ def _server_bound(sql: str, params: list[Any]) -> int | None:
     with db.wrap_database_errors:
         try:
             row = _execute(db, sql, params, prepare=prepare)
-        except _POOLER_REFUSALS as exc:
+        except _pooler_refusals() as exc:
             if not prepare or db.in_atomic_block:
                 raise
             _prepare = False
@@ -239,6 +244,8 @@ def _server_bound(sql: str, params: list[Any]) -> int | None:
 
 
 def _execute(db: Any, sql: str, params: list[Any], *, prepare: bool) -> tuple[Any, ...] | None:
+    import psycopg
+
     with psycopg.Cursor(db.connection) as cursor:
         # prepare=True: at its first use on a connection (None would wait for the fifth);
         # ignored where the connection's prepare_threshold is None (settings.py).

@@ -18,8 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from repos.connectors import outbound
 from repos.connectors.errors import Failed, Refused
 from repos.connectors.github_issue import github_issue
@@ -63,6 +61,8 @@ def connector_tools(reviewer: Any) -> tuple[ConnectorTool, ...]:
 
 
 def input_problems(schema: dict, arguments: Any) -> list[str]:
+    from jsonschema import Draft202012Validator  # loaded by a call, not at every start
+
     validator = Draft202012Validator(schema)
     problems = []
     for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.path)):

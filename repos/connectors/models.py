@@ -8,7 +8,6 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
-from jsonschema import Draft202012Validator, SchemaError
 
 from repos.connectors.outbound import host_allowed
 from repos.connectors.templates import PLACEHOLDER, placeholders, url_problems
@@ -53,6 +52,9 @@ def schema_problems(schema: object) -> list[str]:
     (2020-12) of an object."""
     if not isinstance(schema, dict):
         return ["The input schema must be a JSON object (a JSON Schema)."]
+    # jsonschema (and what it loads) is read when a schema is checked, not at every start.
+    from jsonschema import Draft202012Validator, SchemaError
+
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:

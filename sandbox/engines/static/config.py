@@ -18,7 +18,6 @@ from functools import cached_property
 from pathlib import PurePosixPath
 
 import pathspec
-import yaml
 
 CODE = re.compile(r"[A-Z]+[0-9]*")
 VERSION = re.compile(r"(?:>=|~=|==|>)\s*(\d)\.(\d+)")
@@ -221,6 +220,8 @@ def _json_or_yaml(text: str | None):
         return json.loads(JSONC.sub(_uncomment, text))
     except ValueError:
         pass
+    import yaml  # read for a YAML file only, not at every start
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError:
