@@ -159,7 +159,7 @@ class Prepared:
     checkout: Checkout
     core: stages.Core
     reviewer: ReviewerConfig
-    budget: Budget
+    budget: Budget | None  # None: the installation has no monthly cap
     before: Review | None
     earlier: list
     job: ReviewJob
@@ -206,8 +206,11 @@ def _prepare(ctx: Context, workspace: Workspace, previous: str | None) -> Prepar
     _record_scope(run, checkout, core)
     ctx.forge.under_way(ctx, checkout)
     installation = ctx.repository.installation
-    budget = installation_budget(installation)
-    budget_alert(installation, budget)
+    # Without a cap there is nothing to gate on: this month's spend is not summed.
+    budget = None
+    if installation.monthly_budget_usd is not None:
+        budget = installation_budget(installation)
+        budget_alert(installation, budget)
     before = threads.previous_review(run, previous)
     earlier = threads.earlier_open(before, run.head_sha)
     told = ctx.mode.earlier_context(run, earlier)
@@ -558,7 +561,11 @@ def run_connectors(ctx: Context, job: ReviewJob) -> RunConnectors | None:
 
 
 def stop_early(
-    ctx: Context, core: stages.Core, checkout: Checkout, budget: Budget, previous: str | None
+    ctx: Context,
+    core: stages.Core,
+    checkout: Checkout,
+    budget: Budget | None,
+    previous: str | None,
 ) -> str:
     """Trivial by triage, or over the monthly budget: the engine did not run. Record the
     review, carry every earlier open finding onto it, and complete the check run from
@@ -578,6 +585,7 @@ def stop_early(
         reason = "trivial: " + summary
         why = "triage found the new changes trivial"
     else:
+        assert budget is not None  # only a cap stops a review for its budget (budget_gate)
         reason = f"{BUDGET_SPENT} (${budget.spent:.2f} of ${budget.cap})"
         review = persist(run, core, incomplete=reason)
         shortfall = (
