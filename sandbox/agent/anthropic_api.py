@@ -2,8 +2,9 @@
 the official `anthropic` SDK.
 
 The key comes from ANTHROPIC_API_KEY (the runner passes that one key and nothing else);
-ANTHROPIC_BASE_URL, when set, points the SDK elsewhere (a proxy or gateway). The SDK
-retries 408/409/429/5xx and connection errors itself, honouring `retry-after`.
+ANTHROPIC_BASE_URL, when set, points the SDK elsewhere (a proxy or gateway). A call is
+tried again after 408/409/429/5xx and connection errors, honouring `retry-after`, every try
+within the call's timeout (sandbox/agent/attempts.py).
 Each turn may write at most the job's `max_output_tokens` (`max_tokens`).
 Prompt caching: the system prompt and the newest user message carry a cache breakpoint,
 so each step pays full price only for what is new.
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sandbox.agent.attempts import within
 from sandbox.agent.conversation import Call, Result, Tokens, Turn
 from sandbox.agent.errors import provider_error
 from sandbox.agent.loop import agent_review
@@ -25,7 +27,6 @@ from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.errors import ProviderError
 from sandbox.prompt import Prompt
 
-MAX_RETRIES = 4
 CACHE = {"type": "ephemeral"}
 
 
@@ -58,7 +59,7 @@ class AnthropicConversation:
         self.client = anthropic.Anthropic(
             api_key=key,
             base_url=env.get("ANTHROPIC_BASE_URL") or None,
-            max_retries=MAX_RETRIES,
+            max_retries=0,  # tried again within the call's timeout (sandbox/agent/attempts.py)
         )
         self.system = [{"type": "text", "text": prompt.system, "cache_control": CACHE}]
         self.tools = [
@@ -109,14 +110,18 @@ class AnthropicConversation:
     def send(self, *, timeout: float, force: str | None = None) -> Turn:
         choice = {"type": "tool", "name": force} if force else {"type": "auto"}
         try:
-            response = self.client.messages.create(
-                model=self.model,
-                max_tokens=self.max_tokens,
-                system=self.system,
-                tools=self.tools,
-                tool_choice=choice,
-                messages=self.messages,
-                timeout=timeout,
+            response = within(
+                self.anthropic,
+                lambda seconds: self.client.messages.create(
+                    model=self.model,
+                    max_tokens=self.max_tokens,
+                    system=self.system,
+                    tools=self.tools,
+                    tool_choice=choice,
+                    messages=self.messages,
+                    timeout=seconds,
+                ),
+                timeout,
             )
         except self.anthropic.AnthropicError as exc:
             raise provider_error("Anthropic", self.model, exc) from exc

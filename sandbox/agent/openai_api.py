@@ -3,8 +3,9 @@ through the official `openai` SDK.
 
 The key comes from OPENAI_API_KEY. OPENAI_BASE_URL (the reviewer's base URL) points
 the SDK at any OpenAI-compatible server a team runs itself — vLLM, Ollama, LM Studio —
-which often need no key; the SDK insists on one, so a placeholder is sent then. The SDK
-retries 408/409/429/5xx and connection errors itself, honouring `retry-after`.
+which often need no key; the SDK insists on one, so a placeholder is sent then. A call is
+tried again after 408/409/429/5xx and connection errors, honouring `retry-after`, every try
+within the call's timeout (sandbox/agent/attempts.py).
 Each turn may write at most the job's `max_output_tokens`, sent as
 `max_completion_tokens` (the parameter reasoning models accept; `max_tokens` is refused
 by them).
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sandbox.agent.attempts import within
 from sandbox.agent.conversation import Call, Result, Tokens, Turn
 from sandbox.agent.errors import provider_error
 from sandbox.agent.loop import agent_review
@@ -27,7 +29,6 @@ from sandbox.contract import ReviewJob, ReviewResult
 from sandbox.errors import ProviderError
 from sandbox.prompt import Prompt
 
-MAX_RETRIES = 4
 NO_KEY = "unused"  # self-hosted servers ignore the key; the SDK requires one
 
 
@@ -60,7 +61,9 @@ class OpenAIConversation:
         self.model = job.model
         self.max_tokens = job.limits.max_output_tokens
         self.client = openai.OpenAI(
-            api_key=key or NO_KEY, base_url=base_url, max_retries=MAX_RETRIES
+            api_key=key or NO_KEY,
+            base_url=base_url,
+            max_retries=0,  # tried again within the call's timeout (sandbox/agent/attempts.py)
         )
         self.tools = [
             {
@@ -92,13 +95,17 @@ class OpenAIConversation:
     def send(self, *, timeout: float, force: str | None = None) -> Turn:
         choice: Any = {"type": "function", "function": {"name": force}} if force else "auto"
         try:
-            response = self.client.chat.completions.create(
-                model=self.model,
-                messages=self.messages,
-                tools=self.tools,
-                tool_choice=choice,
-                max_completion_tokens=self.max_tokens,
-                timeout=timeout,
+            response = within(
+                self.openai,
+                lambda seconds: self.client.chat.completions.create(
+                    model=self.model,
+                    messages=self.messages,
+                    tools=self.tools,
+                    tool_choice=choice,
+                    max_completion_tokens=self.max_tokens,
+                    timeout=seconds,
+                ),
+                timeout,
             )
         except self.openai.OpenAIError as exc:
             raise provider_error("OpenAI", self.model, exc) from exc
