@@ -186,7 +186,9 @@ def test_the_triage_model_can_find_a_change_trivial(world, claude, deliver):
     ("triage", "why"),
     [
         (Fail(400, message="model: unknown model"), "triage model unavailable"),
-        (Fail(500), "triage model unavailable"),
+        # A 5xx is tried again: the fake asks for 10 ms between tries, not the 0.5 s
+        # doubling the rules wait otherwise (7.5 s for the four retries).
+        (Fail(500, headers={"retry-after-ms": "10"}), "triage model unavailable"),
         (ToolCall("submit_triage", {"verdict": "trivial-ish", "summary": "?"}), "malformed"),
         (ToolCall("submit_triage", {"summary": "no verdict at all"}), "malformed"),
         (Reply("It looks trivial to me."), "gave no verdict"),
@@ -197,7 +199,7 @@ def test_a_triage_that_fails_chooses_substantive_and_the_change_is_reviewed_in_d
     world, claude, deliver, triage, why
 ):
     reviewer("anthropic", triage_model="claude-haiku-5-5")
-    # The SDK retries a 5xx: every retry fails too.
+    # A 5xx is tried again (sandbox/agent/attempts.py): every retry fails too.
     steps = [triage] * 5 if isinstance(triage, Fail) and triage.status >= 500 else [triage]
     claude.script(*steps, ToolCall("submit_review", {"findings": [SHELL]}))
     run = deliver(world)

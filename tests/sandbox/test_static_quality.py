@@ -201,6 +201,8 @@ def test_a_ruff_that_crashes_or_talks_nonsense_makes_the_review_partial(
 
 def test_a_checker_that_times_out_makes_the_review_partial(tmp_path, monkeypatch):
     monkeypatch.setattr(common, "CHECKER_TIMEOUT", 1)
+    # It hangs when asked its version too: that wait is bounded as well (1 s, not 10).
+    monkeypatch.setattr(common, "VERSION_TIMEOUT", 1)
     fake = fake_tool(tmp_path / "..", "import time\ntime.sleep(30)")
     monkeypatch.setattr(shellcheck, "tool", lambda name: fake)
     result = review(tmp_path, {"run.sh": "#!/bin/sh\necho $X\n", "app.py": "import os\n"})
