@@ -7,7 +7,7 @@ GitHub's secondary limits.
 Starts the fake GitHub (which refuses, as GitHub documents, an installation's 81st
 content-generating request in a minute, its 501st in an hour and its 101st at once, with
 a 403 and `retry-after`), Tasuku's web app under gunicorn and --clusters worker clusters
-(`manage.py qcluster`, --workers processes each: 2 x 2, as two hosts would run them) on a
+(`manage.py worker`, --workers processes each: 2 x 2, as two hosts would run them) on a
 database of their own (benchmarks/isolation.py), then sends --pulls signed
 `pull_request.opened` webhooks for as many pull requests of one installation (three files
 each; the `static` reviewer), as fast as it can, and waits until every one has its review,

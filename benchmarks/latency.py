@@ -6,7 +6,7 @@
 Starts the fake GitHub (tests/fakes, as `tests.fakes.serve` runs it standalone) with the
 demo's repository, and Tasuku as it is deployed: the web app under gunicorn (2 workers
 x 4 threads, as `manage.py serve`; on --port, answering with the token it was started
-with) and a worker (`manage.py qcluster`), on a database of their own (--database,
+with) and a worker (`manage.py worker`, as deployed), on a database of their own (--database,
 benchmarks/isolation.py). Then, one pull request at a time (three files: Python, shell,
 Markdown; the `static` reviewer), it sends the signed `pull_request.opened` webhook and
 waits for the review on the fake GitHub:
@@ -125,12 +125,14 @@ def wait(condition, *, timeout: float, what: str, every: float = 0.01):
 
 
 class Worker:
-    """`manage.py qcluster`, in a process group of its own."""
+    """`manage.py worker`, as deployed, in a process group of its own, and stopped as
+    systemd stops it: SIGTERM to every process of the group. (django-q2's own `manage.py
+    qcluster` ignored that for 20 s, the wait below, and then was killed.)"""
 
     def __init__(self, env: dict[str, str], log: Path) -> None:
         self.log = open(log, "w")  # noqa: SIM115
         self.process = subprocess.Popen(  # noqa: S603
-            [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env,
+            [sys.executable, "manage.py", "worker"], cwd=ROOT, env=env,
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
 

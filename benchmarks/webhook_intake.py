@@ -1,6 +1,6 @@
 """Webhook intake throughput and latency, against a bare HMAC + INSERT floor.
 
-    .venv/bin/python benchmarks/webhook_intake.py [--duration 4] [--pairs 3]
+    .venv/bin/python benchmarks/webhook_intake.py [--duration 4] [--pairs 3] [--warmup 1.5]
         [--concurrency 1 8 32] [--databases sqlite postgres] [--port 0] [--database postgres]
 
 For each database it serves two WSGI apps with the same gunicorn settings, side by side
@@ -242,7 +242,8 @@ def bench_database(given: str, args: argparse.Namespace, body: bytes, key: str) 
             print(f"{kind}: floor on port {floor.port}, tasuku on port {tasuku.port} "
                   "(each answered with its own token)", flush=True)  # fmt: skip
             for server in servers.values():
-                drive(server.port, body, concurrency=4, duration=1.5)  # connections, imports
+                # Connections opened, imports done, before anything is measured.
+                drive(server.port, body, concurrency=4, duration=args.warmup)
             _count_and_clear(db)
             phases = [(c, None) for c in args.concurrency] + [(8, 100.0)]
             for concurrency, rate in phases:
@@ -298,6 +299,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=4.0, help="seconds of each run")
     parser.add_argument("--pairs", type=int, default=3, help="floor/Tasuku pairs at each load")
+    parser.add_argument("--warmup", type=float, default=1.5,
+                        help="seconds each server is driven before the runs (default 1.5)")  # fmt: skip
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument(
         "--databases", nargs="+", default=["sqlite", "postgres"],

@@ -57,6 +57,8 @@ _MIGRATES = ("static_quality.py", "slow_clients.py")
                 "1",
                 "--gunicorn-workers",
                 "1",
+                "--warmup",
+                "0.2",
             ],
             "deliveries lost (202 answered but not stored): 0",
         ),
