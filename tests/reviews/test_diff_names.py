@@ -153,21 +153,23 @@ def tree(git: _Git, entries: dict[str, str]) -> str:
 @example(name=" ")
 @example(name="café\u2028\x85\x0c.py")
 def test_the_path_parsed_from_a_diff_of_a_file_is_its_name(repo, name):
+    # Each tree made once (git's own trees of this name: one process each, per example).
     one = blob(repo, b"x = 1\n")
     two = blob(repo, b"x = 2\ny = 3\n")
-    added = repo(*DIFF, "--find-renames", "--unified=3", EMPTY_TREE, tree(repo, {name: one}), "--")
+    first, second = tree(repo, {name: one}), tree(repo, {name: two})
+    added = repo(*DIFF, "--find-renames", "--unified=3", EMPTY_TREE, first, "--")
     [file] = diff_parse(added).files
     assert (file.path, file.status, file.added) == (name, "added", (1,))
     # The name lists the workspace takes with -z agree with the diff.
-    listed = repo(*DIFF, "--name-only", "-z", EMPTY_TREE, tree(repo, {name: one}), "--")
+    listed = repo(*DIFF, "--name-only", "-z", EMPTY_TREE, first, "--")
     assert listed.split("\0")[:-1] == [name]
 
-    modified = repo(*DIFF, "--unified=3", tree(repo, {name: one}), tree(repo, {name: two}), "--")
+    modified = repo(*DIFF, "--unified=3", first, second, "--")
     [file] = diff_parse(modified).files
     assert (file.path, file.status, file.added) == (name, "modified", (1, 2))
 
     other = name + " moved"
-    renamed = repo(*DIFF, "--find-renames", tree(repo, {name: two}), tree(repo, {other: two}), "--")
+    renamed = repo(*DIFF, "--find-renames", second, tree(repo, {other: two}), "--")
     [file] = diff_parse(renamed).files
     assert (file.path, file.status, file.previous_path) == (other, "renamed", name)
 
