@@ -5,12 +5,16 @@ Which tests start one is known from what they did, not guessed: `tests/external.
 lists every test (by its function: all its parametrisations together) that, in a run
 watched by tests/costs.py, started a process (git, a worker, a server, a linter, an
 engine of the sandbox's fork server) or drove Chromium, with the seconds it took then.
-`--fast` deselects those; a whole run starts them first, the longest first (the tail of
-a run on several processes is then short tests, not a long one begun last). A run
-with `--external-update` rewrites the list from what the tests it ran did (tests it did
-not run keep their line), so after adding such tests:
+`--fast` deselects those; a whole run starts them first, the longest first, dealt to its
+processes (`dealt`: the tail of a run on several processes is then short tests, not a
+long one begun last). A run with `--external-update` adds the tests it saw start one and
+writes the seconds each took (a listed test keeps its line: some start a process only in
+some orders; delete the line of one that no longer does), so after adding such tests:
 
     make test PYTEST_ARGS=--external-update
+
+and when `make test-fast` names tests that started a process anyway, the same option on
+it lists them: `make test-fast PYTEST_ARGS=--external-update`.
 
 A test that starts a process under `--fast` anyway (new, or changed since the list was
 written) still runs and passes or fails as it would; the run names it at the end.
@@ -144,8 +148,10 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  #
         key(nodeid) for nodeid, figures in collected.figures.items() if started_something(figures)
     }
     if config.getoption("--external-update"):
-        ran = {key(nodeid) for nodeid in collected.figures}
-        kept = {name: s for name, s in weights().items() if name not in ran}
+        # Every listed test keeps its line, whether this run ran it or not: some start a
+        # process only in some orders (the first to need a mirror or the fork server), and
+        # one dropped for starting nothing this time would start one under --fast next.
+        kept = weights()
         seconds: dict[str, float] = {}
         for nodeid, phases in collected.phases.items():
             if key(nodeid) in doing:
@@ -161,5 +167,5 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  #
             terminalreporter.write_line(name)
         terminalreporter.write_line(
             "They ran; list them for the next --fast with "
-            "`make test PYTEST_ARGS=--external-update` (tests/fast.py)."
+            "`make test-fast PYTEST_ARGS=--external-update` (tests/fast.py)."
         )
