@@ -5,9 +5,8 @@ Which tests start one is known from what they did, not guessed: `tests/external.
 lists every test (by its function: all its parametrisations together) that, in a run
 watched by tests/costs.py, started a process (git, a worker, a server, a linter, an
 engine of the sandbox's fork server) or drove Chromium, with the seconds it took then.
-`--fast` deselects those; a whole run starts them first, the longest first, dealt to its
-processes (`dealt`: the tail of a run on several processes is then short tests, not a
-long one begun last). A run with `--external-update` adds the tests it saw start one and
+`--fast` deselects those; a whole run starts them first, the longest first (the tail of
+a run on several processes is then short tests, not a long one begun last). A run with `--external-update` adds the tests it saw start one and
 writes the seconds each took (a listed test keeps its line: some start a process only in
 some orders; delete the line of one that no longer does), so after adding such tests:
 
@@ -90,13 +89,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # first, so that the processes of `make test` end on quick tests rather than wait
         # for a long one begun last (tests run in any order: tests/conftest.py).
         items.sort(key=lambda item: -weight.get(key(item.nodeid), -1.0))
-        # A process of a run on several (pytest-xdist): dealt for `worksteal`, which the
-        # run's own command line names (a worker's options say `dist` is "no").
-        started = getattr(config, "workerinput", {})
-        argv = started.get("mainargv", ())
-        stealing = any(a == "worksteal" or a.endswith("=worksteal") for a in argv)
-        if started.get("workercount", 0) > 1 and stealing:
-            items[:] = dealt(items, started["workercount"])
         return
     kept, left = [], []
     for item in items:
@@ -107,33 +99,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if left:
         config.hook.pytest_deselected(items=left)
         items[:] = kept
-
-
-def dealt(items: list, workers: int) -> list:
-    """`items` (the longest first) dealt to `workers` hands in turn, as cards are, and the
-    hands laid end to end, each the size pytest-xdist's `worksteal` gives a process at
-    the start (the run's tests split in order into that many parts). Each process then
-    starts on its share of the long tests and ends on its quick ones; a process that
-    runs dry steals from the end of another's, which is quick tests too. Laid in plain
-    longest-first order, the first process got every long test and the others stole the
-    last of them, so the run ended on long tests begun late."""
-    hands: list[list] = [[] for _ in range(workers)]
-    for n, item in enumerate(items):
-        hands[n % workers].append(item)
-    # The parts worksteal cuts: each the tests left over the processes left to serve.
-    sizes, left = [], len(items)
-    for served in range(workers):
-        sizes.append(left // (workers - served))
-        left -= sizes[-1]
-    # A hand one longer than its part gives its quickest test to the next part, which
-    # runs it last.
-    rank = {id(item): n for n, item in enumerate(items)}
-    ordered, spill = [], []
-    for hand, size in zip(hands, sizes, strict=True):
-        hand = sorted(spill + hand, key=lambda item: rank[id(item)])
-        ordered.extend(hand[:size])
-        spill = hand[size:]
-    return ordered + spill
 
 
 def started_something(figures: dict) -> bool:
