@@ -50,15 +50,25 @@ class Provider:
         return module.review(job, root)
 
 
-@pytest.fixture(params=["anthropic", "openai"])
-def provider(request, fake_anthropic, fake_openai) -> Provider:
-    if request.param == "anthropic":
+def provider_for(engine: str, fake_anthropic, fake_openai) -> Provider:
+    """The engine's fake, models and SDK module (also for tests/sandbox/test_model_attempts.py)."""
+    if engine == "anthropic":
         return Provider("anthropic", fake_anthropic, "claude-sonnet-5-5", "claude-haiku-5-5")
     return Provider("openai", fake_openai, "gpt-5.5", "gpt-5-mini")
 
 
+@pytest.fixture(params=["anthropic", "openai"])
+def provider(request, fake_anthropic, fake_openai) -> Provider:
+    return provider_for(request.param, fake_anthropic, fake_openai)
+
+
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
+    return checkout_made(tmp_path)
+
+
+def checkout_made(tmp_path: Path) -> Path:
+    """A small tree to review: two Python files and a long text file."""
     root = tmp_path / "checkout"
     (root / "app").mkdir(parents=True)
     (root / "app" / "pay.py").write_text(

@@ -15,9 +15,20 @@ from sandbox.agent import attempts
 from sandbox.agent.attempts import asked_wait, retry_wait, within
 from sandbox.agent.loop import DEADLINE_MARGIN
 from tests.fakes.models import Fail, Hang, Loop, Reply
-from tests.sandbox.test_agent_reach import checkout, job, provider  # noqa: F401 (fixtures)
+from tests.sandbox.test_agent_reach import checkout_made, job, provider_for
 
 REQUEST = httpx.Request("POST", "http://model.invalid/v1/messages")
+
+
+@pytest.fixture(params=["anthropic", "openai"])
+def model(request, fake_anthropic, fake_openai):
+    """Each engine through its real SDK, against its fake server."""
+    return provider_for(request.param, fake_anthropic, fake_openai)
+
+
+@pytest.fixture
+def tree(tmp_path):
+    return checkout_made(tmp_path)
 
 
 def status_error(sdk, status: int, headers: dict[str, str] | None = None):
@@ -60,39 +71,36 @@ def tries(clock: Clock, outcomes: list, *, takes: float = 0.0):
 # --- through the real SDKs, against the fake model servers -----------------------------
 
 
-def test_a_model_that_never_answers_stops_the_review_at_its_deadline_after_one_try(
-    provider,  # noqa: F811
-    checkout,  # noqa: F811
-):
+def test_a_model_that_never_answers_stops_the_review_at_its_deadline_after_one_try(model, tree):
     # The sandbox's limit is 21 s and the loop keeps 20 of them: the call has 1 s. With the
     # SDKs retrying themselves it was tried five times, 1 s each, with 6 s of waits
     # between: 11 s, and a call given more than 4 s outlasted the sandbox's limit.
-    provider.fake.script(Loop(Hang(60)))
+    model.fake.script(Loop(Hang(60)))
     started = time.monotonic()
-    result = provider.review(job(provider, limits={"deadline_seconds": 21}), checkout)
+    result = model.review(job(model, limits={"deadline_seconds": 21}), tree)
     took = time.monotonic() - started
     assert result.incomplete.startswith("stopped at the deadline (21 s)")
-    assert len(provider.fake.model_requests) == 1
+    assert len(model.fake.model_requests) == 1
     assert took < DEADLINE_MARGIN  # within the time kept to hand the result back
 
 
-def test_an_overloaded_model_is_tried_again_as_the_server_asks(provider, checkout):  # noqa: F811
-    provider.fake.script(
-        Fail(529 if provider.engine == "anthropic" else 503, headers={"retry-after-ms": "50"}),
+def test_an_overloaded_model_is_tried_again_as_the_server_asks(model, tree):
+    model.fake.script(
+        Fail(529 if model.engine == "anthropic" else 503, headers={"retry-after-ms": "50"}),
         Fail(500, headers={"retry-after-ms": "50"}),
         Loop(Reply("no tool call")),
     )
-    result = provider.review(job(provider, limits={"steps": 1}), checkout)
+    result = model.review(job(model, limits={"steps": 1}), tree)
     # Two failures, then the answer: three requests for the one step.
-    assert len(provider.fake.model_requests) == 3
+    assert len(model.fake.model_requests) == 3
     assert "step ceiling" in result.incomplete
 
 
-def test_a_refused_key_is_not_tried_again(provider, checkout):  # noqa: F811
-    provider.fake.script(Loop(Fail(401)))
+def test_a_refused_key_is_not_tried_again(model, tree):
+    model.fake.script(Loop(Fail(401)))
     with pytest.raises(Exception, match="refused the API key"):
-        provider.review(job(provider), checkout)
-    assert len(provider.fake.model_requests) == 1
+        model.review(job(model), tree)
+    assert len(model.fake.model_requests) == 1
 
 
 # --- the rules, on a clock of their own ------------------------------------------------
