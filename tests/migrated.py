@@ -56,14 +56,22 @@ def migrated_sqlite(tmp_path_factory, worker_id) -> Path:
     return template
 
 
+# A migration script's start, as manage.py's: Django and the apps loaded with the garbage
+# collector kept out of what they load (tasuku/loading.py).
+SETUP = """
+import django
+from tasuku.loading import loading
+with loading():
+    django.setup()
+"""
+
+
 # Walks the states in the order given, copying the database at each: a state whose
 # migrations include everything applied so far continues from there, one that does not
 # starts again from an empty database, so each copy holds exactly what migrating an
 # empty database to that state applies.
 _STATES_SCRIPT = r"""
 import json, os, shutil, sys
-import django
-django.setup()
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
@@ -114,7 +122,7 @@ def migrated_states(states, tmp_path_factory, worker_id) -> dict[str, Path]:
             env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
                    "DATABASE_URL": f"sqlite:///{building / 'walk.sqlite3'}"}  # fmt: skip
             done = subprocess.run(  # noqa: S603
-                [sys.executable, "-c", _STATES_SCRIPT, json.dumps(plan)],
+                [sys.executable, "-c", SETUP + _STATES_SCRIPT, json.dumps(plan)],
                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
             )  # fmt: skip
             assert done.returncode == 0, done.stderr[-3000:]

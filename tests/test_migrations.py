@@ -13,19 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.migrated import migrated_states, state_key
+from tests.migrated import SETUP, migrated_states, state_key
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def migrated_by(script: str, database: str | Path, *args: str) -> str:
     """What `script` printed, run in a process of its own on `database` (a URL, or a
-    SQLite file's path; the suite's databases are built without migrations); a script
-    that fails fails the test."""
+    SQLite file's path; the suite's databases are built without migrations) after
+    Django's set-up (`SETUP`); a script that fails fails the test."""
     url = f"sqlite:///{database}" if isinstance(database, Path) else database
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": url}
     done = subprocess.run(  # noqa: S603
-        [sys.executable, "-c", script, *args],
+        [sys.executable, "-c", SETUP + script, *args],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -83,8 +83,6 @@ def test_every_test_database_has_the_data_migrations_rows():
 # Migrated in a process of its own (the suite's databases have no migrations): a task
 # handed off with a free-text skill, with a pass run still waiting and one that ended.
 LEGACY_SKILL_SCRIPT = r"""
-import django
-django.setup()
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
@@ -135,8 +133,6 @@ def test_a_free_text_skill_is_kept_to_read_and_taken_from_runs_still_to_come(tmp
 
 # Reviewers and runs made before revisions, migrated in a process of its own.
 REVISIONS_SCRIPT = r"""
-import django
-django.setup()
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
@@ -221,8 +217,6 @@ def test_tasks_handed_off_before_the_column_existed_read_as_handed_off():
 
 # Runs dispatched to GitHub Actions before their dispatch had a table of its own.
 DISPATCH_SCRIPT = r"""
-import django
-django.setup()
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
@@ -279,8 +273,6 @@ def test_a_runs_actions_columns_move_to_its_dispatch_and_back(tmp_path, before):
 
 # Runs of review passes before the pass link had a table of its own.
 PASS_LINK_SCRIPT = r"""
-import django
-django.setup()
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
@@ -338,8 +330,6 @@ def test_a_runs_pass_moves_to_its_pass_link_and_back(tmp_path, before):
 # in, and the rows the data migrations wrote.
 SCHEMA_SCRIPT = r"""
 import json, re, sys
-import django
-django.setup()
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
@@ -451,8 +441,6 @@ def test_a_fresh_database_gets_the_same_schema_and_rows_through_the_squashed_mig
 # continued a conversation, one that started fresh, pass 1's (no note), a plain run, and
 # a run whose task was pruned (a note, and no link left to keep it).
 CONVERSATION_NOTE_SCRIPT = r"""
-import django
-django.setup()
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 

@@ -70,6 +70,32 @@ def test_an_engine_is_forked_from_the_server_with_its_own_directory_and_environm
     assert first["key"] == "k"
 
 
+def test_an_engine_collects_its_garbage_and_leaves_the_servers_imports_out_of_it(tmp_path):
+    """The server loads with the collector off and freezes what it loaded; the child it
+    forks collects as usual (an engine that never collected would keep every cycle it
+    made), and never walks the server's imports."""
+    script = tmp_path / "report.py"
+    script.write_text(
+        "import gc, json, os\n"
+        "print(json.dumps({'on': gc.isenabled(), 'frozen': gc.get_freeze_count(), "
+        "'ppid': os.getppid()}))\n"
+    )
+    # Any module the server runs (`python -I -m …`); timeit, which `run` uses, turns the
+    # collector off while it times.
+    done = sandboxed_run(
+        [sys.executable, "-I", "-m", "cProfile", "-o", os.devnull, str(script)],
+        cwd=tmp_path,
+        stdin=b"",
+        limits=Limits(wall_seconds=30),
+        env=scrubbed_environment(str(tmp_path), {}),
+        what="a test engine",
+    )
+    seen = json.loads(done.stdout)
+    assert seen["ppid"] == forkserver.fork_server(scrubbed_environment("")).pid
+    assert seen["on"] is True
+    assert seen["frozen"] > 10_000  # the preloaded engine entry points and what they import
+
+
 def test_the_server_imports_what_an_engine_needs_once_and_no_more(tmp_path):
     """A review by the anthropic engine warms its SDK in the server; a static reviewer's
     worker never imports a model SDK."""
