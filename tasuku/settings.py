@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from whitenoise.compress import Compressor
 
 from tasuku.hosts import served
 
@@ -190,6 +191,10 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
+# Source maps (12 of the 24 MB the API docs' bundles bring) are read by a browser's
+# developer tools only: served as they are, not compressed at each collectstatic, which
+# halves its CPU (3.7 -> 1.9 s; `make run` collects at every start).
+WHITENOISE_SKIP_COMPRESS_EXTENSIONS = [*Compressor.SKIP_COMPRESS_EXTENSIONS, "map"]
 
 LOGIN_URL = "admin:login"
 LOGIN_REDIRECT_URL = "/"

@@ -99,6 +99,12 @@ def test_migrate_collectstatic_and_serve_with_debug_off_give_a_ready_node(tmp_pa
         assert dashboard.status_code == 200 and "/admin/login/" in dashboard.url
         ours = re.search(r'href="(/static/tasuku\.[0-9a-f]+\.css)"', dashboard.text)
         assert ours is None or requests.get(base + ours.group(1), timeout=15).status_code == 200
+    # Scripts are kept compressed beside themselves; source maps (read by a browser's
+    # developer tools only) are not compressed at each collectstatic.
+    bundles = tmp_path / "static" / "drf_spectacular_sidecar" / "swagger-ui-dist"
+    assert (bundles / "swagger-ui-bundle.js.gz").exists()
+    assert (bundles / "swagger-ui-bundle.js.map").exists()
+    assert not list(bundles.glob("*.map.gz"))
 
 
 def readme_compose_env() -> dict[str, str]:
