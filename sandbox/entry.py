@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 from pydantic import BaseModel
 
 from sandbox.errors import StageError
+from sandbox.loading import loading
 
 # What a program runs: the job, and the checkout it runs on.
 Handler = Callable[[Any, Path], BaseModel]
@@ -52,7 +53,8 @@ class Program:
             usage = f"usage: {self.name} {{{','.join(self.choices)}}}"
             print(usage + (" [--job-file PATH]" if self.job_file else ""), file=sys.stderr)
             return 2
-        handler = self.start(argv[1])
+        with loading():  # the engine's imports (a model SDK), out of the collector's walks
+            handler = self.start(argv[1])
         raw = Path(job_file).read_bytes() if job_file else sys.stdin.read()
         result = handler(self.job.model_validate_json(raw), Path.cwd())
         sys.stdout.write(result.model_dump_json())

@@ -12,8 +12,8 @@ on. Garbage the start itself leaves is frozen with the rest: it is a few kilobyt
 
 `manage.py` loads inside `loading()`; gunicorn's workers between `begin()` (`post_fork`)
 and `end()` (`post_worker_init`, once the application is loaded; tasuku/gunicorn_config.py).
-The sandbox's fork server does the same for the engines' imports, on its own
-(sandbox/runners/forkserver.py: the sandbox imports nothing of Tasuku).
+The sandbox's programs and its fork server do the same for the engines' imports, with
+a twin of their own (sandbox/loading.py: the sandbox imports nothing of Tasuku).
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ the runner starts the engine as a plain subprocess instead.
 from __future__ import annotations
 
 import contextlib
-import gc
 import importlib
 import json
 import logging
@@ -43,6 +42,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from sandbox.loading import loading
 
 logger = logging.getLogger(__name__)
 
@@ -400,21 +401,15 @@ class _Server:
 
 def _load(names: Sequence[str]) -> None:
     """Import what the engines use, before the server forks them. What it imports lives
-    as long as the server, and every child starts with all of it: the garbage collector
-    is kept off while it loads (the anthropic SDK alone makes some 1,500 pydantic classes;
-    collected as they come, a load costs a fifth more CPU) and what it loaded is frozen
-    out of later collections, the children's included (`gc.freeze`, as Tasuku's own
-    processes do: tasuku/loading.py)."""
+    as long as the server, and every child starts with all of it: imported with the
+    collector off and frozen out of later collections, the children's included
+    (sandbox/loading.py)."""
     if not names:
         return
-    gc.disable()
-    try:
+    with loading():
         for name in names:
             with contextlib.suppress(Exception):  # a missing SDK is the child's error to report
                 importlib.import_module(name)
-    finally:
-        gc.freeze()
-        gc.enable()
 
 
 def serve(fd: int) -> None:
