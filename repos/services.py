@@ -24,6 +24,7 @@ from repos.models import (
 )
 from repos.policy import ReviewerConfig
 from repos.selectors import reviewer_config
+from tasuku import outage
 from webhooks import payloads
 from webhooks.routing import Outcome
 
@@ -364,7 +365,15 @@ def github_usage_flush() -> int:
                         rows.update(**updates)
             del taken[key]
             written += 1
-    except Exception:  # any database trouble (or no database at all): count it later
+    except outage.UNREACHABLE as exc:
+        # The database is away: counted later, and said once for the outage by the
+        # process (tasuku/outage.py), not once more here.
+        usage_put_back(taken)
+        outage.failed(exc, "recording GitHub usage")
+    except Exception:  # any other database trouble (or no database at all): count it later
         usage_put_back(taken)
         logger.warning("could not record %d GitHub usage rows; will retry", len(taken))
+    else:
+        if written:
+            outage.answered()
     return written

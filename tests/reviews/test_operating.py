@@ -161,6 +161,34 @@ class TestMetrics:
         row = GitHubApiUsage.objects.get(installation_id=5)
         assert (row.calls, row.errors) == (2, 1)
 
+    def test_a_flush_cut_off_from_the_database_says_so_once_for_the_outage(
+        self, monkeypatch, caplog
+    ):
+        """The process's one warning for an outage (tasuku/outage.py), not one more of
+        its own: a worker's heartbeat that just wrote, then found the database gone
+        while it recorded the usage, said it twice."""
+        from django.db import OperationalError
+
+        from tasuku import outage
+
+        monkeypatch.setattr(outage, "OUTAGE", outage.Outage())
+
+        def gone(*args, **kwargs):
+            raise OperationalError("server closed the connection unexpectedly")
+
+        usage.usage_record("1", 6, object(), failed=False)
+        with monkeypatch.context() as cut:
+            cut.setattr(GitHubApiUsage.objects, "filter", gone)
+            assert github_usage_flush() == 0
+            assert github_usage_flush() == 0
+        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(warnings) == 1, warnings
+        assert "the database cannot be reached (recording GitHub usage" in warnings[0]
+        assert github_usage_flush() == 1  # kept, and written once it answers
+        assert GitHubApiUsage.objects.get(installation_id=6).calls == 1
+        assert "the database answers again" in caplog.records[-1].getMessage()
+        assert not outage.OUTAGE.down
+
 
 def _raise(*args, **kwargs):
     raise RuntimeError("the database is gone")
