@@ -4,7 +4,7 @@ A Tasuku process imports Django, its apps and the libraries they use: some 200,0
 objects that live as long as the process. Python's cyclic collector, at its default
 thresholds, walks them again and again while they are being created, and again at every
 full collection afterwards, and frees nothing: about a quarter of `manage.py check`'s CPU
-(1.07 → 0.77 s measured) and a sixth of a fresh `migrate`'s (4.3 → 3.5 s). So a process
+(1.07 → 0.77 s measured) and a fifth of a fresh `migrate`'s (4.3 → 3.5 s). So a process
 loads with the collector off, then freezes what it loaded (`gc.freeze`: those objects are
 left out of every later collection, and a child forked afterwards — django-q2's worker
 processes — shares their pages instead of copying them) and collects as usual from then

@@ -6,9 +6,10 @@ lists every test (by its function: all its parametrisations together) that, in a
 watched by tests/costs.py, started a process (git, a worker, a server, a linter, an
 engine of the sandbox's fork server) or drove Chromium, with the seconds it took then.
 `--fast` deselects those; a whole run starts them first, the longest first (the tail of
-a run on several processes is then short tests, not a long one begun last). A run with `--external-update` adds the tests it saw start one and
-writes the seconds each took (a listed test keeps its line: some start a process only in
-some orders; delete the line of one that no longer does), so after adding such tests:
+a run on several processes is then short tests, not a long one begun last). A run with
+`--external-update` adds the tests it saw start one and writes the seconds each took (a
+listed test keeps its line: some start a process only in some orders; delete the line of
+one that no longer does), so after adding such tests:
 
     make test PYTEST_ARGS=--external-update
 
