@@ -69,7 +69,7 @@ class OidcRoutes:
         self._oidc_first_key: OidcKey | None = None
         self._oidc_stranger: OidcKey | None = None
         self.oidc_keys: list[OidcKey] = []
-        self.oidc_signing_kid: str | None = None
+        self._oidc_signing_kid: str | None = None
         well_known = r"(?P<prefix>(?:/[^/.][^/]*)*)/\.well-known"
         table = [
             ("GET", well_known + r"/openid-configuration", "none", self._oidc_discovery),
@@ -86,7 +86,17 @@ class OidcRoutes:
             self.oidc_keys = [self._oidc_first_key] if self._oidc_first_key else []
             if self._oidc_first_key:
                 self._oidc_first_key.published = True
-            self.oidc_signing_kid = self._oidc_first_key.kid if self._oidc_first_key else None
+            self._oidc_signing_kid = self._oidc_first_key.kid if self._oidc_first_key else None
+
+    @property
+    def oidc_signing_kid(self) -> str:
+        """The kid new tokens are signed with. The first key is made when first needed
+        (RSA keys are slow to make): asking for its kid makes it, so a test that reads the
+        kid before the fake signed anything reads the key it then signs with."""
+        with self.lock:  # type: ignore[attr-defined]
+            self._oidc_ready()
+            assert self._oidc_signing_kid is not None
+            return self._oidc_signing_kid
 
     @property
     def oidc_issuer(self) -> str:
@@ -107,7 +117,7 @@ class OidcRoutes:
             if self._oidc_first_key is None:
                 self._oidc_first_key = _new_oidc_key()
             self.oidc_keys = [self._oidc_first_key]
-            self.oidc_signing_kid = self._oidc_first_key.kid
+            self._oidc_signing_kid = self._oidc_first_key.kid
 
     def _oidc_key(self, kid: str) -> OidcKey:
         for key in self.oidc_keys:
@@ -125,7 +135,7 @@ class OidcRoutes:
             key = _new_oidc_key()
             self.oidc_keys.append(key)
             if sign:
-                self.oidc_signing_kid = key.kid
+                self._oidc_signing_kid = key.kid
             return key.kid
 
     def oidc_retire_key(self, kid: str) -> None:
