@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 from collections.abc import Callable
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 
@@ -58,18 +59,25 @@ def dispatcher_for(runner: str) -> Callable[..., str] | None:
     return DISPATCHERS.get(runner)
 
 
+@cache
+def running_version() -> str:
+    """The version of Tasuku this process runs, read once: the code a process runs does
+    not change when a newer version is installed beside it (reading the installed
+    packages' metadata at every review cost some milliseconds each)."""
+    try:
+        return metadata.version("tasuku")
+    except metadata.PackageNotFoundError:  # a checkout that was never installed
+        return "unknown"
+
+
 def job_digest(job: ReviewJob, reviewer: Reviewer, *, revision: str = "") -> str:
     """What identifies the engine's work: everything the engine is given but the job's
     id and the earlier findings (those come from the review whose result a same-head
     re-review would reuse), with the reviewer's engine and runner, the revision of its
     definition (`revision`: what of it the job does not carry, such as the base URL,
     counts too) and Tasuku's version. Two jobs with one digest get the same review from the engine."""
-    try:
-        version = metadata.version("tasuku")
-    except metadata.PackageNotFoundError:  # a checkout that was never installed
-        version = "unknown"
     given = job.model_dump_json(exclude={"job_id", "earlier_findings"})
-    text = f"{version}\0{reviewer.engine}\0{reviewer.runner}\0{revision}\0{given}"
+    text = f"{running_version()}\0{reviewer.engine}\0{reviewer.runner}\0{revision}\0{given}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 

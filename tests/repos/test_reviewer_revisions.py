@@ -157,6 +157,31 @@ def test_the_job_digest_tells_two_revisions_apart():
     assert same != job_digest(Job(), reviewer, revision="b" * 64)
 
 
+def test_the_job_digest_names_the_version_this_process_runs(monkeypatch):
+    """A result of another version of Tasuku is not reused; the version is the one the
+    process started with (read once), not whatever was installed beside it since."""
+    from importlib import metadata
+
+    from reviews.engines import boundary
+
+    class Job:
+        def model_dump_json(self, **kwargs) -> str:
+            return "{}"
+
+    reviewer = Reviewer(engine="static", runner="local")
+    installed = {"tasuku": "1.0"}
+    monkeypatch.setattr(metadata, "version", lambda name: installed[name])
+    boundary.running_version.cache_clear()
+    try:
+        first = job_digest(Job(), reviewer)
+        installed["tasuku"] = "2.0"  # upgraded on disk; this process still runs 1.0
+        assert job_digest(Job(), reviewer) == first
+        boundary.running_version.cache_clear()  # a process started after the upgrade
+        assert job_digest(Job(), reviewer) != first
+    finally:
+        boundary.running_version.cache_clear()
+
+
 @pytest.mark.django_db
 def test_a_retry_reviews_with_the_revision_the_run_recorded():
     from reviews.models import RunStatus
