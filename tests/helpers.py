@@ -18,6 +18,11 @@ from django_q.brokers import get_broker
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
+# Imported with this module, as a server imports it before its first request: the import
+# runs `django.setup()` again, whose logging set-up replaces the root logger's handlers,
+# caplog's among them. Imported inside a test, it took that test's log capture away
+# (`tests/webhooks/test_payloads.py` failed whenever a door test ran first in its process).
+from tasuku.wsgi import application as tasuku_application
 from tests.contract.webhooks import assert_valid_webhook
 from tests.fakes.github import ActionsRun, CheckRun, FakeGitHub, Pull, Repo
 from tests.fakes.github.payloads import (  # noqa: F401 - the tests' names for them
@@ -423,8 +428,7 @@ def wsgi_serve(environ: dict[str, Any]) -> tuple[int, list[tuple[str, str]], byt
     from django.core.signals import request_finished, request_started
     from django.db import close_old_connections
 
-    from tasuku.wsgi import application
-
+    application = tasuku_application
     started: list[tuple[str, list[tuple[str, str]]]] = []
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
