@@ -61,9 +61,9 @@ def dispatcher_for(runner: str) -> Callable[..., str] | None:
 
 @cache
 def running_version() -> str:
-    """The version of Tasuku this process runs, read once: the code a process runs does
-    not change when a newer version is installed beside it (reading the installed
-    packages' metadata at every review cost some milliseconds each)."""
+    """Tasuku's installed version, read at the process's first review and kept: the code
+    a process runs does not change when a newer version is installed beside it later
+    (reading the installed packages' metadata at every review cost milliseconds each)."""
     try:
         return metadata.version("tasuku")
     except metadata.PackageNotFoundError:  # a checkout that was never installed

@@ -158,8 +158,8 @@ def test_the_job_digest_tells_two_revisions_apart():
 
 
 def test_the_job_digest_names_the_version_this_process_runs(monkeypatch):
-    """A result of another version of Tasuku is not reused; the version is the one the
-    process started with (read once), not whatever was installed beside it since."""
+    """A result of another version of Tasuku is not reused; the version is read at the
+    process's first review and kept, not whatever was installed beside it since."""
     from importlib import metadata
 
     from reviews.engines import boundary
