@@ -130,6 +130,20 @@ def test_manage_py_check_fails_on_a_malformed_value(configured):
         call_command("check")
 
 
+def test_the_worker_refuses_to_start_on_a_malformed_value(configured, monkeypatch):
+    """The worker runs the system checks before its cluster starts: a bad value stops
+    it, naming the variable, before it takes any work."""
+    from tasuku import cluster
+
+    def started(self):
+        raise AssertionError("the cluster started despite the malformed value")
+
+    monkeypatch.setattr(cluster.Cluster, "run", started)
+    configured.GITHUB_APP_ID = "not-a-number"
+    with pytest.raises(SystemCheckError, match="GITHUB_APP_ID"):
+        call_command("worker", skip_checks=False)  # as `manage.py worker` runs it
+
+
 @pytest.mark.parametrize(
     ("path", "problem"),
     [
