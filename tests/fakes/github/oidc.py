@@ -238,7 +238,7 @@ class OidcRoutes:
         signing key (or the key `kid`), `header_kid` in its header when given."""
         with self.lock:  # type: ignore[attr-defined]
             self._oidc_ready()
-            key = self._oidc_key(kid or self.oidc_signing_kid or "")
+            key = self._oidc_key(kid or self.oidc_signing_kid)
             return jwt.encode(
                 self.oidc_claims(run, **claims),
                 key.private_key,
