@@ -263,7 +263,7 @@ class Queue:
 
         if not self.installation:
             return None
-        github_id = self.rows.filter(pk=pk).values(self.installation)[:1]
+        github_id = self.rows.filter(pk=pk).order_by().values(self.installation)[:1]
         until = (
             _installations()
             .filter(github_id=Subquery(github_id))
@@ -273,14 +273,18 @@ class Queue:
         )
         return _ahead(until, now)
 
-    def _quiet(self, now: datetime):
-        """A condition on a row: its installation waits out a rate limit at `now` (what
-        `quiet_until` reads, as a subquery of the claim's UPDATE)."""
-        from django.db.models import Exists, OuterRef
+    def _quiet(self, pk: int, now: datetime):
+        """A condition: row `pk`'s installation waits out a rate limit at `now` (what
+        `quiet_until` reads, as a subquery of the claim's UPDATE). Not correlated with
+        the updated row (its pk is known): the UPDATE itself joins nothing, where a
+        condition through the row's relations would make Django wrap it in two nested
+        `id IN (SELECT …)` (about 3 ms of CPU to compile, at every claim)."""
+        from django.db.models import Exists, Subquery
 
+        github_id = self.rows.filter(pk=pk).order_by().values(self.installation)[:1]
         return Exists(
             _installations()
-            .filter(github_id=OuterRef(self.installation), quiet_until__gt=now)
+            .filter(github_id=Subquery(github_id), quiet_until__gt=now)
             .exclude(github_id=0)  # none of a local review's (as `quiet_until` says)
         )
 
@@ -305,7 +309,7 @@ class Queue:
             # The installation's rate-limit wait in the one UPDATE that decides (the
             # usual case: no wait, one statement); it is read only when the row was
             # not taken, to put the row off until the wait ends.
-            rows = rows.filter(~self._quiet(now))
+            rows = rows.filter(~self._quiet(pk, now))
         won = rows.update(
             **{
                 self.status: self.working,
