@@ -496,16 +496,17 @@ def _ring_waiting(run_pk: int) -> None:
     run whose check run is not there yet: its admission rings it once it is (a worker
     taking it before would create a second check run), or the reaper does."""
     # (Called just after this run's row was written: it is there.)
-    pull_request_id = ReviewRun.objects.filter(pk=run_pk).values("pull_request_id")[:1]
+    pull_request_id = ReviewRun.objects.filter(pk=run_pk).order_by().values("pull_request_id")[:1]
     waiting = (
         ReviewRun.objects.filter(pull_request_id=Subquery(pull_request_id), status=RunStatus.QUEUED)
         .exclude(pk=run_pk)
         .exclude(Q(check_run_id__isnull=True) & ~Q(trigger__in=CHECKLESS_TRIGGERS))
         .order_by("created_at", "pk")
+        .values_list("pk", flat=True)  # its id is all a doorbell carries
         .first()
     )
     if waiting is not None:
-        run_ring(waiting)
+        RUNS.ring(waiting)
 
 
 def run_retry(run: ReviewRun) -> bool:
