@@ -198,6 +198,10 @@ def git_env(token: str, home: Path, *, authenticate: bool = True) -> dict[str, s
         "GIT_TERMINAL_PROMPT": "0",
         "GIT_ASKPASS": "/bin/false",
         "GIT_LFS_SKIP_SMUDGE": "1",
+        # No template: a repository made here gets nothing of the host's template
+        # directory (its hooks above all: a `post-checkout` an administrator put there
+        # would run on checking out the pull request). Nothing copied is also quicker.
+        "GIT_TEMPLATE_DIR": "",
         "LANG": "C",
         "GIT_CONFIG_COUNT": "3",
         "GIT_CONFIG_KEY_0": "http.extraHeader",

@@ -219,6 +219,17 @@ def test_a_mirror_is_tidied_by_tasuku_alone_and_follows_a_renamed_repository(tmp
     assert _git(mirror, "config", "remote.origin.url") == "https://github.example/acme/store.git\n"
 
 
+def test_a_mirror_holds_nothing_of_the_hosts_git_template(tmp_path):
+    """git copies its template directory (sample hooks, and whatever hook an
+    administrator put there) into every repository it makes; the repositories a review
+    makes get none: a hook there would run on checking out the pull request."""
+    mirror = tmp_path / "mirrors" / "9001.git"
+    mirror.parent.mkdir()
+    mirror_open(mirror, git_env("", tmp_path, authenticate=False), "https://github.example/a/b.git")
+    assert (mirror / "HEAD").is_file()
+    assert not (mirror / "hooks").exists()
+
+
 def test_a_review_leaves_no_worktree_record_and_one_a_failed_review_left_is_pruned(
     fake_github, history, tmp_path
 ):
