@@ -7,7 +7,7 @@ BIND   ?= 127.0.0.1:8000
 PYTEST_ARGS ?=
 # Test processes: twice the cores, at most the cores and four more (a test waits on git,
 # its fake servers and the processes it starts about half its time: on 2 cores, four
-# processes ran the suite in 4.7 min where two took 5.5; docs/testing.md).
+# processes ran the suite in 4 min 29 s where two took 5 min 27 s; docs/testing.md).
 # TEST_PROCESSES=0 runs the suite in one process.
 CORES := $(shell nproc 2>/dev/null || echo 2)
 TEST_PROCESSES ?= $(shell c=$(CORES); echo $$(( c * 2 < c + 4 ? c * 2 : c + 4 )))

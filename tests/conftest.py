@@ -191,7 +191,8 @@ _SQLITE_RUN = (
     "tests/test_demo.py",
     "tests/repos/test_github_actions.py",
     "tests/test_fake_github_actions.py",
-    # Each migrates SQLite databases of its own (36 CPU s): stop 49's runs ended 37 s apart.
+    # Each migrates SQLite databases of its own (36 CPU s): in the PostgreSQL run, the two
+    # runs ended 37 s apart.
     "tests/test_migrations.py",
 )
 _POSTGRESQL_RUN_BENCHMARKS = (
