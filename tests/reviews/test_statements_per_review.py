@@ -17,9 +17,9 @@ pytestmark = pytest.mark.django_db
 
 # Every statement counts, the test's own among them (its queue reads: about seven) and
 # the savepoints of atomic blocks nested in the test's transaction. Measured when set:
-# SQLite 129, PostgreSQL 126 (165 and 162 before the cuts in docs/testing.md's *Fewer statements a review*; 180
-# and 177 before the cuts that came with this test). A few statements of slack; a repeat
-# cut, lower them with it.
+# SQLite 129, PostgreSQL 126 (165 and 162 before the cuts docs/testing.md names under
+# *Fewer statements a review*; 180 and 177 before the cuts that came with this test). A
+# few statements of slack; a repeat cut, lower them with it.
 CEILING = {"sqlite": 132, "postgresql": 129}
 
 
