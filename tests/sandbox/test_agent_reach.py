@@ -4,6 +4,7 @@ SDKs against the fake model servers, in process."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from dataclasses import dataclass
@@ -51,7 +52,11 @@ class Provider:
 
 
 def provider_for(engine: str, fake_anthropic, fake_openai) -> Provider:
-    """The engine's fake, models and SDK module (also for tests/sandbox/test_model_attempts.py)."""
+    """The engine's fake, models and SDK module (also for tests/sandbox/test_model_attempts.py).
+    The SDK is imported here, before the test's review starts, as a worker's fork server
+    imports it before a run: its import (a second or more) is no part of a review's time,
+    which some of these tests measure."""
+    importlib.import_module(engine)
     if engine == "anthropic":
         return Provider("anthropic", fake_anthropic, "claude-sonnet-5-5", "claude-haiku-5-5")
     return Provider("openai", fake_openai, "gpt-5.5", "gpt-5-mini")

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
-import openai
 import pytest
 
 from tests.fakes.models import (
@@ -24,6 +22,11 @@ from tests.fakes.models import (
     ToolCalls,
     rate_limited,
 )
+
+if TYPE_CHECKING:  # each test imports the SDK it drives: importing both at collection
+    # cost every test process about 2 CPU s, most of whose tests never use them
+    import anthropic
+    import openai
 
 CLAUDE = "claude-sonnet-5-5"
 GPT = "gpt-5.5"
@@ -49,11 +52,15 @@ READ_FILE_FUNCTION = {
 def claude(
     fake: FakeAnthropic, *, key: str = ANTHROPIC_TEST_KEY, **kwargs: Any
 ) -> anthropic.Anthropic:
+    import anthropic
+
     kwargs.setdefault("max_retries", 0)
     return anthropic.Anthropic(api_key=key, base_url=fake.base_url, **kwargs)
 
 
 def gpt(fake: FakeOpenAI, *, key: str = OPENAI_TEST_KEY, **kwargs: Any) -> openai.OpenAI:
+    import openai
+
     kwargs.setdefault("max_retries", 0)
     return openai.OpenAI(api_key=key, base_url=fake.base_url, **kwargs)
 
@@ -117,6 +124,8 @@ def test_anthropic_round_trips_a_tool_call_and_its_result(fake_anthropic: FakeAn
 def test_anthropic_several_tool_calls_in_one_turn_need_every_result(
     fake_anthropic: FakeAnthropic,
 ) -> None:
+    import anthropic
+
     fake_anthropic.script(
         ToolCalls(
             [ToolCall("read_file", {"path": "a.py"}), ToolCall("read_file", {"path": "b.py"})]
@@ -156,6 +165,8 @@ def test_anthropic_several_tool_calls_in_one_turn_need_every_result(
 def test_anthropic_refuses_a_tool_result_answering_a_wrong_id(
     fake_anthropic: FakeAnthropic,
 ) -> None:
+    import anthropic
+
     fake_anthropic.script(ToolCall("read_file", {"path": "app.py"}), Reply("unused"))
     client = claude(fake_anthropic)
     first = ask_claude(client, tools=[READ_FILE])
@@ -208,6 +219,8 @@ def test_anthropic_refuses_a_tool_result_answering_a_wrong_id(
 def test_anthropic_refuses_what_the_real_api_refuses(
     fake_anthropic: FakeAnthropic, kwargs: dict[str, Any], message: str
 ) -> None:
+    import anthropic
+
     fake_anthropic.script(Reply("unused"))
     with pytest.raises(anthropic.BadRequestError) as excinfo:
         ask_claude(claude(fake_anthropic), **kwargs)
@@ -224,11 +237,15 @@ def test_anthropic_combines_consecutive_turns_of_one_role(fake_anthropic: FakeAn
 
 
 def test_anthropic_refuses_streaming(fake_anthropic: FakeAnthropic) -> None:
+    import anthropic
+
     with pytest.raises(anthropic.BadRequestError, match="streaming is not supported"):
         ask_claude(claude(fake_anthropic), stream=True)
 
 
 def test_anthropic_refuses_a_wrong_key(fake_anthropic: FakeAnthropic) -> None:
+    import anthropic
+
     fake_anthropic.script(Reply("unused"))
 
     with pytest.raises(anthropic.AuthenticationError) as excinfo:
@@ -248,6 +265,8 @@ def test_anthropic_refuses_a_wrong_key(fake_anthropic: FakeAnthropic) -> None:
 
 
 def test_anthropic_accepts_the_key_as_x_api_key_too(fake_anthropic: FakeAnthropic) -> None:
+    import anthropic
+
     fake_anthropic.script(Reply("ok"))
     client = anthropic.Anthropic(
         auth_token="unused",
@@ -259,6 +278,8 @@ def test_anthropic_accepts_the_key_as_x_api_key_too(fake_anthropic: FakeAnthropi
 
 
 def test_anthropic_answers_404_for_an_unknown_model(fake_anthropic: FakeAnthropic) -> None:
+    import anthropic
+
     fake_anthropic.models = {CLAUDE}
     with pytest.raises(anthropic.NotFoundError) as excinfo:
         ask_claude(claude(fake_anthropic), model="claude-imaginary-9")
@@ -289,6 +310,8 @@ def test_anthropic_sdk_retries_a_server_error(fake_anthropic: FakeAnthropic) -> 
 def test_anthropic_overloaded_surfaces_once_the_retries_are_spent(
     fake_anthropic: FakeAnthropic,
 ) -> None:
+    import anthropic
+
     fake_anthropic.script(Loop(Fail(529, headers={"retry-after-ms": "10"})))
 
     with pytest.raises(anthropic.OverloadedError) as excinfo:
@@ -307,6 +330,8 @@ def test_anthropic_malformed_json_raises_a_json_decode_error(fake_anthropic: Fak
 
 
 def test_anthropic_hang_makes_the_client_time_out(fake_anthropic: FakeAnthropic) -> None:
+    import anthropic
+
     fake_anthropic.script(Hang(5), Reply("after the retry"))
     client = claude(fake_anthropic, timeout=0.2)
     with pytest.raises(anthropic.APITimeoutError):
@@ -318,6 +343,8 @@ def test_anthropic_hang_makes_the_client_time_out(fake_anthropic: FakeAnthropic)
 
 
 def test_anthropic_exhausted_script_fails_loudly_and_at_once(fake_anthropic: FakeAnthropic) -> None:
+    import anthropic
+
     with pytest.raises(anthropic.InternalServerError, match="fake script exhausted"):
         ask_claude(claude(fake_anthropic, max_retries=2))
     assert len(fake_anthropic.requests) == 1  # x-should-retry: false
@@ -338,6 +365,8 @@ def test_anthropic_default_usage_is_a_rough_count(fake_anthropic: FakeAnthropic)
 
 
 def test_anthropic_reads_env_set_by_the_fixture(fake_anthropic: FakeAnthropic) -> None:
+    import anthropic
+
     fake_anthropic.script(Reply("from the environment"))
     assert ask_claude(anthropic.Anthropic()).content[0].text == "from the environment"
 
@@ -371,6 +400,8 @@ def test_a_step_can_react_to_the_tool_result(fake_anthropic: FakeAnthropic) -> N
 
 
 def test_a_failing_step_answers_500_and_is_kept_for_the_test(fake_openai: FakeOpenAI) -> None:
+    import openai
+
     def broken(request: ModelRequest) -> Reply:
         raise RuntimeError("a bug in the test's step")
 
@@ -427,6 +458,8 @@ def test_openai_round_trips_a_tool_call_and_its_result(fake_openai: FakeOpenAI) 
 
 
 def test_openai_refuses_a_tool_message_answering_a_wrong_id(fake_openai: FakeOpenAI) -> None:
+    import openai
+
     fake_openai.script(ToolCall("read_file", {"path": "app.py"}), Reply("unused"))
     client = gpt(fake_openai)
     first = ask_gpt(client, tools=[READ_FILE_FUNCTION]).choices[0].message
@@ -449,6 +482,8 @@ def test_openai_refuses_a_tool_message_answering_a_wrong_id(fake_openai: FakeOpe
 
 
 def test_openai_refuses_a_tool_message_without_tool_calls(fake_openai: FakeOpenAI) -> None:
+    import openai
+
     with pytest.raises(openai.BadRequestError, match="must be a response to a preceeding message"):
         ask_gpt(
             gpt(fake_openai),
@@ -460,6 +495,8 @@ def test_openai_refuses_a_tool_message_without_tool_calls(fake_openai: FakeOpenA
 
 
 def test_openai_refuses_arguments_sent_back_as_an_object(fake_openai: FakeOpenAI) -> None:
+    import openai
+
     assistant = {
         "role": "assistant",
         "tool_calls": [
@@ -479,12 +516,16 @@ def test_openai_refuses_arguments_sent_back_as_an_object(fake_openai: FakeOpenAI
 
 
 def test_openai_refuses_a_tool_that_is_not_a_function(fake_openai: FakeOpenAI) -> None:
+    import openai
+
     with pytest.raises(openai.BadRequestError) as excinfo:
         ask_gpt(gpt(fake_openai), tools=[{"type": "retrieval", "function": {"name": "x"}}])
     assert excinfo.value.param == "tools[0].type"
 
 
 def test_openai_refuses_a_wrong_key(fake_openai: FakeOpenAI) -> None:
+    import openai
+
     with pytest.raises(openai.AuthenticationError) as excinfo:
         ask_gpt(gpt(fake_openai, key="sk-wrong-0123456789", max_retries=2))
 
@@ -496,6 +537,8 @@ def test_openai_refuses_a_wrong_key(fake_openai: FakeOpenAI) -> None:
 
 
 def test_openai_answers_404_for_an_unknown_model(fake_openai: FakeOpenAI) -> None:
+    import openai
+
     fake_openai.models = {GPT}
     with pytest.raises(openai.NotFoundError) as excinfo:
         ask_gpt(gpt(fake_openai), model="gpt-imaginary")
@@ -504,6 +547,8 @@ def test_openai_answers_404_for_an_unknown_model(fake_openai: FakeOpenAI) -> Non
 
 
 def test_openai_refuses_max_tokens_for_a_reasoning_model(fake_openai: FakeOpenAI) -> None:
+    import openai
+
     fake_openai.script(Reply("ok"))
     with pytest.raises(openai.BadRequestError) as excinfo:
         ask_gpt(gpt(fake_openai), max_tokens=100)
@@ -525,6 +570,8 @@ def test_openai_sdk_retries_a_rate_limit_after_retry_after(fake_openai: FakeOpen
 def test_openai_sdk_does_not_retry_when_retry_after_exceeds_two_minutes(
     fake_openai: FakeOpenAI,
 ) -> None:
+    import openai
+
     fake_openai.script(rate_limited(retry_after="121"), Reply("unused"))
     with pytest.raises(openai.RateLimitError) as excinfo:
         ask_gpt(gpt(fake_openai, max_retries=2))
@@ -557,11 +604,15 @@ def test_openai_broken_tool_arguments_come_through_verbatim(fake_openai: FakeOpe
 
 
 def test_openai_reads_env_set_by_the_fixture(fake_openai: FakeOpenAI) -> None:
+    import openai
+
     fake_openai.script(Reply("from the environment"))
     assert ask_gpt(openai.OpenAI()).choices[0].message.content == "from the environment"
 
 
 def test_openai_compatible_server_under_another_prefix() -> None:
+    import openai
+
     fake = FakeOpenAI(prefix="/compat/v1", keys=None, models={"llama-3.1-8b"}).start()
     try:
         fake.script(Reply("hello from llama"))

@@ -4,11 +4,11 @@ carry a review past its deadline."""
 
 from __future__ import annotations
 
+import importlib
 import time
+from types import ModuleType
 
-import anthropic
 import httpx2 as httpx  # what both SDKs speak HTTP with
-import openai
 import pytest
 
 from sandbox.agent import attempts
@@ -24,6 +24,16 @@ REQUEST = httpx.Request("POST", "http://model.invalid/v1/messages")
 def model(request, fake_anthropic, fake_openai):
     """Each engine through its real SDK, against its fake server."""
     return provider_for(request.param, fake_anthropic, fake_openai)
+
+
+@pytest.fixture
+def sdk(request) -> ModuleType:
+    """The SDK a test is given by name, imported as the test runs: importing both at
+    collection cost every test process about 2 CPU s (tests/sdks.py)."""
+    return importlib.import_module(request.param)
+
+
+SDKS = ["anthropic", "openai"]
 
 
 @pytest.fixture
@@ -106,7 +116,7 @@ def test_a_refused_key_is_not_tried_again(model, tree):
 # --- the rules, on a clock of their own ------------------------------------------------
 
 
-@pytest.mark.parametrize("sdk", [anthropic, openai])
+@pytest.mark.parametrize("sdk", SDKS, indirect=True)
 def test_each_try_gets_only_the_time_left_and_a_wait_past_it_is_not_waited(sdk):
     clock = Clock()
     timeout = sdk.APITimeoutError(request=REQUEST)
@@ -122,7 +132,7 @@ def test_each_try_gets_only_the_time_left_and_a_wait_past_it_is_not_waited(sdk):
     assert clock.now <= 1005.0
 
 
-@pytest.mark.parametrize("sdk", [anthropic, openai])
+@pytest.mark.parametrize("sdk", SDKS, indirect=True)
 def test_at_most_four_tries_again_then_the_failure(sdk):
     clock = Clock()
     failures = [status_error(sdk, 503) for _ in range(6)]
@@ -135,7 +145,7 @@ def test_at_most_four_tries_again_then_the_failure(sdk):
         assert 0.5 * 2**n * 0.75 <= waited <= 0.5 * 2**n
 
 
-@pytest.mark.parametrize("sdk", [anthropic, openai])
+@pytest.mark.parametrize("sdk", SDKS, indirect=True)
 def test_what_is_tried_again(sdk):
     connection = sdk.APIConnectionError(request=REQUEST)
     assert retry_wait(sdk, connection, 0) is not None
@@ -151,6 +161,7 @@ def test_what_is_tried_again(sdk):
 
 
 def test_the_wait_a_server_asks_for():
+    anthropic = importlib.import_module("anthropic")
     assert asked_wait(httpx.Headers({"retry-after-ms": "250"})) == 0.25
     assert asked_wait(httpx.Headers({"retry-after": "2"})) == 2.0
     assert asked_wait(httpx.Headers({})) is None
@@ -164,6 +175,7 @@ def test_the_wait_a_server_asks_for():
 
 
 def test_an_answer_after_a_failure_is_returned():
+    anthropic = importlib.import_module("anthropic")
     clock = Clock()
     call = tries(clock, [status_error(anthropic, 529), "the answer"])
     assert within(anthropic, call, 60.0, clock=clock, sleep=clock.sleep) == "the answer"
