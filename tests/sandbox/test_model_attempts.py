@@ -29,7 +29,7 @@ def model(request, fake_anthropic, fake_openai):
 @pytest.fixture
 def sdk(request) -> ModuleType:
     """The SDK a test is given by name, imported as the test runs: importing both at
-    collection cost every test process about 2 CPU s (tests/sdks.py)."""
+    collection cost every test process about 2 CPU s, most of whose tests never use them."""
     return importlib.import_module(request.param)
 
 
