@@ -118,22 +118,10 @@ class HeadView:
         """Fetch the blobs of `paths` that this repository lacks (a partial clone has
         the history without the files), in one request."""
         if self._missing is None:
-            listed = self.git(
-                "rev-list", "--objects", "--missing=print", "--no-object-names",
-                f"{self.head_sha}^{{tree}}", what="list what the checkout lacks",
-            )  # fmt: skip
-            self._missing = {line[1:] for line in listed.split() if line.startswith("?")}
-        wanted = sorted({self.blobs[p] for p in paths if p in self.blobs} & self._missing)
-        if not wanted:
-            return
-        # What git runs itself to fill a partial clone, for these blobs together.
-        self.git.run(
-            "-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags",
-            "--no-write-fetch-head", "--recurse-submodules=no", "--filter=blob:none",
-            "--stdin", "origin",
-            what="fetch the files the reviewer reads", input="\n".join(wanted).encode() + b"\n",
-        )  # fmt: skip
-        self._missing -= set(wanted)
+            self._missing = blobs_missing(self.git, self.head_sha)
+        wanted = {self.blobs[p] for p in paths if p in self.blobs} & self._missing
+        blobs_fetch(self.git, wanted, what="fetch the files the reviewer reads")
+        self._missing -= wanted
 
     def read(self, paths: Iterable[str], *, limit: int) -> dict[str, bytes]:
         """The contents of those of `paths` the head holds (each at most `limit` bytes)."""
@@ -163,6 +151,28 @@ class HeadView:
 # Which of the head's files a reviewer reads, from what git holds of the head: the files
 # written for it; the rest of the tree is not. None (the default) writes every file.
 Materialise = Callable[[HeadView], Iterable[str]]
+
+
+def blobs_fetch(git: Git, blobs: Iterable[str], *, what: str) -> None:
+    """Fetch `blobs` (ids a partial clone lacks) in one request: what git runs itself to
+    fill a partial clone, for these together. A failure is left to the git command that
+    reads them, which fetches again what it still lacks and says why it could not."""
+    wanted = sorted(blobs)
+    if wanted:
+        git.run(
+            "-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags",
+            "--no-write-fetch-head", "--recurse-submodules=no", "--filter=blob:none",
+            "--stdin", "origin", what=what, input="\n".join(wanted).encode() + b"\n",
+        )  # fmt: skip
+
+
+def blobs_missing(git: Git, *commits: str) -> set[str]:
+    """The blobs of `commits`' trees that this repository lacks (a partial clone's)."""
+    listed = git(
+        "rev-list", "--objects", "--missing=print", "--no-object-names",
+        *(f"{commit}^{{tree}}" for commit in commits), what="list what the checkout lacks",
+    )  # fmt: skip
+    return {line[1:] for line in listed.split() if line.startswith("?")}
 
 
 class Workspace:
@@ -268,6 +278,7 @@ class Workspace:
             previous_sha=previous_sha,
             since_sha=since_sha,
             materialise=materialise,
+            partial=False,
         )
 
 
@@ -355,7 +366,7 @@ def _from_mirror(
     mirror only what it lacks. Each fetched commit is kept under `refs/tasuku/<sha>`: a
     fetch offers those as what it has, so GitHub sends only the new history (a mirror
     without refs would be sent everything again), and they keep the objects from being
-    pruned. Blobs arrive as the diff and the checkout need them, into the mirror."""
+    pruned. The files a review reads arrive into the mirror too (`_files_fetch`)."""
     mirror.parent.mkdir(parents=True, exist_ok=True)
     with _mirror_locked(mirror):
         git = mirror_open(mirror, env, clone_url)
@@ -530,6 +541,7 @@ def _prepare(
     previous_sha: str | None,
     since_sha: str | None = None,
     materialise: Materialise | None = None,
+    partial: bool = True,
 ) -> Checkout:
     """Diff and check out `head_sha`, then sanitise.
 
@@ -541,6 +553,8 @@ def _prepare(
     when given, is where the scope starts instead (the same head reviewed again keeps the
     scope its last review had); `previous_diff` is always from `previous_sha`.
     With `materialise`, only the files it names are written (git's sparse checkout).
+    `partial`: the repository was fetched without its files (not a local one), so what
+    is read of them is fetched first, in one request (`_files_fetch`).
     """
     commit_ids(head_sha, base_sha, previous_sha, since_sha)
     found = git("merge-base", head_sha, base_sha, check=False)
@@ -557,6 +571,16 @@ def _prepare(
     ):
         incremental = start_at
     start = incremental or merge_base
+    base_blobs = tree_blobs(git, merge_base)
+    head_blobs = tree_blobs(git, head_sha)
+    missing = None
+    if partial:
+        missing = _files_fetch(
+            git, merge_base, head_sha, base_blobs, head_blobs,
+            also=[base_blobs.get(".gitattributes"),
+                  base_blobs.get(TASUKU_CONFIG) if base_sha == merge_base else None],
+            checkout_all=materialise is None,
+        )  # fmt: skip
     # One diff from where the review starts; the pull request's files and which
     # changes are whitespace only are read from the parsed diffs (reviews/scope/diff.py).
     diff, touched = diff_touched(git, start, head_sha, what="compute the diff")
@@ -583,8 +607,6 @@ def _prepare(
             "--",
             what="diff against the previous review",
         )
-    base_blobs = tree_blobs(git, merge_base)
-    head_blobs = tree_blobs(git, head_sha)
     base_paths, head_paths = list(base_blobs), list(head_blobs)
     base_attributes = ""
     if ".gitattributes" in base_paths:
@@ -598,7 +620,8 @@ def _prepare(
     written = None
     if materialise is not None:
         changed = dict.fromkeys(touched)
-        view = HeadView(git, head_sha, head_blobs, [p for p in changed if p in head_blobs])
+        changed_head = [p for p in changed if p in head_blobs]
+        view = HeadView(git, head_sha, head_blobs, changed_head, _missing=missing)
         written = _sparse(git, set(materialise(view)) & set(head_blobs))
     checkout_verified(git, head_sha, sparse=written is not None)
     removed = sanitise(root)
@@ -620,6 +643,36 @@ def _prepare(
         base_tasuku_config=base_tasuku_config,
         materialised=written,
     )
+
+
+def _files_fetch(
+    git: Git,
+    merge_base: str,
+    head_sha: str,
+    base_blobs: dict[str, str],
+    head_blobs: dict[str, str],
+    *,
+    also: Iterable[str | None],
+    checkout_all: bool,
+) -> set[str]:
+    """Fetch, in one request, the files of a partial clone that the review reads for
+    sure: both sides of every file the pull request changes (its diff, renames found
+    among them), the merge base's linters' configurations and `also`, and with
+    `checkout_all` every file of the head. Left to git, the diff and the checkout each
+    fetch what they lack, and `git cat-file` a request a file. Returns what the two
+    trees still lack (a reviewer that reads part of the head fetches from it)."""
+    wanted = {base_blobs[p] for p in linter_config_paths(base_blobs)}
+    wanted.update(blob for blob in also if blob)
+    for path in base_blobs.keys() | head_blobs.keys():
+        before, after = base_blobs.get(path), head_blobs.get(path)
+        if before != after:
+            wanted.update(blob for blob in (before, after) if blob)
+    if checkout_all:
+        wanted.update(head_blobs.values())
+    missing = blobs_missing(git, merge_base, head_sha)
+    fetch = wanted & missing
+    blobs_fetch(git, fetch, what="fetch the files the review reads")
+    return missing - fetch
 
 
 def diff_touched(git: Git, start: str, head_sha: str, *, what: str) -> tuple[str, list[str]]:
@@ -681,17 +734,22 @@ TASUKU_CONFIG = ".tasuku.toml"
 MAX_CONFIG_BYTES = 256_000
 
 
+def linter_config_paths(paths: Iterable[str]) -> list[str]:
+    """The linters' configuration files among `paths`: at most MAX_CONFIGS, the
+    shallowest first."""
+    return sorted(
+        (p for p in paths if p.rsplit("/", 1)[-1] in LINTER_CONFIGS),
+        key=lambda p: (p.count("/"), p),
+    )[:MAX_CONFIGS]
+
+
 def linter_configs(
     git: Git, commit: str, paths: list[str], *, also: Sequence[str] = ()
 ) -> tuple[dict[str, str], dict[str, bytes]]:
     """The linters' configuration files of `commit` (at most MAX_CONFIGS, the shallowest
     first; each at most MAX_CONFIG_BYTES), read from git in one batch with the blobs
     `also` names (`<commit>:<path>`, each at most MAX_CONFIG_BYTES too): those as read."""
-    wanted = sorted(
-        (p for p in paths if p.rsplit("/", 1)[-1] in LINTER_CONFIGS),
-        key=lambda p: (p.count("/"), p),
-    )[:MAX_CONFIGS]
-    names = [f"{commit}:{p}" for p in wanted]
+    names = [f"{commit}:{p}" for p in linter_config_paths(paths)]
     read = git.blobs([*names, *also], limit=MAX_CONFIG_BYTES)
     prefix = len(commit) + 1
     configs = {n[prefix:]: read[n].decode("utf-8", errors="replace") for n in names if n in read}

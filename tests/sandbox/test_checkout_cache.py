@@ -273,3 +273,41 @@ def test_a_previous_head_gone_from_github_keeps_the_head_and_base_in_the_mirror(
     assert facts[2] is None  # no previous diff: that commit is nowhere
     kept = _git(mirror, "for-each-ref", "--format=%(objectname)", "refs/tasuku/").split()
     assert sorted(kept) == sorted([history.head, history.base])
+
+
+def test_a_first_review_fetches_the_files_it_reads_in_one_request_whatever_their_number(
+    fake_github, tmp_path
+):
+    """A partial clone lacks every file: what the diff, the linters' configurations, the
+    base's `.gitattributes` and `.tasuku.toml`, and the checkout read of them comes in
+    one request after the history, not one request a file (GitHub answers each fetch
+    after a round trip: a monorepo's fifty `pyproject.toml` were fifty of them)."""
+    world = world_build(fake_github)
+    configs = {f"packages/p{n}/pyproject.toml": f'[project]\nname = "p{n}"\n' for n in range(8)}
+    configs |= {"setup.cfg": "[flake8]\nmax-line-length = 99\n", "tox.ini": "[tox]\n",
+                ".gitattributes": "gen/** linguist-generated\n",
+                ".tasuku.toml": "[review]\n", "web/.oxlintrc.json": "{}\n",
+                "lib/old_name.py": "VALUE = 1\n" * 30}  # fmt: skip
+    base = world.git.commit(configs, parent=world.base, branch="main")
+    head = world.git.commit(
+        {"app/payments.py": "print('changed')\n", "lib/old_name.py": None,
+         "lib/new_name.py": "VALUE = 1\n" * 29 + "VALUE = 2\n"},
+        parent=base, branch="feature",
+    )  # fmt: skip
+    world.repo.commits.add(head)
+    before = len(fake_github.requests(method="POST", path=r"git-upload-pack$"))
+    token = github.gateway().contents_token(RepoRef(41, REPO_ID, REPO))
+    with Workspace(str(tmp_path)) as ws:
+        checkout = ws.checkout(
+            clone_url=f"{fake_github.url}/{REPO}.git", token=token, head_sha=head,
+            base_sha=base, mirror=tmp_path / "mirrors" / "1.git",
+        )  # fmt: skip
+        assert (checkout.root / "lib" / "new_name.py").read_text().endswith("VALUE = 2\n")
+        assert "rename from lib/old_name.py" in checkout.diff
+    posts = fake_github.requests(method="POST", path=r"git-upload-pack$")[before:]
+    assert len(posts) == 2, len(posts)  # the history, then every file read
+    assert set(checkout.base_configs) == {*(p for p in configs if p.endswith((".toml", ".cfg",
+                                          ".ini", ".json")) and p != ".tasuku.toml")}  # fmt: skip
+    assert checkout.base_configs["setup.cfg"] == configs["setup.cfg"]
+    assert checkout.base_attributes == configs[".gitattributes"]
+    assert checkout.base_tasuku_config == "[review]\n"
