@@ -311,3 +311,16 @@ def test_a_first_review_fetches_the_files_it_reads_in_one_request_whatever_their
     assert checkout.base_configs["setup.cfg"] == configs["setup.cfg"]
     assert checkout.base_attributes == configs[".gitattributes"]
     assert checkout.base_tasuku_config == "[review]\n"
+
+
+def test_a_failed_fetch_of_the_files_is_made_good_by_the_commands_that_read_them(
+    fake_github, history, tmp_path
+):
+    """GitHub answers the fetch of the files with a 502: the diff and the checkout fetch
+    what they still lack, and the checkout is the one a fetch that worked gives."""
+    expected = _checkout(fake_github, tmp_path, history.head, history.base)
+    failed = fake_github.inject(1, status=502, method="POST", path=r"git-upload-pack$", skip=1)
+    got = _checkout(fake_github, tmp_path, history.head, history.base,
+                    mirror=tmp_path / "mirrors" / "1.git")  # fmt: skip
+    assert failed.count == 0  # the 502 was answered
+    assert got == expected
