@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -111,6 +112,7 @@ def main() -> int:
     finally:
         forkserver.fork_server_stop()
         fake.stop()
+        shutil.rmtree(root, ignore_errors=True)
     print(f"\n{'engine':<10} {'started as':<12} {'median run':>11} {'CPU per run':>12}")
     for (engine, way), times in results.items():
         per_run = cpu[(engine, way)] / len(times)

@@ -1,8 +1,10 @@
 """Test settings: the product's settings with the GitHub App blanked (each test that
 needs it points it at the fake GitHub server) and waits shortened."""
 
+import atexit
 import os
 import secrets
+import shutil
 import tempfile
 
 # Outside DEBUG, Tasuku starts only with a SECRET_KEY (tasuku/settings.py): one per test
@@ -30,7 +32,18 @@ GITHUB_SECONDS_BETWEEN_WRITES = "0"
 TASUKU_BASE_URL = "http://tasuku.test"
 # A checkout cache of the test process's own (tests that use the fake GitHub get one of
 # their own test's: tests/conftest.py).
+# Removed when the process that made it ends (not a process forked from it: a cluster's or
+# gunicorn's workers): every process of a run (the test processes, each worker or command
+# a test starts) has one, and about 45 a run used to stay behind.
 TASUKU_CHECKOUT_CACHE = tempfile.mkdtemp(prefix="tasuku-test-mirrors-")
+
+
+def _mirrors_remove(path: str = TASUKU_CHECKOUT_CACHE, maker: int = os.getpid()) -> None:
+    if os.getpid() == maker:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+atexit.register(_mirrors_remove)
 ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost", "tasuku.test"]
 TASUKU_ENABLE_NEW_REPOSITORIES = True
 # The test database is migrated without the schedules: a live worker in a test runs only

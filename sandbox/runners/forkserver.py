@@ -56,6 +56,9 @@ PRELOAD = ("sandbox.run_engine", "sandbox.run_reply")
 MESSAGE_BYTES = 1 << 20
 SPAWN_SECONDS = 30  # a fork takes milliseconds: a server this slow is stuck
 READY = b'{"ready": true}'
+# The server's folder (its HOME and working directory). Named as an engine's home
+# (`tasuku-home-*`): one a server could not remove is pruned with those by the host's tidy.
+HOME_PREFIX = "tasuku-home-forkserver-"
 
 
 class ForkServerError(Exception):
@@ -106,7 +109,7 @@ class ForkServer:
         self._closed = False
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # Named as an engine's home: what a killed worker leaves is pruned with those.
-        home = tempfile.mkdtemp(prefix="tasuku-home-forkserver-")
+        home = tempfile.mkdtemp(prefix=HOME_PREFIX)
         self._home = home
         try:
             self._process = subprocess.Popen(  # noqa: S603
@@ -412,6 +415,16 @@ def _load(names: Sequence[str]) -> None:
                 importlib.import_module(name)
 
 
+def _home_remove() -> None:
+    """The server's own folder (its HOME and working directory), removed as it ends: a
+    worker that was killed, or that never closed its server, leaves none behind."""
+    home = os.environ.get("HOME", "")
+    if os.path.basename(home).startswith(HOME_PREFIX):
+        with contextlib.suppress(OSError):
+            os.chdir("/")
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def serve(fd: int) -> None:
     """The server: import what the engines use, say so, then fork a child per request
     until the worker's end of the socket closes."""
@@ -456,6 +469,7 @@ def serve(fd: int) -> None:
                 for pid in children:
                     with contextlib.suppress(OSError):
                         os.killpg(pid, signal.SIGKILL)
+                _home_remove()
                 os._exit(0)
             pid = -1
             try:

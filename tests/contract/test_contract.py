@@ -84,7 +84,7 @@ def test_every_route_of_the_fake_is_an_operation_of_the_description_or_allowed()
             "to OPERATIONS in tests/contract/vendor.py and refresh: " + ", ".join(missing)
         )
     finally:
-        fake.server.server_close()
+        fake.stop()
 
 
 def _sample_path(pattern: str, samples: dict[str, str]) -> str:
@@ -232,7 +232,7 @@ def _installation() -> dict[str, object]:
         fake.add_app(1, "")
         return fake._installation_json(fake.add_installation(7, "acme"))
     finally:
-        fake.server.server_close()
+        fake.stop()
 
 
 def test_a_complete_answer_passes():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -192,6 +193,18 @@ def test_a_server_that_dies_takes_its_engines_with_it_and_the_next_run_gets_a_ne
         "import os, sys; sys.stdout.write(str(os.getppid())); sys.stdout.flush(); os._exit(0)",
     )
     assert int(completed.stdout) not in (server.pid, os.getpid())  # a new server
+
+
+def test_a_server_whose_worker_is_gone_ends_and_leaves_no_folder_behind(tmp_path):
+    """What the server sees of a worker killed with -9 (or one that never closed it): its
+    end of the socket closes. The server ends, and its folder goes with it: every test
+    process and every killed worker used to leave one in the temporary folder."""
+    server = forkserver.fork_server(scrubbed_environment(""))
+    home = Path(server._home)
+    assert home.is_dir() and home.name.startswith(forkserver.HOME_PREFIX)
+    server._sock.shutdown(socket.SHUT_RDWR)  # the worker's end, as its death closes it
+    assert server._process.wait(timeout=10) == 0
+    assert not home.exists()
 
 
 def test_an_engine_that_fails_says_why_and_the_server_goes_on(tmp_path):

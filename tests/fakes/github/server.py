@@ -7,6 +7,7 @@ import json
 import re
 import secrets
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -63,8 +64,7 @@ class FakeGitHubBase:
         self.git_root = Path(tempfile.mkdtemp(prefix="fake-github-git-"))
         self.routes: list[Route] = []
         self._register_routes()
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", port), _Handler)
         self.server.fake = self  # type: ignore[attr-defined]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -80,7 +80,8 @@ class FakeGitHubBase:
         return self
 
     def stop(self) -> None:
-        self.server.shutdown()
+        if self.thread.is_alive():
+            self.server.shutdown()  # waits for the serving loop: never call it on none
         self.server.server_close()
         shutil.rmtree(self.git_root, ignore_errors=True)
 
@@ -849,6 +850,17 @@ class FakeGitHubBase:
         if page > 1:
             links += [link(1, "first"), link(page - 1, "prev")]
         return chunk, ({"Link": ", ".join(links)} if links else {})
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hung up before its answer was written (a review stopped mid-call,
+        # a request timed out on purpose) is GitHub's everyday life, not the fake's error:
+        # a traceback for it on the run's output hid the ones that are.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
