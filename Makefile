@@ -11,6 +11,18 @@ PYTEST_ARGS ?=
 # TEST_PROCESSES=0 runs the suite in one process.
 CORES := $(shell nproc 2>/dev/null || echo 2)
 TEST_PROCESSES ?= $(shell c=$(CORES); echo $$(( c * 2 < c + 4 ? c * 2 : c + 4 )))
+# The tests' temporary files (the fake GitHub's repositories, the reviews' clones and
+# checkouts, SQLite files: some hundreds of MB at the busiest) go to memory when the
+# machine has a tmpfs at /dev/shm with 4 GiB free: on a disk, making and removing them
+# cost a run about a quarter of its system CPU (docs/testing.md). TEST_TMPDIR=DIR puts
+# them in DIR; TEST_TMPDIR= leaves TMPDIR as it is.
+TEST_TMPDIR ?= $(shell d=/dev/shm; free=$$(df -Pk $$d 2>/dev/null | awk 'NR==2 {print $$4}'); \
+	[ -d $$d ] && [ -w $$d ] && [ "$${free:-0}" -ge 4194304 ] && echo $$d/tasuku-tests-$$(id -u))
+
+# What runs the tests with TMPDIR at TEST_TMPDIR (made if need be, for this user alone).
+TEST_TMP = $(if $(TEST_TMPDIR),mkdir -p -m 700 '$(TEST_TMPDIR)' && { [ -O '$(TEST_TMPDIR)' ] || \
+	{ echo "$(TEST_TMPDIR) belongs to another user: set TEST_TMPDIR to a folder of yours"; exit 1; }; } && \
+	TMPDIR='$(TEST_TMPDIR)')
 
 .PHONY: run test test-fast install key lint check clean
 
@@ -44,13 +56,13 @@ run: $(STAMP) key
 # test process and every process a test starts compiles the project afresh.
 test: export PYTHONDONTWRITEBYTECODE =
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(TEST_PROCESSES) $(if $(filter 0,$(TEST_PROCESSES)),,--dist worksteal) $(PYTEST_ARGS)
+	$(TEST_TMP) $(BIN)/python -m pytest -n $(TEST_PROCESSES) $(if $(filter 0,$(TEST_PROCESSES)),,--dist worksteal) $(PYTEST_ARGS)
 
 ## The inner loop: every test that starts no process and drives no browser (tests/fast.py;
 ## docs/testing.md), in well under a minute. `make test` stays the verdict.
 test-fast: export PYTHONDONTWRITEBYTECODE =
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n $(TEST_PROCESSES) $(if $(filter 0,$(TEST_PROCESSES)),,--dist worksteal) -q --fast $(PYTEST_ARGS)
+	$(TEST_TMP) $(BIN)/python -m pytest -n $(TEST_PROCESSES) $(if $(filter 0,$(TEST_PROCESSES)),,--dist worksteal) -q --fast $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

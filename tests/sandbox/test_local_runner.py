@@ -192,17 +192,21 @@ def test_a_tree_1200_folders_deep_is_removed(tmp_path):
 
     from sandbox.workspace import Workspace
 
-    with Workspace(str(tmp_path)) as workspace:
-        here = workspace.path
-        os.chdir(here)
-        try:
-            for _ in range(1200):  # paths relative to the last, so no path grows too long
-                os.mkdir("d")
-                os.chdir("d")
-            with open("deepest.txt", "w") as f:
-                f.write("x")
-        finally:
-            os.chdir(tmp_path)
+    start = os.getcwd()  # given back: the process's later tests start their processes in it
+    try:
+        with Workspace(str(tmp_path)) as workspace:
+            here = workspace.path
+            os.chdir(here)
+            try:
+                for _ in range(1200):  # paths relative to the last: no path grows too long
+                    os.mkdir("d")
+                    os.chdir("d")
+                with open("deepest.txt", "w") as f:
+                    f.write("x")
+            finally:
+                os.chdir(tmp_path)
+    finally:
+        os.chdir(start)
     assert not here.exists()
 
 
