@@ -941,6 +941,24 @@ def workspace_root_problem(root: Path, min_free_bytes: int) -> str:
     return ""
 
 
+def _owner_alive(folder: Path) -> bool:
+    """Whether a fork server's home (`tasuku-home-forkserver-*`: it lives as long as its
+    worker, days) belongs to a running server: the server writes its pid in it
+    (`owner.pid`, sandbox/runners/forkserver.py). An engine's home is never kept so."""
+    if not folder.name.startswith("tasuku-home-forkserver-"):
+        return False
+    try:
+        pid = int((folder / "owner.pid").read_text())
+        if pid <= 0:
+            return False
+        os.kill(pid, 0)
+    except PermissionError:
+        return True  # running, as another user
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def workspaces_prune(root: Path, max_age_seconds: float) -> list[str]:
     """Remove the workspaces (`tasuku-ws-*`) and engine homes (`tasuku-home-*`) under
     `root` older than `max_age_seconds`: what a killed worker left behind (a live run
@@ -958,6 +976,8 @@ def workspaces_prune(root: Path, max_age_seconds: float) -> list[str]:
             if now - entry.stat().st_mtime <= max_age_seconds:
                 continue
         except OSError:
+            continue
+        if _owner_alive(entry):
             continue
         remove_tree(entry)
         removed.append(entry.name)

@@ -207,6 +207,28 @@ def test_a_server_whose_worker_is_gone_ends_and_leaves_no_folder_behind(tmp_path
     assert not home.exists()
 
 
+def test_the_hosts_tidy_keeps_a_live_servers_folder_however_old(tmp_path, monkeypatch):
+    """A worker lives for days, its fork server with it: the tidy that removes what killed
+    workers left (homes older than twice the run deadline) must not take a live server's
+    folder (its HOME and working directory), and takes it once the server is gone."""
+    import tempfile
+
+    from sandbox.workspace import workspaces_prune
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the server's folder here
+    server = forkserver.fork_server(scrubbed_environment(""))
+    home = Path(server._home)
+    assert home.parent == tmp_path and (home / "owner.pid").read_text() == str(server.pid)
+    old = time.time() - 3 * 3600
+    os.utime(home, (old, old))
+    assert workspaces_prune(tmp_path, 2 * 3600) == []
+    assert home.is_dir()
+    os.kill(server.pid, signal.SIGKILL)  # gone without removing it
+    server._process.wait(timeout=10)
+    assert workspaces_prune(tmp_path, 2 * 3600) == [home.name]
+    assert not home.exists()
+
+
 def test_an_engine_that_fails_says_why_and_the_server_goes_on(tmp_path):
     failed = run(tmp_path, "raise RuntimeError('the engine broke')")
     assert failed.returncode == 1
