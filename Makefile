@@ -14,7 +14,7 @@ TEST_PROCESSES ?= $(shell c=$(CORES); echo $$(( c * 2 < c + 4 ? c * 2 : c + 4 ))
 # The tests' temporary files (the fake GitHub's repositories, the reviews' clones and
 # checkouts, SQLite files: about 110 MB at the busiest) go to memory when the machine has
 # a tmpfs at /dev/shm with 4 GiB free: on a disk, making and removing them cost a run
-# about a fifth of its system CPU and 8 % of its time (docs/testing.md). TEST_TMPDIR=DIR
+# about a fifth of its system CPU and 4 to 8 % of its time (docs/testing.md). TEST_TMPDIR=DIR
 # puts them in DIR; TEST_TMPDIR= leaves TMPDIR as it is.
 TEST_TMPDIR ?= $(shell d=/dev/shm; free=$$(df -Pk $$d 2>/dev/null | awk 'NR==2 {print $$4}'); \
 	[ -d $$d ] && [ -w $$d ] && [ "$${free:-0}" -ge 4194304 ] && echo $$d/tasuku-tests-$$(id -u))
