@@ -16,8 +16,11 @@ TEST_PROCESSES ?= $(shell c=$(CORES); echo $$(( c * 2 < c + 4 ? c * 2 : c + 4 ))
 # a tmpfs at /dev/shm with 4 GiB free: on a disk, making and removing them cost a run
 # about a fifth of its system CPU and 4 to 8 % of its time (docs/testing.md). TEST_TMPDIR=DIR
 # puts them in DIR; TEST_TMPDIR= leaves TMPDIR as it is.
-TEST_TMPDIR ?= $(shell d=/dev/shm; free=$$(df -Pk $$d 2>/dev/null | awk 'NR==2 {print $$4}'); \
+# (Worked out once, not at each use: `?=` would ask `df` again every time it is read.)
+ifeq ($(origin TEST_TMPDIR),undefined)
+TEST_TMPDIR := $(shell d=/dev/shm; free=$$(df -Pk $$d 2>/dev/null | awk 'NR==2 {print $$4}'); \
 	[ -d $$d ] && [ -w $$d ] && [ "$${free:-0}" -ge 4194304 ] && echo $$d/tasuku-tests-$$(id -u))
+endif
 
 # What runs the tests with TMPDIR at TEST_TMPDIR (made if need be, for this user alone).
 TEST_TMP = $(if $(TEST_TMPDIR),mkdir -p -m 700 '$(TEST_TMPDIR)' && { [ -O '$(TEST_TMPDIR)' ] || \
