@@ -29,7 +29,6 @@ import io
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 import tracemalloc
 from collections import Counter
@@ -109,10 +108,9 @@ def release_mix(files: int, lines: int) -> str:
     return "".join(parts)
 
 
-def real_pr(repo: Path, base: str, head: str, root: Path) -> tuple[str, object, list[str]]:
+def real_pr(repo: Path, base: str, head: str) -> tuple[str, object, list[str]]:
     """The diff between two commits of `repo` as the workspace computes it, with a way
-    to read the start of each head file (written under `root`) and the head's tree (for
-    the filters)."""
+    to read the start of each head file and the head's tree (for the filters)."""
     git = ["git", "-C", str(repo)]
     text = subprocess.run(  # noqa: S603
         [*git, *DIFF, "--find-renames", "--unified=3", base, head, "--"],
@@ -122,19 +120,20 @@ def real_pr(repo: Path, base: str, head: str, root: Path) -> tuple[str, object, 
         [*git, "ls-tree", "-r", "-z", "--name-only", head],
         capture_output=True, text=True, check=True,
     ).stdout.split("\0")  # fmt: skip
-    # The head's files, from `git archive`: the repository's index and work tree untouched.
+    # The start of each of the head's regular files, from `git archive`, read in memory:
+    # the repository's index and work tree untouched, nothing written (a link is no file).
     archive = subprocess.run(  # noqa: S603
         [*git, "archive", "--format=tar", head], capture_output=True, check=True
     ).stdout
+    starts: dict[str, bytes] = {}
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(root, filter="data")
+        for member in tar:
+            if member.isfile():
+                starts[member.name] = tar.extractfile(member).read(4096)
 
     def read(path: str) -> str | None:
-        target = root / path
-        if not target.is_file():
-            return None
-        with target.open("rb") as handle:
-            return handle.read(4096).decode(errors="replace")
+        start = starts.get(path)
+        return None if start is None else start.decode(errors="replace")
 
     return text, read, [p for p in tree if p]
 
@@ -189,13 +188,12 @@ def main() -> None:
     if args.repo:
         if not (args.base and args.head):
             parser.error("--repo needs --base and --head")
-        with tempfile.TemporaryDirectory(prefix="tasuku-large-pr-") as root:
-            text, read, tree = real_pr(args.repo, args.base, args.head, Path(root))
-            print(f"{args.repo} {args.base}..{args.head}: {len(text) / 1e6:.1f} MB of diff")
-            timings = stages(text, args.budget)
-            print(f"  parse {timings['parse'] * 1000:.0f} ms, filter {timings['filter'] * 1000:.0f} "
-                  f"ms, compress {timings['compress'] * 1000:.0f} ms")  # fmt: skip
-            budget_by_class(text, args.budget, head=read, tree=tree)
+        text, read, tree = real_pr(args.repo, args.base, args.head)
+        print(f"{args.repo} {args.base}..{args.head}: {len(text) / 1e6:.1f} MB of diff")
+        timings = stages(text, args.budget)
+        print(f"  parse {timings['parse'] * 1000:.0f} ms, filter {timings['filter'] * 1000:.0f} "
+              f"ms, compress {timings['compress'] * 1000:.0f} ms")  # fmt: skip
+        budget_by_class(text, args.budget, head=read, tree=tree)
         return
 
     text, _ = synthetic_pr(args.files, args.lines)
