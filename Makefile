@@ -3,16 +3,17 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # The interpreter the venv is made with (PYTHON=… chooses one): `python3`, unless that
 # one runs on a shared libpython (pyenv's builds with --enable-shared, for one) and the
-# system's /usr/bin/python3 is a 3.11 or newer that does not: on such a machine the suite
-# took about a fifth less CPU on the latter (docs/testing.md). Asked only while there is
-# no venv yet.
+# system's (SYSTEM_PYTHON) is a 3.11 or newer that does not and can make a venv: on such
+# a machine the suite took about a fifth less CPU on the latter (docs/testing.md). Asked
+# only while there is no venv yet.
+SYSTEM_PYTHON := /usr/bin/python3
 ifeq ($(origin PYTHON),undefined)
 PYTHON := python3
 ifeq ($(wildcard $(BIN)/python),)
 PYTHON := $(shell shared() { "$$1" -c "import sys; sys.exit(0 if any('/libpython' in l for l in open('/proc/self/maps')) else 1)" 2>/dev/null; }; \
-	s=/usr/bin/python3; shared python3 && [ -x $$s ] && ! shared $$s && \
-	$$s -c 'import sys, ensurepip; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null && \
-	echo $$s || echo python3)
+	s='$(SYSTEM_PYTHON)'; shared python3 && [ -x "$$s" ] && ! shared "$$s" && \
+	"$$s" -c 'import sys, ensurepip; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null && \
+	echo "$$s" || echo python3)
 endif
 endif
 STAMP  := $(VENV)/.installed-stamp
