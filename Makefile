@@ -5,7 +5,8 @@ BIN    := $(VENV)/bin
 # one runs on a shared libpython (pyenv's builds with --enable-shared, for one) and the
 # system's (SYSTEM_PYTHON) is a 3.11 or newer that does not and can make a venv: it runs
 # Python code faster (a loop: a fifth less CPU; the suite, much of it git's and other
-# programs' CPU: a few per cent; docs/testing.md). Asked only while there is no venv yet.
+# programs' CPU: 4 to 17 % less in three pairs of runs; docs/testing.md). Asked only
+# while there is no venv yet.
 SYSTEM_PYTHON := /usr/bin/python3
 ifeq ($(origin PYTHON),undefined)
 PYTHON := python3
