@@ -45,6 +45,7 @@ TEST_TMP = $(if $(TEST_TMPDIR),mkdir -p -m 700 '$(TEST_TMPDIR)' && { [ -O '$(TES
 .PHONY: run test test-fast install key lint check clean
 
 $(STAMP): pyproject.toml
+	@test -n '$(strip $(PYTHON))' || { echo "PYTHON is empty: name an interpreter (PYTHON=python3.12), or leave it out."; exit 1; }
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
 		{ echo "Tasuku needs Python 3.11 or newer (found: $$($(PYTHON) --version 2>&1))."; exit 1; }
 	@test -x $(BIN)/python || { echo "Making $(VENV) with $(PYTHON) ($$($(PYTHON) --version 2>&1); PYTHON=... chooses another)"; \

@@ -94,6 +94,17 @@ def test_python_given_is_the_one_used(clone, tmp_path):
     assert _venv_maker(clone, bin_, f"SYSTEM_PYTHON={system}", f"PYTHON={mine}") == str(mine)
 
 
+def test_an_empty_python_is_refused_and_nothing_is_made(clone):
+    """`PYTHON=` once made the version check's line start with `-`, which make reads as
+    "ignore this line's failure": the install went on and failed further down."""
+    done = subprocess.run(
+        ["make", "install", "PYTHON="], cwd=clone, capture_output=True, text=True, check=False
+    )
+    assert done.returncode != 0
+    assert "PYTHON is empty" in done.stdout + done.stderr
+    assert not (clone / ".venv").exists()
+
+
 def test_an_existing_venv_is_kept_and_nothing_is_asked(clone, tmp_path):
     """With a venv there, the Makefile asks no interpreter anything (its venv line is
     the `test -x` that keeps it)."""
