@@ -114,10 +114,19 @@ class Passes:
         return thread
 
 
+@pytest.fixture(scope="session")
+def author_app_key() -> tuple[str, str]:
+    """The author's App key (private PEM, public PEM), one for the test process: making
+    a 2,048-bit RSA key costs tens of milliseconds of CPU, and a key the gateway has not
+    seen is parsed and checked again (its caches are keyed by the key's text). Each
+    test's fake GitHub registers the App afresh."""
+    return rsa_keypair()
+
+
 @pytest.fixture
-def passes(fake_github, fake_anthropic, settings, client, test_app) -> Passes:
+def passes(fake_github, fake_anthropic, settings, client, test_app, author_app_key) -> Passes:
     world = world_build(fake_github)
-    private, public = rsa_keypair()
+    private, public = author_app_key
     fake_github.add_app(AUTHOR_APP_ID, public, AUTHOR_SLUG)
     fake_github.add_installation(AUTHOR_INSTALLATION, "acme", app_id=AUTHOR_APP_ID)
     fake_github.install_repo(REPO, AUTHOR_INSTALLATION)
