@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.agent.attempts import within
-from sandbox.agent.conversation import Call, Result, Tokens, Turn
+from sandbox.agent.conversation import (
+    Call,
+    Result,
+    Tokens,
+    Turn,
+    close_quietly,
+    sdk_http_client,
+)
 from sandbox.agent.errors import provider_error
 from sandbox.agent.loop import agent_review
 from sandbox.agent.tools import ToolSpec
@@ -60,6 +67,7 @@ class AnthropicConversation:
             api_key=key,
             base_url=env.get("ANTHROPIC_BASE_URL") or None,
             max_retries=0,  # tried again within the call's timeout (sandbox/agent/attempts.py)
+            http_client=sdk_http_client(anthropic.DefaultHttpxClient),
         )
         self.system = [{"type": "text", "text": prompt.system, "cache_control": CACHE}]
         self.tools = [
@@ -106,6 +114,11 @@ class AnthropicConversation:
                 block.pop("cache_control", None)
         blocks[-1]["cache_control"] = CACHE
         self.messages.append({"role": "user", "content": blocks})
+
+    def __del__(self) -> None:
+        client = getattr(self, "client", None)  # None: the key was missing
+        if client is not None:
+            close_quietly(client)
 
     def send(self, *, timeout: float, force: str | None = None) -> Turn:
         choice = {"type": "tool", "name": force} if force else {"type": "auto"}

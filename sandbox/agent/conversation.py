@@ -3,6 +3,10 @@ they keep of it: one model turn, its tool calls and tokens, and the transcript."
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -18,6 +22,34 @@ from sandbox.contract import (
 from sandbox.prompt import Prompt
 
 TRANSCRIPT_TEXT = 2_000
+
+
+def sdk_http_client(default_client: Any) -> Any:
+    """The HTTP client a provider's SDK would make for itself (`default_client`: the SDK's
+    `DefaultHttpxClient`, with its timeouts, connection limits and redirects), on a TLS
+    context made once a process. The SDK's own client loads the CA bundle again each time
+    (about 20 ms of CPU), and an engine makes several: triage's, the review's, each
+    explorer's, the memory's. The context is the one the SDK would make — from
+    SSL_CERT_FILE or SSL_CERT_DIR when set (the kept one is keyed by them), else the
+    system's bundle. The SDK closes a client it was given only when told: the
+    conversation that holds it closes it (`close_quietly`)."""
+    context = _tls_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    return default_client(verify=context)
+
+
+@functools.lru_cache(maxsize=4)
+def _tls_context(cafile: str | None, capath: str | None) -> ssl.SSLContext:
+    import httpx2  # both SDKs' HTTP client: the context as they make it, once
+
+    return httpx2.create_ssl_context()
+
+
+def close_quietly(client: Any) -> None:
+    """Close an SDK client whose HTTP client the conversation gave it, as the SDK closes
+    its own when it is collected (an error then has nobody to tell)."""
+    # A finaliser: whatever closing raises has nobody to go to.
+    with contextlib.suppress(Exception):
+        client.close()
 
 
 @dataclass

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.agent.attempts import within
-from sandbox.agent.conversation import Call, Result, Tokens, Turn
+from sandbox.agent.conversation import (
+    Call,
+    Result,
+    Tokens,
+    Turn,
+    close_quietly,
+    sdk_http_client,
+)
 from sandbox.agent.errors import provider_error
 from sandbox.agent.loop import agent_review
 from sandbox.agent.tools import ToolSpec
@@ -64,6 +71,7 @@ class OpenAIConversation:
             api_key=key or NO_KEY,
             base_url=base_url,
             max_retries=0,  # tried again within the call's timeout (sandbox/agent/attempts.py)
+            http_client=sdk_http_client(openai.DefaultHttpxClient),
         )
         self.tools = [
             {
@@ -91,6 +99,11 @@ class OpenAIConversation:
         for call in last.get("tool_calls") or [] if last.get("role") == "assistant" else []:
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": closing})
         return messages
+
+    def __del__(self) -> None:
+        client = getattr(self, "client", None)  # None: the key was missing
+        if client is not None:
+            close_quietly(client)
 
     def send(self, *, timeout: float, force: str | None = None) -> Turn:
         choice: Any = {"type": "function", "function": {"name": force}} if force else "auto"
