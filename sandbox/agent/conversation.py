@@ -33,8 +33,13 @@ def sdk_http_client(default_client: Any) -> Any:
     SSL_CERT_FILE or SSL_CERT_DIR when set (the kept one is keyed by them), else the
     system's bundle. The SDK closes a client it was given only when told: the
     conversation that holds it closes it (`close_quietly`)."""
-    context = _tls_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
-    return default_client(verify=context)
+    return default_client(verify=tls_context())
+
+
+def tls_context() -> ssl.SSLContext:
+    """The process's TLS context for the model SDKs (made by the fork server before it
+    forks an engine: sandbox/agent/warm.py)."""
+    return _tls_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
 
 
 @functools.lru_cache(maxsize=4)

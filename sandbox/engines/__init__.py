@@ -89,6 +89,9 @@ OPENAI = Provider(
     sdk="openai",
 )
 PROVIDERS = {p.name: p for p in (ANTHROPIC, OPENAI)}
+# What a conversation with a model makes the same way each time (its SDK client's TLS
+# context), for the fork server to make once.
+WARM_AGENT = ("sandbox.agent.warm",)
 
 REGISTRY = {
     e.name: e
@@ -96,8 +99,8 @@ REGISTRY = {
         EngineFacts(
             "static", "sandbox.engines.static:review", warm=("sandbox.engines.static.warm",)
         ),
-        EngineFacts("anthropic", "sandbox.agent.anthropic_api:review", ANTHROPIC, True),
-        EngineFacts("openai", "sandbox.agent.openai_api:review", OPENAI, True),
+        EngineFacts("anthropic", "sandbox.agent.anthropic_api:review", ANTHROPIC, True, WARM_AGENT),
+        EngineFacts("openai", "sandbox.agent.openai_api:review", OPENAI, True, WARM_AGENT),
         EngineFacts("claude-code", "sandbox.engines.cli:review_claude_code", ANTHROPIC),
         EngineFacts("codex", "sandbox.engines.cli:review_codex", OPENAI),
     )
@@ -116,5 +119,7 @@ def modules_of(program: str, engine: str) -> tuple[str, ...]:
         return ()
     if program == "sandbox.run_reply" and facts.provider is not None:
         provider = facts.provider
-        return ("sandbox.agent.reply", provider.conversation.split(":")[0], provider.sdk)
+        return (
+            "sandbox.agent.reply", provider.conversation.split(":")[0], provider.sdk, *WARM_AGENT
+        )  # fmt: skip
     return facts.modules if program == "sandbox.run_engine" else ()

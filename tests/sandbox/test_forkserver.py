@@ -124,6 +124,32 @@ def test_the_server_imports_what_an_engine_needs_once_and_no_more(tmp_path):
     assert seconds < 1.0  # imported already
 
 
+def test_a_model_engine_finds_its_sdks_tls_context_made_by_the_server(tmp_path):
+    """The TLS context every conversation's SDK client uses (sandbox/agent/warm.py) is
+    made by the server, once: a review's or a reply's engine loads no CA bundle of its
+    own. A static reviewer's engine never makes one."""
+    from sandbox.engines import modules_of
+
+    server = forkserver.fork_server(scrubbed_environment(""))
+    report = (
+        "import os, sys; m = sys.modules.get('sandbox.agent.conversation'); "
+        "sys.stdout.write(str(m._tls_context.cache_info().currsize if m else None)); "
+        "sys.stdout.flush(); os._exit(0)"
+    )
+
+    def kept(warm: tuple[str, ...]) -> str:
+        process = server.spawn("timeit", ["-n", "1", "-r", "1", report], cwd=tmp_path,
+                               env=scrubbed_environment(str(tmp_path)), limits={}, warm=warm)  # fmt: skip
+        process.stdin.close()
+        out = process.stdout.read().decode()
+        process.wait(timeout=30)
+        return out
+
+    assert kept(modules_of("sandbox.run_engine", "static")) in ("None", "0")
+    assert kept(modules_of("sandbox.run_engine", "anthropic")) == "1"
+    assert kept(modules_of("sandbox.run_reply", "openai")) == "1"
+
+
 def test_a_static_review_finds_its_secret_detectors_loaded_by_the_server(tmp_path):
     """What a static review's checkers load the same way each time (detect-secrets, its
     detectors and their patterns) is loaded once by the server; each engine it forks
