@@ -174,13 +174,20 @@ def check(
     with tempfile.TemporaryDirectory(prefix="tasuku-oxlint-") as scratch:
         config = Path(scratch) / "oxlintrc.json"
         config.write_text(json.dumps(_config(wanted)))
-        directed = [t for t in scripts if "lint-disable" in t.text or "lint-enable" in t.text]
-        plain = [t for t in scripts if t not in directed and t.utf8]
+        # Sorted in one pass (`t not in plain` compared each file with every other).
+        directed: list[Target] = []
+        plain: list[Target] = []
+        copies: list[Target] = []
+        for target in scripts:
+            if "lint-disable" in target.text or "lint-enable" in target.text:
+                directed.append(target)
+                copies.append(target)
+            else:
+                (plain if target.utf8 else copies).append(target)
         diagnostics = _run(root, [t.path for t in plain], config)
         # Files with directives, and files that are not UTF-8, are checked as a copy: with
         # the directives made inert (and invalid bytes replaced); a file with directives
         # also as it is, to tell which diagnostics its directives hide.
-        copies = [t for t in scripts if t not in plain]
         hidden: set[tuple] = set()
         if copies:
             inert, asis = Path(scratch) / "inert", Path(scratch) / "as-is"
