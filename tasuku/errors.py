@@ -224,6 +224,11 @@ CODES: dict[str, Cause] = dict((
     _cause("provider-missing-key", "provider",
            "No API key reached the engine.",
            "Set the reviewer's key in the admin or the site-wide key in the environment."),
+    _cause("provider-ca-bundle", "provider",
+           "The CA bundle the engine's environment names (SSL_CERT_FILE or SSL_CERT_DIR) "
+           "cannot be read, so no connection to the model API can be trusted.",
+           "Point SSL_CERT_FILE or SSL_CERT_DIR in the engine's image at a readable PEM "
+           "bundle, or unset them to use the system's; then retry."),
     _cause("provider-key-unreadable", "provider",
            "The reviewer's stored API key cannot be read (the SECRET_KEY it was sealed under "
            "is gone).",
@@ -318,6 +323,7 @@ BLAME: dict[str, str] = {
     "github-unavailable": OUTSIDE, "github-error": OUTSIDE, "check-refused": OUTSIDE,
     "provider-key": YOURS, "provider-model": YOURS, "provider-billing": YOURS,
     "provider-missing-key": YOURS, "provider-key-unreadable": YOURS,
+    "provider-ca-bundle": YOURS,
     "provider-rejected": TASUKU, "provider-unavailable": OUTSIDE,
     "provider-bad-response": OUTSIDE, "provider-error": OUTSIDE,
     "docker-unreachable": HOST, "docker-image": YOURS, "docker-refused": YOURS,
@@ -347,6 +353,7 @@ AREA: dict[str, str] = {
     "check-refused": GITHUB,
     "provider-key": PROVIDER, "provider-model": PROVIDER, "provider-billing": PROVIDER,
     "provider-missing-key": PROVIDER, "provider-key-unreadable": PROVIDER,
+    "provider-ca-bundle": PROVIDER,
     "provider-rejected": PROVIDER, "provider-unavailable": PROVIDER,
     "provider-bad-response": PROVIDER, "provider-error": PROVIDER,
     "docker-unreachable": SANDBOX, "docker-image": SANDBOX, "docker-refused": SANDBOX,

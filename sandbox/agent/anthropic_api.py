@@ -116,9 +116,7 @@ class AnthropicConversation:
         self.messages.append({"role": "user", "content": blocks})
 
     def __del__(self) -> None:
-        client = getattr(self, "client", None)  # None: the key was missing
-        if client is not None:
-            close_quietly(client)
+        close_quietly(getattr(self, "client", None))  # None: the key was missing
 
     def send(self, *, timeout: float, force: str | None = None) -> Turn:
         choice = {"type": "tool", "name": force} if force else {"type": "auto"}

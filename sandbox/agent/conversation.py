@@ -19,6 +19,7 @@ from sandbox.contract import (
     ReviewJob,
     TranscriptEntry,
 )
+from sandbox.errors import ProviderError
 from sandbox.prompt import Prompt
 
 TRANSCRIPT_TEXT = 2_000
@@ -46,12 +47,26 @@ def tls_context() -> ssl.SSLContext:
 def _tls_context(cafile: str | None, capath: str | None) -> ssl.SSLContext:
     import httpx2  # both SDKs' HTTP client: the context as they make it, once
 
-    return httpx2.create_ssl_context()
+    try:
+        return httpx2.create_ssl_context()
+    except (OSError, ssl.SSLError) as exc:
+        # The SDK's own words would be a bare "No such file or directory".
+        named = ", ".join(f"{k}={v}" for k, v in (("SSL_CERT_FILE", cafile),
+                                                  ("SSL_CERT_DIR", capath)) if v)  # fmt: skip
+        raise ProviderError(
+            f"The CA bundle the engine's environment names ({named or 'the system bundle'}) "
+            f"cannot be read: {exc}. Point it at a readable PEM bundle, or unset it.",
+            permanent=True,
+            code="provider-ca-bundle",
+        ) from exc
 
 
 def close_quietly(client: Any) -> None:
     """Close an SDK client whose HTTP client the conversation gave it, as the SDK closes
-    its own when it is collected (an error then has nobody to tell)."""
+    its own when it is collected (an error then has nobody to tell); `None` (a
+    conversation refused before it had one) is left alone."""
+    if client is None:
+        return
     # A finaliser: whatever closing raises has nobody to go to.
     with contextlib.suppress(Exception):
         client.close()

@@ -101,9 +101,7 @@ class OpenAIConversation:
         return messages
 
     def __del__(self) -> None:
-        client = getattr(self, "client", None)  # None: the key was missing
-        if client is not None:
-            close_quietly(client)
+        close_quietly(getattr(self, "client", None))  # None: the key was missing
 
     def send(self, *, timeout: float, force: str | None = None) -> Turn:
         choice: Any = {"type": "function", "function": {"name": force}} if force else "auto"

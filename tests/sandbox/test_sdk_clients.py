@@ -114,3 +114,27 @@ def _a_ca_pem() -> str:
         .sign(key, hashes.SHA256())
     )
     return certificate.public_bytes(serialization.Encoding.PEM).decode()
+
+
+@pytest.mark.parametrize("engine", ["anthropic", "openai"])
+def test_a_ca_bundle_that_cannot_be_read_is_a_coded_error_naming_it(
+    engine, loads, monkeypatch, tmp_path, fake_anthropic, fake_openai
+):
+    """An image whose SSL_CERT_FILE names a missing file: the SDK alone said only "No
+    such file or directory". The conversation is refused with the code that says whose
+    fix it is and the file it could not read; nothing is kept, so a fixed bundle is
+    read on the next try."""
+    from sandbox.errors import ProviderError
+    from tasuku.errors import CODES
+
+    provider = provider_for(engine, fake_anthropic, fake_openai)
+    missing = tmp_path / "no-such-bundle.pem"
+    monkeypatch.setenv("SSL_CERT_FILE", str(missing))
+    with pytest.raises(ProviderError) as refused:
+        conversation_of(engine)(job(provider), PROMPT, ())
+    assert refused.value.code == "provider-ca-bundle" and refused.value.permanent
+    assert f"SSL_CERT_FILE={missing}" in str(refused.value)
+    assert "provider-ca-bundle" in CODES
+    monkeypatch.delenv("SSL_CERT_FILE")
+    provider.fake.script(Reply("hello"))
+    assert conversation_of(engine)(job(provider), PROMPT, ()).send(timeout=30).text == "hello"
