@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from django.utils.translation import ngettext
+
 from sandbox.contract import Severity
 
 FINDING_KEYS = (
@@ -183,8 +185,14 @@ def report_text(review: dict[str, Any], findings: list[dict[str, Any]]) -> str:
         e for e in review.get("coverage") or () if e["status"] == "not reviewed" and e["adds"]
     ]
     not_read = f" ({len(missing)} of them not reviewed, listed below)" if missing else ""
+    files = ngettext("%(count)d file", "%(count)d files", len(review["reviewed"])) % {
+        "count": len(review["reviewed"])
+    }
+    open_now = ngettext("%(count)d open finding", "%(count)d open findings", len(shown)) % {
+        "count": len(shown)
+    }
     lines.append(
-        f"Reviewed {scope}: {len(review['reviewed'])} files{not_read}, {len(shown)} open findings"
+        f"Reviewed {scope}: {files}{not_read}, {open_now}"
         + (f", {suppressed} suppressed" if suppressed else "")
         + (f", {len(closed)} resolved or outdated since the last review" if closed else "")
         + "."

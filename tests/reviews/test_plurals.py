@@ -131,3 +131,23 @@ def test_the_review_body_counts_the_findings_one_comment_stands_for(n, said):
     body = review_body(ReviewSummary(), grouped, context(), inline=published)
     assert f"Reviewed {SPAN}: {said}" in body
     assert "kept off the pull request" not in body
+
+
+@pytest.mark.parametrize(("reviewed", "opened", "said"), [
+    (1, 1, "1 file, 1 open finding."),
+    (17, 1, "17 files, 1 open finding."),
+    (1, 0, "1 file, 0 open findings."),
+    (2, 3, "2 files, 3 open findings."),
+])  # fmt: skip
+def test_the_local_reports_summary_counts_files_and_findings_in_english(reviewed, opened, said):
+    """`manage.py review` ended "Reviewed …: 17 files, 1 open findings"."""
+    from reviews.local.reports import report_text
+
+    review = {"base": "a" * 40, "head": "b" * 40, "incremental": False, "coverage": [],
+              "reviewed": [f"f{i}.py" for i in range(reviewed)], "filtered": [],
+              "validation": ""}  # fmt: skip
+    finding = {"path": "f0.py", "start_line": 1, "end_line": 1, "severity": "low",
+               "blocking": False, "title": "T", "body": "", "evidence": "",
+               "suggestion": None, "state": "open"}  # fmt: skip
+    text = report_text(review, [dict(finding) for _ in range(opened)])
+    assert f"Reviewed aaaaaaa..bbbbbbb: {said}" in text.splitlines()

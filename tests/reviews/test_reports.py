@@ -230,7 +230,7 @@ def test_suppressed_findings_are_in_every_format_with_their_reason():
     review = {**REVIEW, "incremental": True, "incremental_since": "c" * 40}
     text = report_text(review, [shown, hidden])
     assert "app.py:2 suppressed: Hidden (dismissed by dev)" in text
-    assert "1 open findings, 1 suppressed" in text
+    assert "1 open finding, 1 suppressed" in text  # the counts, in English
     data = json.loads(report_json(review, [shown, hidden]))
     assert [(f["state"], f["suppression_reason"]) for f in data["findings"]] == [
         ("open", ""), ("suppressed", "dismissed by dev")]  # fmt: skip
