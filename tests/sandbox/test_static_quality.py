@@ -293,30 +293,59 @@ def test_python_3_12_syntax_is_not_a_syntax_error_by_default(tmp_path):
     assert not any("invalid-syntax" in r for _, r in rules(review(tmp_path, {"a.py": PY312})))
 
 
+def based(root: Path, configs: dict[str, str], files: dict[str, str]):
+    """A review whose base commit holds `configs` (the pipeline reads them from the
+    base, `StaticOptions.configs`) and whose pull request changes `files`."""
+    write(root, configs)
+    return static_review(
+        job(*write(root, files)).model_copy(update={"static": StaticOptions(configs=configs)}),
+        root,
+    )
+
+
 def test_requires_python_of_the_nearest_pyproject_is_the_target(tmp_path):
-    result = review(
+    result = based(
         tmp_path,
         {
             "pyproject.toml": '[project]\nname = "x"\nrequires-python = ">=3.12"\n',
             "legacy/pyproject.toml": '[project]\nrequires-python = ">=3.9, <4"\n',
-            "legacy/old.py": PY312,
-            "src/new.py": PY312,
         },
+        {"legacy/old.py": PY312, "src/new.py": PY312},
     )
     found = rules(result)
     assert ("legacy/old.py", "ruff:invalid-syntax") in found
     assert ("src/new.py", "ruff:invalid-syntax") not in found
-    assert ruff.target_version(tmp_path, "legacy/old.py") == "py39"
 
 
 def test_ruff_toml_target_version_is_used_and_its_rules_are_not(tmp_path):
-    write(
+    config = {"ruff.toml": 'target-version = "py310"\n[lint]\nselect = ["ALL"]\n'}
+    result = based(tmp_path, config, {"old.py": PY312, "m.py": "def f(a):\n    return a\n"})
+    assert rules(result) == {("old.py", "ruff:invalid-syntax")}  # py310 cannot parse it
+    # and "ALL" would have flagged m.py's missing annotations and docstrings
+
+
+# Python 3.14 syntax (PEP 758): two exception types without parentheses.
+PY314 = "try:\n    pass\nexcept ValueError, TypeError:\n    pass\n"
+
+
+def test_a_pyproject_the_pull_request_adds_does_not_choose_its_python_version(tmp_path):
+    """A base that declares no Python version is read as py312: a `pyproject.toml` the
+    pull request adds, declaring 3.14, does not make its own 3.14-only syntax pass — the
+    pull request's configuration never decides its review, and the review says so."""
+    result = based(
         tmp_path,
-        {"ruff.toml": 'target-version = "py310"\n[lint]\nselect = ["ALL"]\n', "x.py": ""},
+        {},
+        {"pyproject.toml": '[project]\nrequires-python = ">=3.14"\n', "app.py": PY314},
     )
-    assert ruff.target_version(tmp_path, "x.py") == "py310"
-    result = review(tmp_path, {"m.py": "def f(a):\n    return a\n"})
-    assert result.findings == []  # "ALL" would flag missing annotations and docstrings
+    assert ("app.py", "ruff:invalid-syntax") in rules(result)
+    [said] = [text for text in result.summary.limitations if "linters' configuration" in text]
+    assert '("pyproject.toml")' in said and "the base branch has none" in said
+    # The same file, the base declaring 3.14: the base's word holds.
+    declared = based(
+        tmp_path / "declared", {"pyproject.toml": '[project]\nrequires-python = ">=3.14"\n'},
+        {"app.py": PY314},
+    )  # fmt: skip
+    assert ("app.py", "ruff:invalid-syntax") not in rules(declared)
 
 
 def test_a_python_script_with_dots_in_its_name_is_found_by_its_shebang(tmp_path):

@@ -126,12 +126,18 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
     changed_configs = [
         f.path for f in job.changed_files if f.path.rsplit("/", 1)[-1] in LINTER_CONFIGS
     ]
-    if changed_configs and job.static.configs:
+    if changed_configs:
         # The pull request's own configuration never decides its review.
         limitations.append(
             "This pull request changes the linters' configuration ("
             + _names(changed_configs)
-            + "): it was reviewed with the base branch's, as every pull request is."
+            + (
+                "): it was reviewed with the base branch's, as every pull request is."
+                if job.static.configs
+                else "): the base branch has none Tasuku could read, so it was reviewed "
+                "with the linters' defaults, as every pull request is reviewed with its base "
+                "branch's."
+            )
         )
     replaced = [t.path for t in files if not t.utf8]
     if replaced:

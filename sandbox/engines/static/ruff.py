@@ -7,7 +7,6 @@ import ast
 import io
 import re
 import tokenize
-import tomllib
 from pathlib import Path, PurePosixPath
 
 from sandbox.contract import Finding, Severity, Side, StaticOptions, Suppression
@@ -148,18 +147,16 @@ def check(
     ignore = [*IGNORE, *_own(options.ignore)]
     # Each file with the Python version its project declares, as the base commit has it
     # (requires-python, python_requires, classifiers, ruff's target-version,
-    # .python-version), one ruff run per version.
+    # .python-version), one ruff run per version. A base that declares none is checked
+    # as py312, whatever the pull request's own files declare: a `pyproject.toml` the
+    # pull request adds never chooses the version its own code is read with.
     versions: dict[str, list[Target]] = {}
     py2: set[str] = set()
     for target in python:
-        if options.configs:
-            declared, two = word.python(target.path)
-            version = declared or DEFAULT_VERSION
-            if two:
-                py2.add(target.path)
-        else:  # no base configuration given (a unit test, an old job): the checkout's
-            version = target_version(root, target.path)
-        versions.setdefault(version, []).append(target)
+        declared, two = word.python(target.path)
+        if two:
+            py2.add(target.path)
+        versions.setdefault(declared or DEFAULT_VERSION, []).append(target)
     items = []
     for version, group in sorted(versions.items()):
         # ruff reads only UTF-8: a file that is not is checked as `Target.text` reads it.
@@ -648,54 +645,5 @@ def _python_shebang(target: Target) -> bool:
     return interpreter(target).startswith("python")
 
 
+# The Python version of a file whose project, as the base commit has it, declares none.
 DEFAULT_VERSION = "py312"
-SUPPORTED = range(7, 15)  # py37 … py314, what ruff accepts
-MINIMUM = re.compile(r"(?:>=|~=|==|>)\s*3\.(\d+)")
-
-
-def _declared(folder: Path) -> str | None:
-    """The Python version a folder's project declares, as ruff spells it (`py310`)."""
-    pyproject = folder / "pyproject.toml"
-    try:
-        data = tomllib.loads(pyproject.read_text()) if pyproject.is_file() else {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        data = {}
-    project = data.get("project")
-    requires = project.get("requires-python") if isinstance(project, dict) else None
-    if isinstance(requires, str):
-        minors = [int(m) for m in MINIMUM.findall(requires)]
-        if minors and min(minors) in SUPPORTED:
-            return f"py3{min(minors)}"
-    tool_section = data.get("tool")
-    ruff_section = tool_section.get("ruff") if isinstance(tool_section, dict) else None
-    candidates = [ruff_section] if isinstance(ruff_section, dict) else []
-    for name in ("ruff.toml", ".ruff.toml"):
-        path = folder / name
-        try:
-            if path.is_file() and not path.is_symlink():
-                candidates.append(tomllib.loads(path.read_text()))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-            continue
-    for config in candidates:
-        version = config.get("target-version")
-        if (
-            isinstance(version, str)
-            and re.fullmatch(r"py3\d{1,2}", version)
-            and int(version[3:]) in SUPPORTED
-        ):
-            return version
-    return None
-
-
-def target_version(root: Path, path: str) -> str:
-    """The Python version of the project `path` belongs to: the nearest folder, from
-    the file's up to the checkout's root, that declares one; else py312."""
-    folder = (root / path).parent
-    while True:
-        if not folder.is_symlink():
-            declared = _declared(folder)
-            if declared:
-                return declared
-        if folder == root or root not in folder.parents:
-            return DEFAULT_VERSION
-        folder = folder.parent
