@@ -348,6 +348,71 @@ def test_a_pyproject_the_pull_request_adds_does_not_choose_its_python_version(tm
     assert ("app.py", "ruff:invalid-syntax") not in rules(declared)
 
 
+SHELL_OUT = 'import os\n\n\ndef run(cmd):\n    return os.system("ls " + cmd)\n'
+
+
+def test_syntax_the_projects_python_lacks_is_not_a_file_ruff_did_not_read(tmp_path):
+    """ruff says `invalid-syntax` of syntax newer than the checked Python too, and
+    there its other rules still run: the file is reviewed (S605 found beside it), not
+    named as unparsed. With no version in the base the error is the assumed 3.12's and
+    not blocking; with one declared, the project's oldest Python fails to import it."""
+    code = PY314 + SHELL_OUT
+    result = based(tmp_path, {}, {"app.py": code})
+    found = {f["rule"]: f for f in result.findings}
+    assert set(found) == {"ruff:invalid-syntax", "ruff:S605"}
+    syntax = found["ruff:invalid-syntax"]
+    assert (syntax["severity"], syntax["blocking"]) == ("medium", False)
+    assert "declares no Python version" in syntax["body"]
+    assert "does not parse" not in syntax["body"]
+    [coverage] = result.coverage
+    assert coverage.not_checked == "" and "ruff" in coverage.checkers
+
+    match = "def f(x):\n    match x:\n        case 1:\n            return 1\n"
+    result = based(
+        tmp_path / "declared", {"pyproject.toml": '[project]\nrequires-python = ">=3.9"\n'},
+        {"app.py": match + SHELL_OUT},
+    )  # fmt: skip
+    found = {f["rule"]: f for f in result.findings}
+    assert set(found) == {"ruff:invalid-syntax", "ruff:S605"}
+    assert found["ruff:invalid-syntax"]["severity"] == "critical"
+    assert "Python 3.9, the oldest version" in found["ruff:invalid-syntax"]["body"]
+    assert result.coverage[0].not_checked == ""
+
+
+def test_code_python_refuses_to_compile_is_reported_and_the_file_still_reviewed(tmp_path):
+    """A duplicate parameter parses, and Python refuses it when it compiles the file:
+    critical, and ruff's other rules ran on the file."""
+    result = review(tmp_path, {"app.py": "def f(a, a):\n    return a\n\n\n" + SHELL_OUT})
+    found = {f["rule"]: f for f in result.findings}
+    assert set(found) == {"ruff:invalid-syntax", "ruff:S605"}
+    assert found["ruff:invalid-syntax"]["severity"] == "critical"
+    assert "refuses to compile" in found["ruff:invalid-syntax"]["body"]
+    assert result.coverage[0].not_checked == ""
+
+
+def test_a_file_that_does_not_parse_is_named_as_not_checked_by_ruff(tmp_path):
+    result = review(tmp_path, {"app.py": "def f(:\n    pass\n\n\n" + SHELL_OUT})
+    assert rules(result) == {("app.py", "ruff:invalid-syntax")}  # nothing else ran
+    [syntax] = result.findings
+    assert syntax["severity"] == "critical" and "does not parse" in syntax["body"]
+    assert "does not parse as Python (line 1)" in result.coverage[0].not_checked
+
+
+def test_when_ruffs_parse_check_fails_every_syntax_error_counts_as_unparsed(tmp_path, monkeypatch):
+    """The second look (ruff's formatter) failing never turns a file into a reviewed one:
+    every file with a syntax error is named as not checked, as before the look."""
+    checker = ruff.run_checker
+
+    def failing(name, command, **kwargs):
+        if "format" in command:
+            raise common.CheckerFailed("ruff ran out of memory")
+        return checker(name, command, **kwargs)
+
+    monkeypatch.setattr(ruff, "run_checker", failing)
+    result = based(tmp_path, {}, {"app.py": PY314 + SHELL_OUT})
+    assert "does not parse as Python (line 3)" in result.coverage[0].not_checked
+
+
 def test_a_python_script_with_dots_in_its_name_is_found_by_its_shebang(tmp_path):
     result = review(tmp_path, {"bin/tool.cli": "#!/usr/bin/env python3\nimport os\n"})
     assert ("bin/tool.cli", "ruff:F401") in rules(result)

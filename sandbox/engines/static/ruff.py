@@ -11,6 +11,7 @@ from pathlib import Path, PurePosixPath
 
 from sandbox.contract import Finding, Severity, Side, StaticOptions, Suppression
 from sandbox.engines.static.common import (
+    CheckerFailed,
     Skipped,
     Target,
     argument,
@@ -152,19 +153,26 @@ def check(
     # pull request adds never chooses the version its own code is read with.
     versions: dict[str, list[Target]] = {}
     py2: set[str] = set()
+    declared_by: dict[str, str | None] = {}
     for target in python:
         declared, two = word.python(target.path)
         if two:
             py2.add(target.path)
+        declared_by[target.path] = declared
         versions.setdefault(declared or DEFAULT_VERSION, []).append(target)
     items = []
+    unparsed: set[str] = set()
     for version, group in sorted(versions.items()):
         # ruff reads only UTF-8: a file that is not is checked as `Target.text` reads it.
-        items += _run(root, [t.path for t in group if t.utf8], version, select, ignore)
+        found = _run(root, [t.path for t in group if t.utf8], version, select, ignore)
+        unparsed |= _unparsed(root, found)
+        items += found
         others = [t for t in group if not t.utf8]
         if others:
             with utf8_copies(others) as scratch:
-                items += _run(scratch, [t.path for t in others], version, select, ignore)
+                found = _run(scratch, [t.path for t in others], version, select, ignore)
+                unparsed |= _unparsed(scratch, found)
+                items += found
     items = [
         (path, item)
         for path, item in items
@@ -173,7 +181,7 @@ def check(
     findings = []
     skipped: list[Skipped] = []
     syntax_reported: set[str] = set()
-    unparsed: set[str] = set()
+    named: set[str] = set()
     for path, item in items:
         target = by_path.get(path)
         if target is None:
@@ -182,10 +190,10 @@ def check(
         if code == "E902":  # ruff could not read the file: nothing was checked
             skipped.append(Skipped(path, f"ruff could not read it: {item.get('message', '')}"))
             continue
-        if code == "invalid-syntax" and path not in unparsed:
+        if code == "invalid-syntax" and path in unparsed and path not in named:
             # A file that does not parse gets none of ruff's other rules: it was not
             # checked, wherever the error is.
-            unparsed.add(path)
+            named.add(path)
             skipped.append(Skipped(
                 path, f"it does not parse as Python (line {item['location']['row']}), so "
                 "ruff's other rules did not run",
@@ -201,6 +209,8 @@ def check(
                 continue  # the first syntax error of a file is the one that matters
             syntax_reported.add(path)
         severity, category, explanation = _classify(code)
+        if code == "invalid-syntax" and path not in unparsed:
+            severity, explanation = _refused(item["message"], declared_by.get(path))
         if code in PASSWORDS and severity.at_least(Severity.MEDIUM):
             why = _made_up(target, item["location"]["row"])
             if why:
@@ -273,6 +283,69 @@ def _run(
     for item in parsed_json("ruff", completed.stdout, on, "[]"):
         found.append((str(Path(item["filename"]).resolve().relative_to(base)), item))
     return found
+
+
+def _unparsed(root: Path, found: list[tuple[str, dict]]) -> set[str]:
+    """Of the files ruff reported a syntax error in, those that do not parse. ruff's
+    linter says `invalid-syntax` both of a file its parser gives up on (then none of its
+    other rules ran) and of one that parses but that Python would refuse to compile (a
+    duplicate parameter, `return` outside a function, syntax newer than the project's
+    Python version: its other rules did run). Its formatter parses without those checks
+    and names the files it cannot parse. Should it fail, every such file counts as
+    unparsed: named as not checked, never claimed to be."""
+    paths = sorted(
+        {p for p, item in found if (item.get("code") or "invalid-syntax") == "invalid-syntax"}
+    )
+    if not paths:
+        return set()
+    command = [
+        tool("ruff"), "format", "--check", "--isolated", "--no-cache",
+        "--output-format", "json", "--", *(argument(p) for p in paths),
+    ]  # fmt: skip
+    on = shown(paths[0]) if len(paths) == 1 else f"{len(paths)} files"
+    try:
+        completed = run_checker("ruff", command, cwd=root, on=on, ok=(0, 1, 2))
+        reported = parsed_json("ruff", completed.stdout, on, "[]")
+        base = root.resolve()
+        failed = {
+            str(Path(item["filename"]).resolve().relative_to(base))
+            for item in reported
+            if item.get("code") != "unformatted"
+        }
+    except (CheckerFailed, KeyError, TypeError, ValueError):
+        return set(paths)
+    if completed.returncode == 2 and not failed:
+        return set(paths)  # it failed without saying on what
+    return failed & set(paths)
+
+
+# ruff's word for syntax the checked Python version lacks: "… on Python 3.12 (syntax was
+# added in Python 3.14)".
+VERSIONED = re.compile(r"\bon Python 3\.(\d+) \(syntax was (?:added|removed) in Python 3\.\d+\)")
+
+
+def _refused(message: str, declared: str | None) -> tuple[Severity, str]:
+    """(severity, what goes wrong) of a syntax error in a file that parses. Syntax the
+    project's declared Python lacks breaks it there; with no version declared in the
+    base, 3.12 is an assumption, and the code may be meant for a newer Python."""
+    versioned = VERSIONED.search(message)
+    if versioned is None:
+        return Severity.CRITICAL, (
+            "Python refuses to compile this: importing or running the file fails with a "
+            "SyntaxError."
+        )
+    version = f"3.{versioned.group(1)}"
+    if declared:
+        return Severity.CRITICAL, (
+            f"Python {version}, the oldest version the project's base branch declares, cannot "
+            "compile this: importing or running the file there fails with a SyntaxError."
+        )
+    return Severity.MEDIUM, (
+        f"The base branch declares no Python version, so the file was read as Python "
+        f"{version}, which cannot compile this: importing or running it on {version} fails "
+        "with a SyntaxError. If the project needs a newer Python, declaring it in the base "
+        "branch (`requires-python`) says so."
+    )
 
 
 def _stands(
