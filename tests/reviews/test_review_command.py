@@ -441,12 +441,14 @@ def test_an_import_rewrapped_over_several_lines_still_binds_its_names(tmp_path):
 def test_a_script_only_re_indented_adds_nothing_to_review_and_is_not_unreviewed(tmp_path):
     path = tmp_path / "lib"
     repo_init(path)
-    commit(path, {"t.sh": "#!/bin/bash\nf() {\nlocal x=$(date)\necho $x\n}\n"}, "base")
+    commit(path, {"t.sh": "#!/bin/bash\nf() {\ncd $1\nlocal x=$(date)\necho $x\n}\n"}, "base")
     git(path, "checkout", "-q", "-b", "feature")
-    commit(path, {"t.sh": "#!/bin/bash\nf() {\n  local x=$(date)\n  echo $x\n}\n"}, "indent")
+    commit(path, {"t.sh": "#!/bin/bash\nf() {\n  cd $1\n  local x=$(date)\n  echo $x\n}\n"},
+           "indent")  # fmt: skip
     _, out = review(path, "--format", "json")
     data = json.loads(out)
-    assert [f for f in data["findings"] if f["state"] == "open"] == []  # the base's SC2155
+    # The base's SC2164 (`cd` without `|| return`), on a line only re-indented.
+    assert [f for f in data["findings"] if f["state"] == "open"] == []
     [entry] = data["review"]["coverage"]
     assert (entry["status"], entry["adds"]) == ("reviewed", False)
     assert data["review"]["in_full"]

@@ -481,6 +481,37 @@ def _script(root: Path, name: str, text: str) -> Path:
     return root / name
 
 
+def test_a_sourced_fragment_without_a_shebang_is_not_told_to_add_one(tmp_path):
+    """An installer's fragments are sourced and carry no shebang (nor the executable
+    bit): SC2148 there is noise. An executable file without one is run by whatever
+    shell starts it, and is told."""
+    fragment = 'echo "migrating ${_group}"\nrm -rf "$1"\n'
+    result = review(tmp_path, {"install/migrate.sh": fragment})
+    assert ("install/migrate.sh", "shellcheck:SC2148") not in rules(result)
+    assert result.coverage[0].not_checked == ""  # its other checks ran
+    (tmp_path / "install/migrate.sh").chmod(0o755)
+    result = static_review(job(every("install/migrate.sh", fragment)), tmp_path)
+    assert ("install/migrate.sh", "shellcheck:SC2148") in rules(result)
+
+
+def test_a_string_mixed_with_all_arguments_is_reported_without_blocking(tmp_path):
+    """`"text $@"` is several words where one was meant: a bug only where the command
+    reads its arguments one by one, the same text for `echo` and a `die` helper."""
+    script = '#!/bin/bash\ndie() { echo "$@" >&2; exit 1; }\nrun() { die "failed: $@"; }\n'
+    [mixed] = [f for f in review(tmp_path, {"t.sh": script}).findings
+               if f["rule"] == "shellcheck:SC2145"]  # fmt: skip
+    assert (mixed["severity"], mixed["blocking"]) == ("medium", False)
+
+
+def test_declare_and_assign_at_once_is_reported_only_when_a_policy_asks(tmp_path):
+    script = '#!/bin/bash\nf() {\n  local out="$(date)"\n  echo "$out"\n}\n'
+    assert ("t.sh", "shellcheck:SC2155") not in rules(review(tmp_path, {"t.sh": script}))
+    asked = job(every("t.sh", script)).model_copy(
+        update={"static": StaticOptions(select=("SC2155",))}
+    )
+    assert ("t.sh", "shellcheck:SC2155") in rules(static_review(asked, tmp_path))
+
+
 # --- 5. Secrets where they hide --------------------------------------------------------
 
 
