@@ -512,6 +512,24 @@ def test_declare_and_assign_at_once_is_reported_only_when_a_policy_asks(tmp_path
     assert ("t.sh", "shellcheck:SC2155") in rules(static_review(asked, tmp_path))
 
 
+def test_a_node_script_without_an_extension_is_checked_by_oxlint(tmp_path):
+    """`bin/cli` with `#!/usr/bin/env node` is JavaScript: checked by oxlint as a copy
+    named `cli.js`, its findings on `bin/cli`. A `bin/cli.js` of the pull request's own,
+    with a directive (itself checked as a copy), is a file of its own."""
+    cli = "#!/usr/bin/env node\nimport { run } from './lib.js';\nconst mode = 1;\nmode = 2;\nrun(mode);\n"
+    own = "// eslint-disable-next-line no-self-compare\nif (NaN === NaN) {}\n"
+    result = review(
+        tmp_path, {"bin/cli": cli, "bin/cli.js": own, "bin/tool": "#!/usr/bin/env ruby\nputs 1\n"}
+    )
+    assert ("bin/cli", "oxlint:eslint/no-const-assign") in rules(result)
+    assert ("bin/cli.js", "oxlint:eslint/no-const-assign") not in rules(result)
+    [hidden] = [f for f in result.findings if f["rule"] == "oxlint:eslint/no-self-compare"]
+    assert hidden["path"] == "bin/cli.js" and hidden["suppressed_by"]["line"] == 1
+    by_path = {c.path: c for c in result.coverage}
+    assert by_path["bin/cli"].checkers[0] == "oxlint" and by_path["bin/cli"].not_checked == ""
+    assert by_path["bin/tool"].not_checked.startswith("no checker for Ruby")
+
+
 # --- 5. Secrets where they hide --------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ from sandbox.engines.static.common import (
     Target,
     argument,
     finding,
+    interpreter,
     parsed_json,
     quote_line,
     run_checker,
@@ -36,6 +37,11 @@ from sandbox.engines.static.tools import tool
 EXTENSIONS = (
     ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts", ".vue", ".svelte", ".astro",
 )  # fmt: skip
+# A `#!` line's runtime -> the extension its script is checked under (oxlint reads a file
+# by its extension: `bin/cli` with `#!/usr/bin/env node` is checked as a copy, `cli.js`).
+RUNTIMES = {
+    "node": ".js", "nodejs": ".js", "bun": ".js", "deno": ".js", "ts-node": ".ts", "tsx": ".ts",
+}  # fmt: skip
 
 _BUG, _SEC, _KEEP = "bug", "security", "maintainability"
 H, M, L = Severity.HIGH, Severity.MEDIUM, Severity.LOW
@@ -134,8 +140,21 @@ DIRECTIVE = re.compile(r"\b(eslint|oxlint)-(disable|enable)(-next-line|-line)?\b
 
 
 def applies(target: Target) -> bool:
-    """Whether oxlint reads this file: JavaScript or TypeScript by its extension."""
-    return target.path.lower().endswith(EXTENSIONS)
+    """Whether oxlint reads this file: JavaScript or TypeScript by its extension, or a
+    script without one whose `#!` line names a JavaScript or TypeScript runtime."""
+    return target.path.lower().endswith(EXTENSIONS) or bool(_runtime_suffix(target))
+
+
+def _runtime_suffix(target: Target) -> str:
+    """The extension a script without one is checked under, by the runtime its `#!`
+    line names (`#!/usr/bin/env node`: `.js`); "" for a file whose name says it."""
+    if target.path.lower().endswith(EXTENSIONS):
+        return ""
+    return RUNTIMES.get(interpreter(target).rstrip("0123456789."), "")
+
+
+def _directed(target: Target) -> bool:
+    return "lint-disable" in target.text or "lint-enable" in target.text
 
 
 def rule_of(code: str) -> str:
@@ -175,30 +194,25 @@ def check(
         config = Path(scratch) / "oxlintrc.json"
         config.write_text(json.dumps(_config(wanted)))
         # Sorted in one pass (`t not in plain` compared each file with every other).
-        directed: list[Target] = []
         plain: list[Target] = []
         copies: list[Target] = []
+        renamed: list[Target] = []
         for target in scripts:
-            if "lint-disable" in target.text or "lint-enable" in target.text:
-                directed.append(target)
+            if _runtime_suffix(target):
+                renamed.append(target)
+            elif _directed(target) or not target.utf8:
                 copies.append(target)
             else:
-                (plain if target.utf8 else copies).append(target)
+                plain.append(target)
         diagnostics = _run(root, [t.path for t in plain], config)
-        # Files with directives, and files that are not UTF-8, are checked as a copy: with
-        # the directives made inert (and invalid bytes replaced); a file with directives
-        # also as it is, to tell which diagnostics its directives hide.
+        # Files with directives, files that are not UTF-8 and scripts named without an
+        # extension are checked as copies, in folders of their own (a copy named
+        # `bin/cli.js` never meets the pull request's own `bin/cli.js`).
         hidden: set[tuple] = set()
-        if copies:
-            inert, asis = Path(scratch) / "inert", Path(scratch) / "as-is"
-            for target in copies:
-                _write(inert / target.path, _inert(target.text))
-            diagnostics += (everything := _run(inert, [t.path for t in copies], config))
-            for target in directed:
-                _write(asis / target.path, target.text)
-            obeyed = {_key(d) for d in _run(asis, [t.path for t in directed], config)}
-            named = {t.path for t in directed}
-            hidden = {_key(d) for d in everything if d[0] in named} - obeyed
+        for group, folder in ((copies, "copies"), (renamed, "renamed")):
+            found, hid = _copied(Path(scratch) / folder, group, config)
+            diagnostics += found
+            hidden |= hid
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     unparsed: set[str] = set()
@@ -287,6 +301,38 @@ def _run(root: Path, paths: list[str], config: Path) -> list[tuple[str, dict]]:
         name = str(item.get("filename", ""))
         found.append((name.removeprefix("./"), item))
     return found
+
+
+def _copied(
+    folder: Path, targets: list[Target], config: Path
+) -> tuple[list[tuple[str, dict]], set[tuple]]:
+    """oxlint over copies of `targets` in `folder`, each with its directives made inert
+    (and invalid bytes replaced) and named with the extension its runtime implies when
+    it has none; a file with directives also as it is, to tell which diagnostics its
+    directives hide. The diagnostics (under the files' own paths), and the keys of those
+    the directives hide."""
+    if not targets:
+        return [], set()
+    by_name = {t.path + _runtime_suffix(t): t for t in targets}
+
+    def run(where: Path, names: list[str]) -> list[tuple[str, dict]]:
+        return [
+            (by_name[name].path if name in by_name else name, item)
+            for name, item in _run(where, names, config)
+        ]
+
+    inert, asis = folder / "inert", folder / "as-is"
+    for name, target in by_name.items():
+        _write(inert / name, _inert(target.text))
+    everything = run(inert, list(by_name))
+    directed = [name for name, target in by_name.items() if _directed(target)]
+    if not directed:
+        return everything, set()
+    for name in directed:
+        _write(asis / name, by_name[name].text)
+    obeyed = {_key(d) for d in run(asis, directed)}
+    named = {by_name[name].path for name in directed}
+    return everything, {_key(d) for d in everything if d[0] in named} - obeyed
 
 
 def _write(path: Path, text: str) -> None:
