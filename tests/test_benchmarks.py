@@ -41,6 +41,7 @@ _MIGRATES = ("static_quality.py", "slow_clients.py")
         ("agent_tools.py", ["--files", "60"], "search_code rare pattern"),
         ("engine_start.py", ["--runs", "2", "--engines", "static"], "fork server"),
         ("static_quality.py", ["--cases", "2"], "recall against the bare tools"),
+        ("yardstick.py", ["--rounds", "1"], "CPU s a round"),
         ("slow_clients.py", ["--duration", "1", "--slow", "1"], "1 slow clients:"),
         # The floor and Tasuku side by side, one pair: the floor's INSERT still matches
         # the table (it failed unnoticed for a while when the table grew).
