@@ -140,7 +140,9 @@ class ChangedFile(BaseModel):
     # Python names on the lines the change removes, each with its base-side line and
     # whether that line defined it (`def name`, `import name`, `name = …`): so a checker
     # can tell a problem the change causes on a line it did not touch — an import whose
-    # last use it removed, a name it deleted that a kept line still uses.
+    # last use it removed, a name it deleted that a kept line still uses. In YAML, the
+    # actions removed `uses:` lines named by a tag or a branch (`uses:owner/repo`, never
+    # defining): a version bump of one leaves its being unpinned the base's.
     removed: tuple[tuple[str, int, bool], ...] = Field(default=(), max_length=MAX_REMOVED_NAMES)
 
 

@@ -220,7 +220,11 @@ class FileDiff:
 
     def removed_names(self) -> tuple[tuple[str, int, bool], ...]:
         """Python names on the lines this diff removes: (name, base line, whether the
-        line defines it), a name's defining line first, else its first removed line."""
+        line defines it), a name's defining line first, else its first removed line. In
+        YAML (a workflow, an action), the actions its removed `uses:` lines named by a
+        tag or a branch rather than a commit (`uses:actions/checkout`): the base's own."""
+        if self.path.endswith((".yml", ".yaml")):
+            return self._removed_unpinned_uses()
         if not self.path.endswith((".py", ".pyi")):
             return ()
         found: dict[str, tuple[int, bool]] = {}
@@ -243,6 +247,28 @@ class FileDiff:
                             break
                 number += 1
         return tuple((name, line, defines) for name, (line, defines) in found.items())
+
+    def _removed_unpinned_uses(self) -> tuple[tuple[str, int, bool], ...]:
+        found: dict[str, int] = {}
+        for hunk in self.hunks:
+            number = hunk.source_start
+            for text in hunk.text.splitlines()[1:]:
+                if text.startswith("+") or text.startswith("\\"):
+                    continue
+                if text.startswith("-"):
+                    used = USES.match(text[1:])
+                    if used and not PINNED.fullmatch(used.group(2)):
+                        found.setdefault(f"uses:{used.group(1)}", number)
+                        if len(found) >= MAX_REMOVED_NAMES:
+                            break
+                number += 1
+        return tuple((name, line, False) for name, line in found.items())
+
+
+# A workflow step's or job's `uses: owner/repo[/path]@ref` (quoted or not); a local
+# action (`./path`) or a container (`docker://…`) names no ref to pin.
+USES = re.compile(r"""^\s*(?:-\s+)?uses:\s*["']?([A-Za-z0-9_.-]+/[^@\s"']+)@([^\s"'#]+)""")
+PINNED = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,10 @@ DEFAULT_EXCLUDES: dict[str, tuple[str, ...]] = {
         "**/migrations/*.py", "db/migrate/", "alembic/versions/", "**/migrations/versions/",
         "prisma/migrations/", "database/migrations/", "db/migration/", "**/Migrations/*.cs",
     ),
-    "fixture": ("fixtures/", "__fixtures__/", "testdata/", "*.fixture.json", "*.fixture.yaml"),
+    "fixture": (
+        "fixtures/", "__fixtures__/", "test-fixtures/", "test_fixtures/", "testdata/",
+        "*.fixture.json", "*.fixture.yaml",
+    ),
     "image or binary": (
         "*.png", "*.jpg", "*.jpeg", "*.gif", "*.bmp", "*.ico", "*.webp", "*.avif", "*.tiff",
         "*.psd", "*.pdf", "*.zip", "*.tar", "*.gz", "*.tgz", "*.bz2", "*.xz", "*.7z", "*.rar",

@@ -21,6 +21,8 @@ from reviews.scope.filters import paths_filter
         ("proto/service_pb2.py", "generated file"),
         ("tests/__snapshots__/view.snap", "snapshot"),
         ("docs/logo.png", "image or binary"),
+        ("test-fixtures/workspace/test.js", "fixture"),
+        ("src/test_fixtures/bad.py", "fixture"),
     ],
 )
 def test_default_exclusions_by_family(path, reason):

@@ -57,13 +57,25 @@ def test_shebangs_name_scripts_without_an_extension():
     ]
 
 
+DJANGO_MANAGE = (
+    "#!/usr/bin/env python\nimport os\nimport sys\n\n\ndef main():\n"
+    '    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")\n'
+    "    from django.core.management import execute_from_command_line\n"
+)
+
+
 def test_django_is_detected_from_the_tree_when_python_changes():
-    assert detect(["shop/views.py"], tree=["manage.py"]) == ["django", "python"]
+    assert detect(["shop/views.py"], files={"manage.py": DJANGO_MANAGE}) == ["django", "python"]
+    # A Flask application's manage.py is no Django project's (CTFd's).
+    flask = "from flask.cli import FlaskGroup\n\ncli = FlaskGroup(create_app)\n"
+    assert detect(["app/views.py"], files={"manage.py": flask}) == ["python"]
+    # The static reviewer's checkout writes what `detect` reads of the tree.
+    assert "src/manage.py" in guidelines.manifests(["src/manage.py", "src/app.py"])
     assert detect(["shop/views.py"], files={"requirements.txt": "Django>=5.2\n"}) == [
         "django",
         "python",
     ]
-    assert detect(["README.md"], tree=["manage.py"]) == []
+    assert detect(["README.md"], files={"manage.py": DJANGO_MANAGE}) == []
 
 
 def test_react_is_detected_from_package_json():

@@ -5,6 +5,8 @@ own suppression comments reported, never obeyed."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -144,6 +146,17 @@ def test_a_dockerfile_gets_its_pitfalls_and_not_version_pinning(tmp_path):
     assert "hadolint" in result.coverage[0].checkers
 
 
+def test_a_health_checks_shell_form_command_is_not_told_about_stop_signals(tmp_path):
+    """DL3025 is about the signal the main process gets when the container stops; a
+    HEALTHCHECK's command is a probe, never sent it. The CMD beside it still is."""
+    write(
+        tmp_path,
+        "Dockerfile",
+        "FROM python:3.12\nHEALTHCHECK --interval=30s CMD curl -f localhost\nCMD python app.py\n",
+    )
+    assert rules(everything(tmp_path, "Dockerfile")) == [(3, "hadolint:DL3025")]
+
+
 def test_the_base_branchs_hadolint_config_and_an_in_pr_ignore_comment(tmp_path):
     write(tmp_path, "docker/Dockerfile.prod", "FROM python\n# hadolint ignore=DL4006\nRUN a | b\n")
     base = StaticOptions(configs={".hadolint.yaml": "ignored:\n  - DL3006\n"}, select=("DL4006",))
@@ -178,6 +191,42 @@ def test_a_workflow_gets_injection_unpinned_actions_and_write_all(tmp_path):
     injection = next(f for f in result.findings if f["rule"].endswith("template-injection"))
     assert injection["severity"] == "high" and injection["blocking"]
     assert "zizmor" in result.coverage[0].checkers
+
+
+BUMPED = WORKFLOW.replace("deploy-action@main", "deploy-action@v2").replace(
+    "actions/checkout@v4", "actions/checkout@v4\n      - uses: other/setup-tool@v1"
+)
+
+
+@pytest.mark.parametrize(
+    ("base_ref", "reported"),
+    [("v1", False), ("main", False), ("a" * 40, True)],
+    ids=["tag", "branch", "pinned-commit"],
+)
+def test_a_version_bump_of_an_action_the_base_used_by_a_tag_is_not_the_changes(
+    tmp_path, base_ref, reported
+):
+    """A bot's bump of `someone/deploy-action` from one tag to another leaves it as
+    unpinned as the base had it: not the change's doing. An action the change adds
+    (`other/setup-tool`) is, and so is moving one off a commit the base pinned. Read from
+    git's own diff of the two versions, as the pipeline reads a pull request's."""
+    from reviews.scope.diff import diff_parse
+    from sandbox.git import DIFF
+
+    path = ".github/workflows/ci.yml"
+    write(tmp_path, path, WORKFLOW.replace("deploy-action@main", f"deploy-action@{base_ref}"))
+    env = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "PATH": os.environ["PATH"]}
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True, env=env)
+    subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True, env=env)
+    write(tmp_path, path, BUMPED)
+    diff = subprocess.run(
+        ["git", *DIFF, "--", path], cwd=tmp_path, check=True, env=env, capture_output=True,
+        text=True,
+    ).stdout  # fmt: skip
+    [changed] = [f.changed_file() for f in diff_parse(diff).files]
+    found = rules(review(job(changed), tmp_path))
+    assert (10, "zizmor:unpinned-uses") in found  # other/setup-tool@v1, the change's own
+    assert ((11, "zizmor:unpinned-uses") in found) is reported  # someone/deploy-action@v2
 
 
 def test_a_zizmor_ignore_comment_the_pull_request_adds_is_reported(tmp_path):

@@ -75,6 +75,7 @@ def manifests(tree: Iterable[str]) -> set[str]:
         p
         for p in tree
         if p in DJANGO_MANIFESTS
+        or PurePosixPath(p).name == "manage.py"
         or (
             PurePosixPath(p).name == "package.json"
             and p.count("/") <= 2
@@ -84,7 +85,11 @@ def manifests(tree: Iterable[str]) -> set[str]:
 
 
 def _uses_django(tree: set[str], head: Callable[[str], str | None]) -> bool:
-    if any(PurePosixPath(p).name == "manage.py" for p in tree):
+    # A `manage.py` that is Django's (Flask's CLI, say, is often called that too).
+    if any(
+        PurePosixPath(p).name == "manage.py" and re.search(r"(?i)\bdjango\b", head(p) or "")
+        for p in tree
+    ):
         return True
     for manifest in DJANGO_MANIFESTS:
         if manifest in tree and re.search(r"(?i)\bdjango\b", head(manifest) or ""):

@@ -50,6 +50,9 @@ RULES: dict[str, tuple[Severity, str, str]] = {
     "DL4003": (M, "bug", "Only the last CMD counts: the earlier ones are silently ignored."),
     "DL4004": (M, "bug", "Only the last ENTRYPOINT counts: the earlier ones are silently ignored."),
 }  # fmt: skip
+# `HEALTHCHECK … CMD x` in shell form: DL3025 is about the signal the main process gets
+# when the container stops, which a health probe's command never is.
+HEALTHCHECK = re.compile(r"^\s*HEALTHCHECK\b", re.IGNORECASE)
 # Rules a policy may ask for by code, with what they say. DL4006 (a pipe without
 # `pipefail`) is sound advice, but measured on real Dockerfiles it was the docker-library
 # idiom every time (`… | xargs -r apt-mark manual`, where nothing is lost): noise.
@@ -97,6 +100,8 @@ def check(
                 end = _instruction_end(target, line)
                 if not target.touches(line, end):
                     continue
+                if code == "DL3025" and HEALTHCHECK.match(quote_line(target, line)):
+                    continue  # a probe's command is never sent the stop signal
                 severity, category, explanation = RULES.get(code) or OPT_IN.get(
                     code, (L, "maintainability", "")
                 )

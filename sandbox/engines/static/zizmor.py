@@ -140,6 +140,8 @@ def check(
             continue  # "no permissions block" is a team's call; write-all is not
         if not target.touches(start, end) or word.zizmor_disabled(path, ident, start):
             continue
+        if ident == "unpinned-uses" and _was_unpinned(target, start):
+            continue  # a version bump of an action the base already used by a tag
         severity, category, explanation = AUDITS.get(ident, (L, "security", ""))
         if ident == "template-injection" and _only_booleans(target, start, end):
             continue  # `${{ startsWith(…) }}`, `${{ a == b }}`: `true` or `false`, nothing else
@@ -168,6 +170,19 @@ def check(
         )
     version = version_of("zizmor", tool("zizmor"), root).strip()
     return findings, version or "zizmor", skipped
+
+
+# `uses: owner/repo[/path]@ref` on a line (the diff's removed side names the same way).
+USES = re.compile(r"""^\s*(?:-\s+)?uses:\s*["']?([A-Za-z0-9_.-]+/[^@\s"']+)@""")
+
+
+def _was_unpinned(target: Target, line: int) -> bool:
+    """Whether the action on `line` is one a line the change removed from this file
+    already used by a tag or a branch (`ChangedFile.removed`: `uses:owner/repo`): the
+    change moves it to another version, and its being unpinned is the base's. An action
+    the change adds, or one the base had pinned to a commit, is the change's."""
+    used = USES.match(quote_line(target, line))
+    return bool(used) and any(name == f"uses:{used.group(1)}" for name, _, _ in target.removed)
 
 
 def _run(root: Path, paths: list[str], config: Path, *, ignores: bool) -> list[tuple[str, dict]]:
