@@ -134,6 +134,27 @@ def generated_marker(head: str) -> bool:
     )
 
 
+# Minified by its content: a script or stylesheet whose start is one line of thousands
+# of characters (a bundler's output), whatever its name says.
+MINIFIED_SUFFIXES = (".js", ".mjs", ".cjs", ".css")
+MINIFIED_LINE = 2000
+MINIFIED_RULE = "minified by its content (a line of over 2,000 characters at its start)"
+
+
+def minified(path: str, head: str | None) -> bool:
+    """Whether the start of the file (`head`) is a bundler's minified output."""
+    if not head or not path.lower().endswith(MINIFIED_SUFFIXES):
+        return False
+    lines = head.split("\n")
+    return len(lines) <= 4 and max(len(line) for line in lines) >= MINIFIED_LINE
+
+
+def _held_by_base(path: str, base: frozenset[str], renamed_from: dict[str, str] | None) -> bool:
+    """Whether the base holds the file, or the file it was renamed from."""
+    previous = (renamed_from or {}).get(path)
+    return path in base or (previous is not None and previous in base)
+
+
 @dataclass(frozen=True)
 class Filtered:
     """A path not reviewed: `reason` is the family (lock file, build output …, or the
@@ -488,6 +509,17 @@ def paths_filter(
             reason, rule = COPY_REASON, f"identical to {copies[path]}"
         if reason is None and path in binary_paths:
             reason, rule = "image or binary", BINARY_RULE
+        if (
+            reason is None
+            and head is not None
+            and base is not None
+            and not wanted
+            and _held_by_base(path, base, renamed_from)
+            and minified(path, head(path))
+        ):
+            # A bundle a build wrote (Vite's `assets/page-3f2a1c.js`, renamed at every
+            # build): held by the base, so not the pull request's way of hiding code.
+            reason, rule = "minified file or source map", MINIFIED_RULE
         if reason is None and head is not None and not wanted:
             text = head(path)
             if text and generated_marker(text):

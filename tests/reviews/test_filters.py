@@ -235,6 +235,36 @@ def test_the_base_decides_what_a_vendored_generated_or_fixture_name_keeps_out():
     assert [f.reason for f in filtered] == ["fixture"]
 
 
+def test_a_bundle_minified_by_its_content_is_filtered_where_the_base_held_it():
+    """A bundler's output named by a hash (Vite's `assets/page-DnpG92HR.js`, renamed at
+    each build) is minified by its content, not its name: filtered where the base held
+    it (or the file it was renamed from). One the pull request adds is its own code, and
+    a long line in an ordinary file is no bundle."""
+    bundle = "/*! app */\n" + "var a=function(){return 1};" * 200
+    ordinary = "const x = 1;\n" * 3 + "const long = '" + "x" * 2500 + "';\n" + "f();\n" * 5
+    texts = {
+        "static/assets/page-DnpG92HR.js": bundle,
+        "static/assets/new-Q1w2e3r4.js": bundle,
+        "web/app.js": ordinary,
+        "static/assets/theme-a1b2c3.css": "body{margin:0}" * 300,
+    }
+    kept, filtered = paths_filter(
+        list(texts),
+        head=lambda path: texts[path][:4096],
+        base_paths=[
+            "static/assets/page-bd_a4xnj.js",
+            "web/app.js",
+            "static/assets/theme-a1b2c3.css",
+        ],
+        renamed_from={"static/assets/page-DnpG92HR.js": "static/assets/page-bd_a4xnj.js"},
+    )
+    assert {f.path: f.reason for f in filtered} == {
+        "static/assets/page-DnpG92HR.js": "minified file or source map",
+        "static/assets/theme-a1b2c3.css": "minified file or source map",
+    }
+    assert set(kept) == {"static/assets/new-Q1w2e3r4.js", "web/app.js"}
+
+
 def test_the_bases_gitattributes_marks_what_is_generated_or_vendored():
     attributes = (
         "# Linguist\napi/** linguist-generated\nlib/third/** linguist-vendored=true\n"
