@@ -514,6 +514,7 @@ def paths_filter(
             and head is not None
             and base is not None
             and not wanted
+            and path.lower().endswith(MINIFIED_SUFFIXES)
             and _held_by_base(path, base, renamed_from)
             and minified(path, head(path))
         ):
