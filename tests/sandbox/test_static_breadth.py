@@ -304,6 +304,25 @@ def test_an_injection_of_a_callers_input_is_a_hardening_not_a_blocking_hole(tmp_
     assert "caller" in found["body"]
 
 
+def test_a_manual_runs_input_is_a_hardening_and_a_pull_requests_title_still_blocks(tmp_path):
+    """`github.event.inputs.*` is what someone with write access typed into a manual run
+    (`workflow_dispatch`), like `inputs.*`; `github.event.pull_request.title` is an
+    outsider's text."""
+    workflow = (
+        "name: release\non:\n  workflow_dispatch:\n    inputs:\n      tag:\n        type: string\n"
+        "  pull_request_target:\npermissions: {}\njobs:\n  release:\n    runs-on: ubuntu-latest\n"
+        "    steps:\n      - run: release ${{ github.event.inputs.tag }}\n"
+        "      - run: echo ${{ github.event.pull_request.title }}\n"
+    )  # fmt: skip
+    write(tmp_path, ".github/workflows/release.yml", workflow)
+    found = {
+        f["start_line"]: (f["severity"], f["blocking"])
+        for f in everything(tmp_path, ".github/workflows/release.yml").findings
+        if f["rule"] == "zizmor:template-injection"
+    }
+    assert found == {13: ("medium", False), 14: ("high", True)}
+
+
 def test_an_unused_parameter_is_a_signature_not_dead_code(tmp_path):
     # Seen in a real pull request: a mock's implementation keeping the real signature.
     write(tmp_path, "a.test.ts", (

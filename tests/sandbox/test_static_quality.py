@@ -533,6 +533,32 @@ def test_a_node_script_without_an_extension_is_checked_by_oxlint(tmp_path):
 # --- 5. Secrets where they hide --------------------------------------------------------
 
 
+def test_a_urls_credential_is_reported_on_its_line_not_on_a_sentence_that_names_it(tmp_path):
+    """detect-secrets names a secret once; the engine looks for its other lines. A
+    Basic Auth password stands where the detector's shape does (`://user:pass@`), not in
+    a sentence that happens to hold the same word, and a URL's scheme before `://` does
+    not make the credential part of a word."""
+    text = (
+        'print("Log in with the password Zq8vR2mK9xLp from the vault")\n'
+        'DATABASE_URL = "postgresql://admin:Zq8vR2mK9xLp@db.internal:5432/app"\n'
+    )
+    result = review(tmp_path, {"settings.py": text})
+    found = [
+        (f["start_line"], f["rule"]) for f in result.findings if f["rule"].startswith("detect")
+    ]
+    assert found == [(2, "detect-secrets:Basic Auth Credentials")]
+    [secret] = [f for f in result.findings if f["rule"].startswith("detect")]
+    assert secret["severity"] == "critical" and secret["blocking"]
+
+
+def test_the_word_password_where_a_urls_password_goes_is_a_placeholder(tmp_path):
+    text = 'HINT = "e.g. postgresql://user:password@localhost:5432/umami"\n'
+    [secret] = [
+        f for f in review(tmp_path, {"seed.ts": text}).findings if f["rule"].startswith("detect")
+    ]
+    assert not secret["blocking"] and "placeholder" in secret["body"]
+
+
 def _secret(result, path):
     return [f for f in result.findings if f["path"] == path and f["category"] == "secret"]
 

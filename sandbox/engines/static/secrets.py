@@ -24,7 +24,9 @@ DOCUMENTS = (".md", ".markdown", ".rst", ".txt", ".adoc")
 # keys (AKIAIOSFODNN7EXAMPLE …), `changeme`, `xxxx`, `<your-token>`, `sk_test_…`.
 PLACEHOLDER = re.compile(
     r"example|changeme|change_me|change-me|placeholder|dummy|sample|fake|redacted|"
-    r"xxxx|\*\*\*\*|your[-_ ]?|<[^>]*>|\{\{|\$\{|_test_|^test|test$|insert|replace[-_]?me",
+    r"xxxx|\*\*\*\*|your[-_ ]?|<[^>]*>|\{\{|\$\{|_test_|^test|test$|insert|replace[-_]?me|"
+    # The word itself where the password goes (`postgresql://user:password@localhost`).
+    r"^(?:password|passwd|pass|pwd|secret)$",
     re.IGNORECASE,
 )
 
@@ -180,13 +182,40 @@ def embedded(target: Target, line: int, value: str | None, kind: str = "") -> bo
     for start, end in spans:
         before = text[start - 1] if start > 0 else ""
         after = text[end : end + 1]
-        in_a_word = bool(before) and (before.isalnum() or before == "_")
-        in_a_run = bool(RUN_CHARACTER.fullmatch(before or " ")) and bool(
-            RUN_CHARACTER.fullmatch(after or " ")
+        # Inside a word: a word goes on into the match. A match that starts at a mark
+        # (Basic Auth's `://user:pass@`) follows its scheme's letters and is no less a
+        # credential for it.
+        in_a_word = _word(before) and _word(text[start : start + 1])
+        # Inside a run of encoded letters: the run goes on at both ends, through the
+        # match's own first and last letters (a match bounded by marks is no fragment).
+        in_a_run = all(
+            RUN_CHARACTER.fullmatch(c or " ")
+            for c in (before, text[start : start + 1], text[end - 1 : end], after)
         )
         if not (in_a_word or in_a_run):
             return False
     return True
+
+
+def _word(character: str) -> bool:
+    return bool(character) and (character.isalnum() or character == "_")
+
+
+def _patterns(kind: str) -> tuple:
+    """The detector's own patterns for a secret type (none for the entropy guesses)."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    detector = get_mapping_from_secret_type_to_class().get(kind)
+    return tuple(getattr(detector, "denylist", None) or ())
+
+
+def _pattern_spans(text: str, kind: str, value: str) -> list[tuple[int, int]]:
+    return [
+        m.span()
+        for pattern in _patterns(kind)
+        for m in pattern.finditer(text)
+        if value in m.group(0)
+    ]
 
 
 def _spans(text: str, kind: str, value: str | None) -> list[tuple[int, int]]:
@@ -195,28 +224,27 @@ def _spans(text: str, kind: str, value: str | None) -> list[tuple[int, int]]:
     detector's own patterns are matched again for the whole; else the value's places."""
     if not value:
         return []
-    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-
-    detector = get_mapping_from_secret_type_to_class().get(kind)
-    spans = [
-        m.span()
-        for pattern in getattr(detector, "denylist", None) or ()
-        for m in pattern.finditer(text)
-        if value in m.group(0)
-    ]
+    spans = _pattern_spans(text, kind, value)
     if spans or len(value) < 8:
         return spans
     return [(m.start(), m.end()) for m in re.finditer(re.escape(value), text)]
 
 
 def _lines_of(target: Target, secret) -> list[int]:
-    """Every line of the file that holds the secret's value (its first line, when the
-    value is unknown)."""
+    """Every line of the file where the secret stands: its value there, in the shape the
+    detector looks for when it has one (a Basic Auth password `password` is a credential
+    in `://user:password@`, not a word of a sentence on another line); the line
+    detect-secrets named always (its first line, when the value is unknown)."""
     value = secret.secret_value
     if not value or len(value) < 8:
         return [secret.line_number]
-    found = [n for n, text in enumerate(target.lines, start=1) if value in text]
-    return found or [secret.line_number]
+    shaped = bool(_patterns(secret.type))
+    found = {
+        n
+        for n, text in enumerate(target.lines, start=1)
+        if value in text and (not shaped or _pattern_spans(text, secret.type, value))
+    }
+    return sorted(found | {secret.line_number})
 
 
 def _scan(root: Path, files: list[Target]) -> dict:

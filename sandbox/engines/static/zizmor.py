@@ -52,7 +52,9 @@ AUDITS: dict[str, tuple[Severity, str, str]] = {
 CONFIDENT = ("High", "Medium")
 # Contexts an outsider writes: an event's fields (a title, a body, a branch name, a
 # commit message) and the head branch's name.
-OUTSIDER = re.compile(r"\bgithub\.(?:event\.|head_ref\b)")
+# `github.event.inputs.*` is a manual run's inputs (`workflow_dispatch`): typed by someone
+# with write access, a caller's input like `inputs.*`, not an outsider's text.
+OUTSIDER = re.compile(r"\bgithub\.(?:event\.(?!inputs\.)|head_ref\b)")
 EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}")
 INPUT_INJECTION = (
     "`${{ … }}` is pasted into the script before it runs, and the value comes from the "
