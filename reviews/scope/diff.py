@@ -228,40 +228,35 @@ class FileDiff:
         if not self.path.endswith((".py", ".pyi")):
             return ()
         found: dict[str, tuple[int, bool]] = {}
+        for number, line in self._removed_lines():
+            defined = set(_defined(line))
+            for name in dict.fromkeys(IDENTIFIER.findall(_code_part(line))):
+                if name in PY_KEYWORDS:
+                    continue
+                if name in found:
+                    if name in defined and not found[name][1]:
+                        found[name] = (number, True)  # its defining line comes first
+                elif len(found) < MAX_REMOVED_NAMES:  # the contract's bound
+                    found[name] = (number, name in defined)
+        return tuple((name, line, defines) for name, (line, defines) in found.items())
+
+    def _removed_lines(self):
+        """(base-side line number, text) of each line this diff removes."""
         for hunk in self.hunks:
             number = hunk.source_start
             for text in hunk.text.splitlines()[1:]:
                 if text.startswith("+") or text.startswith("\\"):
                     continue
                 if text.startswith("-"):
-                    line = text[1:]
-                    defined = set(_defined(line))
-                    for name in dict.fromkeys(IDENTIFIER.findall(_code_part(line))):
-                        if name in PY_KEYWORDS:
-                            continue
-                        if name in defined and not found.get(name, (0, False))[1]:
-                            found[name] = (number, True)
-                        elif name not in found:
-                            found[name] = (number, False)
-                        if len(found) >= MAX_REMOVED_NAMES:
-                            break
+                    yield number, text[1:]
                 number += 1
-        return tuple((name, line, defines) for name, (line, defines) in found.items())
 
     def _removed_unpinned_uses(self) -> tuple[tuple[str, int, bool], ...]:
         found: dict[str, int] = {}
-        for hunk in self.hunks:
-            number = hunk.source_start
-            for text in hunk.text.splitlines()[1:]:
-                if text.startswith("+") or text.startswith("\\"):
-                    continue
-                if text.startswith("-"):
-                    used = USES.match(text[1:])
-                    if used and not PINNED.fullmatch(used.group(2)):
-                        found.setdefault(f"uses:{used.group(1)}", number)
-                        if len(found) >= MAX_REMOVED_NAMES:
-                            break
-                number += 1
+        for number, line in self._removed_lines():
+            used = USES.match(line)
+            if used and not PINNED.fullmatch(used.group(2)) and len(found) < MAX_REMOVED_NAMES:
+                found.setdefault(f"uses:{used.group(1)}", number)
         return tuple((name, line, False) for name, line in found.items())
 
 

@@ -105,3 +105,20 @@ def test_a_line_only_reindented_is_not_added_where_indentation_means_nothing():
     assert added("app.js") == [(3, 3)]
     assert added("t.py") == [(2, 3)]  # in Python indentation is meaning
     assert added("ci.yml") == [(2, 3)]
+
+
+def test_the_names_a_diff_removes_stay_within_the_contracts_bound():
+    """A pull request that deletes thousands of names (one a line) still gives a job the
+    contract accepts: at most MAX_REMOVED_NAMES, the first ones kept."""
+    from sandbox.contract import MAX_REMOVED_NAMES
+
+    count = MAX_REMOVED_NAMES + 500
+    removed = "".join(f"-name_{i} = {i}\n" for i in range(count))
+    text = (
+        "diff --git a/big.py b/big.py\n--- a/big.py\n+++ b/big.py\n"
+        f"@@ -1,{count} +0,0 @@\n{removed}"
+    )
+    [file] = diff_parse(text).files
+    changed = file.changed_file()  # the contract's own validation
+    assert len(changed.removed) == MAX_REMOVED_NAMES
+    assert changed.removed[0] == ("name_0", 1, True)
