@@ -20,9 +20,15 @@ def test_the_python_versions_a_project_declares_come_from_its_configuration():
         "tool/.python-version": "3.11.4\n",
     })  # fmt: skip
     assert word.python("app/main.py") == ("py39", False)
-    assert word.python("legacy/pkg/mod.py") == (None, True)  # 3.6 is older than ruff goes
+    # 3.6 is older than ruff goes: read as the oldest it knows, never as the default 3.12
+    assert word.python("legacy/pkg/mod.py") == ("py37", True)
     assert word.python("tool/run.py") == ("py311", False)
     assert RepositoryWord({}).python("x.py") == (None, False)
+    assert RepositoryWord({"pyproject.toml": '[project]\nrequires-python = ">=3.6"\n'
+                           '[tool.ruff]\ntarget-version = "py39"\n'}).python("x.py") == (
+        "py37", False)  # fmt: skip
+    newer = RepositoryWord({".python-version": "3.16.0\n"})  # newer than ruff knows
+    assert newer.python("x.py") == (None, False)
 
 
 def test_the_nearest_ruff_and_flake8_configurations_turn_rules_off():

@@ -362,7 +362,7 @@ def test_syntax_the_projects_python_lacks_is_not_a_file_ruff_did_not_read(tmp_pa
     assert set(found) == {"ruff:invalid-syntax", "ruff:S605"}
     syntax = found["ruff:invalid-syntax"]
     assert (syntax["severity"], syntax["blocking"]) == ("medium", False)
-    assert "declares no Python version" in syntax["body"]
+    assert "found no Python 3 version it could use" in syntax["body"]
     assert "does not parse" not in syntax["body"]
     [coverage] = result.coverage
     assert coverage.not_checked == "" and "ruff" in coverage.checkers
@@ -375,7 +375,21 @@ def test_syntax_the_projects_python_lacks_is_not_a_file_ruff_did_not_read(tmp_pa
     found = {f["rule"]: f for f in result.findings}
     assert set(found) == {"ruff:invalid-syntax", "ruff:S605"}
     assert found["ruff:invalid-syntax"]["severity"] == "critical"
-    assert "Python 3.9, the oldest version" in found["ruff:invalid-syntax"]["body"]
+    assert "declares Python 3.9 or an older one" in found["ruff:invalid-syntax"]["body"]
+    assert result.coverage[0].not_checked == ""
+
+
+def test_a_project_supporting_a_python_older_than_ruff_knows_is_read_as_the_oldest(tmp_path):
+    """A base declaring 3.6 was read as the default 3.12, so a walrus (3.8) the pull
+    request adds passed: it is read as 3.7, the oldest ruff checks, and the sentence
+    names 3.7 without claiming it is the oldest the project declares."""
+    walrus = "def f(xs):\n    if (n := len(xs)) > 1:\n        return n\n    return 0\n"
+    result = based(
+        tmp_path, {"setup.py": 'setup(name="x", python_requires=">=3.6")\n'}, {"app.py": walrus}
+    )
+    [syntax] = [f for f in result.findings if f["rule"] == "ruff:invalid-syntax"]
+    assert syntax["severity"] == "critical"
+    assert "declares Python 3.7 or an older one as supported" in syntax["body"]
     assert result.coverage[0].not_checked == ""
 
 

@@ -23,6 +23,9 @@ CODE = re.compile(r"[A-Z]+[0-9]*")
 VERSION = re.compile(r"(?:>=|~=|==|>)\s*(\d)\.(\d+)")
 CLASSIFIER = re.compile(r"Programming Language :: Python :: (\d)(?:\.(\d+))?(?=\s*['\"\n]|$)")
 PYTHON_REQUIRES = re.compile(r"python_requires\s*=\s*['\"]([^'\"]+)['\"]")
+# The Python 3 minor versions ruff checks (pyproject.toml asks for 0.17 or newer:
+# `--target-version py37` … `py315`).
+OLDEST_MINOR, NEWEST_MINOR = 7, 15
 FLAKE8_FILES = ("setup.cfg", "tox.ini", ".flake8")
 ESLINT_FILES = (".oxlintrc.json", ".eslintrc.json", ".eslintrc")
 HADOLINT_FILES = (".hadolint.yaml", ".hadolint.yml")
@@ -99,7 +102,8 @@ class RepositoryWord:
 
     def python(self, path: str) -> tuple[str | None, bool]:
         """(the oldest Python 3 the file's project declares, as ruff spells it — `py38` —
-        or None; whether it declares Python 2 support too)."""
+        or None when it declares none ruff can check; whether it declares Python 2
+        support too)."""
         for _, files in self._up(path):
             minors: list[int] = []
             py2 = False
@@ -108,8 +112,11 @@ class RepositoryWord:
                 minors += found
                 py2 = py2 or two
             if minors or py2:
-                supported = [m for m in minors if 7 <= m <= 14]
-                return (f"py3{min(supported)}" if supported else None), py2
+                # A project that still supports a Python older than ruff knows is read
+                # as the oldest ruff knows: syntax newer than that fails on both.
+                oldest = min((max(m, OLDEST_MINOR) for m in minors), default=None)
+                known = oldest is not None and oldest <= NEWEST_MINOR
+                return (f"py3{oldest}" if known else None), py2
         return None, False
 
     # --- ignores ------------------------------------------------------------------------

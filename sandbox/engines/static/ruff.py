@@ -336,15 +336,18 @@ def _refused(message: str, declared: str | None) -> tuple[Severity, str]:
         )
     version = f"3.{versioned.group(1)}"
     if declared:
+        # A project declaring a Python older than ruff knows was read as the oldest it
+        # knows: the version named is then newer than the project's oldest.
         return Severity.CRITICAL, (
-            f"Python {version}, the oldest version the project's base branch declares, cannot "
-            "compile this: importing or running the file there fails with a SyntaxError."
+            f"The project's base branch declares Python {version} or an older one as "
+            f"supported, and Python {version} cannot compile this: importing or running the "
+            "file there fails with a SyntaxError."
         )
     return Severity.MEDIUM, (
-        f"The base branch declares no Python version, so the file was read as Python "
-        f"{version}, which cannot compile this: importing or running it on {version} fails "
-        "with a SyntaxError. If the project needs a newer Python, declaring it in the base "
-        "branch (`requires-python`) says so."
+        f"Tasuku found no Python 3 version it could use in the base branch's configuration, "
+        f"so the file was read as Python {version}, which cannot compile this: importing or "
+        f"running it on {version} fails with a SyntaxError. If the project needs a newer "
+        "Python, declaring it in the base branch (`requires-python`) says so."
     )
 
 
