@@ -323,6 +323,32 @@ def test_a_manual_runs_input_is_a_hardening_and_a_pull_requests_title_still_bloc
     assert found == {13: ("medium", False), 14: ("high", True)}
 
 
+def test_the_base_branchs_name_is_the_repositorys_own_and_a_head_branchs_an_outsiders(tmp_path):
+    """The base branch a pull request targets is named by someone with write access
+    (`github.base_ref` was a hardening while the same value as
+    `github.event.pull_request.base.ref` blocked, seen in pgcli); the head branch's name
+    is the fork's. A line reading both is an outsider's."""
+    workflow = (
+        "name: t\non: pull_request_target\npermissions: {}\njobs:\n  t:\n"
+        "    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: git fetch origin ${{ github.event.pull_request.base.ref }}\n"
+        "      - run: git fetch origin ${{ github.base_ref }}\n"
+        "      - run: echo ${{ github.event.repository.default_branch }}\n"
+        "      - run: git diff ${{ github.event.pull_request.base.ref }} ${{ github.head_ref }}\n"
+        "      - run: echo ${{ github.event.pull_request.head.ref }}\n"
+    )  # fmt: skip
+    write(tmp_path, ".github/workflows/t.yml", workflow)
+    found = {
+        f["start_line"]: (f["severity"], f["blocking"], "repository's own" in f["body"])
+        for f in everything(tmp_path, ".github/workflows/t.yml").findings
+        if f["rule"] == "zizmor:template-injection"
+    }
+    assert found == {
+        8: ("medium", False, True), 9: ("medium", False, True), 10: ("medium", False, True),
+        11: ("high", True, False), 12: ("high", True, False),
+    }  # fmt: skip
+
+
 def test_an_unused_parameter_is_a_signature_not_dead_code(tmp_path):
     # Seen in a real pull request: a mock's implementation keeping the real signature.
     write(tmp_path, "a.test.ts", (

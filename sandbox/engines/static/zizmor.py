@@ -55,11 +55,24 @@ CONFIDENT = ("High", "Medium")
 # `github.event.inputs.*` is a manual run's inputs (`workflow_dispatch`): typed by someone
 # with write access, a caller's input like `inputs.*`, not an outsider's text.
 OUTSIDER = re.compile(r"\bgithub\.(?:event\.(?!inputs\.)|head_ref\b)")
+# The repository's own names: the base branch a pull request targets (`github.base_ref`,
+# `github.event.pull_request.base.*`) and the repository's name and settings
+# (`github.event.repository.*`) — chosen by someone with write access, as a manual run's
+# inputs are; a pull request from a fork cannot name a base branch that does not exist.
+OWN = re.compile(
+    r"\bgithub\.(?:base_ref\b|event\.(?:pull_request\.base|repository)\b)[\w.*\[\]'\"-]*"
+)
 EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}")
 INPUT_INJECTION = (
     "`${{ … }}` is pasted into the script before it runs, and the value comes from the "
     "workflow's caller, an input or an earlier step: if it can ever carry text an outsider "
     "wrote, that text becomes shell code. Pass it through `env:` and quote the variable."
+)
+OWN_INJECTION = (
+    "`${{ … }}` is pasted into the script before it runs, and the value is the repository's "
+    "own (the base branch's name, the repository's name or settings), chosen by someone with "
+    "write access: a branch name can still hold `$(…)`, which becomes shell code. Pass it "
+    "through `env:` and quote the variable."
 )
 POLICY = (
     "rules:\n"
@@ -147,11 +160,12 @@ def check(
         severity, category, explanation = AUDITS.get(ident, (L, "security", ""))
         if ident == "template-injection" and _only_booleans(target, start, end):
             continue  # `${{ startsWith(…) }}`, `${{ a == b }}`: `true` or `false`, nothing else
-        if ident == "template-injection" and not _outsider_text(target, start, end):
-            # `inputs.*`, `steps.*`, `env.*`: what a caller or an earlier step passes. A
-            # hardening worth saying, not a hole to block on.
+        source = _source(target, start, end) if ident == "template-injection" else ""
+        if source in ("caller", "own"):
+            # `inputs.*`, `steps.*`, `env.*`: what a caller or an earlier step passes; the
+            # base branch's name. A hardening worth saying, not a hole to block on.
             severity = M
-            explanation = INPUT_INJECTION
+            explanation = INPUT_INJECTION if source == "caller" else OWN_INJECTION
         title = f"{str(item.get('desc', ident)).capitalize()}: {annotation}".strip(": ")
         url = item.get("url") or f"https://docs.zizmor.sh/audits/#{ident}"
         findings.append(
@@ -263,13 +277,17 @@ def _only_booleans(target: Target, start: int, end: int) -> bool:
     return bool(expressions) and all(BOOLEAN.match(e) for e in expressions)
 
 
-def _outsider_text(target: Target, start: int, end: int) -> bool:
-    """Whether an expression on the finding's lines reads a context an outsider writes."""
+def _source(target: Target, start: int, end: int) -> str:
+    """Who writes what the expressions on the finding's lines read: "outsider" when any
+    reads a context an outsider writes, else "own" when any reads the repository's own
+    names, else "caller" (an input, an earlier step, the environment)."""
+    own = False
     for number in range(start, min(end, len(target.lines)) + 1):
         for expression in EXPRESSION.findall(target.lines[number - 1]):
-            if OUTSIDER.search(expression):
-                return True
-    return False
+            if OUTSIDER.search(OWN.sub("", expression)):
+                return "outsider"
+            own = own or bool(OWN.search(expression))
+    return "own" if own else "caller"
 
 
 def _unreadable(root: Path, target: Target, config: Path) -> bool:
