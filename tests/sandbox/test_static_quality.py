@@ -508,6 +508,26 @@ def test_a_sourced_fragment_without_a_shebang_is_not_told_to_add_one(tmp_path):
     assert ("install/migrate.sh", "shellcheck:SC2148") in rules(result)
 
 
+def test_a_git_hook_without_a_shebang_is_read_as_sh(tmp_path):
+    """husky runs `.husky/pre-commit` with `sh -e`, and its hooks have no `#!` line: it
+    was read by secrets and hygiene only. Read as sh, without SC2148; a hook with a
+    shebang keeps its own shell; a file of another name in the folder is not a hook."""
+    hook = "npx lint-staged\ncd $1\nexport A=$(date)\n"
+    result = review(tmp_path, {
+        ".husky/pre-commit": hook,
+        "web/.githooks/commit-msg": "#!/bin/bash\nread -a words < \"$1\"\ncd $2\n",
+        ".husky/README": "cd $1\n",
+    })  # fmt: skip
+    assert rules(result) == {
+        (".husky/pre-commit", "shellcheck:SC2164"),
+        (".husky/pre-commit", "shellcheck:SC2046"),  # sh splits `export A=$(…)`; bash not
+        ("web/.githooks/commit-msg", "shellcheck:SC2164"),
+    }
+    by_path = {c.path: c for c in result.coverage}
+    assert "shellcheck" in by_path[".husky/pre-commit"].checkers
+    assert "shellcheck" not in by_path[".husky/README"].checkers
+
+
 def test_a_string_mixed_with_all_arguments_is_reported_without_blocking(tmp_path):
     """`"text $@"` is several words where one was meant: a bug only where the command
     reads its arguments one by one, the same text for `echo` and a `die` helper."""

@@ -73,6 +73,15 @@ EXPLAIN = {
 }  # fmt: skip
 SHELLS = {"sh", "bash", "dash", "ksh", "mksh", "ash", "busybox", "bats"}
 EXTENSIONS = (".sh", ".bash", ".ksh", ".dash", ".bats")
+# Git hooks kept in the repository (husky's `.husky/pre-commit`, a `.githooks/` folder
+# named by core.hooksPath) are shell scripts whatever their first line: husky runs its
+# hooks with `sh -e`, and most have no `#!`. Without one, shellcheck reads them as sh.
+HOOK_FOLDERS = frozenset({".husky", ".githooks", ".git-hooks"})
+GIT_HOOKS = frozenset({
+    "applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "pre-merge-commit",
+    "prepare-commit-msg", "commit-msg", "post-commit", "pre-rebase", "post-checkout",
+    "post-merge", "pre-push", "pre-auto-gc", "post-rewrite", "push-to-checkout",
+})  # fmt: skip
 MAX_SOURCED = 200  # files followed through `source` per script, before giving up on -x
 # `source x`, `. x`, and the directives that name a file or folder to read.
 SOURCE = re.compile(r"(?:^|[\s;&|(`{])(?:source|\.)[ \t]+(['\"]?)([^\s;&|)'\"`]+)\1")
@@ -82,9 +91,20 @@ DIRECTIVE = re.compile(r"#\s*shellcheck\s.*?\bsource(?:-path)?=(\S+)")
 def _is_shell(target: Target) -> bool:
     """A shell script by its extension or its `#!` line, whatever else its name has
     (`install.nvm.sh`, `my.script` with `#!/bin/bash`)."""
-    if target.path.lower().endswith(EXTENSIONS):
+    if target.path.lower().endswith(EXTENSIONS) or _unmarked_hook(target):
         return True
     return interpreter(target) in SHELLS
+
+
+def _unmarked_hook(target: Target) -> bool:
+    """A git hook in a hooks folder with no `#!` line and no `shell=` directive: sh."""
+    folder, _, name = target.path.rpartition("/")
+    return (
+        name in GIT_HOOKS
+        and folder.rpartition("/")[2] in HOOK_FOLDERS
+        and not (target.lines and target.lines[0].startswith("#!"))
+        and "shellcheck shell=" not in target.text
+    )
 
 
 def _inside(root: Path, candidate: Path) -> bool | None:
@@ -204,6 +224,8 @@ def _comments(root: Path, target: Target, *, cwd: Path, follows: bool) -> list[d
     # As `./name`, after `--`: a script named `--severity=error.sh` or `-` is a file.
     name = argument(target.path)
     command = [tool("shellcheck"), "--format", "json1", "--norc"]
+    if _unmarked_hook(target):
+        command += ["--shell", "sh"]
     if follows:
         # Sourced files are read from the script's folder and the checkout's root.
         folder = (root / target.path).parent
