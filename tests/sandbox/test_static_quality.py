@@ -746,6 +746,7 @@ def test_the_engine_says_what_read_each_file_and_what_it_could_not_check(tmp_pat
         ".github/workflows/ci.yml": "on: push\njobs: {}\n",
         "infra/main.tf": 'resource "null_resource" "x" {}\n',
         "src/lib.rs": "pub fn f() {}\n",
+        "web/site.css": "body { color: red }\n",  # a stylesheet is code no linter here reads
         "README.md": "# Hello\n",
         "broken.sh": "#!/bin/bash\nif [ -n x ]; then\n  echo hi\n",
         "broken.py": "def f(:\n    pass\n",
@@ -759,7 +760,7 @@ def test_the_engine_says_what_read_each_file_and_what_it_could_not_check(tmp_pat
         assert by_path[path].checkers == (*checkers, "detect-secrets", "hygiene"), path
         assert by_path[path].not_checked == "", path
     for path, language in [("cmd/main.go", "Go"), ("infra/main.tf", "Terraform"),
-                           ("src/lib.rs", "Rust")]:  # fmt: skip
+                           ("src/lib.rs", "Rust"), ("web/site.css", "CSS")]:  # fmt: skip
         assert by_path[path].not_checked.startswith(f"no checker for {language}"), path
         assert "detect-secrets" in by_path[path].checkers
     assert "shellcheck could not parse it (SC10" in by_path["broken.sh"].not_checked

@@ -25,6 +25,7 @@ BY_EXTENSION = {
     ".mk": "Makefile", ".ipynb": "Jupyter notebook", ".html": "HTML", ".htm": "HTML",
     ".tcl": "Tcl", ".vb": "Visual Basic", ".fs": "F#", ".zig": "Zig", ".nim": "Nim",
     ".tf": "Terraform", ".tfvars": "Terraform", ".hcl": "HCL",
+    ".css": "CSS", ".scss": "SCSS", ".sass": "Sass", ".less": "Less", ".styl": "Stylus",
 }  # fmt: skip
 # Whole names (or their prefix before a dot: `Dockerfile.prod`).
 BY_NAME = {
