@@ -349,6 +349,19 @@ def test_the_base_branchs_name_is_the_repositorys_own_and_a_head_branchs_an_outs
     }  # fmt: skip
 
 
+def test_a_placeholder_the_build_replaces_is_not_a_constant_condition(tmp_path):
+    """Seen in umami: `'__COLLECT_API_HOST__' || location.origin`, a token rollup
+    replaces at build time, read as an `||` whose left side always wins. A real constant
+    on the left still is one."""
+    write(tmp_path, "src/tracker.js", (
+        "const host = '__COLLECT_API_HOST__' || window.location.origin;\n"
+        "const fallback = 'x' || window.name;\nexport { host, fallback };\n"
+    ))  # fmt: skip
+    assert rules(everything(tmp_path, "src/tracker.js")) == [
+        (2, "oxlint:eslint/no-constant-binary-expression")
+    ]
+
+
 def test_an_unused_parameter_is_a_signature_not_dead_code(tmp_path):
     # Seen in a real pull request: a mock's implementation keeping the real signature.
     write(tmp_path, "a.test.ts", (

@@ -136,6 +136,9 @@ OPTIONS: dict[str, dict] = {
 CANARY = "eslint/max-lines"
 CODE = re.compile(r"^([\w-]+)\(([\w/-]+)\)$")
 # Directives oxlint obeys (and ESLint's, which it obeys too).
+# A placeholder a build step replaces (rollup's replace plugin, Vite's `define`):
+# `'__COLLECT_API_HOST__' || location.origin` is constant in the source only.
+BUILD_TOKEN = re.compile(r"""(['"`])__[A-Z][A-Z0-9_]*__\1\s*(?:\|\||\?\?|&&)""")
 DIRECTIVE = re.compile(r"\b(eslint|oxlint)-(disable|enable)(-next-line|-line)?\b([^\n*]*)")
 
 
@@ -243,6 +246,10 @@ def check(
         end = line + _newlines(target, label)
         if not target.touches(line, end):
             continue  # a problem the base already had is not the author's
+        if rule == "eslint/no-constant-binary-expression" and BUILD_TOKEN.search(
+            quote_line(target, line)
+        ):
+            continue  # the build replaces the constant
         severity, category, explanation = wanted[rule]
         message = str(item.get("message", "")).strip()
         body = explanation or message
