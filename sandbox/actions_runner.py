@@ -154,8 +154,11 @@ def connector_forward(base: str, tokens: TokenSource, job: ReviewJob) -> Handler
     return handle
 
 
-def workspace_build(checkout: Path, head_sha: str, into: Path) -> tuple[Path, list[str]]:
-    """A sanitised copy of the checkout, after checking it is at the job's head."""
+def workspace_build(
+    checkout: Path, head_sha: str, into: Path, *, agents: bool = True
+) -> tuple[Path, list[str]]:
+    """A sanitised copy of the checkout, after checking it is at the job's head
+    (`agents`: whether an agent reads it, see `sanitise`)."""
     from sandbox.workspace import sanitise
 
     if (checkout / ".git").exists():
@@ -172,7 +175,7 @@ def workspace_build(checkout: Path, head_sha: str, into: Path) -> tuple[Path, li
             )
     root = into / "checkout"
     shutil.copytree(checkout, root, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-    return root, sanitise(root)
+    return root, sanitise(root, agents=agents)
 
 
 def secondaries_fetch(job: ReviewJob, given: Any, into: Path) -> tuple[ReviewJob, list[str]]:
@@ -293,7 +296,9 @@ def main(argv: list[str] | None = None) -> int:
         job = ReviewJob.model_validate(answer["job"])
         engine = answer["engine"]
         with tempfile.TemporaryDirectory(prefix="tasuku-runner-") as scratch:
-            root, removed = workspace_build(Path(args.checkout), answer["head_sha"], Path(scratch))
+            root, removed = workspace_build(
+                Path(args.checkout), answer["head_sha"], Path(scratch), agents=engine != "static"
+            )
             job, missing = secondaries_fetch(job, answer.get("secondaries"), Path(scratch))
             if removed:
                 log(f"removed from the workspace: {', '.join(removed[:20])}")

@@ -214,18 +214,20 @@ class Workspace:
         since_sha: str | None = None,
         mirror: Path | None = None,
         materialise: Materialise | None = None,
+        agents: bool = True,
     ) -> Checkout:
         """Fetch the head and base commits (history without blobs) from GitHub, then
         diff, check out the head and sanitise (see `_prepare`). With `mirror`, through
         that repository's checkout cache (see the module's docstring). `since_sha`: where
         the review's scope starts when it is not the previous review's head (see
-        `_prepare`); `materialise`: which of the head's files to write (all when None)."""
+        `_prepare`); `materialise`: which of the head's files to write (all when None);
+        `agents`: whether an agent reads the checkout (see `sanitise`)."""
         assert self.path is not None, "use Workspace as a context manager"
         commit_ids(head_sha, base_sha, previous_sha, since_sha)
         env = git_env(token, self.path)
         root = self.path / "checkout"
         shas = {"head_sha": head_sha, "base_sha": base_sha, "previous_sha": previous_sha,
-                "since_sha": since_sha, "materialise": materialise}  # fmt: skip
+                "since_sha": since_sha, "materialise": materialise, "agents": agents}  # fmt: skip
         broken = False
         if mirror is not None:
             try:
@@ -254,6 +256,7 @@ class Workspace:
         previous_sha: str | None = None,
         since_sha: str | None = None,
         materialise: Materialise | None = None,
+        agents: bool = True,
     ) -> Checkout:
         """The same from a local repository (`manage.py review`): a shared clone, so
         nothing is copied and the original is never touched."""
@@ -279,6 +282,7 @@ class Workspace:
             since_sha=since_sha,
             materialise=materialise,
             partial=False,
+            agents=agents,
         )
 
 
@@ -292,6 +296,7 @@ def _clone_fresh(
     previous_sha: str | None,
     since_sha: str | None = None,
     materialise: Materialise | None = None,
+    agents: bool = True,
 ) -> Checkout:
     """A repository of the review's own, fetched from GitHub for this checkout alone."""
     root.mkdir()
@@ -308,6 +313,7 @@ def _clone_fresh(
         previous_sha=previous_sha,
         since_sha=since_sha,
         materialise=materialise,
+        agents=agents,
     )
 
 
@@ -361,6 +367,7 @@ def _from_mirror(
     previous_sha: str | None,
     since_sha: str | None = None,
     materialise: Materialise | None = None,
+    agents: bool = True,
 ) -> Checkout:
     """The checkout as a worktree of the repository's bare mirror, fetching into the
     mirror only what it lacks. Each fetched commit is kept under `refs/tasuku/<sha>`: a
@@ -396,6 +403,7 @@ def _from_mirror(
             previous_sha=previous_sha,
             since_sha=since_sha,
             materialise=materialise,
+            agents=agents,
         )
         # The checkout's `.git` is gone (sanitised): what `git worktree prune` would do
         # at the next review, done now, so that the next review need not run it.
@@ -542,6 +550,7 @@ def _prepare(
     since_sha: str | None = None,
     materialise: Materialise | None = None,
     partial: bool = True,
+    agents: bool = True,
 ) -> Checkout:
     """Diff and check out `head_sha`, then sanitise.
 
@@ -555,6 +564,7 @@ def _prepare(
     With `materialise`, only the files it names are written (git's sparse checkout).
     `partial`: the repository was fetched without its files (not a local one), so what
     is read of them is fetched first, in one request (`_files_fetch`).
+    `agents`: whether an agent reads the checkout (see `sanitise`).
     """
     commit_ids(head_sha, base_sha, previous_sha, since_sha)
     found = git("merge-base", head_sha, base_sha, check=False)
@@ -624,7 +634,7 @@ def _prepare(
         view = HeadView(git, head_sha, head_blobs, changed_head, _missing=missing)
         written = _sparse(git, set(materialise(view)) & set(head_blobs))
     checkout_verified(git, head_sha, sparse=written is not None)
-    removed = sanitise(root)
+    removed = sanitise(root, agents=agents)
     return Checkout(
         root=root,
         head_sha=head_sha,
@@ -854,10 +864,14 @@ def _exit(code: int) -> str:
     return str(code)
 
 
-def sanitise(root: Path) -> list[str]:
+def sanitise(root: Path, *, agents: bool = True) -> list[str]:
     """Delete what could steer or leak from a reviewer: agent instruction files and
     folders at any depth, `.git`, and every symlink that resolves outside `root`.
-    Returns what was removed, relative to `root`."""
+    Returns what was removed, relative to `root`.
+
+    `agents=False` keeps the instruction files, for a reviewer that runs no agent (the
+    static engine's checkers): to them an `AGENTS.md` or a `.mcp.json` is text like any
+    other, and a credential in one is still a credential."""
     removed: list[str] = []
     real_root = Path(os.path.realpath(root))
     for directory, dirnames, filenames in os.walk(root, topdown=True, followlinks=False):
@@ -867,7 +881,7 @@ def sanitise(root: Path) -> list[str]:
             if path.is_symlink():
                 dirnames.remove(name)
                 filenames.append(name)  # handled as a link below
-            elif name.lower() in AGENT_DIRS:
+            elif name.lower() in AGENT_DIRS and (agents or name.lower() == ".git"):
                 dirnames.remove(name)
                 _remove_tree(path)
                 if name != ".git" or here != root:  # the root's .git always goes
@@ -882,7 +896,7 @@ def sanitise(root: Path) -> list[str]:
                     path.unlink()
                     removed.append(f"{relative} -> {link}")
                     continue
-            if name.lower() in AGENT_FILES or name.lower() == ".git":
+            if (agents and name.lower() in AGENT_FILES) or name.lower() == ".git":
                 path.unlink()
                 if name != ".git" or here != root:  # a worktree's own link always goes
                     removed.append(relative)

@@ -55,6 +55,7 @@ class Forge(Protocol):
         previous: str | None,
         since: str | None,
         materialise: Materialise | None = None,
+        agents: bool = True,
     ) -> Checkout: ...
 
     def conversation(self, ctx: Context, earlier: list[Finding]) -> Conversation:

@@ -149,6 +149,12 @@ def _static_reads(head: HeadView) -> set[str]:
     return static_reads(head) | guidelines.manifests(head.blobs)
 
 
+def runs_agent(reviewer: ReviewerConfig | None) -> bool:
+    """Whether an agent reads the reviewer's checkout, which instruction files in it
+    could steer (every engine but `static`: its checkers read them as text)."""
+    return reviewer is None or reviewer.engine != Engine.STATIC
+
+
 def paid(reviewer: ReviewerConfig | None) -> bool:
     """Whether the reviewer's engine costs money to run (every engine but `static`)."""
     return reviewer is None or reviewer.engine != Engine.STATIC

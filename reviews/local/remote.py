@@ -258,6 +258,7 @@ class Remote(Local):
         previous: str | None,
         since: str | None,
         materialise: Materialise | None = None,
+        agents: bool = True,
     ) -> Checkout:
         return workspace.checkout(
             clone_url=self.info.clone_url,
@@ -267,6 +268,7 @@ class Remote(Local):
             previous_sha=previous,
             since_sha=since,
             materialise=materialise,
+            agents=agents,
             mirror=self.mirror,
         )
 

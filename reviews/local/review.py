@@ -215,6 +215,7 @@ class Local:
         previous: str | None,
         since: str | None,
         materialise: Materialise | None = None,
+        agents: bool = True,
     ) -> Checkout:
         return workspace.checkout_local(
             repository=self.root,
@@ -223,6 +224,7 @@ class Local:
             previous_sha=previous,
             since_sha=since,
             materialise=materialise,
+            agents=agents,
         )
 
     def conversation(self, ctx: Context, earlier: list[Finding]) -> threads.Conversation:

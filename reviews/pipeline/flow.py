@@ -201,6 +201,7 @@ def _prepare(ctx: Context, workspace: Workspace, previous: str | None) -> Prepar
         previous,
         scope_since(run, previous),
         materialise=stages.materialise_for(reviewer),
+        agents=stages.runs_agent(reviewer),
     )
     core = ctx.core = stages.prepare(checkout, ctx.config, reviewer)
     _record_scope(run, checkout, core)

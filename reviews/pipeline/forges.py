@@ -106,6 +106,7 @@ class GitHub:
         previous: str | None,
         since: str | None,
         materialise: Materialise | None = None,
+        agents: bool = True,
     ) -> Checkout:
         info = ctx.gateway.repository_get(ctx.repo)
         ctx.repository_info = info
@@ -118,6 +119,7 @@ class GitHub:
             previous_sha=previous,
             since_sha=since,
             materialise=materialise,
+            agents=agents,
             mirror=mirror_for(ctx.repository),
         )
         # Beside it, the approved secondary repositories (reviews/scope/secondaries.py).

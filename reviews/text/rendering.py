@@ -321,7 +321,8 @@ def review_body(
         parts.append(
             "**Removed before review:** "
             + ", ".join(code_span(p) for p in context.sanitised[:15])
-            + " (agent instructions and links outside the repository are never read)"
+            + " (never read: files that could instruct a model reviewer, and what links "
+            "leading outside the repository point to)"
         )
     parts += ["", "</details>", "", f"[Run details]({context.dashboard_url})"]
     signed = run_marker(context.run_id)

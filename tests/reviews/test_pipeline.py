@@ -212,9 +212,13 @@ def test_a_retried_publication_skips_comments_already_on_the_pull_request(world,
     assert WebhookDelivery.objects.count() == 1
 
 
-def test_agent_files_and_links_out_of_the_checkout_are_removed_before_the_engine_runs(
+def test_links_out_of_the_checkout_are_removed_and_agent_files_are_text_to_the_static_engine(
     fake_github, deliver, tmp_path
 ):
+    """What a link leads to outside the checkout is never read. Agent instruction files
+    steer only an agent (a model engine's checkout loses them: tests/sandbox/
+    test_workspace.py); the static engine's checkers read them as text, and a key in
+    `CLAUDE.md` or `.mcp.json` is a key committed."""
     from tests.fakes.github import Symlink
     from tests.gitworld import HEAD_FILES
 
@@ -236,15 +240,12 @@ def test_agent_files_and_links_out_of_the_checkout_are_removed_before_the_engine
     run = deliver(world)
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED, run.reason
-    assert run.sanitised == sorted([
-        ".claude/", ".mcp.json", "CLAUDE.md", "docs/AGENTS.md",
-        f"key.pem -> {outside}", "passwd -> /etc/passwd",
-    ])  # fmt: skip
+    assert run.sanitised == sorted([f"key.pem -> {outside}", "passwd -> /etc/passwd"])
     paths = set(Finding.objects.filter(review__run=run).values_list("path", flat=True))
-    assert "CLAUDE.md" not in paths  # its AWS key was never read
+    assert "CLAUDE.md" in paths  # its AWS key, read as text: the instruction obeyed by none
     assert "key.pem" not in paths  # the private key behind the link was never read
     assert "app/payments.py" in paths
-    assert "`CLAUDE.md`" in world.fake.reviews_of(REPO, 7)[0]["body"]
+    assert "`passwd -> /etc/passwd`" in world.fake.reviews_of(REPO, 7)[0]["body"]
 
 
 def test_the_token_never_appears_in_logs_or_in_the_run_record(world, deliver, caplog):

@@ -18,6 +18,7 @@ from sandbox.contract import ReviewJob, ReviewResult
 class Stub:
     def __init__(self, head_sha: str) -> None:
         self.head_sha = head_sha
+        self.engine = "static"
         self.fail_next: dict[str, list[int | str]] = {}
         self.results: list[dict] = []
         self.tokens_asked: list[str] = []
@@ -29,7 +30,7 @@ class Stub:
     def job(self) -> dict:
         job = ReviewJob(job_id="9", repository="acme/shop", pull_request=7, base_sha="0" * 40,
                         head_sha=self.head_sha)  # fmt: skip
-        return {"status": "review", "run": 9, "reason": "", "engine": "static",
+        return {"status": "review", "run": 9, "reason": "", "engine": self.engine,
                 "head_sha": self.head_sha, "job": job.model_dump(mode="json")}  # fmt: skip
 
     def _handler(self):
@@ -81,9 +82,13 @@ class Stub:
         return Handler
 
 
-def test_the_engine_never_sees_the_oidc_request_variables(checkout, runner_env, monkeypatch):
+@pytest.mark.parametrize("engine_name", ["anthropic", "static"])
+def test_the_engine_never_sees_the_oidc_request_variables(
+    checkout, runner_env, monkeypatch, engine_name
+):
     root, head = checkout
     stub = Stub(head)
+    stub.engine = engine_name
     summary = runner_env(stub)
     seen = {}
 
@@ -100,7 +105,8 @@ def test_the_engine_never_sees_the_oidc_request_variables(checkout, runner_env, 
     assert actions_runner.main(["--url", stub.url, "--checkout", str(root)]) == 0
     assert "ACTIONS_ID_TOKEN_REQUEST_URL" not in seen["env"]
     assert "ACTIONS_ID_TOKEN_REQUEST_TOKEN" not in seen["env"]
-    assert seen["files"] == ["app.py"]  # AGENTS.md and .git sanitised away
+    # .git sanitised away, and AGENTS.md from an agent's checkout: static reads it as text.
+    assert seen["files"] == (["app.py"] if engine_name == "anthropic" else ["AGENTS.md", "app.py"])
     # The audience is Tasuku's URL; each request carries a freshly minted token.
     assert all(f"audience={stub.url.replace(':', '%3A').replace('/', '%2F')}" in p
                for p in stub.tokens_asked)  # fmt: skip

@@ -51,6 +51,20 @@ def test_sanitise_removes_agent_files_git_and_links_out_of_the_checkout(tmp_path
     assert (root / "srclink").is_symlink()
 
 
+def test_a_checkout_no_agent_reads_keeps_the_instruction_files_as_text(tmp_path):
+    """The static engine's checkers read `AGENTS.md` or `.mcp.json` as text, where a
+    credential is still a credential: only `.git` and links out of the checkout go."""
+    root = tmp_path / "checkout"
+    (root / ".claude").mkdir(parents=True)
+    (root / ".git").mkdir()
+    for path in ("AGENTS.md", ".mcp.json", ".claude/settings.json", "src.py"):
+        (root / path).write_text("x\n")
+    os.symlink("/etc/passwd", root / "passwd")
+    assert sanitise(root, agents=False) == ["passwd -> /etc/passwd"]
+    assert not (root / ".git").exists()
+    assert all((root / p).exists() for p in ("AGENTS.md", ".mcp.json", ".claude/settings.json"))
+
+
 def test_it_checks_out_the_exact_head_commit_and_diffs_it_against_the_merge_base(fake_github):
     world = world_build(fake_github)
     old_head = world.head
@@ -78,7 +92,7 @@ def test_the_token_is_sent_as_a_header_not_in_the_url_or_on_disk(fake_github, mo
     token = github.gateway().contents_token(RepoRef(41, REPO_ID, REPO))
     with Workspace() as workspace:
         # Keep .git this time, to look inside it as well.
-        monkeypatch.setattr("sandbox.workspace.sanitise", lambda root: [])
+        monkeypatch.setattr("sandbox.workspace.sanitise", lambda root, agents=True: [])
         workspace.checkout(
             clone_url=f"{fake_github.url}/{REPO}.git",
             token=token,
