@@ -766,10 +766,10 @@ def test_a_checker_that_runs_out_of_memory_makes_the_review_partial_never_succes
 ):
     from tests.sandbox.test_static_quality import big_script
 
-    # 150 MB is enough for shellcheck on a small script, not on a 1,300-line one.
+    # 150 MB is enough for shellcheck on a small script, not on a 12,000-line one.
     settings.TASUKU_STATIC_CHECKER_MEMORY_MB = "150"
     world = world_build(fake_github, head_files={
-        "deploy/install.sh": big_script(120), "app/util.py": "import os\n",
+        "deploy/install.sh": big_script(400), "app/util.py": "import os\n",
     })  # fmt: skip
     run = deliver(world)
     review = Review.objects.get(run=run)
