@@ -42,6 +42,10 @@ WELL_KNOWN = frozenset({
     # The Azure Storage emulator's account key, published in Microsoft's documentation
     # (devstoreaccount1): every SDK ships it.
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
+    # The payload of jwt.io's example token (`{"sub":"1234567890", …}`, base64url), copied
+    # into tests wherever a JWT-shaped string is wanted (detect-secrets' value for a JWT
+    # ends before the signature).
+    "eyJzdWIiOiIxMjM0NTY3ODkwI",
 })  # fmt: skip
 # A credential stands apart from what is around it; the same letters inside a longer run
 # of base64 or hex (an embedded wasm module, a bundle's data URL) are a coincidence.
@@ -64,8 +68,9 @@ def grade(
 ) -> tuple[Severity, float, str, str]:
     """(severity, confidence, title, why) for a detected secret. A known format is
     critical; an example value or a test fixture's is medium, saying why; a guess from
-    a keyword alone, or from entropy alone, is low and below the default confidence
-    floor; a keyword and entropy agreeing are medium (a nit in documentation)."""
+    a keyword alone, or from entropy alone (documentation's included), is low and below
+    the default confidence floor; a keyword and entropy agreeing are medium (a nit in
+    documentation)."""
     if kind not in GUESSES:
         if placeholder(value):
             # Documentation's example keys, emulators' published keys, `changeme`: no one
@@ -101,7 +106,7 @@ def grade(
             title,
             "The value looks like a placeholder, or it is in a test or fixture folder.",
         )
-    if path.lower().endswith(DOCUMENTS):
+    if keyword and path.lower().endswith(DOCUMENTS):
         return (
             Severity.LOW,
             0.5,

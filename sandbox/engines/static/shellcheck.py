@@ -65,6 +65,7 @@ BATS_BY_DESIGN = frozenset({"SC2030", "SC2031", "SC2034", "SC2154", "SC2218"})
 # times the CPU, and on the largest scripts 35 s and 3 to 5 GB each (nvm.sh, acme.sh)
 # where it takes 2 s and 100 MB without.
 DATAFLOW_FOR = "SC2086"
+PORTABILITY = 3000  # SC3000–SC3999: "In POSIX sh, … is undefined"
 
 LEVELS = {
     "error": Severity.HIGH,
@@ -331,11 +332,22 @@ def _check_one(
     else:
         comments = _comments(root, target, cwd=root, follows=follows, dataflow=dataflow)
         hidden = set()
+    # A feature POSIX sh lacks (SC3000–SC3999: `local`, `[[`, arrays) that the lines the
+    # change left already use is the script's dialect: one more use of it adds nothing
+    # (nvm's `#!/bin/sh` tests use `local` throughout; dash and busybox have it).
+    dialect = {
+        item["code"]
+        for item in comments
+        if PORTABILITY <= item["code"] < PORTABILITY + 1000
+        and not target.touches(item["line"], item["endLine"])
+    }
     findings = []
     for item in comments:
         if not target.touches(item["line"], item["endLine"]):
             continue  # a sourced file's problem is reported on that file, if it changed
         code = item["code"]
+        if code in dialect:
+            continue
         name = f"SC{code}"
         if name in off or ((item["level"] in QUIET_LEVELS or name in OPT_IN) and name not in asked):
             continue
