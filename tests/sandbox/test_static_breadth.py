@@ -146,6 +146,21 @@ def test_a_dockerfile_gets_its_pitfalls_and_not_version_pinning(tmp_path):
     assert "hadolint" in result.coverage[0].checkers
 
 
+def test_a_dockerfile_by_any_of_its_names_is_read_by_hadolint(tmp_path):
+    """`Dockerfile-alpine.template` (docker-library's, a jq template) was "reviewed" by
+    secrets and hygiene alone; `Dockerfile_dev` too. hadolint reads both: the first does
+    not parse, and is named so; notes about one, or its ignore file, are not one."""
+    write(tmp_path, "Dockerfile_dev", DOCKERFILE)
+    assert rules(everything(tmp_path, "Dockerfile_dev"))[0] == (1, "hadolint:DL3006")
+    write(tmp_path, "Dockerfile-alpine.template", "{{\n  def v: 1\n-}}\nFROM alpine:{{ v }}\n")
+    template = everything(tmp_path, "Dockerfile-alpine.template")
+    assert "hadolint could not parse it" in template.coverage[0].not_checked
+    for name in ("Dockerfiles.md", "Dockerfile.md", "Dockerfile.dockerignore"):
+        write(tmp_path, name, "# Notes\n")
+        [entry] = everything(tmp_path, name).coverage
+        assert "hadolint" not in entry.checkers and entry.not_checked == "", name
+
+
 def test_a_health_checks_shell_form_command_is_not_told_about_stop_signals(tmp_path):
     """DL3025 is about the signal the main process gets when the container stops; a
     HEALTHCHECK's command is a probe, never sent it. The CMD beside it still is."""

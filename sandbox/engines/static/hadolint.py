@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import tempfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from sandbox.contract import Finding, Severity, StaticOptions, Suppression
 from sandbox.engines.static.common import (
@@ -27,6 +27,7 @@ from sandbox.engines.static.common import (
     version_of,
 )
 from sandbox.engines.static.config import RepositoryWord
+from sandbox.engines.static.languages import dockerfile_name
 from sandbox.engines.static.tools import tool
 
 H, M, L = Severity.HIGH, Severity.MEDIUM, Severity.LOW
@@ -63,10 +64,9 @@ PRAGMA = re.compile(r"#\s*hadolint\s+(global\s+)?ignore=([\w,\s-]+)")
 
 
 def applies(target: Target) -> bool:
-    """Whether hadolint reads this file: `Dockerfile`, `Dockerfile.prod`, `x.dockerfile`,
-    `Containerfile`."""
-    name = PurePosixPath(target.path).name.lower()
-    return name.endswith(".dockerfile") or name.split(".", 1)[0] in ("dockerfile", "containerfile")
+    """Whether hadolint reads this file: `Dockerfile`, `Dockerfile.prod`,
+    `Dockerfile-alpine.template`, `x.dockerfile`, `Containerfile`."""
+    return dockerfile_name(target.path)
 
 
 def check(

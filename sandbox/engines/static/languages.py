@@ -8,6 +8,7 @@ Pure: names in, a language (or None) out."""
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePosixPath
 
 # Extension -> language, for code that a linter would check.
@@ -27,9 +28,9 @@ BY_EXTENSION = {
     ".tf": "Terraform", ".tfvars": "Terraform", ".hcl": "HCL",
     ".css": "CSS", ".scss": "SCSS", ".sass": "Sass", ".less": "Less", ".styl": "Stylus",
 }  # fmt: skip
-# Whole names (or their prefix before a dot: `Dockerfile.prod`).
+# Whole names (or their prefix before a dot: `Makefile.am`).
 BY_NAME = {
-    "dockerfile": "Dockerfile", "containerfile": "Dockerfile", "jenkinsfile": "Jenkinsfile",
+    "jenkinsfile": "Jenkinsfile",
     "makefile": "Makefile", "gnumakefile": "Makefile", "rakefile": "Ruby", "gemfile": "Ruby",
     "vagrantfile": "Ruby", "justfile": "justfile",
 }  # fmt: skip
@@ -42,6 +43,17 @@ BY_INTERPRETER = {
     "make": "Makefile", "julia": "Julia", "elixir": "Elixir", "swift": "Swift",
 }  # fmt: skip
 WORKFLOW_FOLDERS = (".github/workflows/",)
+# `Dockerfile`, `Dockerfile.prod`, `Dockerfile-alpine.template`, `dockerfile_dev`,
+# `Containerfile`, `app.dockerfile`: the names a Dockerfile goes by — but not
+# `Dockerfile.dockerignore` (BuildKit's ignore file for it) or notes about one.
+DOCKERFILE = re.compile(r"(?:docker|container)file(?:[-_.].*)?|.*\.dockerfile", re.IGNORECASE)
+NOT_DOCKERFILE = (".dockerignore", ".md", ".markdown", ".rst", ".txt", ".json", ".yml", ".yaml")
+
+
+def dockerfile_name(path: str) -> bool:
+    """Whether `path` is named as a Dockerfile is."""
+    name = PurePosixPath(path).name
+    return DOCKERFILE.fullmatch(name) is not None and not name.lower().endswith(NOT_DOCKERFILE)
 
 
 def language_of(path: str, interpreter: str = "") -> str | None:
@@ -61,6 +73,8 @@ def language_of(path: str, interpreter: str = "") -> str | None:
         and "/" not in path.removeprefix(WORKFLOW_FOLDERS[0])
     ):
         return "GitHub Actions workflow"  # GitHub runs those of the folder itself only
-    if name.endswith(".dockerfile") or BY_NAME.get(name.split(".", 1)[0]):
-        return BY_NAME.get(name.split(".", 1)[0], "Dockerfile")
+    if dockerfile_name(path):
+        return "Dockerfile"
+    if BY_NAME.get(name.split(".", 1)[0]):
+        return BY_NAME[name.split(".", 1)[0]]
     return BY_EXTENSION.get(pure.suffix.lower())
