@@ -135,7 +135,7 @@ def test_every_file_the_engine_did_not_read_is_named_with_why(tmp_path):
         'Not checked (binary (a NUL byte in its first 8 KB)): "blob.py".',
         'Not checked (a symbolic link): "link.py".',
         'Not checked (not in the checkout): "gone.py".',
-        'Not checked (not a regular file): "sub".',
+        'Not checked (a submodule: the change is the other repository\'s commit it names): "sub".',
         'Not checked (binary in the diff): "logo\\".png".',
     ]
     assert result.summary.validation.startswith(

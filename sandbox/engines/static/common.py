@@ -239,6 +239,10 @@ def select(
                 reason = "a symbolic link"
             elif not absolute.exists():
                 reason = "not in the checkout"
+            elif absolute.is_dir():
+                # git writes a submodule (a gitlink) as a folder: what changed is the
+                # commit it names, in another repository.
+                reason = "a submodule: the change is the other repository's commit it names"
             elif not absolute.is_file():
                 reason = "not a regular file"
             elif absolute.stat().st_size > MAX_FILE_BYTES:
