@@ -525,6 +525,23 @@ def test_a_sourced_fragment_without_a_shebang_is_not_told_to_add_one(tmp_path):
     assert ("install/migrate.sh", "shellcheck:SC2148") in rules(result)
 
 
+def test_a_script_started_through_with_contenv_or_marked_by_a_directive_is_shell(tmp_path):
+    """linuxserver's s6 scripts start `#!/usr/bin/with-contenv bash` (with a
+    `# shellcheck shell=bash` line or without): they were read by secrets and hygiene
+    only, and shellcheck alone calls the launcher "unrecognized" (SC1008). A file with
+    the directive and no `#!` is shell too."""
+    result = review(tmp_path, {
+        "root/etc/s6/init/run": "#!/usr/bin/with-contenv bash\ncd $1\n",
+        "root/etc/s6/other/run": "#!/usr/bin/with-contenv bash\n# shellcheck shell=bash\ncd $1\n",
+        "lib/helpers": "# shellcheck shell=sh\ncd $1\n",
+    })  # fmt: skip
+    assert rules(result) == {
+        ("root/etc/s6/init/run", "shellcheck:SC2164"),
+        ("root/etc/s6/other/run", "shellcheck:SC2164"),
+        ("lib/helpers", "shellcheck:SC2164"),
+    }
+
+
 def test_a_feature_posix_sh_lacks_is_the_scripts_dialect_where_its_other_lines_use_it(
     tmp_path,
 ):

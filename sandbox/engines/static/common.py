@@ -336,13 +336,19 @@ def quote_line(target: Target, line: int) -> str:
         return ""
 
 
+# Programs a `#!` line runs to start the real interpreter: env, and s6-overlay's
+# with-contenv (`#!/usr/bin/with-contenv bash`, the linuxserver images' scripts).
+LAUNCHERS = frozenset({"env", "with-contenv"})
+
+
 def interpreter(target: Target) -> str:
-    """The program a `#!` line names (`bash` for `#!/usr/bin/env -S bash -e`), else ""."""
+    """The program a `#!` line names (`bash` for `#!/usr/bin/env -S bash -e` and for
+    `#!/usr/bin/with-contenv bash`), else ""."""
     first = target.lines[0] if target.lines else ""
     if not first.startswith("#!"):
         return ""
     words = first[2:].split()
-    if words and Path(words[0]).name == "env":
+    while words and Path(words[0]).name in LAUNCHERS:
         words = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
     return Path(words[0]).name if words else ""
 

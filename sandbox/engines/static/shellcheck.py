@@ -82,6 +82,11 @@ EXPLAIN = {
     2068: "Unquoted, `$@` splits arguments that contain spaces into several.",
 }  # fmt: skip
 SHELLS = {"sh", "bash", "dash", "ksh", "mksh", "ash", "busybox", "bats"}
+DIALECTS = {"sh", "bash", "dash", "ksh", "busybox"}  # what `shellcheck --shell` accepts
+# `# shellcheck shell=bash` at a script's top: shellcheck reads it in place of a `#!`.
+SHELL_DIRECTIVE = re.compile(
+    r"^\s*#\s*shellcheck\s+(?:\S+\s+)*shell=(?:sh|bash|dash|ksh|busybox)\b", re.MULTILINE
+)
 EXTENSIONS = (".sh", ".bash", ".ksh", ".dash", ".bats")
 # Git hooks kept in the repository (husky's `.husky/pre-commit`, a `.githooks/` folder
 # named by core.hooksPath) are shell scripts whatever their first line: husky runs its
@@ -99,11 +104,32 @@ DIRECTIVE = re.compile(r"#\s*shellcheck\s.*?\bsource(?:-path)?=(\S+)")
 
 
 def _is_shell(target: Target) -> bool:
-    """A shell script by its extension or its `#!` line, whatever else its name has
-    (`install.nvm.sh`, `my.script` with `#!/bin/bash`)."""
+    """A shell script by its extension, its `#!` line or a `# shellcheck shell=`
+    directive at its top, whatever else its name has (`install.nvm.sh`, `my.script`
+    with `#!/bin/bash`)."""
     if target.path.lower().endswith(EXTENSIONS) or _unmarked_hook(target):
         return True
-    return interpreter(target) in SHELLS
+    return interpreter(target) in SHELLS or bool(SHELL_DIRECTIVE.search(_top(target)))
+
+
+def _top(target: Target) -> str:
+    return "\n".join(target.lines[:10])
+
+
+def _dialect(target: Target) -> str | None:
+    """The shell to name to shellcheck where it cannot read one from the file: an
+    unmarked git hook (sh), a script started through a launcher it does not know
+    (`#!/usr/bin/with-contenv bash`: "This shebang was unrecognized")."""
+    if SHELL_DIRECTIVE.search(_top(target)):
+        return None  # shellcheck reads the directive itself
+    if _unmarked_hook(target):
+        return "sh"
+    first = target.lines[0] if target.lines else ""
+    words = first[2:].split() if first.startswith("#!") else []
+    program = interpreter(target)
+    if words and Path(words[0]).name not in {"env", *SHELLS} and program in DIALECTS:
+        return program
+    return None
 
 
 def _unmarked_hook(target: Target) -> bool:
@@ -239,8 +265,9 @@ def _comments(
     command = [tool("shellcheck"), "--format", "json1", "--norc"]
     if not dataflow:
         command.append("--extended-analysis=false")
-    if _unmarked_hook(target):
-        command += ["--shell", "sh"]
+    dialect = _dialect(target)
+    if dialect:
+        command += ["--shell", dialect]
     if follows:
         # Sourced files are read from the script's folder and the checkout's root.
         folder = (root / target.path).parent
