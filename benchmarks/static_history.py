@@ -69,14 +69,19 @@ def ranges(repo: Path, count: int, skip: int = 0, *, first_push: bool = False) -
             base, head = parents[0], commit
         else:
             continue  # the root commit: nothing before it to compare with
-        if not git(repo, "diff", "--name-only", base, head).strip():
+        # Without rename detection, which reads the files: a snapshot lacking one of
+        # them still lists its ranges (`complete` skips those, saying so).
+        if not git(repo, "diff", "--no-renames", "--name-only", base, head).strip():
             continue
         found.append(Range(repo.name, base, head, subject[:100]))
         if first_push and len(parents) == 2:
             commits = git(
                 repo, "rev-list", "--first-parent", "--reverse", f"{base}..{head}"
             ).split()
-            if len(commits) > 1 and git(repo, "diff", "--name-only", base, commits[0]).strip():
+            if (
+                len(commits) > 1
+                and git(repo, "diff", "--no-renames", "--name-only", base, commits[0]).strip()
+            ):
                 found.append(Range(repo.name, base, commits[0], f"{subject[:80]} (first push)"))
         if len(found) >= count:
             break

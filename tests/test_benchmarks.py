@@ -99,6 +99,33 @@ def test_the_dashboard_benchmark_seeds_its_own_database_and_times_every_page(
     assert (tmp_path / "bench.sqlite3").exists() and not (tmp_path / "mine.sqlite3").exists()
 
 
+def test_the_history_benchmark_lists_a_range_whose_file_its_clone_lacks(tmp_path):
+    """A public repository's snapshot can lack a file's contents (seen in mozilla/sops):
+    listing the ranges crashed on git's rename detection, which reads them. The range is
+    listed, and `complete` says it cannot be reviewed."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.static_history import complete, ranges
+
+    def run(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), *args], check=True,
+                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+
+    run("init", "-q", "-b", "main")
+    run("config", "user.email", "a@b.c")
+    run("config", "user.name", "a")
+    (tmp_path / "old.txt").write_text("".join(f"line {n}\n" for n in range(200)))
+    run("add", ".")
+    run("commit", "-qm", "base")
+    lost = run("rev-parse", "HEAD:old.txt")
+    run("mv", "old.txt", "new.txt")
+    (tmp_path / "new.txt").write_text("".join(f"line {n}\n" for n in range(201)))
+    run("add", ".")
+    run("commit", "-qm", "rename with an edit")
+    (tmp_path / ".git" / "objects" / lost[:2] / lost[2:]).unlink()
+    [listed] = ranges(tmp_path, 5)
+    assert not complete(tmp_path, listed)
+
+
 def test_a_benchmark_drops_the_database_it_created_and_keeps_one_it_was_given(tmp_path):
     import sqlite3
 
