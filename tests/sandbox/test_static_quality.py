@@ -547,7 +547,8 @@ def test_a_feature_posix_sh_lacks_is_the_scripts_dialect_where_its_other_lines_u
 ):
     """Seen in nvm: a `#!/bin/sh` test whose function already declared six `local`s was
     told of the seventh (SC3043). Where the lines the change left use the feature, one
-    more use adds nothing; a script that never used it is told."""
+    more use adds nothing; a script that never used it is told, and so is one whose
+    `#!` line the change rewrote (from bash to sh, say)."""
     script = (
         "#!/bin/sh\nsetup() {\n  local dir\n  dir=$(mktemp -d)\n  local name\n"
         '  name=x\n  echo "$dir $name"\n}\n'
@@ -555,6 +556,8 @@ def test_a_feature_posix_sh_lacks_is_the_scripts_dialect_where_its_other_lines_u
     write(tmp_path, {"t/install": script, "t/fresh": script})
     result = static_review(job(added("t/install", 5, 6), every("t/fresh", script)), tmp_path)
     assert rules(result) == {("t/fresh", "shellcheck:SC3043")}
+    moved = static_review(job(added("t/install", 1, 5, 6)), tmp_path)
+    assert rules(moved) == {("t/install", "shellcheck:SC3043")}
 
 
 def test_a_git_hook_without_a_shebang_is_read_as_sh(tmp_path):

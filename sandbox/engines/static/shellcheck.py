@@ -361,12 +361,14 @@ def _check_one(
         hidden = set()
     # A feature POSIX sh lacks (SC3000–SC3999: `local`, `[[`, arrays) that the lines the
     # change left already use is the script's dialect: one more use of it adds nothing
-    # (nvm's `#!/bin/sh` tests use `local` throughout; dash and busybox have it).
+    # (nvm's `#!/bin/sh` tests use `local` throughout; dash and busybox have it). Not
+    # when the change rewrote the `#!` line: a script it moved to sh is told of each.
     dialect = {
         item["code"]
         for item in comments
         if PORTABILITY <= item["code"] < PORTABILITY + 1000
         and not target.touches(item["line"], item["endLine"])
+        and not target.touches(1, 1)
     }
     findings = []
     for item in comments:
