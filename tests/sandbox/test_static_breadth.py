@@ -155,7 +155,7 @@ def test_a_dockerfile_by_any_of_its_names_is_read_by_hadolint(tmp_path):
     write(tmp_path, "Dockerfile-alpine.template", "{{\n  def v: 1\n-}}\nFROM alpine:{{ v }}\n")
     template = everything(tmp_path, "Dockerfile-alpine.template")
     assert "hadolint could not parse it" in template.coverage[0].not_checked
-    for name in ("Dockerfiles.md", "Dockerfile.md", "Dockerfile.dockerignore"):
+    for name in ("Dockerfiles.md", "Dockerfile.md", "Dockerfile.dockerignore", "dockerfile.py"):
         write(tmp_path, name, "# Notes\n")
         [entry] = everything(tmp_path, name).coverage
         assert "hadolint" not in entry.checkers and entry.not_checked == "", name

@@ -45,15 +45,24 @@ BY_INTERPRETER = {
 WORKFLOW_FOLDERS = (".github/workflows/",)
 # `Dockerfile`, `Dockerfile.prod`, `Dockerfile-alpine.template`, `dockerfile_dev`,
 # `Containerfile`, `app.dockerfile`: the names a Dockerfile goes by — but not
-# `Dockerfile.dockerignore` (BuildKit's ignore file for it) or notes about one.
+# `Dockerfile.dockerignore` (BuildKit's ignore file for it), notes about one, or code
+# of another language (`dockerfile_test.go`, `dockerfile.py`).
 DOCKERFILE = re.compile(r"(?:docker|container)file(?:[-_.].*)?|.*\.dockerfile", re.IGNORECASE)
-NOT_DOCKERFILE = (".dockerignore", ".md", ".markdown", ".rst", ".txt", ".json", ".yml", ".yaml")
+NOT_DOCKERFILE = {
+    ".dockerignore", ".md", ".markdown", ".rst", ".txt", ".json", ".yml", ".yaml", ".toml",
+    ".sh", ".bash", ".py", ".pyi",
+}  # fmt: skip
 
 
 def dockerfile_name(path: str) -> bool:
     """Whether `path` is named as a Dockerfile is."""
-    name = PurePosixPath(path).name
-    return DOCKERFILE.fullmatch(name) is not None and not name.lower().endswith(NOT_DOCKERFILE)
+    pure = PurePosixPath(path)
+    suffix = pure.suffix.lower()
+    return (
+        DOCKERFILE.fullmatch(pure.name) is not None
+        and suffix not in NOT_DOCKERFILE
+        and suffix not in BY_EXTENSION
+    )
 
 
 def language_of(path: str, interpreter: str = "") -> str | None:
