@@ -602,6 +602,11 @@ class ReviewResult(BaseModel):
     # of memory, say): the findings it has are published, and the check is never
     # `success` — this says what did not run, and why.
     partial: str = Field(default="", max_length=2000)
+    # What decided the findings, as a digest (the static engine: its own rules and its
+    # checkers' versions; empty from a model engine, and from a runner older than this
+    # field). Two reviews with the same digest apply the same rules: a finding the first
+    # raised that the second does not is gone from the code, not from the rules.
+    rules: str = Field(default="", max_length=100)
     # Changed files the engine could not read (too large, binary, unreadable), each with
     # why: a review never says it found nothing in a file it did not read.
     unread: list[OmittedPart] = Field(default_factory=list, max_length=1000)

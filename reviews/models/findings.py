@@ -36,6 +36,13 @@ class Review(models.Model):
     triage = models.JSONField(default=dict, blank=True)
     guidelines = models.JSONField(default=list, blank=True, help_text="Guideline packs used.")
     engine = models.CharField(max_length=40)
+    rules = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="What decided the findings (the static engine's rules and checkers, as a "
+        "digest): a finding the next review does not raise under other rules was not "
+        "verified fixed.",
+    )
     inspected_areas = models.JSONField(default=list)
     important_files = models.JSONField(default=list)
     validation = models.TextField(blank=True)

@@ -364,6 +364,7 @@ def _validate_and_publish(
         # Retargeted: what the pull request no longer changes is no longer its own.
         pull_diff=core.diff if run.trigger == Trigger.RETARGET else None,
         base_ref=run.pull_request.base_ref,
+        rules=(prepared.before.rules if prepared.before else "", result.rules),
     )
     decisions = ctx.mode.rulings_settle(run, result, decisions, found_again)
     threads.carry(review, earlier, decisions, talk, since_previous=since_previous)

@@ -216,6 +216,7 @@ def persist(
                 "triage": core.verdict.as_dict() if core.verdict else {},
                 "guidelines": core.packs,
                 "engine": result.engine if result else "triage",
+                "rules": result.rules if result else "",
                 "inspected_areas": summary.inspected_areas if summary else [],
                 "important_files": summary.important_files if summary else [],
                 "validation": summary.validation if summary else "",

@@ -227,11 +227,14 @@ def decide(
     ruled_fixed: set[str] = frozenset(),
     pull_diff: Diff | None = None,
     base_ref: str = "",
+    rules: tuple[str, str] = ("", ""),
 ) -> dict[str, Decision]:
     """What became of each earlier open finding (reviews/validation/reconcile.py). `examined`: what
     read each file at this head (the coverage ledger); `engine`: the reviewer's engine
     (its static checkers are told apart by the finding's rule); `pull_diff`: after a
-    retarget, the pull request's whole diff against its new base (`base_ref`)."""
+    retarget, the pull request's whole diff against its new base (`base_ref`); `rules`:
+    the rules of the review the findings come from and of this one (each a digest, ""
+    where unknown)."""
     deleted = (
         {f.path for f in since_previous.files if f.status == "deleted"} if since_previous else set()
     )
@@ -260,6 +263,7 @@ def decide(
         ruled_fixed=ruled_fixed,
         in_pull=_in_pull(pull_diff) if pull_diff is not None else None,
         base_ref=base_ref,
+        rules_changed=all(rules) and rules[0] != rules[1],
     )
 
 

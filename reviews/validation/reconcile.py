@@ -99,6 +99,7 @@ def reconcile(
     ruled_fixed: set[str] = frozenset(),
     in_pull=None,
     base_ref: str = "",
+    rules_changed: bool = False,
 ) -> dict[str, Decision]:
     """One decision per earlier open finding. `diff` runs from the earlier review's head
     to the new one (None when unknown: then a finding that is gone counts as resolved);
@@ -112,7 +113,11 @@ def reconcile(
 
     `in_pull(path, start, end)`, after a retarget: whether those lines are still in the
     pull request's diff against its new base. A finding whose lines are not is outdated:
-    the new base has that code as it is, so it is no longer this pull request's."""
+    the new base has that code as it is, so it is no longer this pull request's.
+
+    `rules_changed`: the engine's rules differ from those of the review that raised the
+    findings (a Tasuku or checker upgrade between the two). A deterministic checker's
+    silence then proves no fix: such a finding is outdated, saying so, never "fixed"."""
     short = head_sha[:7]
     decisions: dict[str, Decision] = {}
     for item in earlier:
@@ -176,6 +181,13 @@ def reconcile(
                 RESOLVED, f"the reviewer ruled it fixed ({where} itself is unchanged)",
                 code_changed=False,
             )  # fmt: skip
+        elif item.deterministic and rules_changed:
+            decisions[item.fingerprint] = Decision(
+                OUTDATED,
+                f"{item.checker} no longer reports it, and the static reviewer's rules changed "
+                f"since it was raised ({where} itself is unchanged): it was not verified fixed",
+                code_changed=False,
+            )
         elif item.deterministic and (diff is None or diff.get(item.path) is not None):
             # Its checker says the same of the same code: no longer found after its file
             # changed, the change fixed it (an import added above a use, say).

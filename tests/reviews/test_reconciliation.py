@@ -486,3 +486,50 @@ def test_a_carried_findings_words_name_the_lines_it_moved_to():
         "on line 8; lines 8-9; see app/other.py:3 and app/payments.py:30"
     )
     assert text_moved(said, "app/payments.py", 3, 4, 0) == said
+
+
+def test_a_finding_the_rules_stopped_raising_is_outdated_never_verified_fixed():
+    """A deterministic checker's finding not raised again after its file changed
+    elsewhere was "Verified fixed". If the static reviewer's rules changed between the
+    two reviews (Tasuku or a checker upgraded, a rule narrowed), the code fixed nothing:
+    the finding is outdated, and the sentence says the rules changed."""
+    from reviews.scope.diff import diff_parse
+    from reviews.validation.reconcile import OUTDATED, RESOLVED, Earlier, reconcile
+
+    diff = diff_parse(
+        "diff --git a/run.sh b/run.sh\n--- a/run.sh\n+++ b/run.sh\n"
+        "@@ -1,2 +1,3 @@\n #!/bin/bash\n+set -e\n local x=$(f)\n"
+    )
+    earlier = [Earlier("f1", "run.sh", 12, 12, checker="shellcheck", deterministic=True)]
+    examined = {"run.sh": frozenset({"shellcheck"})}
+    kept = reconcile(earlier, set(), diff=diff, head_sha="abc1234", examined=examined)
+    assert kept["f1"].state == RESOLVED  # the same rules: its file's change fixed it
+    upgraded = reconcile(
+        earlier, set(), diff=diff, head_sha="abc1234", examined=examined, rules_changed=True
+    )
+    assert (upgraded["f1"].state, upgraded["f1"].code_changed) == (OUTDATED, False)
+    assert "rules changed" in upgraded["f1"].reason
+    assert "not verified fixed" in upgraded["f1"].reason
+
+
+def test_a_review_records_the_rules_that_decided_its_findings(world, deliver):
+    """Through the pipeline: the admin turns ruff's S602 off between two pushes, and the
+    second (rebased, reviewed whole) changes app/payments.py elsewhere. Its `shell=True`
+    finding is not raised again; the code is as it was, so the reply says the rules
+    changed — never "Verified fixed"."""
+    run = deliver(world, "opened")
+    review = Review.objects.get(run=run)
+    assert review.rules.startswith("static:") and len(review.rules) == len("static:") + 16
+    set_policy(static_rules="-S602")
+    before = world.pull.head_sha
+    base = world.pull.base_sha
+    world.pull.head_sha = world.git.commit(  # a rebase: not a descendant of the last head
+        {"app/payments.py": PAYMENTS_1 + "\n\nLIMIT = 3\n", "app/tools.py": TOOLS_1,
+         "deploy.sh": DEPLOY}, parent=base, branch="feature",
+    )  # fmt: skip
+    world.repo.commits.add(world.pull.head_sha)
+    second = deliver(world, "synchronize", before=before)
+    assert Review.objects.get(run=second).rules != review.rules
+    said = thread_of(world, "app/payments.py", 6)["comments"][-1]["body"]
+    assert said.startswith(f"Outdated at {world.pull.head_sha[:7]}: ruff no longer reports it")
+    assert "rules changed" in said and "Verified fixed" not in said

