@@ -105,3 +105,27 @@ def test_opinion_rules_are_off_by_default_and_a_policy_turns_them_on(tmp_path):
     }
     asked = _review(tmp_path / "b", {"net.py": code}, select=("S113", "B904"))
     assert {"ruff:S113", "ruff:B904"} <= {r for _, r in asked}
+
+
+def test_the_rules_digest_follows_what_decides_findings_and_nothing_else():
+    """A review's rules (reviews/validation/reconcile.py: a finding the next review does
+    not raise under other rules was not verified fixed) change with the policy's rule
+    list and the base's linter words — a `.shellcheckrc`, `[tool.ruff]`, a declared
+    Python — and not with a dependency bump in the same `pyproject.toml`."""
+    from sandbox.engines.static import rules
+
+    pyproject = '[project]\nrequires-python = ">=3.10"\ndependencies = ["a==1"]\n'
+    base = StaticOptions(configs={"pyproject.toml": pyproject})
+    same = rules(base)
+    assert same == rules(
+        StaticOptions(configs={"pyproject.toml": pyproject.replace("a==1", "a==2")})
+    )
+    for changed in (
+        StaticOptions(configs={"pyproject.toml": pyproject.replace("3.10", "3.11")}),
+        StaticOptions(
+            configs={"pyproject.toml": pyproject + '[tool.ruff.lint]\nignore = ["S602"]\n'}
+        ),
+        StaticOptions(configs={"pyproject.toml": pyproject, ".shellcheckrc": "disable=SC2086\n"}),
+        StaticOptions(configs={"pyproject.toml": pyproject}, ignore=("S602",)),
+    ):
+        assert rules(changed) != same, changed

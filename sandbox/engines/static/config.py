@@ -308,6 +308,32 @@ def _declared(name: str, text: str) -> tuple[list[int], bool]:
     return minors, py2
 
 
+# Files whose every word is a linter's configuration; of the others (pyproject.toml,
+# setup.cfg, tox.ini, setup.py, .python-version) only what the engine reads counts.
+SHARED_FILES = frozenset({"pyproject.toml", "setup.cfg", "tox.ini", "setup.py", ".python-version"})
+
+
+def rules_said(configs: dict[str, str]) -> str:
+    """What the base branch's configuration says that decides the static engine's
+    findings, in a canonical form: the dedicated linters' files as they are, and of a
+    shared file only its ruff or flake8 section and the Python versions it declares (a
+    dependency bump in `pyproject.toml` changes no rule)."""
+    said = []
+    for path in sorted(configs):
+        name, text = PurePosixPath(path).name, configs[path]
+        if name not in SHARED_FILES:
+            said.append(f"{path}\0{text}")
+            continue
+        flake8 = _flake8_section(text) if name in ("setup.cfg", "tox.ini") else None
+        words = {
+            "ruff": _ruff_section(name, text) if name == "pyproject.toml" else None,
+            "flake8": dict(flake8.items()) if flake8 is not None else None,
+            "python": _declared(name, text),
+        }
+        said.append(f"{path}\0{json.dumps(words, sort_keys=True, default=str)}")
+    return "\n".join(said)
+
+
 def _toml(text: str | None) -> dict:
     if not text:
         return {}
