@@ -264,6 +264,8 @@ def decide(
         in_pull=_in_pull(pull_diff) if pull_diff is not None else None,
         base_ref=base_ref,
         rules_changed=all(rules) and rules[0] != rules[1],
+        # This review knows its rules and the one before did not record any.
+        rules_unrecorded=bool(rules[1]) and not rules[0],
     )
 
 

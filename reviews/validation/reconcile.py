@@ -100,6 +100,7 @@ def reconcile(
     in_pull=None,
     base_ref: str = "",
     rules_changed: bool = False,
+    rules_unrecorded: bool = False,
 ) -> dict[str, Decision]:
     """One decision per earlier open finding. `diff` runs from the earlier review's head
     to the new one (None when unknown: then a finding that is gone counts as resolved);
@@ -116,8 +117,10 @@ def reconcile(
     the new base has that code as it is, so it is no longer this pull request's.
 
     `rules_changed`: the engine's rules differ from those of the review that raised the
-    findings (a Tasuku or checker upgrade between the two). A deterministic checker's
-    silence then proves no fix: such a finding is outdated, saying so, never "fixed"."""
+    findings (a Tasuku or checker upgrade between the two); `rules_unrecorded`: that
+    review kept no record of its rules (a Tasuku older than the record), so they may
+    differ. A deterministic checker's silence then proves no fix: such a finding is
+    outdated, saying so, never "fixed"."""
     short = head_sha[:7]
     decisions: dict[str, Decision] = {}
     for item in earlier:
@@ -181,11 +184,16 @@ def reconcile(
                 RESOLVED, f"the reviewer ruled it fixed ({where} itself is unchanged)",
                 code_changed=False,
             )  # fmt: skip
-        elif item.deterministic and rules_changed:
+        elif item.deterministic and (rules_changed or rules_unrecorded):
+            since = (
+                "the static reviewer's rules changed since it was raised"
+                if rules_changed
+                else "the rules it was raised under were not recorded (an earlier Tasuku)"
+            )
             decisions[item.fingerprint] = Decision(
                 OUTDATED,
-                f"{item.checker} no longer reports it, and the static reviewer's rules changed "
-                f"since it was raised ({where} itself is unchanged): it was not verified fixed",
+                f"{item.checker} no longer reports it, and {since} ({where} itself is "
+                "unchanged): it was not verified fixed",
                 code_changed=False,
             )
         elif item.deterministic and (diff is None or diff.get(item.path) is not None):

@@ -510,6 +510,12 @@ def test_a_finding_the_rules_stopped_raising_is_outdated_never_verified_fixed():
     assert (upgraded["f1"].state, upgraded["f1"].code_changed) == (OUTDATED, False)
     assert "rules changed" in upgraded["f1"].reason
     assert "not verified fixed" in upgraded["f1"].reason
+    # The first review after the upgrade that began recording rules: unknown, not "fixed".
+    unknown = reconcile(
+        earlier, set(), diff=diff, head_sha="abc1234", examined=examined, rules_unrecorded=True
+    )
+    assert (unknown["f1"].state, unknown["f1"].code_changed) == (OUTDATED, False)
+    assert "were not recorded" in unknown["f1"].reason
 
 
 def test_a_review_records_the_rules_that_decided_its_findings(world, deliver):
