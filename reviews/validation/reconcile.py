@@ -184,7 +184,13 @@ def reconcile(
                 RESOLVED, f"the reviewer ruled it fixed ({where} itself is unchanged)",
                 code_changed=False,
             )  # fmt: skip
-        elif item.deterministic and (rules_changed or rules_unrecorded):
+        elif (
+            item.deterministic
+            and (diff is None or diff.get(item.path) is not None)
+            and (rules_changed or rules_unrecorded)
+        ):
+            # Where its file changed, the same rules' silence would be a fix; other rules'
+            # proves none. (An untouched file keeps it open below, whatever the rules.)
             since = (
                 "the static reviewer's rules changed since it was raised"
                 if rules_changed

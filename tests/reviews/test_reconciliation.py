@@ -516,6 +516,15 @@ def test_a_finding_the_rules_stopped_raising_is_outdated_never_verified_fixed():
     )
     assert (unknown["f1"].state, unknown["f1"].code_changed) == (OUTDATED, False)
     assert "were not recorded" in unknown["f1"].reason
+    # Its file untouched: it stays open whatever the rules (only a writer closes it then).
+    elsewhere = diff_parse(
+        "diff --git a/other.sh b/other.sh\n--- a/other.sh\n+++ b/other.sh\n"
+        "@@ -1,1 +1,2 @@\n #!/bin/bash\n+set -e\n"
+    )
+    untouched = reconcile(
+        earlier, set(), diff=elsewhere, head_sha="abc1234", examined=examined, rules_changed=True
+    )
+    assert untouched["f1"].state == "current"
 
 
 def test_a_review_records_the_rules_that_decided_its_findings(world, deliver):
